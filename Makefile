@@ -1,0 +1,37 @@
+# atlantis-operator — every entry point a developer or CI needs.
+#   make test   the whole test suite (installs deps, builds, builds the local control plane)
+#   make run    the local demo
+#   make bench  benchmarks
+
+SHELL := /usr/bin/env bash
+.DEFAULT_GOAL := help
+NODE_TEST_FLAGS ?= --test-concurrency=2 --test-timeout=600000
+TESTS ?= $(shell find test -name '*.test.ts' | sort)
+
+.PHONY: help deps build typecheck test unit-test bench run clean
+
+help:
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
+
+node_modules/.deps-stamp: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+deps: node_modules/.deps-stamp ## install npm dependencies (npm ci)
+
+build: deps ## compile TypeScript to dist/
+	npx tsc -p tsconfig.json
+
+typecheck: deps
+	npx tsc -p tsconfig.json --noEmit
+
+test: build k8s-bins ## run every test (node:test through tsx)
+	node --import tsx --test $(NODE_TEST_FLAGS) $(TESTS)
+
+bench: build k8s-bins ## run benchmarks and print figures
+	node --import tsx bench/run.ts
+
+clean:
+	rm -rf dist
+
+-include hack/k8s/k8s.mk
