@@ -1,0 +1,291 @@
+// Table-driven tests of the Atlantis comment grammar, plus property tests.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import {
+  parseComment,
+  helpComment,
+  flagUsages,
+  UNLOCK_USAGE,
+  DID_YOU_MEAN_COMMENT,
+  buildApplyComment,
+  buildPlanComment,
+  shellSplit,
+  validateDir,
+  type ParseOptions,
+  type ParsedCommand,
+} from '../src/server/workflow/comment-parser.js';
+
+const OPTS: ParseOptions = { executableName: 'atlantis', ghUser: 'atlantis-bot', allowCommands: ['version', 'plan', 'apply', 'unlock'], blockedExtraArgs: ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'] };
+const ALL: ParseOptions = { ...OPTS, allowCommands: ['version', 'plan', 'apply', 'unlock', 'import', 'state'] };
+
+// Exactly Atlantis's texts (comment_parser_test.go), with "a repo config file".
+const PLAN_USAGE = `  -d, --dir string         Which directory to run plan in relative to root of repo,
+                           ex. 'child/dir'.
+  -p, --project string     Which project to run plan for. Refers to the name of the
+                           project configured in a repo config file. Cannot be used
+                           at same time as workspace or dir flags.
+      --verbose            Append Atlantis log to comment.
+  -w, --workspace string   Switch to this Terraform workspace before planning.
+`;
+const APPLY_USAGE = `      --auto-merge-disabled   Disable automerge after apply.
+  -d, --dir string            Apply the plan for this directory, relative to root of
+                              repo, ex. 'child/dir'.
+  -p, --project string        Apply the plan for this project. Refers to the name of
+                              the project configured in a repo config file. Cannot
+                              be used at same time as workspace or dir flags.
+      --verbose               Append Atlantis log to comment.
+  -w, --workspace string      Apply the plan for this Terraform workspace.
+`;
+
+const err = (msg: string, cmd: string, usage: string): string => '```\nError: ' + msg + '.\nUsage of ' + cmd + ':\n' + usage + '```';
+
+test('usage tables match pflag output byte for byte', () => {
+  assert.equal(flagUsages('plan'), PLAN_USAGE);
+  assert.equal(flagUsages('apply'), APPLY_USAGE);
+  assert.equal(flagUsages('unlock'), '');
+});
+
+type Expect =
+  | { ignore: true }
+  | { reply: string | RegExp }
+  | { cmd: Partial<ParsedCommand> };
+
+interface Case {
+  c: string;
+  e: Expect;
+  o?: ParseOptions;
+}
+
+const unknownCmd = (cmd: string, list = 'version, plan, apply, unlock'): string =>
+  '```\nError: unknown command ' + JSON.stringify(cmd) + ".\nRun 'atlantis --help' for usage.\nAvailable commands(--allow-commands): " + list + '\n```';
+
+const cases: Case[] = [
+  // ignored
+  { c: '', e: { ignore: true } },
+  { c: '   ', e: { ignore: true } },
+  { c: 'lgtm', e: { ignore: true } },
+  { c: 'please atlantis plan', e: { ignore: true } },
+  { c: 'atlantis plan\nmore text', e: { ignore: true } },
+  { c: 'atlantis plan\r\nsecond', e: { ignore: true } },
+  { c: 'hello\natlantis plan', e: { ignore: true } },
+  { c: '@someone-else plan', e: { ignore: true } },
+  { c: 'Atlantis plan', e: { reply: 'Did you mean to use `atlantis` instead of `Atlantis`?' } },
+  { c: 'atlas plan', e: { ignore: true } },
+  // trailing newlines (copy/paste from GitHub) still parse
+  { c: 'atlantis plan\n\n', e: { cmd: { name: 'plan' } } },
+  { c: '  atlantis plan  ', e: { cmd: { name: 'plan' } } },
+  // executable names
+  { c: 'run plan', e: { cmd: { name: 'plan' } } },
+  { c: '@atlantis-bot plan', e: { cmd: { name: 'plan' } } },
+  { c: 'atlantis apply', e: { cmd: { name: 'apply' } } },
+  { c: 'tf plan', o: { ...OPTS, executableName: 'tf' }, e: { cmd: { name: 'plan' } } },
+  { c: 'atlantis plan', o: { ...OPTS, executableName: 'infra' }, e: { cmd: { name: 'plan' } } },
+  // did you mean
+  { c: 'terraform plan', e: { reply: DID_YOU_MEAN_COMMENT('atlantis', 'terraform') } },
+  { c: 'terraform', e: { reply: 'Did you mean to use `atlantis` instead of `terraform`?' } },
+  { c: 'atlantas plan', e: { reply: 'Did you mean to use `atlantis` instead of `atlantas`?' } },
+  { c: 'atlants apply', e: { reply: 'Did you mean to use `atlantis` instead of `atlants`?' } },
+  // help
+  { c: 'atlantis', e: { reply: helpComment('atlantis', ['version', 'plan', 'apply', 'unlock']) } },
+  { c: 'atlantis help', e: { reply: helpComment('atlantis', ['version', 'plan', 'apply', 'unlock']) } },
+  { c: 'atlantis -h', e: { reply: /^```cmake\natlantis\nTerraform Pull Request Automation/ } },
+  { c: 'atlantis --help', e: { reply: /help for atlantis/ } },
+  { c: 'run help', e: { reply: /Commands:/ } },
+  { c: 'atlantis plan --help', e: { reply: '```\nUsage of plan:\n' + PLAN_USAGE + '\n```' } },
+  { c: 'atlantis apply -h', e: { reply: '```\nUsage of apply:\n' + APPLY_USAGE + '\n```' } },
+  { c: 'atlantis import -h', o: ALL, e: { reply: /^```\nUsage of import ADDRESS ID:\n/ } },
+  // unknown command / not allowed
+  { c: 'atlantis foo', e: { reply: unknownCmd('foo') } },
+  { c: 'atlantis Plan', e: { reply: unknownCmd('Plan') } },
+  { c: 'atlantis import a b', e: { reply: unknownCmd('import') } },
+  { c: 'atlantis state rm a', e: { reply: unknownCmd('state') } },
+  { c: 'atlantis apply', o: { ...OPTS, allowCommands: ['plan'] }, e: { reply: unknownCmd('apply', 'plan') } },
+  { c: 'atlantis approve_policies', e: { reply: unknownCmd('approve_policies') } },
+  // shell parsing
+  { c: 'atlantis plan -d "unterminated', e: { reply: '```\nError parsing command: EOF found when expecting closing quote\n```' } },
+  { c: "atlantis plan -d 'a b'", e: { cmd: { dir: 'a b' } } },
+  { c: 'atlantis plan -d "x y" -- -var "a=b c"', e: { cmd: { dir: 'x y', extraArgs: ['-var', 'a=b c'] } } },
+  { c: 'atlantis plan -- -var \'foo=$(rm -rf /)\'', e: { cmd: { extraArgs: ['-var', 'foo=$(rm -rf /)'] } } },
+  // flags
+  { c: 'atlantis plan -d dir', e: { cmd: { name: 'plan', dir: 'dir', workspace: undefined, project: undefined, verbose: false } } },
+  { c: 'atlantis plan --dir dir/sub', e: { cmd: { dir: 'dir/sub' } } },
+  { c: 'atlantis plan --dir=dir', e: { cmd: { dir: 'dir' } } },
+  { c: 'atlantis plan -ddir', e: { cmd: { dir: 'dir' } } },
+  { c: 'atlantis plan -d=dir', e: { cmd: { dir: 'dir' } } },
+  { c: 'atlantis plan -d .', e: { cmd: { dir: '.' } } },
+  { c: 'atlantis plan -d ./a//b/', e: { cmd: { dir: 'a/b' } } },
+  { c: 'atlantis plan -d a/../b', e: { cmd: { dir: 'b' } } },
+  { c: 'atlantis plan -d /', e: { cmd: { dir: '.' } } },
+  { c: 'atlantis plan -d /a/b', e: { cmd: { dir: 'a/b' } } },
+  { c: 'atlantis plan -d /../../etc', e: { cmd: { dir: 'etc' } } },
+  { c: 'atlantis plan -w staging', e: { cmd: { workspace: 'staging', dir: undefined } } },
+  { c: 'atlantis plan --workspace=staging -d x', e: { cmd: { workspace: 'staging', dir: 'x' } } },
+  { c: 'atlantis plan -w a-b_c.d~e', e: { cmd: { workspace: 'a-b_c.d~e' } } },
+  { c: 'atlantis plan -p myproj', e: { cmd: { project: 'myproj' } } },
+  { c: 'atlantis plan --project=myproj --verbose', e: { cmd: { project: 'myproj', verbose: true } } },
+  { c: 'atlantis plan --verbose -- -target=x', e: { cmd: { verbose: true, extraArgs: ['-target=x'] } } },
+  { c: 'atlantis plan -- -var a=b -target x', e: { cmd: { extraArgs: ['-var', 'a=b', '-target', 'x'] } } },
+  { c: 'atlantis plan --', e: { cmd: { extraArgs: [] } } },
+  { c: 'atlantis plan -d dir -- -d other', e: { cmd: { dir: 'dir', extraArgs: ['-d', 'other'] } } },
+  { c: 'atlantis apply --auto-merge-disabled', e: { cmd: { name: 'apply', autoMergeDisabled: true } } },
+  { c: 'atlantis apply -d x -w y --verbose', e: { cmd: { name: 'apply', dir: 'x', workspace: 'y', verbose: true } } },
+  { c: 'atlantis apply --verbose=false', e: { cmd: { verbose: false } } },
+  { c: 'atlantis version', e: { cmd: { name: 'version', extraArgs: [], args: [] } } },
+  { c: 'atlantis version -p x', e: { cmd: { name: 'version', project: 'x' } } },
+  { c: 'atlantis unlock', e: { cmd: { name: 'unlock' } } },
+  // import / state with allow-commands
+  { c: 'atlantis import ADDR ID', o: ALL, e: { cmd: { name: 'import', args: ['ADDR', 'ID'], extraArgs: [] } } },
+  { c: 'atlantis import -d x ADDR ID -- -var a=b', o: ALL, e: { cmd: { name: 'import', dir: 'x', args: ['ADDR', 'ID'], extraArgs: ['-var', 'a=b'] } } },
+  { c: 'atlantis import ADDR', o: ALL, e: { reply: /^```\nError: unknown argument\(s\) – ADDR\.\nUsage of import ADDRESS ID:\n/ } },
+  { c: 'atlantis state rm a.b c.d', o: ALL, e: { cmd: { name: 'state', subName: 'rm', args: ['a.b', 'c.d'] } } },
+  { c: 'atlantis state', o: ALL, e: { reply: /^```\nError: subcommand required\.\nUsage of state:\n/ } },
+  { c: 'atlantis state mv a b', o: ALL, e: { reply: /^```\nError: invalid subcommand mv \(not rm\)\.\n/ } },
+  { c: 'atlantis state rm', o: ALL, e: { reply: /^```\nError: unknown argument\(s\) – \.\n/ } },
+  // errors with usage
+  { c: 'atlantis plan --foo', e: { reply: err('unknown flag: --foo', 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan -x', e: { reply: err("unknown shorthand flag: 'x' in -x", 'plan', PLAN_USAGE) } },
+  { c: 'atlantis apply --auto-merge-disabledd', e: { reply: err('unknown flag: --auto-merge-disabledd', 'apply', APPLY_USAGE) } },
+  { c: 'atlantis plan --auto-merge-disabled', e: { reply: err('unknown flag: --auto-merge-disabled', 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan -d', e: { reply: err("flag needs an argument: 'd' in -d", 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan --dir', e: { reply: err('flag needs an argument: --dir', 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan ---dir x', e: { reply: err('bad flag syntax: ---dir', 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan --verbose=maybe', e: { reply: /^```\nError: invalid argument "maybe" for "--verbose" flag/ } },
+  { c: 'atlantis plan extra', e: { reply: err('unknown argument(s) – extra', 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan a b -- c', e: { reply: err('unknown argument(s) – a b', 'plan', PLAN_USAGE) } },
+  { c: 'atlantis apply -d ..', e: { reply: err('using a relative path ".." with -d/--dir is not allowed', 'apply', APPLY_USAGE) } },
+  { c: 'atlantis plan -d ../other', e: { reply: err('using a relative path "../other" with -d/--dir is not allowed', 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan -d a/../../b', e: { reply: err('using a relative path "a/../../b" with -d/--dir is not allowed', 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan -d ./..', e: { reply: /relative path "\.\/\.\." with -d\/--dir is not allowed/ } },
+  { c: 'atlantis plan -w ../../etc', e: { reply: err('invalid workspace: "../../etc"', 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan -w a/b', e: { reply: err('invalid workspace: "a/b"', 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan -w ..', e: { reply: err('invalid workspace: ".."', 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan -w "a b"', e: { reply: err('invalid workspace: "a b"', 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan -w a%2Fb', e: { reply: /invalid workspace: "a%2Fb"/ } },
+  { c: 'atlantis plan -w a,b', e: { reply: /invalid workspace: "a,b"/ } },
+  { c: 'atlantis plan -p proj -d dir', e: { reply: err('cannot use -p/--project at same time as -d/--dir or -w/--workspace', 'plan', PLAN_USAGE) } },
+  { c: 'atlantis apply -p proj -w ws', e: { reply: err('cannot use -p/--project at same time as -d/--dir or -w/--workspace', 'apply', APPLY_USAGE) } },
+  { c: 'atlantis plan -p proj -d .', e: { reply: /cannot use -p\/--project/ } },
+  { c: 'atlantis plan -- -chdir=/tmp', e: { reply: /^```\nError: extra argument "-chdir=\/tmp" is not allowed/ } },
+  { c: 'atlantis plan -- -chdir /tmp', e: { reply: /extra argument "-chdir" is not allowed/ } },
+  { c: 'atlantis plan -- --chdir=x', e: { reply: /extra argument "--chdir=x" is not allowed/ } },
+  { c: 'atlantis apply -- -plugin-dir=/x', e: { reply: /^```\nError: extra argument "-plugin-dir=\/x" is not allowed.*\nUsage of apply:\n/ } },
+  { c: 'atlantis plan -- --plugin-dir /x', e: { reply: /extra argument "--plugin-dir" is not allowed/ } },
+  { c: 'atlantis plan -- -chdirx', e: { cmd: { extraArgs: ['-chdirx'] } } },
+  { c: 'atlantis plan -- -lock=false', o: { ...OPTS, blockedExtraArgs: ['-lock'] }, e: { reply: /extra argument "-lock=false" is not allowed/ } },
+  { c: 'atlantis plan -- -chdir=x', o: { ...OPTS, blockedExtraArgs: [] }, e: { cmd: { extraArgs: ['-chdir=x'] } } },
+  { c: 'atlantis import -chdir=x ID', o: ALL, e: { reply: /unknown shorthand flag: 'c' in -chdir=x/ } },
+  { c: 'atlantis import -- -chdir=x ADDR ID', o: ALL, e: { reply: /unknown argument\(s\)/ } },
+  { c: 'atlantis import ADDR ID -- -chdir=x', o: ALL, e: { reply: /extra argument "-chdir=x" is not allowed/ } },
+  // unlock: any flag or argument gives the unlock usage
+  { c: 'atlantis unlock -d x', e: { reply: UNLOCK_USAGE('atlantis') } },
+  { c: 'atlantis unlock now', e: { reply: UNLOCK_USAGE('atlantis') } },
+  { c: 'atlantis unlock --verbose', e: { reply: /^`Usage of unlock:`\n\n ```cmake\natlantis unlock\n/ } },
+];
+
+test(`comment table (${cases.length} cases)`, async (t) => {
+  assert.ok(cases.length >= 60);
+  for (const tc of cases) {
+    await t.test(JSON.stringify(tc.c), () => {
+      const r = parseComment(tc.c, tc.o ?? OPTS);
+      if ('ignore' in tc.e) {
+        assert.deepEqual(r, { kind: 'ignore' });
+      } else if ('reply' in tc.e) {
+        assert.equal(r.kind, 'reply', JSON.stringify(r));
+        if (r.kind !== 'reply') return;
+        if (typeof tc.e.reply === 'string') assert.equal(r.body, tc.e.reply);
+        else assert.match(r.body, tc.e.reply);
+      } else {
+        assert.equal(r.kind, 'command', JSON.stringify(r));
+        if (r.kind !== 'command') return;
+        for (const [k, v] of Object.entries(tc.e.cmd)) {
+          assert.deepEqual((r.command as unknown as Record<string, unknown>)[k], v, `field ${k}`);
+        }
+      }
+    });
+  }
+});
+
+test('help reply is marked non-error, parse errors are errors', () => {
+  const h = parseComment('atlantis help', OPTS);
+  assert.equal(h.kind === 'reply' && h.error, false);
+  const e = parseComment('atlantis plan --nope', OPTS);
+  assert.equal(e.kind === 'reply' && e.error, true);
+});
+
+test('help lists only allowed commands and uses the executable name', () => {
+  const h = helpComment('infra', ['plan']);
+  assert.match(h, /infra plan -d \. -- -target=resource/);
+  assert.doesNotMatch(h, /apply    Runs/);
+  assert.doesNotMatch(h, /unlock   Removes/);
+  assert.match(h, /Use "infra \[command\] --help"/);
+  const all = helpComment('atlantis', ['version', 'plan', 'apply', 'unlock', 'import', 'state']);
+  assert.match(all, /import ADDRESS ID\n/);
+  assert.match(all, /state rm ADDRESS\.\.\.\n/);
+  assert.ok(all.endsWith('\n```'));
+});
+
+test('buildPlanComment / buildApplyComment as Atlantis prints them', () => {
+  assert.equal(buildApplyComment('atlantis', '.', 'default', undefined), 'atlantis apply -d .');
+  assert.equal(buildApplyComment('atlantis', 'a/b', 'default', undefined), 'atlantis apply -d a/b');
+  assert.equal(buildApplyComment('atlantis', '.', 'staging', undefined), 'atlantis apply -w staging');
+  assert.equal(buildApplyComment('atlantis', 'x', 'staging', undefined), 'atlantis apply -d x -w staging');
+  assert.equal(buildApplyComment('atlantis', 'x', 'staging', 'proj'), 'atlantis apply -p proj');
+  assert.equal(buildApplyComment('atlantis', 'a b', 'default', undefined, true), 'atlantis apply -d "a b" --auto-merge-disabled');
+  assert.equal(buildPlanComment('atlantis', 'x', 'default', undefined, ['-target=a']), 'atlantis plan -d x -- -target=a');
+});
+
+test('shellSplit and validateDir helpers', () => {
+  assert.deepEqual(shellSplit(`a 'b c' "d \\" e" f\\ g`), ['a', 'b c', 'd " e', 'f g']);
+  assert.throws(() => shellSplit('a\\'));
+  assert.equal(validateDir('a/./b/../c'), 'a/c');
+  assert.equal(validateDir('..'), undefined);
+  assert.equal(validateDir('/..'), '.');
+});
+
+// ---- properties --------------------------------------------------------------------
+
+const tokens = fc.constantFrom(
+  'atlantis', 'run', '@atlantis-bot', 'plan', 'apply', 'unlock', 'version', 'import', 'state', 'rm', 'help',
+  '-d', '--dir', '-w', '--workspace', '-p', '--project', '--verbose', '--auto-merge-disabled', '--', '-h',
+  '..', '../..', '/', '/etc', 'a/b', '.', 'x', '-chdir=/', '"', "'", '\\', '-d=..', '-w=a/b', '-dx', '\n', 'terraform',
+);
+const commentArb = fc.oneof(
+  fc.string({ maxLength: 200 }),
+  fc.array(fc.oneof(tokens, fc.string({ maxLength: 12 })), { maxLength: 12 }).map((a) => a.join(' ')),
+  fc.array(tokens, { maxLength: 10 }).map((a) => 'atlantis ' + a.join(' ')),
+);
+
+test('property: never throws, and a command never carries an unsafe dir, workspace or blocked arg', () => {
+  fc.assert(
+    fc.property(commentArb, (c) => {
+      for (const o of [OPTS, ALL]) {
+        const r = parseComment(c, o);
+        assert.ok(['ignore', 'reply', 'command'].includes(r.kind));
+        if (r.kind !== 'command') continue;
+        const { dir, workspace, extraArgs, args } = r.command;
+        if (dir !== undefined) {
+          assert.ok(!dir.startsWith('/'), dir);
+          assert.ok(dir !== '..' && !dir.startsWith('../') && !dir.includes('/../'), dir);
+        }
+        if (workspace !== undefined) {
+          assert.ok(!workspace.includes('/') && !workspace.includes('..') && workspace !== '', workspace);
+        }
+        for (const a of [...extraArgs, ...args]) {
+          assert.ok(!/^(--?chdir|--?plugin-dir)(=|$)/.test(a), a);
+        }
+      }
+    }),
+    { numRuns: 3000 },
+  );
+});
+
+test('property: random unicode never throws', () => {
+  fc.assert(
+    fc.property(fc.string({ unit: 'binary', maxLength: 300 }), (s) => {
+      parseComment(s, ALL);
+      parseComment('atlantis plan ' + s, ALL);
+    }),
+    { numRuns: 2000 },
+  );
+});
