@@ -1,0 +1,151 @@
+// The server's settings: Atlantis's flag names where Atlantis has the setting (so existing
+// ATLANTIS_* env keeps working), plus our drain flags. Validation happens here, before any
+// listener or file is opened, so a bad setting is one line naming the flag and exit code 2.
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir, hostname } from 'node:os';
+import path from 'node:path';
+import { type FlagSpec, type FlagValues, UsageError } from '../config/flags.js';
+import type { LogLevel } from '../log.js';
+
+export const DEFAULT_ALLOW_COMMANDS = ['version', 'plan', 'apply', 'unlock'];
+export const ALL_COMMANDS = ['version', 'plan', 'apply', 'unlock', 'import', 'state', 'approve_policies'];
+export const DEFAULT_BLOCKED_EXTRA_ARGS = ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'];
+
+export const SERVER_FLAGS: FlagSpec[] = [
+  { name: 'port', type: 'int', default: 4141, description: 'Port to bind to (0 picks a free port)' },
+  { name: 'bind-address', type: 'string', default: '0.0.0.0', description: 'Address to bind to (ours; the local node sets it to the pod IP)' },
+  { name: 'data-dir', type: 'string', default: path.join(homedir(), '.atlantis'), description: 'Path to directory to store Atlantis data: locks, plans, working copies, job logs' },
+  { name: 'atlantis-url', type: 'string', description: 'URL that Atlantis can be reached at, used in PR comments and commit status links (default http://<hostname>:<port>)' },
+  { name: 'gh-user', type: 'string', description: 'GitHub username of API user (required)' },
+  { name: 'gh-token', type: 'string', description: 'GitHub token of API user (this or --gh-token-file is required)' },
+  { name: 'gh-token-file', type: 'string', description: 'File containing the GitHub token; re-read on every use so a rotated Secret takes effect' },
+  { name: 'gh-webhook-secret', type: 'string', description: 'Secret used to validate GitHub webhooks (X-Hub-Signature-256)' },
+  { name: 'gh-hostname', type: 'string', default: 'github.com', description: 'Hostname of your GitHub Enterprise installation; the API is https://<host>/api/v3' },
+  { name: 'gh-api-url', type: 'string', description: 'GitHub REST API base URL (ours; overrides the one derived from --gh-hostname)' },
+  { name: 'repo-allowlist', type: 'string', description: 'Comma separated list of repositories that Atlantis will operate on, e.g. github.com/acme/*, with ! to exclude (required)' },
+  { name: 'repo-config', type: 'string', description: 'Path to a server-side repo config YAML file' },
+  { name: 'allow-commands', type: 'list', default: DEFAULT_ALLOW_COMMANDS, description: `Comma separated list of allowed commands (${ALL_COMMANDS.join(', ')}, or all)` },
+  { name: 'blocked-extra-args', type: 'list', default: DEFAULT_BLOCKED_EXTRA_ARGS, description: 'Comma separated list of terraform flags that may not be passed after --' },
+  { name: 'executable-name', type: 'string', default: 'atlantis', description: 'Comment command executable name' },
+  { name: 'parallel-pool-size', type: 'int', default: 15, description: 'Max number of projects to run in parallel' },
+  { name: 'disable-autoplan', type: 'bool', default: false, description: 'Disable atlantis auto planning' },
+  { name: 'log-level', type: 'string', default: 'info', description: 'Log level: debug, info, warn or error' },
+  { name: 'tf-binary', type: 'string', default: 'terraform', description: 'terraform (or tofu) executable to run, a name on PATH or a path' },
+  { name: 'drain-timeout', type: 'duration', default: 0, description: 'After a signal starts a drain, how long to wait for running operations before interrupting terraform (0 = wait forever)' },
+  { name: 'terraform-interrupt-grace', type: 'duration', default: 60_000, description: 'After interrupting terraform with SIGINT, how long to wait before SIGKILL' },
+  { name: 'queue-during-drain', type: 'bool', default: false, description: 'Queue commands that arrive while draining, and run them first on the next start on this data dir' },
+  { name: 'insecure-no-webhook-secret', type: 'bool', default: false, description: 'Allow starting without --gh-webhook-secret (webhooks are then not authenticated)' },
+];
+
+export interface ServerConfig {
+  port: number;
+  bindAddress: string;
+  dataDir: string;
+  atlantisUrl: string;
+  ghUser: string;
+  /** Returns the current token; reads --gh-token-file on each call. */
+  ghToken: () => string;
+  ghWebhookSecret: string | undefined;
+  ghHostname: string;
+  ghApiUrl: string;
+  repoAllowlist: string;
+  repoConfigPath: string | undefined;
+  allowCommands: string[];
+  blockedExtraArgs: string[];
+  executableName: string;
+  parallelPoolSize: number;
+  disableAutoplan: boolean;
+  logLevel: LogLevel;
+  tfBinary: string;
+  drainTimeoutMs: number;
+  terraformInterruptGraceMs: number;
+  queueDuringDrain: boolean;
+  insecureNoWebhookSecret: boolean;
+}
+
+const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
+
+function str(values: FlagValues, name: string): string | undefined {
+  const v = values[name];
+  return typeof v === 'string' && v.length > 0 ? v : undefined;
+}
+
+/** Turns parsed flag values into a validated config; throws UsageError naming the flag. */
+export function buildServerConfig(values: FlagValues): ServerConfig {
+  const port = values.port as number;
+  if (port < 0 || port > 65535) throw new UsageError(`invalid value ${port} for --port: must be between 0 and 65535`);
+  const pool = values['parallel-pool-size'] as number;
+  if (pool < 1) throw new UsageError(`invalid value ${pool} for --parallel-pool-size: must be at least 1`);
+  const logLevel = values['log-level'] as string;
+  if (!LOG_LEVELS.includes(logLevel as LogLevel)) throw new UsageError(`invalid value "${logLevel}" for --log-level: must be one of ${LOG_LEVELS.join(', ')}`);
+
+  const repoAllowlist = str(values, 'repo-allowlist');
+  if (!repoAllowlist) throw new UsageError('--repo-allowlist must be set for security purposes (e.g. github.com/acme/*)');
+  const ghUser = str(values, 'gh-user');
+  if (!ghUser) throw new UsageError('--gh-user is required');
+  const token = str(values, 'gh-token');
+  const tokenFile = str(values, 'gh-token-file');
+  if (token && tokenFile) throw new UsageError('--gh-token and --gh-token-file are mutually exclusive');
+  if (!token && !tokenFile) throw new UsageError('--gh-token or --gh-token-file is required');
+  if (tokenFile) {
+    try { readFileSync(tokenFile, 'utf8'); } catch (e) {
+      throw new UsageError(`--gh-token-file ${tokenFile} cannot be read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+    }
+  }
+  const ghWebhookSecret = str(values, 'gh-webhook-secret');
+  const insecure = values['insecure-no-webhook-secret'] === true;
+  if (!ghWebhookSecret && !insecure) {
+    throw new UsageError('--gh-webhook-secret is required (or pass --insecure-no-webhook-secret to accept unauthenticated webhooks)');
+  }
+
+  const allowCommands = values['allow-commands'] as string[];
+  const expanded = allowCommands.includes('all') ? ALL_COMMANDS : allowCommands;
+  for (const c of expanded) {
+    if (!ALL_COMMANDS.includes(c)) throw new UsageError(`invalid value "${c}" for --allow-commands: must be one of ${ALL_COMMANDS.join(', ')}, all`);
+  }
+
+  const dataDir = path.resolve(values['data-dir'] as string);
+  ensureWritableDir(dataDir);
+  const ghHostname = values['gh-hostname'] as string;
+  const ghApiUrl = str(values, 'gh-api-url') ?? (ghHostname === 'github.com' ? 'https://api.github.com' : `https://${ghHostname}/api/v3`);
+  try { new URL(ghApiUrl); } catch { throw new UsageError(`invalid value "${ghApiUrl}" for --gh-api-url: not a URL`); }
+  const atlantisUrl = str(values, 'atlantis-url') ?? `http://${hostname()}:${port}`;
+  try { new URL(atlantisUrl); } catch { throw new UsageError(`invalid value "${atlantisUrl}" for --atlantis-url: not a URL`); }
+
+  return {
+    port,
+    bindAddress: values['bind-address'] as string,
+    dataDir,
+    atlantisUrl: atlantisUrl.replace(/\/+$/, ''),
+    ghUser,
+    ghToken: tokenFile ? () => readFileSync(tokenFile, 'utf8').trim() : () => token!,
+    ghWebhookSecret,
+    ghHostname,
+    ghApiUrl: ghApiUrl.replace(/\/+$/, ''),
+    repoAllowlist,
+    repoConfigPath: str(values, 'repo-config'),
+    allowCommands: expanded,
+    blockedExtraArgs: values['blocked-extra-args'] as string[],
+    executableName: values['executable-name'] as string,
+    parallelPoolSize: pool,
+    disableAutoplan: values['disable-autoplan'] === true,
+    logLevel: logLevel as LogLevel,
+    tfBinary: values['tf-binary'] as string,
+    drainTimeoutMs: values['drain-timeout'] as number,
+    terraformInterruptGraceMs: values['terraform-interrupt-grace'] as number,
+    queueDuringDrain: values['queue-during-drain'] === true,
+    insecureNoWebhookSecret: insecure,
+  };
+}
+
+function ensureWritableDir(dir: string): void {
+  try {
+    mkdirSync(dir, { recursive: true });
+    // A real write, not access(2): root passes access checks even on read-only mounts.
+    const probe = path.join(dir, `.write-probe-${process.pid}`);
+    writeFileSync(probe, '');
+    rmSync(probe);
+  } catch (e) {
+    throw new UsageError(`--data-dir ${dir} is not a writable directory: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+  }
+}

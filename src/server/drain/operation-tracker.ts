@@ -1,0 +1,61 @@
+// OperationTracker counts the operations (one webhook-triggered command, from acceptance
+// until its last PR comment is posted) and owns the shutting-down flag. Like Atlantis's
+// Drainer, "may I start?" and "we are shutting down" are one decision: both happen
+// synchronously on the event loop with no await in between, so once shuttingDown is
+// true no operation can start and a zero count read afterwards can never go back up.
+import { randomUUID } from 'node:crypto';
+
+export interface OperationInfo {
+  command: string;
+  repo: string;
+  pull: number | null;
+  project: string | null;
+}
+
+export interface Operation extends OperationInfo {
+  id: string;
+  startedAt: Date;
+}
+
+export class OperationTracker {
+  private shuttingDown = false;
+  private readonly running = new Map<string, Operation>();
+  private idleWaiters: Array<() => void> = [];
+
+  /** Starts an operation, or returns undefined when shutting down: the caller must refuse the work. */
+  tryStart(info: OperationInfo): Operation | undefined {
+    if (this.shuttingDown) return undefined;
+    const op: Operation = { ...info, id: randomUUID(), startedAt: new Date() };
+    this.running.set(op.id, op);
+    return op;
+  }
+
+  /** Marks an operation done; wakes waiters when it was the last one. Idempotent. */
+  finish(id: string): void {
+    if (!this.running.delete(id) || this.running.size > 0) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** Stops new operations from starting; returns true for the call that flipped the flag. */
+  shutDown(): boolean {
+    if (this.shuttingDown) return false;
+    this.shuttingDown = true;
+    return true;
+  }
+
+  get isShuttingDown(): boolean { return this.shuttingDown; }
+  get inProgress(): number { return this.running.size; }
+
+  /** The running operations, oldest first, for /status and the web page. */
+  operations(): Operation[] {
+    return [...this.running.values()];
+  }
+
+  /** Resolves as soon as no operation runs (at once when none does). */
+  waitIdle(): Promise<void> {
+    if (this.running.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+}

@@ -1,0 +1,110 @@
+// The server's HTTP surface (SPEC section 3). Handlers here only read state; /status in
+// particular does no I/O so it answers in well under 50 ms while terraform runs.
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type { Logger } from '../../log.js';
+import { VERSION } from '../../version.js';
+import type { DrainState } from '../drain/drain-state.js';
+import type { OperationTracker } from '../drain/operation-tracker.js';
+import type { ServerMetrics } from '../metrics.js';
+
+/** The JSON of GET /status: Atlantis's three fields first, then ours. */
+export interface StatusResponse {
+  shutting_down: boolean;
+  in_progress_operations: number;
+  version: string;
+  draining_since: string | null;
+  drain_reason: 'signal' | 'annotation' | 'cli' | null;
+  operations: Array<{ id: string; command: string; repo: string; pull: number | null; project: string | null; started_at: string }>;
+}
+
+export interface WebhookRequest {
+  event: string | undefined;
+  deliveryId: string | undefined;
+  signature: string | undefined;
+  rawBody: Buffer;
+}
+
+export interface WebhookResponse { status: number; body: string }
+
+export interface AppDeps {
+  tracker: OperationTracker;
+  drainState: () => DrainState;
+  metrics: ServerMetrics;
+  logger: Logger;
+  /** Whether the lock store answers; /readyz fails when it does not. */
+  storeHealthy: () => boolean;
+  /** POST /events; absent until the workflow is wired. */
+  onWebhook?: (req: WebhookRequest) => Promise<WebhookResponse>;
+  /** Extra routes (web UI) mounted last. */
+  extraRoutes?: (app: express.Express) => void;
+}
+
+export const MAX_WEBHOOK_BYTES = 25 * 1024 * 1024;
+
+export function buildStatus(tracker: OperationTracker, drain: DrainState): StatusResponse {
+  return {
+    shutting_down: tracker.isShuttingDown,
+    in_progress_operations: tracker.inProgress,
+    version: VERSION,
+    draining_since: drain.since ? drain.since.toISOString() : null,
+    drain_reason: drain.reason,
+    operations: tracker.operations().map((o) => ({
+      id: o.id, command: o.command, repo: o.repo, pull: o.pull, project: o.project, started_at: o.startedAt.toISOString(),
+    })),
+  };
+}
+
+export function buildApp(deps: AppDeps): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+
+  app.get('/status', (_req, res) => {
+    res.status(200).json(buildStatus(deps.tracker, deps.drainState()));
+  });
+
+  app.get('/healthz', (_req, res) => {
+    res.status(200).json({ status: 'ok' });
+  });
+
+  app.get('/readyz', (_req, res) => {
+    if (deps.tracker.isShuttingDown) return void res.status(503).json({ status: 'draining' });
+    if (!deps.storeHealthy()) return void res.status(503).json({ status: 'lock store unusable' });
+    res.status(200).json({ status: 'ok' });
+  });
+
+  app.get('/metrics', async (_req, res) => {
+    deps.metrics.operationsInProgress.set(deps.tracker.inProgress);
+    res.set('Content-Type', deps.metrics.registry.contentType);
+    res.send(await deps.metrics.registry.metrics());
+  });
+
+  app.post('/events', express.raw({ type: () => true, limit: MAX_WEBHOOK_BYTES }), async (req: Request, res: Response) => {
+    const event = req.header('x-github-event');
+    if (!deps.onWebhook) {
+      deps.metrics.webhooksTotal.inc({ event: event ?? 'unknown', code: '503' });
+      return void res.status(503).type('text/plain').send('Webhook handling is not configured\n');
+    }
+    const out = await deps.onWebhook({
+      event,
+      deliveryId: req.header('x-github-delivery'),
+      signature: req.header('x-hub-signature-256'),
+      rawBody: Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0),
+    });
+    deps.metrics.webhooksTotal.inc({ event: event ?? 'unknown', code: String(out.status) });
+    res.status(out.status).type('text/plain').send(out.body);
+  });
+
+  deps.extraRoutes?.(app);
+
+  // body-parser reports oversized and aborted bodies as errors with a status.
+  app.use((err: Error & { status?: number; type?: string }, req: Request, res: Response, _next: NextFunction) => {
+    const status = err.status ?? 500;
+    if (req.path === '/events') deps.metrics.webhooksTotal.inc({ event: req.header('x-github-event') ?? 'unknown', code: String(status) });
+    if (status >= 500) deps.logger.error('Request failed', { path: req.path, error: err.message });
+    const text = err.type === 'entity.too.large' ? `Request body is larger than ${MAX_WEBHOOK_BYTES} bytes\n` : `${err.message}\n`;
+    res.status(status).type('text/plain').send(text);
+  });
+
+  return app;
+}

@@ -1,0 +1,151 @@
+// AtlantisServer wires the server role together: HTTP surface, operation tracker, drain,
+// process runner, and (when configured) the PR workflow and the own-Pod annotation watch.
+// Tests build it in-process through this API; the CLI adds signal handlers and exits.
+import { once } from 'node:events';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import type { Logger } from '../log.js';
+import type { ServerConfig } from './config.js';
+import { DrainCoordinator } from './drain/drain-coordinator.js';
+import type { DrainTrigger } from './drain/drain-state.js';
+import { type Operation, type OperationInfo, OperationTracker } from './drain/operation-tracker.js';
+import { removePidFile, writePidFile } from './drain/pid-file.js';
+import { type AppDeps, buildApp } from './http/app.js';
+import { ServerMetrics } from './metrics.js';
+import { ProcessRunner } from './terraform/runner.js';
+
+export interface AtlantisServerOptions {
+  config: ServerConfig;
+  logger: Logger;
+  /** Called once when a drain ends; the CLI exits the process with the code. */
+  onExit?: (code: number) => void;
+  /** Extra wiring (the workflow) that needs the core parts. */
+  plugins?: Array<(server: AtlantisServer) => Partial<Pick<AppDeps, 'onWebhook' | 'extraRoutes' | 'storeHealthy'>> & { close?: () => Promise<void> | void; start?: () => Promise<void> | void }>;
+  /** Metrics registry; tests pass one without default metrics. */
+  metrics?: ServerMetrics;
+}
+
+export type RunOutcome<T> = { started: true; value: T } | { started: false };
+
+export class AtlantisServer {
+  readonly tracker = new OperationTracker();
+  readonly metrics: ServerMetrics;
+  readonly runner: ProcessRunner;
+  readonly drain: DrainCoordinator;
+  readonly logger: Logger;
+  readonly config: ServerConfig;
+  private http?: Server;
+  private exitCode?: number;
+  private readonly exitWaiters: Array<(code: number) => void> = [];
+  private readonly closers: Array<() => Promise<void> | void> = [];
+  private readonly starters: Array<() => Promise<void> | void> = [];
+  private readonly appDeps: Partial<AppDeps> = {};
+  private closing?: Promise<void>;
+
+  constructor(private readonly opts: AtlantisServerOptions) {
+    this.config = opts.config;
+    this.logger = opts.logger;
+    this.metrics = opts.metrics ?? new ServerMetrics();
+    this.runner = new ProcessRunner({ binary: opts.config.tfBinary, interruptGraceMs: opts.config.terraformInterruptGraceMs, logger: opts.logger });
+    this.drain = new DrainCoordinator({
+      tracker: this.tracker,
+      runner: this.runner,
+      metrics: this.metrics,
+      logger: opts.logger,
+      timings: { drainTimeoutMs: opts.config.drainTimeoutMs, interruptGraceMs: opts.config.terraformInterruptGraceMs, forceExitMarginMs: 15_000 },
+      onExit: (code) => void this.finish(code),
+    });
+    for (const plugin of opts.plugins ?? []) {
+      const { close, start, ...deps } = plugin(this);
+      Object.assign(this.appDeps, deps);
+      if (close) this.closers.push(close);
+      if (start) this.starters.push(start);
+    }
+  }
+
+  /** Starts listening; resolves with the URL the server answers on. */
+  async start(): Promise<string> {
+    for (const s of this.starters) await s();
+    const app = buildApp({
+      tracker: this.tracker,
+      drainState: () => this.drain.state,
+      metrics: this.metrics,
+      logger: this.logger,
+      storeHealthy: this.appDeps.storeHealthy ?? (() => true),
+      onWebhook: this.appDeps.onWebhook,
+      extraRoutes: this.appDeps.extraRoutes,
+    });
+    this.http = app.listen(this.config.port, this.config.bindAddress);
+    await once(this.http, 'listening');
+    const url = this.url;
+    writePidFile(this.config.dataDir, { pid: process.pid, url, startedAt: new Date().toISOString() });
+    this.logger.info('Server started', { url, dataDir: this.config.dataDir, atlantisUrl: this.config.atlantisUrl });
+    return url;
+  }
+
+  /** The URL this server answers on (a local address, for probes and the drain command). */
+  get url(): string {
+    const addr = this.http?.address() as AddressInfo | null | undefined;
+    if (!addr) throw new Error('server is not listening');
+    const host = addr.address === '0.0.0.0' || addr.address === '::' ? '127.0.0.1' : addr.address;
+    return `http://${host.includes(':') ? `[${host}]` : host}:${addr.port}`;
+  }
+
+  /** Starts a drain (signal, annotation or cli). */
+  requestDrain(trigger: DrainTrigger): void {
+    this.drain.trigger(trigger);
+  }
+
+  /**
+   * Runs `fn` as one tracked operation, or refuses when shutting down. Start and the
+   * shutting-down check are one synchronous step in the tracker.
+   */
+  async runOperation<T>(info: OperationInfo, fn: (op: Operation) => Promise<T>): Promise<RunOutcome<T>> {
+    const op = this.tracker.tryStart(info);
+    if (!op) {
+      this.metrics.commandsRefused.inc({ reason: 'shutting_down' });
+      return { started: false };
+    }
+    this.metrics.operationsInProgress.set(this.tracker.inProgress);
+    const end = this.metrics.commandDuration.startTimer({ command: info.command });
+    try {
+      return { started: true, value: await fn(op) };
+    } finally {
+      end();
+      this.tracker.finish(op.id);
+      this.metrics.operationsInProgress.set(this.tracker.inProgress);
+    }
+  }
+
+  /** Resolves with the exit code once a drain has ended and the server is closed. */
+  waitForExit(): Promise<number> {
+    if (this.exitCode !== undefined) return Promise.resolve(this.exitCode);
+    return new Promise((resolve) => this.exitWaiters.push(resolve));
+  }
+
+  jobLogPath(jobId: string): string {
+    return path.join(this.config.dataDir, 'jobs', `${jobId}.log`);
+  }
+
+  /** Closes listeners and plugins without draining (tests, or after a finished drain). */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.drain.dispose();
+      if (this.http) {
+        this.http.closeAllConnections();
+        await new Promise<void>((resolve) => this.http!.close(() => resolve()));
+      }
+      for (const c of this.closers) await c();
+      removePidFile(this.config.dataDir, process.pid);
+    })();
+    return this.closing;
+  }
+
+  private async finish(code: number): Promise<void> {
+    await this.close();
+    this.exitCode = code;
+    for (const w of this.exitWaiters.splice(0)) w(code);
+    this.opts.onExit?.(code);
+  }
+}

@@ -1,0 +1,161 @@
+// Runs terraform (or any step command) as a supervised child process:
+// - in its own process group (detached), so a SIGINT/SIGTERM meant for the server, e.g. a
+//   Ctrl-C in a terminal or a signal to the whole container group, never reaches it;
+// - output streamed line by line to a per-job log file and to live listeners;
+// - exit code, signal and duration recorded;
+// - cancellation the way a person at a terminal does it: SIGINT to the group (terraform
+//   stops cleanly, writes its state and releases its state lock), then SIGKILL if it is
+//   still there after the interrupt grace.
+import { createWriteStream, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { execa } from 'execa';
+import type { Logger } from '../../log.js';
+
+export interface RunOptions {
+  /** The job this process belongs to; used for logs and cancellation. */
+  jobId: string;
+  args: string[];
+  cwd: string;
+  env?: Record<string, string>;
+  /** Overrides the runner's binary, e.g. `sh` for a workflow `run` step. */
+  command?: string;
+  /** Appends all output here. */
+  logFile?: string;
+  onOutput?: (chunk: string) => void;
+}
+
+export interface RunResult {
+  exitCode: number | null;
+  signal: string | null;
+  durationMs: number;
+  /** Combined stdout/stderr; the head is dropped past maxCapturedBytes. */
+  output: string;
+  /** SIGINT was sent (deadline or cancel). */
+  interrupted: boolean;
+  /** SIGKILL had to be sent. */
+  killed: boolean;
+}
+
+export interface RunningProcess {
+  jobId: string;
+  pid: number;
+  command: string;
+  args: string[];
+  startedAt: Date;
+  signalsSent: string[];
+}
+
+interface Entry extends RunningProcess {
+  killTimer?: NodeJS.Timeout;
+  done: boolean;
+}
+
+export interface RunnerOptions {
+  binary: string;
+  interruptGraceMs: number;
+  logger: Logger;
+  maxCapturedBytes?: number;
+}
+
+export class ProcessRunner {
+  private readonly entries = new Set<Entry>();
+  private readonly maxCaptured: number;
+  /** Set by interruptAll: a shutdown deadline passed, so no new process may start. */
+  private refusing = false;
+
+  constructor(private readonly opts: RunnerOptions) {
+    this.maxCaptured = opts.maxCapturedBytes ?? 4 * 1024 * 1024;
+  }
+
+  async run(o: RunOptions): Promise<RunResult> {
+    const command = o.command ?? this.opts.binary;
+    if (this.refusing) {
+      // An operation that was mid-way through its steps must not start the next one.
+      return { exitCode: null, signal: null, durationMs: 0, output: 'Not started: the server is shutting down.\n', interrupted: true, killed: false };
+    }
+    const log = o.logFile ? openLog(o.logFile) : undefined;
+    const child = execa(command, o.args, {
+      cwd: o.cwd,
+      env: { TF_IN_AUTOMATION: 'true', TF_INPUT: 'false', ...o.env },
+      extendEnv: true,
+      detached: true,
+      stdin: 'ignore',
+      all: true,
+      buffer: false,
+      reject: false,
+      stripFinalNewline: false,
+    });
+    const entry: Entry = {
+      jobId: o.jobId, pid: child.pid ?? -1, command, args: o.args, startedAt: new Date(), signalsSent: [], done: false,
+    };
+    this.entries.add(entry);
+    this.opts.logger.debug('Process started', { jobId: o.jobId, pid: entry.pid, command, args: o.args });
+
+    const chunks: string[] = [];
+    let captured = 0;
+    child.all?.setEncoding('utf8');
+    child.all?.on('data', (chunk: string) => {
+      chunks.push(chunk);
+      captured += chunk.length;
+      while (captured > this.maxCaptured && chunks.length > 1) captured -= chunks.shift()!.length;
+      log?.write(chunk);
+      o.onOutput?.(chunk);
+    });
+
+    const r = await child;
+    entry.done = true;
+    if (entry.killTimer) clearTimeout(entry.killTimer);
+    this.entries.delete(entry);
+    await new Promise<void>((resolve) => (log ? log.end(resolve) : resolve()));
+    const result: RunResult = {
+      exitCode: r.exitCode ?? null,
+      signal: r.signal ?? null,
+      durationMs: r.durationMs,
+      output: chunks.join(''),
+      interrupted: entry.signalsSent.includes('SIGINT'),
+      killed: entry.signalsSent.includes('SIGKILL'),
+    };
+    if (r.failed && r.exitCode === undefined && !r.signal) {
+      // spawn failure (binary missing): make it visible in the output the user sees
+      result.output += `\n${r.message}\n`;
+    }
+    this.opts.logger.debug('Process finished', { jobId: o.jobId, pid: entry.pid, exitCode: result.exitCode, signal: result.signal, durationMs: result.durationMs });
+    return result;
+  }
+
+  running(): RunningProcess[] {
+    return [...this.entries].map(({ jobId, pid, command, args, startedAt, signalsSent }) => ({ jobId, pid, command, args, startedAt, signalsSent: [...signalsSent] }));
+  }
+
+  /** SIGINT to every running process group, SIGKILL after the interrupt grace. */
+  interruptAll(): void {
+    this.refusing = true;
+    for (const e of this.entries) this.interrupt(e);
+  }
+
+  /** SIGINT then SIGKILL for the processes of one job. */
+  cancel(jobId: string): void {
+    for (const e of this.entries) if (e.jobId === jobId) this.interrupt(e);
+  }
+
+  private interrupt(e: Entry): void {
+    if (e.done || e.signalsSent.includes('SIGINT')) return;
+    this.signal(e, 'SIGINT');
+    e.killTimer = setTimeout(() => { if (!e.done) this.signal(e, 'SIGKILL'); }, this.opts.interruptGraceMs);
+  }
+
+  private signal(e: Entry, sig: 'SIGINT' | 'SIGKILL'): void {
+    e.signalsSent.push(sig);
+    this.opts.logger.warn(sig === 'SIGKILL' ? 'Killing terraform after interrupt grace' : 'Interrupting terraform', { jobId: e.jobId, pid: e.pid, signal: sig });
+    try {
+      process.kill(-e.pid, sig); // negative pid: the whole process group
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+    }
+  }
+}
+
+function openLog(file: string) {
+  mkdirSync(path.dirname(file), { recursive: true });
+  return createWriteStream(file, { flags: 'a' });
+}
