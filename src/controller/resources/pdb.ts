@@ -1,0 +1,18 @@
+// Guards against voluntary disruptions by others (node drains, cluster upgrades use the
+// eviction API). The controller itself deletes pods directly, after its own drain, so the
+// PDB never blocks a rollout.
+import type { V1PodDisruptionBudget } from '@kubernetes/client-node';
+import type { AtlantisDeployment } from '../types.js';
+import { withDefaults } from './defaults.js';
+import { commonLabels, ownerReference, pdbName, requireName, selectorLabels } from './names.js';
+
+export function renderPDB(ad: AtlantisDeployment): V1PodDisruptionBudget {
+  const { name, namespace } = requireName(ad);
+  const { updateStrategy } = withDefaults(ad.spec);
+  return {
+    apiVersion: 'policy/v1',
+    kind: 'PodDisruptionBudget',
+    metadata: { name: pdbName(name), namespace, labels: commonLabels(name), ownerReferences: [ownerReference(ad)] },
+    spec: { maxUnavailable: updateStrategy.maxUnavailable, selector: { matchLabels: selectorLabels(name) } },
+  };
+}

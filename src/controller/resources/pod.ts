@@ -1,0 +1,152 @@
+// The server pod (SPEC section 6). renderPodTemplate gives everything that does not depend
+// on the ordinal; its hash is the revision. renderPod adds the ordinal's name, labels and PVC.
+import type { V1EnvVar, V1Pod, V1PodSecurityContext, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
+import {
+  DATA_DIR,
+  SERVER_CONTAINER,
+  SERVER_PORT,
+  type AtlantisDeployment,
+  type AtlantisDeploymentSpec,
+} from '../types.js';
+import { withDefaults } from './defaults.js';
+import { commonLabels, ownerReference, podLabels, podName, pvcName, requireName, serverAccountName } from './names.js';
+import { hashRevision } from './revision.js';
+import { drainTiming, goDuration } from './timing.js';
+
+export const DATA_VOLUME = 'data';
+// The template's claimName before renderPod sets the ordinal's PVC; constant so the hash is too.
+const CLAIM_PLACEHOLDER = '';
+
+/** The pod template without per-ordinal parts: metadata.labels/annotations and spec. */
+export interface PodTemplate {
+  metadata: { labels: Record<string, string>; annotations: Record<string, string> };
+  spec: V1PodSpec;
+}
+
+// A non-root default that works with a PVC: fsGroup makes the volume writable for the user.
+// A user's podTemplate.spec.securityContext replaces these field by field.
+const DEFAULT_POD_SECURITY_CONTEXT: V1PodSecurityContext = {
+  runAsNonRoot: true,
+  runAsUser: 1000,
+  runAsGroup: 1000,
+  fsGroup: 1000,
+  seccompProfile: { type: 'RuntimeDefault' },
+};
+
+// The root filesystem stays writable: terraform writes plugin caches and temp files outside
+// the data dir, and those paths depend on the user's workflows.
+const CONTAINER_SECURITY_CONTEXT: V1SecurityContext = {
+  allowPrivilegeEscalation: false,
+  capabilities: { drop: ['ALL'] },
+};
+
+export function serverEnv(spec: AtlantisDeploymentSpec): V1EnvVar[] {
+  const timing = drainTiming(spec.terminationGracePeriodSeconds);
+  const a = spec.atlantis;
+  const env: V1EnvVar[] = [
+    { name: 'ATLANTIS_PORT', value: String(SERVER_PORT) },
+    { name: 'ATLANTIS_DATA_DIR', value: DATA_DIR },
+  ];
+  if (a.url) env.push({ name: 'ATLANTIS_ATLANTIS_URL', value: a.url });
+  if (a.repoAllowlist) env.push({ name: 'ATLANTIS_REPO_ALLOWLIST', value: a.repoAllowlist });
+  if (a.github?.user) env.push({ name: 'ATLANTIS_GH_USER', value: a.github.user });
+  if (a.github?.tokenSecretRef) {
+    const { name, key } = a.github.tokenSecretRef;
+    env.push({ name: 'ATLANTIS_GH_TOKEN', valueFrom: { secretKeyRef: { name, key } } });
+  }
+  if (a.github?.webhookSecretRef) {
+    const { name, key } = a.github.webhookSecretRef;
+    env.push({ name: 'ATLANTIS_GH_WEBHOOK_SECRET', valueFrom: { secretKeyRef: { name, key } } });
+  }
+  env.push(
+    { name: 'ATLANTIS_DRAIN_TIMEOUT', value: goDuration(timing.drainTimeoutSeconds) },
+    { name: 'ATLANTIS_TERRAFORM_INTERRUPT_GRACE', value: goDuration(timing.interruptGraceSeconds) },
+    { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+  );
+  // Appended last: for duplicate names Kubernetes uses the last entry, so the user's env wins.
+  return [...env, ...(a.env ?? [])];
+}
+
+export function renderPodTemplate(ad: AtlantisDeployment): PodTemplate {
+  const { name } = requireName(ad);
+  const spec = withDefaults(ad.spec);
+  const user = spec.podTemplate ?? {};
+  const us = user.spec ?? {};
+  const podSpec: V1PodSpec = {
+    serviceAccountName: us.serviceAccountName ?? serverAccountName(name),
+    // The server watches its own Pod for the drain annotation, so it needs its token.
+    automountServiceAccountToken: true,
+    // Service links would inject ATLANTIS_* variables for a Service named "atlantis", which the
+    // server reads as flags.
+    enableServiceLinks: false,
+    restartPolicy: 'Always',
+    terminationGracePeriodSeconds: spec.terminationGracePeriodSeconds,
+    securityContext: { ...DEFAULT_POD_SECURITY_CONTEXT, ...(us.securityContext ?? {}) },
+    containers: [
+      {
+        name: SERVER_CONTAINER,
+        image: spec.image,
+        args: ['server'],
+        ports: [{ name: 'http', containerPort: SERVER_PORT, protocol: 'TCP' }],
+        env: serverEnv(spec),
+        // Drops out of the Service within seconds of a drain starting (/readyz is 503 then).
+        readinessProbe: {
+          httpGet: { path: '/readyz', port: SERVER_PORT },
+          periodSeconds: 2,
+          timeoutSeconds: 2,
+          failureThreshold: 1,
+          successThreshold: 1,
+        },
+        // /healthz stays 200 while draining, so a long drain never gets the pod killed.
+        livenessProbe: {
+          httpGet: { path: '/healthz', port: SERVER_PORT },
+          initialDelaySeconds: 10,
+          periodSeconds: 10,
+          timeoutSeconds: 5,
+          failureThreshold: 6,
+        },
+        volumeMounts: [{ name: DATA_VOLUME, mountPath: DATA_DIR }],
+        securityContext: CONTAINER_SECURITY_CONTEXT,
+        ...(us.resources ? { resources: us.resources } : {}),
+      },
+    ],
+    volumes: [{ name: DATA_VOLUME, persistentVolumeClaim: { claimName: CLAIM_PLACEHOLDER } }],
+    ...(us.nodeSelector ? { nodeSelector: us.nodeSelector } : {}),
+    ...(us.tolerations ? { tolerations: us.tolerations } : {}),
+    ...(us.affinity ? { affinity: us.affinity } : {}),
+  };
+  return {
+    // Our labels are applied over the user's so a template can never break the selector.
+    metadata: { labels: { ...(user.metadata?.labels ?? {}), ...commonLabels(name) }, annotations: { ...(user.metadata?.annotations ?? {}) } },
+    spec: podSpec,
+  };
+}
+
+/** The revision label value for the AtlantisDeployment's current spec. */
+export function podTemplateRevision(ad: AtlantisDeployment): string {
+  return hashRevision(renderPodTemplate(ad));
+}
+
+export function renderPod(ad: AtlantisDeployment, ordinal: number, revision: string = podTemplateRevision(ad)): V1Pod {
+  const { name, namespace } = requireName(ad);
+  const t = renderPodTemplate(ad);
+  const spec: V1PodSpec = {
+    ...t.spec,
+    volumes: (t.spec.volumes ?? []).map((v) =>
+      v.name === DATA_VOLUME ? { name: DATA_VOLUME, persistentVolumeClaim: { claimName: pvcName(name, ordinal) } } : v,
+    ),
+  };
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: podName(name, ordinal),
+      namespace,
+      labels: { ...t.metadata.labels, ...podLabels(name, ordinal, revision) },
+      annotations: t.metadata.annotations,
+      ownerReferences: [ownerReference(ad)],
+    },
+    spec,
+  };
+}

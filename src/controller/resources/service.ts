@@ -1,0 +1,23 @@
+import type { V1Service } from '@kubernetes/client-node';
+import { SERVER_PORT, type AtlantisDeployment } from '../types.js';
+import { withDefaults } from './defaults.js';
+import { commonLabels, ownerReference, requireName, selectorLabels, serviceName } from './names.js';
+
+/**
+ * The webhook endpoint. It selects every pod of the instance; endpoints only list Ready pods,
+ * and a draining server is not Ready (/readyz 503), so webhooks stop reaching it.
+ */
+export function renderService(ad: AtlantisDeployment): V1Service {
+  const { name, namespace } = requireName(ad);
+  const { service } = withDefaults(ad.spec);
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: serviceName(name), namespace, labels: commonLabels(name), ownerReferences: [ownerReference(ad)] },
+    spec: {
+      type: service.type,
+      selector: selectorLabels(name),
+      ports: [{ name: 'http', port: service.port, targetPort: SERVER_PORT, protocol: 'TCP' }],
+    },
+  };
+}

@@ -1,0 +1,188 @@
+// Types of the AtlantisDeployment custom resource (SPEC section 6) and of the server's
+// `/status` payload (SPEC section 3). The CRD schema in crds/ is the source of truth for
+// validation and defaults; these types mirror it for the controller's code.
+import type {
+  V1Affinity,
+  V1Condition,
+  V1EnvVar,
+  V1ObjectMeta,
+  V1PodSecurityContext,
+  V1ResourceRequirements,
+  V1Toleration,
+} from '@kubernetes/client-node';
+
+export const GROUP = 'atlantis-operator.dev';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+export const KIND = 'AtlantisDeployment';
+export const PLURAL = 'atlantisdeployments';
+
+/** Label and annotation keys the controller reads and writes. */
+export const LABEL_NAME = 'app.kubernetes.io/name';
+export const LABEL_INSTANCE = 'app.kubernetes.io/instance';
+export const LABEL_MANAGED_BY = 'app.kubernetes.io/managed-by';
+export const LABEL_COMPONENT = 'app.kubernetes.io/component';
+export const LABEL_ORDINAL = `${GROUP}/ordinal`;
+export const LABEL_REVISION = `${GROUP}/revision`;
+/** Non-empty value = drain this pod. The controller writes an RFC 3339 time; users may write anything. */
+export const ANNOTATION_DRAIN = `${GROUP}/drain`;
+/** Written by the controller when a drain annotation's value is not a time (hand drain), so the timeout has a start. */
+export const ANNOTATION_DRAIN_STARTED_AT = `${GROUP}/drain-started-at`;
+export const APP_NAME = 'atlantis';
+export const MANAGED_BY = 'atlantis-operator';
+/** Name of the server container in every pod; used to read its waiting reason. */
+export const SERVER_CONTAINER = 'atlantis';
+/** The port the server listens on inside the pod (SPEC section 3). */
+export const SERVER_PORT = 4141;
+/** Where the PVC is mounted and the server keeps its data (ATLANTIS_DATA_DIR). */
+export const DATA_DIR = '/atlantis';
+
+export interface SecretKeyRef {
+  name: string;
+  key: string;
+}
+
+export interface GithubSettings {
+  user?: string;
+  tokenSecretRef?: SecretKeyRef;
+  webhookSecretRef?: SecretKeyRef;
+}
+
+export interface AtlantisSettings {
+  url?: string;
+  repoAllowlist?: string;
+  github?: GithubSettings;
+  /** Extra env appended after the operator's own env, so a user's value wins (later entries win in Kubernetes). */
+  env?: V1EnvVar[];
+}
+
+export interface StorageSpec {
+  size: string;
+  storageClassName?: string | null;
+}
+
+export type OnDrainTimeout = 'Wait' | 'Interrupt';
+
+export interface UpdateStrategy {
+  maxUnavailable: number;
+  /** 0 = no timeout: wait for the drain forever (as the server's `--drain-timeout 0`). */
+  drainTimeoutSeconds: number;
+  onDrainTimeout: OnDrainTimeout;
+}
+
+export interface PodTemplateOverrides {
+  metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> };
+  spec?: {
+    resources?: V1ResourceRequirements;
+    nodeSelector?: Record<string, string>;
+    tolerations?: V1Toleration[];
+    affinity?: V1Affinity;
+    securityContext?: V1PodSecurityContext;
+    serviceAccountName?: string;
+  };
+}
+
+export type ServiceType = 'ClusterIP' | 'NodePort' | 'LoadBalancer';
+
+export interface ServiceSpec {
+  type: ServiceType;
+  port: number;
+}
+
+/** The spec after API-server defaulting (every defaulted field present). */
+export interface AtlantisDeploymentSpec {
+  image: string;
+  replicas: number;
+  atlantis: AtlantisSettings;
+  storage: StorageSpec;
+  updateStrategy: UpdateStrategy;
+  paused: boolean;
+  terminationGracePeriodSeconds: number;
+  podTemplate?: PodTemplateOverrides;
+  service: ServiceSpec;
+}
+
+/** The spec as a user may write it (before defaulting). */
+export interface AtlantisDeploymentSpecInput {
+  image: string;
+  replicas?: number;
+  atlantis?: AtlantisSettings;
+  storage?: Partial<StorageSpec>;
+  updateStrategy?: Partial<UpdateStrategy>;
+  paused?: boolean;
+  terminationGracePeriodSeconds?: number;
+  podTemplate?: PodTemplateOverrides;
+  service?: Partial<ServiceSpec>;
+}
+
+export type ConditionType = 'Available' | 'Progressing' | 'Paused' | 'Degraded';
+export type ConditionStatus = 'True' | 'False' | 'Unknown';
+
+/**
+ * metav1.Condition as it travels in JSON: client-node's V1Condition has a Date
+ * lastTransitionTime, but status is written as a raw custom-object patch, so here it is the
+ * RFC 3339 string the API server stores.
+ */
+export interface AtlantisCondition extends Omit<V1Condition, 'lastTransitionTime' | 'type' | 'status'> {
+  type: ConditionType;
+  status: ConditionStatus;
+  lastTransitionTime: string;
+  observedGeneration: number;
+}
+
+export interface PodStatusSummary {
+  name: string;
+  revision: string;
+  ready: boolean;
+  /** RFC 3339; null when the pod is not draining. */
+  drainingSince: string | null;
+  /** From the last `/status` answer; null when unknown. */
+  inProgressOperations: number | null;
+}
+
+export interface AtlantisDeploymentStatus {
+  observedGeneration: number;
+  replicas: number;
+  readyReplicas: number;
+  updatedReplicas: number;
+  drainingReplicas: number;
+  currentRevision: string;
+  updateRevision: string;
+  /** Label selector string, for the scale subresource (labelSelectorPath). */
+  selector: string;
+  conditions: AtlantisCondition[];
+  pods: PodStatusSummary[];
+}
+
+export interface AtlantisDeployment {
+  apiVersion: typeof API_VERSION;
+  kind: typeof KIND;
+  metadata: V1ObjectMeta;
+  spec: AtlantisDeploymentSpecInput;
+  status?: AtlantisDeploymentStatus;
+}
+
+/** One running command on a server, as listed by `/status`. */
+export interface ServerOperation {
+  id: string;
+  command: string;
+  repo: string;
+  pull: number;
+  project: string;
+  started_at: string;
+}
+
+/** The body of the server's `GET /status` (Atlantis-compatible plus our additive fields). */
+export interface ServerStatus {
+  shutting_down: boolean;
+  in_progress_operations: number;
+  version: string;
+  draining_since?: string | null;
+  drain_reason?: 'signal' | 'annotation' | 'cli' | null;
+  operations?: ServerOperation[];
+}
+
+/** The controller's last poll of a pod's `/status`. */
+export type StatusProbe =
+  | { ok: true; body: ServerStatus; at: Date }
+  | { ok: false; error: string; at: Date };
