@@ -1,0 +1,609 @@
+// A local GitHub stand-in for tests: a real HTTP server on 127.0.0.1 speaking the REST
+// endpoints the server's GitHub client uses, with GitHub's status codes and payload shapes,
+// recording every call, with fault injection (5xx, rate limits, dropped connections). It
+// also sends webhooks the way GitHub does (headers, HMAC signature) and builds payloads
+// shaped like GitHub's.
+import http from 'node:http';
+import crypto from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+
+export const DOCS_URL = 'https://docs.github.com/rest';
+
+export interface StandinFile {
+  filename: string;
+  status?: 'added' | 'modified' | 'removed' | 'renamed';
+  previous_filename?: string;
+}
+
+export interface StandinReview {
+  user: string;
+  state: 'APPROVED' | 'CHANGES_REQUESTED' | 'COMMENTED' | 'DISMISSED' | 'PENDING';
+}
+
+export interface StandinPull {
+  number: number;
+  headSha: string;
+  headRef: string;
+  baseRef: string;
+  baseSha: string;
+  draft: boolean;
+  merged: boolean;
+  state: 'open' | 'closed';
+  /** null: GitHub has not computed it yet. */
+  mergeable: boolean | null;
+  mergeableState: string;
+  user: string;
+  title: string;
+  files: StandinFile[];
+  reviews: StandinReview[];
+}
+
+export interface StandinComment {
+  id: number;
+  repo: string;
+  pull: number;
+  body: string;
+  user: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface StandinStatus {
+  repo: string;
+  sha: string;
+  state: string;
+  context: string;
+  description?: string;
+  target_url?: string;
+}
+
+export interface StandinReaction {
+  repo: string;
+  commentId: number;
+  content: string;
+}
+
+export interface RecordedCall {
+  method: string;
+  /** Path without the query string. */
+  path: string;
+  query: Record<string, string>;
+  headers: http.IncomingHttpHeaders;
+  body: unknown;
+  status: number;
+  /** Set when a fault was injected for this call. */
+  fault?: string;
+}
+
+export type Fault =
+  | { kind: 'status'; status: number }
+  /** 403 with x-ratelimit-remaining: 0 and x-ratelimit-reset (primary rate limit). */
+  | { kind: 'rate-limit'; resetInSeconds?: number; status?: 403 | 429 }
+  /** 403/429 with Retry-After (secondary rate limit). */
+  | { kind: 'secondary-rate-limit'; retryAfterSeconds: number; status?: 403 | 429 }
+  /** Handle the request normally, then destroy the socket before answering. */
+  | { kind: 'drop-after-processing' }
+  /** Destroy the socket without handling the request. */
+  | { kind: 'drop' };
+
+interface PendingFault {
+  fault: Fault;
+  remaining: number;
+  match?: { method?: string; path?: RegExp };
+}
+
+interface RepoState {
+  fullName: string;
+  cloneUrl: string;
+  defaultBranch: string;
+  pulls: Map<number, StandinPull>;
+}
+
+function notFound(): [number, unknown] {
+  return [404, { message: 'Not Found', documentation_url: DOCS_URL }];
+}
+
+function validationFailed(resource: string, field: string, message: string): [number, unknown] {
+  return [422, { message: 'Validation Failed', errors: [{ resource, code: 'custom', field, message }], documentation_url: DOCS_URL }];
+}
+
+export class GitHubStandin {
+  readonly calls: RecordedCall[] = [];
+  readonly commentsById = new Map<number, StandinComment>();
+  readonly statuses: StandinStatus[] = [];
+  readonly reactions: StandinReaction[] = [];
+  token: string;
+  botLogin: string;
+  /** Files per page when the client does not pass per_page (GitHub's default is 30). */
+  private readonly repos = new Map<string, RepoState>();
+  private readonly faults: PendingFault[] = [];
+  private nextId = 1000;
+  private server: http.Server | undefined;
+  private port = 0;
+
+  private constructor(token: string, botLogin: string) {
+    this.token = token;
+    this.botLogin = botLogin;
+  }
+
+  static async start(opts: { token?: string; botLogin?: string } = {}): Promise<GitHubStandin> {
+    const s = new GitHubStandin(opts.token ?? 'test-token-' + crypto.randomBytes(6).toString('hex'), opts.botLogin ?? 'atlantis-bot');
+    const server = http.createServer((req, res) => {
+      void s.handle(req, res);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    s.server = server;
+    s.port = (server.address() as AddressInfo).port;
+    return s;
+  }
+
+  /** Base URL to give the client (plays the role of https://api.github.com). */
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  async close(): Promise<void> {
+    const srv = this.server;
+    if (!srv) return;
+    this.server = undefined;
+    srv.closeAllConnections();
+    await new Promise<void>((resolve) => srv.close(() => resolve()));
+  }
+
+  // ---- state ----------------------------------------------------------------------
+
+  addRepo(fullName: string, opts: { cloneUrl?: string; defaultBranch?: string } = {}): void {
+    this.repos.set(fullName.toLowerCase(), {
+      fullName,
+      cloneUrl: opts.cloneUrl ?? `https://github.com/${fullName}.git`,
+      defaultBranch: opts.defaultBranch ?? 'main',
+      pulls: new Map(),
+    });
+  }
+
+  addPull(fullName: string, p: Partial<StandinPull> & { number: number }): StandinPull {
+    const repo = this.repo(fullName);
+    if (!repo) throw new Error(`stand-in: unknown repo ${fullName}`);
+    const pull: StandinPull = {
+      headSha: crypto.randomBytes(20).toString('hex'),
+      headRef: `feature-${p.number}`,
+      baseRef: repo.defaultBranch,
+      baseSha: crypto.randomBytes(20).toString('hex'),
+      draft: false,
+      merged: false,
+      state: 'open',
+      mergeable: true,
+      mergeableState: 'clean',
+      user: 'dev',
+      title: `PR ${p.number}`,
+      files: [],
+      reviews: [],
+      ...p,
+    };
+    repo.pulls.set(pull.number, pull);
+    return pull;
+  }
+
+  updatePull(fullName: string, number: number, patch: Partial<StandinPull>): void {
+    const pull = this.repo(fullName)?.pulls.get(number);
+    if (!pull) throw new Error(`stand-in: unknown pull ${fullName}#${number}`);
+    Object.assign(pull, patch);
+  }
+
+  getPull(fullName: string, number: number): StandinPull | undefined {
+    return this.repo(fullName)?.pulls.get(number);
+  }
+
+  /** Comments on a pull (or every comment of the repo), oldest first. */
+  comments(fullName: string, pull?: number): StandinComment[] {
+    return [...this.commentsById.values()]
+      .filter((c) => c.repo.toLowerCase() === fullName.toLowerCase() && (pull === undefined || c.pull === pull))
+      .sort((a, b) => a.id - b.id);
+  }
+
+  statusesFor(fullName: string, sha?: string): StandinStatus[] {
+    return this.statuses.filter((s) => s.repo.toLowerCase() === fullName.toLowerCase() && (sha === undefined || s.sha === sha));
+  }
+
+  /** The next `count` matching calls get `fault` instead of (or on top of) their answer. */
+  failNext(count: number, fault: Fault, match?: { method?: string; path?: RegExp }): void {
+    const f: PendingFault = { fault, remaining: count };
+    if (match) f.match = match;
+    this.faults.push(f);
+  }
+
+  clearFaults(): void {
+    this.faults.length = 0;
+  }
+
+  callsTo(method: string, pathPattern: RegExp): RecordedCall[] {
+    return this.calls.filter((c) => c.method === method && pathPattern.test(c.path));
+  }
+
+  private repo(fullName: string): RepoState | undefined {
+    return this.repos.get(fullName.toLowerCase());
+  }
+
+  // ---- HTTP -----------------------------------------------------------------------
+
+  private takeFault(method: string, path: string): Fault | undefined {
+    for (const f of this.faults) {
+      if (f.remaining <= 0) continue;
+      if (f.match?.method && f.match.method !== method) continue;
+      if (f.match?.path && !f.match.path.test(path)) continue;
+      f.remaining--;
+      return f.fault;
+    }
+    return undefined;
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks).toString('utf8');
+    const u = new URL(req.url ?? '/', 'http://x');
+    // GitHub Enterprise clients call /api/v3/...; accept both forms.
+    const path = u.pathname.replace(/^\/api\/v3(?=\/)/, '');
+    const method = req.method ?? 'GET';
+    const query = Object.fromEntries(u.searchParams.entries());
+    let body: unknown = undefined;
+    if (raw !== '') {
+      try {
+        body = JSON.parse(raw);
+      } catch {
+        body = raw;
+      }
+    }
+    const call: RecordedCall = { method, path, query, headers: req.headers, body, status: 0 };
+    this.calls.push(call);
+
+    const fault = this.takeFault(method, path);
+    if (fault) call.fault = fault.kind;
+    if (fault?.kind === 'drop') {
+      call.status = -1;
+      req.socket.destroy();
+      return;
+    }
+    if (fault && fault.kind !== 'drop-after-processing') {
+      const headers: Record<string, string> = { 'content-type': 'application/json; charset=utf-8' };
+      let status = 500;
+      let payload: unknown = { message: 'Server Error' };
+      if (fault.kind === 'status') {
+        status = fault.status;
+        payload = status >= 500 ? { message: 'Server Error' } : { message: 'Error', documentation_url: DOCS_URL };
+      } else if (fault.kind === 'rate-limit') {
+        status = fault.status ?? 403;
+        headers['x-ratelimit-limit'] = '5000';
+        headers['x-ratelimit-remaining'] = '0';
+        headers['x-ratelimit-used'] = '5000';
+        headers['x-ratelimit-reset'] = String(Math.floor(Date.now() / 1000) + (fault.resetInSeconds ?? 1));
+        payload = { message: 'API rate limit exceeded for user ID 1.', documentation_url: 'https://docs.github.com/rest/overview/rate-limits-for-the-rest-api' };
+      } else {
+        status = fault.status ?? 403;
+        headers['retry-after'] = String(fault.retryAfterSeconds);
+        payload = { message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.', documentation_url: DOCS_URL };
+      }
+      call.status = status;
+      res.writeHead(status, headers).end(JSON.stringify(payload));
+      return;
+    }
+
+    const [status, payload, extraHeaders] = this.route(method, path, query, body, req.headers);
+    call.status = status;
+    if (fault?.kind === 'drop-after-processing') {
+      req.socket.destroy();
+      return;
+    }
+    const headers: Record<string, string> = {
+      'content-type': 'application/json; charset=utf-8',
+      'x-github-request-id': crypto.randomBytes(8).toString('hex'),
+      'x-ratelimit-limit': '5000',
+      'x-ratelimit-remaining': '4999',
+      ...(extraHeaders ?? {}),
+    };
+    if (status === 204) {
+      res.writeHead(204, headers).end();
+      return;
+    }
+    res.writeHead(status, headers).end(JSON.stringify(payload));
+  }
+
+  private authorized(headers: http.IncomingHttpHeaders): boolean {
+    const a = headers.authorization;
+    return a === `token ${this.token}` || a === `Bearer ${this.token}`;
+  }
+
+  private commentJson(c: StandinComment): unknown {
+    return {
+      id: c.id,
+      node_id: `IC_${c.id}`,
+      url: `${this.url}/repos/${c.repo}/issues/comments/${c.id}`,
+      html_url: `https://github.com/${c.repo}/pull/${c.pull}#issuecomment-${c.id}`,
+      issue_url: `${this.url}/repos/${c.repo}/issues/${c.pull}`,
+      body: c.body,
+      user: { login: c.user, id: 1, type: 'Bot' },
+      created_at: c.createdAt,
+      updated_at: c.updatedAt,
+      author_association: 'NONE',
+    };
+  }
+
+  private pullJson(repo: RepoState, p: StandinPull): unknown {
+    const repoJson = { full_name: repo.fullName, name: repo.fullName.split('/')[1], owner: { login: repo.fullName.split('/')[0] }, clone_url: repo.cloneUrl };
+    return {
+      url: `${this.url}/repos/${repo.fullName}/pulls/${p.number}`,
+      html_url: `https://github.com/${repo.fullName}/pull/${p.number}`,
+      number: p.number,
+      state: p.state,
+      title: p.title,
+      draft: p.draft,
+      merged: p.merged,
+      mergeable: p.mergeable,
+      mergeable_state: p.mergeableState,
+      user: { login: p.user },
+      head: { ref: p.headRef, sha: p.headSha, repo: repoJson },
+      base: { ref: p.baseRef, sha: p.baseSha, repo: repoJson },
+      changed_files: p.files.length,
+    };
+  }
+
+  private paginate<T>(items: T[], query: Record<string, string>, path: string): [T[], Record<string, string>] {
+    const perPage = Math.min(100, Math.max(1, Number(query.per_page ?? '30') || 30));
+    const page = Math.max(1, Number(query.page ?? '1') || 1);
+    const last = Math.max(1, Math.ceil(items.length / perPage));
+    const slice = items.slice((page - 1) * perPage, page * perPage);
+    const link = (n: number, rel: string): string => `<${this.url}${path}?per_page=${perPage}&page=${n}>; rel="${rel}"`;
+    const links: string[] = [];
+    if (page < last) links.push(link(page + 1, 'next'), link(last, 'last'));
+    if (page > 1) links.push(link(1, 'first'), link(page - 1, 'prev'));
+    return [slice, links.length > 0 ? { link: links.join(', ') } : {}];
+  }
+
+  private route(
+    method: string,
+    path: string,
+    query: Record<string, string>,
+    body: unknown,
+    headers: http.IncomingHttpHeaders,
+  ): [number, unknown, Record<string, string>?] {
+    if (!this.authorized(headers)) return [401, { message: 'Bad credentials', documentation_url: DOCS_URL }];
+    const m = /^\/repos\/([^/]+)\/([^/]+)(\/.*)$/.exec(path);
+    if (!m) return notFound();
+    const repo = this.repo(`${m[1]}/${m[2]}`);
+    if (!repo) return notFound();
+    const rest = m[3] as string;
+    const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+    const now = new Date().toISOString();
+    let mm: RegExpExecArray | null;
+
+    if ((mm = /^\/issues\/(\d+)\/comments$/.exec(rest))) {
+      const pull = repo.pulls.get(Number(mm[1]));
+      if (!pull) return notFound();
+      if (method === 'GET') {
+        const [items, h] = this.paginate(this.comments(repo.fullName, pull.number), query, path);
+        return [200, items.map((c) => this.commentJson(c)), h];
+      }
+      if (method !== 'POST') return notFound();
+      if (typeof b.body !== 'string' || b.body === '') return validationFailed('IssueComment', 'body', 'body cannot be blank');
+      if (b.body.length > 65536) return validationFailed('IssueComment', 'body', 'body is too long (maximum is 65536 characters)');
+      const c: StandinComment = { id: this.nextId++, repo: repo.fullName, pull: pull.number, body: b.body, user: this.botLogin, createdAt: now, updatedAt: now };
+      this.commentsById.set(c.id, c);
+      return [201, this.commentJson(c)];
+    }
+    if ((mm = /^\/issues\/comments\/(\d+)$/.exec(rest))) {
+      const c = this.commentsById.get(Number(mm[1]));
+      if (!c || c.repo.toLowerCase() !== repo.fullName.toLowerCase()) return notFound();
+      if (method === 'GET') return [200, this.commentJson(c)];
+      if (method !== 'PATCH') return notFound();
+      if (typeof b.body !== 'string' || b.body === '') return validationFailed('IssueComment', 'body', 'body cannot be blank');
+      if (b.body.length > 65536) return validationFailed('IssueComment', 'body', 'body is too long (maximum is 65536 characters)');
+      c.body = b.body;
+      c.updatedAt = now;
+      return [200, this.commentJson(c)];
+    }
+    if ((mm = /^\/issues\/comments\/(\d+)\/reactions$/.exec(rest)) && method === 'POST') {
+      const id = Number(mm[1]);
+      const c = this.commentsById.get(id);
+      // Reactions go on the user's comment, which the stand-in may not hold: accept any id
+      // on a known repo, as tests create webhook comments without posting them first.
+      const content = b.content;
+      const valid = ['+1', '-1', 'laugh', 'confused', 'heart', 'hooray', 'rocket', 'eyes'];
+      if (typeof content !== 'string' || !valid.includes(content)) return validationFailed('Reaction', 'content', 'content is not included in the list');
+      const existing = this.reactions.find((r) => r.commentId === id && r.content === content);
+      const json = { id: id * 10, content, user: { login: this.botLogin }, created_at: now };
+      if (existing) return [200, json];
+      this.reactions.push({ repo: repo.fullName, commentId: id, content });
+      void c;
+      return [201, json];
+    }
+    if ((mm = /^\/statuses\/([0-9a-fA-F]{7,64})$/.exec(rest)) && method === 'POST') {
+      const state = b.state;
+      if (typeof state !== 'string' || !['error', 'failure', 'pending', 'success'].includes(state)) {
+        return validationFailed('Status', 'state', 'state is not included in the list');
+      }
+      const st: StandinStatus = { repo: repo.fullName, sha: mm[1] as string, state, context: typeof b.context === 'string' ? b.context : 'default' };
+      if (typeof b.description === 'string') st.description = b.description;
+      if (typeof b.target_url === 'string') st.target_url = b.target_url;
+      this.statuses.push(st);
+      return [201, { id: this.nextId++, state: st.state, context: st.context, description: st.description ?? null, target_url: st.target_url ?? null, created_at: now }];
+    }
+    if ((mm = /^\/pulls\/(\d+)$/.exec(rest)) && method === 'GET') {
+      const pull = repo.pulls.get(Number(mm[1]));
+      if (!pull) return notFound();
+      return [200, this.pullJson(repo, pull)];
+    }
+    if ((mm = /^\/pulls\/(\d+)\/reviews$/.exec(rest)) && method === 'GET') {
+      const pull = repo.pulls.get(Number(mm[1]));
+      if (!pull) return notFound();
+      const all = pull.reviews.map((r, i) => ({ id: i + 1, user: { login: r.user }, state: r.state, submitted_at: now }));
+      const [items, h] = this.paginate(all, query, path);
+      return [200, items, h];
+    }
+    if ((mm = /^\/pulls\/(\d+)\/files$/.exec(rest)) && method === 'GET') {
+      const pull = repo.pulls.get(Number(mm[1]));
+      if (!pull) return notFound();
+      const all = pull.files.map((f) => ({
+        sha: crypto.createHash('sha1').update(f.filename).digest('hex'),
+        filename: f.filename,
+        status: f.status ?? 'modified',
+        additions: 1,
+        deletions: 0,
+        changes: 1,
+        ...(f.previous_filename ? { previous_filename: f.previous_filename } : {}),
+      }));
+      const [items, h] = this.paginate(all, query, path);
+      return [200, items, h];
+    }
+    return notFound();
+  }
+}
+
+// ---- webhooks ---------------------------------------------------------------------
+
+export interface SendWebhookOptions {
+  secret?: string;
+  deliveryId?: string;
+  /** Send this signature header instead of the right one (forgery tests). */
+  signature?: string | null;
+  /** Send these bytes instead of JSON.stringify(payload) (truncated-body tests). */
+  rawBody?: Buffer | string;
+  timeoutMs?: number;
+}
+
+export interface WebhookResponse {
+  status: number;
+  body: string;
+  headers: Headers;
+  deliveryId: string;
+}
+
+/** POSTs a webhook the way GitHub does. */
+export async function sendWebhook(targetUrl: string, event: string, payload: unknown, opts: SendWebhookOptions = {}): Promise<WebhookResponse> {
+  const raw = opts.rawBody !== undefined ? Buffer.from(opts.rawBody) : Buffer.from(JSON.stringify(payload));
+  const deliveryId = opts.deliveryId ?? crypto.randomUUID();
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'user-agent': 'GitHub-Hookshot/3b5e1c2',
+    'x-github-event': event,
+    'x-github-delivery': deliveryId,
+    'x-github-hook-id': '123456',
+    'x-github-hook-installation-target-type': 'repository',
+  };
+  if (opts.signature !== undefined) {
+    if (opts.signature !== null) headers['x-hub-signature-256'] = opts.signature;
+  } else if (opts.secret !== undefined) {
+    headers['x-hub-signature-256'] = 'sha256=' + crypto.createHmac('sha256', opts.secret).update(raw).digest('hex');
+    headers['x-hub-signature'] = 'sha1=' + crypto.createHmac('sha1', opts.secret).update(raw).digest('hex');
+  }
+  const res = await fetch(targetUrl, { method: 'POST', headers, body: raw, signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000) });
+  return { status: res.status, body: await res.text(), headers: res.headers, deliveryId };
+}
+
+export interface RepoPayloadOptions {
+  /** `owner/name` */
+  repo: string;
+  cloneUrl?: string;
+}
+
+function repoPayload(o: RepoPayloadOptions): Record<string, unknown> {
+  const [owner, name] = o.repo.split('/');
+  return {
+    id: 1296269,
+    node_id: 'MDEwOlJlcG9zaXRvcnkxMjk2MjY5',
+    name,
+    full_name: o.repo,
+    private: false,
+    owner: { login: owner, id: 1, type: 'Organization' },
+    html_url: `https://github.com/${o.repo}`,
+    clone_url: o.cloneUrl ?? `https://github.com/${o.repo}.git`,
+    default_branch: 'main',
+  };
+}
+
+export interface PullRequestPayloadOptions extends RepoPayloadOptions {
+  action: 'opened' | 'ready_for_review' | 'synchronize' | 'closed' | 'reopened' | 'edited' | 'labeled';
+  number: number;
+  headSha: string;
+  headRef?: string;
+  baseRef?: string;
+  baseSha?: string;
+  draft?: boolean;
+  merged?: boolean;
+  user?: string;
+  sender?: string;
+  installationId?: number;
+}
+
+/** A `pull_request` webhook payload shaped like GitHub's. */
+export function pullRequestPayload(o: PullRequestPayloadOptions): Record<string, unknown> {
+  const repo = repoPayload(o);
+  const payload: Record<string, unknown> = {
+    action: o.action,
+    number: o.number,
+    pull_request: {
+      url: `https://api.github.com/repos/${o.repo}/pulls/${o.number}`,
+      id: 1000 + o.number,
+      html_url: `https://github.com/${o.repo}/pull/${o.number}`,
+      number: o.number,
+      state: o.action === 'closed' ? 'closed' : 'open',
+      locked: false,
+      title: `PR ${o.number}`,
+      user: { login: o.user ?? 'dev', id: 2, type: 'User' },
+      draft: o.draft ?? false,
+      merged: o.merged ?? false,
+      head: { label: `x:${o.headRef ?? 'feature'}`, ref: o.headRef ?? 'feature', sha: o.headSha, repo },
+      base: { label: `x:${o.baseRef ?? 'main'}`, ref: o.baseRef ?? 'main', sha: o.baseSha ?? '0'.repeat(40), repo },
+    },
+    repository: repo,
+    sender: { login: o.sender ?? o.user ?? 'dev', id: 2, type: 'User' },
+  };
+  if (o.installationId !== undefined) payload.installation = { id: o.installationId };
+  return payload;
+}
+
+export interface IssueCommentPayloadOptions extends RepoPayloadOptions {
+  number: number;
+  body: string;
+  commentId?: number;
+  user?: string;
+  action?: 'created' | 'edited' | 'deleted';
+  /** false: a comment on a plain issue, not a PR. */
+  onPullRequest?: boolean;
+  installationId?: number;
+}
+
+let commentSeq = 500_000;
+
+/** An `issue_comment` webhook payload shaped like GitHub's. */
+export function issueCommentPayload(o: IssueCommentPayloadOptions): Record<string, unknown> {
+  const repo = repoPayload(o);
+  const id = o.commentId ?? commentSeq++;
+  const issue: Record<string, unknown> = {
+    url: `https://api.github.com/repos/${o.repo}/issues/${o.number}`,
+    number: o.number,
+    title: `PR ${o.number}`,
+    user: { login: 'dev', id: 2, type: 'User' },
+    state: 'open',
+  };
+  if (o.onPullRequest !== false) {
+    issue.pull_request = {
+      url: `https://api.github.com/repos/${o.repo}/pulls/${o.number}`,
+      html_url: `https://github.com/${o.repo}/pull/${o.number}`,
+    };
+  }
+  const payload: Record<string, unknown> = {
+    action: o.action ?? 'created',
+    issue,
+    comment: {
+      id,
+      html_url: `https://github.com/${o.repo}/pull/${o.number}#issuecomment-${id}`,
+      body: o.body,
+      user: { login: o.user ?? 'dev', id: 2, type: 'User' },
+      created_at: new Date().toISOString(),
+    },
+    repository: repo,
+    sender: { login: o.user ?? 'dev', id: 2, type: 'User' },
+  };
+  if (o.installationId !== undefined) payload.installation = { id: o.installationId };
+  return payload;
+}
