@@ -1,0 +1,3 @@
+export * from './guards.js';
+export * from './observe.js';
+export * from './planner.js';
