@@ -20,7 +20,9 @@ export interface DrainCommandOptions {
 }
 
 function alive(pid: number): boolean {
-  try { process.kill(pid, 0); return true; } catch { return false; }
+  try { process.kill(pid, 0); } catch { return false; }
+  // An exited process not yet reaped by its parent (a zombie) still accepts signal 0.
+  try { return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { return true; }
 }
 
 async function fetchStatus(url: string): Promise<StatusResponse | undefined> {

@@ -84,7 +84,7 @@ function onTrigger(state: DrainState, trigger: DrainTrigger, at: Date, inProgres
   }
   if (trigger !== 'annotation') {
     s.exitWhenIdle = true;
-    if (s.deadlineAt === null && t.drainTimeoutMs > 0 && s.phase === 'draining') {
+    if (s.deadlineAt === null && t.drainTimeoutMs > 0 && s.phase === 'draining' && inProgress > 0) {
       s.deadlineAt = new Date(at.getTime() + t.drainTimeoutMs);
       effects.push({ type: 'armDeadline', at: s.deadlineAt });
     }

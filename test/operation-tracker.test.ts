@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { OperationTracker } from '../src/server/drain/operation-tracker.js';
+
+const info = { command: 'plan', repo: 'acme/infra', pull: 1, project: null };
+
+describe('OperationTracker', () => {
+  it('counts started and finished operations', () => {
+    const t = new OperationTracker();
+    const a = t.tryStart(info)!;
+    const b = t.tryStart({ ...info, command: 'apply' })!;
+    assert.equal(t.inProgress, 2);
+    assert.deepEqual(t.operations().map((o) => o.command), ['plan', 'apply']);
+    t.finish(a.id);
+    t.finish(a.id); // idempotent
+    assert.equal(t.inProgress, 1);
+    t.finish(b.id);
+    assert.equal(t.inProgress, 0);
+  });
+
+  it('refuses new operations once shutting down, and the count only falls', () => {
+    const t = new OperationTracker();
+    const a = t.tryStart(info)!;
+    assert.equal(t.shutDown(), true);
+    assert.equal(t.shutDown(), false);
+    assert.equal(t.tryStart(info), undefined);
+    assert.equal(t.inProgress, 1);
+    t.finish(a.id);
+    assert.equal(t.inProgress, 0);
+    for (let i = 0; i < 100; i++) assert.equal(t.tryStart(info), undefined);
+    assert.equal(t.inProgress, 0);
+  });
+
+  it('waitIdle resolves when the last operation finishes', async () => {
+    const t = new OperationTracker();
+    await t.waitIdle(); // resolves at once when idle
+    const a = t.tryStart(info)!;
+    const b = t.tryStart(info)!;
+    let resolved = false;
+    const p = t.waitIdle().then(() => { resolved = true; });
+    t.finish(a.id);
+    await Promise.resolve();
+    assert.equal(resolved, false);
+    t.finish(b.id);
+    await p;
+    assert.equal(resolved, true);
+  });
+});

@@ -1,0 +1,42 @@
+// Runs the built CLI (dist/) as a real process. `make test` builds first.
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+export const CLI = fileURLToPath(new URL('../../dist/src/cli.js', import.meta.url));
+
+export function assertBuilt(): void {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run 'make build' (make test does it)`);
+}
+
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 30_000): { code: number | null; stdout: string; stderr: string } {
+  assertBuilt();
+  const r = spawnSync(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, encoding: 'utf8', timeout: timeoutMs });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+export interface CliProcess {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export function startCli(args: string[], env: NodeJS.ProcessEnv = {}): CliProcess {
+  assertBuilt();
+  const child = spawn(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
+  child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  return { child, output: () => out, exited };
+}
+
+/** Resolves when `url` answers 200, or rejects after `timeoutMs`. */
+export async function waitForHttp(url: string, timeoutMs = 15_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    try { if ((await fetch(url, { signal: AbortSignal.timeout(1000) })).ok) return; } catch { /* not up yet */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url} did not answer within ${timeoutMs} ms`);
+}
