@@ -1,0 +1,204 @@
+// A work queue keyed by `namespace/name`, with client-go's workqueue semantics:
+// - a key is queued at most once (dedup), however many events arrive for it;
+// - a key is never handed to two workers at once: re-added while processing, it is queued
+//   again when the worker calls done(), so the latest state is always reconciled;
+// - addAfter for requeue hints, addRateLimited for failures (per-key exponential backoff,
+//   capped), forget() to reset a key's backoff after a success;
+// - shutDown(): get() returns undefined once the queue is empty, new adds are ignored.
+// Timers come from an injectable clock, so tests drive time without sleeping.
+
+export interface QueueClock {
+  now(): number;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+export const realClock: QueueClock = {
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => {
+    const t = setTimeout(fn, ms);
+    // Delayed requeues must not keep a shutting-down process alive.
+    t.unref();
+    return t;
+  },
+  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
+};
+
+export interface WorkQueueOptions {
+  /** First retry delay; doubled per consecutive failure. */
+  baseDelayMs?: number;
+  /** Cap of the retry delay. */
+  maxDelayMs?: number;
+  clock?: QueueClock;
+}
+
+export const DEFAULT_BASE_DELAY_MS = 5;
+export const DEFAULT_MAX_DELAY_MS = 5 * 60_000;
+
+/** Key of a namespaced object. */
+export function objectKey(namespace: string, name: string): string {
+  return `${namespace}/${name}`;
+}
+
+export function splitKey(key: string): { namespace: string; name: string } {
+  const i = key.indexOf('/');
+  if (i <= 0 || i === key.length - 1) throw new Error(`Invalid work queue key: ${JSON.stringify(key)}`);
+  return { namespace: key.slice(0, i), name: key.slice(i + 1) };
+}
+
+/** Exponential per-key backoff: base * 2^failures, capped at max. */
+export function backoffDelay(failures: number, baseDelayMs: number, maxDelayMs: number): number {
+  if (failures <= 0) return baseDelayMs;
+  // 2^n overflows to Infinity for large n; Math.min caps it.
+  return Math.min(maxDelayMs, baseDelayMs * 2 ** failures);
+}
+
+export class WorkQueue {
+  private readonly queue: string[] = [];
+  /** Keys that need processing (queued, or re-added while processing). */
+  private readonly dirty = new Set<string>();
+  private readonly processing = new Set<string>();
+  private readonly delayed = new Map<string, { at: number; handle: unknown }>();
+  private readonly failures = new Map<string, number>();
+  private readonly waiters: Array<(key: string | undefined) => void> = [];
+  private shutting = false;
+  private readonly baseDelayMs: number;
+  private readonly maxDelayMs: number;
+  private readonly clock: QueueClock;
+
+  constructor(options: WorkQueueOptions = {}) {
+    this.baseDelayMs = options.baseDelayMs ?? DEFAULT_BASE_DELAY_MS;
+    this.maxDelayMs = options.maxDelayMs ?? DEFAULT_MAX_DELAY_MS;
+    this.clock = options.clock ?? realClock;
+  }
+
+  add(key: string): void {
+    if (this.shutting || this.dirty.has(key)) return;
+    this.dirty.add(key);
+    if (this.processing.has(key)) return; // queued again by done()
+    this.push(key);
+  }
+
+  /** Adds the key after `ms`; a pending earlier addAfter for the key wins over a later one. */
+  addAfter(key: string, ms: number): void {
+    if (this.shutting) return;
+    if (ms <= 0) {
+      this.add(key);
+      return;
+    }
+    const at = this.clock.now() + ms;
+    const existing = this.delayed.get(key);
+    if (existing && existing.at <= at) return;
+    if (existing) this.clock.clearTimeout(existing.handle);
+    const handle = this.clock.setTimeout(() => {
+      const cur = this.delayed.get(key);
+      if (cur?.handle === handle) this.delayed.delete(key);
+      this.add(key);
+    }, ms);
+    this.delayed.set(key, { at, handle });
+  }
+
+  /** Requeue after a failure, with this key's backoff; returns the delay used. */
+  addRateLimited(key: string): number {
+    const n = this.failures.get(key) ?? 0;
+    this.failures.set(key, n + 1);
+    const delay = backoffDelay(n, this.baseDelayMs, this.maxDelayMs);
+    this.addAfter(key, delay);
+    return delay;
+  }
+
+  /** Stop tracking the key's failures (call after a successful reconcile). */
+  forget(key: string): void {
+    this.failures.delete(key);
+  }
+
+  numRequeues(key: string): number {
+    return this.failures.get(key) ?? 0;
+  }
+
+  /** Next key to process; undefined once shut down and empty. Call done(key) when finished. */
+  get(): Promise<string | undefined> {
+    const key = this.queue.shift();
+    if (key !== undefined) return Promise.resolve(this.take(key));
+    if (this.shutting) return Promise.resolve(undefined);
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  done(key: string): void {
+    this.processing.delete(key);
+    if (this.dirty.has(key)) this.push(key);
+  }
+
+  shutDown(): void {
+    this.shutting = true;
+    for (const { handle } of this.delayed.values()) this.clock.clearTimeout(handle);
+    this.delayed.clear();
+    // Workers blocked in get() with nothing queued are released.
+    if (this.queue.length === 0) for (const w of this.waiters.splice(0)) w(undefined);
+  }
+
+  get shuttingDown(): boolean {
+    return this.shutting;
+  }
+
+  /** Keys waiting for a worker: the atlantis_operator_workqueue_depth metric. */
+  len(): number {
+    return this.queue.length;
+  }
+
+  /** Keys scheduled by addAfter / addRateLimited and not due yet. */
+  delayedCount(): number {
+    return this.delayed.size;
+  }
+
+  isProcessing(key: string): boolean {
+    return this.processing.has(key);
+  }
+
+  private take(key: string): string {
+    this.processing.add(key);
+    this.dirty.delete(key);
+    return key;
+  }
+
+  private push(key: string): void {
+    const w = this.waiters.shift();
+    if (w) w(this.take(key));
+    else this.queue.push(key);
+  }
+}
+
+export interface ReconcileOutcome {
+  /** Reconcile again after this long even without events (the planner's requeue hint). */
+  requeueAfterMs?: number | null;
+}
+
+/**
+ * Runs `workers` loops that take keys and call `handle`. A success forgets the key's
+ * failures (and honours requeueAfterMs); a throw requeues it rate-limited. Resolves when the
+ * queue is shut down and every worker has finished its current key.
+ */
+export async function runWorkers(
+  queue: WorkQueue,
+  workers: number,
+  handle: (key: string) => Promise<ReconcileOutcome | void>,
+  onError: (key: string, err: unknown, retryInMs: number) => void = () => {},
+): Promise<void> {
+  const loop = async (): Promise<void> => {
+    for (;;) {
+      const key = await queue.get();
+      if (key === undefined) return;
+      try {
+        const out = await handle(key);
+        queue.forget(key);
+        if (out && typeof out.requeueAfterMs === 'number') queue.addAfter(key, out.requeueAfterMs);
+      } catch (err) {
+        const delay = queue.addRateLimited(key);
+        onError(key, err, delay);
+      } finally {
+        queue.done(key);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, workers) }, loop));
+}
