@@ -1,0 +1,17 @@
+// `make bench`: runs every benchmark, prints figures and ratios against baselines measured
+// in the same run, and exits non-zero when a target is missed.
+import { benchStatusLatency } from './status-latency.js';
+
+const benches: Array<[string, () => Promise<{ ok: boolean }>]> = [
+  ['status-latency', benchStatusLatency],
+];
+
+const only = process.argv.slice(2);
+let failed = 0;
+for (const [name, fn] of benches) {
+  if (only.length && !only.includes(name)) continue;
+  console.log(`\n# ${name}`);
+  const { ok } = await fn();
+  if (!ok) { failed++; console.log(`${name}: target missed`); }
+}
+process.exit(failed ? 1 : 0);
