@@ -1,0 +1,455 @@
+// GitHub REST client for the server: comments (split like Atlantis over GitHub's 65,536
+// character limit), reactions, commit statuses, pull request state, approvals, changed
+// files. Built on fetch with a configurable base URL (https://api.github.com, GitHub
+// Enterprise's https://HOST/api/v3, or a test stand-in).
+//
+// Retries: capped exponential backoff with jitter on 5xx, on rate limits (429, or 403 with
+// x-ratelimit-remaining: 0 or Retry-After; waits as told by Retry-After / x-ratelimit-reset)
+// and on connection failures; never on other 4xx. Creating a comment is the one call that is
+// not idempotent (a repeat makes a second comment), so it is retried only when the request
+// surely did not take effect: connection refused, 429/403 rate limit, 500/502/503 (GitHub
+// answered that it failed). A reset connection, a timeout or a 504 after the request was
+// sent may have created the comment, so those are not retried for it: a missing comment is
+// better than a duplicated one. Everything else (GET, PATCH of a comment, reactions, which
+// GitHub dedupes, and statuses, where the latest per context wins) is idempotent and is
+// retried on any of the above.
+//
+// The token is sent only in the Authorization header and never logged or put in errors.
+import type { Logger } from '../../log.js';
+import { nullLogger, registerSecret } from '../../log.js';
+
+export const MAX_COMMENT_LENGTH = 65536;
+/** Past this many parts the start of the output is dropped (as Atlantis does). */
+export const MAX_COMMENTS_PER_COMMAND = 100;
+
+export type ReactionContent = '+1' | '-1' | 'laugh' | 'confused' | 'heart' | 'hooray' | 'rocket' | 'eyes';
+export type CommitState = 'pending' | 'success' | 'failure' | 'error';
+
+export interface CommitStatus {
+  state: CommitState;
+  /** e.g. `atlantis/plan`, `atlantis/apply`, `atlantis/plan: dir/default` */
+  context: string;
+  description?: string;
+  targetUrl?: string;
+}
+
+export interface CreatedComment {
+  id: number;
+  htmlUrl?: string;
+}
+
+export interface PullInfo {
+  number: number;
+  state: string;
+  draft: boolean;
+  merged: boolean;
+  /** null while GitHub is still computing it. */
+  mergeable: boolean | null;
+  mergeableState: string;
+  headSha: string;
+  headRef: string;
+  baseRef: string;
+  /** Clone URL of the head repo (a fork's URL for PRs from forks). */
+  headCloneUrl?: string;
+  baseCloneUrl?: string;
+  user: string;
+}
+
+export interface Approval {
+  approved: boolean;
+  approvedBy: string[];
+}
+
+export interface RetryOptions {
+  /** Total attempts including the first. */
+  maxAttempts?: number;
+  baseDelayMs?: number;
+  maxDelayMs?: number;
+  /** A rate limit asking for a longer wait than this fails at once instead. */
+  maxRateLimitWaitMs?: number;
+}
+
+export interface GitHubClientOptions {
+  /** Default https://api.github.com. GitHub Enterprise: https://HOST/api/v3. */
+  baseUrl?: string;
+  token: string | (() => string | Promise<string>);
+  /** `token` (default; personal tokens) or `Bearer` (GitHub App installation tokens). */
+  authScheme?: 'token' | 'Bearer';
+  userAgent?: string;
+  logger?: Logger;
+  retry?: RetryOptions;
+  /** Per attempt. */
+  timeoutMs?: number;
+  fetch?: typeof fetch;
+  sleep?: (ms: number) => Promise<void>;
+  random?: () => number;
+}
+
+export class GitHubApiError extends Error {
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    readonly status: number,
+    readonly githubMessage: string,
+    readonly documentationUrl?: string,
+    readonly details?: unknown,
+  ) {
+    super(`GitHub API ${method} ${path}: ${status === 0 ? 'no response' : status} ${githubMessage}`.trim());
+    this.name = 'GitHubApiError';
+  }
+}
+
+/** Host to use in `--repo-allowlist` matching for a client base URL. */
+export function hostForBaseUrl(baseUrl: string): string {
+  const u = new URL(baseUrl);
+  return u.hostname === 'api.github.com' ? 'github.com' : u.host;
+}
+
+// ---- comment splitting -------------------------------------------------------------
+
+export function continuationMarkers(command?: string): { sepStart: string; sepEnd: string; truncationHeader: string } {
+  const sepEnd = '\n```\n</details>\n<br>\n\n**Warning**: Output length greater than max comment size. Continued in next comment.';
+  const sepStart = (command ? `Continued ${command} output from previous comment.` : 'Continued from previous comment.') +
+    '\n<details><summary>Show Output</summary>\n\n```diff\n';
+  const truncationHeader = '\n```\n</details>\n<br>\n\n**Warning**: Command output is larger than the maximum number of comments per command. Output truncated.\n\n[..]\n';
+  return { sepStart, sepEnd, truncationHeader };
+}
+
+/**
+ * Splits a comment the way Atlantis does: fixed-size portions, each but the last ending
+ * with `sepEnd` (closes the code block, says it continues), each but the first starting
+ * with `sepStart` (reopens it). Over `maxComments` parts, the oldest output is dropped and
+ * the first kept part starts with the truncation header.
+ */
+export function splitComment(comment: string, opts: { maxSize?: number; command?: string; maxComments?: number } = {}): string[] {
+  const maxSize = opts.maxSize ?? MAX_COMMENT_LENGTH;
+  if (comment.length <= maxSize) return [comment];
+  const { sepStart, sepEnd, truncationHeader } = continuationMarkers(opts.command);
+  const maxComments = opts.maxComments ?? MAX_COMMENTS_PER_COMMAND;
+  const room = maxSize - sepEnd.length - Math.max(sepStart.length, truncationHeader.length);
+  if (room <= 0) throw new Error('maxSize too small for the continuation markers');
+  const pieces: string[] = [];
+  let i = 0;
+  while (i < comment.length) {
+    let end = Math.min(comment.length, i + room);
+    // Never cut a surrogate pair in half.
+    if (end < comment.length && /[\uD800-\uDBFF]/.test(comment[end - 1] ?? '')) end--;
+    pieces.push(comment.slice(i, end));
+    i = end;
+  }
+  let kept = pieces;
+  let truncated = false;
+  if (pieces.length > maxComments) {
+    kept = pieces.slice(pieces.length - maxComments);
+    truncated = true;
+  }
+  return kept.map((p, idx) => {
+    let s = p;
+    if (idx < kept.length - 1) s += sepEnd;
+    if (idx === 0 && truncated) s = truncationHeader + s;
+    else if (idx > 0) s = sepStart + s;
+    return s;
+  });
+}
+
+// ---- client ---------------------------------------------------------------------------
+
+interface RequestOptions {
+  body?: unknown;
+  /** false: only retry when the request surely did not take effect. */
+  idempotent: boolean;
+}
+
+interface RawResponse {
+  status: number;
+  headers: Headers;
+  json: unknown;
+}
+
+const defaultSleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function errorCode(e: unknown): string | undefined {
+  const seen = new Set<unknown>();
+  let cur: unknown = e;
+  for (let depth = 0; depth < 5 && cur && !seen.has(cur); depth++) {
+    seen.add(cur);
+    const o = cur as { code?: unknown; cause?: unknown; errors?: unknown[] };
+    if (typeof o.code === 'string') return o.code;
+    if (Array.isArray(o.errors)) {
+      const c = o.errors.map(errorCode).find((x) => x !== undefined);
+      if (c) return c;
+    }
+    cur = o.cause;
+  }
+  return undefined;
+}
+
+function parseLinkNext(link: string | null): string | undefined {
+  if (!link) return undefined;
+  for (const part of link.split(',')) {
+    const m = /<([^>]+)>\s*;\s*rel="?([^";]+)"?/.exec(part.trim());
+    if (m && m[2] === 'next') return m[1];
+  }
+  return undefined;
+}
+
+export class GitHubClient {
+  readonly baseUrl: string;
+  private readonly token: GitHubClientOptions['token'];
+  private readonly authScheme: 'token' | 'Bearer';
+  private readonly userAgent: string;
+  private readonly log: Logger;
+  private readonly retry: Required<RetryOptions>;
+  private readonly timeoutMs: number;
+  private readonly fetchFn: typeof fetch;
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly random: () => number;
+
+  constructor(opts: GitHubClientOptions) {
+    this.baseUrl = (opts.baseUrl ?? 'https://api.github.com').replace(/\/+$/, '');
+    this.token = opts.token;
+    if (typeof opts.token === 'string') registerSecret(opts.token);
+    this.authScheme = opts.authScheme ?? 'token';
+    this.userAgent = opts.userAgent ?? 'atlantis-operator';
+    this.log = opts.logger ?? nullLogger();
+    this.retry = {
+      maxAttempts: opts.retry?.maxAttempts ?? 5,
+      baseDelayMs: opts.retry?.baseDelayMs ?? 500,
+      maxDelayMs: opts.retry?.maxDelayMs ?? 30_000,
+      maxRateLimitWaitMs: opts.retry?.maxRateLimitWaitMs ?? 120_000,
+    };
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+    this.fetchFn = opts.fetch ?? fetch;
+    this.sleep = opts.sleep ?? defaultSleep;
+    this.random = opts.random ?? Math.random;
+  }
+
+  private async authHeader(): Promise<string> {
+    const t = typeof this.token === 'function' ? await this.token() : this.token;
+    registerSecret(t);
+    return `${this.authScheme} ${t}`;
+  }
+
+  private backoff(attempt: number): number {
+    const exp = Math.min(this.retry.maxDelayMs, this.retry.baseDelayMs * 2 ** (attempt - 1));
+    // Equal jitter: half fixed, half random, so concurrent retries spread out.
+    return Math.round(exp / 2 + (this.random() * exp) / 2);
+  }
+
+  /** How long a rate-limited response asks us to wait, or undefined if it is not one. */
+  private rateLimitWait(status: number, headers: Headers, json: unknown): number | undefined {
+    const retryAfter = headers.get('retry-after');
+    const remaining = headers.get('x-ratelimit-remaining');
+    const reset = headers.get('x-ratelimit-reset');
+    const msg = typeof json === 'object' && json !== null ? String((json as { message?: unknown }).message ?? '') : '';
+    const limited = status === 429 || (status === 403 && (retryAfter !== null || remaining === '0' || /rate limit/i.test(msg)));
+    if (!limited) return undefined;
+    if (retryAfter !== null && /^\d+$/.test(retryAfter.trim())) return Number(retryAfter.trim()) * 1000;
+    if (remaining === '0' && reset !== null && /^\d+$/.test(reset.trim())) {
+      return Math.max(0, Number(reset.trim()) * 1000 - Date.now()) + 1000;
+    }
+    return -1; // limited, no hint: use backoff
+  }
+
+  private async request(method: string, pathOrUrl: string, opts: RequestOptions): Promise<RawResponse> {
+    const url = pathOrUrl.startsWith('http') ? pathOrUrl : this.baseUrl + pathOrUrl;
+    const logPath = pathOrUrl.startsWith('http') ? new URL(pathOrUrl).pathname : pathOrUrl.split('?')[0] ?? pathOrUrl;
+    let attempt = 0;
+    for (;;) {
+      attempt++;
+      const headers: Record<string, string> = {
+        accept: 'application/vnd.github+json',
+        'x-github-api-version': '2022-11-28',
+        'user-agent': this.userAgent,
+        authorization: await this.authHeader(),
+      };
+      if (opts.body !== undefined) headers['content-type'] = 'application/json';
+      let res: Response;
+      try {
+        res = await this.fetchFn(url, {
+          method,
+          headers,
+          body: opts.body === undefined ? null : JSON.stringify(opts.body),
+          signal: AbortSignal.timeout(this.timeoutMs),
+        });
+      } catch (e) {
+        const code = errorCode(e);
+        const surelyNotSent = code === 'ECONNREFUSED';
+        const retryable = surelyNotSent || opts.idempotent;
+        this.log.warn('GitHub request failed without response', { method, path: logPath, attempt, errorCode: code ?? 'unknown', willRetry: retryable && attempt < this.retry.maxAttempts });
+        if (!retryable || attempt >= this.retry.maxAttempts) {
+          throw new GitHubApiError(method, logPath, 0, `request failed: ${code ?? (e as Error).name}`);
+        }
+        await this.sleep(this.backoff(attempt));
+        continue;
+      }
+      const text = await res.text();
+      let json: unknown = undefined;
+      if (text !== '') {
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = text;
+        }
+      }
+      if (res.status < 400) {
+        this.log.debug('GitHub request', { method, path: logPath, status: res.status, attempt });
+        return { status: res.status, headers: res.headers, json };
+      }
+      const rl = this.rateLimitWait(res.status, res.headers, json);
+      let wait: number | undefined;
+      if (rl !== undefined) {
+        wait = rl >= 0 ? rl : this.backoff(attempt);
+        if (wait > this.retry.maxRateLimitWaitMs) wait = undefined;
+      } else if (res.status >= 500) {
+        // 504 (and unknown 5xx) may come after the backend did the work.
+        if (opts.idempotent || res.status <= 503) wait = this.backoff(attempt);
+      }
+      const o = (typeof json === 'object' && json !== null ? json : {}) as { message?: unknown; documentation_url?: unknown; errors?: unknown };
+      const message = typeof o.message === 'string' ? o.message : typeof json === 'string' ? json.slice(0, 200) : '';
+      if (wait === undefined || attempt >= this.retry.maxAttempts) {
+        this.log.warn('GitHub request refused', { method, path: logPath, status: res.status, attempt, githubMessage: message });
+        throw new GitHubApiError(method, logPath, res.status, message, typeof o.documentation_url === 'string' ? o.documentation_url : undefined, o.errors);
+      }
+      this.log.info('GitHub request will be retried', { method, path: logPath, status: res.status, attempt, waitMs: wait });
+      await this.sleep(wait);
+    }
+  }
+
+  private repoPath(repo: string): string {
+    const [owner, name] = repo.split('/');
+    if (!owner || !name) throw new Error(`repo must be owner/name, got ${JSON.stringify(repo)}`);
+    return `/repos/${encodeURIComponent(owner)}/${encodeURIComponent(name)}`;
+  }
+
+  /**
+   * Posts a PR comment, split into several over 65,536 characters. `command` (plan, apply)
+   * names the output in the continuation headers. Returns the created comments in order.
+   */
+  async createComment(repo: string, pull: number, body: string, opts: { command?: string } = {}): Promise<CreatedComment[]> {
+    const parts = splitComment(body, opts.command === undefined ? {} : { command: opts.command });
+    const out: CreatedComment[] = [];
+    for (const part of parts) {
+      const r = await this.request('POST', `${this.repoPath(repo)}/issues/${pull}/comments`, { body: { body: part }, idempotent: false });
+      const j = r.json as { id: number; html_url?: string };
+      const c: CreatedComment = { id: j.id };
+      if (typeof j.html_url === 'string') c.htmlUrl = j.html_url;
+      out.push(c);
+    }
+    return out;
+  }
+
+  /** Replaces a comment's body (cut to the limit, keeping the end, if too long). */
+  async updateComment(repo: string, commentId: number, body: string): Promise<void> {
+    let b = body;
+    if (b.length > MAX_COMMENT_LENGTH) {
+      const { truncationHeader } = continuationMarkers();
+      b = truncationHeader + b.slice(b.length - (MAX_COMMENT_LENGTH - truncationHeader.length));
+    }
+    await this.request('PATCH', `${this.repoPath(repo)}/issues/comments/${commentId}`, { body: { body: b }, idempotent: true });
+  }
+
+  async addReaction(repo: string, commentId: number, content: ReactionContent = 'eyes'): Promise<void> {
+    await this.request('POST', `${this.repoPath(repo)}/issues/comments/${commentId}/reactions`, { body: { content }, idempotent: true });
+  }
+
+  async setCommitStatus(repo: string, sha: string, status: CommitStatus): Promise<void> {
+    const body: Record<string, string> = { state: status.state, context: status.context };
+    // GitHub refuses descriptions over 140 characters.
+    if (status.description !== undefined) body.description = status.description.length > 140 ? status.description.slice(0, 137) + '...' : status.description;
+    if (status.targetUrl !== undefined) body.target_url = status.targetUrl;
+    await this.request('POST', `${this.repoPath(repo)}/statuses/${encodeURIComponent(sha)}`, { body, idempotent: true });
+  }
+
+  async getPull(repo: string, pull: number): Promise<PullInfo> {
+    const r = await this.request('GET', `${this.repoPath(repo)}/pulls/${pull}`, { idempotent: true });
+    const j = r.json as {
+      number: number; state: string; draft?: boolean; merged?: boolean; mergeable?: boolean | null; mergeable_state?: string;
+      head: { sha: string; ref: string; repo?: { clone_url?: string } | null };
+      base: { ref: string; repo?: { clone_url?: string } | null };
+      user?: { login?: string };
+    };
+    const info: PullInfo = {
+      number: j.number,
+      state: j.state,
+      draft: j.draft === true,
+      merged: j.merged === true,
+      mergeable: j.mergeable ?? null,
+      mergeableState: j.mergeable_state ?? 'unknown',
+      headSha: j.head.sha,
+      headRef: j.head.ref,
+      baseRef: j.base.ref,
+      user: j.user?.login ?? '',
+    };
+    if (j.head.repo?.clone_url) info.headCloneUrl = j.head.repo.clone_url;
+    if (j.base.repo?.clone_url) info.baseCloneUrl = j.base.repo.clone_url;
+    return info;
+  }
+
+  /**
+   * The `mergeable` apply requirement, as Atlantis maps it: the merge button is usable,
+   * i.e. mergeable_state is clean, unstable or has_hooks. GitHub computes mergeability in
+   * the background, so an unknown state is asked again a few times.
+   */
+  async isMergeable(repo: string, pull: number, opts: { attempts?: number; delayMs?: number } = {}): Promise<boolean> {
+    const attempts = opts.attempts ?? 3;
+    let info = await this.getPull(repo, pull);
+    for (let i = 1; i < attempts && (info.mergeable === null || info.mergeableState === 'unknown'); i++) {
+      await this.sleep(opts.delayMs ?? 1000);
+      info = await this.getPull(repo, pull);
+    }
+    return pullIsMergeable(info);
+  }
+
+  /** Reviews API: approved when some reviewer's latest decisive review is APPROVED. */
+  async getApproval(repo: string, pull: number): Promise<Approval> {
+    const reviews = await this.paginate<{ user?: { login?: string } | null; state: string }>(`${this.repoPath(repo)}/pulls/${pull}/reviews?per_page=100`);
+    const latest = new Map<string, string>();
+    for (const r of reviews) {
+      const who = r.user?.login;
+      if (!who) continue;
+      // COMMENTED and PENDING reviews do not change a reviewer's decision.
+      if (r.state === 'APPROVED' || r.state === 'CHANGES_REQUESTED' || r.state === 'DISMISSED') latest.set(who, r.state);
+    }
+    const approvedBy = [...latest.entries()].filter(([, s]) => s === 'APPROVED').map(([u]) => u).sort();
+    return { approved: approvedBy.length > 0, approvedBy };
+  }
+
+  async isApproved(repo: string, pull: number): Promise<boolean> {
+    return (await this.getApproval(repo, pull)).approved;
+  }
+
+  /** Every changed file of the PR; renamed files also give their old path (as Atlantis). */
+  async listChangedFiles(repo: string, pull: number): Promise<string[]> {
+    const files = await this.paginate<{ filename: string; status?: string; previous_filename?: string }>(`${this.repoPath(repo)}/pulls/${pull}/files?per_page=100`);
+    const out: string[] = [];
+    for (const f of files) {
+      out.push(f.filename);
+      if (f.status === 'renamed' && f.previous_filename) out.push(f.previous_filename);
+    }
+    return out;
+  }
+
+  private async paginate<T>(firstPath: string, maxPages = 100): Promise<T[]> {
+    const out: T[] = [];
+    let next: string | undefined = firstPath;
+    for (let page = 0; next !== undefined && page < maxPages; page++) {
+      const r = await this.request('GET', next, { idempotent: true });
+      if (!Array.isArray(r.json)) throw new GitHubApiError('GET', firstPath.split('?')[0] ?? firstPath, r.status, 'expected a JSON array');
+      out.push(...(r.json as T[]));
+      next = parseLinkNext(r.headers.get('link'));
+      // Only follow links to the API we were configured with (never send the token elsewhere).
+      if (next !== undefined && !next.startsWith(this.baseUrl + '/')) {
+        const u = new URL(next);
+        const prefix = new URL(this.baseUrl).pathname.replace(/\/+$/, '');
+        const p = prefix !== '' && u.pathname.startsWith(prefix + '/') ? u.pathname.slice(prefix.length) : u.pathname;
+        next = p + u.search;
+      }
+    }
+    return out;
+  }
+}
+
+export function pullIsMergeable(info: Pick<PullInfo, 'mergeableState'>): boolean {
+  return info.mergeableState === 'clean' || info.mergeableState === 'unstable' || info.mergeableState === 'has_hooks';
+}
