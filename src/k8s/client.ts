@@ -1,0 +1,288 @@
+// Small, dependency-light access to the Kubernetes API on top of @kubernetes/client-node's
+// KubeConfig (which handles kubeconfig files, in-cluster config, client certificates,
+// bearer tokens and exec/file credentials).
+//
+//   loadKubeConfig()                       KUBECONFIG env / ~/.kube/config, else in-cluster
+//   kubeRequest(kc, method, path, body?)   one API call, parsed JSON + HTTP status, never throws on 4xx/5xx
+//   kubeRequestOk(...)                     the same, but throws KubeApiError unless 2xx
+//   openKubeStream(kc, path, onLine)       a streaming GET (watch), one callback per line
+//
+// Requests go through node:https with a keep-alive agent per KubeConfig, built from the TLS
+// material that KubeConfig.applyToHTTPSOptions() yields; auth headers are re-read per request
+// so rotating tokens keep working.
+import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import { KubeConfig } from '@kubernetes/client-node';
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** Content types the API server accepts for PATCH. */
+export const MERGE_PATCH = 'application/merge-patch+json';
+export const STRATEGIC_MERGE_PATCH = 'application/strategic-merge-patch+json';
+export const JSON_PATCH = 'application/json-patch+json';
+export const APPLY_PATCH = 'application/apply-patch+yaml';
+
+/**
+ * Loads the client configuration: the KUBECONFIG env var (or ~/.kube/config) when there is
+ * one, else the in-cluster service-account config.
+ */
+export function loadKubeConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  const home = process.env.HOME ?? '';
+  const hasFile = Boolean(process.env.KUBECONFIG) || (home !== '' && fs.existsSync(`${home}/.kube/config`));
+  const inCluster = Boolean(process.env.KUBERNETES_SERVICE_HOST) && fs.existsSync('/var/run/secrets/kubernetes.io/serviceaccount/token');
+  if (!hasFile && inCluster) kc.loadFromCluster();
+  else kc.loadFromDefault();
+  if (!kc.getCurrentCluster()) throw new Error('No Kubernetes cluster configured (set KUBECONFIG or run in a cluster)');
+  return kc;
+}
+
+/** Loads a kubeconfig file. */
+export function kubeConfigFromFile(file: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(file);
+  return kc;
+}
+
+/** The namespace of the current context ("default" when unset). */
+export function currentNamespace(kc: KubeConfig): string {
+  const ctx = kc.getContextObject(kc.getCurrentContext());
+  return ctx?.namespace || 'default';
+}
+
+export interface KubeResponse<T = unknown> {
+  status: number;
+  /** Parsed JSON body; the raw text when the body is not JSON; undefined when empty. */
+  body: T;
+  headers: http.IncomingHttpHeaders;
+}
+
+/** A Kubernetes `Status` object as returned with 4xx/5xx answers. */
+export interface KubeStatus {
+  kind?: string;
+  status?: string;
+  message?: string;
+  reason?: string;
+  code?: number;
+  details?: { name?: string; kind?: string; causes?: Array<{ reason?: string; message?: string; field?: string }> };
+}
+
+/** A non-2xx answer from the API server, with its Status message (e.g. 409 Conflict, 422 Invalid). */
+export class KubeApiError extends Error {
+  readonly status: number;
+  readonly reason: string | undefined;
+  readonly body: unknown;
+  constructor(method: string, path: string, status: number, body: unknown) {
+    const st = (typeof body === 'object' && body !== null ? body : {}) as KubeStatus;
+    const detail = st.message ?? (typeof body === 'string' ? body.slice(0, 500) : '');
+    super(`${method} ${path}: ${status}${st.reason ? ` ${st.reason}` : ''}${detail ? `: ${detail}` : ''}`);
+    this.name = 'KubeApiError';
+    this.status = status;
+    this.reason = st.reason;
+    this.body = body;
+  }
+}
+
+export interface RequestOptions {
+  /** Content type of the body; JSON by default, or one of the *_PATCH constants for PATCH. */
+  contentType?: string;
+  /** Query parameters, added to `path` (undefined values skipped). */
+  query?: Record<string, string | number | boolean | undefined>;
+  /** Abort the request after this long (default 30 s). */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+interface Conn {
+  server: URL;
+  agent: http.Agent;
+  base: https.RequestOptions;
+}
+const conns = new WeakMap<KubeConfig, Conn>();
+
+async function connFor(kc: KubeConfig): Promise<{ conn: Conn; headers: http.OutgoingHttpHeaders }> {
+  const opts: https.RequestOptions = {};
+  await kc.applyToHTTPSOptions(opts);
+  const headers: http.OutgoingHttpHeaders = { ...(opts.headers as http.OutgoingHttpHeaders | undefined) };
+  if (opts.auth) headers.authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`;
+  let conn = conns.get(kc);
+  if (!conn) {
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) throw new Error('No current cluster in the kubeconfig');
+    const server = new URL(cluster.server);
+    const tls: https.AgentOptions = {
+      keepAlive: true,
+      ca: opts.ca,
+      cert: opts.cert,
+      key: opts.key,
+      pfx: opts.pfx,
+      passphrase: opts.passphrase,
+      servername: opts.servername,
+    };
+    if (cluster.skipTLSVerify) tls.rejectUnauthorized = false;
+    const agent = server.protocol === 'http:' ? new http.Agent({ keepAlive: true }) : new https.Agent(tls);
+    conn = { server, agent, base: {} };
+    conns.set(kc, conn);
+  }
+  return { conn, headers };
+}
+
+function buildPath(conn: Conn, path: string, query?: RequestOptions['query']): URL {
+  const prefix = conn.server.pathname.replace(/\/$/, '');
+  const url = new URL(conn.server.origin + prefix + path);
+  for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+  return url;
+}
+
+/**
+ * One API call. Returns the HTTP status and the parsed body; does not throw on 4xx/5xx
+ * (only on network errors and timeouts).
+ *
+ *   await kubeRequest(kc, 'PATCH', `/api/v1/namespaces/${ns}/pods/${name}`,
+ *     { metadata: { annotations: { a: 'b' } } }, { contentType: MERGE_PATCH });
+ */
+export async function kubeRequest<T = unknown>(
+  kc: KubeConfig,
+  method: HttpMethod,
+  path: string,
+  body?: unknown,
+  opts: RequestOptions = {},
+): Promise<KubeResponse<T>> {
+  const { conn, headers } = await connFor(kc);
+  const url = buildPath(conn, path, opts.query);
+  let payload: string | undefined;
+  if (body !== undefined) {
+    payload = typeof body === 'string' ? body : JSON.stringify(body);
+    headers['content-type'] = opts.contentType ?? (method === 'PATCH' ? MERGE_PATCH : 'application/json');
+    headers['content-length'] = Buffer.byteLength(payload);
+  }
+  headers.accept = 'application/json';
+  const mod = url.protocol === 'http:' ? http : https;
+  return new Promise<KubeResponse<T>>((resolve, reject) => {
+    const req = mod.request(url, { method, headers, agent: conn.agent, signal: opts.signal }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', reject);
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let parsed: unknown = undefined;
+        if (text.length > 0) {
+          try {
+            parsed = JSON.parse(text);
+          } catch {
+            parsed = text;
+          }
+        }
+        resolve({ status: res.statusCode ?? 0, body: parsed as T, headers: res.headers });
+      });
+    });
+    req.setTimeout(opts.timeoutMs ?? 30_000, () => req.destroy(new Error(`${method} ${path}: timed out`)));
+    req.on('error', reject);
+    if (payload !== undefined) req.write(payload);
+    req.end();
+  });
+}
+
+/** Like kubeRequest, but throws KubeApiError unless the status is 2xx; returns the body. */
+export async function kubeRequestOk<T = unknown>(
+  kc: KubeConfig,
+  method: HttpMethod,
+  path: string,
+  body?: unknown,
+  opts: RequestOptions = {},
+): Promise<T> {
+  const res = await kubeRequest<T>(kc, method, path, body, opts);
+  if (res.status < 200 || res.status > 299) throw new KubeApiError(method, path, res.status, res.body);
+  return res.body;
+}
+
+export interface KubeStream {
+  /** Ends the stream; `onClose` is not called after abort(). */
+  abort(): void;
+}
+
+export interface StreamHandlers {
+  /** Called once the server answered; status !== 200 means the body is an error (read via onLine/onClose). */
+  onResponse?(status: number): void;
+  /** Each non-empty line of the body. */
+  onLine(line: string): void;
+  /** The stream ended (cleanly or not). Called at most once. */
+  onClose(err: Error | undefined): void;
+}
+
+/**
+ * A streaming GET (used for watches): calls `onLine` for each line of the body and `onClose`
+ * exactly once when the connection ends or fails (unless aborted).
+ */
+export async function openKubeStream(
+  kc: KubeConfig,
+  path: string,
+  query: RequestOptions['query'],
+  handlers: StreamHandlers,
+): Promise<KubeStream> {
+  const { conn, headers } = await connFor(kc);
+  const url = buildPath(conn, path, query);
+  headers.accept = 'application/json';
+  const mod = url.protocol === 'http:' ? http : https;
+  let done = false;
+  let aborted = false;
+  const finish = (err: Error | undefined) => {
+    if (done) return;
+    done = true;
+    if (!aborted) handlers.onClose(err);
+  };
+  // A dedicated (non-pooled) agent: a watch holds its socket for minutes, and destroying
+  // it on abort must not affect other requests.
+  const req = mod.request(url, { method: 'GET', headers, agent: streamAgent(conn) }, (res) => {
+    handlers.onResponse?.(res.statusCode ?? 0);
+    let buf = '';
+    res.setEncoding('utf8');
+    res.on('data', (chunk: string) => {
+      if (aborted) return;
+      buf += chunk;
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl).trim();
+        buf = buf.slice(nl + 1);
+        if (line) handlers.onLine(line);
+        if (aborted) return;
+      }
+    });
+    res.on('end', () => {
+      const rest = buf.trim();
+      if (rest && !aborted) handlers.onLine(rest);
+      finish(undefined);
+    });
+    res.on('error', (e) => finish(e));
+    res.on('close', () => finish(res.complete ? undefined : new Error('Watch connection closed')));
+  });
+  req.on('error', (e) => finish(e));
+  req.end();
+  return {
+    abort() {
+      aborted = true;
+      req.destroy();
+    },
+  };
+}
+
+const streamAgents = new WeakMap<Conn, http.Agent>();
+function streamAgent(conn: Conn): http.Agent {
+  let a = streamAgents.get(conn);
+  if (!a) {
+    const o = (conn.agent as https.Agent).options ?? {};
+    a = conn.server.protocol === 'http:' ? new http.Agent({ keepAlive: false }) : new https.Agent({ ...o, keepAlive: false });
+    streamAgents.set(conn, a);
+  }
+  return a;
+}
+
+/** Builds the collection path of a resource, e.g. apiPath('v1', 'pods', 'ns') or apiPath('apps/v1', 'deployments'). */
+export function apiPath(apiVersion: string, plural: string, namespace?: string, name?: string, subresource?: string): string {
+  const root = apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
+  let p = namespace ? `${root}/namespaces/${encodeURIComponent(namespace)}/${plural}` : `${root}/${plural}`;
+  if (name) p += `/${encodeURIComponent(name)}`;
+  if (subresource) p += `/${subresource}`;
+  return p;
+}
