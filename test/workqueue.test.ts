@@ -1,6 +1,7 @@
 // Work queue semantics, with a fake clock (no sleeping).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createControllerMetrics } from '../src/controller/metrics.js';
 import { backoffDelay, objectKey, runWorkers, splitKey, WorkQueue, type QueueClock } from '../src/controller/workqueue.js';
 
 class FakeClock implements QueueClock {
@@ -212,4 +213,36 @@ test('runWorkers: no key processed by two workers at once; successes forget, fai
 
   q.shutDown();
   await done;
+});
+
+// The controller metrics live here with the queue whose depth they export.
+
+test('controller metrics: names of SPEC section 8, own registry, depth read at scrape time', async () => {
+  const { q } = mk();
+  const m = createControllerMetrics({ workqueueDepth: () => q.len() });
+  q.add('a/1');
+  q.add('a/2');
+  m.observeReconcile('success', 0.02);
+  m.observeReconcile('error', 0.5);
+  m.setLeader(true);
+  m.recordExecuted({ type: 'deletePod', ordinal: 2, podName: 'x-2', uid: 'u', reason: 'Drained', replace: true, drainDurationSeconds: 42 });
+  m.recordExecuted({ type: 'deletePod', ordinal: 1, podName: 'x-1', uid: 'u', reason: 'NotRunning', replace: true, drainDurationSeconds: null });
+  m.recordExecuted({ type: 'emitEvent', eventType: 'Warning', reason: 'DrainTimeout', message: '', podName: 'x-0' });
+  m.recordExecuted({ type: 'emitEvent', eventType: 'Normal', reason: 'RolloutComplete', message: '', podName: null });
+  const text = await m.registry.metrics();
+  for (const line of [
+    'atlantis_operator_reconcile_total{result="success"} 1',
+    'atlantis_operator_reconcile_total{result="error"} 1',
+    'atlantis_operator_reconcile_duration_seconds_count 2',
+    'atlantis_operator_drain_duration_seconds_count 1',
+    'atlantis_operator_drain_duration_seconds_sum 42',
+    'atlantis_operator_drain_timeouts_total 1',
+    'atlantis_operator_rollouts_total 1',
+    'atlantis_operator_leader 1',
+    'atlantis_operator_workqueue_depth 2',
+  ])
+    assert.ok(text.includes(line), `missing: ${line}`);
+  // A second instance (another test, a restarted controller in-process) must not collide.
+  const again = createControllerMetrics();
+  assert.match(await again.registry.metrics(), /atlantis_operator_leader 0/);
 });
