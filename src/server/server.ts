@@ -42,6 +42,8 @@ export class AtlantisServer {
   private readonly starters: Array<() => Promise<void> | void> = [];
   private readonly appDeps: Partial<AppDeps> = {};
   private closing?: Promise<void>;
+  private readonly operationTimers = new Map<string, () => void>();
+  private readonly background = new Set<Promise<unknown>>();
 
   constructor(private readonly opts: AtlantisServerOptions) {
     this.config = opts.config;
@@ -98,24 +100,48 @@ export class AtlantisServer {
   }
 
   /**
-   * Runs `fn` as one tracked operation, or refuses when shutting down. Start and the
-   * shutting-down check are one synchronous step in the tracker.
+   * Starts one tracked operation, or returns undefined when shutting down (the caller must
+   * refuse the work). Synchronous on purpose: acceptance and the shutting-down check are
+   * one step in the tracker, so a webhook handler can decide before it answers.
    */
-  async runOperation<T>(info: OperationInfo, fn: (op: Operation) => Promise<T>): Promise<RunOutcome<T>> {
+  startOperation(info: OperationInfo): Operation | undefined {
     const op = this.tracker.tryStart(info);
     if (!op) {
       this.metrics.commandsRefused.inc({ reason: 'shutting_down' });
-      return { started: false };
+      return undefined;
     }
     this.metrics.operationsInProgress.set(this.tracker.inProgress);
     const end = this.metrics.commandDuration.startTimer({ command: info.command });
+    this.operationTimers.set(op.id, end);
+    return op;
+  }
+
+  finishOperation(op: Operation): void {
+    this.operationTimers.get(op.id)?.();
+    this.operationTimers.delete(op.id);
+    this.tracker.finish(op.id);
+    this.metrics.operationsInProgress.set(this.tracker.inProgress);
+  }
+
+  /** Runs `fn` as one tracked operation, or refuses when shutting down. */
+  async runOperation<T>(info: OperationInfo, fn: (op: Operation) => Promise<T>): Promise<RunOutcome<T>> {
+    const op = this.startOperation(info);
+    if (!op) return { started: false };
     try {
       return { started: true, value: await fn(op) };
     } finally {
-      end();
-      this.tracker.finish(op.id);
-      this.metrics.operationsInProgress.set(this.tracker.inProgress);
+      this.finishOperation(op);
     }
+  }
+
+  /**
+   * Work that is not an operation but must not be cut off by an exit, e.g. posting the
+   * "shutting down" reply to a refused command. close() waits for it (bounded).
+   */
+  trackBackground(p: Promise<unknown>): void {
+    const wrapped = p.catch((e: unknown) => this.logger.error('Background task failed', { error: e instanceof Error ? e.message : String(e) }))
+      .finally(() => this.background.delete(wrapped));
+    this.background.add(wrapped);
   }
 
   /** Resolves with the exit code once a drain has ended and the server is closed. */
@@ -132,6 +158,9 @@ export class AtlantisServer {
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.drain.dispose();
+      if (this.background.size) {
+        await Promise.race([Promise.allSettled([...this.background]), new Promise((r) => setTimeout(r, 10_000).unref())]);
+      }
       if (this.http) {
         this.http.closeAllConnections();
         await new Promise<void>((resolve) => this.http!.close(() => resolve()));

@@ -1,0 +1,69 @@
+// Watches the server's own Pod for the drain annotation `atlantis-operator.dev/drain`
+// (set by the controller, or by hand with kubectl annotate). Active only when POD_NAME and
+// POD_NAMESPACE are set and a cluster is configured. The Informer re-lists and restarts
+// its watch after disconnects, and handlers are level-based: whatever the pod says now
+// decides, so a missed event cannot leave a requested drain unnoticed.
+import type { V1Pod } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../../k8s/client.js';
+import { Informer } from '../../k8s/informer.js';
+import type { AtlantisServer } from '../server.js';
+
+export const DRAIN_ANNOTATION = 'atlantis-operator.dev/drain';
+
+/** The decision, pure: does this observation of our pod ask for a drain? */
+export function podRequestsDrain(pod: V1Pod | undefined, podName: string): boolean {
+  if (!pod || pod.metadata?.name !== podName) return false;
+  const value = pod.metadata?.annotations?.[DRAIN_ANNOTATION];
+  return typeof value === 'string' && value.trim() !== '';
+}
+
+export interface OwnPodIdentity { name: string; namespace: string }
+
+export function ownPodIdentity(env: NodeJS.ProcessEnv = process.env): OwnPodIdentity | undefined {
+  return env.POD_NAME && env.POD_NAMESPACE ? { name: env.POD_NAME, namespace: env.POD_NAMESPACE } : undefined;
+}
+
+/** Server plugin: starts the watch with the server and stops it on close. */
+export function ownPodWatchPlugin(server: AtlantisServer): { start?: () => Promise<void>; close?: () => void } {
+  const me = ownPodIdentity();
+  if (!me) return {};
+  let informer: Informer<V1Pod> | undefined;
+  let retry: NodeJS.Timeout | undefined;
+  let closed = false;
+  return {
+    start: async () => {
+      let kc;
+      try {
+        kc = loadKubeConfig();
+      } catch (e) {
+        server.logger.warn('Own pod watch disabled: no cluster configuration', { pod: me, error: (e as Error).message });
+        return;
+      }
+      informer = new Informer<V1Pod>(kc, `/api/v1/namespaces/${encodeURIComponent(me.namespace)}/pods`, {
+        fieldSelector: `metadata.name=${me.name}`,
+        logger: server.logger.child({ component: 'ownPodWatch' }),
+      });
+      informer.onEvent((type, pod) => {
+        if (type !== 'DELETED' && podRequestsDrain(pod, me.name) && !server.tracker.isShuttingDown) {
+          server.logger.info('Drain annotation found on own pod', { pod: me, value: pod.metadata?.annotations?.[DRAIN_ANNOTATION] });
+          server.requestDrain('annotation');
+        }
+      });
+      // Do not block startup on the API server: retry the first list in the background.
+      const startWithRetry = async (attempt: number): Promise<void> => {
+        if (closed || !informer) return;
+        try {
+          await informer.start();
+          server.logger.info('Watching own pod for the drain annotation', { pod: me });
+        } catch (e) {
+          informer.stop();
+          const delay = Math.min(30_000, 500 * 2 ** attempt);
+          server.logger.warn('Own pod watch could not list, retrying', { pod: me, error: (e as Error).message, retryInMs: delay });
+          retry = setTimeout(() => void startWithRetry(attempt + 1), delay);
+        }
+      };
+      void startWithRetry(0);
+    },
+    close: () => { closed = true; if (retry) clearTimeout(retry); informer?.stop(); },
+  };
+}

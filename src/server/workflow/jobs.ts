@@ -1,0 +1,91 @@
+// In-memory view of jobs (one project command run) for the web page: running and recent
+// jobs and a live feed of their terraform output. The durable journal is in the store;
+// the full output is in the per-job log file.
+import { EventEmitter } from 'node:events';
+
+export type JobStatus = 'running' | 'success' | 'failure' | 'error' | 'interrupted';
+
+export interface JobView {
+  id: string;
+  command: string;
+  repo: string;
+  pull: number;
+  project: string | null;
+  dir: string;
+  workspace: string;
+  startedAt: Date;
+  finishedAt: Date | null;
+  status: JobStatus;
+}
+
+interface JobEntry extends JobView {
+  output: string[];
+  outputLength: number;
+}
+
+const MAX_OUTPUT_CHARS = 2 * 1024 * 1024;
+
+export class JobRegistry {
+  private readonly jobs = new Map<string, JobEntry>();
+  private readonly events = new EventEmitter();
+
+  constructor(private readonly keepFinished = 100) {
+    this.events.setMaxListeners(0);
+  }
+
+  start(job: Omit<JobView, 'startedAt' | 'finishedAt' | 'status'>): void {
+    this.jobs.set(job.id, { ...job, startedAt: new Date(), finishedAt: null, status: 'running', output: [], outputLength: 0 });
+  }
+
+  append(id: string, chunk: string): void {
+    const j = this.jobs.get(id);
+    if (!j) return;
+    j.output.push(chunk);
+    j.outputLength += chunk.length;
+    while (j.outputLength > MAX_OUTPUT_CHARS && j.output.length > 1) j.outputLength -= j.output.shift()!.length;
+    this.events.emit(`output:${id}`, chunk);
+  }
+
+  finish(id: string, status: Exclude<JobStatus, 'running'>): void {
+    const j = this.jobs.get(id);
+    if (!j) return;
+    j.status = status;
+    j.finishedAt = new Date();
+    this.events.emit(`done:${id}`, status);
+    this.prune();
+  }
+
+  get(id: string): JobView | undefined {
+    const j = this.jobs.get(id);
+    return j ? strip(j) : undefined;
+  }
+
+  output(id: string): string | undefined {
+    return this.jobs.get(id)?.output.join('');
+  }
+
+  running(): JobView[] {
+    return [...this.jobs.values()].filter((j) => j.status === 'running').map(strip);
+  }
+
+  recent(): JobView[] {
+    return [...this.jobs.values()].filter((j) => j.status !== 'running').reverse().map(strip);
+  }
+
+  /** Live output of a running job; returns an unsubscribe function. */
+  subscribe(id: string, onChunk: (chunk: string) => void, onDone: (status: JobStatus) => void): () => void {
+    this.events.on(`output:${id}`, onChunk);
+    this.events.once(`done:${id}`, onDone);
+    return () => { this.events.off(`output:${id}`, onChunk); this.events.off(`done:${id}`, onDone); };
+  }
+
+  private prune(): void {
+    const finished = [...this.jobs.values()].filter((j) => j.status !== 'running');
+    for (const j of finished.slice(0, Math.max(0, finished.length - this.keepFinished))) this.jobs.delete(j.id);
+  }
+}
+
+function strip(j: JobEntry): JobView {
+  const { output: _o, outputLength: _l, ...view } = j;
+  return view;
+}

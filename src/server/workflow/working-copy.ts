@@ -1,0 +1,80 @@
+// Working copies of pull requests under the data dir: one git checkout of the PR head per
+// repo, pull and workspace (as Atlantis: workspaces of one dir must not share .terraform).
+// The clone URL carries the token only for https remotes, and it is never logged: logs and
+// errors show the URL without credentials.
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { execa } from 'execa';
+import type { Logger } from '../../log.js';
+
+export interface CheckoutRequest {
+  repo: string;
+  pull: number;
+  workspace: string;
+  cloneUrl: string;
+  headRef: string;
+  headSha: string;
+}
+
+export class WorkingCopies {
+  constructor(private readonly dataDir: string, private readonly token: () => string, private readonly logger: Logger) {}
+
+  dirFor(repo: string, pull: number, workspace: string): string {
+    return path.join(this.dataDir, 'repos', repo, String(pull), workspace);
+  }
+
+  /** Ensures a checkout of headSha; reuses the existing one when it is already there. */
+  async checkout(req: CheckoutRequest): Promise<string> {
+    const dir = this.dirFor(req.repo, req.pull, req.workspace);
+    if (existsSync(path.join(dir, '.git')) && (await this.headOf(dir)) === req.headSha) return dir;
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(path.dirname(dir), { recursive: true });
+    const url = this.authenticated(req.cloneUrl);
+    this.logger.info('Cloning pull request', { repo: req.repo, pull: req.pull, workspace: req.workspace, url: redact(req.cloneUrl), headSha: req.headSha });
+    await this.git(path.dirname(dir), ['clone', '--quiet', '--no-tags', '--branch', req.headRef, '--single-branch', url, dir], req.cloneUrl);
+    if ((await this.headOf(dir)) !== req.headSha) {
+      // The branch moved on since the event (or the ref is not a branch): fetch the exact commit.
+      await this.git(dir, ['fetch', '--quiet', 'origin', req.headSha], req.cloneUrl);
+      await this.git(dir, ['checkout', '--quiet', '--detach', req.headSha], req.cloneUrl);
+    }
+    return dir;
+  }
+
+  /** Removes all working copies of a pull request (PR closed). */
+  remove(repo: string, pull: number): void {
+    rmSync(path.join(this.dataDir, 'repos', repo, String(pull)), { recursive: true, force: true });
+  }
+
+  private async headOf(dir: string): Promise<string | undefined> {
+    const r = await execa('git', ['rev-parse', 'HEAD'], { cwd: dir, reject: false });
+    return r.exitCode === 0 ? r.stdout.trim() : undefined;
+  }
+
+  private authenticated(cloneUrl: string): string {
+    const token = this.token();
+    if (!token || !cloneUrl.startsWith('https://')) return cloneUrl;
+    const u = new URL(cloneUrl);
+    u.username = 'x-access-token';
+    u.password = token;
+    return u.toString();
+  }
+
+  private async git(cwd: string, args: string[], cloneUrl: string): Promise<void> {
+    const r = await execa('git', args, { cwd, reject: false, env: { GIT_TERMINAL_PROMPT: '0' } });
+    if (r.exitCode !== 0) {
+      const safe = (s: string) => s.split(this.token() || '\u0000').join('[REDACTED]');
+      throw new Error(`git ${safe(args.filter((a) => !a.includes('://')).join(' '))} for ${redact(cloneUrl)} failed: ${safe(r.stderr.trim())}`);
+    }
+  }
+}
+
+function redact(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = '';
+    u.password = '';
+    return u.toString();
+  } catch {
+    return url;
+  }
+}
