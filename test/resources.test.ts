@@ -193,7 +193,7 @@ test('pods of two ordinals differ only in per-ordinal parts and share the revisi
 
 test('user env is appended last and podTemplate fields are applied', () => {
   const a = ad({
-    atlantis: { env: [{ name: 'ATLANTIS_LOG_LEVEL', value: 'debug' }, { name: 'ATLANTIS_PORT', value: '9999' }] },
+    atlantis: { env: [{ name: 'ATLANTIS_LOG_LEVEL', value: 'debug' }, { name: 'ATLANTIS_GH_USER', value: 'other-bot' }] },
     podTemplate: {
       spec: {
         resources: { requests: { cpu: '250m', memory: '256Mi' } },
@@ -206,7 +206,7 @@ test('user env is appended last and podTemplate fields are applied', () => {
   });
   const pod = renderPod(a, 0);
   const env = pod.spec!.containers[0]!.env!;
-  assert.deepEqual(env.slice(-2), [{ name: 'ATLANTIS_LOG_LEVEL', value: 'debug' }, { name: 'ATLANTIS_PORT', value: '9999' }]);
+  assert.deepEqual(env.slice(-2), [{ name: 'ATLANTIS_LOG_LEVEL', value: 'debug' }, { name: 'ATLANTIS_GH_USER', value: 'other-bot' }]);
   assert.equal(envOf(env, 'ATLANTIS_ATLANTIS_URL'), undefined, 'unset settings are not rendered');
   assert.deepEqual(pod.spec!.containers[0]!.resources, { requests: { cpu: '250m', memory: '256Mi' } });
   assert.deepEqual(pod.spec!.nodeSelector, { pool: 'tf' });

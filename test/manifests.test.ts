@@ -1,0 +1,253 @@
+// The CRD and the kustomize manifests: structural schema, defaults in step with the code,
+// RBAC covering what the controller does, hardened controller Deployment, a valid example.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execFileSync } from 'node:child_process';
+import { parse, parseAllDocuments } from 'yaml';
+import type { V1CustomResourceDefinition, V1Deployment, V1PolicyRule, V1ClusterRole, V1Role } from '@kubernetes/client-node';
+import { DEFAULTS, MIN_GRACE_SECONDS, podTemplateRevision, renderPod, renderRole } from '../src/controller/resources/index.js';
+import type { AtlantisDeployment } from '../src/controller/types.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const CRD_PATH = path.join(root, 'crds/atlantisdeployments.atlantis-operator.dev.yaml');
+/** An OpenAPI schema node as written in YAML (client-node's V1JSONSchemaProps renames keys like `enum`). */
+interface Schema {
+  type?: string;
+  properties?: Record<string, Schema>;
+  items?: Schema;
+  additionalProperties?: Schema | boolean;
+  required?: string[];
+  enum?: unknown[];
+  default?: unknown;
+  pattern?: string;
+  'x-kubernetes-validations'?: Array<{ rule: string; message?: string; messageExpression?: string }>;
+  'x-kubernetes-preserve-unknown-fields'?: boolean;
+  'x-kubernetes-list-type'?: string;
+  [k: string]: unknown;
+}
+type V1JSONSchemaProps = Schema;
+
+const crd = parse(fs.readFileSync(CRD_PATH, 'utf8')) as V1CustomResourceDefinition;
+const version = crd.spec.versions[0]!;
+const schema = version.schema!.openAPIV3Schema as unknown as Schema;
+const specSchema = schema.properties!.spec!;
+const prop = (s: V1JSONSchemaProps, dotted: string): V1JSONSchemaProps =>
+  dotted.split('.').reduce((acc, k) => {
+    const next = acc.properties?.[k];
+    assert.ok(next, `schema has ${dotted}`);
+    return next;
+  }, s);
+
+type KObj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; [k: string]: unknown };
+
+function kustomize(dir: string): KObj[] {
+  const out = execFileSync('kubectl', ['kustomize', path.join(root, dir)], { encoding: 'utf8' });
+  return parseAllDocuments(out).map((d) => d.toJSON() as KObj);
+}
+
+/** Walks every schema node with its path. */
+function walk(s: V1JSONSchemaProps, at: string, visit: (s: V1JSONSchemaProps, at: string) => void): void {
+  visit(s, at);
+  for (const [k, v] of Object.entries(s.properties ?? {})) walk(v, `${at}.${k}`, visit);
+  if (s.items) walk(s.items, `${at}[]`, visit);
+  if (s.additionalProperties && typeof s.additionalProperties === 'object') walk(s.additionalProperties, `${at}{}`, visit);
+}
+
+test('CRD identity, subresources and printer columns', () => {
+  assert.equal(crd.apiVersion, 'apiextensions.k8s.io/v1');
+  assert.equal(crd.metadata?.name, 'atlantisdeployments.atlantis-operator.dev');
+  assert.equal(crd.spec.group, 'atlantis-operator.dev');
+  assert.equal(crd.spec.scope, 'Namespaced');
+  assert.deepEqual(
+    { kind: crd.spec.names.kind, plural: crd.spec.names.plural, shortNames: crd.spec.names.shortNames, categories: crd.spec.names.categories },
+    { kind: 'AtlantisDeployment', plural: 'atlantisdeployments', shortNames: ['atd'], categories: ['atlantis'] },
+  );
+  assert.equal(crd.spec.versions.length, 1);
+  assert.equal(version.name, 'v1alpha1');
+  assert.equal(version.served && version.storage, true);
+  assert.deepEqual(version.subresources, {
+    status: {},
+    scale: { specReplicasPath: '.spec.replicas', statusReplicasPath: '.status.replicas', labelSelectorPath: '.status.selector' },
+  });
+  const cols = (version.additionalPrinterColumns ?? []).filter((c) => !c.priority).map((c) => `${c.name}=${c.jsonPath}`);
+  assert.deepEqual(cols, [
+    'Replicas=.spec.replicas',
+    'Ready=.status.readyReplicas',
+    'Up-to-date=.status.updatedReplicas',
+    'Draining=.status.drainingReplicas',
+    'Age=.metadata.creationTimestamp',
+  ]);
+});
+
+test('CRD schema is structural', () => {
+  walk(schema, '', (s, at) => {
+    if (at === '.metadata') {
+      assert.deepEqual(s, { type: 'object' }, 'metadata may only say type: object');
+      return;
+    }
+    const preserve = s['x-kubernetes-preserve-unknown-fields'] === true;
+    assert.ok(s.type || preserve, `${at || '<root>'} has a type`);
+    if (s.properties) assert.equal(s.type, 'object', `${at} with properties is an object`);
+    if (s.items) assert.equal(s.type, 'array', `${at} with items is an array`);
+    if (s.type === 'array') assert.ok(s.items, `${at} array has items`);
+    for (const banned of ['$ref', 'allOf', 'anyOf', 'oneOf', 'not'] as const) assert.equal((s as Record<string, unknown>)[banned], undefined, `${at}: ${banned}`);
+    for (const v of s['x-kubernetes-validations'] ?? []) {
+      assert.ok(v.rule.length > 0, `${at}: rule`);
+      assert.ok(v.message || v.messageExpression, `${at}: CEL rule "${v.rule}" has a readable message`);
+    }
+    if (s.default !== undefined) {
+      const d = s.default;
+      const t = typeof d === 'object' && d !== null ? 'object' : typeof d === 'number' ? 'integer' : typeof d;
+      assert.equal(t, s.type, `${at}: default matches the type`);
+    }
+  });
+});
+
+test('CRD defaults are the ones the code applies', () => {
+  const def = (p: string): unknown => prop(specSchema, p).default;
+  assert.equal(def('replicas'), DEFAULTS.replicas);
+  assert.equal(def('storage.size'), DEFAULTS.storageSize);
+  assert.equal(def('updateStrategy.maxUnavailable'), DEFAULTS.maxUnavailable);
+  assert.equal(def('updateStrategy.drainTimeoutSeconds'), DEFAULTS.drainTimeoutSeconds);
+  assert.equal(def('updateStrategy.onDrainTimeout'), DEFAULTS.onDrainTimeout);
+  assert.equal(def('paused'), DEFAULTS.paused);
+  assert.equal(def('terminationGracePeriodSeconds'), DEFAULTS.terminationGracePeriodSeconds);
+  assert.equal(def('service.type'), DEFAULTS.serviceType);
+  assert.equal(def('service.port'), DEFAULTS.servicePort);
+  // Parents default to {} so their children's defaults apply when the parent is omitted.
+  for (const parent of ['storage', 'updateStrategy', 'service']) assert.deepEqual(def(parent), {}, parent);
+  assert.deepEqual(prop(specSchema, 'updateStrategy.onDrainTimeout').enum, ['Wait', 'Interrupt']);
+  assert.deepEqual(prop(specSchema, 'service.type').enum, ['ClusterIP', 'NodePort', 'LoadBalancer']);
+  assert.deepEqual(specSchema.required, ['image']);
+});
+
+test('CRD CEL rules cover the documented constraints', () => {
+  const rules = (p: string): string[] => (prop(specSchema, p)['x-kubernetes-validations'] ?? []).map((v) => v.rule);
+  assert.ok(rules('image').some((r) => r.includes('size(self) > 0')));
+  assert.ok(rules('image').some((r) => r.includes('matches')));
+  assert.ok(rules('updateStrategy.maxUnavailable').includes('self >= 1'));
+  assert.ok(rules('updateStrategy.drainTimeoutSeconds').includes('self >= 0'));
+  assert.ok(rules('terminationGracePeriodSeconds').includes(`self >= ${MIN_GRACE_SECONDS}`), 'the CEL minimum is the timing formula minimum');
+  assert.ok(rules('service.port').includes('self >= 1 && self <= 65535'));
+  assert.ok(rules('storage.size').includes('self == oldSelf'));
+  assert.ok(rules('atlantis.github.tokenSecretRef').some((r) => r.includes('size(self.name) > 0 && size(self.key) > 0')));
+  assert.ok(rules('replicas').includes('self >= 0'));
+  const rootRules = (schema['x-kubernetes-validations'] ?? []).map((v) => v.rule);
+  assert.ok(rootRules.some((r) => r.includes('self.metadata.name')));
+});
+
+test('status schema fits what the planner writes', () => {
+  const status = schema.properties!.status!;
+  for (const f of ['observedGeneration', 'replicas', 'readyReplicas', 'updatedReplicas', 'drainingReplicas', 'currentRevision', 'updateRevision', 'selector', 'conditions', 'pods'])
+    assert.ok(status.properties?.[f], f);
+  const cond = prop(status, 'conditions');
+  assert.equal(cond['x-kubernetes-list-type'], 'map');
+  const reason = new RegExp(prop(cond.items!, 'reason').pattern!);
+  for (const r of ['MinimumReplicasAvailable', 'MinimumReplicasUnavailable', 'RolloutInProgress', 'RolloutComplete', 'RolloutPaused', 'DrainTimeout', 'PodsFailing', 'PodsHealthy', 'Paused', 'NotPaused'])
+    assert.match(r, reason);
+  assert.deepEqual(prop(cond.items!, 'status').enum, ['True', 'False', 'Unknown']);
+});
+
+test('kustomize base: objects, namespace, image', () => {
+  const objs = kustomize('manifests');
+  const kinds = objs.map((o) => `${o.kind}/${o.metadata.name}`).sort();
+  assert.deepEqual(kinds, [
+    'ClusterRole/atlantis-operator',
+    'ClusterRoleBinding/atlantis-operator',
+    'CustomResourceDefinition/atlantisdeployments.atlantis-operator.dev',
+    'Deployment/atlantis-operator',
+    'Namespace/atlantis-operator',
+    'PodDisruptionBudget/atlantis-operator',
+    'Role/atlantis-operator-leader-election',
+    'RoleBinding/atlantis-operator-leader-election',
+    'Service/atlantis-operator-metrics',
+    'ServiceAccount/atlantis-operator',
+  ]);
+  for (const o of objs) {
+    const clusterScoped = ['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Namespace'].includes(o.kind);
+    assert.equal(o.metadata.namespace, clusterScoped ? undefined : 'atlantis-operator', `${o.kind} namespace`);
+  }
+  const crdOut = objs.find((o) => o.kind === 'CustomResourceDefinition') as unknown as V1CustomResourceDefinition;
+  assert.deepEqual(crdOut.spec, crd.spec, 'the base ships the CRD unchanged');
+});
+
+test('controller Deployment: 2 replicas, leader election, probes, hardened', () => {
+  const dep = kustomize('manifests').find((o) => o.kind === 'Deployment') as unknown as V1Deployment;
+  assert.equal(dep.spec?.replicas, 2);
+  const pod = dep.spec!.template.spec!;
+  const c = pod.containers[0]!;
+  assert.deepEqual(c.args, ['controller', '--leader-elect']);
+  assert.equal(c.image, 'atlantis-operator:0.1.0');
+  assert.equal(pod.serviceAccountName, 'atlantis-operator');
+  assert.deepEqual(c.livenessProbe?.httpGet, { path: '/healthz', port: 'http' });
+  assert.deepEqual(c.readinessProbe?.httpGet, { path: '/readyz', port: 'http' });
+  assert.equal(c.ports?.find((p) => p.name === 'http')?.containerPort, 8080);
+  assert.equal(pod.securityContext?.runAsNonRoot, true);
+  assert.equal(pod.securityContext?.seccompProfile?.type, 'RuntimeDefault');
+  assert.equal(c.securityContext?.readOnlyRootFilesystem, true);
+  assert.equal(c.securityContext?.allowPrivilegeEscalation, false);
+  assert.deepEqual(c.securityContext?.capabilities?.drop, ['ALL']);
+  assert.ok(c.resources?.requests?.cpu && c.resources.requests.memory && c.resources.limits?.memory);
+  assert.deepEqual(c.env?.map((e) => e.name), ['POD_NAME', 'POD_NAMESPACE']);
+});
+
+function allows(rules: V1PolicyRule[], group: string, resource: string, verb: string): boolean {
+  return rules.some(
+    (r) => (r.apiGroups ?? []).includes(group) && r.resources?.includes(resource) && r.verbs.includes(verb) && !r.resourceNames?.length,
+  );
+}
+
+test('RBAC: the controller may do what it does, and nothing it does not need', () => {
+  const objs = kustomize('manifests');
+  const cr = objs.find((o) => o.kind === 'ClusterRole') as unknown as V1ClusterRole;
+  const rules = cr.rules ?? [];
+  const needed: Array<[string, string, string[]]> = [
+    ['atlantis-operator.dev', 'atlantisdeployments', ['get', 'list', 'watch']],
+    ['atlantis-operator.dev', 'atlantisdeployments/status', ['update', 'patch']],
+    ['atlantis-operator.dev', 'atlantisdeployments/finalizers', ['update']],
+    ['', 'pods', ['get', 'list', 'watch', 'create', 'patch', 'delete']],
+    ['', 'persistentvolumeclaims', ['get', 'list', 'watch', 'create']],
+    ['', 'services', ['get', 'list', 'watch', 'create', 'patch']],
+    ['', 'serviceaccounts', ['get', 'list', 'watch', 'create', 'patch']],
+    ['rbac.authorization.k8s.io', 'roles', ['get', 'list', 'watch', 'create', 'patch']],
+    ['rbac.authorization.k8s.io', 'rolebindings', ['get', 'list', 'watch', 'create', 'patch']],
+    ['policy', 'poddisruptionbudgets', ['get', 'list', 'watch', 'create', 'patch']],
+    ['', 'events', ['create', 'patch']],
+  ];
+  for (const [g, r, verbs] of needed) for (const v of verbs) assert.ok(allows(rules, g, r, v), `${v} ${g}/${r}`);
+  // Least privilege: no wildcards, no secrets, no deletes of what the garbage collector removes.
+  for (const rule of rules) {
+    assert.ok(!rule.verbs.includes('*') && !rule.resources?.includes('*') && !rule.apiGroups?.includes('*'), 'no wildcards');
+    assert.ok(!rule.resources?.includes('secrets'), 'no secrets');
+  }
+  for (const r of ['persistentvolumeclaims', 'services', 'serviceaccounts']) assert.ok(!allows(rules, '', r, 'delete'), `no delete ${r}`);
+  assert.ok(!allows(rules, '', 'leases', 'get') && !allows(rules, 'coordination.k8s.io', 'leases', 'get'), 'leases only in its own namespace');
+  const leaderRole = objs.find((o) => o.kind === 'Role') as unknown as V1Role;
+  assert.equal(leaderRole.metadata?.namespace, 'atlantis-operator');
+  for (const v of ['get', 'create', 'update']) assert.ok(allows(leaderRole.rules ?? [], 'coordination.k8s.io', 'leases', v), v);
+
+  // RBAC refuses to create a Role granting more than the creator holds: the server pods'
+  // Role must be covered by the ClusterRole.
+  const ad = { apiVersion: 'atlantis-operator.dev/v1alpha1', kind: 'AtlantisDeployment', metadata: { name: 'a', namespace: 'n', uid: 'u' }, spec: { image: 'i' } } as AtlantisDeployment;
+  for (const rule of renderRole(ad, [0, 1]).rules ?? [])
+    for (const g of rule.apiGroups ?? []) for (const res of rule.resources ?? []) for (const v of rule.verbs) assert.ok(allows(rules, g, res, v), `grantable: ${v} ${res}`);
+});
+
+test('example AtlantisDeployment is kept out of the base and renders', () => {
+  const objs = kustomize('manifests/example');
+  assert.deepEqual(objs.map((o) => o.kind), ['Namespace', 'Secret', 'AtlantisDeployment']);
+  const secret = objs.find((o) => o.kind === 'Secret') as KObj & { stringData: Record<string, string> };
+  for (const v of Object.values(secret.stringData)) assert.match(v, /^REPLACE-/, 'placeholder values only');
+  const ad = objs.find((o) => o.kind === 'AtlantisDeployment') as unknown as AtlantisDeployment;
+  assert.equal(ad.apiVersion, 'atlantis-operator.dev/v1alpha1');
+  const specProps = Object.keys(specSchema.properties ?? {});
+  for (const k of Object.keys(ad.spec)) assert.ok(specProps.includes(k), `spec.${k} is in the schema`);
+  const withUid: AtlantisDeployment = { ...ad, metadata: { ...ad.metadata, uid: 'example-uid' } };
+  const pod = renderPod(withUid, 0);
+  assert.equal(pod.metadata?.name, 'atlantis-0');
+  assert.equal(pod.spec?.containers[0]?.env?.find((e) => e.name === 'ATLANTIS_GH_TOKEN')?.valueFrom?.secretKeyRef?.name, secret.metadata.name);
+  assert.match(podTemplateRevision(withUid), /^[0-9a-f]{10}$/);
+});
