@@ -1,0 +1,63 @@
+// The local cluster plus the local node, started and stopped together: used by
+// dev/up.ts (by hand), dev/with-cluster.ts (make test) and the test helpers.
+import fs from 'node:fs';
+import path from 'node:path';
+import { createLogger, type Logger } from '../src/log.js';
+import { LocalCluster, type LocalClusterOptions } from './cluster.js';
+import { LocalNode, type LocalNodeOptions } from './local-node.js';
+
+export interface StackOptions {
+  cluster?: LocalClusterOptions;
+  node?: Partial<LocalNodeOptions>;
+  /** start no local node */
+  noNode?: boolean;
+}
+
+export interface Stack {
+  cluster: LocalCluster;
+  node: LocalNode | undefined;
+  /** the local node's log (JSON lines) */
+  nodeLog: string;
+  startSeconds: number;
+  stop(): Promise<void>;
+}
+
+/** Env vars through which a shared stack is handed to test processes. */
+export const ENV_KUBECONFIG = 'ATLANTIS_TEST_KUBECONFIG';
+export const ENV_NODE_ROOT = 'ATLANTIS_TEST_NODE_ROOT';
+export const ENV_NODE_NAME = 'ATLANTIS_TEST_NODE_NAME';
+
+export async function startStack(opts: StackOptions = {}): Promise<Stack> {
+  const t0 = Date.now();
+  const cluster = new LocalCluster(opts.cluster);
+  await cluster.start();
+  const nodeRoot = path.join(cluster.dir, 'node');
+  fs.mkdirSync(nodeRoot, { recursive: true });
+  const nodeLog = path.join(cluster.dir, 'logs', 'local-node.log');
+  let node: LocalNode | undefined;
+  if (!opts.noNode) {
+    const logger: Logger = opts.node?.logger ?? createLogger({ level: 'info', stream: fs.createWriteStream(nodeLog, { flags: 'a' }) });
+    node = new LocalNode({ kubeconfigPath: cluster.kubeconfigPath, root: nodeRoot, logger, ...opts.node });
+    try {
+      await node.start();
+    } catch (err) {
+      await node.stop().catch(() => {});
+      await cluster.stop();
+      throw err;
+    }
+  }
+  let stopping: Promise<void> | undefined;
+  return {
+    cluster,
+    node,
+    nodeLog,
+    startSeconds: (Date.now() - t0) / 1000,
+    stop() {
+      stopping ??= (async () => {
+        await node?.stop().catch(() => {});
+        await cluster.stop();
+      })();
+      return stopping;
+    },
+  };
+}
