@@ -482,6 +482,11 @@ const rows: Row[] = [
     actions: ['deletePod atlantis-1 DrainTimeout replace'],
   },
   {
+    name: 'hand drain of a pod that is not Running: deleted at once, no stamp',
+    state: observed([pod(0), pod(1, { drainAnnotation: 'now', phase: 'Pending', ready: false }), pod(2)]),
+    actions: ['deletePod atlantis-1 NotRunning replace'],
+  },
+  {
     name: 'empty drain annotation is no drain',
     state: observed([pod(0), pod(1, { drainAnnotation: '' }), pod(2)], {}, { previousStatus: completeStatus(NEW) }),
     actions: [],

@@ -202,17 +202,19 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
   };
 
   const handleDrain = (p: PodObservation): void => {
-    let start = drainStartTime(p);
+    const observedStart = drainStartTime(p);
+    if (!isRunning(p)) {
+      drainingSince.set(p.name, observedStart ?? now);
+      deletePod(p, 'NotRunning', observedStart);
+      return;
+    }
+    let start = observedStart;
     if (start === null) {
       // A hand drain ("now", "true", ...): stamp when we first saw it, so the timeout has a start.
       actions.push({ type: 'stampDrainStart', ordinal: p.ordinal, podName: p.name, uid: p.uid, value: nowIso });
       start = now;
     }
     drainingSince.set(p.name, start);
-    if (!isRunning(p)) {
-      deletePod(p, 'NotRunning', start);
-      return;
-    }
     const st = p.status;
     if (st?.ok && st.body.shutting_down && st.body.in_progress_operations === 0) {
       deletePod(p, 'Drained', start);
