@@ -1,0 +1,271 @@
+// atlantis.yaml v3 parsing, server-side config, when_modified, project selection.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  parseRepoConfig,
+  parseServerConfig,
+  serverSettingsFor,
+  loadRepoConfig,
+  projectsForChangedFiles,
+  resolveCommentTarget,
+  matchesWhenModified,
+  RepoConfigError,
+  DEFAULT_WORKFLOW,
+  type RepoConfig,
+} from '../src/server/workflow/repo-config.js';
+
+const FULL = `
+version: 3
+automerge: true
+parallel_plan: true
+projects:
+  - name: prod
+    dir: envs/prod
+    workspace: default
+    autoplan:
+      when_modified: ["*.tf", "../../modules/**/*.tf"]
+      enabled: true
+    apply_requirements: [approved, mergeable]
+    workflow: custom
+  - dir: envs/staging
+    workspace: staging
+  - name: manual
+    dir: manual
+    autoplan:
+      enabled: false
+workflows:
+  custom:
+    plan:
+      steps:
+        - run: echo hi
+        - init:
+            extra_args: ["-upgrade"]
+        - plan
+        - run:
+            command: ./check.sh
+            output: hide
+        - env:
+            name: FOO
+            value: bar
+    apply:
+      steps: [apply]
+`;
+
+function cfg(text = FULL): RepoConfig {
+  return parseRepoConfig(text);
+}
+
+test('parses a full v3 config', () => {
+  const c = cfg();
+  assert.equal(c.version, 3);
+  assert.equal(c.automerge, true);
+  assert.equal(c.parallelPlan, true);
+  assert.equal(c.parallelApply, false);
+  assert.equal(c.projects.length, 3);
+  const [prod, staging, manual] = c.projects;
+  assert.deepEqual(prod, {
+    name: 'prod', dir: 'envs/prod', workspace: 'default',
+    autoplan: { enabled: true, whenModified: ['*.tf', '../../modules/**/*.tf'] },
+    applyRequirements: ['approved', 'mergeable'], workflow: 'custom',
+  });
+  assert.deepEqual(staging, { dir: 'envs/staging', workspace: 'staging', autoplan: { enabled: true, whenModified: ['**/*.tf*', '**/terragrunt.hcl', '**/.terraform.lock.hcl'] } });
+  assert.equal(manual?.autoplan.enabled, false);
+  const wf = c.workflows.custom!;
+  assert.deepEqual(wf.plan, [
+    { kind: 'run', command: 'echo hi' },
+    { kind: 'init', extraArgs: ['-upgrade'] },
+    { kind: 'plan', extraArgs: [] },
+    { kind: 'run', command: './check.sh', output: 'hide' },
+    { kind: 'env', name: 'FOO', value: 'bar' },
+  ]);
+  assert.deepEqual(wf.apply, [{ kind: 'apply', extraArgs: [] }]);
+});
+
+test('minimal config and defaults', () => {
+  const c = cfg('version: 3\n');
+  assert.deepEqual(c.projects, []);
+  assert.deepEqual(c.workflows, {});
+  const c2 = cfg('version: 3\nprojects:\n- dir: .\nworkflows:\n  w:\n    plan:\n      steps: [init, plan]\n');
+  assert.equal(c2.projects[0]?.dir, '.');
+  assert.deepEqual(c2.workflows.w?.apply, DEFAULT_WORKFLOW.apply);
+});
+
+test('known-but-unsupported Atlantis keys are warnings, not errors', () => {
+  const c = cfg('version: 3\ndelete_source_branch_on_merge: true\nprojects:\n- dir: x\n  execution_order_group: 1\n  branch: /main/\n');
+  assert.equal(c.warnings.length, 3);
+  assert.match(c.warnings.join('\n'), /projects\[0\]\.branch is not supported/);
+});
+
+const bad: [string, RegExp][] = [
+  ['projects: []', /version: is required/],
+  ['version: 2', /version: only version 3 is supported, got 2/],
+  ['version: 3\nprojects:\n- workspace: x', /projects\[0\]\.dir: is required/],
+  ['version: 3\nprojects:\n- dir: ../x', /projects\[0\]\.dir: "\.\.\/x" must be a relative path inside the repo/],
+  ['version: 3\nprojects:\n- dir: /abs', /projects\[0\]\.dir: "\/abs" must be a relative path/],
+  ['version: 3\nprojects:\n- dir: x\n  workspace: a/b', /projects\[0\]\.workspace: "a\/b" is not a valid workspace name/],
+  ['version: 3\nprojects:\n- dir: x\n  workspace: ".."', /is not a valid workspace name/],
+  ['version: 3\nprojects:\n- dir: x\n  apply_requirements: [approved, signed]', /"signed" is not a valid apply_requirement, only "approved", "mergeable" and "undiverged" are supported/],
+  ['version: 3\nprojects:\n- dir: x\n  workflow: nope', /projects\[0\]\.workflow: workflow "nope" is not defined in workflows/],
+  ['version: 3\nprojects:\n- dir: x\n  name: a\n- dir: y\n  name: a', /found two or more projects with name "a"; project names must be unique/],
+  ['version: 3\nprojects:\n- dir: x\n- dir: x', /two or more projects with dir: "x" workspace: "default" that are not all named/],
+  ['version: 3\nprojects:\n- dir: x\n  bogus: 1', /projects\[0\]: unknown key "bogus"/],
+  ['version: 3\nwhat: 1', /unknown key "what"/],
+  ['version: 3\nprojects:\n- dir: x\n  autoplan:\n    enabled: maybe', /autoplan\.enabled: must be true or false/],
+  ['version: 3\nprojects:\n- dir: x\n  autoplan:\n    when_modified: "*.tf"', /when_modified: must be a list of strings/],
+  ['version: 3\nworkflows:\n  w:\n    plan:\n      steps: [init, terraform]', /workflows\.w\.plan\.steps\[1\]: unknown step "terraform"/],
+  ['version: 3\nworkflows:\n  w:\n    plan:\n      steps:\n      - run: ""', /steps\[0\]\.run: cannot be empty/],
+  ['version: 3\nworkflows:\n  w:\n    plan:\n      steps:\n      - env: {name: A}', /needs exactly one of value or command/],
+  ['version: 3\nworkflows:\n  w:\n    plan:\n      steps:\n      - init: {args: [x]}', /init: unknown key "args"/],
+  ['version: 3\nworkflows:\n  w:\n    plan:\n      steps:\n      - {init: null, plan: null}', /exactly one key/],
+  ['version: 3\nprojects: {dir: x}', /projects: must be a list/],
+  ['- just a list', /must be a YAML map/],
+  ['version: 3\nversion: 3', /YAML: /],
+  ['version: [3', /YAML: /],
+];
+
+for (const [text, msg] of bad) {
+  test(`invalid config → ${msg.source}`, () => {
+    assert.throws(() => parseRepoConfig(text), (e: unknown) => {
+      assert.ok(e instanceof RepoConfigError);
+      assert.match(e.message, /^atlantis\.yaml: /);
+      assert.match(e.message, msg);
+      return true;
+    });
+  });
+}
+
+test('every problem is reported at once', () => {
+  try {
+    parseRepoConfig('version: 3\nprojects:\n- {}\n- dir: ../a\n');
+    assert.fail('should throw');
+  } catch (e) {
+    assert.ok(e instanceof RepoConfigError);
+    assert.equal(e.problems.length, 2);
+  }
+});
+
+test('a workflow defined server-side may be named by a project', () => {
+  assert.throws(() => parseRepoConfig('version: 3\nprojects:\n- dir: x\n  workflow: srv\n'));
+  const c = parseRepoConfig('version: 3\nprojects:\n- dir: x\n  workflow: srv\n', 'atlantis.yaml', { serverWorkflows: ['srv'] });
+  const srv = { name: 'srv', plan: [{ kind: 'plan' as const, extraArgs: ['-lock-timeout=5m'] }], apply: DEFAULT_WORKFLOW.apply };
+  const r = resolveCommentTarget(c, { dir: 'x' }, { workflows: { srv } });
+  assert.equal(r.kind === 'projects' && r.projects[0]?.workflow.name, 'srv');
+});
+
+test('loadRepoConfig reads atlantis.yaml or atlantis.yml, undefined without', () => {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'rc-'));
+  assert.equal(loadRepoConfig(d), undefined);
+  fs.writeFileSync(path.join(d, 'atlantis.yml'), 'version: 3\nprojects:\n- dir: a\n');
+  assert.equal(loadRepoConfig(d)?.projects[0]?.dir, 'a');
+  fs.writeFileSync(path.join(d, 'atlantis.yaml'), 'version: 2\n');
+  assert.throws(() => loadRepoConfig(d), RepoConfigError);
+});
+
+test('matchesWhenModified: dockerignore-like globs', () => {
+  const def = ['**/*.tf*', '**/terragrunt.hcl', '**/.terraform.lock.hcl'];
+  assert.equal(matchesWhenModified(def, 'main.tf'), true);
+  assert.equal(matchesWhenModified(def, 'sub/dir/vars.tfvars'), true);
+  assert.equal(matchesWhenModified(def, '.terraform.lock.hcl'), true);
+  assert.equal(matchesWhenModified(def, 'a/terragrunt.hcl'), true);
+  assert.equal(matchesWhenModified(def, 'README.md'), false);
+  assert.equal(matchesWhenModified(['*.tf'], 'main.tf'), true);
+  assert.equal(matchesWhenModified(['*.tf'], 'sub/main.tf'), false);
+  assert.equal(matchesWhenModified(['../../modules/**/*.tf'], '../../modules/vpc/main.tf'), true);
+  assert.equal(matchesWhenModified(['**/*.tf', '!test/**'], 'test/x.tf'), false);
+  assert.equal(matchesWhenModified(['**/*.tf', '!test/**'], 'src/x.tf'), true);
+  assert.equal(matchesWhenModified(['config'], 'config/a/b.yaml'), true);
+  assert.equal(matchesWhenModified(['a?.tf'], 'ab.tf'), true);
+  assert.equal(matchesWhenModified(['a.tf'], 'aXtf'), false);
+});
+
+test('projectsForChangedFiles with a config: when_modified relative to the project dir', () => {
+  const c = cfg();
+  const names = (files: string[]) => projectsForChangedFiles(c, files).map((p) => p.name ?? `${p.dir}/${p.workspace}`);
+  assert.deepEqual(names(['envs/prod/main.tf']), ['prod']);
+  assert.deepEqual(names(['envs/prod/sub/main.tf']), []); // "*.tf" does not cross dirs
+  assert.deepEqual(names(['modules/vpc/main.tf']), ['prod']);
+  assert.deepEqual(names(['envs/staging/x/y.tfvars']), ['envs/staging/staging']);
+  assert.deepEqual(names(['manual/main.tf']), []); // autoplan disabled
+  assert.deepEqual(names(['README.md']), []);
+  const [prod] = projectsForChangedFiles(c, ['envs/prod/main.tf']);
+  assert.equal(prod?.workflow.name, 'custom');
+  assert.deepEqual(prod?.applyRequirements, ['approved', 'mergeable']);
+  assert.equal(prod?.configured, true);
+});
+
+test('projectsForChangedFiles without config: dirs of changed terraform files', () => {
+  const got = projectsForChangedFiles(undefined, ['b/main.tf', 'a/vars.tfvars', 'a/other.tf', 'docs/x.md', 'main.tf', 'c/env/dev.tfvars', 'd/x.tfvars.json', 'e/.terraform.lock.hcl']);
+  assert.deepEqual(got.map((p) => p.dir), ['.', 'a', 'b', 'c', 'd', 'e']);
+  assert.ok(got.every((p) => p.workspace === 'default' && p.workflow === DEFAULT_WORKFLOW && !p.configured));
+  assert.deepEqual(projectsForChangedFiles(undefined, ['x/README.md']), []);
+  assert.deepEqual(projectsForChangedFiles(undefined, ['stack/modules/vpc/main.tf']).map((p) => p.dir), ['stack']);
+});
+
+test('projectsForChangedFiles without config and with the checkout: deleted dirs and module-only changes skipped', () => {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'rc-'));
+  fs.mkdirSync(path.join(d, 'live'), { recursive: true });
+  fs.writeFileSync(path.join(d, 'live/main.tf'), '');
+  fs.mkdirSync(path.join(d, 'lib/modules/m'), { recursive: true });
+  fs.writeFileSync(path.join(d, 'lib/modules/m/main.tf'), '');
+  const got = projectsForChangedFiles(undefined, ['live/main.tf', 'gone/main.tf', 'lib/modules/m/main.tf'], { repoDir: d });
+  assert.deepEqual(got.map((p) => p.dir), ['live']);
+});
+
+test('server-side defaults apply to projects that do not set their own', () => {
+  const wf = { name: 'srv', plan: [{ kind: 'plan' as const, extraArgs: [] }], apply: [{ kind: 'apply' as const, extraArgs: [] }] };
+  const got = projectsForChangedFiles(undefined, ['a/main.tf'], { defaults: { applyRequirements: ['approved'], workflow: wf } });
+  assert.deepEqual(got[0]?.applyRequirements, ['approved']);
+  assert.equal(got[0]?.workflow.name, 'srv');
+  const c = cfg();
+  const staging = projectsForChangedFiles(c, ['envs/staging/main.tf'], { defaults: { applyRequirements: ['mergeable'] } });
+  assert.deepEqual(staging[0]?.applyRequirements, ['mergeable']);
+  const prod = projectsForChangedFiles(c, ['envs/prod/main.tf'], { defaults: { applyRequirements: ['mergeable'] } });
+  assert.deepEqual(prod[0]?.applyRequirements, ['approved', 'mergeable']);
+});
+
+test('resolveCommentTarget', () => {
+  const c = cfg();
+  assert.deepEqual(resolveCommentTarget(c, {}), { kind: 'all' });
+  assert.deepEqual(resolveCommentTarget(undefined, {}), { kind: 'all' });
+  const p = resolveCommentTarget(c, { project: 'prod' });
+  assert.equal(p.kind === 'projects' && p.projects[0]?.dir, 'envs/prod');
+  assert.deepEqual(resolveCommentTarget(c, { project: 'nope' }), { kind: 'error', message: 'no project with name "nope" is defined in atlantis.yaml' });
+  assert.deepEqual(resolveCommentTarget(undefined, { project: 'x' }), { kind: 'error', message: 'cannot specify a project name unless an atlantis.yaml file exists to configure projects' });
+  const d = resolveCommentTarget(c, { dir: 'envs/staging', workspace: 'staging' });
+  assert.equal(d.kind === 'projects' && d.projects[0]?.configured, true);
+  // configured dir, other workspace → default project there
+  const other = resolveCommentTarget(c, { dir: 'envs/staging' });
+  assert.ok(other.kind === 'projects' && other.projects[0]?.configured === false && other.projects[0]?.workspace === 'default');
+  // -w alone means dir "."
+  const w = resolveCommentTarget(undefined, { workspace: 'qa' });
+  assert.ok(w.kind === 'projects' && w.projects[0]?.dir === '.' && w.projects[0]?.workspace === 'qa');
+  const two = parseRepoConfig('version: 3\nprojects:\n- {name: a, dir: x}\n- {name: b, dir: x}\n');
+  assert.deepEqual(resolveCommentTarget(two, { dir: 'x' }), { kind: 'error', message: 'must specify project name: more than one project defined in atlantis.yaml matched dir: "x" workspace: "default"' });
+  assert.equal(resolveCommentTarget(undefined, { dir: '../x' }).kind, 'error');
+});
+
+test('server-side repo config', () => {
+  const s = parseServerConfig(`
+repos:
+- id: /.*/
+  apply_requirements: [approved]
+- id: github.com/acme/infra
+  apply_requirements: [approved, mergeable]
+  workflow: strict
+  allowed_overrides: [workflow]
+  allow_custom_workflows: true
+workflows:
+  strict:
+    plan:
+      steps: [init, plan]
+`);
+  assert.deepEqual(serverSettingsFor(s, 'github.com/acme/other'), { applyRequirements: ['approved'], allowedOverrides: [], allowCustomWorkflows: false });
+  assert.deepEqual(serverSettingsFor(s, 'github.com/acme/infra'), { applyRequirements: ['approved', 'mergeable'], workflow: 'strict', allowedOverrides: ['workflow'], allowCustomWorkflows: true });
+  assert.deepEqual(serverSettingsFor(undefined, 'x'), { applyRequirements: [], allowedOverrides: [], allowCustomWorkflows: false });
+  assert.throws(() => parseServerConfig('repos:\n- id: /[/\n'), /invalid regex/);
+  assert.throws(() => parseServerConfig('repos:\n- apply_requirements: []\n'), /repos\[0\]\.id: is required/);
+  assert.throws(() => parseServerConfig('repos:\n- id: x\n  workflow: nope\n'), /workflow "nope" is not defined/);
+});
