@@ -269,3 +269,33 @@ workflows:
   assert.throws(() => parseServerConfig('repos:\n- apply_requirements: []\n'), /repos\[0\]\.id: is required/);
   assert.throws(() => parseServerConfig('repos:\n- id: x\n  workflow: nope\n'), /workflow "nope" is not defined/);
 });
+
+test('default projects from a real git checkout (support repos), and their terraform plans', async () => {
+  const { createTestRepo, terraformConfig, git } = await import('./support/git-repos.js');
+  const { execa } = await import('execa');
+  const repo = await createTestRepo();
+  const head = await repo.createBranch('pr-1', { 'app1/main.tf': terraformConfig({ marker: 'app1-v2' }), 'docs/notes.md': 'x\n', 'app2/main.tf': null });
+  assert.match(head, /^[0-9a-f]{40}$/);
+  assert.equal(await repo.publishPull(1, 'pr-1'), head);
+  assert.deepEqual((await repo.changedFiles('pr-1')).sort(), ['app1/main.tf', 'app2/main.tf', 'docs/notes.md']);
+  const clone = fs.mkdtempSync(path.join(os.tmpdir(), 'clone-'));
+  await git(clone, ['clone', '-q', repo.cloneUrl, 'w']);
+  const wd = path.join(clone, 'w');
+  await git(wd, ['fetch', '-q', 'origin', '+refs/pull/1/head:pr']);
+  await git(wd, ['checkout', '-q', 'pr']);
+  assert.equal(await git(wd, ['rev-parse', 'HEAD']), head);
+  // app2 was deleted by the PR: not a project; docs are not terraform.
+  const projects = projectsForChangedFiles(undefined, await repo.changedFiles('pr-1'), { repoDir: wd });
+  assert.deepEqual(projects.map((p) => p.dir), ['app1']);
+  // The generated config is valid terraform that plans one resource, offline.
+  const dir = path.join(wd, 'app1');
+  const env = { TF_IN_AUTOMATION: '1', TF_INPUT: '0', CHECKPOINT_DISABLE: '1' };
+  await execa('terraform', ['init', '-input=false', '-no-color'], { cwd: dir, env });
+  const plan = await execa('terraform', ['plan', '-input=false', '-no-color'], { cwd: dir, env });
+  assert.match(plan.stdout, /Plan: 1 to add, 0 to change, 0 to destroy\./);
+  assert.match(plan.stdout, /app1-v2/);
+  // A second commit moves the head.
+  const head2 = await repo.commit('pr-1', { 'app1/extra.tf': '' });
+  assert.notEqual(head2, head);
+  assert.equal(await repo.headSha('pr-1'), head2);
+});
