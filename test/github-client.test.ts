@@ -343,3 +343,44 @@ test('the token never appears in log lines, even at debug level', async () => {
     await gh.close();
   }
 });
+
+test('stand-in speaks GitHub shapes and status codes directly', async () => {
+  const gh = await GitHubStandin.start();
+  gh.addRepo(REPO);
+  gh.addPull(REPO, { number: 5, headSha: 'c'.repeat(40) });
+  const h = { authorization: `token ${gh.token}`, accept: 'application/vnd.github+json', 'content-type': 'application/json' };
+  try {
+    let r = await fetch(`${gh.url}/repos/${REPO}/issues/5/comments`, { method: 'POST', headers: h, body: JSON.stringify({ body: 'hi' }) });
+    assert.equal(r.status, 201);
+    const created = (await r.json()) as { id: number; body: string; user: { login: string } };
+    assert.equal(created.body, 'hi');
+    assert.equal(created.user.login, 'atlantis-bot');
+    r = await fetch(`${gh.url}/repos/${REPO}/issues/6/comments`, { method: 'POST', headers: h, body: JSON.stringify({ body: 'hi' }) });
+    assert.equal(r.status, 404);
+    assert.deepEqual(await r.json(), { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
+    r = await fetch(`${gh.url}/repos/${REPO}/issues/5/comments`, { method: 'POST', headers: { ...h, authorization: 'token nope' }, body: JSON.stringify({ body: 'x' }) });
+    assert.equal(r.status, 401);
+    assert.equal(((await r.json()) as { message: string }).message, 'Bad credentials');
+    r = await fetch(`${gh.url}/repos/${REPO}/issues/5/comments`, { method: 'POST', headers: h, body: JSON.stringify({ body: 'x'.repeat(65537) }) });
+    assert.equal(r.status, 422);
+    assert.match(JSON.stringify(await r.json()), /body is too long \(maximum is 65536 characters\)/);
+    r = await fetch(`${gh.url}/repos/${REPO}/issues/5/comments`, { headers: h });
+    assert.equal(((await r.json()) as unknown[]).length, 1);
+    r = await fetch(`${gh.url}/repos/${REPO}/pulls/5`, { headers: h });
+    const pull = (await r.json()) as { head: { sha: string }; mergeable_state: string; draft: boolean };
+    assert.equal(pull.head.sha, 'c'.repeat(40));
+    assert.equal(pull.mergeable_state, 'clean');
+    assert.equal(pull.draft, false);
+    gh.failNext(1, { kind: 'rate-limit', resetInSeconds: 60 }, { method: 'GET', path: /\/pulls\/5$/ });
+    r = await fetch(`${gh.url}/repos/${REPO}/issues/5/comments`, { headers: h });
+    assert.equal(r.status, 200); // fault only matches the pull endpoint
+    r = await fetch(`${gh.url}/repos/${REPO}/pulls/5`, { headers: h });
+    assert.equal(r.status, 403);
+    assert.equal(r.headers.get('x-ratelimit-remaining'), '0');
+    assert.ok(Number(r.headers.get('x-ratelimit-reset')) > Date.now() / 1000);
+    assert.equal(gh.calls.at(-1)?.fault, 'rate-limit');
+    assert.equal(gh.calls.length, 8);
+  } finally {
+    await gh.close();
+  }
+});
