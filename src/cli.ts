@@ -11,6 +11,7 @@ import { buildServerConfig, SERVER_FLAGS } from './server/config.js';
 import { AtlantisServer } from './server/server.js';
 import { VERSION } from './version.js';
 import { ownPodWatchPlugin } from './server/drain/own-pod-watch.js';
+import { workflowPlugin } from './server/workflow/plugin.js';
 import { CONTROLLER_FLAGS, runController } from './controller/main.js';
 
 const TOP_HELP = `atlantis-operator ${VERSION}: an Atlantis-compatible server that drains safely, and its Kubernetes operator
@@ -43,7 +44,7 @@ async function serverMain(argv: string[]): Promise<number> {
   const server = new AtlantisServer({
     config,
     logger,
-    plugins: [ownPodWatchPlugin],
+    plugins: [workflowPlugin, ownPodWatchPlugin],
     onExit: (code) => {
       exiting = true;
       try { writeFileSync(path.join(config.dataDir, LAST_EXIT_FILE), JSON.stringify({ pid: process.pid, code, at: new Date().toISOString() })); } catch { /* best effort */ }

@@ -1,0 +1,309 @@
+// Runs one accepted command of a pull request (autoplan, plan, apply, unlock, version,
+// import, state rm) across its projects: working copies, locks, workflow steps, the result
+// comment and commit statuses. Called inside a tracked operation; everything here is I/O
+// orchestration, the decisions (which projects, what text) live in pure modules.
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import type { Logger } from '../../log.js';
+import type { ServerConfig } from '../config.js';
+import type { LockStore, PlanRecord } from '../locks/store.js';
+import type { ServerMetrics } from '../metrics.js';
+import type { GitHubClient } from '../vcs/github-client.js';
+import type { ParsedCommand } from './comment-parser.js';
+import { KeyedMutex, Semaphore } from './concurrency.js';
+import type { JobRegistry, JobStatus } from './jobs.js';
+import {
+  APPROVAL_REQUIRED, MERGEABLE_REQUIRED, type ProjectResultView, type ResultCommand, UNLOCKED_COMMENT,
+  cleanPlanOutput, interruptedByShutdownComment, lockedByMessage, renderResults, statusContext, statusDescription,
+} from './messages.js';
+import { type ProjectSpec, defaultsFor, projectForPlan, readRepoConfig, selectProjects } from './projects.js';
+import type { ServerConfig as ServerRepoConfig } from './repo-config.js';
+import { ProjectRunner } from './project-runner.js';
+import type { WorkingCopies } from './working-copy.js';
+import { buildApplyComment, buildPlanComment } from './comment-parser.js';
+
+/** What the server knows about a pull request when a command starts. */
+export interface PullContext {
+  repo: string;
+  pull: number;
+  /** Who asked (comment author, or PR author for autoplan). */
+  user: string;
+  cloneUrl: string;
+  headSha: string;
+  headRef: string;
+  baseRef: string;
+}
+
+export type CommandRequest =
+  | { kind: 'autoplan'; ctx: PullContext }
+  | { kind: 'comment'; ctx: PullContext; command: ParsedCommand; commentId?: number };
+
+export interface CommandRunnerDeps {
+  config: ServerConfig;
+  store: LockStore;
+  github: GitHubClient;
+  copies: WorkingCopies;
+  jobs: JobRegistry;
+  projectRunner: ProjectRunner;
+  metrics: ServerMetrics;
+  logger: Logger;
+  jobLogPath: (jobId: string) => string;
+  /** Parsed --repo-config, if any. */
+  serverRepoConfig?: ServerRepoConfig;
+}
+
+interface ProjectRun { view: ProjectResultView; status: JobStatus }
+
+export class CommandRunner {
+  private readonly pool: Semaphore;
+  private readonly projectMutex = new KeyedMutex();
+  private readonly checkoutMutex = new KeyedMutex();
+
+  constructor(private readonly d: CommandRunnerDeps) {
+    this.pool = new Semaphore(d.config.parallelPoolSize);
+  }
+
+  async run(req: CommandRequest): Promise<void> {
+    const name = req.kind === 'autoplan' ? 'plan' : req.command.name;
+    const log = this.d.logger.child({ repo: req.ctx.repo, pull: req.ctx.pull, command: name });
+    try {
+      if (req.kind === 'comment' && req.commentId !== undefined) {
+        await this.d.github.addReaction(req.ctx.repo, req.commentId, 'eyes').catch((e: unknown) => log.warn('Could not react to comment', { error: (e as Error).message }));
+      }
+      const result = await this.dispatch(req);
+      this.d.metrics.commandsTotal.inc({ command: name, result });
+      log.info('Command finished', { result });
+    } catch (e) {
+      this.d.metrics.commandsTotal.inc({ command: name, result: 'error' });
+      log.error('Command failed', { error: (e as Error).message });
+      await this.comment(req.ctx, `**Error**: ${(e as Error).message}`, name).catch(() => undefined);
+    }
+  }
+
+  private async dispatch(req: CommandRequest): Promise<string> {
+    if (req.kind === 'autoplan') return this.plan(req.ctx, undefined, true);
+    const c = req.command;
+    switch (c.name) {
+      case 'plan': return this.plan(req.ctx, c, false);
+      case 'apply': return this.apply(req.ctx, c);
+      case 'unlock': return this.unlock(req.ctx);
+      case 'version': return this.simple(req.ctx, c, 'version');
+      case 'import': return this.simple(req.ctx, c, 'import');
+      case 'state': return this.simple(req.ctx, c, 'state');
+    }
+  }
+
+  // ---- plan -----------------------------------------------------------------------------
+
+  private async plan(ctx: PullContext, c: ParsedCommand | undefined, autoplan: boolean): Promise<string> {
+    const projects = await this.projectsFor(ctx, c);
+    if (autoplan && projects.length === 0) {
+      await this.status(ctx, 'plan', 'success', statusDescription('plan', 'success', { succeeded: 0, total: 0 }));
+      return 'success';
+    }
+    if (autoplan) {
+      // A new commit makes older plans of this PR stale (as Atlantis, on every autoplan).
+      for (const p of this.d.store.listPlans(ctx.repo, ctx.pull)) this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+    }
+    await this.status(ctx, 'plan', 'pending', statusDescription('plan', 'pending'));
+    const runs = await Promise.all(projects.map((p) => this.guarded(ctx, p, () => this.planProject(ctx, p, c))));
+    return this.report(ctx, 'plan', runs, c);
+  }
+
+  private async planProject(ctx: PullContext, p: ProjectSpec, c: ParsedCommand | undefined): Promise<ProjectRun> {
+    const lock = this.d.store.tryLock({ repo: ctx.repo, dir: p.dir, workspace: p.workspace }, { pull: ctx.pull, user: ctx.user, project: p.name });
+    if (!lock.acquired && lock.holder.pull !== ctx.pull) {
+      return this.failure(p, lockedByMessage(lock.holder.pull, this.d.config.executableName));
+    }
+    const newlyLocked = lock.acquired && !this.d.store.getPlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+    return this.job(ctx, p, 'plan', c?.extraArgs ?? [], async (jobCtx) => {
+      const r = await this.d.projectRunner.runSteps(p.workflow.plan, jobCtx);
+      if (!r.ok && newlyLocked) {
+        // As Atlantis: a plan that did not produce a plan file does not keep the lock.
+        this.d.store.unlock({ repo: ctx.repo, dir: p.dir, workspace: p.workspace });
+      }
+      if (r.interrupted) return this.interrupted(p, 'plan');
+      if (!r.ok) return this.error(p, r.output);
+      this.d.store.savePlan({ repo: ctx.repo, pull: ctx.pull, dir: p.dir, workspace: p.workspace, project: p.name, planPath: jobCtx.planFile, headSha: ctx.headSha });
+      const exe = this.d.config.executableName;
+      return {
+        status: 'success',
+        view: {
+          dir: p.dir, workspace: p.workspace, projectName: p.name,
+          outcome: {
+            type: 'success', output: cleanPlanOutput(r.output),
+            applyCmd: buildApplyComment(exe, p.dir, p.workspace, p.name),
+            replanCmd: buildPlanComment(exe, p.dir, p.workspace, p.name, c?.extraArgs ?? []),
+            lockUrl: `${this.d.config.atlantisUrl}/`,
+          },
+        },
+      };
+    });
+  }
+
+  // ---- apply ----------------------------------------------------------------------------
+
+  private async apply(ctx: PullContext, c: ParsedCommand): Promise<string> {
+    const plans = this.d.store.listPlans(ctx.repo, ctx.pull).filter((pl) => matchesPlan(pl, c));
+    if (plans.length === 0) {
+      await this.comment(ctx, renderResults({ command: 'apply', results: [], executableName: this.d.config.executableName }), 'apply');
+      return 'success';
+    }
+    const { config, defaults } = this.repoSettings(ctx, await this.checkout(ctx, 'default'));
+    await this.status(ctx, 'apply', 'pending', statusDescription('apply', 'pending'));
+    const runs = await Promise.all(plans.map((pl) => {
+      const p = projectForPlan(config, pl.dir, pl.workspace, defaults);
+      return this.guarded(ctx, p, () => this.applyProject(ctx, p, pl));
+    }));
+    return this.report(ctx, 'apply', runs, c);
+  }
+
+  private async applyProject(ctx: PullContext, p: ProjectSpec, plan: PlanRecord): Promise<ProjectRun> {
+    for (const req of p.applyRequirements) {
+      if (req === 'approved' && !(await this.d.github.isApproved(ctx.repo, ctx.pull))) return this.failure(p, APPROVAL_REQUIRED);
+      if (req === 'mergeable' && !(await this.d.github.isMergeable(ctx.repo, ctx.pull))) return this.failure(p, MERGEABLE_REQUIRED);
+    }
+    if (plan.headSha !== ctx.headSha) {
+      return this.failure(p, `the pull request was updated after this plan was made; comment \`${this.d.config.executableName} plan\` to plan again`);
+    }
+    return this.job(ctx, p, 'apply', [], async (jobCtx) => {
+      // A working copy re-cloned after a restart has no .terraform yet.
+      const steps = this.d.projectRunner.isInitialised(jobCtx.projectDir) ? p.workflow.apply : [...p.workflow.plan.filter((s) => s.kind === 'init'), ...p.workflow.apply];
+      const r = await this.d.projectRunner.runSteps(steps, { ...jobCtx, planFile: plan.planPath });
+      const key = { repo: ctx.repo, dir: p.dir, workspace: p.workspace };
+      if (r.interrupted) {
+        // The saved plan is stale after a partial apply; the lock stays so nobody else
+        // plans on top of a half-applied state.
+        this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+        return this.interrupted(p, 'apply');
+      }
+      if (!r.ok) return this.error(p, r.output);
+      this.d.store.completeApply(key, ctx.pull);
+      return { status: 'success', view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'success', output: r.output.trim() } } };
+    });
+  }
+
+  // ---- unlock, version, import, state rm ---------------------------------------------------
+
+  private async unlock(ctx: PullContext): Promise<string> {
+    this.d.store.unlockAllForPull(ctx.repo, ctx.pull, { discardPlans: true });
+    await this.comment(ctx, UNLOCKED_COMMENT, 'unlock');
+    return 'success';
+  }
+
+  private async simple(ctx: PullContext, c: ParsedCommand, cmd: 'version' | 'import' | 'state'): Promise<string> {
+    const projects = await this.projectsFor(ctx, c);
+    const runs = await Promise.all(projects.map((p) => this.guarded(ctx, p, () => this.job(ctx, p, cmd, c.extraArgs, async (jobCtx) => {
+      const init = this.d.projectRunner.isInitialised(jobCtx.projectDir) ? [] : p.workflow.plan.filter((s) => s.kind === 'init');
+      const extra = cmd === 'version' ? { version: true } : cmd === 'import' ? { importArgs: c.args } : { stateRmArgs: c.args };
+      const r = await this.d.projectRunner.runSteps(init, jobCtx, extra);
+      if (r.interrupted) return this.interrupted(p, cmd);
+      if (!r.ok) return this.error(p, r.output);
+      if (cmd !== 'version') this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace); // state changed: plan is stale
+      return { status: 'success', view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'success', output: r.output.trim() } } };
+    }))));
+    return this.report(ctx, cmd, runs, c);
+  }
+
+  // ---- shared -----------------------------------------------------------------------------
+
+  /** Projects of a command: from -p/-d/-w, or the ones the PR modifies. */
+  private async projectsFor(ctx: PullContext, c: ParsedCommand | undefined): Promise<ProjectSpec[]> {
+    const checkout = await this.checkout(ctx, 'default');
+    const { config, defaults } = this.repoSettings(ctx, checkout);
+    const targeted = c !== undefined && (c.dir !== undefined || c.workspace !== undefined || c.project !== undefined);
+    const changed = targeted ? [] : await this.d.github.listChangedFiles(ctx.repo, ctx.pull);
+    return selectProjects(config, checkout, changed, c, defaults);
+  }
+
+  private repoSettings(ctx: PullContext, checkout: string) {
+    const config = readRepoConfig(checkout, this.d.serverRepoConfig);
+    const defaults = defaultsFor(this.d.serverRepoConfig, `${this.d.config.ghHostname}/${ctx.repo}`);
+    return { config, defaults };
+  }
+
+  /** Serializes per project of this PR and bounds parallelism by the pool. */
+  private guarded(ctx: PullContext, p: ProjectSpec, fn: () => Promise<ProjectRun>): Promise<ProjectRun> {
+    return this.projectMutex.run(`${ctx.repo}#${ctx.pull}#${p.dir}#${p.workspace}`, () => this.pool.run(fn));
+  }
+
+  private async checkout(ctx: PullContext, workspace: string): Promise<string> {
+    return this.checkoutMutex.run(`${ctx.repo}#${ctx.pull}#${workspace}`, () => this.d.copies.checkout({
+      repo: ctx.repo, pull: ctx.pull, workspace, cloneUrl: ctx.cloneUrl, headRef: ctx.headRef, headSha: ctx.headSha,
+    }));
+  }
+
+  /** Runs one project command as a job: journal, live output, log file. */
+  private async job(ctx: PullContext, p: ProjectSpec, command: string, commentArgs: string[], fn: (jc: import('./project-runner.js').ProjectRunContext) => Promise<ProjectRun>): Promise<ProjectRun> {
+    const id = randomUUID();
+    const wc = await this.checkout(ctx, p.workspace);
+    const projectDir = path.join(wc, p.dir);
+    const logFile = this.d.jobLogPath(id);
+    this.d.jobs.start({ id, command, repo: ctx.repo, pull: ctx.pull, project: p.name ?? null, dir: p.dir, workspace: p.workspace });
+    this.d.store.jobStarted({ id, command, repo: ctx.repo, pull: ctx.pull, project: p.name, dir: p.dir, workspace: p.workspace });
+    let run: ProjectRun;
+    try {
+      run = await fn({
+        jobId: id, projectDir, dir: p.dir, workspace: p.workspace, projectName: p.name,
+        planFile: this.d.store.planPath({ repo: ctx.repo, dir: p.dir, workspace: p.workspace }, ctx.pull),
+        repo: ctx.repo, pull: ctx.pull, user: ctx.user, headSha: ctx.headSha, headRef: ctx.headRef, baseRef: ctx.baseRef,
+        commentArgs, logFile, onOutput: (chunk) => this.d.jobs.append(id, chunk),
+      });
+    } catch (e) {
+      run = this.error(p, (e as Error).message);
+    }
+    const final = run.status === 'running' ? 'error' : run.status;
+    this.d.jobs.finish(id, final);
+    this.d.store.jobFinished(id, final, run.view.outcome.type);
+    return run;
+  }
+
+  private async report(ctx: PullContext, cmd: ResultCommand, runs: ProjectRun[], c: ParsedCommand | undefined): Promise<string> {
+    const body = renderResults({ command: cmd, subName: c?.subName, results: runs.map((r) => r.view), executableName: this.d.config.executableName, verbose: c?.verbose });
+    const interrupted = runs.filter((r) => r.status === 'interrupted');
+    await this.comment(ctx, body, cmd);
+    if (cmd === 'plan' || cmd === 'apply') {
+      const ok = runs.filter((r) => r.status === 'success').length;
+      const state = ok === runs.length ? 'success' : 'failure';
+      await this.status(ctx, cmd, state, statusDescription(cmd, state, { succeeded: ok, total: runs.length }));
+    }
+    if (interrupted.length) return 'interrupted';
+    return runs.every((r) => r.status === 'success') ? 'success' : 'failure';
+  }
+
+  private failure(p: ProjectSpec, reason: string): ProjectRun {
+    return { status: 'failure', view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'failure', reason } } };
+  }
+
+  private error(p: ProjectSpec, output: string): ProjectRun {
+    return { status: 'failure', view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'error', error: output.trim() } } };
+  }
+
+  private interrupted(p: ProjectSpec, cmd: ResultCommand): ProjectRun {
+    return {
+      status: 'interrupted',
+      view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'failure', reason: interruptedByShutdownComment(cmd, p.dir, p.workspace, p.name, this.d.config.executableName) } },
+    };
+  }
+
+  private async comment(ctx: PullContext, body: string, command: string): Promise<void> {
+    await this.d.github.createComment(ctx.repo, ctx.pull, body, { command });
+  }
+
+  private async status(ctx: PullContext, cmd: 'plan' | 'apply', state: 'pending' | 'success' | 'failure', description: string): Promise<void> {
+    try {
+      await this.d.github.setCommitStatus(ctx.repo, ctx.headSha, { state, context: statusContext(cmd), description, targetUrl: this.d.config.atlantisUrl });
+    } catch (e) {
+      this.d.metrics.githubRequestFailures.inc({ operation: 'set_status' });
+      this.d.logger.warn('Could not set commit status', { repo: ctx.repo, pull: ctx.pull, error: (e as Error).message });
+    }
+  }
+}
+
+function matchesPlan(pl: PlanRecord, c: ParsedCommand): boolean {
+  if (c.project !== undefined) return pl.project === c.project;
+  if (c.dir !== undefined && pl.dir !== c.dir) return false;
+  if (c.workspace !== undefined && pl.workspace !== c.workspace) return false;
+  return true;
+}
+

@@ -1,0 +1,163 @@
+// Wires the PR workflow into the server: lock store, GitHub client, working copies, the
+// command runner, POST /events, the web page, and, at start, crash recovery and the
+// commands queued by the previous server during its drain.
+import { readFileSync, rmSync } from 'node:fs';
+import { UsageError } from '../../config/flags.js';
+import { LockStore } from '../locks/store.js';
+import type { AtlantisServer } from '../server.js';
+import type { WebhookRequest, WebhookResponse } from '../http/app.js';
+import { GitHubClient } from '../vcs/github-client.js';
+import { AllowlistError, parseRepoAllowlist } from '../vcs/repo-allowlist.js';
+import { CommandRunner, type PullContext } from './command-runner.js';
+import { JobRegistry } from './jobs.js';
+import { SHUTTING_DOWN_COMMENT, queuedCommandStartingComment, queuedDuringDrainComment } from './messages.js';
+import { ProjectRunner } from './project-runner.js';
+import { RepoConfigError, parseServerConfig, type ServerConfig as ServerRepoConfig } from './repo-config.js';
+import { type WorkItem, decideWebhook } from './webhook-decision.js';
+import { mountWebUi } from './web-ui.js';
+import { WorkingCopies } from './working-copy.js';
+
+export function workflowPlugin(server: AtlantisServer) {
+  const cfg = server.config;
+  const log = server.logger.child({ component: 'workflow' });
+  let allowlist;
+  try { allowlist = parseRepoAllowlist(cfg.repoAllowlist); } catch (e) {
+    if (e instanceof AllowlistError) throw new UsageError(`invalid value for --repo-allowlist: ${e.message}`);
+    throw e;
+  }
+  let serverRepoConfig: ServerRepoConfig | undefined;
+  if (cfg.repoConfigPath) {
+    try {
+      serverRepoConfig = parseServerConfig(readFileSync(cfg.repoConfigPath, 'utf8'), cfg.repoConfigPath);
+    } catch (e) {
+      const msg = e instanceof RepoConfigError ? e.message : `${cfg.repoConfigPath}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`;
+      throw new UsageError(`invalid --repo-config: ${msg}`);
+    }
+  }
+  const store = LockStore.open(cfg.dataDir);
+  const github = new GitHubClient({ baseUrl: cfg.ghApiUrl, token: cfg.ghToken, logger: log });
+  const copies = new WorkingCopies(cfg.dataDir, cfg.ghToken, log);
+  const jobs = new JobRegistry();
+  const runner = new CommandRunner({
+    config: cfg, store, github, copies, jobs, projectRunner: new ProjectRunner(server.runner), metrics: server.metrics,
+    logger: log, jobLogPath: (id) => server.jobLogPath(id), serverRepoConfig,
+  });
+  const decisionOptions = {
+    webhookSecret: cfg.insecureNoWebhookSecret && !cfg.ghWebhookSecret ? undefined : cfg.ghWebhookSecret,
+    allowlist, ghHostname: cfg.ghHostname, ghUser: cfg.ghUser, executableName: cfg.executableName,
+    allowCommands: cfg.allowCommands, blockedExtraArgs: cfg.blockedExtraArgs, disableAutoplan: cfg.disableAutoplan,
+  };
+
+  const comment = (repo: string, pull: number, body: string): Promise<void> =>
+    github.createComment(repo, pull, body).then(() => undefined, (e: unknown) => {
+      server.metrics.githubRequestFailures.inc({ operation: 'create_comment' });
+      throw e;
+    });
+
+  async function execute(item: WorkItem): Promise<void> {
+    if (item.kind === 'autoplan') return runner.run({ kind: 'autoplan', ctx: item.ctx });
+    let ctx: PullContext;
+    try {
+      const pr = await github.getPull(item.repo, item.pull);
+      ctx = { repo: item.repo, pull: item.pull, user: item.user, cloneUrl: pr.headCloneUrl ?? item.cloneUrl, headSha: pr.headSha, headRef: pr.headRef, baseRef: pr.baseRef };
+    } catch (e) {
+      log.error('Could not read pull request', { repo: item.repo, pull: item.pull, error: (e as Error).message });
+      server.metrics.commandsTotal.inc({ command: item.command.name, result: 'error' });
+      return;
+    }
+    return runner.run({ kind: 'comment', ctx, command: item.command, commentId: item.commentId });
+  }
+
+  function operationInfo(item: WorkItem) {
+    if (item.kind === 'autoplan') return { command: 'autoplan', repo: item.ctx.repo, pull: item.ctx.pull, project: null };
+    const c = item.command;
+    return { command: c.name, repo: item.repo, pull: item.pull, project: c.project ?? (c.dir !== undefined ? `${c.dir}${c.workspace ? `/${c.workspace}` : ''}` : null) };
+  }
+
+  /** Accepts work as an operation, or refuses / queues it when draining. Synchronous decision. */
+  function accept(item: WorkItem): WebhookResponse {
+    const op = server.startOperation(operationInfo(item));
+    const { repo, pull } = item.kind === 'autoplan' ? item.ctx : item;
+    if (!op) {
+      const line = item.kind === 'autoplan' ? `${cfg.executableName} plan` : item.commandLine;
+      if (cfg.queueDuringDrain) {
+        store.enqueue(repo, pull, item);
+        server.trackBackground(comment(repo, pull, queuedDuringDrainComment(line)));
+        log.info('Command queued during drain', { repo, pull, command: line });
+        return { status: 202, body: 'Queued: the server is shutting down; the command runs on the next start\n' };
+      }
+      server.trackBackground(comment(repo, pull, SHUTTING_DOWN_COMMENT));
+      log.info('Command refused during drain', { repo, pull, command: line });
+      return { status: 503, body: `${SHUTTING_DOWN_COMMENT}\n` };
+    }
+    void execute(item).catch((e: unknown) => log.error('Command crashed', { error: (e as Error).message })).finally(() => server.finishOperation(op));
+    return { status: 200, body: 'Processing...\n' };
+  }
+
+  function closePull(repo: string, pull: number): WebhookResponse {
+    // Not an operation: no terraform runs, and locks must not outlive a closed PR even when
+    // the server is draining.
+    const { locks, plans } = store.unlockAllForPull(repo, pull, { discardPlans: true });
+    for (const p of plans) rmSync(p.planPath, { force: true });
+    if (!server.tracker.isShuttingDown) copies.remove(repo, pull);
+    if (locks.length > 0) {
+      const lines = locks.map((l) => `- dir: \`${l.dir}\` workspaces: \`${l.workspace}\``).join('\n');
+      server.trackBackground(comment(repo, pull, `Locks and plans deleted for the projects and workspaces modified in this pull request:\n\n${lines}`));
+    }
+    return { status: 200, body: `Pull request closed: released ${locks.length} lock(s)\n` };
+  }
+
+  async function onWebhook(req: WebhookRequest): Promise<WebhookResponse> {
+    const d = decideWebhook(req, decisionOptions);
+    switch (d.kind) {
+      case 'respond':
+        if (d.status >= 400) log.warn('Webhook rejected', { status: d.status, reason: d.body, event: req.event, deliveryId: req.deliveryId });
+        return { status: d.status, body: `${d.body}\n` };
+      case 'reply':
+        server.trackBackground(comment(d.repo, d.pull, d.body));
+        return { status: d.status, body: `${d.responseBody}\n` };
+      case 'close':
+        return closePull(d.repo, d.pull);
+      case 'work':
+        return accept(d.item);
+    }
+  }
+
+  /** Jobs the journal says were running when the previous process died. */
+  async function recoverCrashedJobs(): Promise<void> {
+    for (const j of store.unfinishedJobs()) {
+      store.jobFinished(j.id, 'interrupted', 'server stopped while the job ran');
+      if (j.command === 'apply') store.deletePlan(j.repo, j.pull, j.dir ?? '.', j.workspace ?? 'default');
+      log.warn('Found a job interrupted by a server crash', { jobId: j.id, repo: j.repo, pull: j.pull, command: j.command });
+      const what = `dir: \`${j.dir ?? '.'}\` workspace: \`${j.workspace ?? 'default'}\``;
+      server.trackBackground(comment(j.repo, j.pull,
+        `**${j.command} Interrupted** for ${what}\n\nThe Atlantis server stopped unexpectedly while this ran (it was not drained). ` +
+        `terraform may have left its state partly written and its state lock held; the project stays locked by this pull request.\n\n` +
+        `Check the state (and \`terraform force-unlock\` if needed), then comment \`${cfg.executableName} plan\` to plan again.`));
+    }
+  }
+
+  function replayQueue(): void {
+    for (const q of store.takeAll()) {
+      const item = q.payload as WorkItem;
+      const line = item.kind === 'autoplan' ? `${cfg.executableName} plan` : item.commandLine;
+      log.info('Running command queued during the previous drain', { repo: q.repo, pull: q.pull, command: line });
+      server.trackBackground(comment(q.repo, q.pull, queuedCommandStartingComment(line)));
+      accept(item);
+    }
+  }
+
+  return {
+    onWebhook,
+    storeHealthy: () => store.isHealthy(),
+    extraRoutes: (app: import('express').Express) => mountWebUi(app, {
+      store, jobs, jobLogPath: (id) => server.jobLogPath(id),
+      drainStatus: () => ({ shuttingDown: server.tracker.isShuttingDown, inProgress: server.tracker.inProgress }),
+    }),
+    start: async () => {
+      await recoverCrashedJobs();
+      replayQueue();
+    },
+    close: () => store.close(),
+  };
+}

@@ -1,0 +1,133 @@
+// Runs the workflow steps of one project in its checked-out dir: Atlantis's default
+// workflow (init + plan, apply) or the repo's custom one (init, plan, apply, run steps).
+// Every process goes through the ProcessRunner, so it is supervised, logged per job and
+// interrupted cleanly at a drain deadline.
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { ProcessRunner, RunResult } from '../terraform/runner.js';
+import type { Step } from './repo-config.js';
+
+export interface ProjectRunContext {
+  jobId: string;
+  /** Absolute dir of the project inside the working copy. */
+  projectDir: string;
+  /** Repo-relative dir. */
+  dir: string;
+  workspace: string;
+  projectName?: string;
+  planFile: string;
+  repo: string;
+  pull: number;
+  user: string;
+  headSha: string;
+  headRef: string;
+  baseRef: string;
+  /** Extra args from the comment (after `--`), appended to plan/apply/import/state. */
+  commentArgs: string[];
+  logFile: string;
+  onOutput: (chunk: string) => void;
+}
+
+export interface StepsResult {
+  ok: boolean;
+  /** Output of the last terraform step (what the PR comment shows). */
+  output: string;
+  /** The whole output, for verbose comments. */
+  log: string;
+  interrupted: boolean;
+  /** The failed step, when not ok. */
+  failedStep?: string;
+}
+
+/** Env of `run` steps, with the names Atlantis documents for custom workflows. */
+function stepEnv(c: ProjectRunContext): Record<string, string> {
+  return {
+    WORKSPACE: c.workspace, DIR: c.projectDir, PLANFILE: c.planFile, SHOWFILE: c.planFile.replace(/\.tfplan$/, '.json'),
+    PROJECT_NAME: c.projectName ?? '', PULL_NUM: String(c.pull), PULL_AUTHOR: c.user, HEAD_COMMIT: c.headSha,
+    HEAD_BRANCH_NAME: c.headRef, BASE_BRANCH_NAME: c.baseRef, BASE_REPO_OWNER: c.repo.split('/')[0] ?? '',
+    BASE_REPO_NAME: c.repo.split('/')[1] ?? '', USER_NAME: c.user, COMMENT_ARGS: c.commentArgs.join(','),
+    TF_WORKSPACE: '', // unset: workspaces are selected explicitly, TF_WORKSPACE would override that
+  };
+}
+
+export class ProjectRunner {
+  constructor(private readonly runner: ProcessRunner) {}
+
+  async runSteps(steps: Step[], c: ProjectRunContext, extra?: { importArgs?: string[]; stateRmArgs?: string[]; version?: boolean }): Promise<StepsResult> {
+    let log = '';
+    let last = '';
+    const env: Record<string, string> = {};
+    for (const step of steps) {
+      const r = await this.runStep(step, c, env);
+      log += r.output;
+      if (step.kind === 'env') continue;
+      const shown = step.kind !== 'run' || step.output !== 'hide';
+      if (shown && (step.kind !== 'run' || steps.every((s) => s.kind === 'run' || s.kind === 'env'))) last = r.output;
+      if (r.interrupted) return { ok: false, output: r.output, log, interrupted: true, failedStep: step.kind };
+      if (r.exitCode !== 0) return { ok: false, output: r.output, log, interrupted: false, failedStep: step.kind };
+      if (step.kind === 'init' && c.workspace !== 'default') {
+        const ws = await this.tf(c, ['workspace', 'select'], ['-or-create', c.workspace]);
+        log += ws.output;
+        if (ws.interrupted || ws.exitCode !== 0) return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
+      }
+    }
+    if (extra?.version) {
+      const r = await this.tf(c, ['version'], []);
+      return { ok: r.exitCode === 0, output: r.output, log: log + r.output, interrupted: r.interrupted };
+    }
+    if (extra?.importArgs || extra?.stateRmArgs) {
+      const [sub, args] = extra.importArgs
+        ? [['import'], ['-input=false', ...c.commentArgs, ...extra.importArgs]]
+        : [['state', 'rm'], [...c.commentArgs, ...extra.stateRmArgs!]];
+      const r = await this.tf(c, sub, args);
+      log += r.output;
+      return { ok: r.exitCode === 0, output: r.output, log, interrupted: r.interrupted, failedStep: r.exitCode === 0 ? undefined : sub.join(' ') };
+    }
+    return { ok: true, output: last, log, interrupted: false };
+  }
+
+  /** True when the project dir has been initialised (e.g. a working copy kept across a restart). */
+  isInitialised(projectDir: string): boolean {
+    return existsSync(path.join(projectDir, '.terraform'));
+  }
+
+  private async runStep(step: Step, c: ProjectRunContext, env: Record<string, string>): Promise<RunResult> {
+    switch (step.kind) {
+      case 'init':
+        return this.tf(c, ['init'], ['-input=false', ...step.extraArgs]);
+      case 'plan':
+        mkdirSync(path.dirname(c.planFile), { recursive: true });
+        return this.tf(c, ['plan'], ['-input=false', `-out=${c.planFile}`, ...step.extraArgs, ...c.commentArgs]);
+      case 'apply':
+        return this.tf(c, ['apply'], ['-input=false', ...step.extraArgs, ...c.commentArgs, c.planFile]);
+      case 'show': {
+        const r = await this.tf(c, ['show'], ['-json', ...step.extraArgs, c.planFile]);
+        if (r.exitCode === 0) writeFileSync(stepEnv(c).SHOWFILE!, r.output);
+        return { ...r, output: '' };
+      }
+      case 'version':
+        return this.tf(c, ['version'], step.extraArgs);
+      case 'import':
+      case 'state_rm':
+        // These belong to import/state workflows, run through the import and state commands.
+        return { exitCode: 0, signal: null, durationMs: 0, output: '', interrupted: false, killed: false };
+      case 'env': {
+        if (step.value !== undefined) { env[step.name] = step.value; return { exitCode: 0, signal: null, durationMs: 0, output: '', interrupted: false, killed: false }; }
+        const r = await this.runner.run({ jobId: c.jobId, command: 'sh', args: ['-c', step.command ?? ''], cwd: c.projectDir, env: { ...stepEnv(c), ...env } });
+        if (r.exitCode === 0) env[step.name] = r.output.trim();
+        return { ...r, output: '' };
+      }
+      case 'run':
+        // A repo owner's own command, as Atlantis runs it: through a shell, in the project dir.
+        return this.runner.run({
+          jobId: c.jobId, command: step.shell ?? 'sh', args: [...(step.shellArgs ?? ['-c']), step.command], cwd: c.projectDir,
+          env: { ...stepEnv(c), ...env }, logFile: c.logFile, onOutput: c.onOutput,
+        });
+    }
+  }
+
+  /** terraform <subcommand...> -no-color <args...> in the project dir. */
+  private tf(c: ProjectRunContext, subcommand: string[], args: string[]): Promise<RunResult> {
+    return this.runner.run({ jobId: c.jobId, args: [...subcommand, '-no-color', ...args], cwd: c.projectDir, logFile: c.logFile, onOutput: c.onOutput });
+  }
+}

@@ -1,0 +1,43 @@
+// Which projects a command runs on: the glue between a PR's checkout, its atlantis.yaml,
+// the server-side repo config, the changed files and the comment's -p/-d/-w. Pure apart
+// from reading atlantis.yaml from the checkout.
+import type { ParsedCommand } from './comment-parser.js';
+import {
+  type DefaultsFromServer, type ProjectSpec, type RepoConfig, type ServerConfig as ServerRepoConfig,
+  loadRepoConfig, projectsForChangedFiles, resolveCommentTarget, serverSettingsFor,
+} from './repo-config.js';
+
+export type { ProjectSpec };
+
+/** The server-side defaults (--repo-config) for one repo, e.g. `github.com/acme/infra`. */
+export function defaultsFor(server: ServerRepoConfig | undefined, repoId: string): DefaultsFromServer {
+  const s = serverSettingsFor(server, repoId);
+  const workflows = server?.workflows ?? {};
+  return { applyRequirements: s.applyRequirements, workflow: s.workflow ? workflows[s.workflow] : undefined, workflows };
+}
+
+export function readRepoConfig(checkoutDir: string, server: ServerRepoConfig | undefined): RepoConfig | undefined {
+  return loadRepoConfig(checkoutDir, { serverWorkflows: Object.keys(server?.workflows ?? {}) });
+}
+
+/**
+ * The projects of a command. Autoplan and a comment without -p/-d/-w: the projects the PR
+ * modifies. With -p/-d/-w: exactly that target (an error when it names nothing valid).
+ */
+export function selectProjects(
+  config: RepoConfig | undefined, checkoutDir: string, changedFiles: string[], c: ParsedCommand | undefined, defaults: DefaultsFromServer,
+): ProjectSpec[] {
+  if (c) {
+    const t = resolveCommentTarget(config, { dir: c.dir, workspace: c.workspace, project: c.project }, defaults);
+    if (t.kind === 'error') throw new Error(t.message);
+    if (t.kind === 'projects') return t.projects;
+  }
+  return projectsForChangedFiles(config, changedFiles, { repoDir: checkoutDir, defaults });
+}
+
+/** The project spec of an existing plan (for apply), configured or default. */
+export function projectForPlan(config: RepoConfig | undefined, dir: string, workspace: string, defaults: DefaultsFromServer): ProjectSpec {
+  const t = resolveCommentTarget(config, { dir, workspace }, defaults);
+  if (t.kind === 'projects' && t.projects[0]) return t.projects[0];
+  throw new Error(`no project at dir ${dir} workspace ${workspace}`);
+}

@@ -1,0 +1,71 @@
+// The server's web page: locks, running and recent jobs (GET /), and a job's terraform
+// output, live while it runs (GET /jobs/:id, streamed from /jobs/:id/stream as
+// server-sent events). Read-only: no endpoint here changes state.
+import { existsSync, readFileSync } from 'node:fs';
+import type express from 'express';
+import type { LockStore } from '../locks/store.js';
+import type { JobRegistry, JobView } from './jobs.js';
+
+export interface WebUiDeps {
+  store: LockStore;
+  jobs: JobRegistry;
+  jobLogPath: (id: string) => string;
+  drainStatus: () => { shuttingDown: boolean; inProgress: number };
+}
+
+const esc = (s: unknown): string => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+function page(title: string, body: string): string {
+  return `<!doctype html><html><head><meta charset="utf-8"><title>${esc(title)}</title>
+<style>body{font-family:system-ui,sans-serif;margin:2rem;color:#222}table{border-collapse:collapse;margin-bottom:2rem}
+td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:left}pre{background:#111;color:#eee;padding:1rem;overflow:auto;max-height:80vh}
+.badge{padding:.1rem .4rem;border-radius:.3rem;background:#eee}.draining{background:#fc6}</style></head><body>${body}</body></html>`;
+}
+
+function jobRows(jobs: JobView[]): string {
+  if (jobs.length === 0) return '<tr><td colspan="6">none</td></tr>';
+  return jobs.map((j) => `<tr><td><a href="/jobs/${esc(j.id)}">${esc(j.command)}</a></td><td>${esc(j.repo)}#${esc(j.pull)}</td><td>${esc(j.project ?? '')}</td><td>${esc(j.dir)}</td><td>${esc(j.workspace)}</td><td>${esc(j.status)}</td></tr>`).join('');
+}
+
+export function mountWebUi(app: express.Express, d: WebUiDeps): void {
+  app.get('/', (_req, res) => {
+    const locks = d.store.list();
+    const st = d.drainStatus();
+    const lockRows = locks.length === 0 ? '<tr><td colspan="5">none</td></tr>'
+      : locks.map((l) => `<tr><td>${esc(l.repo)}</td><td>${esc(l.dir)}</td><td>${esc(l.workspace)}</td><td>#${esc(l.pull)} by ${esc(l.user)}</td><td>${esc(l.time)}</td></tr>`).join('');
+    const head = '<tr><th>command</th><th>pull request</th><th>project</th><th>dir</th><th>workspace</th><th>status</th></tr>';
+    res.type('html').send(page('atlantis', `<h1>atlantis <span class="badge ${st.shuttingDown ? 'draining' : ''}">${st.shuttingDown ? 'draining' : 'serving'}, ${st.inProgress} operation(s) in progress</span></h1>
+<h2>Locks</h2><table><tr><th>repo</th><th>dir</th><th>workspace</th><th>held by</th><th>since</th></tr>${lockRows}</table>
+<h2>Running jobs</h2><table>${head}${jobRows(d.jobs.running())}</table>
+<h2>Recent jobs</h2><table>${head}${jobRows(d.jobs.recent())}</table>`));
+  });
+
+  app.get('/jobs/:id', (req, res) => {
+    const id = req.params.id;
+    const job = d.jobs.get(id);
+    const log = d.jobLogPath(id);
+    if (!job && !(/^[0-9a-f-]{36}$/.test(id) && existsSync(log))) return void res.status(404).type('text/plain').send('job not found\n');
+    const title = job ? `${job.command} ${job.repo}#${job.pull} ${job.dir} ${job.workspace}` : `job ${id}`;
+    const initial = job ? d.jobs.output(id) ?? '' : readFileSync(log, 'utf8');
+    const live = job?.status === 'running';
+    res.type('html').send(page(title, `<p><a href="/">all jobs</a></p><h1>${esc(title)}</h1><p id="status">${esc(job?.status ?? 'finished')}</p><pre id="out">${esc(initial)}</pre>
+${live ? `<script>const out=document.getElementById('out');const es=new EventSource('/jobs/${esc(id)}/stream');
+es.addEventListener('output',e=>{out.textContent+=JSON.parse(e.data);out.scrollTop=out.scrollHeight});
+es.addEventListener('done',e=>{document.getElementById('status').textContent=JSON.parse(e.data);es.close()});</script>` : ''}`));
+  });
+
+  app.get('/jobs/:id/stream', (req, res) => {
+    const id = req.params.id;
+    const job = d.jobs.get(id);
+    if (!job) return void res.status(404).type('text/plain').send('job not found\n');
+    res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', Connection: 'keep-alive' });
+    if (job.status !== 'running') {
+      res.end(`event: done\ndata: ${JSON.stringify(job.status)}\n\n`);
+      return;
+    }
+    const unsubscribe = d.jobs.subscribe(id,
+      (chunk) => res.write(`event: output\ndata: ${JSON.stringify(chunk)}\n\n`),
+      (status) => { res.end(`event: done\ndata: ${JSON.stringify(status)}\n\n`); unsubscribe(); });
+    req.on('close', unsubscribe);
+  });
+}

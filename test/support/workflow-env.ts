@@ -1,0 +1,77 @@
+// A complete PR-workflow environment for end-to-end tests: the GitHub stand-in, a real git
+// repository on disk, and helpers to open PRs, comment, and wait for the server's answers.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { type StandinComment, GitHubStandin, issueCommentPayload, pullRequestPayload, sendWebhook } from './github-standin.js';
+import { type FileChanges, type TestRepo, createTestRepo } from './git-repos.js';
+import { TERRAFORM } from './terraform.js';
+
+export const WEBHOOK_SECRET = 'webhook-secret-for-tests';
+
+export interface WorkflowEnv {
+  gh: GitHubStandin;
+  repo: TestRepo;
+  /** Server flags pointing at the stand-in. */
+  serverArgs(dataDir: string, host: string, extra?: string[]): string[];
+  openPull(serverUrl: string, number: number, branch: string, files: FileChanges): Promise<{ status: number; headSha: string }>;
+  comment(serverUrl: string, number: number, body: string, user?: string): Promise<{ status: number; body: string }>;
+  closePull(serverUrl: string, number: number): Promise<{ status: number }>;
+  /** Waits until PR `number` has a comment matching `re` posted after `after` comments; returns it. */
+  waitForComment(number: number, re: RegExp, opts?: { after?: number; timeoutMs?: number }): Promise<StandinComment>;
+  commentsOn(number: number): StandinComment[];
+  close(): Promise<void>;
+}
+
+export async function createWorkflowEnv(): Promise<WorkflowEnv> {
+  const gh = await GitHubStandin.start({ botLogin: 'atlantis-bot' });
+  const repo = await createTestRepo({ fullName: 'acme/infra' });
+  gh.addRepo(repo.fullName, { cloneUrl: repo.cloneUrl });
+  const env: WorkflowEnv = {
+    gh,
+    repo,
+    serverArgs(dataDir, host, extra = []) {
+      return [
+        'server', '--bind-address', host, '--port', '4141', '--data-dir', dataDir, '--atlantis-url', `http://${host}:4141`,
+        '--repo-allowlist', 'github.com/acme/*', '--gh-user', 'atlantis-bot', '--gh-token', gh.token,
+        '--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', gh.url, '--tf-binary', TERRAFORM, ...extra,
+      ];
+    },
+    async openPull(serverUrl, number, branch, files) {
+      const headSha = await repo.createBranch(branch, files);
+      await repo.publishPull(number, branch);
+      gh.addPull(repo.fullName, { number, headSha, headRef: branch, baseRef: repo.baseBranch, files: (await repo.changedFiles(branch)).map((filename) => ({ filename })) });
+      const r = await sendWebhook(`${serverUrl}/events`, 'pull_request', pullRequestPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, action: 'opened', number, headSha, headRef: branch }), { secret: WEBHOOK_SECRET });
+      return { status: r.status, headSha };
+    },
+    async comment(serverUrl, number, body, user = 'dev') {
+      const r = await sendWebhook(`${serverUrl}/events`, 'issue_comment', issueCommentPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, number, body, user }), { secret: WEBHOOK_SECRET });
+      return { status: r.status, body: r.body };
+    },
+    async closePull(serverUrl, number) {
+      const pr = gh.getPull(repo.fullName, number)!;
+      gh.updatePull(repo.fullName, number, { state: 'closed' });
+      const r = await sendWebhook(`${serverUrl}/events`, 'pull_request', pullRequestPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, action: 'closed', number, headSha: pr.headSha, headRef: pr.headRef }), { secret: WEBHOOK_SECRET });
+      return { status: r.status };
+    },
+    commentsOn(number) {
+      return gh.comments(repo.fullName, number);
+    },
+    async waitForComment(number, re, opts = {}) {
+      const end = Date.now() + (opts.timeoutMs ?? 60_000);
+      while (Date.now() < end) {
+        const found = env.commentsOn(number).slice(opts.after ?? 0).find((c) => re.test(c.body));
+        if (found) return found;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const seen = env.commentsOn(number).map((c) => c.body.slice(0, 300)).join('\n---\n');
+      throw new Error(`no comment matching ${re} on PR #${number} within ${opts.timeoutMs ?? 60_000} ms; comments:\n${seen}`);
+    },
+    close: () => gh.close(),
+  };
+  return env;
+}
+
+export function tempDataDir(): string {
+  return mkdtempSync(path.join(tmpdir(), 'ato-data-'));
+}
