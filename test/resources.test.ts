@@ -10,6 +10,10 @@ import {
   MIN_GRACE_SECONDS,
   parseOrdinal,
   podTemplateRevision,
+  drainPatch,
+  drainStartedPatch,
+  podDeleteOptions,
+  renderEvent,
   renderPDB,
   renderPod,
   renderPVC,
@@ -266,4 +270,26 @@ test('an AtlantisDeployment without a uid cannot own objects', () => {
   const a = ad();
   delete a.metadata.uid;
   assert.throws(() => renderPod(a, 0), /uid/);
+});
+
+test('Event about the AtlantisDeployment', () => {
+  const a = ad();
+  a.metadata.resourceVersion = '42';
+  const now = new Date('2026-06-01T12:00:00Z');
+  const ev = renderEvent(a, { eventType: 'Warning', reason: 'DrainTimeout', message: 'x'.repeat(2000) }, now, '18a2b3c4d5e6f7a8', 'atlantis-operator-abc');
+  assert.equal(ev.metadata?.name, 'atlantis.18a2b3c4d5e6f7a8');
+  assert.equal(ev.metadata?.namespace, 'infra');
+  assert.deepEqual(ev.involvedObject, { apiVersion: 'atlantis-operator.dev/v1alpha1', kind: 'AtlantisDeployment', name: 'atlantis', namespace: 'infra', uid: 'uid-1', resourceVersion: '42' });
+  assert.equal(ev.type, 'Warning');
+  assert.equal(ev.reason, 'DrainTimeout');
+  assert.equal(ev.message?.length, 1024, 'long messages are cut to the API limit');
+  assert.equal(ev.reportingComponent, 'atlantis-operator');
+  assert.equal(ev.reportingInstance, 'atlantis-operator-abc');
+  assert.equal(ev.count, 1);
+});
+
+test('pod patches carry the uid; deletes have a uid precondition', () => {
+  assert.deepEqual(drainPatch('u1', '2026-06-01T12:00:00Z'), { metadata: { uid: 'u1', annotations: { 'atlantis-operator.dev/drain': '2026-06-01T12:00:00Z' } } });
+  assert.deepEqual(drainStartedPatch('u1', 't'), { metadata: { uid: 'u1', annotations: { 'atlantis-operator.dev/drain-started-at': 't' } } });
+  assert.deepEqual(podDeleteOptions('u1'), { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: 'u1' } });
 });

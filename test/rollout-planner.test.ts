@@ -7,6 +7,7 @@ import {
   actionsOf,
   formatTime,
   isAvailable,
+  observeDeployment,
   observePod,
   planRollout,
   waitingFor,
@@ -16,7 +17,7 @@ import {
   type PodObservation,
   type RolloutSpec,
 } from '../src/controller/rollout/index.js';
-import type { AtlantisDeploymentStatus, StatusProbe } from '../src/controller/types.js';
+import type { AtlantisDeployment, AtlantisDeploymentStatus, StatusProbe } from '../src/controller/types.js';
 
 const NOW = new Date('2026-06-01T12:00:00Z');
 const OLD = 'aaaaaaaaaa';
@@ -716,4 +717,42 @@ test('invariants hold for any observed state', () => {
     }),
     { numRuns: 2000, seed: 42 },
   );
+});
+
+test('observeDeployment builds the planner input from informer objects', () => {
+  const ad: AtlantisDeployment = {
+    apiVersion: 'atlantis-operator.dev/v1alpha1',
+    kind: 'AtlantisDeployment',
+    metadata: { name: 'web', namespace: 'infra', uid: 'ad-uid', generation: 4 },
+    spec: { image: 'i', replicas: 2, paused: true, updateStrategy: { onDrainTimeout: 'Interrupt' } },
+    status: { ...completeStatus(NEW), currentRevision: OLD },
+  };
+  const mine = (ordinal: number, uid: string): V1Pod => ({
+    metadata: {
+      name: `web-${ordinal}`,
+      uid,
+      labels: { 'app.kubernetes.io/instance': 'web', 'atlantis-operator.dev/ordinal': String(ordinal), 'atlantis-operator.dev/revision': NEW },
+      ownerReferences: [{ apiVersion: 'atlantis-operator.dev/v1alpha1', kind: 'AtlantisDeployment', name: 'web', uid: 'ad-uid', controller: true }],
+    },
+    status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
+  });
+  const foreign: V1Pod = { ...mine(2, 'p-foreign'), metadata: { ...mine(2, 'p-foreign').metadata, ownerReferences: [{ apiVersion: 'v1', kind: 'X', name: 'x', uid: 'other' }] } };
+  const otherInstance: V1Pod = { ...mine(3, 'p-other'), metadata: { ...mine(3, 'p-other').metadata, labels: { 'app.kubernetes.io/instance': 'api', 'atlantis-operator.dev/ordinal': '3' } } };
+  const o = observeDeployment(
+    ad,
+    NEW,
+    [mine(1, 'p1'), mine(0, 'p0'), foreign, otherInstance],
+    [{ metadata: { name: 'web-data-1' } }, { metadata: { name: 'web-data-0' } }, { metadata: { name: 'web-data-x' } }, { metadata: { name: 'api-data-5' } }, { metadata: { name: 'web-data-2', deletionTimestamp: NOW } }],
+    new Map([['p1', DRAINED]]),
+  );
+  assert.equal(o.name, 'web');
+  assert.equal(o.namespace, 'infra');
+  assert.equal(o.generation, 4);
+  assert.deepEqual(o.spec, { replicas: 2, updateRevision: NEW, maxUnavailable: 1, paused: true, drainTimeoutSeconds: 3600, onDrainTimeout: 'Interrupt' });
+  assert.deepEqual(o.pods.map((p) => [p.name, p.status === DRAINED]), [['web-1', true], ['web-0', false]]);
+  assert.deepEqual(o.pvcOrdinals, [0, 1]);
+  assert.equal(o.previousStatus?.currentRevision, OLD);
+  const plan = planRollout(o, NOW);
+  assert.equal(plan.complete, true);
+  assert.deepEqual(summary(plan), []);
 });

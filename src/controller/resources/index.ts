@@ -7,3 +7,5 @@ export * from './pvc.js';
 export * from './service.js';
 export * from './rbac.js';
 export * from './pdb.js';
+export * from './event.js';
+export * from './patches.js';

@@ -1,15 +1,19 @@
 // The planner's view of a pod, and how to build it from a V1Pod plus the last /status poll.
 // Kept separate so the planner never depends on client-node object details.
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1OwnerReference, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import {
   ANNOTATION_DRAIN,
   ANNOTATION_DRAIN_STARTED_AT,
+  LABEL_INSTANCE,
   LABEL_ORDINAL,
   LABEL_REVISION,
   SERVER_CONTAINER,
+  type AtlantisDeployment,
   type StatusProbe,
 } from '../types.js';
 import { parseOrdinal } from '../resources/names.js';
+import { withDefaults } from '../resources/defaults.js';
+import type { ObservedState } from './planner.js';
 
 export type PodPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Unknown';
 
@@ -64,5 +68,54 @@ export function observePod(pod: V1Pod, status: StatusProbe | null = null): PodOb
     waitingReason: server?.state?.waiting?.reason ?? null,
     createdAt: asDate(md.creationTimestamp),
     status,
+  };
+}
+
+/**
+ * The planner's input from an AtlantisDeployment, the pods and PVCs the informers hold, and
+ * the last /status poll per pod uid. Pods owned by another object (by uid) or without an
+ * ordinal are left out; PVC ordinals come from their names (`<name>-data-<ordinal>`).
+ */
+export function observeDeployment(
+  ad: AtlantisDeployment,
+  updateRevision: string,
+  pods: readonly V1Pod[],
+  pvcs: readonly V1PersistentVolumeClaim[],
+  probes: ReadonlyMap<string, StatusProbe>,
+): ObservedState {
+  const name = ad.metadata.name ?? '';
+  const uid = ad.metadata.uid;
+  const spec = withDefaults(ad.spec);
+  const owned = (refs: V1OwnerReference[] | undefined): boolean => !uid || !refs?.length || refs.some((r) => r.uid === uid);
+  const observed: PodObservation[] = [];
+  for (const p of pods) {
+    if (!owned(p.metadata?.ownerReferences)) continue;
+    if (p.metadata?.labels?.[LABEL_INSTANCE] !== name) continue;
+    const o = observePod(p, (p.metadata?.uid && probes.get(p.metadata.uid)) || null);
+    if (o) observed.push(o);
+  }
+  const prefix = `${name}-data-`;
+  const pvcOrdinals: number[] = [];
+  for (const c of pvcs) {
+    const n = c.metadata?.name ?? '';
+    if (!n.startsWith(prefix) || c.metadata?.deletionTimestamp) continue;
+    const ord = parseOrdinal(n.slice(prefix.length));
+    if (ord !== null) pvcOrdinals.push(ord);
+  }
+  return {
+    name,
+    namespace: ad.metadata.namespace ?? '',
+    generation: ad.metadata.generation ?? 0,
+    spec: {
+      replicas: spec.replicas,
+      updateRevision,
+      maxUnavailable: spec.updateStrategy.maxUnavailable,
+      paused: spec.paused,
+      drainTimeoutSeconds: spec.updateStrategy.drainTimeoutSeconds,
+      onDrainTimeout: spec.updateStrategy.onDrainTimeout,
+    },
+    pods: observed,
+    pvcOrdinals: pvcOrdinals.sort((a, b) => a - b),
+    previousStatus: ad.status ?? null,
   };
 }
