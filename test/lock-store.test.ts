@@ -7,7 +7,7 @@ import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
-import { LockStore, STORE_FILENAME } from '../src/server/locks/store.js';
+import { LockStore, STORE_FILENAME, lockId, parseLockId } from '../src/server/locks/store.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const storeModule = path.resolve(here, '../src/server/locks/store.ts');
@@ -209,4 +209,13 @@ loop();
     assert.ok(s.recentJobs(5).length > 0);
     s.close();
   }
+});
+
+test('lockId round-trips, including the root dir and nested dirs', () => {
+  for (const k of [K, { ...K, dir: '.' }, { repo: 'a/b', dir: 'x/y/z', workspace: 'staging' }]) {
+    assert.deepEqual(parseLockId(lockId(k)), k);
+  }
+  assert.equal(lockId(K), 'acme/infra/envs/prod/default');
+  assert.equal(parseLockId('a/b/c'), undefined);
+  assert.equal(parseLockId('a//c/d'), undefined);
 });

@@ -133,6 +133,24 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_unfinished ON jobs (finished_at);
 `;
 
+/**
+ * A lock's id for URLs (the web UI's delete link), as Atlantis forms it:
+ * `<owner>/<name>/<dir>/<workspace>`. Unambiguous because the repo is always two segments
+ * and a workspace never contains `/`.
+ */
+export function lockId(key: LockKey): string {
+  return `${key.repo}/${key.dir}/${key.workspace}`;
+}
+
+export function parseLockId(id: string): LockKey | undefined {
+  const parts = id.split('/');
+  if (parts.length < 4 || parts.some((p) => p === '')) return undefined;
+  const repo = `${parts[0]}/${parts[1]}`;
+  const workspace = parts[parts.length - 1] as string;
+  const dir = parts.slice(2, -1).join('/');
+  return { repo, dir, workspace };
+}
+
 const toLock = (r: LockRow): LockRecord => {
   const l: LockRecord = { repo: r.repo, dir: r.dir, workspace: r.workspace, pull: r.pull, user: r.user, time: r.time };
   if (r.project !== null) l.project = r.project;
