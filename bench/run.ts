@@ -1,9 +1,11 @@
 // `make bench`: runs every benchmark, prints figures and ratios against baselines measured
 // in the same run, and exits non-zero when a target is missed.
 import { benchStatusLatency } from './status-latency.js';
+import { benchWorkflowOverhead } from './workflow-overhead.js';
 
 const benches: Array<[string, () => Promise<{ ok: boolean }>]> = [
   ['status-latency', benchStatusLatency],
+  ['workflow-overhead', benchWorkflowOverhead],
 ];
 
 const only = process.argv.slice(2);

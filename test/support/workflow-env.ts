@@ -18,7 +18,7 @@ export interface WorkflowEnv {
   comment(serverUrl: string, number: number, body: string, user?: string): Promise<{ status: number; body: string }>;
   closePull(serverUrl: string, number: number): Promise<{ status: number }>;
   /** Waits until PR `number` has a comment matching `re` posted after `after` comments; returns it. */
-  waitForComment(number: number, re: RegExp, opts?: { after?: number; timeoutMs?: number }): Promise<StandinComment>;
+  waitForComment(number: number, re: RegExp, opts?: { after?: number; timeoutMs?: number; pollMs?: number }): Promise<StandinComment>;
   commentsOn(number: number): StandinComment[];
   close(): Promise<void>;
 }
@@ -62,7 +62,7 @@ export async function createWorkflowEnv(): Promise<WorkflowEnv> {
       while (Date.now() < end) {
         const found = env.commentsOn(number).slice(opts.after ?? 0).find((c) => re.test(c.body));
         if (found) return found;
-        await new Promise((r) => setTimeout(r, 100));
+        await new Promise((r) => setTimeout(r, opts.pollMs ?? 100));
       }
       const seen = env.commentsOn(number).map((c) => c.body.slice(0, 300)).join('\n---\n');
       throw new Error(`no comment matching ${re} on PR #${number} within ${opts.timeoutMs ?? 60_000} ms; comments:\n${seen}`);

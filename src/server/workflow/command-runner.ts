@@ -58,6 +58,7 @@ export class CommandRunner {
   private readonly pool: Semaphore;
   private readonly projectMutex = new KeyedMutex();
   private readonly checkoutMutex = new KeyedMutex();
+  private readonly statusChains = new Map<string, Promise<void>>();
 
   constructor(private readonly d: CommandRunnerDeps) {
     this.pool = new Semaphore(d.config.parallelPoolSize);
@@ -66,11 +67,13 @@ export class CommandRunner {
   async run(req: CommandRequest): Promise<void> {
     const name = req.kind === 'autoplan' ? 'plan' : req.command.name;
     const log = this.d.logger.child({ repo: req.ctx.repo, pull: req.ctx.pull, command: name });
+    // The reaction is cosmetic: it must not delay terraform, only the end of the operation.
+    const reaction = req.kind === 'comment' && req.commentId !== undefined
+      ? this.d.github.addReaction(req.ctx.repo, req.commentId, 'eyes').catch((e: unknown) => log.warn('Could not react to comment', { error: (e as Error).message }))
+      : Promise.resolve();
     try {
-      if (req.kind === 'comment' && req.commentId !== undefined) {
-        await this.d.github.addReaction(req.ctx.repo, req.commentId, 'eyes').catch((e: unknown) => log.warn('Could not react to comment', { error: (e as Error).message }));
-      }
       const result = await this.dispatch(req);
+      await reaction;
       this.d.metrics.commandsTotal.inc({ command: name, result });
       log.info('Command finished', { result });
     } catch (e) {
@@ -105,7 +108,7 @@ export class CommandRunner {
       // A new commit makes older plans of this PR stale (as Atlantis, on every autoplan).
       for (const p of this.d.store.listPlans(ctx.repo, ctx.pull)) this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
     }
-    await this.status(ctx, 'plan', 'pending', statusDescription('plan', 'pending'));
+    void this.status(ctx, 'plan', 'pending', statusDescription('plan', 'pending'));
     const runs = await Promise.all(projects.map((p) => this.guarded(ctx, p, () => this.planProject(ctx, p, c))));
     return this.report(ctx, 'plan', runs, c);
   }
@@ -150,7 +153,7 @@ export class CommandRunner {
       return 'success';
     }
     const { config, defaults } = this.repoSettings(ctx, await this.checkout(ctx, 'default'));
-    await this.status(ctx, 'apply', 'pending', statusDescription('apply', 'pending'));
+    void this.status(ctx, 'apply', 'pending', statusDescription('apply', 'pending'));
     const runs = await Promise.all(plans.map((pl) => {
       const p = projectForPlan(config, pl.dir, pl.workspace, defaults);
       return this.guarded(ctx, p, () => this.applyProject(ctx, p, pl));
@@ -290,13 +293,23 @@ export class CommandRunner {
     await this.d.github.createComment(ctx.repo, ctx.pull, body, { command });
   }
 
-  private async status(ctx: PullContext, cmd: 'plan' | 'apply', state: 'pending' | 'success' | 'failure', description: string): Promise<void> {
-    try {
-      await this.d.github.setCommitStatus(ctx.repo, ctx.headSha, { state, context: statusContext(cmd), description, targetUrl: this.d.config.atlantisUrl });
-    } catch (e) {
-      this.d.metrics.githubRequestFailures.inc({ operation: 'set_status' });
-      this.d.logger.warn('Could not set commit status', { repo: ctx.repo, pull: ctx.pull, error: (e as Error).message });
-    }
+  /**
+   * Sets a commit status without holding up terraform: statuses of one commit go through a
+   * chain so "pending" is always posted before the final state, which callers await.
+   */
+  private status(ctx: PullContext, cmd: 'plan' | 'apply', state: 'pending' | 'success' | 'failure', description: string): Promise<void> {
+    const key = `${ctx.repo}@${ctx.headSha}`;
+    const next = (this.statusChains.get(key) ?? Promise.resolve()).then(async () => {
+      try {
+        await this.d.github.setCommitStatus(ctx.repo, ctx.headSha, { state, context: statusContext(cmd), description, targetUrl: this.d.config.atlantisUrl });
+      } catch (e) {
+        this.d.metrics.githubRequestFailures.inc({ operation: 'set_status' });
+        this.d.logger.warn('Could not set commit status', { repo: ctx.repo, pull: ctx.pull, error: (e as Error).message });
+      }
+    });
+    this.statusChains.set(key, next);
+    void next.then(() => { if (this.statusChains.get(key) === next) this.statusChains.delete(key); });
+    return next;
   }
 }
 
