@@ -1,0 +1,111 @@
+// The controller: informers on AtlantisDeployments and on everything they own (selected by
+// the managed-by label), a work queue keyed by namespace/name, and workers that run the
+// Reconciler. Watch events only enqueue keys (level-based): what to do is always decided
+// from the caches at reconcile time.
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { KubeConfig, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import { apiPath } from '../../k8s/client.js';
+import { Informer, type KubeObject } from '../../k8s/informer.js';
+import type { Logger } from '../../log.js';
+import type { ControllerMetrics } from '../metrics.js';
+import { API_VERSION, type AtlantisDeployment, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY, PLURAL } from '../types.js';
+import { WorkQueue, objectKey, runWorkers, splitKey } from '../workqueue.js';
+import { type ClusterCache, OWNED_KINDS, type OwnedKindName, Reconciler } from './reconciler.js';
+
+export interface ControllerOptions {
+  kc: KubeConfig;
+  /** Watch one namespace only; all namespaces when undefined. */
+  namespace?: string;
+  logger: Logger;
+  metrics: ControllerMetrics;
+  workers: number;
+  /** Restart a watch that has been silent this long (default 60 s). */
+  watchSilenceTimeoutMs?: number;
+}
+
+const MANAGED = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
+
+export class AtlantisController {
+  private readonly queue = new WorkQueue({ baseDelayMs: 100, maxDelayMs: 60_000 });
+  private readonly ads: Informer<AtlantisDeployment>;
+  private readonly pods: Informer<V1Pod>;
+  private readonly pvcs: Informer<V1PersistentVolumeClaim>;
+  private readonly owned: Record<OwnedKindName, Informer<KubeObject>>;
+  private readonly reconciler: Reconciler;
+  private workers?: Promise<void>;
+  private synced = false;
+
+  constructor(private readonly o: ControllerOptions) {
+    const informerOpts = { logger: o.logger.child({ component: 'informer' }), silenceTimeoutMs: o.watchSilenceTimeoutMs };
+    const owned = { ...informerOpts, labelSelector: MANAGED };
+    this.ads = new Informer<AtlantisDeployment>(o.kc, apiPath(API_VERSION, PLURAL, o.namespace), informerOpts);
+    this.pods = new Informer<V1Pod>(o.kc, apiPath('v1', 'pods', o.namespace), owned);
+    this.pvcs = new Informer<V1PersistentVolumeClaim>(o.kc, apiPath('v1', 'persistentvolumeclaims', o.namespace), owned);
+    this.owned = Object.fromEntries(Object.entries(OWNED_KINDS).map(([k, kind]) =>
+      [k, new Informer<KubeObject>(o.kc, apiPath(kind.apiVersion, kind.plural, o.namespace), owned)])) as Record<OwnedKindName, Informer<KubeObject>>;
+
+    const byInstance = <T extends KubeObject>(inf: Informer<T>) => (namespace: string, instance: string): T[] =>
+      inf.list().filter((x) => x.metadata?.namespace === namespace && x.metadata?.labels?.[LABEL_INSTANCE] === instance);
+    const cache: ClusterCache = {
+      atlantisDeployment: (ns, name) => this.ads.get(ns, name),
+      pods: byInstance(this.pods),
+      pvcs: byInstance(this.pvcs),
+      owned: (kind, ns, name) => this.owned[kind].get(ns, name),
+    };
+    this.reconciler = new Reconciler({ kc: o.kc, cache, logger: o.logger, metrics: o.metrics, instance: process.env.POD_NAME ?? hostname() });
+
+    this.ads.onEvent((_t, ad) => this.enqueue(ad.metadata?.namespace, ad.metadata?.name));
+    const enqueueOwner = (_t: string, obj: KubeObject) => this.enqueue(obj.metadata?.namespace, ownerName(obj));
+    this.pods.onEvent(enqueueOwner);
+    this.pvcs.onEvent(enqueueOwner);
+    for (const inf of Object.values(this.owned)) inf.onEvent(enqueueOwner);
+  }
+
+  /** Starts the informers, waits until they have listed, then starts the workers. */
+  async start(): Promise<void> {
+    await Promise.all([this.ads, this.pods, this.pvcs, ...Object.values(this.owned)].map((i) => i.start()));
+    this.synced = true;
+    this.o.logger.info('Controller caches synced', { atlantisDeployments: this.ads.list().length, pods: this.pods.list().length });
+    this.workers = runWorkers(this.queue, this.o.workers, (key) => this.reconcileKey(key), (key, err, retryInMs) => {
+      const { namespace, name } = splitKey(key);
+      this.o.logger.error('Reconcile failed', { atlantisDeployment: { namespace, name }, error: (err as Error).message, retryInMs });
+    });
+  }
+
+  hasSynced(): boolean { return this.synced; }
+
+  /** Stops taking keys, waits for the workers to finish their current key, stops watches. */
+  async stop(): Promise<void> {
+    this.queue.shutDown();
+    await this.workers;
+    for (const i of [this.ads, this.pods, this.pvcs, ...Object.values(this.owned)]) i.stop();
+  }
+
+  private enqueue(namespace: string | undefined, name: string | undefined): void {
+    if (!namespace || !name) return;
+    this.queue.add(objectKey(namespace, name));
+    this.o.metrics.workqueueDepth.set(this.queue.len());
+  }
+
+  private async reconcileKey(key: string): Promise<{ requeueAfterMs: number | null }> {
+    const { namespace, name } = splitKey(key);
+    const reconcileID = randomUUID();
+    const end = process.hrtime.bigint();
+    this.o.metrics.workqueueDepth.set(this.queue.len());
+    try {
+      const r = await this.reconciler.reconcile(namespace, name, reconcileID);
+      this.o.metrics.observeReconcile(r.requeueAfterMs !== null ? 'requeue' : 'success', Number(process.hrtime.bigint() - end) / 1e9);
+      return { requeueAfterMs: r.requeueAfterMs };
+    } catch (e) {
+      this.o.metrics.observeReconcile('error', Number(process.hrtime.bigint() - end) / 1e9);
+      throw e;
+    }
+  }
+}
+
+/** The AtlantisDeployment an owned object belongs to: its controller ownerReference, else the instance label. */
+function ownerName(obj: KubeObject): string | undefined {
+  const ref = obj.metadata?.ownerReferences?.find((r) => r.kind === KIND && r.apiVersion === API_VERSION && r.controller);
+  return ref?.name ?? obj.metadata?.labels?.[LABEL_INSTANCE];
+}

@@ -1,0 +1,187 @@
+// Reconcile one AtlantisDeployment, controller-runtime style: given a key, observe (informer
+// caches plus a /status poll of draining pods), decide (the pure rollout planner), act (the
+// plan's actions, in order), write status, and return when to look again. Nothing is
+// remembered between calls: the cluster is the memory, so a restarted or newly elected
+// controller carries on from what it observes.
+import { randomBytes } from 'node:crypto';
+import type { KubeConfig, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import { KubeApiError, MERGE_PATCH, apiPath, kubeRequest } from '../../k8s/client.js';
+import type { KubeObject } from '../../k8s/informer.js';
+import type { Logger } from '../../log.js';
+import type { ControllerMetrics } from '../metrics.js';
+import {
+  drainPatch, drainStartedPatch, podDeleteOptions, podTemplateRevision, renderEvent, renderPDB, renderPod, renderPVC,
+  renderRole, renderRoleBinding, renderService, renderServiceAccount, roleOrdinals, withDefaults,
+} from '../resources/index.js';
+import { type Action, type Plan, isDraining, isRunning, observeDeployment, observePod, planRollout } from '../rollout/index.js';
+import { canonicalJSON } from '../resources/revision.js';
+import { API_VERSION, type AtlantisDeployment, PLURAL, type StatusProbe } from '../types.js';
+import { type OwnedKind, applyOwned } from './owned-objects.js';
+import { probeServerStatus } from './status-probe.js';
+
+export const OWNED_KINDS = {
+  services: { apiVersion: 'v1', plural: 'services' },
+  serviceaccounts: { apiVersion: 'v1', plural: 'serviceaccounts' },
+  roles: { apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'roles' },
+  rolebindings: { apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'rolebindings' },
+  poddisruptionbudgets: { apiVersion: 'policy/v1', plural: 'poddisruptionbudgets' },
+} as const satisfies Record<string, OwnedKind>;
+export type OwnedKindName = keyof typeof OWNED_KINDS;
+
+/** Read access to the informer caches. */
+export interface ClusterCache {
+  atlantisDeployment(namespace: string, name: string): AtlantisDeployment | undefined;
+  /** Pods / PVCs labelled with app.kubernetes.io/instance=<name> in the namespace. */
+  pods(namespace: string, instance: string): V1Pod[];
+  pvcs(namespace: string, instance: string): V1PersistentVolumeClaim[];
+  owned(kind: OwnedKindName, namespace: string, name: string): KubeObject | undefined;
+}
+
+export interface ReconcilerOptions {
+  kc: KubeConfig;
+  cache: ClusterCache;
+  logger: Logger;
+  metrics: ControllerMetrics;
+  /** Reporting instance for Events (the controller's pod name). */
+  instance: string;
+  probe?: (podIP: string) => Promise<StatusProbe>;
+  now?: () => Date;
+}
+
+export interface ReconcileResult { requeueAfterMs: number | null; plan?: Plan }
+
+export class Reconciler {
+  private readonly probe: (podIP: string) => Promise<StatusProbe>;
+  private readonly now: () => Date;
+
+  constructor(private readonly o: ReconcilerOptions) {
+    this.probe = o.probe ?? ((ip) => probeServerStatus(ip));
+    this.now = o.now ?? (() => new Date());
+  }
+
+  async reconcile(namespace: string, name: string, reconcileID: string): Promise<ReconcileResult> {
+    const log = this.o.logger.child({ atlantisDeployment: { namespace, name }, reconcileID });
+    const ad = this.o.cache.atlantisDeployment(namespace, name);
+    // Gone or going: the garbage collector removes what it owned (ownerReferences).
+    if (!ad || ad.metadata.deletionTimestamp) return { requeueAfterMs: null };
+
+    const revision = podTemplateRevision(ad);
+    const pods = this.o.cache.pods(namespace, name);
+    const pvcs = this.o.cache.pvcs(namespace, name);
+    await this.ensureOwnedObjects(ad, pods, log);
+
+    const probes = await this.probeDrainingPods(pods);
+    const observed = observeDeployment(ad, revision, pods, pvcs, probes);
+    const plan = planRollout(observed, this.now());
+    for (const w of plan.waiting) log.info('Pod waiting', { pod: w.podName, guards: w.guards, reason: w.message });
+
+    const failedPods = new Set<string>();
+    for (const action of plan.actions) {
+      if (action.type === 'emitEvent' && action.podName && failedPods.has(action.podName)) continue;
+      try {
+        await this.execute(ad, action, pods, revision, log);
+        this.o.metrics.recordExecuted(action);
+      } catch (e) {
+        if (e instanceof KubeApiError && (e.status === 404 || e.status === 409)) {
+          // Our cache was behind the cluster (pod already replaced, already deleted, changed
+          // since): skip what depends on it and look again shortly.
+          log.info('Action skipped: cluster changed', { action: action.type, pod: 'podName' in action ? action.podName : undefined, status: e.status });
+          if ('podName' in action && action.podName) failedPods.add(action.podName);
+          plan.requeueAfterMs = Math.min(plan.requeueAfterMs ?? 1000, 1000);
+          continue;
+        }
+        throw e;
+      }
+    }
+
+    await this.writeStatus(ad, plan, log);
+    const mutated = plan.actions.some((a) => a.type !== 'emitEvent');
+    // After a write, look again soon even if the watch is slow to tell us.
+    const requeue = mutated ? Math.min(plan.requeueAfterMs ?? 2000, 2000) : plan.requeueAfterMs;
+    return { requeueAfterMs: requeue, plan };
+  }
+
+  /** /status of the pods whose drain decision depends on it: draining and running. */
+  private async probeDrainingPods(pods: V1Pod[]): Promise<Map<string, StatusProbe>> {
+    const probes = new Map<string, StatusProbe>();
+    await Promise.all(pods.map(async (p) => {
+      const o = observePod(p);
+      const ip = p.status?.podIP;
+      if (!o || !ip || o.deletionTimestamp || !isDraining(o) || !isRunning(o)) return;
+      probes.set(o.uid, await this.probe(ip));
+    }));
+    return probes;
+  }
+
+  private async ensureOwnedObjects(ad: AtlantisDeployment, pods: V1Pod[], log: Logger): Promise<void> {
+    const { name, namespace } = { name: ad.metadata.name!, namespace: ad.metadata.namespace! };
+    const spec = withDefaults(ad.spec);
+    const existingOrdinals = pods.flatMap((p) => { const o = observePod(p); return o ? [o.ordinal] : []; });
+    const desired: Array<[OwnedKindName, KubeObject]> = [
+      ['serviceaccounts', renderServiceAccount(ad)],
+      ['roles', renderRole(ad, roleOrdinals(spec.replicas, existingOrdinals))],
+      ['rolebindings', renderRoleBinding(ad)],
+      ['services', renderService(ad)],
+      ['poddisruptionbudgets', renderPDB(ad)],
+    ];
+    for (const [kind, obj] of desired) {
+      const change = await applyOwned(this.o.kc, OWNED_KINDS[kind], obj, this.o.cache.owned(kind, namespace, obj.metadata?.name ?? ''));
+      if (change !== 'none') log.info('Owned object written', { kind, name: obj.metadata?.name, change, owner: name });
+    }
+  }
+
+  private async execute(ad: AtlantisDeployment, a: Action, pods: V1Pod[], revision: string, log: Logger): Promise<void> {
+    const ns = ad.metadata.namespace!;
+    const kc = this.o.kc;
+    const ok = async (method: 'POST' | 'PATCH' | 'DELETE', path: string, body: unknown, contentType?: string) => {
+      const res = await kubeRequest(kc, method, path, body, { contentType });
+      if (res.status < 200 || res.status > 299) throw new KubeApiError(method, path, res.status, res.body);
+    };
+    switch (a.type) {
+      case 'createPVC':
+        log.info('Creating PVC', { pvc: a.name, ordinal: a.ordinal });
+        await ok('POST', apiPath('v1', 'persistentvolumeclaims', ns), renderPVC(ad, a.ordinal)).catch(ignoreAlreadyExists);
+        return;
+      case 'createPod':
+        log.info('Creating pod', { pod: a.name, ordinal: a.ordinal, revision: a.revision });
+        await ok('POST', apiPath('v1', 'pods', ns), renderPod(ad, a.ordinal, revision));
+        return;
+      case 'startDrain': {
+        log.info('Starting drain', { pod: a.podName, uid: a.uid });
+        // resourceVersion makes this conditional on the pod we observed, so a stale cache
+        // cannot restart a drain's clock.
+        const rv = pods.find((p) => p.metadata?.uid === a.uid)?.metadata?.resourceVersion;
+        const body = drainPatch(a.uid, a.value);
+        await ok('PATCH', apiPath('v1', 'pods', ns, a.podName), rv ? { metadata: { ...body.metadata, resourceVersion: rv } } : body, MERGE_PATCH);
+        return;
+      }
+      case 'stampDrainStart':
+        await ok('PATCH', apiPath('v1', 'pods', ns, a.podName), drainStartedPatch(a.uid, a.value), MERGE_PATCH);
+        return;
+      case 'deletePod':
+        log.info('Deleting pod', { pod: a.podName, uid: a.uid, reason: a.reason, replace: a.replace, drainDurationSeconds: a.drainDurationSeconds });
+        await ok('DELETE', apiPath('v1', 'pods', ns, a.podName), podDeleteOptions(a.uid));
+        return;
+      case 'emitEvent': {
+        const suffix = `${Date.now().toString(16)}${randomBytes(3).toString('hex')}`;
+        await ok('POST', apiPath('v1', 'events', ns), renderEvent(ad, { eventType: a.eventType, reason: a.reason, message: a.message }, this.now(), suffix, this.o.instance))
+          .catch((e: unknown) => log.warn('Could not record event', { reason: a.reason, error: (e as Error).message }));
+        return;
+      }
+    }
+  }
+
+  private async writeStatus(ad: AtlantisDeployment, plan: Plan, log: Logger): Promise<void> {
+    if (ad.status && canonicalJSON(ad.status) === canonicalJSON(plan.status)) return;
+    const path = apiPath(API_VERSION, PLURAL, ad.metadata.namespace, ad.metadata.name, 'status');
+    const res = await kubeRequest(this.o.kc, 'PATCH', path, { status: plan.status }, { contentType: MERGE_PATCH });
+    if (res.status === 404) return;
+    if (res.status < 200 || res.status > 299) throw new KubeApiError('PATCH', path, res.status, res.body);
+    log.debug('Status written', { readyReplicas: plan.status.readyReplicas, updatedReplicas: plan.status.updatedReplicas, drainingReplicas: plan.status.drainingReplicas });
+  }
+}
+
+function ignoreAlreadyExists(e: unknown): void {
+  if (e instanceof KubeApiError && e.status === 409) return;
+  throw e;
+}
