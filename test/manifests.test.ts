@@ -251,3 +251,127 @@ test('example AtlantisDeployment is kept out of the base and renders', () => {
   assert.equal(pod.spec?.containers[0]?.env?.find((e) => e.name === 'ATLANTIS_GH_TOKEN')?.valueFrom?.secretKeyRef?.name, secret.metadata.name);
   assert.match(podTemplateRevision(withUid), /^[0-9a-f]{10}$/);
 });
+
+// ---- against the real local API server: the CRD is accepted (CEL compiles and fits the
+// cost budget), defaults apply, bad objects are rejected with the readable messages, and
+// the whole base passes server-side validation.
+
+import { stringify } from 'yaml';
+import { freshNamespace, getCluster, waitFor, type TestCluster } from './support/k8s.js';
+
+let crdApplied: Promise<TestCluster> | undefined;
+function clusterWithCRD(): Promise<TestCluster> {
+  crdApplied ??= (async () => {
+    const c = await getCluster();
+    const r = await c.kubectl(['apply', '--server-side', '--force-conflicts', '--field-manager', 'atlantis-operator-tests', '-f', CRD_PATH]);
+    assert.equal(r.exitCode, 0, `CRD apply: ${r.stderr}`);
+    const w = await c.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/atlantisdeployments.atlantis-operator.dev']);
+    assert.equal(w.exitCode, 0, w.stderr);
+    // Discovery can lag the Established condition by a moment.
+    await waitFor('atd in discovery', async () => (await c.kubectl(['get', 'atd', '-A'])).exitCode === 0, { timeoutMs: 30_000, intervalMs: 200 });
+    return c;
+  })();
+  return crdApplied;
+}
+
+function cr(ns: string, spec: Record<string, unknown>, name = 'atlantis'): string {
+  return stringify({ apiVersion: 'atlantis-operator.dev/v1alpha1', kind: 'AtlantisDeployment', metadata: { name, namespace: ns }, spec });
+}
+
+test('API server accepts the CRD and applies its defaults', async () => {
+  const c = await clusterWithCRD();
+  const crdNow = JSON.parse((await c.kubectl(['get', 'crd', 'atlantisdeployments.atlantis-operator.dev', '-o', 'json'])).stdout) as V1CustomResourceDefinition;
+  const established = crdNow.status?.conditions?.find((x) => x.type === 'Established');
+  assert.equal(established?.status, 'True');
+  const ns = await freshNamespace('crd-defaults');
+  const r = await c.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], { input: cr(ns, { image: 'atlantis-operator:1' }) });
+  assert.equal(r.exitCode, 0, r.stderr);
+  const obj = JSON.parse(r.stdout) as { spec: Record<string, unknown> };
+  assert.deepEqual(obj.spec, {
+    image: 'atlantis-operator:1',
+    replicas: 1,
+    atlantis: {},
+    storage: { size: '5Gi' },
+    updateStrategy: { maxUnavailable: 1, drainTimeoutSeconds: 3600, onDrainTimeout: 'Wait' },
+    paused: false,
+    terminationGracePeriodSeconds: 120,
+    service: { type: 'ClusterIP', port: 80 },
+  });
+});
+
+test('API server rejects bad AtlantisDeployments with readable messages', async (t) => {
+  const c = await clusterWithCRD();
+  const ns = await freshNamespace('crd-bad');
+  const ok = { image: 'atlantis-operator:1' };
+  const rows: Array<[string, Record<string, unknown>, RegExp, string?]> = [
+    ['missing image', { replicas: 1 }, /spec\.image: Required value/],
+    ['empty image', { image: '' }, /spec\.image must not be empty/],
+    ['image with whitespace', { image: 'atlantis operator:1' }, /spec\.image must not contain whitespace/],
+    ['negative replicas', { ...ok, replicas: -1 }, /spec\.replicas must be 0 or more/],
+    ['maxUnavailable 0', { ...ok, updateStrategy: { maxUnavailable: 0 } }, /spec\.updateStrategy\.maxUnavailable must be at least 1/],
+    ['negative drain timeout', { ...ok, updateStrategy: { drainTimeoutSeconds: -1 } }, /drainTimeoutSeconds must be 0 \(no timeout\) or more/],
+    ['unknown onDrainTimeout', { ...ok, updateStrategy: { onDrainTimeout: 'Kill' } }, /onDrainTimeout: Unsupported value: "Kill": supported values: "Wait", "Interrupt"/],
+    ['grace period too small', { ...ok, terminationGracePeriodSeconds: 20 }, /terminationGracePeriodSeconds must be at least 30 so the server drain timeout/],
+    ['service port out of range', { ...ok, service: { port: 70000 } }, /spec\.service\.port must be between 1 and 65535/],
+    ['unknown service type', { ...ok, service: { type: 'ExternalName' } }, /Unsupported value: "ExternalName"/],
+    ['empty secret name', { ...ok, atlantis: { github: { tokenSecretRef: { name: '', key: 'token' } } } }, /tokenSecretRef needs a non-empty name and key/],
+    ['bad url', { ...ok, atlantis: { url: 'ftp://atlantis.example.com' } }, /spec\.atlantis\.url must be an absolute http/],
+    ['bad storage size', { ...ok, storage: { size: 'lots' } }, /spec\.storage\.size must be a positive quantity/],
+    ['env overrides POD_NAME', { ...ok, atlantis: { env: [{ name: 'X', value: '1' }, { name: 'POD_NAME', value: 'x' }] } }, /spec\.atlantis\.env\[1\].*spec\.atlantis\.env must not set POD_NAME: the operator sets it/],
+    ['template label hijacks the selector', { ...ok, podTemplate: { metadata: { labels: { 'app.kubernetes.io/instance': 'other' } } } }, /podTemplate\.metadata\.labels must not set/],
+    ['template sets the drain annotation', { ...ok, podTemplate: { metadata: { annotations: { 'atlantis-operator.dev/drain': 'now' } } } }, /podTemplate\.metadata\.annotations must not set atlantis-operator\.dev/],
+    ['name that is not a DNS-1035 label', ok, /metadata\.name must start with a lowercase letter/, '1atlantis'],
+  ];
+  for (const [label, spec, want, name] of rows) {
+    await t.test(label, async () => {
+      const r = await c.kubectl(['create', '--dry-run=server', '-f', '-'], { input: cr(ns, spec, name) });
+      assert.notEqual(r.exitCode, 0, `accepted: ${r.stdout}`);
+      assert.match(r.stderr, want);
+    });
+  }
+});
+
+test('API server: storage.size is immutable; scale subresource and printer columns work', async () => {
+  const c = await clusterWithCRD();
+  const ns = await freshNamespace('crd-live');
+  const created = await c.kubectl(['create', '-f', '-'], { input: cr(ns, { image: 'atlantis-operator:1', replicas: 0, storage: { size: '1Gi' } }, 'live') });
+  assert.equal(created.exitCode, 0, created.stderr);
+  try {
+    const resize = await c.kubectl(['-n', ns, 'patch', 'atd', 'live', '--type=merge', '-p', '{"spec":{"storage":{"size":"2Gi"}}}']);
+    assert.notEqual(resize.exitCode, 0);
+    assert.match(resize.stderr, /spec\.storage\.size cannot be changed/);
+    const scaled = await c.kubectl(['-n', ns, 'scale', 'atd/live', '--replicas=2']);
+    assert.equal(scaled.exitCode, 0, scaled.stderr);
+    assert.equal((await c.kubectl(['-n', ns, 'get', 'atd', 'live', '-o', 'jsonpath={.spec.replicas}'])).stdout, '2');
+    const table = await c.kubectl(['-n', ns, 'get', 'atd']);
+    assert.match(table.stdout.split('\n')[0]!, /^NAME\s+REPLICAS\s+READY\s+UP-TO-DATE\s+DRAINING\s+AGE$/);
+    const short = await c.kubectl(['get', 'atlantis', '-n', ns, '-o', 'name']);
+    assert.match(short.stdout, /atlantisdeployment\.atlantis-operator\.dev\/live/, 'category "atlantis" lists it');
+  } finally {
+    await c.kubectl(['-n', ns, 'delete', 'atd', 'live', '--wait=false']);
+  }
+});
+
+test('API server: the base and the example pass server-side validation', async () => {
+  const c = await clusterWithCRD();
+  const ns = await freshNamespace('manifests');
+  // The base, moved into a fresh namespace (the Namespace object itself is left out: a
+  // dry-run namespace would not exist for the objects that follow).
+  const docs = kustomize('manifests')
+    .filter((o) => o.kind !== 'Namespace')
+    .map((o) => {
+      const copy = structuredClone(o);
+      if (copy.metadata.namespace) copy.metadata.namespace = ns;
+      for (const s of (copy.subjects as Array<{ namespace?: string }> | undefined) ?? []) if (s.namespace) s.namespace = ns;
+      return copy;
+    });
+  const base = await c.kubectl(['apply', '--dry-run=server', '-f', '-'], { input: docs.map((d) => stringify(d)).join('---\n') });
+  assert.equal(base.exitCode, 0, base.stderr);
+  assert.match(base.stdout, /deployment\.apps\/atlantis-operator created \(server dry run\)/);
+  const example = kustomize('manifests/example')
+    .filter((o) => o.kind !== 'Namespace')
+    .map((o) => ({ ...o, metadata: { ...o.metadata, namespace: ns } }));
+  const ex = await c.kubectl(['apply', '--dry-run=server', '-f', '-'], { input: example.map((d) => stringify(d)).join('---\n') });
+  assert.equal(ex.exitCode, 0, ex.stderr);
+  assert.match(ex.stdout, /atlantisdeployment\.atlantis-operator\.dev\/atlantis created \(server dry run\)/);
+});
