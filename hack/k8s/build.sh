@@ -45,7 +45,7 @@ if [[ ${#missing[@]} -eq 0 ]]; then
 fi
 
 echo "k8s-bins: building ${missing[*]} (Kubernetes $version) into $dest"
-echo "k8s-bins: a cold build takes a while (about 25-35 minutes on 2 cores); later runs reuse the cache"
+echo "k8s-bins: a cold build takes a while (about 20 minutes on 2 cores); later runs reuse the cache"
 mkdir -p "$dest"
 tmp="$(mktemp -d "$dest/.build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
@@ -55,7 +55,11 @@ for b in "${missing[@]}"; do pkgs+=("${pkg[$b]}"); done
 # etcd's main package is the module root, whose binary name would be "v3": build it
 # on its own with -o, the others together (so they share compiled packages).
 export CGO_ENABLED=0
-ldflags='-s -w'
+# Stamp the release version (as the Kubernetes release build does) so that
+# `kubectl version` and /version report it rather than v0.0.0-master.
+minor="$(echo "$version" | cut -d. -f2)"
+vpkg=k8s.io/component-base/version
+ldflags="-s -w -X $vpkg.gitVersion=$version -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean -X $vpkg.buildDate=1970-01-01T00:00:00Z"
 if [[ " ${missing[*]} " == *" etcd "* ]]; then
   go build -trimpath -ldflags="$ldflags" -o "$tmp/etcd" "${pkg[etcd]}"
 fi
