@@ -18,6 +18,7 @@ import { canonicalJSON } from '../resources/revision.js';
 import { API_VERSION, type AtlantisDeployment, PLURAL, type StatusProbe } from '../types.js';
 import { type OwnedKind, applyOwned } from './owned-objects.js';
 import { probeServerStatus } from './status-probe.js';
+import { Expectations } from './expectations.js';
 
 export const OWNED_KINDS = {
   services: { apiVersion: 'v1', plural: 'services' },
@@ -53,6 +54,7 @@ export interface ReconcileResult { requeueAfterMs: number | null; plan?: Plan }
 export class Reconciler {
   private readonly probe: (podIP: string) => Promise<StatusProbe>;
   private readonly now: () => Date;
+  private readonly expectations = new Expectations();
 
   constructor(private readonly o: ReconcilerOptions) {
     this.probe = o.probe ?? ((ip) => probeServerStatus(ip));
@@ -68,6 +70,11 @@ export class Reconciler {
     const revision = podTemplateRevision(ad);
     const pods = this.o.cache.pods(namespace, name);
     const pvcs = this.o.cache.pvcs(namespace, name);
+    const key = `${namespace}/${name}`;
+    if (!this.expectations.satisfied(key, { atlantisDeployment: ad, pods, pvcs })) {
+      log.debug('Waiting for the cache to show our last writes');
+      return { requeueAfterMs: 50 };
+    }
     await this.ensureOwnedObjects(ad, pods, log);
 
     const probes = await this.probeDrainingPods(pods);
@@ -81,6 +88,7 @@ export class Reconciler {
       try {
         await this.execute(ad, action, pods, revision, log);
         this.o.metrics.recordExecuted(action);
+        this.expectFor(key, action, pods);
       } catch (e) {
         if (e instanceof KubeApiError && (e.status === 404 || e.status === 409)) {
           // Our cache was behind the cluster (pod already replaced, already deleted, changed
@@ -94,7 +102,9 @@ export class Reconciler {
       }
     }
 
-    await this.writeStatus(ad, plan, log);
+    if (await this.writeStatus(ad, plan, log)) {
+      this.expectations.expect(key, { kind: 'changed', what: 'atlantisDeployment', uid: ad.metadata.uid!, fromResourceVersion: ad.metadata.resourceVersion! });
+    }
     const mutated = plan.actions.some((a) => a.type !== 'emitEvent');
     // After a write, look again soon even if the watch is slow to tell us.
     const requeue = mutated ? Math.min(plan.requeueAfterMs ?? 2000, 2000) : plan.requeueAfterMs;
@@ -171,14 +181,33 @@ export class Reconciler {
     }
   }
 
-  private async writeStatus(ad: AtlantisDeployment, plan: Plan, log: Logger): Promise<void> {
-    if (ad.status && canonicalJSON(ad.status) === canonicalJSON(plan.status)) return;
+  private expectFor(key: string, a: Action, pods: V1Pod[]): void {
+    if (a.type === 'createPod') this.expectations.expect(key, { kind: 'exists', what: 'pod', name: a.name });
+    if (a.type === 'createPVC') this.expectations.expect(key, { kind: 'exists', what: 'pvc', name: a.name });
+    if (a.type === 'deletePod') this.expectations.expect(key, { kind: 'deleted', uid: a.uid });
+    if (a.type === 'startDrain' || a.type === 'stampDrainStart') {
+      const rv = pods.find((p) => p.metadata?.uid === a.uid)?.metadata?.resourceVersion;
+      if (rv) this.expectations.expect(key, { kind: 'changed', what: 'pod', uid: a.uid, fromResourceVersion: rv });
+    }
+  }
+
+  /** Writes the status subresource when it changed; true when it wrote. */
+  private async writeStatus(ad: AtlantisDeployment, plan: Plan, log: Logger): Promise<boolean> {
+    // The API server drops null fields, so compare (and send) the status without them.
+    const status = withoutNulls(plan.status);
+    if (ad.status && canonicalJSON(ad.status) === canonicalJSON(status)) return false;
     const path = apiPath(API_VERSION, PLURAL, ad.metadata.namespace, ad.metadata.name, 'status');
-    const res = await kubeRequest(this.o.kc, 'PATCH', path, { status: plan.status }, { contentType: MERGE_PATCH });
-    if (res.status === 404) return;
+    // A whole-object merge patch: nested lists (conditions, pods) are replaced, not merged.
+    const res = await kubeRequest(this.o.kc, 'PATCH', path, { status }, { contentType: MERGE_PATCH });
+    if (res.status === 404) return false;
     if (res.status < 200 || res.status > 299) throw new KubeApiError('PATCH', path, res.status, res.body);
     log.debug('Status written', { readyReplicas: plan.status.readyReplicas, updatedReplicas: plan.status.updatedReplicas, drainingReplicas: plan.status.drainingReplicas });
+    return true;
   }
+}
+
+function withoutNulls<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value, (_k, v: unknown) => (v === null ? undefined : v))) as T;
 }
 
 function ignoreAlreadyExists(e: unknown): void {
