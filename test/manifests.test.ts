@@ -365,8 +365,12 @@ test('API server: the base and the example pass server-side validation', async (
       for (const s of (copy.subjects as Array<{ namespace?: string }> | undefined) ?? []) if (s.namespace) s.namespace = ns;
       return copy;
     });
+  // The namespace warns about workload templates that break the restricted standard.
+  const label = await c.kubectl(['label', 'namespace', ns, 'pod-security.kubernetes.io/warn=restricted']);
+  assert.equal(label.exitCode, 0, label.stderr);
   const base = await c.kubectl(['apply', '--dry-run=server', '-f', '-'], { input: docs.map((d) => stringify(d)).join('---\n') });
   assert.equal(base.exitCode, 0, base.stderr);
+  assert.doesNotMatch(base.stderr, /PodSecurity/, 'the controller Deployment meets the restricted Pod Security Standard');
   assert.match(base.stdout, /deployment\.apps\/atlantis-operator created \(server dry run\)/);
   const example = kustomize('manifests/example')
     .filter((o) => o.kind !== 'Namespace')
@@ -374,4 +378,54 @@ test('API server: the base and the example pass server-side validation', async (
   const ex = await c.kubectl(['apply', '--dry-run=server', '-f', '-'], { input: example.map((d) => stringify(d)).join('---\n') });
   assert.equal(ex.exitCode, 0, ex.stderr);
   assert.match(ex.stdout, /atlantisdeployment\.atlantis-operator\.dev\/atlantis created \(server dry run\)/);
+});
+
+// The rendered objects are valid for the real API server, and the server pods' Role is as
+// narrow as docs/controller.md says: their own pods by name (get, list/watch with the
+// metadata.name field selector), nothing else.
+import { renderPDB, renderPVC, renderRoleBinding, renderService, renderServiceAccount, roleOrdinals } from '../src/controller/resources/index.js';
+
+test('API server: rendered objects pass validation; the server Role grants only its own pods', async () => {
+  const c = await clusterWithCRD();
+  const ns = await freshNamespace('render');
+  const ad: AtlantisDeployment = {
+    apiVersion: 'atlantis-operator.dev/v1alpha1',
+    kind: 'AtlantisDeployment',
+    metadata: { name: 'web', namespace: ns, uid: '7d3c1e9a-0000-4000-8000-000000000001' },
+    spec: {
+      image: 'atlantis-operator:1',
+      replicas: 2,
+      atlantis: { url: 'https://atlantis.example.com', github: { user: 'bot', tokenSecretRef: { name: 'vcs', key: 'token' }, webhookSecretRef: { name: 'vcs', key: 'webhook-secret' } } },
+      podTemplate: { spec: { tolerations: [{ key: 'tf', operator: 'Exists', effect: 'NoSchedule' }], resources: { requests: { cpu: '100m' } } } },
+    },
+  };
+  // RBAC for real first (a Role cannot be checked in a dry run, and a pod needs its account).
+  const rbac = [renderServiceAccount(ad), renderRole(ad, roleOrdinals(2, [])), renderRoleBinding(ad)].map((o) => ({ ...o, metadata: { ...o.metadata, ownerReferences: undefined } }));
+  const created = await c.kubectl(['create', '-f', '-'], { input: rbac.map((o) => stringify(o)).join('---\n') });
+  assert.equal(created.exitCode, 0, created.stderr);
+  // Server pods meet the restricted Pod Security Standard.
+  const label = await c.kubectl(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=restricted']);
+  assert.equal(label.exitCode, 0, label.stderr);
+  const objs = [renderPod(ad, 0), renderPVC(ad, 0), renderService(ad), renderPDB(ad)];
+  const dry = await c.kubectl(['create', '--dry-run=server', '-f', '-'], { input: objs.map((o) => stringify(o)).join('---\n') });
+  assert.equal(dry.exitCode, 0, dry.stderr);
+
+  const as = ['--as', `system:serviceaccount:${ns}:web-atlantis`, '-n', ns];
+  /** true = authorized (a NotFound is authorized too), false = Forbidden. */
+  const allowed = async (args: string[]): Promise<boolean> => {
+    const r = await c.kubectl([...args, ...as]);
+    if (r.exitCode === 0 || /NotFound|not found/.test(r.stderr)) return true;
+    if (/Forbidden|forbidden/.test(r.stderr)) return false;
+    throw new Error(`unexpected: ${r.stderr}`);
+  };
+  // RBAC changes reach the authorizer's cache within moments.
+  await waitFor('the Role to take effect', () => allowed(['get', 'pod', 'web-0']), { timeoutMs: 15_000, intervalMs: 200 });
+  assert.equal(await allowed(['get', 'pod', 'web-1']), true, 'get its own pod (ordinal 1)');
+  assert.equal(await allowed(['get', 'pods', '--field-selector', 'metadata.name=web-0']), true, 'list with the name field selector');
+  assert.equal(await allowed(['get', '--raw', `/api/v1/namespaces/${ns}/pods?fieldSelector=metadata.name%3Dweb-1&watch=true&timeoutSeconds=1`]), true, 'watch with the name field selector');
+  assert.equal(await allowed(['get', 'pod', 'web-2']), false, 'no other pod');
+  assert.equal(await allowed(['get', 'pods']), false, 'no list of all pods');
+  assert.equal(await allowed(['get', '--raw', `/api/v1/namespaces/${ns}/pods?watch=true&timeoutSeconds=1`]), false, 'no watch of all pods');
+  assert.equal(await allowed(['get', 'secrets']), false, 'no secrets');
+  await c.kubectl(['delete', 'namespace', ns, '--wait=false']);
 });
