@@ -447,6 +447,7 @@ const rows: Row[] = [
     actions: [],
     waiting: { 'atlantis-2': ['WaitingForReadiness'] },
     conditions: { Degraded: 'True/PodsFailing', Available: 'True/MinimumReplicasAvailable' },
+    check: (p) => assert.equal(p.status.conditions.find((c) => c.type === 'Degraded')!.message, 'Pods failing: atlantis-2: not Ready within 600s of creation'),
   },
   {
     name: 'up-to-date pod Pending within the deadline: not Degraded',
@@ -594,6 +595,21 @@ test('status fields', () => {
     assert.match(c.reason, /^[A-Z][A-Za-z]*$/, 'CamelCase reason');
   }
   assert.deepEqual(s.conditions.map((c) => c.type), ['Available', 'Progressing', 'Paused', 'Degraded']);
+});
+
+test('status is stable while nothing changes: the same observation later gives the same status', () => {
+  const rows: ObservedState[] = [
+    observed([old(0), old(1), draining(2, 30, probe(true, 2))]),
+    observed([old(0), old(1), draining(2, 4000, unreachable)]),
+    observed([pod(0), pod(1), pod(2, { phase: 'Pending', ready: false, createdAt: ago(700) })]),
+    observed([old(0), old(1), pod(2, { ready: false, waitingReason: 'ImagePullBackOff' })]),
+    observed([old(0), old(1), old(2)], { paused: true }),
+  ];
+  for (const o of rows) {
+    const first = planRollout(o, NOW);
+    const later = planRollout({ ...o, previousStatus: first.status }, new Date(NOW.getTime() + 7_000));
+    assert.deepEqual(later.status, first.status);
+  }
 });
 
 test('conditions keep lastTransitionTime while unchanged and reset it on change', () => {

@@ -272,7 +272,8 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
           const ageMs = now.getTime() - p.createdAt.getTime();
           if (ageMs >= deadlineS * 1000) {
             if (!(p.waitingReason !== null && FAILING_WAITING_REASONS.has(p.waitingReason)))
-              failing.push(`${p.name}: not Ready after ${Math.round(ageMs / 1000)}s`);
+              // No elapsed time in the message: status text must stay stable between reconciles.
+              failing.push(`${p.name}: not Ready within ${deadlineS}s of creation`);
           } else requeue(deadlineS * 1000 - ageMs);
         }
       }
