@@ -6,6 +6,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import {
   actionsOf,
   formatTime,
+  GUARD_NAMES,
   isAvailable,
   observeDeployment,
   observePod,
@@ -562,6 +563,33 @@ test('rollout planner table', async (t) => {
       row.check?.(plan);
     });
   }
+});
+
+test('the table exercises every guard, event, delete reason and action', () => {
+  const plans = rows.map((r) => planRollout(r.state, r.now ?? NOW));
+  const guards = new Set(plans.flatMap((p) => p.waiting.flatMap((w) => w.guards)));
+  assert.deepEqual([...guards].sort(), [...GUARD_NAMES].sort());
+  const reasons = new Set(plans.flatMap((p) => actionsOf(p, 'emitEvent').map((e) => e.reason)));
+  assert.deepEqual([...reasons].sort(), ['DrainStarted', 'DrainTimeout', 'Drained', 'PodReplaced', 'RolloutComplete']);
+  const deletes = new Set(plans.flatMap((p) => actionsOf(p, 'deletePod').map((d) => d.reason)));
+  assert.deepEqual([...deletes].sort(), ['DrainTimeout', 'Drained', 'Failed', 'NotRunning']);
+  const types = new Set(plans.flatMap((p) => p.actions.map((a) => a.type)));
+  assert.deepEqual([...types].sort(), ['createPVC', 'createPod', 'deletePod', 'emitEvent', 'stampDrainStart', 'startDrain']);
+  const conditions = new Set(plans.flatMap((p) => p.status.conditions.map((c) => `${c.type}/${c.status}/${c.reason}`)));
+  for (const c of [
+    'Available/True/MinimumReplicasAvailable',
+    'Available/False/MinimumReplicasUnavailable',
+    'Progressing/True/RolloutComplete',
+    'Progressing/True/RolloutInProgress',
+    'Progressing/False/DrainTimeout',
+    'Progressing/False/PodsFailing',
+    'Progressing/Unknown/RolloutPaused',
+    'Paused/True/Paused',
+    'Paused/False/NotPaused',
+    'Degraded/True/PodsFailing',
+    'Degraded/False/PodsHealthy',
+  ])
+    assert.ok(conditions.has(c), c);
 });
 
 test('the planner says why atlantis-0 waits', () => {
