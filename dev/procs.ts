@@ -5,7 +5,11 @@
 //   - on 'exit' of this process every group still alive gets SIGKILL (synchronously);
 //   - a detached reaper (dev/reaper.mjs) holds an IPC channel to this process and kills the
 //     groups when the channel closes, which also covers SIGKILL of this process and crashes.
+//     The groups are registered in a file written synchronously, so a group spawned a
+//     moment before this process dies is still known to the reaper.
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -14,9 +18,13 @@ const live = new Map<number, ChildProcess>();
 let reaper: ChildProcess | undefined;
 let exitHookInstalled = false;
 
+let registry = '';
+
 function ensureReaper(): void {
   if (reaper && reaper.connected) return;
-  const r = spawn(process.execPath, [path.join(here, 'reaper.mjs')], {
+  registry = path.join(os.tmpdir(), `atlantis-reaper-${process.pid}-${Date.now()}.groups`);
+  fs.writeFileSync(registry, [...live.keys()].map((p) => `+${p}\n`).join(''));
+  const r = spawn(process.execPath, [path.join(here, 'reaper.mjs'), registry], {
     detached: true,
     stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
   });
@@ -25,18 +33,17 @@ function ensureReaper(): void {
   (r.channel as unknown as { unref?: () => void } | undefined)?.unref?.();
   r.on('error', () => {});
   reaper = r;
-  for (const pid of live.keys()) send({ add: pid });
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     process.on('exit', () => killAllGroupsSync('SIGKILL'));
   }
 }
 
-function send(msg: { add?: number; remove?: number }): void {
+function note(line: string): void {
   try {
-    if (reaper?.connected) reaper.send(msg);
+    if (registry) fs.appendFileSync(registry, `${line}\n`);
   } catch {
-    // the reaper is gone; the exit hook still covers a normal exit
+    // the registry is gone; the exit hook still covers a normal exit
   }
 }
 
@@ -67,7 +74,7 @@ export function spawnGroup(cmd: string, args: string[], opts: SpawnOptions = {})
       running = false;
       if (child.pid !== undefined) {
         live.delete(child.pid);
-        send({ remove: child.pid });
+        note(`-${child.pid}`);
       }
       resolve({ code, signal });
     });
@@ -75,7 +82,7 @@ export function spawnGroup(cmd: string, args: string[], opts: SpawnOptions = {})
   const pid = child.pid ?? -1;
   if (pid > 0) {
     live.set(pid, child);
-    send({ add: pid });
+    note(`+${pid}`);
   } else {
     running = false;
   }
