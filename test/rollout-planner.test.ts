@@ -451,6 +451,20 @@ const rows: Row[] = [
     check: (p) => assert.equal(p.status.conditions.find((c) => c.type === 'Degraded')!.message, 'Pods failing: atlantis-2: not Ready within 600s of creation'),
   },
   {
+    name: 'up-to-date pod that cannot be scheduled: Degraded at once, old pods keep serving',
+    state: observed([old(0), old(1), pod(2, { phase: 'Pending', ready: false, unschedulable: true, createdAt: ago(5) })]),
+    actions: [],
+    waiting: { 'atlantis-2': ['WaitingForReadiness'], 'atlantis-1': HELD },
+    conditions: { Degraded: 'True/PodsFailing', Progressing: 'False/PodsFailing' },
+    check: (p) => assert.match(p.status.conditions.find((c) => c.type === 'Degraded')!.message, /atlantis-2: Unschedulable/),
+  },
+  {
+    name: 'outdated pod stuck Pending (unschedulable): replaced at once, not Degraded',
+    state: observed([pod(0), pod(1), old(2, { phase: 'Pending', ready: false, unschedulable: true })]),
+    actions: ['deletePod atlantis-2 NotRunning replace'],
+    conditions: { Degraded: 'False/PodsHealthy' },
+  },
+  {
     name: 'up-to-date pod Pending within the deadline: not Degraded',
     state: observed([pod(0), pod(1), pod(2, { phase: 'Pending', ready: false, createdAt: ago(60) })]),
     actions: [],
@@ -680,6 +694,13 @@ test('observePod reads a V1Pod', () => {
   const ready = observePod({ metadata: { name: 'web-0', uid: 'u', labels: { 'atlantis-operator.dev/ordinal': '0' } }, status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } })!;
   assert.equal(ready.ready, true);
   assert.equal(ready.revision, null);
+  assert.equal(ready.unschedulable, false);
+  const pending = observePod({
+    metadata: { name: 'web-1', uid: 'u', labels: { 'atlantis-operator.dev/ordinal': '1' } },
+    status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable' }] },
+  })!;
+  assert.equal(pending.unschedulable, true);
+  assert.equal(pending.phase, 'Pending');
   assert.equal(isAvailable(ready), true);
 });
 

@@ -271,7 +271,7 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
         if (p.createdAt) {
           const ageMs = now.getTime() - p.createdAt.getTime();
           if (ageMs >= deadlineS * 1000) {
-            if (!(p.waitingReason !== null && FAILING_WAITING_REASONS.has(p.waitingReason)))
+            if (!(p.waitingReason !== null && FAILING_WAITING_REASONS.has(p.waitingReason)) && !p.unschedulable)
               // No elapsed time in the message: status text must stay stable between reconciles.
               failing.push(`${p.name}: not Ready within ${deadlineS}s of creation`);
           } else requeue(deadlineS * 1000 - ageMs);
@@ -291,9 +291,12 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
 
   // A pod deleted in this plan is being dealt with; only the failing pods that stay count.
   const deleted = new Set(actions.flatMap((a) => (a.type === 'deletePod' ? [a.podName] : [])));
-  for (const p of pods)
-    if (!isTerminating(p) && !deleted.has(p.name) && p.waitingReason !== null && FAILING_WAITING_REASONS.has(p.waitingReason))
-      failing.unshift(`${p.name}: ${p.waitingReason}`);
+  for (const p of pods) {
+    if (isTerminating(p) || deleted.has(p.name)) continue;
+    if (p.waitingReason !== null && FAILING_WAITING_REASONS.has(p.waitingReason)) failing.unshift(`${p.name}: ${p.waitingReason}`);
+    // Reported at once (not after the progress deadline): the scheduler has said why.
+    else if (p.unschedulable && p.phase === 'Pending') failing.unshift(`${p.name}: Unschedulable`);
+  }
 
   // Missing ordinals: PVC first, then the pod. Never blocked: creating only adds capacity.
   for (let i = 0; i < R; i++) {
