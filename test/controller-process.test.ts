@@ -1,0 +1,244 @@
+// The controller as real processes (dist/src/cli.js) against the local API server: two
+// replicas with --leader-elect, exactly one reports atlantis_operator_leader 1; SIGTERM on the
+// leader exits 0 and releases the Lease so the standby takes over at its next poll; a
+// SIGKILLed leader is replaced after the lease duration; a leader whose Lease is taken away
+// exits 1; without --leader-elect it leads at once; bad flags exit 2 with one line.
+// Each process watches only a fresh namespace, so it never touches other tests' objects.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { apiPath, kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
+import type { Lease } from '../src/controller/leader-election.js';
+import { type CliProcess, runCli, startCli, waitForHttp } from './support/cli.js';
+import { deleteNamespace, freshNamespace, getCluster, waitFor, type TestCluster } from './support/k8s.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const CRD_PATH = path.join(root, 'crds/atlantisdeployments.atlantis-operator.dev.yaml');
+
+let cluster: TestCluster;
+let ns: string;
+const procs: CliProcess[] = [];
+let nextHost = 10;
+let leaseCounter = 0;
+
+before(async () => {
+  cluster = await getCluster();
+  // The reconciler's informers list AtlantisDeployments: the CRD must be served.
+  const r = await cluster.kubectl(['apply', '--server-side', '--force-conflicts', '--field-manager', 'atlantis-operator-tests', '-f', CRD_PATH]);
+  assert.equal(r.exitCode, 0, `CRD apply: ${r.stderr}`);
+  const w = await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/atlantisdeployments.atlantis-operator.dev']);
+  assert.equal(w.exitCode, 0, w.stderr);
+  ns = await freshNamespace('ctrl-process');
+});
+
+after(async () => {
+  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+  if (ns) await deleteNamespace(ns);
+});
+
+interface Replica {
+  p: CliProcess;
+  url: string;
+}
+
+function startReplica(lease: string, extra: string[] = [], leaderElect = true): Replica {
+  const host = `127.0.58.${nextHost++}`;
+  const args = [
+    'controller',
+    ...(leaderElect ? ['--leader-elect'] : []),
+    '--kubeconfig', cluster.kubeconfigPath,
+    '--metrics-bind-address', `${host}:8080`,
+    '--namespace', ns,
+    '--leader-election-namespace', ns,
+    '--leader-election-id', lease,
+    ...extra,
+  ];
+  const p = startCli(args);
+  procs.push(p);
+  return { p, url: `http://${host}:8080` };
+}
+
+async function leaderGauge(r: Replica): Promise<number | undefined> {
+  try {
+    const res = await fetch(`${r.url}/metrics`, { signal: AbortSignal.timeout(2_000) });
+    const m = /^atlantis_operator_leader (\d+)$/m.exec(await res.text());
+    return m ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function readyz(r: Replica): Promise<{ status: number; body: { status?: string; leader?: boolean } }> {
+  const res = await fetch(`${r.url}/readyz`, { signal: AbortSignal.timeout(2_000) });
+  return { status: res.status, body: (await res.json()) as { status?: string; leader?: boolean } };
+}
+
+async function getLease(name: string): Promise<Lease> {
+  return kubeRequestOk<Lease>(cluster.kc, 'GET', apiPath('coordination.k8s.io/v1', 'leases', ns, name));
+}
+
+async function exitOf(r: Replica, timeoutMs: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`process did not exit within ${timeoutMs} ms:\n${r.p.output()}`)), timeoutMs); });
+  try {
+    return await Promise.race([r.p.exited, t]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Every log line is SPEC 8 JSON: level, time, constant capitalised msg without a final period. */
+function assertJsonLogs(output: string): Array<Record<string, unknown>> {
+  const lines = output.split('\n').filter((l) => l.trim() !== '');
+  assert.ok(lines.length > 0);
+  return lines.map((l) => {
+    const o = JSON.parse(l) as Record<string, unknown>;
+    assert.ok(typeof o.level === 'string' && typeof o.time === 'string', l);
+    assert.match(String(o.msg), /^[A-Z][^\n]*[^.]$/, l);
+    for (const k of Object.keys(o)) assert.match(k, /^[a-z][a-zA-Z0-9]*$/, `key ${k} in ${l}`);
+    return o;
+  });
+}
+
+/** Waits until exactly one of `rs` reports leader 1 and all the others 0. */
+async function oneLeader(rs: Replica[], timeoutMs: number): Promise<Replica> {
+  return waitFor('exactly one leader on /metrics', async () => {
+    const g = await Promise.all(rs.map(leaderGauge));
+    if (g.filter((x) => x === 1).length === 1 && g.filter((x) => x === 0).length === rs.length - 1) return rs[g.indexOf(1)];
+    return undefined;
+  }, { timeoutMs, intervalMs: 50 });
+}
+
+describe('controller processes with --leader-elect', () => {
+  it('two replicas: exactly one leads; SIGTERM on it exits 0 and the standby takes over at its next poll (default timings)', async () => {
+    const lease = `ctrl-${++leaseCounter}`;
+    const a = startReplica(lease);
+    await waitForHttp(`${a.url}/healthz`, 15_000);
+    await waitFor('a leads', async () => (await leaderGauge(a)) === 1, { timeoutMs: 15_000, intervalMs: 50 });
+    const b = startReplica(lease);
+    await waitForHttp(`${b.url}/healthz`, 15_000);
+    const leader = await oneLeader([a, b], 15_000);
+    assert.equal(leader, a);
+    // Stays that way over more than one retry period (2 s by default), and both are ready:
+    // the leader once its caches synced, the standby once its elector ran.
+    for (let i = 0; i < 6; i++) {
+      assert.deepEqual(await Promise.all([leaderGauge(a), leaderGauge(b)]), [1, 0]);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    await waitFor('leader ready', async () => (await readyz(a)).status === 200, { timeoutMs: 15_000, intervalMs: 100 });
+    assert.deepEqual((await readyz(a)).body, { status: 'ok', leader: true });
+    await waitFor('standby ready', async () => (await readyz(b)).status === 200, { timeoutMs: 15_000, intervalMs: 100 });
+    assert.deepEqual((await readyz(b)).body, { status: 'ok', leader: false });
+    const held = await getLease(lease);
+    assert.match(held.spec?.holderIdentity ?? '', /^.+_[0-9a-f-]{36}$/);
+    assert.equal(held.spec?.leaseDurationSeconds, 15);
+    assert.equal(held.spec?.leaseTransitions, 0);
+
+    a.p.child.kill('SIGTERM');
+    const t0 = Date.now();
+    const ex = await exitOf(a, 30_000);
+    const exitedAfter = Date.now() - t0;
+    assert.deepEqual(ex, { code: 0, signal: null }, a.p.output());
+    await waitFor('b leads', async () => (await leaderGauge(b)) === 1, { timeoutMs: 10_000, intervalMs: 20 });
+    const takeover = Date.now() - t0;
+    console.log(`# process: leader exited ${exitedAfter} ms after SIGTERM; standby leading ${takeover} ms after SIGTERM (retry period 2 s)`);
+    assert.ok(takeover <= 2_000 * 1.2 + exitedAfter + 1_000, `takeover took ${takeover} ms`);
+    const lease2 = await getLease(lease);
+    assert.notEqual(lease2.spec?.holderIdentity, held.spec?.holderIdentity);
+    assert.equal(lease2.spec?.leaseTransitions, 1);
+    await waitFor('b ready as leader', async () => (await readyz(b)).status === 200, { timeoutMs: 15_000, intervalMs: 100 });
+
+    const logs = assertJsonLogs(a.p.output());
+    const msgs = logs.map((l) => l.msg);
+    for (const m of ['Controller started', 'Leader lease acquired', 'Reconciler started', 'Reconciler stopped', 'Leader lease released', 'Controller stopped']) {
+      assert.ok(msgs.includes(m), `missing log "${m}" in:\n${a.p.output()}`);
+    }
+    // the reconciler stops before the Lease is released
+    assert.ok(msgs.indexOf('Reconciler stopped') < msgs.indexOf('Leader lease released'));
+    assert.ok(logs.some((l) => l.msg === 'Leader lease acquired' && (l.lease as { name?: string }).name === lease && (l.lease as { namespace?: string }).namespace === ns));
+
+    b.p.child.kill('SIGTERM');
+    assert.deepEqual(await exitOf(b, 30_000), { code: 0, signal: null }, b.p.output());
+    assert.equal((await getLease(lease)).spec?.holderIdentity, '', 'released on exit');
+  });
+
+  const fast = ['--leader-elect-lease-duration', '3s', '--leader-elect-renew-deadline', '2s', '--leader-elect-retry-period', '250ms'];
+
+  it('a SIGKILLed leader is replaced only after the lease duration', async () => {
+    const lease = `ctrl-${++leaseCounter}`;
+    const a = startReplica(lease, fast);
+    await waitFor('a leads', async () => (await leaderGauge(a)) === 1, { timeoutMs: 15_000, intervalMs: 50 });
+    const b = startReplica(lease, fast);
+    await waitForHttp(`${b.url}/healthz`, 15_000);
+    await oneLeader([a, b], 5_000);
+    a.p.child.kill('SIGKILL');
+    const t0 = Date.now();
+    await exitOf(a, 10_000);
+    await waitFor('b leads', async () => (await leaderGauge(b)) === 1, { timeoutMs: 15_000, intervalMs: 20 });
+    const takeover = Date.now() - t0;
+    console.log(`# process: standby leading ${takeover} ms after SIGKILL of the leader (lease duration 3 s)`);
+    assert.ok(takeover >= 3_000 - 250 - 100, `took over before the lease expired: ${takeover} ms`);
+    assert.ok(takeover <= 3_000 + 2.4 * 250 + 1_500, `takeover took ${takeover} ms`);
+    b.p.child.kill('SIGTERM');
+    assert.deepEqual(await exitOf(b, 30_000), { code: 0, signal: null });
+  });
+
+  it('a leader whose Lease is taken away stops and exits 1', async () => {
+    const lease = `ctrl-${++leaseCounter}`;
+    const a = startReplica(lease, fast);
+    await waitFor('a leads', async () => (await leaderGauge(a)) === 1, { timeoutMs: 15_000, intervalMs: 50 });
+    const p = apiPath('coordination.k8s.io/v1', 'leases', ns, lease);
+    await waitFor('lease taken by force', async () => {
+      const l = await getLease(lease);
+      return (await kubeRequest(cluster.kc, 'PUT', p, { ...l, spec: { ...l.spec, holderIdentity: 'intruder' } })).status === 200;
+    }, { timeoutMs: 10_000, intervalMs: 10 });
+    const ex = await exitOf(a, 30_000);
+    assert.deepEqual(ex, { code: 1, signal: null }, a.p.output());
+    const msgs = assertJsonLogs(a.p.output()).map((l) => l.msg);
+    assert.ok(msgs.includes('Leader lease lost, exiting'), a.p.output());
+    assert.ok(msgs.includes('Reconciler stopped'), a.p.output());
+    assert.ok(!msgs.includes('Leader lease released'), 'a lost Lease is not released');
+    assert.equal((await getLease(lease)).spec?.holderIdentity, 'intruder');
+  });
+});
+
+describe('controller process without --leader-elect and with bad flags', () => {
+  it('leads at once, is ready once synced, exits 0 on SIGTERM', async () => {
+    const lease = `ctrl-${++leaseCounter}`;
+    const a = startReplica(lease, [], false);
+    await waitForHttp(`${a.url}/healthz`, 15_000);
+    assert.equal(await leaderGauge(a), 1);
+    await waitFor('ready', async () => (await readyz(a)).status === 200, { timeoutMs: 15_000, intervalMs: 100 });
+    const metrics = await (await fetch(`${a.url}/metrics`)).text();
+    for (const m of ['atlantis_operator_reconcile_total', 'atlantis_operator_workqueue_depth', 'process_resident_memory_bytes']) assert.match(metrics, new RegExp(m));
+    assert.equal((await kubeRequest(cluster.kc, 'GET', apiPath('coordination.k8s.io/v1', 'leases', ns, lease))).status, 404, 'no Lease without --leader-elect');
+    a.p.child.kill('SIGINT');
+    assert.deepEqual(await exitOf(a, 30_000), { code: 0, signal: null }, a.p.output());
+  });
+
+  const bad: Array<[string, string[], RegExp]> = [
+    ['an unknown flag', ['--leader-elect-now'], /unknown flag: --leader-elect-now/],
+    ['a non-integer worker count', ['--max-concurrent-reconciles', 'many'], /--max-concurrent-reconciles: must be an integer/],
+    ['zero workers', ['--max-concurrent-reconciles', '0'], /--max-concurrent-reconciles: must be between 1 and 1000/],
+    ['a bad bind address', ['--metrics-bind-address', '127.0.0.1'], /--metrics-bind-address: must be host:port/],
+    ['a missing kubeconfig', ['--kubeconfig', '/nonexistent/kubeconfig'], /cannot load --kubeconfig \/nonexistent\/kubeconfig/],
+    ['a renew deadline above the lease duration', ['--leader-elect-renew-deadline', '20s'], /--leader-elect-renew-deadline.*lease duration must be greater than the renew deadline/],
+    ['a bad log level', ['--log-level', 'loud'], /--log-level/],
+  ];
+  for (const [name, args, re] of bad) {
+    it(`exits 2 with one line for ${name}`, () => {
+      const r = runCli(['controller', '--leader-elect', '--metrics-bind-address', '127.0.58.250:8080', ...args]);
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, re);
+      assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+      assert.match(r.stderr, /^atlantis-operator: /);
+    });
+  }
+
+  it('takes every flag from ATLANTIS_OPERATOR_* env too', () => {
+    const r = runCli(['controller', '--metrics-bind-address', '127.0.58.251:8080'], { ATLANTIS_OPERATOR_MAX_CONCURRENT_RECONCILES: 'x' });
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /ATLANTIS_OPERATOR_MAX_CONCURRENT_RECONCILES \(--max-concurrent-reconciles\)/);
+  });
+});
