@@ -400,20 +400,22 @@ export class LeaderElector {
     this.lease = observed;
     const decision = decideLease(this.observation, this.identity, now, this.leaseDurationMs);
     if (decision === 'wait') return { ok: false, decision, conflict: false, holder: this.leader() };
-    // 3. write with the resourceVersion we read
-    const spec = nextLeaseSpec(decision, observed?.spec, this.identity, new Date(started), this.leaseDurationMs);
+    // 3. write with the resourceVersion we read. The times written (and the renew deadline)
+    // count from this decision, which came after we saw the Lease expire.
+    const spec = nextLeaseSpec(decision, observed?.spec, this.identity, new Date(now), this.leaseDurationMs);
     const body: Lease = observed
       ? { ...observed, spec }
       : { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.o.name, namespace: this.o.namespace }, spec };
     const w = await this.write(decision, body);
-    if (w.ok) return this.wrote(w.lease, started, decision);
+    if (w.ok) return this.wrote(w.lease, now, decision);
     return { ok: false, decision: w.conflict ? decision : 'error', conflict: w.conflict, holder: this.leader(), error: w.error };
   }
 
-  private wrote(lease: Lease, started: number, decision: LeaseDecision): AttemptResult {
+  /** `at` is the time written as renewTime: before the write, so the renew deadline is conservative. */
+  private wrote(lease: Lease, at: number, decision: LeaseDecision): AttemptResult {
     this.lease = lease;
     this.observation = observeLease(undefined, lease.spec ?? {}, this.nowMs());
-    this.lastRenewMs = started;
+    this.lastRenewMs = at;
     return { ok: true, decision, conflict: false, holder: this.identity };
   }
 
