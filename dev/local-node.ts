@@ -187,7 +187,7 @@ export class LocalNode {
   private mine: Informer<V1Pod> | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private stopped = false;
-  private ipCounter = 0;
+  private ipCounter = Math.floor(Math.random() * 254 * 254);
   private readonly scheduling = new Set<string>();
   private readonly unschedulableMarked = new Set<string>();
 
@@ -245,6 +245,7 @@ export class LocalNode {
       }
     }
     await Promise.all(all);
+    for (const rt of this.pods.values()) if (rt.ip) releaseIp(rt.ip);
   }
 
   /** Lifecycle and signal events so far (optionally of one pod). */
@@ -517,16 +518,22 @@ export class LocalNode {
 
   // ---------------------------------------------------------------- pod setup
 
+  /**
+   * 127.0.1.1 ... 127.0.254.254, round robin from a random start (a freed address is not
+   * reused at once). Several local nodes may run on one machine (tests of several people, a
+   * dev/up.ts next to `make test`), so an address is also claimed machine-wide with a file in
+   * <tmp>/atlantis-local-node-ips/ holding the node process's pid (stale claims of dead
+   * processes are taken over).
+   */
   private allocateIp(): string {
     const used = new Set<string>();
     for (const rt of this.pods.values()) if (rt.ip) used.add(rt.ip);
     for (const p of this.mine?.list() ?? []) if (p.status?.podIP) used.add(p.status.podIP);
-    // 127.0.1.1 ... 127.0.254.254, round robin so that a freed address is not reused at once
     const size = 254 * 254;
     for (let i = 0; i < size; i++) {
-      const n = (this.ipCounter++ % size);
+      const n = this.ipCounter++ % size;
       const ip = `127.0.${Math.floor(n / 254) + 1}.${(n % 254) + 1}`;
-      if (!used.has(ip)) return ip;
+      if (!used.has(ip) && claimIp(ip)) return ip;
     }
     throw new SetupError('FailedCreatePodSandBox', 'no free loopback address');
   }
@@ -1118,6 +1125,7 @@ export class LocalNode {
     }
     this.record({ type: 'PodDeleted', namespace: rt.namespace, pod: rt.name, uid: rt.uid });
     if (rt.statusTimer) clearTimeout(rt.statusTimer);
+    if (rt.ip) releaseIp(rt.ip);
     this.pods.delete(rt.uid);
   }
 
@@ -1365,6 +1373,49 @@ export function readNodeEvents(root: string, filter: { namespace?: string; pod?:
     }
   }
   return out;
+}
+
+const IP_CLAIMS = path.join(os.tmpdir(), 'atlantis-local-node-ips');
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Claims a loopback address machine-wide; false when another live process holds it. */
+function claimIp(ip: string): boolean {
+  fs.mkdirSync(IP_CLAIMS, { recursive: true });
+  const f = path.join(IP_CLAIMS, ip);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      fs.writeFileSync(f, `${process.pid}\n`, { flag: 'wx' });
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      let pid = 0;
+      try {
+        pid = Number(fs.readFileSync(f, 'utf8').trim());
+      } catch {
+        continue;
+      }
+      if (pid > 0 && pidAlive(pid)) return false;
+      fs.rmSync(f, { force: true });
+    }
+  }
+  return false;
+}
+
+function releaseIp(ip: string): void {
+  const f = path.join(IP_CLAIMS, ip);
+  try {
+    if (Number(fs.readFileSync(f, 'utf8').trim()) === process.pid) fs.rmSync(f, { force: true });
+  } catch {
+    // already gone
+  }
 }
 
 function httpProbe(ip: string, port: number, get: V1HTTPGetAction, timeoutMs: number): Promise<boolean> {

@@ -6,6 +6,7 @@
 // node's state dir: pods/, pv/, events.jsonl) and ATLANTIS_TEST_NODE_NAME to the command,
 // exits with its exit code, and always stops the cluster (also on SIGINT/SIGTERM).
 // A cluster that cannot start (e.g. missing binaries) fails the run with the reason.
+// ATLANTIS_KEEP_CLUSTER_DIR=1 keeps the cluster dir (logs, node state) for post-mortems.
 //
 //   node --import tsx dev/with-cluster.ts --serve
 //
@@ -34,7 +35,7 @@ async function main(): Promise<number> {
   };
   try {
     // CrashLoopBackOff starts at 1 s here (kubelet: 10 s) so restart tests stay short.
-    stack = await startStack({ node: { crashBackoffBaseMs: 1_000 } });
+    stack = await startStack({ cluster: { keepDir: process.env.ATLANTIS_KEEP_CLUSTER_DIR === '1' }, node: { crashBackoffBaseMs: 1_000 } });
   } catch (err) {
     process.stderr.write(`with-cluster: FAILED to start the local cluster: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
