@@ -26,10 +26,10 @@ typecheck: deps
 	npx tsc -p tsconfig.json --noEmit
 
 test: build k8s-bins ## run every test (node:test through tsx)
-	node --import tsx --test $(NODE_TEST_FLAGS) $(TESTS)
+	node --import tsx dev/with-cluster.ts -- node --import tsx --test $(NODE_TEST_FLAGS) $(TESTS)
 
 bench: build k8s-bins ## run benchmarks and print figures
-	node --import tsx bench/run.ts
+	node --import tsx dev/with-cluster.ts -- node --import tsx bench/run.ts
 
 clean:
 	rm -rf dist
