@@ -55,7 +55,7 @@ export class AtlantisServer {
       runner: this.runner,
       metrics: this.metrics,
       logger: opts.logger,
-      timings: { drainTimeoutMs: opts.config.drainTimeoutMs, interruptGraceMs: opts.config.terraformInterruptGraceMs, forceExitMarginMs: 15_000 },
+      timings: { drainTimeoutMs: opts.config.drainTimeoutMs, interruptGraceMs: opts.config.terraformInterruptGraceMs, forceExitMarginMs: 5_000 },
       onExit: (code) => void this.finish(code),
     });
     for (const plugin of opts.plugins ?? []) {

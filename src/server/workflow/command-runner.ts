@@ -220,8 +220,9 @@ export class CommandRunner {
   }
 
   private repoSettings(ctx: PullContext, checkout: string) {
-    const config = readRepoConfig(checkout, this.d.serverRepoConfig);
-    const defaults = defaultsFor(this.d.serverRepoConfig, `${this.d.config.ghHostname}/${ctx.repo}`);
+    const repoId = `${this.d.config.ghHostname}/${ctx.repo}`;
+    const config = readRepoConfig(checkout, this.d.serverRepoConfig, repoId);
+    const defaults = defaultsFor(this.d.serverRepoConfig, repoId);
     return { config, defaults };
   }
 

@@ -16,8 +16,34 @@ export function defaultsFor(server: ServerRepoConfig | undefined, repoId: string
   return { applyRequirements: s.applyRequirements, workflow: s.workflow ? workflows[s.workflow] : undefined, workflows };
 }
 
-export function readRepoConfig(checkoutDir: string, server: ServerRepoConfig | undefined): RepoConfig | undefined {
-  return loadRepoConfig(checkoutDir, { serverWorkflows: Object.keys(server?.workflows ?? {}) });
+/**
+ * Reads the repo's atlantis.yaml and refuses what the server side does not allow, with
+ * Atlantis's texts: as in Atlantis, without a --repo-config that says so a repo may not
+ * define its own workflows (their `run` steps are shell commands on the server) nor
+ * override `workflow` or `apply_requirements`.
+ */
+export function readRepoConfig(checkoutDir: string, server: ServerRepoConfig | undefined, repoId: string): RepoConfig | undefined {
+  const config = loadRepoConfig(checkoutDir, { serverWorkflows: Object.keys(server?.workflows ?? {}) });
+  if (!config) return undefined;
+  const problem = repoConfigViolation(config, serverSettingsFor(server, repoId));
+  if (problem) throw new Error(problem);
+  return config;
+}
+
+/** Pure: the first thing the repo config does that the server-side settings forbid. */
+export function repoConfigViolation(config: RepoConfig, s: { allowedOverrides: string[]; allowCustomWorkflows: boolean }): string | undefined {
+  if (Object.keys(config.workflows).length > 0 && !s.allowCustomWorkflows) {
+    return "repo config not allowed to define custom workflows: server-side config needs 'allow_custom_workflows: true'";
+  }
+  for (const p of config.projects) {
+    if (p.workflow !== undefined && !s.allowedOverrides.includes('workflow')) {
+      return "repo config not allowed to set 'workflow' key: server-side config needs 'allowed_overrides: [workflow]'";
+    }
+    if (p.applyRequirements !== undefined && !s.allowedOverrides.includes('apply_requirements')) {
+      return "repo config not allowed to set 'apply_requirements' key: server-side config needs 'allowed_overrides: [apply_requirements]'";
+    }
+  }
+  return undefined;
 }
 
 /**
