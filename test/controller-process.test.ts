@@ -101,6 +101,18 @@ function assertJsonLogs(output: string): Array<Record<string, unknown>> {
   });
 }
 
+/** Waits until `r` reports leader 1; fails with the process's output when it does not (or died). */
+async function leads(r: Replica, timeoutMs: number, intervalMs: number): Promise<void> {
+  try {
+    await waitFor('atlantis_operator_leader 1', async () => {
+      if (r.p.child.exitCode !== null || r.p.child.signalCode !== null) throw new Error(`exited (${r.p.child.exitCode ?? r.p.child.signalCode})`);
+      return (await leaderGauge(r)) === 1;
+    }, { timeoutMs, intervalMs });
+  } catch (e) {
+    throw new Error(`${r.url}: ${(e as Error).message}; output:\n${r.p.output().slice(-4000)}`);
+  }
+}
+
 /** Waits until exactly one of `rs` reports leader 1 and all the others 0. */
 async function oneLeader(rs: Replica[], timeoutMs: number): Promise<Replica> {
   return waitFor('exactly one leader on /metrics', async () => {
@@ -115,7 +127,7 @@ describe('controller processes with --leader-elect', () => {
     const lease = `ctrl-${++leaseCounter}`;
     const a = startReplica(lease);
     await waitForHttp(`${a.url}/healthz`, 15_000);
-    await waitFor('a leads', async () => (await leaderGauge(a)) === 1, { timeoutMs: 15_000, intervalMs: 50 });
+    await leads(a, 15_000, 50);
     const b = startReplica(lease);
     await waitForHttp(`${b.url}/healthz`, 15_000);
     const leader = await oneLeader([a, b], 15_000);
@@ -140,7 +152,7 @@ describe('controller processes with --leader-elect', () => {
     const ex = await exitOf(a, 30_000);
     const exitedAfter = Date.now() - t0;
     assert.deepEqual(ex, { code: 0, signal: null }, a.p.output());
-    await waitFor('b leads', async () => (await leaderGauge(b)) === 1, { timeoutMs: 10_000, intervalMs: 20 });
+    await leads(b, 10_000, 20);
     const takeover = Date.now() - t0;
     console.log(`# process: leader exited ${exitedAfter} ms after SIGTERM; standby leading ${takeover} ms after SIGTERM (retry period 2 s)`);
     // well under the 15 s lease duration: the standby saw the release, it did not wait for expiry
@@ -169,7 +181,7 @@ describe('controller processes with --leader-elect', () => {
   it('a SIGKILLed leader is replaced only after the lease duration', async () => {
     const lease = `ctrl-${++leaseCounter}`;
     const a = startReplica(lease, fast);
-    await waitFor('a leads', async () => (await leaderGauge(a)) === 1, { timeoutMs: 15_000, intervalMs: 50 });
+    await leads(a, 15_000, 50);
     const b = startReplica(lease, fast);
     await waitForHttp(`${b.url}/healthz`, 15_000);
     await oneLeader([a, b], 5_000);
@@ -177,7 +189,7 @@ describe('controller processes with --leader-elect', () => {
     const t0 = Date.now();
     await exitOf(a, 10_000);
     const held = await getLease(lease);
-    await waitFor('b leads', async () => (await leaderGauge(b)) === 1, { timeoutMs: 15_000, intervalMs: 20 });
+    await leads(b, 15_000, 20);
     const takeover = Date.now() - t0;
     const now = await getLease(lease);
     assert.notEqual(now.spec?.holderIdentity, held.spec?.holderIdentity);
@@ -194,7 +206,7 @@ describe('controller processes with --leader-elect', () => {
   it('a leader whose Lease is taken away stops and exits 1', async () => {
     const lease = `ctrl-${++leaseCounter}`;
     const a = startReplica(lease, fast);
-    await waitFor('a leads', async () => (await leaderGauge(a)) === 1, { timeoutMs: 15_000, intervalMs: 50 });
+    await leads(a, 15_000, 50);
     const p = apiPath('coordination.k8s.io/v1', 'leases', ns, lease);
     await waitFor('lease taken by force', async () => {
       const l = await getLease(lease);
