@@ -132,7 +132,7 @@ describe('valid AtlantisDeployment', () => {
     const r = await kubeRequest<AtlantisDeployment>(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), edge);
     assert.equal(r.status, 201, `edge values accepted; got ${r.status}: ${statusOf(r.body).message}`);
     assert.equal(r.body.spec.replicas, 0);
-    assert.equal(r.body.spec.updateStrategy.onDrainTimeout, 'Interrupt');
+    assert.equal(r.body.spec.updateStrategy?.onDrainTimeout, 'Interrupt');
     assert.deepEqual(r.body.spec.podTemplate?.spec?.resources, { requests: { cpu: '100m' } }, 'preserve-unknown-fields keeps resources');
   });
 });
@@ -165,7 +165,7 @@ describe('bad AtlantisDeployments are rejected through the API with 422 and a re
     const st = statusOf(r.body);
     assert.equal(r.status, 422, `want 422, got ${r.status}: ${st.message}`);
     assert.ok(st.message?.includes('spec.storage.size cannot be changed'), `message: ${st.message}`);
-    assert.equal((await getAd(cluster.kc, ns, 'immutable-size')).spec.storage.size, '5Gi');
+    assert.equal((await getAd(cluster.kc, ns, 'immutable-size')).spec.storage?.size, '5Gi');
     // Other fields stay mutable.
     const ok = await kubeRequest(cluster.kc, 'PATCH', apiPath(API_VERSION, PLURAL, ns, 'immutable-size'), { spec: { replicas: 2, image: 'atlantis-operator:v2' } }, { contentType: MERGE_PATCH });
     assert.equal(ok.status, 200, `other fields may change: ${statusOf(ok.body).message}`);
@@ -176,7 +176,7 @@ describe('bad AtlantisDeployments are rejected through the API with 422 and a re
     const r = await kubeRequest(cluster.kc, 'PATCH', apiPath(API_VERSION, PLURAL, ns, 'update-bad'), { spec: { updateStrategy: { maxUnavailable: 0 } } }, { contentType: MERGE_PATCH });
     assert.equal(r.status, 422);
     assert.match(statusOf(r.body).message ?? '', /spec\.updateStrategy\.maxUnavailable must be at least 1/);
-    assert.equal((await getAd(cluster.kc, ns, 'update-bad')).spec.updateStrategy.maxUnavailable, 1);
+    assert.equal((await getAd(cluster.kc, ns, 'update-bad')).spec.updateStrategy?.maxUnavailable, 1);
   });
 });
 
