@@ -31,6 +31,9 @@ test: build k8s-bins ## run every test (node:test through tsx)
 bench: build k8s-bins ## run benchmarks and print figures
 	node --import tsx dev/with-cluster.ts -- node --import tsx bench/run.ts
 
+run: build k8s-bins ## the local demo: a rolling upgrade that never kills terraform (Ctrl-C stops it)
+	node --import tsx dev/demo.ts
+
 clean:
 	rm -rf dist
 
