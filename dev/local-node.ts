@@ -245,7 +245,7 @@ export class LocalNode {
       }
     }
     await Promise.all(all);
-    for (const rt of this.pods.values()) if (rt.ip) releaseIp(rt.ip);
+    for (const rt of this.pods.values()) if (rt.ip) releaseLoopbackAddress(rt.ip);
   }
 
   /** Lifecycle and signal events so far (optionally of one pod). */
@@ -533,7 +533,7 @@ export class LocalNode {
     for (let i = 0; i < size; i++) {
       const n = this.ipCounter++ % size;
       const ip = `127.0.${Math.floor(n / 254) + 1}.${(n % 254) + 1}`;
-      if (!used.has(ip) && claimIp(ip)) return ip;
+      if (!used.has(ip) && claimLoopbackAddress(ip)) return ip;
     }
     throw new SetupError('FailedCreatePodSandBox', 'no free loopback address');
   }
@@ -1125,7 +1125,7 @@ export class LocalNode {
     }
     this.record({ type: 'PodDeleted', namespace: rt.namespace, pod: rt.name, uid: rt.uid });
     if (rt.statusTimer) clearTimeout(rt.statusTimer);
-    if (rt.ip) releaseIp(rt.ip);
+    if (rt.ip) releaseLoopbackAddress(rt.ip);
     this.pods.delete(rt.uid);
   }
 
@@ -1386,8 +1386,12 @@ function pidAlive(pid: number): boolean {
   }
 }
 
-/** Claims a loopback address machine-wide; false when another live process holds it. */
-function claimIp(ip: string): boolean {
+/**
+ * Claims a loopback address machine-wide (the local nodes' pod addresses go through this);
+ * false when another live process holds it. Tests that bind fixed 127.0.N.M addresses can
+ * claim them here too, so that no pod gets the same address.
+ */
+export function claimLoopbackAddress(ip: string): boolean {
   fs.mkdirSync(IP_CLAIMS, { recursive: true });
   const f = path.join(IP_CLAIMS, ip);
   for (let attempt = 0; attempt < 2; attempt++) {
@@ -1409,7 +1413,8 @@ function claimIp(ip: string): boolean {
   return false;
 }
 
-function releaseIp(ip: string): void {
+/** Releases an address claimed by this process. */
+export function releaseLoopbackAddress(ip: string): void {
   const f = path.join(IP_CLAIMS, ip);
   try {
     if (Number(fs.readFileSync(f, 'utf8').trim()) === process.pid) fs.rmSync(f, { force: true });
