@@ -49,6 +49,7 @@ echo "k8s-bins: a cold build takes a while (about 20 minutes on 2 cores); later 
 mkdir -p "$dest"
 tmp="$(mktemp -d "$dest/.build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
+trap 'echo "k8s-bins: FAILED: building the local Kubernetes binaries failed (see the go output above)" >&2' ERR
 start=$(date +%s)
 pkgs=()
 for b in "${missing[@]}"; do pkgs+=("${pkg[$b]}"); done
