@@ -2,10 +2,12 @@
 // in the same run, and exits non-zero when a target is missed.
 import { benchStatusLatency } from './status-latency.js';
 import { benchWorkflowOverhead } from './workflow-overhead.js';
+import { benchControllerScale } from './controller-scale.js';
 
 const benches: Array<[string, () => Promise<{ ok: boolean }>]> = [
   ['status-latency', benchStatusLatency],
   ['workflow-overhead', benchWorkflowOverhead],
+  ['controller-scale', benchControllerScale],
 ];
 
 const only = process.argv.slice(2);

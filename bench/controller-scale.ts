@@ -1,0 +1,114 @@
+// Controller at scale, on the real local control plane with real server processes:
+// - 100 AtlantisDeployments of one replica (100 server processes on the local node): time
+//   until all are Available, the controller's peak RSS, its reconcile rate;
+// - a rollout of all 100 at once: per pod, the time from the moment it had no operation left
+//   (its drain began on an idle server, from the server's own log) to the controller's delete
+//   request (from the controller's log); target p99 under 1 s;
+// - 3 idle pods: total rollout time through the drain protocol vs the same 3 pods replaced
+//   by plain deletes (one at a time, each waiting for its replacement to be Ready).
+import { readFileSync } from 'node:fs';
+import type { V1Pod } from '@kubernetes/client-node';
+import { apiPath, kubeRequestOk } from '../src/k8s/client.js';
+import { API_VERSION, type AtlantisDeployment, PLURAL } from '../src/controller/types.js';
+import { startCli } from '../test/support/cli.js';
+import { atlantisDeployment, createVcsSecret, ensureCrd, isReady, listPods, patchAdSpec } from '../test/support/controller.js';
+import { freshNamespace, getCluster, getLocalNode, readFileOr, waitFor } from '../test/support/k8s.js';
+import { percentile, printTable } from './support.js';
+
+const N = Number(process.env.BENCH_ADS ?? 100);
+
+function peakRssMiB(pid: number): number {
+  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+async function metric(url: string, name: string): Promise<number> {
+  const t = await (await fetch(url)).text();
+  return t.split('\n').filter((l) => l.startsWith(name) && !l.startsWith('#')).reduce((s, l) => s + Number(l.split(' ').pop()), 0);
+}
+
+export async function benchControllerScale(): Promise<{ ok: boolean }> {
+  const cluster = await getCluster();
+  await ensureCrd(cluster);
+  const node = await getLocalNode();
+  const ns = await freshNamespace('bench');
+  await createVcsSecret(cluster.kc, ns);
+  const ctrl = startCli(['controller', '--kubeconfig', cluster.kubeconfigPath, '--namespace', ns, '--metrics-bind-address', '127.0.98.1:8080', '--max-concurrent-reconciles', '8']);
+  const metricsUrl = 'http://127.0.98.1:8080/metrics';
+  let maxRss = 0;
+  const rssTimer = setInterval(() => { try { maxRss = Math.max(maxRss, peakRssMiB(ctrl.child.pid!)); } catch { /* exited */ } }, 500);
+  try {
+    await waitFor('controller metrics', async () => (await fetch(metricsUrl)).ok, { timeoutMs: 30_000 });
+    const names = Array.from({ length: N }, (_, i) => `a${String(i).padStart(3, '0')}`);
+    const t0 = Date.now();
+    for (const name of names) await kubeRequestOk(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), atlantisDeployment(ns, name, { replicas: 1 }));
+    const available = async () => {
+      const list = await kubeRequestOk<{ items: AtlantisDeployment[] }>(cluster.kc, 'GET', apiPath(API_VERSION, PLURAL, ns));
+      return list.items.filter((a) => a.status?.conditions.some((c) => c.type === 'Available' && c.status === 'True') && a.status.readyReplicas === 1);
+    };
+    await waitFor(`${N} AtlantisDeployments Available`, async () => (await available()).length === N, { timeoutMs: 900_000, intervalMs: 1000 });
+    const availableS = (Date.now() - t0) / 1000;
+    const reconciles = await metric(metricsUrl, 'atlantis_operator_reconcile_total');
+
+    // Roll all of them at once.
+    const before = await kubeRequestOk<{ items: V1Pod[] }>(cluster.kc, 'GET', apiPath('v1', 'pods', ns));
+    const oldPods = new Map(before.items.map((p) => [p.metadata!.uid!, p]));
+    const logOffset = ctrl.output().length;
+    const t1 = Date.now();
+    await Promise.all(names.map((name) => patchAdSpec(cluster.kc, ns, name, { image: 'atlantis-operator:v2' })));
+    await waitFor('all rolled', async () => {
+      const ps = await kubeRequestOk<{ items: V1Pod[] }>(cluster.kc, 'GET', apiPath('v1', 'pods', ns));
+      return ps.items.length === N && ps.items.every((p) => !oldPods.has(p.metadata!.uid!) && isReady(p));
+    }, { timeoutMs: 900_000, intervalMs: 1000 });
+    const rolloutS = (Date.now() - t1) / 1000;
+    const deletes = new Map<string, number>();
+    for (const line of ctrl.output().slice(logOffset).split('\n')) {
+      if (!line.includes('"msg":"Deleting pod"')) continue;
+      const j = JSON.parse(line) as { time: string; uid: string };
+      if (!deletes.has(j.uid)) deletes.set(j.uid, Date.parse(j.time));
+    }
+    const latencies: number[] = [];
+    for (const [uid, p] of oldPods) {
+      const log = readFileOr(node.logPath(ns, p.metadata!.name!, 'atlantis', uid));
+      const drained = log.split('\n').find((l) => l.includes('"msg":"Drain started"'));
+      const del = deletes.get(uid);
+      if (drained && del) latencies.push(del - Date.parse((JSON.parse(drained) as { time: string }).time));
+    }
+    latencies.sort((a, b) => a - b);
+
+    // 3 idle pods: drain protocol vs plain deletes.
+    await kubeRequestOk(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), atlantisDeployment(ns, 'three', { replicas: 3 }));
+    const readyThree = async () => { const ps = await listPods(cluster.kc, ns, 'three'); return ps.length === 3 && ps.every(isReady) ? ps : undefined; };
+    await waitFor('3 pods Ready', readyThree, { timeoutMs: 120_000 });
+    const t2 = Date.now();
+    const three = (await listPods(cluster.kc, ns, 'three')).map((p) => p.metadata!.uid!);
+    await patchAdSpec(cluster.kc, ns, 'three', { image: 'atlantis-operator:v2' });
+    await waitFor('3 pods rolled', async () => { const ps = await readyThree(); return ps?.every((p) => !three.includes(p.metadata!.uid!)); }, { timeoutMs: 300_000, intervalMs: 100 });
+    const drainRolloutS = (Date.now() - t2) / 1000;
+    const t3 = Date.now();
+    for (const ord of [2, 1, 0]) {
+      const old = (await listPods(cluster.kc, ns, 'three')).find((p) => p.metadata!.name === `three-${ord}`)!;
+      await kubeRequestOk(cluster.kc, 'DELETE', apiPath('v1', 'pods', ns, `three-${ord}`));
+      await waitFor(`three-${ord} replaced`, async () => (await listPods(cluster.kc, ns, 'three')).some((p) => p.metadata!.name === `three-${ord}` && p.metadata!.uid !== old.metadata!.uid && isReady(p)), { timeoutMs: 120_000, intervalMs: 100 });
+    }
+    const plainS = (Date.now() - t3) / 1000;
+
+    const p50 = percentile(latencies, 50);
+    const p99 = percentile(latencies, 99);
+    printTable(`controller with ${N} AtlantisDeployments (1 replica each, real server processes)`, [
+      { figure: `time until all ${N} Available`, value: `${availableS.toFixed(1)} s` },
+      { figure: 'controller peak RSS', value: `${maxRss.toFixed(0)} MiB` },
+      { figure: 'reconciles until Available / rate', value: `${reconciles} / ${(reconciles / availableS).toFixed(1)} per s` },
+      { figure: `rollout of all ${N} at once`, value: `${rolloutS.toFixed(1)} s` },
+      { figure: `idle drain -> delete request (n=${latencies.length})`, value: `p50 ${p50.toFixed(0)} ms, p99 ${p99.toFixed(0)} ms (target p99 < 1000 ms)` },
+      { figure: '3 idle pods: drain protocol rollout', value: `${drainRolloutS.toFixed(1)} s` },
+      { figure: '3 idle pods: plain deletes', value: `${plainS.toFixed(1)} s (ratio drain/plain ${(drainRolloutS / plainS).toFixed(2)}x)` },
+    ]);
+    return { ok: latencies.length === N && p99 < 1000 };
+  } finally {
+    clearInterval(rssTimer);
+    ctrl.child.kill('SIGTERM');
+    await ctrl.exited;
+    await kubeRequestOk(cluster.kc, 'DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
+  }
+}
