@@ -277,13 +277,13 @@ export class LocalCluster {
     return { stdout: String(r.stdout ?? ''), stderr: String(r.stderr ?? ''), exitCode: r.exitCode ?? 1 };
   }
 
-  /** Stops kube-controller-manager, kube-apiserver and etcd (in that order) and removes the temp dir. */
-  async stop(): Promise<void> {
+  /** Stops kube-controller-manager, kube-apiserver and etcd (in that order) and removes the temp dir (unless keepDir). */
+  async stop(opts: { keepDir?: boolean } = {}): Promise<void> {
     const procs = [...this.procs].reverse();
     this.procs = [];
     for (const p of procs) await p.proc.stop(5_000);
     this.started = false;
-    if (this.dir && this.ownDir && !this.opts.keepDir) {
+    if (this.dir && this.ownDir && !this.opts.keepDir && !opts.keepDir) {
       await fs.rm(this.dir, { recursive: true, force: true }).catch(() => {});
     }
   }

@@ -19,7 +19,8 @@ export interface Stack {
   /** the local node's log (JSON lines) */
   nodeLog: string;
   startSeconds: number;
-  stop(): Promise<void>;
+  /** stops the node and the cluster; keepDir keeps the cluster dir (logs, node state) */
+  stop(opts?: { keepDir?: boolean }): Promise<void>;
 }
 
 /** Env vars through which a shared stack is handed to test processes. */
@@ -52,10 +53,10 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     node,
     nodeLog,
     startSeconds: (Date.now() - t0) / 1000,
-    stop() {
+    stop(opts = {}) {
       stopping ??= (async () => {
         await node?.stop().catch(() => {});
-        await cluster.stop();
+        await cluster.stop(opts);
       })();
       return stopping;
     },

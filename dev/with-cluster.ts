@@ -78,8 +78,8 @@ async function main(): Promise<number> {
     });
     child.on('exit', (c, s) => resolve(c ?? (s ? 128 + 15 : 1)));
   });
-  if (code !== 0) process.stderr.write(`with-cluster: command failed (exit ${code}); cluster logs were in ${info.dir}/logs\n`);
-  await stack.stop();
+  if (code !== 0) process.stderr.write(`with-cluster: command failed (exit ${code}); cluster logs and local node state kept in ${info.dir}\n`);
+  await stack.stop({ keepDir: code !== 0 });
   return code;
 }
 
