@@ -6,6 +6,7 @@
 // Each process watches only a fresh namespace, so it never touches other tests' objects.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { apiPath, kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
@@ -19,7 +20,6 @@ const CRD_PATH = path.join(root, 'crds/atlantisdeployments.atlantis-operator.dev
 let cluster: TestCluster;
 let ns: string;
 const procs: CliProcess[] = [];
-let nextHost = 10;
 let leaseCounter = 0;
 
 before(async () => {
@@ -42,13 +42,28 @@ interface Replica {
   url: string;
 }
 
-function startReplica(lease: string, extra: string[] = [], leaderElect = true): Replica {
-  const host = `127.0.58.${nextHost++}`;
+/**
+ * A free port on 127.0.0.1. Not a fixed 127.0.N.M:8080: the local node gives pods loopback
+ * addresses from 127.0.1.1 up, and other test files may run controllers of their own.
+ */
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => resolve());
+  });
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+async function startReplica(lease: string, extra: string[] = [], leaderElect = true): Promise<Replica> {
+  const addr = `127.0.0.1:${await freePort()}`;
   const args = [
     'controller',
     ...(leaderElect ? ['--leader-elect'] : []),
     '--kubeconfig', cluster.kubeconfigPath,
-    '--metrics-bind-address', `${host}:8080`,
+    '--metrics-bind-address', addr,
     '--namespace', ns,
     '--leader-election-namespace', ns,
     '--leader-election-id', lease,
@@ -56,7 +71,7 @@ function startReplica(lease: string, extra: string[] = [], leaderElect = true): 
   ];
   const p = startCli(args);
   procs.push(p);
-  return { p, url: `http://${host}:8080` };
+  return { p, url: `http://${addr}` };
 }
 
 async function leaderGauge(r: Replica): Promise<number | undefined> {
@@ -125,10 +140,10 @@ async function oneLeader(rs: Replica[], timeoutMs: number): Promise<Replica> {
 describe('controller processes with --leader-elect', () => {
   it('two replicas: exactly one leads; SIGTERM on it exits 0 and the standby takes over at its next poll (default timings)', async () => {
     const lease = `ctrl-${++leaseCounter}`;
-    const a = startReplica(lease);
+    const a = await startReplica(lease);
     await waitForHttp(`${a.url}/healthz`, 15_000);
     await leads(a, 15_000, 50);
-    const b = startReplica(lease);
+    const b = await startReplica(lease);
     await waitForHttp(`${b.url}/healthz`, 15_000);
     const leader = await oneLeader([a, b], 15_000);
     assert.equal(leader, a);
@@ -176,13 +191,14 @@ describe('controller processes with --leader-elect', () => {
     assert.equal((await getLease(lease)).spec?.holderIdentity, '', 'released on exit');
   });
 
-  const fast = ['--leader-elect-lease-duration', '3s', '--leader-elect-renew-deadline', '2s', '--leader-elect-retry-period', '250ms'];
+  // debug: a failure shows every election attempt in the output
+  const fast = ['--leader-elect-lease-duration', '3s', '--leader-elect-renew-deadline', '2s', '--leader-elect-retry-period', '250ms', '--log-level', 'debug'];
 
   it('a SIGKILLed leader is replaced only after the lease duration', async () => {
     const lease = `ctrl-${++leaseCounter}`;
-    const a = startReplica(lease, fast);
+    const a = await startReplica(lease, fast);
     await leads(a, 15_000, 50);
-    const b = startReplica(lease, fast);
+    const b = await startReplica(lease, fast);
     await waitForHttp(`${b.url}/healthz`, 15_000);
     await oneLeader([a, b], 5_000);
     a.p.child.kill('SIGKILL');
@@ -205,7 +221,7 @@ describe('controller processes with --leader-elect', () => {
 
   it('a leader whose Lease is taken away stops and exits 1', async () => {
     const lease = `ctrl-${++leaseCounter}`;
-    const a = startReplica(lease, fast);
+    const a = await startReplica(lease, fast);
     await leads(a, 15_000, 50);
     const p = apiPath('coordination.k8s.io/v1', 'leases', ns, lease);
     await waitFor('lease taken by force', async () => {
@@ -225,7 +241,7 @@ describe('controller processes with --leader-elect', () => {
 describe('controller process without --leader-elect and with bad flags', () => {
   it('leads at once, is ready once synced, exits 0 on SIGTERM', async () => {
     const lease = `ctrl-${++leaseCounter}`;
-    const a = startReplica(lease, [], false);
+    const a = await startReplica(lease, [], false);
     await waitForHttp(`${a.url}/healthz`, 15_000);
     assert.equal(await leaderGauge(a), 1);
     await waitFor('ready', async () => (await readyz(a)).status === 200, { timeoutMs: 15_000, intervalMs: 100 });
@@ -247,7 +263,7 @@ describe('controller process without --leader-elect and with bad flags', () => {
   ];
   for (const [name, args, re] of bad) {
     it(`exits 2 with one line for ${name}`, () => {
-      const r = runCli(['controller', '--leader-elect', '--metrics-bind-address', '127.0.58.250:8080', ...args]);
+      const r = runCli(['controller', '--leader-elect', '--metrics-bind-address', '127.0.0.1:1', ...args]);
       assert.equal(r.code, 2, r.stderr);
       assert.match(r.stderr, re);
       assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
@@ -255,8 +271,21 @@ describe('controller process without --leader-elect and with bad flags', () => {
     });
   }
 
+  it('exits 2 with one line when the metrics address is taken', async () => {
+    const srv = net.createServer();
+    await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const addr = `127.0.0.1:${(srv.address() as net.AddressInfo).port}`;
+      const r = runCli(['controller', '--kubeconfig', cluster.kubeconfigPath, '--namespace', ns, '--metrics-bind-address', addr]);
+      assert.equal(r.code, 2, r.stderr);
+      assert.equal(r.stderr.trim(), `atlantis-operator: cannot listen on ${addr} (--metrics-bind-address): EADDRINUSE`);
+    } finally {
+      await new Promise<void>((r) => srv.close(() => r()));
+    }
+  });
+
   it('takes every flag from ATLANTIS_OPERATOR_* env too', () => {
-    const r = runCli(['controller', '--metrics-bind-address', '127.0.58.251:8080'], { ATLANTIS_OPERATOR_MAX_CONCURRENT_RECONCILES: 'x' });
+    const r = runCli(['controller', '--metrics-bind-address', '127.0.0.1:1'], { ATLANTIS_OPERATOR_MAX_CONCURRENT_RECONCILES: 'x' });
     assert.equal(r.code, 2);
     assert.match(r.stderr, /ATLANTIS_OPERATOR_MAX_CONCURRENT_RECONCILES \(--max-concurrent-reconciles\)/);
   });

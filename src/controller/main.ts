@@ -166,13 +166,9 @@ class ReconcilerRunner {
   async stop(): Promise<void> {
     const c = this.controller;
     if (!c) return;
-    const r = await withTimeout(
-      (async () => {
-        await this.starting?.catch(() => undefined);
-        await c.stop();
-      })(),
-      STOP_TIMEOUT_MS,
-    );
+    // Not waiting for a start that is still listing (e.g. the CRD is not installed yet): no
+    // worker runs before the caches synced, and stop() ends the informers' list retries.
+    const r = await withTimeout(c.stop(), STOP_TIMEOUT_MS);
     if (r === 'timeout') this.log.warn('Reconciler did not stop in time', { timeoutMs: STOP_TIMEOUT_MS });
     else this.log.info('Reconciler stopped');
   }
