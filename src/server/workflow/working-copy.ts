@@ -32,9 +32,11 @@ export class WorkingCopies {
     const url = this.authenticated(req.cloneUrl);
     this.logger.info('Cloning pull request', { repo: req.repo, pull: req.pull, workspace: req.workspace, url: redact(req.cloneUrl), headSha: req.headSha });
     await this.git(path.dirname(dir), ['clone', '--quiet', '--no-tags', '--branch', req.headRef, '--single-branch', url, dir], req.cloneUrl);
+    // Keep the token out of .git/config on disk: later fetches pass the URL explicitly.
+    await this.git(dir, ['remote', 'set-url', 'origin', redact(req.cloneUrl)], req.cloneUrl);
     if ((await this.headOf(dir)) !== req.headSha) {
       // The branch moved on since the event (or the ref is not a branch): fetch the exact commit.
-      await this.git(dir, ['fetch', '--quiet', 'origin', req.headSha], req.cloneUrl);
+      await this.git(dir, ['fetch', '--quiet', url, req.headSha], req.cloneUrl);
       await this.git(dir, ['checkout', '--quiet', '--detach', req.headSha], req.cloneUrl);
     }
     return dir;
