@@ -519,7 +519,8 @@ export class LocalNode {
   // ---------------------------------------------------------------- pod setup
 
   /**
-   * 127.0.1.1 ... 127.0.254.254, round robin from a random start (a freed address is not
+   * 127.1.1.1 ... 127.1.254.254 (pods live in 127.1.0.0/16; tests and the demo bind their own
+   * servers in 127.0.0.0/16, so the two never collide), round robin from a random start (a freed address is not
    * reused at once). Several local nodes may run on one machine (tests of several people, a
    * dev/up.ts next to `make test`), so an address is also claimed machine-wide with a file in
    * <tmp>/atlantis-local-node-ips/ holding the node process's pid (stale claims of dead
@@ -532,7 +533,7 @@ export class LocalNode {
     const size = 254 * 254;
     for (let i = 0; i < size; i++) {
       const n = this.ipCounter++ % size;
-      const ip = `127.0.${Math.floor(n / 254) + 1}.${(n % 254) + 1}`;
+      const ip = `127.1.${Math.floor(n / 254) + 1}.${(n % 254) + 1}`;
       if (!used.has(ip) && claimLoopbackAddress(ip)) return ip;
     }
     throw new SetupError('FailedCreatePodSandBox', 'no free loopback address');
