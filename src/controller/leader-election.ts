@@ -346,7 +346,9 @@ export class LeaderElector {
   }
 
   private requestTimeoutMs(): number {
-    if (!this.leading) return this.renewDeadlineMs;
+    // A follower risks nothing by waiting: a slow API server (or a slow TLS handshake on a
+    // starved machine) must not make every attempt time out.
+    if (!this.leading) return Math.max(this.renewDeadlineMs, 10_000);
     // a hung request must not hold a leader past its renew deadline
     return Math.max(50, this.lastRenewMs + this.renewDeadlineMs - this.nowMs());
   }
