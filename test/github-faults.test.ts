@@ -1,0 +1,125 @@
+// Fault: the GitHub API answers 5xx and rate limits (403/429 with the headers GitHub sends)
+// while a PR is autoplanned and applied through the server. The server retries with
+// backoff, posts each result once, runs terraform apply once, and reports the failures
+// that outlast the retries in its logs and in atlantis_github_request_failures_total.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { after, before, describe, it } from 'node:test';
+import { createLogger } from '../src/log.js';
+import { workflowPlugin } from '../src/server/workflow/plugin.js';
+import { terraformConfig } from './support/git-repos.js';
+import type { RecordedCall } from './support/github-standin.js';
+import { type TestServer, startTestServer, waitFor } from './support/server.js';
+import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
+
+let env: WorkflowEnv;
+let ts: TestServer;
+let logText = '';
+
+interface LogLine { level: string; msg: string; [k: string]: unknown }
+const logLines = (): LogLine[] => logText.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as LogLine);
+
+before(async () => {
+  env = await createWorkflowEnv();
+  const stream = new Writable({ write(chunk: Buffer, _enc, cb) { logText += chunk.toString(); cb(); } });
+  ts = await startTestServer(['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token], {
+    plugins: [workflowPlugin], logger: createLogger({ level: 'debug', stream }),
+  });
+});
+after(async () => { await ts.server.close(); await env.close(); });
+
+async function metric(name: string, labels: string): Promise<number> {
+  const text = await (await fetch(`${ts.url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+  return line === undefined ? 0 : Number(line.split(' ').pop());
+}
+
+const idle = () => waitFor('no operation in progress', () => ts.server.tracker.inProgress === 0, 60_000);
+const statusesOf = (calls: RecordedCall[]) => calls.map((c) => c.status);
+const bodyOf = (c: RecordedCall) => String((c.body as { body?: unknown; state?: unknown } | undefined)?.body ?? '');
+
+describe('GitHub faults while a PR is autoplanned and applied', () => {
+  const pull = 7;
+  const dir = 'faulty';
+  const touchFile = path.join(mkdtempSync(path.join(tmpdir(), 'ato-touch-')), 'applied');
+  let headSha = '';
+
+  it('autoplan: 502 on the changed files, 429 secondary limit on a status, 403 rate limit and 503 on the comment: retried, one plan comment', { timeout: 120_000 }, async () => {
+    const files = /\/pulls\/7\/files$/;
+    const comments = /\/issues\/7\/comments$/;
+    env.gh.failNext(1, { kind: 'status', status: 502 }, { method: 'GET', path: files });
+    env.gh.failNext(1, { kind: 'secondary-rate-limit', retryAfterSeconds: 1, status: 429 }, { method: 'POST', path: /\/statuses\// });
+    env.gh.failNext(1, { kind: 'rate-limit', resetInSeconds: 1, status: 403 }, { method: 'POST', path: comments });
+    env.gh.failNext(1, { kind: 'status', status: 503 }, { method: 'POST', path: comments });
+
+    const opened = await env.openPull(ts.url, pull, 'gh-faults', { [`${dir}/main.tf`]: terraformConfig({ marker: 'f1', touchFile }) });
+    headSha = opened.headSha;
+    assert.equal(opened.status, 200);
+    const plan = await env.waitForComment(pull, /^Ran Plan/, { timeoutMs: 90_000 });
+    assert.match(plan.body, new RegExp(`^Ran Plan for dir: \`${dir}\` workspace: \`default\``));
+    await idle();
+
+    assert.equal(env.commentsOn(pull).length, 1, 'exactly one comment: the plan result, not duplicated by the retries');
+    // Each faulted call was retried until it worked.
+    assert.deepEqual(statusesOf(env.gh.callsTo('GET', files)), [502, 200], 'changed files: 502 then 200');
+    assert.deepEqual(statusesOf(env.gh.callsTo('POST', comments).filter((c) => bodyOf(c).startsWith('Ran Plan'))), [403, 503, 201], 'plan comment: rate limit, 503, created');
+    const statusCalls = env.gh.callsTo('POST', /\/statuses\//);
+    assert.deepEqual(statusesOf(statusCalls), [429, 201, 201], 'pending status: 429 then created; success status created');
+    assert.deepEqual(env.gh.statusesFor(env.repo.fullName, headSha).filter((s) => s.context === 'atlantis/plan').map((s) => s.state), ['pending', 'success']);
+    // The client waited as the rate limit headers told it to.
+    const retries = logLines().filter((l) => l.msg === 'GitHub request will be retried');
+    const limited = retries.filter((l) => l.status === 403 || l.status === 429);
+    assert.equal(limited.length, 2, JSON.stringify(retries));
+    for (const l of limited) assert.ok(Number(l.waitMs) >= 1000, `waited ${String(l.waitMs)} ms after a rate limit (Retry-After / x-ratelimit-reset ask for >= 1 s)`);
+    assert.ok(retries.some((l) => l.status === 502) && retries.some((l) => l.status === 503), 'the 5xx retries are logged');
+    assert.equal(await metric('atlantis_github_request_failures_total', 'operation="set_status"'), 0, 'nothing failed for good yet');
+  });
+
+  it('apply: 500 on the pull, 500 on the reaction, a status that fails all 5 attempts, 429 on the comment: applied once, failure in logs and metric', { timeout: 120_000 }, async () => {
+    env.gh.failNext(1, { kind: 'status', status: 500 }, { method: 'GET', path: /\/pulls\/7$/ });
+    env.gh.failNext(1, { kind: 'status', status: 500 }, { method: 'POST', path: /\/reactions$/ });
+    // The "pending" status of the apply is the first status call: every attempt fails.
+    env.gh.failNext(5, { kind: 'status', status: 502 }, { method: 'POST', path: /\/statuses\// });
+    env.gh.failNext(1, { kind: 'rate-limit', resetInSeconds: 1, status: 429 }, { method: 'POST', path: /\/issues\/7\/comments$/ });
+    const before = env.commentsOn(pull).length;
+    const callsBefore = env.gh.calls.length;
+
+    const r = await env.comment(ts.url, pull, 'atlantis apply');
+    assert.equal(r.status, 200);
+    const applied = await env.waitForComment(pull, /^Ran Apply/, { after: before, timeoutMs: 90_000 });
+    assert.match(applied.body, /applied f1/);
+    await idle();
+    const calls = env.gh.calls.slice(callsBefore);
+
+    // The command finished, its result was posted once, terraform applied once.
+    assert.equal(env.commentsOn(pull).length, before + 1, 'exactly one new comment: the apply result');
+    assert.equal(env.commentsOn(pull).filter((c) => /^Ran Apply/.test(c.body)).length, 1);
+    assert.equal(readFileSync(touchFile, 'utf8'), 'f1', 'the apply\'s local-exec ran');
+    const jobLogs = readdirSync(path.join(ts.dataDir, 'jobs')).map((f) => readFileSync(path.join(ts.dataDir, 'jobs', f), 'utf8'));
+    assert.equal(jobLogs.filter((l) => l.includes('Apply complete!')).length, 1, 'terraform apply ran exactly once');
+    const state = JSON.parse(readFileSync(path.join(ts.dataDir, 'repos', 'acme/infra', String(pull), 'default', dir, 'terraform.tfstate'), 'utf8')) as { resources: unknown[] };
+    assert.equal(state.resources.length, 1);
+    assert.equal(await metric('atlantis_commands_total', 'command="apply",result="success"'), 1, 'the apply counted as a success');
+
+    // Retries: the pull read, the reaction and the comment were retried until they worked.
+    assert.deepEqual(statusesOf(calls.filter((c) => c.method === 'GET' && /\/pulls\/7$/.test(c.path))), [500, 200]);
+    assert.deepEqual(statusesOf(calls.filter((c) => /\/reactions$/.test(c.path))), [500, 201]);
+    assert.deepEqual(statusesOf(calls.filter((c) => c.method === 'POST' && /\/comments$/.test(c.path))), [429, 201]);
+    // The pending status failed all 5 attempts; the final status still went out.
+    const statusCalls = calls.filter((c) => /\/statuses\//.test(c.path));
+    assert.deepEqual(statusCalls.map((c) => `${String((c.body as { state: string }).state)}:${c.status}`), [...Array(5).fill('pending:502'), 'success:201']);
+    assert.deepEqual(env.gh.statusesFor(env.repo.fullName, headSha).filter((s) => s.context === 'atlantis/apply').map((s) => s.state), ['success']);
+
+    // The failure that outlasted the retries is in the logs and the metric.
+    assert.equal(await metric('atlantis_github_request_failures_total', 'operation="set_status"'), 1);
+    const lines = logLines();
+    const refused = lines.filter((l) => l.msg === 'GitHub request refused' && l.status === 502);
+    assert.equal(refused.length, 1, 'one "GitHub request refused" line for the status');
+    assert.equal(refused[0]?.attempt, 5);
+    assert.ok(lines.some((l) => l.msg === 'Could not set commit status' && l.level === 'warn' && /502/.test(String(l.error))), 'the lost status is logged as a warning');
+    assert.ok(!logText.includes(env.gh.token), 'the token is not in the logs');
+  });
+});
