@@ -44,7 +44,7 @@ interface Replica {
 
 /**
  * A free port on 127.0.0.1. Not a fixed 127.0.N.M:8080: the local node gives pods loopback
- * addresses from 127.0.1.1 up, and other test files may run controllers of their own.
+ * addresses in 127.1.0.0/16, and other test files may run controllers of their own.
  */
 async function freePort(): Promise<number> {
   const srv = net.createServer();

@@ -248,6 +248,24 @@ describe('LeaderElector on the real API server', () => {
     assert.ok(takeover <= LEASE_MS + 2.4 * RETRY_MS + SLACK_MS, `took ${takeover} ms`);
   });
 
+  it('a stop while an acquire is in flight still releases the Lease it took', async () => {
+    const name = leaseName();
+    let stopping: Promise<void> | undefined;
+    const a: Probe = elector(name, 'a', {
+      beforeWrite: async (d) => {
+        if (d === 'create') stopping = a.elector.stop();
+      },
+    });
+    a.elector.start();
+    await waitFor('stop requested', () => stopping !== undefined, { timeoutMs: 10_000, intervalMs: 5 });
+    await stopping;
+    assert.equal(a.started, 0, 'no onStartedLeading after stop()');
+    assert.equal(a.elector.isLeader(), false);
+    const lease = await getLease(name);
+    assert.equal(lease.spec?.holderIdentity, '', 'released, so nobody waits for it to expire');
+    assert.equal(lease.spec?.leaseDurationSeconds, 1);
+  });
+
   it('a lost write race (409) leaves the loser a follower', async () => {
     const name = leaseName();
     const b = elector(name, 'b');

@@ -300,7 +300,11 @@ export class LeaderElector {
   private async loop(): Promise<void> {
     for (let i = 0; this.state === 'running'; i++) {
       const r = await this.tryAcquireOrRenew();
-      if (this.state !== 'running') return;
+      if (this.state !== 'running') {
+        // stopped while this attempt was in flight: if it took the Lease, stop() releases it
+        if (r.ok) this.leading = true;
+        return;
+      }
       const t = this.nowMs();
       if (this.leading) {
         if (!r.ok) {
