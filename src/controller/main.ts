@@ -4,9 +4,10 @@
 //   without --leader-elect   the reconciler starts at once (one replica only!)
 //   with --leader-elect      the reconciler starts when this replica acquires the Lease; when
 //                            the Lease is lost (not renewed within the renew deadline, or taken
-//                            by another replica) the reconciler is stopped and the process
-//                            exits 1, so the Deployment restarts it as a clean follower
-//                            (controller-runtime's behaviour)
+//                            by another replica) the reconciler is stopped (its workers get
+//                            leaseDuration - renewDeadline - retryPeriod, 3 s by default, to
+//                            finish their key) and the process exits 1, so the Deployment
+//                            restarts it as a clean follower (controller-runtime's behaviour)
 //   SIGTERM / SIGINT         stop the reconciler (workers finish their current key), release
 //                            the Lease (the standby takes over at its next poll), exit 0
 //
@@ -163,13 +164,13 @@ class ReconcilerRunner {
     return this.starting;
   }
 
-  async stop(): Promise<void> {
+  async stop(timeoutMs: number): Promise<void> {
     const c = this.controller;
     if (!c) return;
     // Not waiting for a start that is still listing (e.g. the CRD is not installed yet): no
     // worker runs before the caches synced, and stop() ends the informers' list retries.
-    const r = await withTimeout(c.stop(), STOP_TIMEOUT_MS);
-    if (r === 'timeout') this.log.warn('Reconciler did not stop in time', { timeoutMs: STOP_TIMEOUT_MS });
+    const r = await withTimeout(c.stop(), timeoutMs);
+    if (r === 'timeout') this.log.warn('Reconciler did not stop in time', { timeoutMs });
     else this.log.info('Reconciler stopped');
   }
 }
@@ -192,6 +193,7 @@ export async function startController(cfg: ControllerConfig, logger: Logger): Pr
     logger,
   );
   let elector: LeaderElector | undefined;
+  const lostLeaseStopMs = Math.max(500, cfg.leaseDurationMs - cfg.renewDeadlineMs - cfg.retryPeriodMs);
   let shuttingDown: Promise<number> | undefined;
   let resolveExited!: (code: number) => void;
   const exited = new Promise<number>((r) => { resolveExited = r; });
@@ -222,7 +224,10 @@ export async function startController(cfg: ControllerConfig, logger: Logger): Pr
   const shutdown = (code: number, reason: string): Promise<number> => {
     shuttingDown ??= (async () => {
       logger.info('Controller stopping', { reason, exitCode: code });
-      await runner.stop();
+      // After a lost Lease another replica may take over soon: the workers get only until
+      // then to finish their current key (the process exit ends the rest), like
+      // controller-runtime, which exits at once.
+      await runner.stop(code === 0 ? STOP_TIMEOUT_MS : lostLeaseStopMs);
       // After the reconciler stopped, so the next leader never overlaps with this one.
       if (elector) await withTimeout(elector.stop(), 10_000);
       metrics.setLeader(false);
