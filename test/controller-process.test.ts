@@ -11,6 +11,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { apiPath, kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
 import type { Lease } from '../src/controller/leader-election.js';
+import { buildControllerConfig, CONTROLLER_FLAGS } from '../src/controller/main.js';
+import { parseFlags } from '../src/config/flags.js';
 import { type CliProcess, runCli, startCli, waitForHttp } from './support/cli.js';
 import { deleteNamespace, freshNamespace, getCluster, waitFor, type TestCluster } from './support/k8s.js';
 
@@ -288,5 +290,27 @@ describe('controller process without --leader-elect and with bad flags', () => {
     const r = runCli(['controller', '--metrics-bind-address', '127.0.0.1:1'], { ATLANTIS_OPERATOR_MAX_CONCURRENT_RECONCILES: 'x' });
     assert.equal(r.code, 2);
     assert.match(r.stderr, /ATLANTIS_OPERATOR_MAX_CONCURRENT_RECONCILES \(--max-concurrent-reconciles\)/);
+  });
+});
+
+describe('controller flags (pure)', () => {
+  const cfg = (argv: string[], env: NodeJS.ProcessEnv = {}) => buildControllerConfig(parseFlags(argv, CONTROLLER_FLAGS, env).values, env);
+  it('defaults: client-go timings, 4 workers, the Lease atlantis-operator-leader in atlantis-operator', () => {
+    const c = cfg([]);
+    assert.deepEqual(
+      [c.host, c.port, c.leaderElect, c.leaderElectionNamespace, c.leaderElectionId, c.leaseDurationMs, c.renewDeadlineMs, c.retryPeriodMs, c.workers, c.namespace, c.kubeconfig],
+      ['0.0.0.0', 8080, false, 'atlantis-operator', 'atlantis-operator-leader', 15_000, 10_000, 2_000, 4, undefined, undefined],
+    );
+  });
+  it('the Lease namespace follows POD_NAMESPACE unless the flag is given', () => {
+    assert.equal(cfg([], { POD_NAMESPACE: 'ops' }).leaderElectionNamespace, 'ops');
+    assert.equal(cfg(['--leader-election-namespace', 'x'], { POD_NAMESPACE: 'ops' }).leaderElectionNamespace, 'x');
+    assert.equal(cfg([], { POD_NAMESPACE: 'ops', ATLANTIS_OPERATOR_LEADER_ELECTION_NAMESPACE: 'y' }).leaderElectionNamespace, 'y');
+  });
+  it('reads ATLANTIS_OPERATOR_* env, the command line wins', () => {
+    const env = { ATLANTIS_OPERATOR_LEADER_ELECT: 'true', ATLANTIS_OPERATOR_MAX_CONCURRENT_RECONCILES: '9', ATLANTIS_OPERATOR_LEADER_ELECT_RETRY_PERIOD: '500ms' };
+    const c = cfg(['--max-concurrent-reconciles', '2'], env);
+    assert.deepEqual([c.leaderElect, c.workers, c.retryPeriodMs], [true, 2, 500]);
+    assert.deepEqual([cfg(['--metrics-bind-address', '[::1]:9090']).host, cfg(['--metrics-bind-address', ':9090']).host], ['::1', '0.0.0.0']);
   });
 });
