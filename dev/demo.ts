@@ -129,6 +129,10 @@ async function main(): Promise<number> {
     const once = (key: string, msg: string) => { if (!seen.has(key)) { seen.add(key); say(msg); } };
     const oldUids = new Set(initial.map((p) => p.metadata!.uid!));
     for (let i = 0; i < 2400; i++) {
+      // The result comment is posted before the operation ends, so checking it first keeps
+      // the timeline in the order things happened.
+      const applied = gh.comments(repo.fullName, 1).find((c) => c.body.startsWith('Ran Apply'));
+      if (applied) once('applied', `PR #1: apply finished on the draining pod: ${applied.body.includes('applied vpc-v2') ? 'terraform output "applied vpc-v2", state written' : 'see the PR comment'}`);
       const ps = await pods();
       for (const p of ps) {
         const name = p.metadata!.name!;
@@ -142,8 +146,6 @@ async function main(): Promise<number> {
           }
         } else if (ready(p)) once(`new-${uid}`, `${name}: replaced, Ready at ${p.status?.podIP} with image ${p.spec?.containers[0]?.image}`);
       }
-      const applied = gh.comments(repo.fullName, 1).find((c) => c.body.startsWith('Ran Apply'));
-      if (applied) once('applied', `PR #1: apply finished on the draining pod: ${applied.body.includes('applied vpc-v2') ? 'terraform output "applied vpc-v2", state written' : 'see the PR comment'}`);
       const a = await kubeRequestOk<AtlantisDeployment>(kc, 'GET', apiPath(API_VERSION, PLURAL, NS, 'atlantis'));
       const progressing = a.status?.conditions.find((c) => c.type === 'Progressing');
       if (seen.has('applied') && progressing?.reason === 'RolloutComplete' && a.status?.updatedReplicas === 2 && a.status.readyReplicas === 2 && ps.every((p) => !oldUids.has(p.metadata!.uid!))) {

@@ -265,12 +265,15 @@ export class CommandRunner {
   private async report(ctx: PullContext, cmd: ResultCommand, runs: ProjectRun[], c: ParsedCommand | undefined): Promise<string> {
     const body = renderResults({ command: cmd, subName: c?.subName, results: runs.map((r) => r.view), executableName: this.d.config.executableName, verbose: c?.verbose });
     const interrupted = runs.filter((r) => r.status === 'interrupted');
-    await this.comment(ctx, body, cmd);
+    // The final status is set even when the comment is lost, so the commit never stays
+    // "pending"; the lost comment is logged and counted by comment().
+    const commented = this.comment(ctx, body, cmd).then(() => true, () => false);
     if (cmd === 'plan' || cmd === 'apply') {
       const ok = runs.filter((r) => r.status === 'success').length;
       const state = ok === runs.length ? 'success' : 'failure';
       await this.status(ctx, cmd, state, statusDescription(cmd, state, { succeeded: ok, total: runs.length }));
     }
+    await commented;
     if (interrupted.length) return 'interrupted';
     return runs.every((r) => r.status === 'success') ? 'success' : 'failure';
   }
@@ -291,7 +294,13 @@ export class CommandRunner {
   }
 
   private async comment(ctx: PullContext, body: string, command: string): Promise<void> {
-    await this.d.github.createComment(ctx.repo, ctx.pull, body, { command });
+    try {
+      await this.d.github.createComment(ctx.repo, ctx.pull, body, { command });
+    } catch (e) {
+      this.d.metrics.githubRequestFailures.inc({ operation: 'create_comment' });
+      this.d.logger.error('Could not post PR comment', { repo: ctx.repo, pull: ctx.pull, command, error: (e as Error).message });
+      throw e;
+    }
   }
 
   /**
