@@ -64,6 +64,7 @@ export class Informer<T extends KubeObject> {
   private stopped = true;
   private stream: KubeStream | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
+  private wakeRetry: (() => void) | undefined;
   private watchdog: NodeJS.Timeout | undefined;
   private lastActivity = 0;
   private failures = 0;
@@ -105,6 +106,7 @@ export class Informer<T extends KubeObject> {
     this.stream?.abort();
     this.stream = undefined;
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.wakeRetry?.();
     if (this.watchdog) clearInterval(this.watchdog);
     this.retryTimer = undefined;
     this.watchdog = undefined;
@@ -188,9 +190,12 @@ export class Informer<T extends KubeObject> {
       } catch (err) {
         const delay = this.backoff(attempt);
         this.log.warn('Informer list failed', { err: err instanceof Error ? err.message : String(err), retryInMs: delay });
+        // stop() calls wakeRetry, so a stopped informer's start() returns instead of hanging.
         await new Promise<void>((r) => {
+          this.wakeRetry = r;
           this.retryTimer = setTimeout(r, delay);
         });
+        this.wakeRetry = undefined;
       }
     }
   }
