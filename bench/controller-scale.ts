@@ -33,7 +33,7 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
   const node = await getLocalNode();
   const ns = await freshNamespace('bench');
   await createVcsSecret(cluster.kc, ns);
-  const ctrl = startCli(['controller', '--kubeconfig', cluster.kubeconfigPath, '--namespace', ns, '--metrics-bind-address', '127.0.98.1:8080', '--max-concurrent-reconciles', '8']);
+  const ctrl = startCli(['controller', '--kubeconfig', cluster.kubeconfigPath, '--namespace', ns, '--metrics-bind-address', '127.0.98.1:8080', '--max-concurrent-reconciles', '50']);
   const metricsUrl = 'http://127.0.98.1:8080/metrics';
   let maxRss = 0;
   const rssTimer = setInterval(() => { try { maxRss = Math.max(maxRss, peakRssMiB(ctrl.child.pid!)); } catch { /* exited */ } }, 500);

@@ -295,11 +295,11 @@ describe('controller process without --leader-elect and with bad flags', () => {
 
 describe('controller flags (pure)', () => {
   const cfg = (argv: string[], env: NodeJS.ProcessEnv = {}) => buildControllerConfig(parseFlags(argv, CONTROLLER_FLAGS, env).values, env);
-  it('defaults: client-go timings, 4 workers, the Lease atlantis-operator-leader in atlantis-operator', () => {
+  it('defaults: client-go timings, 16 workers, the Lease atlantis-operator-leader in atlantis-operator', () => {
     const c = cfg([]);
     assert.deepEqual(
       [c.host, c.port, c.leaderElect, c.leaderElectionNamespace, c.leaderElectionId, c.leaseDurationMs, c.renewDeadlineMs, c.retryPeriodMs, c.workers, c.namespace, c.kubeconfig],
-      ['0.0.0.0', 8080, false, 'atlantis-operator', 'atlantis-operator-leader', 15_000, 10_000, 2_000, 4, undefined, undefined],
+      ['0.0.0.0', 8080, false, 'atlantis-operator', 'atlantis-operator-leader', 15_000, 10_000, 2_000, 16, undefined, undefined],
     );
   });
   it('the Lease namespace follows POD_NAMESPACE unless the flag is given', () => {

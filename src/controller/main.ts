@@ -47,7 +47,7 @@ export const CONTROLLER_FLAGS: FlagSpec[] = [
   { name: 'leader-elect-retry-period', type: 'duration', default: DEFAULT_RETRY_PERIOD_MS, envPrefix: P, description: 'Interval between leader election attempts' },
   { name: 'namespace', type: 'string', envPrefix: P, description: 'Only watch this namespace (default: all namespaces)' },
   { name: 'kubeconfig', type: 'string', envPrefix: P, description: 'Path to a kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster service account)' },
-  { name: 'max-concurrent-reconciles', type: 'int', default: 4, envPrefix: P, description: 'AtlantisDeployments reconciled in parallel' },
+  { name: 'max-concurrent-reconciles', type: 'int', default: 16, envPrefix: P, description: 'AtlantisDeployments reconciled in parallel (a reconcile mostly waits on the API server and on /status probes)' },
   { name: 'log-level', type: 'string', default: 'info', envPrefix: P, description: 'Log level: debug, info, warn or error' },
 ];
 
