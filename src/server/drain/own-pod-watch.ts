@@ -28,8 +28,6 @@ export function ownPodWatchPlugin(server: AtlantisServer): { start?: () => Promi
   const me = ownPodIdentity();
   if (!me) return {};
   let informer: Informer<V1Pod> | undefined;
-  let retry: NodeJS.Timeout | undefined;
-  let closed = false;
   return {
     start: async () => {
       let kc;
@@ -49,21 +47,13 @@ export function ownPodWatchPlugin(server: AtlantisServer): { start?: () => Promi
           server.requestDrain('annotation');
         }
       });
-      // Do not block startup on the API server: retry the first list in the background.
-      const startWithRetry = async (attempt: number): Promise<void> => {
-        if (closed || !informer) return;
-        try {
-          await informer.start();
-          server.logger.info('Watching own pod for the drain annotation', { pod: me });
-        } catch (e) {
-          informer.stop();
-          const delay = Math.min(30_000, 500 * 2 ** attempt);
-          server.logger.warn('Own pod watch could not list, retrying', { pod: me, error: (e as Error).message, retryInMs: delay });
-          retry = setTimeout(() => void startWithRetry(attempt + 1), delay);
-        }
-      };
-      void startWithRetry(0);
+      // Do not block startup on the API server: the Informer retries its first list (with
+      // backoff) until it works or is stopped.
+      informer.start().then(
+        () => { if (informer?.hasSynced()) server.logger.info('Watching own pod for the drain annotation', { pod: me }); },
+        (e: unknown) => server.logger.error('Own pod watch failed', { pod: me, error: (e as Error).message }),
+      );
     },
-    close: () => { closed = true; if (retry) clearTimeout(retry); informer?.stop(); },
+    close: () => informer?.stop(),
   };
 }
