@@ -289,3 +289,14 @@ test('property: random unicode never throws', () => {
     { numRuns: 2000 },
   );
 });
+
+// Found by the fast-check property in test/webhook-properties.test.ts: a NUL (or any control
+// character) in -d must be refused, never become a project dir.
+test('a control character in -d is refused with an error comment', () => {
+  for (const dir of ['\u0000', 'app\u0000/x', 'a\nb', 'x\u007f']) {
+    const r = parseComment(`atlantis plan -d ${dir}`, { ghUser: 'atlantis-bot' });
+    assert.notEqual(r.kind, 'command', `dir ${JSON.stringify(dir)}`);
+  }
+  assert.equal(validateDir('\u0000'), undefined);
+  assert.equal(validateDir('ok/dir'), 'ok/dir');
+});

@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type WorkflowEnv, createWorkflowEnv, tempDataDir } from './support/workflow-env.js';
+import { waitFor } from './support/server.js';
 
 let env: WorkflowEnv;
 const procs: CliProcess[] = [];
@@ -43,6 +44,8 @@ describe('PR workflow end to end (real server process)', () => {
     assert.match(c.body, /dir: `app1` workspace: `default`/);
     assert.match(c.body, /dir: `app2` workspace: `default`/);
     assert.match(c.body, /2 projects, 2 with changes/);
+    // The final status follows the result comment: wait for it rather than race it.
+    await waitFor('the final atlantis/plan status', () => env.gh.statusesFor(env.repo.fullName, headSha).some((s) => s.context === 'atlantis/plan' && s.state !== 'pending'));
     const statuses = env.gh.statusesFor(env.repo.fullName, headSha).filter((s) => s.context === 'atlantis/plan');
     assert.deepEqual(statuses.map((s) => s.state), ['pending', 'success']);
   });

@@ -267,13 +267,12 @@ export class CommandRunner {
     const interrupted = runs.filter((r) => r.status === 'interrupted');
     // The final status is set even when the comment is lost, so the commit never stays
     // "pending"; the lost comment is logged and counted by comment().
-    const commented = this.comment(ctx, body, cmd).then(() => true, () => false);
+    await this.comment(ctx, body, cmd).catch(() => undefined);
     if (cmd === 'plan' || cmd === 'apply') {
       const ok = runs.filter((r) => r.status === 'success').length;
       const state = ok === runs.length ? 'success' : 'failure';
       await this.status(ctx, cmd, state, statusDescription(cmd, state, { succeeded: ok, total: runs.length }));
     }
-    await commented;
     if (interrupted.length) return 'interrupted';
     return runs.every((r) => r.status === 'success') ? 'success' : 'failure';
   }

@@ -396,6 +396,8 @@ export function cleanPath(p: string): string {
  * the root is refused. Returns undefined when refused.
  */
 export function validateDir(dir: string): string | undefined {
+  // Control characters (NUL above all) can never name a directory of a checkout.
+  if (/[\u0000-\u001f\u007f]/.test(dir)) return undefined;
   let d = cleanPath(dir);
   if (d.startsWith('/')) d = cleanPath('.' + d);
   if (d === '..' || d.startsWith('../')) return undefined;
@@ -500,9 +502,12 @@ export function parseComment(rawComment: string, opts: ParseOptions): ParseResul
   if (rawDir !== '') {
     dir = validateDir(rawDir);
     if (dir === undefined) {
+      const why = /[\u0000-\u001f\u007f]/.test(rawDir)
+        ? `invalid dir ${JSON.stringify(rawDir)}: control characters are not allowed`
+        : `using a relative path ${JSON.stringify(rawDir)} with -d/--dir is not allowed`;
       return {
         kind: 'reply',
-        body: errMarkdown(`using a relative path ${JSON.stringify(rawDir)} with -d/--dir is not allowed`, name, name),
+        body: errMarkdown(why, name, name),
         error: true,
       };
     }
