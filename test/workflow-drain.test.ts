@@ -6,11 +6,11 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { StatusResponse } from '../src/server/http/app.js';
-import { type CliProcess, runCli, startCli, waitForHttp } from './support/cli.js';
+import { type CliProcess, runCli, startCli } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
 import { waitFor } from './support/server.js';
 import { lockFileExists } from './support/terraform.js';
-import { type WorkflowEnv, createWorkflowEnv, tempDataDir } from './support/workflow-env.js';
+import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
 let env: WorkflowEnv;
 const procs: CliProcess[] = [];
@@ -18,12 +18,9 @@ let hostSeq = 1;
 let pullSeq = 100;
 
 async function startServer(dataDir: string, extra: string[] = []): Promise<{ p: CliProcess; url: string }> {
-  const host = `127.0.45.${hostSeq++}`;
-  const p = startCli(env.serverArgs(dataDir, host, extra));
-  procs.push(p);
-  const url = `http://${host}:4141`;
-  await waitForHttp(`${url}/healthz`).catch((e: Error) => { throw new Error(`${e.message}\n${p.output()}`); });
-  return { p, url };
+  const started = await startWorkflowServer(env, dataDir, `127.0.45.${hostSeq++}`, extra);
+  procs.push(started.p);
+  return started;
 }
 
 async function status(url: string): Promise<StatusResponse> {

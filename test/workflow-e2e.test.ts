@@ -4,9 +4,9 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
+import type { CliProcess } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
-import { type WorkflowEnv, createWorkflowEnv, tempDataDir } from './support/workflow-env.js';
+import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 import { waitFor } from './support/server.js';
 
 let env: WorkflowEnv;
@@ -14,12 +14,9 @@ const procs: CliProcess[] = [];
 let hostSeq = 1;
 
 async function startServer(dataDir: string, extra: string[] = []): Promise<{ p: CliProcess; url: string }> {
-  const host = `127.0.44.${hostSeq++}`;
-  const p = startCli(env.serverArgs(dataDir, host, extra));
-  procs.push(p);
-  const url = `http://${host}:4141`;
-  await waitForHttp(`${url}/healthz`).catch((e: Error) => { throw new Error(`${e.message}\n${p.output()}`); });
-  return { p, url };
+  const started = await startWorkflowServer(env, dataDir, `127.0.44.${hostSeq++}`, extra);
+  procs.push(started.p);
+  return started;
 }
 
 before(async () => { env = await createWorkflowEnv(); });

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { type StandinComment, GitHubStandin, issueCommentPayload, pullRequestPayload, sendWebhook } from './github-standin.js';
 import { type FileChanges, type TestRepo, createTestRepo } from './git-repos.js';
 import { TERRAFORM } from './terraform.js';
+import { type CliProcess, startCli, waitForHttp } from './cli.js';
 
 export const WEBHOOK_SECRET = 'webhook-secret-for-tests';
 
@@ -74,4 +75,12 @@ export async function createWorkflowEnv(): Promise<WorkflowEnv> {
 
 export function tempDataDir(): string {
   return mkdtempSync(path.join(tmpdir(), 'ato-data-'));
+}
+
+/** Starts the real server process on `host`:4141 for this env; fails with its output if it does not come up. */
+export async function startWorkflowServer(env: WorkflowEnv, dataDir: string, host: string, extra: string[] = []): Promise<{ p: CliProcess; url: string }> {
+  const p = startCli(env.serverArgs(dataDir, host, extra));
+  const url = `http://${host}:4141`;
+  await waitForHttp(`${url}/healthz`).catch((e: Error) => { p.child.kill('SIGKILL'); throw new Error(`${e.message}\n${p.output()}`); });
+  return { p, url };
 }
