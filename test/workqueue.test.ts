@@ -246,3 +246,28 @@ test('controller metrics: names of SPEC section 8, own registry, depth read at s
   const again = createControllerMetrics();
   assert.match(await again.registry.metrics(), /atlantis_operator_leader 0/);
 });
+
+test('onTake reports how long each key waited in the queue (the queue-duration metric)', async () => {
+  const clock = new FakeClock();
+  const waits: number[] = [];
+  const q = new WorkQueue({ clock, onTake: (ms) => waits.push(ms) });
+  q.add('a/1');
+  clock.advance(250);
+  q.add('a/2');
+  clock.advance(50);
+  assert.equal(await q.get(), 'a/1');
+  assert.equal(await q.get(), 'a/2');
+  assert.deepEqual(waits, [300, 50]);
+  // A worker already waiting takes a new key at once: it waited 0 ms.
+  const next = q.get();
+  q.add('a/3');
+  assert.equal(await next, 'a/3');
+  assert.deepEqual(waits, [300, 50, 0]);
+  // Re-added while processing: its wait starts when done() queues it again, not at the add.
+  q.add('a/3');
+  clock.advance(1000);
+  q.done('a/3');
+  clock.advance(20);
+  assert.equal(await q.get(), 'a/3');
+  assert.deepEqual(waits, [300, 50, 0, 20]);
+});

@@ -14,6 +14,10 @@ export interface ControllerMetrics {
   rolloutsTotal: Counter;
   leader: Gauge;
   workqueueDepth: Gauge;
+  workqueueQueueDuration: Histogram;
+  statusProbeDuration: Histogram<'result'>;
+  kubeApiRequests: Counter<'method' | 'code'>;
+  kubeApiRequestDuration: Histogram<'method'>;
   /** Times one reconcile and counts it; `result` decides the label. */
   observeReconcile(result: ReconcileResult, seconds: number): void;
   /** Call after an action of the plan was carried out (not before: a failed delete is no drain). */
@@ -79,6 +83,34 @@ export function createControllerMetrics(options: ControllerMetricsOptions = {}):
       : {}),
   });
   workqueueDepth.set(0);
+  // Sub-second buckets: these explain a slow drain -> delete (a long queue, a slow /status).
+  const fastBuckets = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+  const workqueueQueueDuration = new Histogram({
+    name: 'atlantis_operator_workqueue_queue_duration_seconds',
+    help: 'Time an AtlantisDeployment key waited in the work queue before a worker took it',
+    buckets: fastBuckets,
+    registers: [registry],
+  });
+  const statusProbeDuration = new Histogram({
+    name: 'atlantis_operator_status_probe_duration_seconds',
+    help: 'Time a GET /status of a draining server pod took, by result (ok, error)',
+    labelNames: ['result'] as const,
+    buckets: fastBuckets,
+    registers: [registry],
+  });
+  const kubeApiRequests = new Counter({
+    name: 'atlantis_operator_kube_api_requests_total',
+    help: 'Requests to the Kubernetes API by method (WATCH for watches) and HTTP status code (<error> when there was no answer)',
+    labelNames: ['method', 'code'] as const,
+    registers: [registry],
+  });
+  const kubeApiRequestDuration = new Histogram({
+    name: 'atlantis_operator_kube_api_request_duration_seconds',
+    help: 'Time until the Kubernetes API answered a request, by method',
+    labelNames: ['method'] as const,
+    buckets: fastBuckets,
+    registers: [registry],
+  });
   if (options.collectDefaults) collectDefaultMetrics({ register: registry });
 
   return {
@@ -90,6 +122,10 @@ export function createControllerMetrics(options: ControllerMetricsOptions = {}):
     rolloutsTotal,
     leader,
     workqueueDepth,
+    workqueueQueueDuration,
+    statusProbeDuration,
+    kubeApiRequests,
+    kubeApiRequestDuration,
     observeReconcile(result, seconds) {
       reconcileTotal.inc({ result });
       reconcileDuration.observe(seconds);

@@ -30,6 +30,8 @@ export interface WorkQueueOptions {
   /** Cap of the retry delay. */
   maxDelayMs?: number;
   clock?: QueueClock;
+  /** Called when a worker takes a key, with how long it waited in the queue (a metric). */
+  onTake?(waitedMs: number): void;
 }
 
 export const DEFAULT_BASE_DELAY_MS = 5;
@@ -60,13 +62,17 @@ export class WorkQueue {
   private readonly processing = new Set<string>();
   private readonly delayed = new Map<string, { at: number; handle: unknown }>();
   private readonly failures = new Map<string, number>();
+  /** When each queued key entered the queue. */
+  private readonly queuedAt = new Map<string, number>();
   private readonly waiters: Array<(key: string | undefined) => void> = [];
   private shutting = false;
   private readonly baseDelayMs: number;
   private readonly maxDelayMs: number;
   private readonly clock: QueueClock;
+  private readonly onTake?: (waitedMs: number) => void;
 
   constructor(options: WorkQueueOptions = {}) {
+    this.onTake = options.onTake;
     this.baseDelayMs = options.baseDelayMs ?? DEFAULT_BASE_DELAY_MS;
     this.maxDelayMs = options.maxDelayMs ?? DEFAULT_MAX_DELAY_MS;
     this.clock = options.clock ?? realClock;
@@ -156,6 +162,9 @@ export class WorkQueue {
   }
 
   private take(key: string): string {
+    const at = this.queuedAt.get(key);
+    this.queuedAt.delete(key);
+    this.onTake?.(at === undefined ? 0 : this.clock.now() - at);
     this.processing.add(key);
     this.dirty.delete(key);
     return key;
@@ -164,7 +173,10 @@ export class WorkQueue {
   private push(key: string): void {
     const w = this.waiters.shift();
     if (w) w(this.take(key));
-    else this.queue.push(key);
+    else {
+      this.queuedAt.set(key, this.clock.now());
+      this.queue.push(key);
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 //   kubeRequest(kc, method, path, body?)   one API call, parsed JSON + HTTP status, never throws on 4xx/5xx
 //   kubeRequestOk(...)                     the same, but throws KubeApiError unless 2xx
 //   openKubeStream(kc, path, onLine)       a streaming GET (watch), one callback per line
+//   configureKubeClient(kc, {qps, burst, onResponse})  optional client-side rate limit, metrics hook
 //
 // Requests go through node:https with a keep-alive agent per KubeConfig, built from the TLS
 // material that KubeConfig.applyToHTTPSOptions() yields; auth headers are re-read per request
@@ -94,6 +95,62 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
+export interface KubeClientOptions {
+  /**
+   * Client-side rate limit (token bucket) for plain requests; 0 or unset = none. Off by
+   * default, as in current controller-runtime: the API server's Priority and Fairness is the
+   * limit that matters, and it answers 429 with Retry-After when a client is too fast.
+   */
+  qps?: number;
+  burst?: number;
+  /** Called once per request (watches: method WATCH, when the response starts). */
+  onResponse?(r: { method: HttpMethod | 'WATCH'; status: number; seconds: number }): void;
+}
+
+const clientOptions = new WeakMap<KubeConfig, { opts: KubeClientOptions; bucket?: TokenBucket }>();
+
+/** Applies `opts` to every later request made with `kc`. */
+export function configureKubeClient(kc: KubeConfig, opts: KubeClientOptions): void {
+  const limited = (opts.qps ?? 0) > 0;
+  clientOptions.set(kc, { opts, bucket: limited ? new TokenBucket(opts.qps!, Math.max(1, opts.burst ?? Math.ceil(opts.qps!))) : undefined });
+}
+
+/** client-go's token bucket: `burst` requests at once, then `qps` per second; waiters in order. */
+export class TokenBucket {
+  private tokens: number;
+  private last: number;
+  private tail: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly qps: number,
+    private readonly burst: number,
+    private readonly clock: { now(): number; sleep(ms: number): Promise<void> } = { now: Date.now, sleep: (ms) => new Promise((r) => setTimeout(r, ms)) },
+  ) {
+    this.tokens = burst;
+    this.last = clock.now();
+  }
+
+  /** Resolves when the caller may send one request. */
+  take(): Promise<void> {
+    const turn = this.tail.then(async () => {
+      this.refill();
+      if (this.tokens < 1) {
+        await this.clock.sleep(Math.ceil(((1 - this.tokens) / this.qps) * 1000));
+        this.refill();
+      }
+      this.tokens -= 1;
+    });
+    this.tail = turn;
+    return turn;
+  }
+
+  private refill(): void {
+    const now = this.clock.now();
+    this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) / 1000) * this.qps);
+    this.last = now;
+  }
+}
+
 interface Conn {
   server: URL;
   agent: http.Agent;
@@ -149,8 +206,12 @@ export async function kubeRequest<T = unknown>(
   body?: unknown,
   opts: RequestOptions = {},
 ): Promise<KubeResponse<T>> {
+  const client = clientOptions.get(kc);
+  await client?.bucket?.take();
   const { conn, headers } = await connFor(kc);
   const url = buildPath(conn, path, opts.query);
+  const started = process.hrtime.bigint();
+  const observe = (status: number) => client?.opts.onResponse?.({ method, status, seconds: Number(process.hrtime.bigint() - started) / 1e9 });
   let payload: string | undefined;
   if (body !== undefined) {
     payload = typeof body === 'string' ? body : JSON.stringify(body);
@@ -174,11 +235,15 @@ export async function kubeRequest<T = unknown>(
             parsed = text;
           }
         }
+        observe(res.statusCode ?? 0);
         resolve({ status: res.statusCode ?? 0, body: parsed as T, headers: res.headers });
       });
     });
     req.setTimeout(opts.timeoutMs ?? 30_000, () => req.destroy(new Error(`${method} ${path}: timed out`)));
-    req.on('error', reject);
+    req.on('error', (e) => {
+      observe(0); // no answer: counted with code "<error>"
+      reject(e);
+    });
     if (payload !== undefined) req.write(payload);
     req.end();
   });
@@ -221,12 +286,15 @@ export async function openKubeStream(
   query: RequestOptions['query'],
   handlers: StreamHandlers,
 ): Promise<KubeStream> {
+  const client = clientOptions.get(kc);
   const { conn, headers } = await connFor(kc);
   const url = buildPath(conn, path, query);
   headers.accept = 'application/json';
   const mod = url.protocol === 'http:' ? http : https;
+  const started = process.hrtime.bigint();
   let done = false;
   let aborted = false;
+  let answered = false;
   const finish = (err: Error | undefined) => {
     if (done) return;
     done = true;
@@ -235,6 +303,8 @@ export async function openKubeStream(
   // A dedicated (non-pooled) agent: a watch holds its socket for minutes, and destroying
   // it on abort must not affect other requests.
   const req = mod.request(url, { method: 'GET', headers, agent: streamAgent(conn) }, (res) => {
+    answered = true;
+    client?.opts.onResponse?.({ method: 'WATCH', status: res.statusCode ?? 0, seconds: Number(process.hrtime.bigint() - started) / 1e9 });
     handlers.onResponse?.(res.statusCode ?? 0);
     let buf = '';
     res.setEncoding('utf8');
@@ -257,7 +327,10 @@ export async function openKubeStream(
     res.on('error', (e) => finish(e));
     res.on('close', () => finish(res.complete ? undefined : new Error('Watch connection closed')));
   });
-  req.on('error', (e) => finish(e));
+  req.on('error', (e) => {
+    if (!done && !aborted && !answered) client?.opts.onResponse?.({ method: 'WATCH', status: 0, seconds: Number(process.hrtime.bigint() - started) / 1e9 });
+    finish(e);
+  });
   req.end();
   return {
     abort() {

@@ -27,7 +27,7 @@ export interface ControllerOptions {
 const MANAGED = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
 
 export class AtlantisController {
-  private readonly queue = new WorkQueue({ baseDelayMs: 100, maxDelayMs: 60_000 });
+  private readonly queue: WorkQueue;
   private readonly ads: Informer<AtlantisDeployment>;
   private readonly pods: Informer<V1Pod>;
   private readonly pvcs: Informer<V1PersistentVolumeClaim>;
@@ -37,6 +37,7 @@ export class AtlantisController {
   private synced = false;
 
   constructor(private readonly o: ControllerOptions) {
+    this.queue = new WorkQueue({ baseDelayMs: 100, maxDelayMs: 60_000, onTake: (ms) => o.metrics.workqueueQueueDuration.observe(ms / 1000) });
     const informerOpts = { logger: o.logger.child({ component: 'informer' }), silenceTimeoutMs: o.watchSilenceTimeoutMs };
     const owned = { ...informerOpts, labelSelector: MANAGED };
     this.ads = new Informer<AtlantisDeployment>(o.kc, apiPath(API_VERSION, PLURAL, o.namespace), informerOpts);

@@ -118,7 +118,10 @@ export class Reconciler {
       const o = observePod(p);
       const ip = p.status?.podIP;
       if (!o || !ip || o.deletionTimestamp || !isDraining(o) || !isRunning(o)) return;
-      probes.set(o.uid, await this.probe(ip));
+      const started = process.hrtime.bigint();
+      const probe = await this.probe(ip);
+      this.o.metrics.statusProbeDuration.observe({ result: probe.ok ? 'ok' : 'error' }, Number(process.hrtime.bigint() - started) / 1e9);
+      probes.set(o.uid, probe);
     }));
     return probes;
   }
