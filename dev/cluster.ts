@@ -6,6 +6,10 @@
 //   cluster.kubeconfigPath; cluster.server; await cluster.kubectl(['get', 'ns']);
 //   await cluster.stop();
 //
+//   await cluster.stopApiServer();      // kube-apiserver alone (fault tests); etcd and
+//   await cluster.restartApiServer();   // kube-controller-manager keep running; same port,
+//                                       // flags, certs and etcd data; waits for /readyz
+//
 // kube-apiserver: secure port on 127.0.0.1, client-certificate authentication (admin user
 // in system:masters), RBAC authorization, service-account issuer and keys (TokenRequest
 // works), envtest-like flags. kube-controller-manager: garbage collector, namespace,
@@ -87,6 +91,8 @@ export class LocalCluster {
   private _pki: PkiFiles | undefined;
   private _kc: KubeConfig | undefined;
   private bins: Record<BinaryName, string> | undefined;
+  private apiPort = 0;
+  private etcdPort = 0;
   /** seconds start() took, for reports */
   startSeconds = 0;
 
@@ -136,6 +142,8 @@ export class LocalCluster {
       ]);
       this._pki = pki;
       await this.startEtcd(etcdPort, peerPort, deadline);
+      this.apiPort = apiPort;
+      this.etcdPort = etcdPort;
       this._server = `https://127.0.0.1:${apiPort}`;
       await this.writeKubeconfig(this.kubeconfigPath, this._server);
       await this.startApiServer(apiPort, etcdPort, deadline);
@@ -156,7 +164,12 @@ export class LocalCluster {
     const fd = openSync(log, 'a');
     const proc = spawnGroup(this.bins![name], args, { stdio: ['ignore', fd, fd], cwd: this.dir });
     closeSync(fd);
-    this.procs.push({ name, proc });
+    // stop() stops in reverse order of this list: keep etcd first and kube-apiserver before
+    // kube-controller-manager, also when kube-apiserver is restarted after the others
+    const order: BinaryName[] = ['etcd', 'kube-apiserver', 'kube-controller-manager'];
+    const at = this.procs.findIndex((p) => order.indexOf(p.name as BinaryName) > order.indexOf(name));
+    if (at < 0) this.procs.push({ name, proc });
+    else this.procs.splice(at, 0, { name, proc });
     return proc;
   }
 
@@ -193,6 +206,36 @@ export class LocalCluster {
       '--log-level=warn',
     ]);
     await this.waitFor('etcd', deadline, async () => (await httpGet(`${client}/health`)).includes('"health":"true"'), 'etcd');
+  }
+
+  /** True while the component's process runs (false after stopApiServer() for kube-apiserver). */
+  isRunning(component: 'etcd' | 'kube-apiserver' | 'kube-controller-manager'): boolean {
+    return this.procs.some((p) => p.name === component && p.proc.isRunning());
+  }
+
+  /**
+   * Stops kube-apiserver alone (SIGTERM to its process group, SIGKILL after graceMs, default
+   * 10 s) and resolves once it exited; etcd and kube-controller-manager keep running. For fault
+   * tests: clients see refused connections on the API server's port until restartApiServer().
+   */
+  async stopApiServer(opts: { graceMs?: number } = {}): Promise<void> {
+    if (!this.started) throw new Error('LocalCluster not started');
+    const i = this.procs.findIndex((p) => p.name === 'kube-apiserver');
+    if (i < 0) throw new Error('kube-apiserver is not running (already stopped?)');
+    const [entry] = this.procs.splice(i, 1);
+    await entry!.proc.stop(opts.graceMs ?? 10_000);
+  }
+
+  /**
+   * Starts kube-apiserver again after stopApiServer(): the same flags, port, certificates and
+   * etcd (so every object is still there), its log appended to the same file. Resolves when
+   * /readyz answers 200; throws (with the log's tail) when it does not within timeoutMs
+   * (default 90 s), or when etcd or kube-controller-manager exited meanwhile.
+   */
+  async restartApiServer(opts: { timeoutMs?: number } = {}): Promise<void> {
+    if (!this.started) throw new Error('LocalCluster not started');
+    if (this.procs.some((p) => p.name === 'kube-apiserver')) throw new Error('kube-apiserver is already running');
+    await this.startApiServer(this.apiPort, this.etcdPort, Date.now() + (opts.timeoutMs ?? 90_000));
   }
 
   private async startApiServer(port: number, etcdPort: number, deadline: number): Promise<void> {
