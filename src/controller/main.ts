@@ -36,6 +36,8 @@ const P = 'ATLANTIS_OPERATOR_';
 const DEFAULT_LEADER_ELECTION_NAMESPACE = 'atlantis-operator';
 /** How long a stop of the reconciler may take before the process exits anyway (grace period is 30 s). */
 const STOP_TIMEOUT_MS = 20_000;
+/** The informers' default (src/k8s/informer.ts). */
+const DEFAULT_WATCH_SILENCE_TIMEOUT_MS = 60_000;
 
 export const CONTROLLER_FLAGS: FlagSpec[] = [
   { name: 'metrics-bind-address', type: 'string', default: '0.0.0.0:8080', envPrefix: P, description: 'Address for /healthz, /readyz and /metrics' },
@@ -48,6 +50,7 @@ export const CONTROLLER_FLAGS: FlagSpec[] = [
   { name: 'namespace', type: 'string', envPrefix: P, description: 'Only watch this namespace (default: all namespaces)' },
   { name: 'kubeconfig', type: 'string', envPrefix: P, description: 'Path to a kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster service account)' },
   { name: 'max-concurrent-reconciles', type: 'int', default: 16, envPrefix: P, description: 'AtlantisDeployments reconciled in parallel (a reconcile mostly waits on the API server and on /status probes)' },
+  { name: 'watch-silence-timeout', type: 'duration', default: DEFAULT_WATCH_SILENCE_TIMEOUT_MS, envPrefix: P, description: 'Restart a watch that delivered nothing, not even a bookmark, for this long (a half-open connection); watches are also renewed before this; at least 1s' },
   { name: 'log-level', type: 'string', default: 'info', envPrefix: P, description: 'Log level: debug, info, warn or error' },
 ];
 
@@ -64,6 +67,7 @@ export interface ControllerConfig {
   namespace: string | undefined;
   kubeconfig: string | undefined;
   workers: number;
+  watchSilenceTimeoutMs: number;
   logLevel: LogLevel;
 }
 
@@ -84,6 +88,8 @@ export function buildControllerConfig(values: FlagValues, env: NodeJS.ProcessEnv
     const msg = (e as Error).message;
     throw new UsageError(`invalid leader election timings (--leader-elect-lease-duration, --leader-elect-renew-deadline, --leader-elect-retry-period): ${msg.charAt(0).toLowerCase()}${msg.slice(1)}`);
   }
+  const watchSilenceTimeoutMs = values['watch-silence-timeout'] as number;
+  if (!(watchSilenceTimeoutMs >= 1_000)) throw new UsageError(`invalid value "${values['watch-silence-timeout']}ms" for --watch-silence-timeout: must be at least 1s`);
   const nonEmpty = (v: unknown) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined);
   const leaderElectionId = nonEmpty(values['leader-election-id']);
   if (!leaderElectionId) throw new UsageError('--leader-election-id must not be empty');
@@ -100,6 +106,7 @@ export function buildControllerConfig(values: FlagValues, env: NodeJS.ProcessEnv
     namespace: nonEmpty(values.namespace),
     kubeconfig: nonEmpty(values.kubeconfig),
     workers,
+    watchSilenceTimeoutMs,
     logLevel: logLevel as LogLevel,
   };
 }
@@ -189,7 +196,7 @@ export async function startController(cfg: ControllerConfig, logger: Logger): Pr
   const kc = loadConfig(cfg.kubeconfig);
   const metrics = createControllerMetrics({ collectDefaults: true });
   const runner = new ReconcilerRunner(
-    () => new AtlantisController({ kc, namespace: cfg.namespace, logger, metrics, workers: cfg.workers }),
+    () => new AtlantisController({ kc, namespace: cfg.namespace, logger, metrics, workers: cfg.workers, watchSilenceTimeoutMs: cfg.watchSilenceTimeoutMs }),
     logger,
   );
   let elector: LeaderElector | undefined;
