@@ -1,7 +1,8 @@
 // Drain timeouts and unreachable /status on the real control plane, with real terraform:
 // onDrainTimeout Wait keeps the busy pod and says so; Interrupt deletes it and the server's
 // own deadline interrupts terraform cleanly (SIGINT, state lock released); a pod whose
-// /status does not answer is never deleted before the timeout.
+// /status does not answer is never deleted before the timeout, and then gets the policy:
+// kept with Wait, deleted (SIGTERM, never SIGKILL) with Interrupt.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -124,5 +125,35 @@ describe('drain timeouts', () => {
       const ps = await listPods(cluster.kc, ns, name);
       return ps.length === 1 && ps[0]!.metadata!.uid !== pod.metadata!.uid && isReady(ps[0]!);
     }, { timeoutMs: 90_000 });
+  });
+  it('a pod whose /status does not answer, onDrainTimeout Interrupt: deleted at the timeout, not before', { timeout: 240_000 }, async () => {
+    const name = 'frozen-int';
+    const timeoutS = 8;
+    const pod = await readyPod(name, { updateStrategy: { maxUnavailable: 1, drainTimeoutSeconds: timeoutS, onDrainTimeout: 'Interrupt' } });
+    const uid = pod.metadata!.uid!;
+    const node = await getLocalNode();
+    const started = node.events({ namespace: ns, pod: `${name}-0` }).find((e) => e.uid === uid && e.pid);
+    assert.ok(started?.pid, 'the node recorded the server pid');
+    process.kill(started.pid, 'SIGSTOP');
+    let drainStart: string | undefined;
+    try {
+      await patchAdSpec(cluster.kc, ns, name, { image: 'atlantis-operator:v2' });
+      drainStart = await waitFor('the drain to start', async () => (await listPods(cluster.kc, ns, name))[0]?.metadata?.annotations?.['atlantis-operator.dev/drain'], { timeoutMs: 30_000 });
+      await waitFor('the controller to delete the pod', async () => !(await podAlive(name, uid)), { timeoutMs: 60_000, intervalMs: 100 });
+    } finally {
+      // Let the server take the kubelet's SIGTERM now, well inside its grace period.
+      process.kill(started.pid, 'SIGCONT');
+    }
+    const sigterm = await waitFor('the node to send SIGTERM', async () => node.events({ namespace: ns, pod: `${name}-0` }).find((e) => e.uid === uid && e.type === 'SIGTERM sent'), { timeoutMs: 30_000 });
+    // The controller counts from the annotation's time (whole seconds), so the delete cannot
+    // come before it plus the timeout.
+    const waitedMs = Date.parse(sigterm.time) - Date.parse(drainStart!);
+    assert.ok(waitedMs >= timeoutS * 1000, `deleted ${waitedMs} ms after the drain started, before drainTimeoutSeconds ${timeoutS}`);
+    assert.ok((await events(cluster.kc, ns)).some((e) => e.reason === 'DrainTimeout' && e.message.includes(`Pod ${name}-0`) && e.message.includes('Interrupt')));
+    await waitFor('replacement', async () => {
+      const ps = await listPods(cluster.kc, ns, name);
+      return ps.length === 1 && ps[0]!.metadata!.uid !== uid && isReady(ps[0]!);
+    }, { timeoutMs: 90_000 });
+    assert.ok(!node.events({ namespace: ns, pod: `${name}-0` }).some((e) => e.uid === uid && e.type === 'SIGKILL sent'), 'the frozen server was stopped by SIGTERM, not SIGKILL');
   });
 });
