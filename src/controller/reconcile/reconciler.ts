@@ -176,8 +176,10 @@ export class Reconciler {
         await ok('DELETE', apiPath('v1', 'pods', ns, a.podName), podDeleteOptions(a.uid));
         return;
       case 'emitEvent': {
+        // Not awaited, like client-go's event recorder: an Event is a best-effort record, and
+        // a slow API server must not hold up the next drain decision for this key.
         const suffix = `${Date.now().toString(16)}${randomBytes(3).toString('hex')}`;
-        await ok('POST', apiPath('v1', 'events', ns), renderEvent(ad, { eventType: a.eventType, reason: a.reason, message: a.message }, this.now(), suffix, this.o.instance))
+        void ok('POST', apiPath('v1', 'events', ns), renderEvent(ad, { eventType: a.eventType, reason: a.reason, message: a.message }, this.now(), suffix, this.o.instance))
           .catch((e: unknown) => log.warn('Could not record event', { reason: a.reason, error: (e as Error).message }));
         return;
       }
