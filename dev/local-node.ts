@@ -9,7 +9,7 @@
 //     <args>`; a `command` starting with `atlantis-operator` maps the same way (also for
 //     exec hooks and exec probes); another command (e.g. `node script.mjs`, `sh -c ...`)
 //     runs as is on the host. Any other image never starts: ErrImagePull / ImagePullBackOff;
-//   - each pod gets its own loopback address 127.0.N.M (status.podIP) and the process gets
+//   - each pod gets its own loopback address 127.1.N.M (status.podIP) and the process gets
 //     ATLANTIS_BIND_ADDRESS=<podIP>, KUBECONFIG=<per-pod kubeconfig with a bound
 //     TokenRequest token for the pod's service account>, HOME=<pod dir>/home;
 //   - env like kubelet: value with $(VAR) expansion, fieldRef, secretKeyRef,
@@ -20,6 +20,9 @@
 //     -> files. Processes cannot chroot, so mounts are emulated: each volumeMount's
 //     mountPath prefix is replaced by the host directory in the container's args and env
 //     values (nothing else: a path compiled into a program is not rewritten);
+//   - pod processes run at a lower CPU priority (nice 10 by default), the way a kubelet's
+//     kube-reserved/system-reserved keeps pods from starving the control plane: here the
+//     API server, etcd and the controller share the machine's cores with every pod;
 //   - cwd <pod dir>/cwd; stdout+stderr appended to <pod dir>/logs/<container>.log;
 //   - status like kubelet: phase, PodScheduled/PodReadyToStartContainers/Initialized/
 //     ContainersReady/Ready, containerStatuses; readiness, liveness and startup probes
@@ -73,6 +76,12 @@ export interface LocalNodeOptions {
   crashBackoffBaseMs?: number;
   /** Node heartbeat period (default 10 s) */
   heartbeatMs?: number;
+  /**
+   * Niceness of pod processes (default 10; 0 = same priority as the node). Stands in for the
+   * CPU a kubelet reserves for system components: without it, 100 Node.js servers starting at
+   * once on 2 cores starve the API server and etcd (seconds per request).
+   */
+  podNice?: number;
   logger?: Logger;
 }
 
@@ -179,6 +188,7 @@ export class LocalNode {
   private readonly cliPath: string;
   private readonly backoffBase: number;
   private readonly heartbeatMs: number;
+  private readonly podNice: number;
   private readonly pods = new Map<string, PodRt>(); // by uid
   private readonly nodeEvents: NodeEvent[] = [];
   private readonly eventsFile: string;
@@ -206,6 +216,7 @@ export class LocalNode {
     this.cliPath = opts.cliPath ?? path.join(repoRoot, 'dist/src/cli.js');
     this.backoffBase = opts.crashBackoffBaseMs ?? 10_000;
     this.heartbeatMs = opts.heartbeatMs ?? 10_000;
+    this.podNice = opts.podNice ?? 10;
     this.eventsFile = path.join(this.root, 'events.jsonl');
     fs.mkdirSync(path.join(this.root, 'pods'), { recursive: true });
     fs.mkdirSync(path.join(this.root, 'pv'), { recursive: true });
@@ -907,6 +918,7 @@ export class LocalNode {
     } finally {
       fs.closeSync(fd);
     }
+    this.deprioritize(proc);
     c.proc = proc;
     c.state = 'running';
     c.startedAt = now();
@@ -1080,6 +1092,16 @@ export class LocalNode {
     return p.containerPort;
   }
 
+  /** Lowers a pod process's CPU priority (its children, e.g. terraform, inherit it). */
+  private deprioritize(p: GroupProcess): void {
+    if (this.podNice === 0 || p.pid <= 0) return;
+    try {
+      os.setPriority(p.pid, this.podNice);
+    } catch {
+      // Already exited: nothing to lower.
+    }
+  }
+
   /** Runs an exec action (hook or probe) like the container's process: same env, cwd, mounts. Resolves with the exit code (null when killed at the timeout). */
   private async runExec(rt: PodRt, c: CRt, action: V1ExecAction, timeoutMs: number, logPrefix?: string): Promise<number | null> {
     const env = await this.processEnv(rt, c.spec);
@@ -1092,6 +1114,7 @@ export class LocalNode {
     } finally {
       fs.closeSync(fd);
     }
+    this.deprioritize(p);
     const t = setTimeout(() => p.signal('SIGKILL'), Math.max(1, timeoutMs));
     const r = await p.exited;
     clearTimeout(t);
