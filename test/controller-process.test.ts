@@ -248,7 +248,7 @@ describe('controller process without --leader-elect and with bad flags', () => {
     assert.equal(await leaderGauge(a), 1);
     await waitFor('ready', async () => (await readyz(a)).status === 200, { timeoutMs: 15_000, intervalMs: 100 });
     const metrics = await (await fetch(`${a.url}/metrics`)).text();
-    for (const m of ['atlantis_operator_reconcile_total', 'atlantis_operator_workqueue_depth', 'process_resident_memory_bytes']) assert.match(metrics, new RegExp(m));
+    for (const m of ['atlantis_operator_reconcile_total', 'atlantis_operator_workqueue_depth', 'atlantis_operator_workqueue_queue_duration_seconds', 'atlantis_operator_kube_api_requests_total{method="GET",code="200"}', 'process_resident_memory_bytes']) assert.match(metrics, new RegExp(m));
     assert.equal((await kubeRequest(cluster.kc, 'GET', apiPath('coordination.k8s.io/v1', 'leases', ns, lease))).status, 404, 'no Lease without --leader-elect');
     a.p.child.kill('SIGINT');
     assert.deepEqual(await exitOf(a, 30_000), { code: 0, signal: null }, a.p.output());
@@ -262,6 +262,7 @@ describe('controller process without --leader-elect and with bad flags', () => {
     ['a missing kubeconfig', ['--kubeconfig', '/nonexistent/kubeconfig'], /cannot load --kubeconfig \/nonexistent\/kubeconfig/],
     ['a renew deadline above the lease duration', ['--leader-elect-renew-deadline', '20s'], /--leader-elect-renew-deadline.*lease duration must be greater than the renew deadline/],
     ['a bad log level', ['--log-level', 'loud'], /--log-level/],
+    ['a negative API rate limit', ['--kube-api-qps', '-5'], /--kube-api-qps: must be between 0 \(no limit\) and 100000/],
   ];
   for (const [name, args, re] of bad) {
     it(`exits 2 with one line for ${name}`, () => {
@@ -312,5 +313,10 @@ describe('controller flags (pure)', () => {
     const c = cfg(['--max-concurrent-reconciles', '2'], env);
     assert.deepEqual([c.leaderElect, c.workers, c.retryPeriodMs], [true, 2, 500]);
     assert.deepEqual([cfg(['--metrics-bind-address', '[::1]:9090']).host, cfg(['--metrics-bind-address', ':9090']).host], ['::1', '0.0.0.0']);
+  });
+  it('client-side API rate limit: off by default; burst defaults to the qps', () => {
+    assert.deepEqual([cfg([]).kubeApiQps, cfg([]).kubeApiBurst], [0, 0]);
+    assert.deepEqual([cfg(['--kube-api-qps', '20']).kubeApiQps, cfg(['--kube-api-qps', '20']).kubeApiBurst], [20, 20]);
+    assert.equal(cfg(['--kube-api-qps', '20', '--kube-api-burst', '50']).kubeApiBurst, 50);
   });
 });

@@ -19,7 +19,7 @@ import express from 'express';
 import type http from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { type FlagSpec, type FlagValues, UsageError } from '../config/flags.js';
-import { kubeConfigFromFile, loadKubeConfig } from '../k8s/client.js';
+import { configureKubeClient, kubeConfigFromFile, loadKubeConfig } from '../k8s/client.js';
 import { createLogger, type Logger, type LogLevel } from '../log.js';
 import {
   DEFAULT_LEASE_DURATION_MS,
@@ -50,6 +50,8 @@ export const CONTROLLER_FLAGS: FlagSpec[] = [
   { name: 'namespace', type: 'string', envPrefix: P, description: 'Only watch this namespace (default: all namespaces)' },
   { name: 'kubeconfig', type: 'string', envPrefix: P, description: 'Path to a kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster service account)' },
   { name: 'max-concurrent-reconciles', type: 'int', default: 16, envPrefix: P, description: 'AtlantisDeployments reconciled in parallel (a reconcile mostly waits on the API server and on /status probes)' },
+  { name: 'kube-api-qps', type: 'int', default: 0, envPrefix: P, description: 'Client-side limit of Kubernetes API requests per second (0: none, rely on the API server\'s Priority and Fairness)' },
+  { name: 'kube-api-burst', type: 'int', default: 0, envPrefix: P, description: 'Requests allowed at once above --kube-api-qps (default: the qps value)' },
   { name: 'watch-silence-timeout', type: 'duration', default: DEFAULT_WATCH_SILENCE_TIMEOUT_MS, envPrefix: P, description: 'Restart a watch that delivered nothing, not even a bookmark, for this long (a half-open connection); watches are also renewed before this; at least 1s' },
   { name: 'log-level', type: 'string', default: 'info', envPrefix: P, description: 'Log level: debug, info, warn or error' },
 ];
@@ -67,6 +69,8 @@ export interface ControllerConfig {
   namespace: string | undefined;
   kubeconfig: string | undefined;
   workers: number;
+  kubeApiQps: number;
+  kubeApiBurst: number;
   watchSilenceTimeoutMs: number;
   logLevel: LogLevel;
 }
@@ -79,6 +83,10 @@ export function buildControllerConfig(values: FlagValues, env: NodeJS.ProcessEnv
   const [host, port] = splitHostPort(bindAddress);
   const workers = values['max-concurrent-reconciles'] as number;
   if (!(workers >= 1 && workers <= 1000)) throw new UsageError(`invalid value "${workers}" for --max-concurrent-reconciles: must be between 1 and 1000`);
+  const kubeApiQps = values['kube-api-qps'] as number;
+  if (!(kubeApiQps >= 0 && kubeApiQps <= 100_000)) throw new UsageError(`invalid value "${kubeApiQps}" for --kube-api-qps: must be between 0 (no limit) and 100000`);
+  const kubeApiBurst = values['kube-api-burst'] as number;
+  if (!(kubeApiBurst >= 0 && kubeApiBurst <= 100_000)) throw new UsageError(`invalid value "${kubeApiBurst}" for --kube-api-burst: must be between 0 and 100000`);
   const leaseDurationMs = values['leader-elect-lease-duration'] as number;
   const renewDeadlineMs = values['leader-elect-renew-deadline'] as number;
   const retryPeriodMs = values['leader-elect-retry-period'] as number;
@@ -106,6 +114,8 @@ export function buildControllerConfig(values: FlagValues, env: NodeJS.ProcessEnv
     namespace: nonEmpty(values.namespace),
     kubeconfig: nonEmpty(values.kubeconfig),
     workers,
+    kubeApiQps,
+    kubeApiBurst: kubeApiBurst || kubeApiQps,
     watchSilenceTimeoutMs,
     logLevel: logLevel as LogLevel,
   };
@@ -195,6 +205,14 @@ export interface RunningController {
 export async function startController(cfg: ControllerConfig, logger: Logger): Promise<RunningController> {
   const kc = loadConfig(cfg.kubeconfig);
   const metrics = createControllerMetrics({ collectDefaults: true });
+  configureKubeClient(kc, {
+    qps: cfg.kubeApiQps,
+    burst: cfg.kubeApiBurst,
+    onResponse: ({ method, status, seconds }) => {
+      metrics.kubeApiRequests.inc({ method, code: status === 0 ? '<error>' : String(status) });
+      metrics.kubeApiRequestDuration.observe({ method }, seconds);
+    },
+  });
   const runner = new ReconcilerRunner(
     () => new AtlantisController({ kc, namespace: cfg.namespace, logger, metrics, workers: cfg.workers, watchSilenceTimeoutMs: cfg.watchSilenceTimeoutMs }),
     logger,
