@@ -120,18 +120,21 @@ export class GitHubStandin {
   private nextId = 1000;
   private server: http.Server | undefined;
   private port = 0;
+  private host = '127.0.0.1';
 
   private constructor(token: string, botLogin: string) {
     this.token = token;
     this.botLogin = botLogin;
   }
 
-  static async start(opts: { token?: string; botLogin?: string } = {}): Promise<GitHubStandin> {
+  /** `host`: the loopback address to listen on (default 127.0.0.1), port 0 either way. */
+  static async start(opts: { token?: string; botLogin?: string; host?: string } = {}): Promise<GitHubStandin> {
     const s = new GitHubStandin(opts.token ?? 'test-token-' + crypto.randomBytes(6).toString('hex'), opts.botLogin ?? 'atlantis-bot');
     const server = http.createServer((req, res) => {
       void s.handle(req, res);
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    s.host = opts.host ?? '127.0.0.1';
+    await new Promise<void>((resolve) => server.listen(0, s.host, resolve));
     s.server = server;
     s.port = (server.address() as AddressInfo).port;
     return s;
@@ -139,7 +142,7 @@ export class GitHubStandin {
 
   /** Base URL to give the client (plays the role of https://api.github.com). */
   get url(): string {
-    return `http://127.0.0.1:${this.port}`;
+    return `http://${this.host}:${this.port}`;
   }
 
   async close(): Promise<void> {

@@ -24,8 +24,9 @@ export interface WorkflowEnv {
   close(): Promise<void>;
 }
 
-export async function createWorkflowEnv(): Promise<WorkflowEnv> {
-  const gh = await GitHubStandin.start({ botLogin: 'atlantis-bot' });
+/** `ghHost`: the loopback address the GitHub stand-in listens on (default 127.0.0.1). */
+export async function createWorkflowEnv(opts: { ghHost?: string } = {}): Promise<WorkflowEnv> {
+  const gh = await GitHubStandin.start({ botLogin: 'atlantis-bot', host: opts.ghHost });
   const repo = await createTestRepo({ fullName: 'acme/infra' });
   gh.addRepo(repo.fullName, { cloneUrl: repo.cloneUrl });
   const env: WorkflowEnv = {
