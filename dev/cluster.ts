@@ -216,7 +216,9 @@ export class LocalCluster {
   /**
    * Stops kube-apiserver alone (SIGTERM to its process group, SIGKILL after graceMs, default
    * 10 s) and resolves once it exited; etcd and kube-controller-manager keep running. For fault
-   * tests: clients see refused connections on the API server's port until restartApiServer().
+   * tests: it stops listening at once on SIGTERM, so clients see refused connections on the
+   * API server's port until restartApiServer(). (Measured with clients' watches open: its
+   * graceful shutdown did not end within 10 s, the SIGKILL ended it.)
    */
   async stopApiServer(opts: { graceMs?: number } = {}): Promise<void> {
     if (!this.started) throw new Error('LocalCluster not started');

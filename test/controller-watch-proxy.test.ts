@@ -224,7 +224,7 @@ describe('controller behind a proxy that cuts and then black-holes its connectio
     // pod it created is at v3.
     const log = controllerLog();
     const created = log.filter((l) => l.msg === 'Creating pod' && ms(l.time) >= tV2);
-    assert.deepEqual(created.map((l) => `${l.pod}@${l.revision}`).sort(), [`${NAME}-0@${rev3}`, `${NAME}-1@${rev3}`], 'pods created in the rollout');
+    assert.deepEqual([...new Set(created.map((l) => `${l.pod}@${l.revision}`))].sort(), [`${NAME}-0@${rev3}`, `${NAME}-1@${rev3}`], 'pods created in the rollout');
     assert.ok(!created.some((l) => l.revision === rev2), 'no pod at the revision replaced during the gap');
 
     // The apply finished with its state, nothing was killed, atl-1 was deleted only after its apply ended.
@@ -236,8 +236,8 @@ describe('controller behind a proxy that cuts and then black-holes its connectio
     for (const p of pods) {
       const evs = node.events({ namespace: ns, pod: p.metadata!.name! }).filter((e) => e.uid === p.metadata!.uid);
       assert.ok(evs.some((e) => e.type === 'SIGTERM sent'), `${p.metadata!.name} was stopped`);
-      assert.ok(!evs.some((e) => e.type === 'SIGKILL sent'), `${p.metadata!.name} got no SIGKILL`);
     }
+    assert.deepEqual(node.events({ namespace: ns }).filter((e) => e.type === 'SIGKILL sent'), [], 'no SIGKILL in the namespace');
     const serverLog = readFileOr(node.logPath(ns, `${NAME}-1`, 'atlantis', pod1.metadata!.uid));
     const finishedLine = serverLog.split('\n').find((l) => l.includes('"msg":"Command finished"') && l.includes('"command":"apply"'));
     assert.ok(finishedLine, 'atl-1 logged the end of its apply');
