@@ -11,7 +11,9 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
-RUN npx tsc -p tsconfig.json && npm prune --omit=dev
+COPY hack/bundle.mjs ./hack/
+# tsc type-checks; the bundle (dist/atlantis-operator.mjs) is what runs: it starts ~3x faster.
+RUN npx tsc -p tsconfig.json && node hack/bundle.mjs && npm prune --omit=dev
 
 FROM node:${NODE_VERSION}-bookworm-slim AS terraform
 ARG TERRAFORM_VERSION=1.11.4
@@ -31,9 +33,9 @@ WORKDIR /app
 COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
-RUN printf '#!/bin/sh\nexec node /app/dist/src/cli.js "$@"\n' > /usr/local/bin/atlantis-operator && chmod 0755 /usr/local/bin/atlantis-operator
+RUN printf '#!/bin/sh\nexec node /app/dist/atlantis-operator.mjs "$@"\n' > /usr/local/bin/atlantis-operator && chmod 0755 /usr/local/bin/atlantis-operator
 USER 1000:1000
 ENV ATLANTIS_DATA_DIR=/atlantis NODE_ENV=production
 EXPOSE 4141 8080
-ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/dist/src/cli.js"]
+ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/dist/atlantis-operator.mjs"]
 CMD ["server"]

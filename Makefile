@@ -19,8 +19,9 @@ node_modules/.deps-stamp: package.json package-lock.json
 
 deps: node_modules/.deps-stamp ## install npm dependencies (npm ci)
 
-build: deps ## compile TypeScript to dist/
+build: deps ## compile TypeScript to dist/ and bundle the CLI (dist/atlantis-operator.mjs)
 	npx tsc -p tsconfig.json
+	node hack/bundle.mjs
 
 typecheck: deps
 	npx tsc -p tsconfig.json --noEmit

@@ -75,7 +75,7 @@ async function main(): Promise<number> {
       users: [{ name: 'atlantis-operator', user: { token: tr.status.token } }],
       contexts: [{ name: 'c', context: { cluster: 'c', user: 'atlantis-operator', namespace: 'atlantis-operator' } }],
     }));
-    const ctrl = spawn(process.execPath, [path.join(repoRoot, 'dist/src/cli.js'), 'controller', '--kubeconfig', ctrlKubeconfig,
+    const ctrl = spawn(process.execPath, [path.join(repoRoot, 'dist/atlantis-operator.mjs'), 'controller', '--kubeconfig', ctrlKubeconfig,
       '--leader-elect', '--leader-election-namespace', 'atlantis-operator', '--metrics-bind-address', '127.0.99.1:8080'], { stdio: ['ignore', 'ignore', 'pipe'] });
     children.push(ctrl);
     const ctrlLog = path.join(cluster.dir, 'logs', 'controller.log');

@@ -5,7 +5,7 @@
 //   - registers a Node (labels, Ready condition, heartbeat) and binds unscheduled pods
 //     whose nodeSelector / required node affinity match its labels (pods/binding);
 //     others get PodScheduled=False/Unschedulable and stay Pending;
-//   - image `atlantis-operator[:tag]` (prefix configurable) runs `node <repo>/dist/src/cli.js
+//   - image `atlantis-operator[:tag]` (prefix configurable) runs `node <repo>/dist/atlantis-operator.mjs
 //     <args>`; a `command` starting with `atlantis-operator` maps the same way (also for
 //     exec hooks and exec probes); another command (e.g. `node script.mjs`, `sh -c ...`)
 //     runs as is on the host. Any other image never starts: ErrImagePull / ImagePullBackOff;
@@ -70,7 +70,7 @@ export interface LocalNodeOptions {
   labels?: Record<string, string>;
   /** images starting with this run the project's CLI (default "atlantis-operator") */
   imagePrefix?: string;
-  /** the CLI the project's image runs (default <repo>/dist/src/cli.js) */
+  /** the CLI the project's image runs (default <repo>/dist/atlantis-operator.mjs) */
   cliPath?: string;
   /** first CrashLoopBackOff delay (kubelet: 10 s), doubled up to 5 min */
   crashBackoffBaseMs?: number;
@@ -213,7 +213,7 @@ export class LocalNode {
     };
     this.log = (opts.logger ?? nullLogger()).child({ node: this.name });
     this.imagePrefix = opts.imagePrefix ?? 'atlantis-operator';
-    this.cliPath = opts.cliPath ?? path.join(repoRoot, 'dist/src/cli.js');
+    this.cliPath = opts.cliPath ?? path.join(repoRoot, 'dist/atlantis-operator.mjs');
     this.backoffBase = opts.crashBackoffBaseMs ?? 10_000;
     this.heartbeatMs = opts.heartbeatMs ?? 10_000;
     this.podNice = opts.podNice ?? 10;

@@ -3,7 +3,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-export const CLI = fileURLToPath(new URL('../../dist/src/cli.js', import.meta.url));
+export const CLI = fileURLToPath(new URL('../../dist/atlantis-operator.mjs', import.meta.url));
 
 export function assertBuilt(): void {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run 'make build' (make test does it)`);

@@ -1,0 +1,20 @@
+// Bundles the CLI into one ES module, dist/atlantis-operator.mjs: what the image, the local
+// node and the tests run. Why: loading ~1,500 separate module files (most of them
+// @kubernetes/client-node's generated API) costs a Node.js process about 2-3 s of CPU at
+// start; the bundle starts in about a third of that, which matters when 100 server pods
+// start at once. better-sqlite3 stays outside (a native addon found through node_modules).
+import { build } from 'esbuild';
+
+await build({
+  entryPoints: ['src/cli.ts'],
+  outfile: 'dist/atlantis-operator.mjs',
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  external: ['better-sqlite3'],
+  // CommonJS dependencies (express, winston, ...) call require(); give the ESM bundle one.
+  banner: { js: "import { createRequire as __atoCreateRequire } from 'node:module'; const require = __atoCreateRequire(import.meta.url);" },
+  sourcemap: 'linked',
+  logLevel: 'warning',
+});
