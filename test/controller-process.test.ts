@@ -262,6 +262,7 @@ describe('controller process without --leader-elect and with bad flags', () => {
     ['a missing kubeconfig', ['--kubeconfig', '/nonexistent/kubeconfig'], /cannot load --kubeconfig \/nonexistent\/kubeconfig/],
     ['a renew deadline above the lease duration', ['--leader-elect-renew-deadline', '20s'], /--leader-elect-renew-deadline.*lease duration must be greater than the renew deadline/],
     ['a bad log level', ['--log-level', 'loud'], /--log-level/],
+    ['a watch silence timeout below 1s', ['--watch-silence-timeout', '500ms'], /--watch-silence-timeout: must be at least 1s/],
     ['a negative API rate limit', ['--kube-api-qps', '-5'], /--kube-api-qps: must be between 0 \(no limit\) and 100000/],
   ];
   for (const [name, args, re] of bad) {
@@ -313,6 +314,11 @@ describe('controller flags (pure)', () => {
     const c = cfg(['--max-concurrent-reconciles', '2'], env);
     assert.deepEqual([c.leaderElect, c.workers, c.retryPeriodMs], [true, 2, 500]);
     assert.deepEqual([cfg(['--metrics-bind-address', '[::1]:9090']).host, cfg(['--metrics-bind-address', ':9090']).host], ['::1', '0.0.0.0']);
+  });
+  it('watch silence timeout: 60s by default, from the flag or ATLANTIS_OPERATOR_WATCH_SILENCE_TIMEOUT', () => {
+    assert.equal(cfg([]).watchSilenceTimeoutMs, 60_000);
+    assert.equal(cfg(['--watch-silence-timeout', '4s']).watchSilenceTimeoutMs, 4_000);
+    assert.equal(cfg([], { ATLANTIS_OPERATOR_WATCH_SILENCE_TIMEOUT: '2m' }).watchSilenceTimeoutMs, 120_000);
   });
   it('client-side API rate limit: off by default; burst defaults to the qps', () => {
     assert.deepEqual([cfg([]).kubeApiQps, cfg([]).kubeApiBurst], [0, 0]);
