@@ -13,7 +13,7 @@ import { API_VERSION, type AtlantisDeployment, PLURAL } from '../src/controller/
 import { startCli } from '../test/support/cli.js';
 import { atlantisDeployment, createVcsSecret, ensureCrd, isReady, listPods, patchAdSpec } from '../test/support/controller.js';
 import { freshNamespace, getCluster, getLocalNode, readFileOr, waitFor } from '../test/support/k8s.js';
-import { percentile, printTable } from './support.js';
+import { histogramQuantile, percentile, printTable, scrape, sumSeries } from './support.js';
 
 const N = Number(process.env.BENCH_ADS ?? 100);
 
@@ -22,10 +22,7 @@ function peakRssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
-async function metric(url: string, name: string): Promise<number> {
-  const t = await (await fetch(url)).text();
-  return t.split('\n').filter((l) => l.startsWith(name) && !l.startsWith('#')).reduce((s, l) => s + Number(l.split(' ').pop()), 0);
-}
+const fmtS = (s: number) => (Number.isFinite(s) ? `${(s * 1000).toFixed(0)} ms` : s === Infinity ? '> 10 s' : 'n/a');
 
 export async function benchControllerScale(): Promise<{ ok: boolean }> {
   const cluster = await getCluster();
@@ -48,12 +45,13 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
     };
     await waitFor(`${N} AtlantisDeployments Available`, async () => (await available()).length === N, { timeoutMs: 900_000, intervalMs: 1000 });
     const availableS = (Date.now() - t0) / 1000;
-    const reconciles = await metric(metricsUrl, 'atlantis_operator_reconcile_total');
+    const reconciles = sumSeries(await scrape(metricsUrl), 'atlantis_operator_reconcile_total');
 
     // Roll all of them at once.
     const before = await kubeRequestOk<{ items: V1Pod[] }>(cluster.kc, 'GET', apiPath('v1', 'pods', ns));
     const oldPods = new Map(before.items.map((p) => [p.metadata!.uid!, p]));
     const logOffset = ctrl.output().length;
+    const m1 = await scrape(metricsUrl);
     const t1 = Date.now();
     await Promise.all(names.map((name) => patchAdSpec(cluster.kc, ns, name, { image: 'atlantis-operator:v2' })));
     await waitFor('all rolled', async () => {
@@ -61,6 +59,12 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
       return ps.items.length === N && ps.items.every((p) => !oldPods.has(p.metadata!.uid!) && isReady(p));
     }, { timeoutMs: 900_000, intervalMs: 1000 });
     const rolloutS = (Date.now() - t1) / 1000;
+    const m2 = await scrape(metricsUrl);
+    const requests = (m: typeof m1, ...match: string[]) => sumSeries(m2, 'atlantis_operator_kube_api_requests_total', ...match) - sumSeries(m, 'atlantis_operator_kube_api_requests_total', ...match);
+    const apiRequests = requests(m1);
+    const api429 = requests(m1, 'code="429"');
+    const apiErrors = requests(m1, 'code="<error>"') + requests(m1, 'code="5');
+    const q = (name: string, p: number, ...match: string[]) => fmtS(histogramQuantile(m1, m2, name, p, ...match));
     const deletes = new Map<string, number>();
     for (const line of ctrl.output().slice(logOffset).split('\n')) {
       if (!line.includes('"msg":"Deleting pod"')) continue;
@@ -101,6 +105,11 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
       { figure: 'reconciles until Available / rate', value: `${reconciles} / ${(reconciles / availableS).toFixed(1)} per s` },
       { figure: `rollout of all ${N} at once`, value: `${rolloutS.toFixed(1)} s` },
       { figure: `idle drain -> delete request (n=${latencies.length})`, value: `p50 ${p50.toFixed(0)} ms, p99 ${p99.toFixed(0)} ms (target p99 < 1000 ms)` },
+      { figure: 'rollout: /status probe duration (ok) p50 / p99', value: `${q('atlantis_operator_status_probe_duration_seconds', 0.5, 'result="ok"')} / ${q('atlantis_operator_status_probe_duration_seconds', 0.99, 'result="ok"')}, failed probes ${sumSeries(m2, 'atlantis_operator_status_probe_duration_seconds_count', 'result="error"') - sumSeries(m1, 'atlantis_operator_status_probe_duration_seconds_count', 'result="error"')}` },
+      { figure: 'rollout: work queue wait p50 / p99', value: `${q('atlantis_operator_workqueue_queue_duration_seconds', 0.5)} / ${q('atlantis_operator_workqueue_queue_duration_seconds', 0.99)}` },
+      { figure: 'rollout: reconcile duration p50 / p99', value: `${q('atlantis_operator_reconcile_duration_seconds', 0.5)} / ${q('atlantis_operator_reconcile_duration_seconds', 0.99)}` },
+      { figure: 'rollout: Kubernetes API requests', value: `${apiRequests} in ${rolloutS.toFixed(0)} s = ${(apiRequests / rolloutS).toFixed(1)} per s; 429: ${api429}; 5xx/no answer: ${apiErrors}` },
+      { figure: 'rollout: API request duration p50 / p99', value: `${q('atlantis_operator_kube_api_request_duration_seconds', 0.5)} / ${q('atlantis_operator_kube_api_request_duration_seconds', 0.99)}` },
       { figure: '3 idle pods: drain protocol rollout', value: `${drainRolloutS.toFixed(1)} s` },
       { figure: '3 idle pods: plain deletes', value: `${plainS.toFixed(1)} s (ratio drain/plain ${(drainRolloutS / plainS).toFixed(2)}x)` },
     ]);

@@ -49,3 +49,45 @@ export function printTable(title: string, rows: Array<Record<string, string | nu
   console.log(`\n## ${title}`);
   console.table(rows);
 }
+
+/** A Prometheus text exposition, parsed into series name+labels -> value. */
+export type Scrape = Map<string, number>;
+
+export async function scrape(url: string): Promise<Scrape> {
+  const out: Scrape = new Map();
+  for (const line of (await (await fetch(url)).text()).split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const i = line.lastIndexOf(' ');
+    out.set(line.slice(0, i), Number(line.slice(i + 1)));
+  }
+  return out;
+}
+
+/** Sum of the series of `name` whose labels contain every `match` fragment (e.g. 'code="429"'). */
+export function sumSeries(s: Scrape, name: string, ...match: string[]): number {
+  let total = 0;
+  for (const [k, v] of s) {
+    const base = k.split('{')[0];
+    if (base === name && match.every((m) => k.includes(m))) total += v;
+  }
+  return total;
+}
+
+/**
+ * Quantile of a histogram's observations between two scrapes, as the upper bound of the
+ * bucket it falls in (what histogram_quantile would interpolate within).
+ */
+export function histogramQuantile(before: Scrape, after: Scrape, name: string, q: number, ...match: string[]): number {
+  const buckets = new Map<number, number>();
+  for (const [k, v] of after) {
+    if (!k.startsWith(`${name}_bucket{`) || !match.every((m) => k.includes(m))) continue;
+    const le = /le="([^"]+)"/.exec(k)?.[1];
+    if (!le) continue;
+    const bound = le === '+Inf' ? Infinity : Number(le);
+    buckets.set(bound, (buckets.get(bound) ?? 0) + v - (before.get(k) ?? 0));
+  }
+  const sorted = [...buckets.entries()].sort((a, b) => a[0] - b[0]);
+  const total = sorted.at(-1)?.[1] ?? 0;
+  if (total === 0) return NaN;
+  return sorted.find(([, c]) => c >= q * total)?.[0] ?? Infinity;
+}
