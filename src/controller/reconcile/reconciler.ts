@@ -55,6 +55,8 @@ export class Reconciler {
   private readonly probe: (podIP: string) => Promise<StatusProbe>;
   private readonly now: () => Date;
   private readonly expectations = new Expectations();
+  /** The guards last logged at info per AtlantisDeployment and pod: only for log volume, never for decisions. */
+  private readonly loggedWaits = new Map<string, Map<string, string>>();
 
   constructor(private readonly o: ReconcilerOptions) {
     this.probe = o.probe ?? ((ip) => probeServerStatus(ip));
@@ -80,7 +82,7 @@ export class Reconciler {
     const probes = await this.probeDrainingPods(pods);
     const observed = observeDeployment(ad, revision, pods, pvcs, probes);
     const plan = planRollout(observed, this.now());
-    for (const w of plan.waiting) log.info('Pod waiting', { pod: w.podName, guards: w.guards, reason: w.message });
+    this.logWaits(key, plan, log);
 
     const failedPods = new Set<string>();
     for (const action of plan.actions) {
@@ -109,6 +111,24 @@ export class Reconciler {
     // After a write, look again soon even if the watch is slow to tell us.
     const requeue = mutated ? Math.min(plan.requeueAfterMs ?? 2000, 2000) : plan.requeueAfterMs;
     return { requeueAfterMs: requeue, plan };
+  }
+
+  /**
+   * Why pods wait, by guard name: at info when a pod's guards change, else at debug. A
+   * draining pod is looked at every 500 ms; logging each look would flood the log.
+   */
+  private logWaits(key: string, plan: Plan, log: Logger): void {
+    const before = this.loggedWaits.get(key) ?? new Map<string, string>();
+    const now = new Map<string, string>();
+    for (const w of plan.waiting) {
+      const guards = w.guards.join(',');
+      now.set(w.podName, guards);
+      const fields = { pod: w.podName, guards: w.guards, reason: w.message };
+      if (before.get(w.podName) !== guards) log.info('Pod waiting', fields);
+      else log.debug('Pod waiting', fields);
+    }
+    if (now.size > 0) this.loggedWaits.set(key, now);
+    else this.loggedWaits.delete(key);
   }
 
   /** /status of the pods whose drain decision depends on it: draining and running. */
