@@ -20,9 +20,10 @@
 //     -> files. Processes cannot chroot, so mounts are emulated: each volumeMount's
 //     mountPath prefix is replaced by the host directory in the container's args and env
 //     values (nothing else: a path compiled into a program is not rewritten);
-//   - pod processes run at a lower CPU priority (nice 10 by default), the way a kubelet's
-//     kube-reserved/system-reserved keeps pods from starving the control plane: here the
-//     API server, etcd and the controller share the machine's cores with every pod;
+//   - pod processes share one CPU cgroup (cgroup v1 `cpu` controller, cpu.shares 512, when
+//     the machine lets us create one) like a kubelet's kubepods cgroup, and run at nice 10:
+//     the API server, etcd and the controller share this machine's cores with every pod,
+//     and must not be starved by a hundred of them;
 //   - cwd <pod dir>/cwd; stdout+stderr appended to <pod dir>/logs/<container>.log;
 //   - status like kubelet: phase, PodScheduled/PodReadyToStartContainers/Initialized/
 //     ContainersReady/Ready, containerStatuses; readiness, liveness and startup probes
@@ -82,6 +83,12 @@ export interface LocalNodeOptions {
    * once on 2 cores starve the API server and etcd (seconds per request).
    */
   podNice?: number;
+  /**
+   * cpu.shares of the cgroup all pod processes share (default 512, half of one ordinary
+   * process: 100 pods together weigh like half a process, as kubepods does on a node).
+   * 0 = no cgroup. Needs a writable cgroup v1 `cpu` hierarchy; without one only nice applies.
+   */
+  podCpuShares?: number;
   logger?: Logger;
 }
 
@@ -189,6 +196,9 @@ export class LocalNode {
   private readonly backoffBase: number;
   private readonly heartbeatMs: number;
   private readonly podNice: number;
+  private readonly podCpuShares: number;
+  /** tasks file of the pods' CPU cgroup, when one could be made */
+  private podCgroup: string | undefined;
   private readonly pods = new Map<string, PodRt>(); // by uid
   private readonly nodeEvents: NodeEvent[] = [];
   private readonly eventsFile: string;
@@ -217,6 +227,7 @@ export class LocalNode {
     this.backoffBase = opts.crashBackoffBaseMs ?? 10_000;
     this.heartbeatMs = opts.heartbeatMs ?? 10_000;
     this.podNice = opts.podNice ?? 10;
+    this.podCpuShares = opts.podCpuShares ?? 512;
     this.eventsFile = path.join(this.root, 'events.jsonl');
     fs.mkdirSync(path.join(this.root, 'pods'), { recursive: true });
     fs.mkdirSync(path.join(this.root, 'pv'), { recursive: true });
@@ -225,6 +236,7 @@ export class LocalNode {
   // ---------------------------------------------------------------- public API
 
   async start(): Promise<void> {
+    this.podCgroup = this.makePodCgroup();
     await this.registerNode();
     this.heartbeat = setInterval(() => void this.postNodeStatus().catch((e) => this.log.warn('Node heartbeat failed', { err: errMsg(e) })), this.heartbeatMs);
     this.heartbeat.unref();
@@ -257,6 +269,29 @@ export class LocalNode {
     }
     await Promise.all(all);
     for (const rt of this.pods.values()) if (rt.ip) releaseLoopbackAddress(rt.ip);
+    if (this.podCgroup) {
+      try {
+        fs.rmdirSync(path.dirname(this.podCgroup));
+      } catch {
+        // A process of a pod still in it (it outlived its grace): the directory stays.
+      }
+    }
+  }
+
+  /** Creates the pods' CPU cgroup; undefined (nice only) where the machine does not allow it. */
+  private makePodCgroup(): string | undefined {
+    if (this.podCpuShares <= 0) return undefined;
+    const root = '/sys/fs/cgroup/cpu';
+    const dir = path.join(root, `atlantis-local-node-${process.pid}-${this.name}`);
+    try {
+      fs.mkdirSync(dir, { recursive: true });
+      fs.writeFileSync(path.join(dir, 'cpu.shares'), String(this.podCpuShares));
+      this.log.info('Pods share a CPU cgroup', { cgroup: dir, cpuShares: this.podCpuShares });
+      return path.join(dir, 'cgroup.procs');
+    } catch (e) {
+      this.log.info('No CPU cgroup for pods (nice only)', { err: errMsg(e) });
+      return undefined;
+    }
   }
 
   /** Lifecycle and signal events so far (optionally of one pod). */
@@ -1094,9 +1129,10 @@ export class LocalNode {
 
   /** Lowers a pod process's CPU priority (its children, e.g. terraform, inherit it). */
   private deprioritize(p: GroupProcess): void {
-    if (this.podNice === 0 || p.pid <= 0) return;
+    if (p.pid <= 0) return;
     try {
-      os.setPriority(p.pid, this.podNice);
+      if (this.podCgroup) fs.writeFileSync(this.podCgroup, String(p.pid));
+      if (this.podNice !== 0) os.setPriority(p.pid, this.podNice);
     } catch {
       // Already exited: nothing to lower.
     }
