@@ -6,7 +6,9 @@
 //   request (from the controller's log); target p99 under 1 s;
 // - 3 idle pods: total rollout time through the drain protocol vs the same 3 pods replaced
 //   by plain deletes (one at a time, each waiting for its replacement to be Ready).
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { apiPath, kubeRequestOk } from '../src/k8s/client.js';
 import { API_VERSION, type AtlantisDeployment, PLURAL } from '../src/controller/types.js';
@@ -118,6 +120,9 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
     clearInterval(rssTimer);
     ctrl.child.kill('SIGTERM');
     await ctrl.exited;
+    const logFile = path.join(tmpdir(), `bench-controller-scale-${process.pid}.log`);
+    writeFileSync(logFile, ctrl.output());
+    console.log(`controller log: ${logFile}`);
     await kubeRequestOk(cluster.kc, 'DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
   }
 }
