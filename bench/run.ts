@@ -8,6 +8,7 @@ const benches: Array<[string, () => Promise<{ ok: boolean }>]> = [
   ['status-latency', benchStatusLatency],
   ['workflow-overhead', benchWorkflowOverhead],
   ['controller-scale', benchControllerScale],
+  ['webhook-burst', async () => (await import('./webhook-burst.js')).benchWebhookBurst()],
 ];
 
 const only = process.argv.slice(2);
