@@ -55,6 +55,7 @@ export class Reconciler {
   private readonly probe: (podIP: string) => Promise<StatusProbe>;
   private readonly now: () => Date;
   private readonly expectations = new Expectations();
+  private readonly written = new WrittenObjects();
   /** The guards last logged at info per AtlantisDeployment and pod: only for log volume, never for decisions. */
   private readonly loggedWaits = new Map<string, Map<string, string>>();
 
@@ -65,14 +66,19 @@ export class Reconciler {
 
   async reconcile(namespace: string, name: string, reconcileID: string): Promise<ReconcileResult> {
     const log = this.o.logger.child({ atlantisDeployment: { namespace, name }, reconcileID });
-    const ad = this.o.cache.atlantisDeployment(namespace, name);
+    const key = `${namespace}/${name}`;
+    const cached = this.o.cache.atlantisDeployment(namespace, name);
     // Gone or going: the garbage collector removes what it owned (ownerReferences).
-    if (!ad || ad.metadata.deletionTimestamp) return { requeueAfterMs: null };
+    if (!cached || cached.metadata.deletionTimestamp) {
+      this.written.forget(key, new Set());
+      return { requeueAfterMs: null };
+    }
+    const ad = this.written.fresher(cached);
+    const pods = this.o.cache.pods(namespace, name).map((p) => this.written.fresher(p));
+    this.written.forget(key, new Set([ad.metadata.uid!, ...pods.map((p) => p.metadata!.uid!)]));
 
     const revision = podTemplateRevision(ad);
-    const pods = this.o.cache.pods(namespace, name);
     const pvcs = this.o.cache.pvcs(namespace, name);
-    const key = `${namespace}/${name}`;
     if (!this.expectations.satisfied(key, { atlantisDeployment: ad, pods, pvcs })) {
       log.debug('Waiting for the cache to show our last writes');
       return { requeueAfterMs: 50 };
@@ -166,10 +172,12 @@ export class Reconciler {
   private async execute(ad: AtlantisDeployment, a: Action, pods: V1Pod[], revision: string, log: Logger): Promise<void> {
     const ns = ad.metadata.namespace!;
     const kc = this.o.kc;
-    const ok = async (method: 'POST' | 'PATCH' | 'DELETE', path: string, body: unknown, contentType?: string) => {
+    const ok = async (method: 'POST' | 'PATCH' | 'DELETE', path: string, body: unknown, contentType?: string): Promise<unknown> => {
       const res = await kubeRequest(kc, method, path, body, { contentType });
       if (res.status < 200 || res.status > 299) throw new KubeApiError(method, path, res.status, res.body);
+      return res.body;
     };
+    const key = `${ns}/${ad.metadata.name}`;
     switch (a.type) {
       case 'createPVC':
         log.info('Creating PVC', { pvc: a.name, ordinal: a.ordinal });
@@ -185,11 +193,11 @@ export class Reconciler {
         // cannot restart a drain's clock.
         const rv = pods.find((p) => p.metadata?.uid === a.uid)?.metadata?.resourceVersion;
         const body = drainPatch(a.uid, a.value);
-        await ok('PATCH', apiPath('v1', 'pods', ns, a.podName), rv ? { metadata: { ...body.metadata, resourceVersion: rv } } : body, MERGE_PATCH);
+        this.written.record(key, (await ok('PATCH', apiPath('v1', 'pods', ns, a.podName), rv ? { metadata: { ...body.metadata, resourceVersion: rv } } : body, MERGE_PATCH)) as V1Pod);
         return;
       }
       case 'stampDrainStart':
-        await ok('PATCH', apiPath('v1', 'pods', ns, a.podName), drainStartedPatch(a.uid, a.value), MERGE_PATCH);
+        this.written.record(key, (await ok('PATCH', apiPath('v1', 'pods', ns, a.podName), drainStartedPatch(a.uid, a.value), MERGE_PATCH)) as V1Pod);
         return;
       case 'deletePod':
         log.info('Deleting pod', { pod: a.podName, uid: a.uid, reason: a.reason, replace: a.replace, drainDurationSeconds: a.drainDurationSeconds });
@@ -223,11 +231,49 @@ export class Reconciler {
     if (ad.status && canonicalJSON(ad.status) === canonicalJSON(status)) return false;
     const path = apiPath(API_VERSION, PLURAL, ad.metadata.namespace, ad.metadata.name, 'status');
     // A whole-object merge patch: nested lists (conditions, pods) are replaced, not merged.
-    const res = await kubeRequest(this.o.kc, 'PATCH', path, { status }, { contentType: MERGE_PATCH });
+    const res = await kubeRequest<AtlantisDeployment>(this.o.kc, 'PATCH', path, { status }, { contentType: MERGE_PATCH });
     if (res.status === 404) return false;
     if (res.status < 200 || res.status > 299) throw new KubeApiError('PATCH', path, res.status, res.body);
+    this.written.record(`${ad.metadata.namespace}/${ad.metadata.name}`, res.body);
     log.debug('Status written', { readyReplicas: plan.status.readyReplicas, updatedReplicas: plan.status.updatedReplicas, drainingReplicas: plan.status.drainingReplicas });
     return true;
+  }
+}
+
+/**
+ * The objects our own PATCHes returned, newer than the informer's copies until the watch
+ * delivers them (client-go's MutationCache). Without it every drain patch and status write
+ * would make the next reconcile of the key wait for the watch, seconds on a busy API server.
+ * Only a fresher view of the cluster: nothing here says what was done or decided.
+ */
+export class WrittenObjects {
+  private readonly byUid = new Map<string, { key: string; obj: KubeObject }>();
+
+  record(key: string, obj: KubeObject | undefined): void {
+    const uid = obj?.metadata?.uid;
+    if (uid && obj.metadata?.resourceVersion) this.byUid.set(uid, { key, obj });
+  }
+
+  /** The written copy when it is newer than the cached one; drops it once the cache caught up. */
+  fresher<T extends KubeObject>(cached: T): T {
+    const uid = cached.metadata?.uid;
+    const w = uid ? this.byUid.get(uid) : undefined;
+    if (!w) return cached;
+    // resourceVersions are opaque, but etcd's are increasing integers (client-go compares them the same way).
+    const mine = Number(w.obj.metadata?.resourceVersion);
+    const theirs = Number(cached.metadata?.resourceVersion);
+    if (Number.isFinite(mine) && Number.isFinite(theirs) && mine > theirs) return w.obj as T;
+    this.byUid.delete(uid!);
+    return cached;
+  }
+
+  /** Forgets the key's entries whose object is gone (not among `live` uids). */
+  forget(key: string, live: Set<string>): void {
+    for (const [uid, w] of this.byUid) if (w.key === key && !live.has(uid)) this.byUid.delete(uid);
+  }
+
+  size(): number {
+    return this.byUid.size;
   }
 }
 
