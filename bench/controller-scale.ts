@@ -76,11 +76,14 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
     const latencies: number[] = [];
     for (const [uid, p] of oldPods) {
       const log = readFileOr(node.logPath(ns, p.metadata!.name!, 'atlantis', uid));
-      const drained = log.split('\n').find((l) => l.includes('"msg":"Drain started"'));
+      // The last annotation drain: a container restarted by its liveness probe under load
+      // leaves the earlier instance's lines (and its SIGTERM drain) in the same log.
+      const drained = log.split('\n').findLast((l) => l.includes('"msg":"Drain started"') && l.includes('"reason":"annotation"'));
       const del = deletes.get(uid);
       if (drained && del) latencies.push(del - Date.parse((JSON.parse(drained) as { time: string }).time));
     }
     latencies.sort((a, b) => a - b);
+    const restarted = [...oldPods.values()].filter((p) => (p.status?.containerStatuses?.[0]?.restartCount ?? 0) > 0).length;
 
     // 3 idle pods: drain protocol vs plain deletes.
     await kubeRequestOk(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), atlantisDeployment(ns, 'three', { replicas: 3 }));
@@ -112,6 +115,7 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
       { figure: 'rollout: reconcile duration p50 / p99', value: `${q('atlantis_operator_reconcile_duration_seconds', 0.5)} / ${q('atlantis_operator_reconcile_duration_seconds', 0.99)}` },
       { figure: 'rollout: Kubernetes API requests', value: `${apiRequests} in ${rolloutS.toFixed(0)} s = ${(apiRequests / rolloutS).toFixed(1)} per s; 429: ${api429}; 5xx/no answer: ${apiErrors}` },
       { figure: 'rollout: API request duration p50 / p99', value: `${q('atlantis_operator_kube_api_request_duration_seconds', 0.5)} / ${q('atlantis_operator_kube_api_request_duration_seconds', 0.99)}` },
+      { figure: 'rollout: server containers restarted (liveness) before the rollout', value: String(restarted) },
       { figure: '3 idle pods: drain protocol rollout', value: `${drainRolloutS.toFixed(1)} s` },
       { figure: '3 idle pods: plain deletes', value: `${plainS.toFixed(1)} s (ratio drain/plain ${(drainRolloutS / plainS).toFixed(2)}x)` },
     ]);
