@@ -129,16 +129,21 @@ async function main(): Promise<number> {
     const once = (key: string, msg: string) => { if (!seen.has(key)) { seen.add(key); say(msg); } };
     const oldUids = new Set(initial.map((p) => p.metadata!.uid!));
     for (let i = 0; i < 2400; i++) {
-      // The result comment is posted before the operation ends, so checking it first keeps
-      // the timeline in the order things happened.
-      const applied = gh.comments(repo.fullName, 1).find((c) => c.body.startsWith('Ran Apply'));
-      if (applied) once('applied', `PR #1: apply finished on the draining pod: ${applied.body.includes('applied vpc-v2') ? 'terraform output "applied vpc-v2", state written' : 'see the PR comment'}`);
+      // The result comment is posted before the operation ends, so a pod seen deleted had its
+      // comment in place already: looking at the comments again right before reporting a
+      // deletion keeps the timeline in the order things happened.
+      const checkApplied = () => {
+        const applied = gh!.comments(repo.fullName, 1).find((c) => c.body.startsWith('Ran Apply'));
+        if (applied) once('applied', `PR #1: apply finished on the draining pod: ${applied.body.includes('applied vpc-v2') ? 'terraform output "applied vpc-v2", state written' : 'see the PR comment'}`);
+      };
+      checkApplied();
       const ps = await pods();
       for (const p of ps) {
         const name = p.metadata!.name!;
         const uid = p.metadata!.uid!;
         if (oldUids.has(uid)) {
           if (p.metadata?.annotations?.['atlantis-operator.dev/drain']) once(`drain-${uid}`, `${name}: drain started by the controller (annotation atlantis-operator.dev/drain); it stops taking new work and goes unready`);
+          if (p.metadata?.deletionTimestamp) checkApplied();
           if (p.metadata?.deletionTimestamp) once(`del-${uid}`, `${name}: drained (/status shutting_down=true, in_progress_operations=0), deleted by the controller`);
           if (seen.has(`drain-${uid}`) && p.status?.podIP && !p.metadata?.deletionTimestamp) {
             const st = await fetch(`http://${p.status.podIP}:4141/status`, { signal: AbortSignal.timeout(1000) }).then((r) => r.json() as Promise<{ shutting_down: boolean; in_progress_operations: number; operations: Array<{ command: string; repo: string; pull: number }> }>).catch(() => undefined);

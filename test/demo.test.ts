@@ -23,6 +23,6 @@ describe('make run (the local demo)', () => {
     assert.match(out, /No terraform run killed: 0 SIGKILL sent by the node, no interrupted run on the PR/);
     const lines = out.split('\n');
     const idx = (re: RegExp) => lines.findIndex((l) => re.test(l));
-    assert.ok(idx(/PR #1: apply finished/) < idx(/atlantis-1: drained .* deleted by the controller/), 'the busy pod is deleted only after its apply finished');
+    assert.ok(idx(/PR #1: apply finished/) < idx(/atlantis-1: drained .* deleted by the controller/), `the busy pod is deleted only after its apply finished:\n${out}`);
   });
 });

@@ -117,7 +117,9 @@ describe('drain of the real server process with webhooks', () => {
   it('`atlantis-operator drain` waits for the busy server and exits 0; with a short --timeout it exits 1', async () => {
     const dataDir = tempDataDir();
     const { p, url } = await startServer(dataDir);
-    await startLongApply(url, dataDir, 8);
+    // Long enough that the apply still runs after the short `drain` (a whole CLI start on a
+    // loaded machine can take seconds) has given up.
+    await startLongApply(url, dataDir, 20);
     const short = runCli(['drain', '--data-dir', dataDir, '--timeout', '1s']);
     assert.equal(short.code, 1, short.stdout + short.stderr);
     assert.match(short.stdout, /timeout: still 1 operation/);

@@ -103,6 +103,9 @@ export function buildApp(deps: AppDeps): express.Express {
     if (req.path === '/events') deps.metrics.webhooksTotal.inc({ event: req.header('x-github-event') ?? 'unknown', code: String(status) });
     if (status >= 500) deps.logger.error('Request failed', { path: req.path, error: err.message });
     const text = err.type === 'entity.too.large' ? `Request body is larger than ${MAX_WEBHOOK_BYTES} bytes\n` : `${err.message}\n`;
+    // The rest of an oversized or broken body is never read: close the connection, so the
+    // client does not send its next request on a socket the server is about to drop.
+    if (err.type === 'entity.too.large' || status === 400) res.set('Connection', 'close');
     res.status(status).type('text/plain').send(text);
   });
 
