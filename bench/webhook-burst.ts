@@ -24,11 +24,17 @@
 //                                  status, and a comment on a plain issue
 // so 4 terraform project runs (init + plan) per PR: 200 runs, 400 terraform processes for
 // the default 50 PRs, queued behind --parallel-pool-size 4.
+// Each webhook goes on a connection of its own, as GitHub delivers them (BENCH_KEEPALIVE=1:
+// over kept-alive connections instead), and counts as late without an answer within 10 s.
 // Env: BENCH_WEBHOOKS (1000), BENCH_PRS (50), BENCH_POOL (4), BENCH_CONCURRENCY (50 webhooks
 // in flight), BENCH_TIMEOUT_S (600: how long the commands may take after the last webhook),
-// BENCH_SERVER_NODE_OPTIONS (NODE_OPTIONS of the server, e.g. a --require'd CPU profiler).
+// BENCH_SERVER_NODE_OPTIONS (NODE_OPTIONS of the server, e.g. a --require'd CPU profiler),
+// BENCH_SERVER_CLI (another build of dist/atlantis-operator.mjs, to compare two versions).
 // The server runs with --log-level debug (the exact concurrency comes from its log); its log
 // is kept as <data dir>/server.log.
+import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import http from 'node:http';
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -262,6 +268,42 @@ function window(s: ProbeSamples, from: number, to: number): LatencySummary {
   return summarize(ms, errors);
 }
 
+/**
+ * A webhook the way GitHub delivers one: signed like sendWebhook, on a connection of its own
+ * (no keep-alive), answered within GITHUB_TIMEOUT_MS or given up.
+ */
+function postOnNewConnection(target: string, event: string, payload: unknown, deliveryId: string): Promise<{ status: number; body: string }> {
+  const raw = Buffer.from(JSON.stringify(payload));
+  const headers = {
+    'content-type': 'application/json', 'content-length': String(raw.length), 'user-agent': 'GitHub-Hookshot/3b5e1c2', connection: 'close',
+    'x-github-event': event, 'x-github-delivery': deliveryId, 'x-github-hook-id': '123456', 'x-github-hook-installation-target-type': 'repository',
+    'x-hub-signature-256': 'sha256=' + crypto.createHmac('sha256', WEBHOOK_SECRET).update(raw).digest('hex'),
+    'x-hub-signature': 'sha1=' + crypto.createHmac('sha1', WEBHOOK_SECRET).update(raw).digest('hex'),
+  };
+  return new Promise((resolve, reject) => {
+    const req = http.request(target, { method: 'POST', headers, agent: false, signal: AbortSignal.timeout(GITHUB_TIMEOUT_MS) }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(raw);
+  });
+}
+
+/** startCli, or BENCH_SERVER_CLI (another build of the CLI bundle, for before/after comparisons). */
+function startServer(args: string[], env: NodeJS.ProcessEnv): CliProcess {
+  const cli = process.env.BENCH_SERVER_CLI;
+  if (!cli) return startCli(args, env);
+  const child = spawn(process.execPath, [cli, ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
+  child.stderr.on('data', (d: Buffer) => { out += d.toString(); });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  return { child, output: () => out, exited };
+}
+
 // ---- the benchmark ---------------------------------------------------------------------------
 
 export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
@@ -271,6 +313,7 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
   const POOL = Number(process.env.BENCH_POOL ?? 4);
   const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 50);
   const TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_S ?? 600) * 1000;
+  const KEEPALIVE = process.env.BENCH_KEEPALIVE === '1';
   if (!(PRS >= 1 && WEBHOOKS >= PRS && POOL >= 1 && CONCURRENCY >= 1)) throw new Error('need BENCH_PRS >= 1, BENCH_WEBHOOKS >= BENCH_PRS, BENCH_POOL >= 1, BENCH_CONCURRENCY >= 1');
   const benchStart = Date.now();
   const loadBefore = loadavg();
@@ -298,13 +341,13 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
       row.total++;
       mixRows.set(k, row);
     }
-    printTable(`mix: ${hooks.length} signed webhooks over ${PRS} PRs, shuffled, ${CONCURRENCY} in flight`, [...mixRows.values()]);
+    printTable(`mix: ${hooks.length} signed webhooks over ${PRS} PRs, shuffled, ${CONCURRENCY} in flight, ${KEEPALIVE ? `on up to ${CONCURRENCY} kept-alive connections` : 'each on a new connection (as GitHub delivers them)'}`, [...mixRows.values()]);
 
     const dataDir = tempDataDir();
     // startWorkflowServer's way, with more time to come up on a loaded machine.
     // BENCH_SERVER_NODE_OPTIONS: NODE_OPTIONS of the server process (e.g. a --require'd profiler).
     const nodeOptions = process.env.BENCH_SERVER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVER_NODE_OPTIONS } : {};
-    server = startCli(env.serverArgs(dataDir, HOST, ['--parallel-pool-size', String(POOL), '--log-level', 'debug']), nodeOptions);
+    server = startServer(env.serverArgs(dataDir, HOST, ['--parallel-pool-size', String(POOL), '--log-level', 'debug']), nodeOptions);
     const url = `http://${HOST}:4141`;
     await waitForHttp(`${url}/healthz`, 60_000).catch((e: Error) => { throw new Error(`${e.message}\n${server!.output()}`); });
     const pid = server.child.pid!;
@@ -341,18 +384,25 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     const ownLag = monitorEventLoopDelay({ resolution: 10 });
     ownLag.enable();
     const sendStart = Date.now();
-    const results: Array<{ status: number; body: string; ms: number; error?: string }> = new Array(hooks.length);
+    // Delivery ids burst-<i>, so that a late one can be found in the server log.
+    const results: Array<{ status: number; body: string; ms: number; at: number; error?: string }> = new Array(hooks.length);
     let next = 0;
     await Promise.all(Array.from({ length: Math.min(CONCURRENCY, hooks.length) }, async () => {
       while (next < hooks.length) {
         const i = next++;
         const h = hooks[i]!;
         const t0 = performance.now();
+        const at = Date.now() - sendStart;
         try {
-          const r = await sendWebhook(`${url}/events`, h.event, h.payload, { secret: WEBHOOK_SECRET, timeoutMs: GITHUB_TIMEOUT_MS });
-          results[i] = { status: r.status, body: r.body, ms: performance.now() - t0 };
+          const r = KEEPALIVE
+            ? await sendWebhook(`${url}/events`, h.event, h.payload, { secret: WEBHOOK_SECRET, timeoutMs: GITHUB_TIMEOUT_MS, deliveryId: `burst-${i}` })
+            : await postOnNewConnection(`${url}/events`, h.event, h.payload, `burst-${i}`);
+          results[i] = { status: r.status, body: r.body, ms: performance.now() - t0, at };
         } catch (e) {
-          results[i] = { status: -1, body: '', ms: performance.now() - t0, error: (e as Error).message };
+          const ms = performance.now() - t0;
+          // Given up at GitHub's timeout (TimeoutError from fetch, AbortError from http.request).
+          const timedOut = ms >= GITHUB_TIMEOUT_MS - 100 && /abort|timeout/i.test(`${(e as Error).name} ${(e as Error).message}`);
+          results[i] = { status: -1, body: '', ms, at, error: timedOut ? `no answer within ${GITHUB_TIMEOUT_MS / 1000} s` : (e as Error).message };
         }
       }
     }));
@@ -391,6 +441,7 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     }
     const doneAt = Date.now();
     const processingLagMax = await metricSum(url, 'nodejs_eventloop_lag_max_seconds');
+    const burstCpu = (cpuTicks(pid) - cpu0) / 100;
     await new Promise((r) => setTimeout(r, 1_000)); // anything late or extra shows up here
     const burstSamples = await probe.stop();
     clearInterval(rssTimer);
@@ -431,7 +482,7 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     const logErrors = server.output().split('\n').filter((l) => l.startsWith('{') && /"level":"(error|warn)"/.test(l));
     // Late: no answer within GitHub's timeout (a failed delivery on GitHub, even if the server
     // did the work afterwards). Lost: anything else missing, wrong or extra.
-    const late = results.filter((r) => r.status === -1 && /timeout/i.test(r.error ?? '')).length;
+    const late = results.filter((r) => r.status === -1 && r.error?.startsWith('no answer within')).length;
     const lost = mismatched.length - late + fiveXx.length + Math.abs(wantComments - comments.length)
       + Math.abs(want.plan - got.plan) + Math.abs(want.unlock - got.unlock) + Math.abs(want.help - got.help) + Math.abs(want['did-you-mean'] - got['did-you-mean'])
       + Math.abs(want.planStatuses - success) + Math.abs(want.planStatuses - pending) + Math.abs(want.reactions - eyes)
@@ -457,7 +508,8 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
       { what: ':eyes: reactions on command comments', expected: want.reactions, recorded: eyes, check: chk(eyes === want.reactions) },
       { what: 'GitHub calls failed after retries / warn+error log lines', expected: '0 / 0', recorded: `${ghFailures} / ${logErrors.length}`, check: ghFailures + logErrors.length === 0 ? 'OK' : 'note' },
     ]);
-    for (const m of mismatched.slice(0, 5)) console.log(`  mismatch: ${m.h.kind} on #${m.h.pull}: got ${m.r.status} ${JSON.stringify(m.r.body.slice(0, 120))}${m.r.error ? ` (${m.r.error})` : ''}, expected ${m.h.expect.status} ${JSON.stringify(m.h.expect.body)}`);
+    if (late > 0) console.log(`  late webhooks were sent at (s after the first): ${results.map((r, i) => ({ r, i })).filter(({ r }) => r.status === -1).map(({ r, i }) => `burst-${i}@+${(r.at / 1000).toFixed(1)}`).slice(0, 40).join(' ')}`);
+    for (const m of mismatched.slice(0, 5)) console.log(`  mismatch: ${m.h.kind} on #${m.h.pull}, sent at +${(m.r.at / 1000).toFixed(1)} s: got ${m.r.status} ${JSON.stringify(m.r.body.slice(0, 120))}${m.r.error ? ` (${m.r.error})` : ''}, expected ${m.h.expect.status} ${JSON.stringify(m.h.expect.body)}`);
     for (const l of logErrors.slice(0, 5)) console.log(`  server log: ${l.slice(0, 300)}`);
 
     const poolOk = tf.maxRunning <= POOL && tfMaxSampled <= POOL;
@@ -494,7 +546,7 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
       { what: 'RSS after the burst', value: mib(endRssKiB), 'vs idle': `${(endRssKiB / idleRssKiB).toFixed(2)}x` },
     ]);
 
-    console.log(`server event loop: max lag ${fmtMs(intakeLagMax * 1000)} while webhooks arrived, ${fmtMs(processingLagMax * 1000)} after; server CPU while webhooks arrived ${intakeCpu.toFixed(1)} s in ${(sendMs / 1000).toFixed(1)} s; `
+    console.log(`server event loop: max lag ${fmtMs(intakeLagMax * 1000)} while webhooks arrived, ${fmtMs(processingLagMax * 1000)} after; server CPU ${intakeCpu.toFixed(1)} s while webhooks arrived (${(sendMs / 1000).toFixed(1)} s), ${burstCpu.toFixed(1)} s for the whole burst; `
       + `bench process (client + GitHub stand-in): CPU ${((ownCpu.user + ownCpu.system) / 1e6).toFixed(1)} s, main-thread max lag ${fmtMs(ownLagMax)}`);
     const loadAfter = loadavg();
     console.log(`webhooks: ${hooks.length} sent in ${(sendMs / 1000).toFixed(2)} s (${(hooks.length / (sendMs / 1000)).toFixed(0)}/s), answer p50 ${fmtMs(answers.p50)} p99 ${fmtMs(answers.p99)} max ${fmtMs(answers.max)}; `
