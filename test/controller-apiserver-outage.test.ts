@@ -20,6 +20,7 @@ import { podTemplateRevision } from '../src/controller/resources/index.js';
 import { kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
 import type { StatusResponse } from '../src/server/http/app.js';
 import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
+import { gatedConfig } from './support/git-repos.js';
 import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, listPods, patchAdSpec } from './support/controller.js';
 import { cond, describePods, describeStatus, rolloutComplete, serverStatus, waitForAd, waitForReadyPods, REVISION } from './support/controller-asserts.js';
 import { readFileOr, waitFor, type TestCluster } from './support/k8s.js';
@@ -47,26 +48,6 @@ function controllerLog(): LogLine[] {
 const ms = (iso: string) => Date.parse(iso);
 const iso = (t: number) => new Date(t).toISOString();
 const sleep = (t: number) => new Promise((r) => setTimeout(r, t));
-
-/** A terraform project whose apply runs until `gate` exists (plan does not run provisioners). */
-function gatedConfig(marker: string, gate: string): string {
-  return `terraform {
-  required_version = ">= 1.4"
-}
-
-resource "terraform_data" "marker" {
-  input = "${marker}"
-
-  provisioner "local-exec" {
-    command = "i=0; while [ ! -e '${gate}' ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i+1)); done; echo applied ${marker}"
-  }
-}
-
-output "marker" {
-  value = terraform_data.marker.output
-}
-`;
-}
 
 before(async () => {
   assertBuilt();

@@ -18,6 +18,7 @@ import { podTemplateRevision } from '../src/controller/resources/index.js';
 import { API_VERSION, PLURAL } from '../src/controller/types.js';
 import { apiPath } from '../src/k8s/client.js';
 import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
+import { gatedConfig } from './support/git-repos.js';
 import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, listPods, patchAdSpec } from './support/controller.js';
 import { DRAIN, REVISION, cond, describePods, describeStatus, rolloutComplete, serverStatus, waitForAd, waitForReadyPods } from './support/controller-asserts.js';
 import { deleteNamespace, freshNamespace, getCluster, getLocalNode, readFileOr, waitFor, type TestCluster } from './support/k8s.js';
@@ -46,26 +47,6 @@ function controllerLog(): LogLine[] {
   });
 }
 const ms = (iso: string) => Date.parse(iso);
-
-/** A terraform project whose apply runs until `gate` exists (plan does not run provisioners). */
-function gatedConfig(marker: string, gate: string): string {
-  return `terraform {
-  required_version = ">= 1.4"
-}
-
-resource "terraform_data" "marker" {
-  input = "${marker}"
-
-  provisioner "local-exec" {
-    command = "i=0; while [ ! -e '${gate}' ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i+1)); done; echo applied ${marker}"
-  }
-}
-
-output "marker" {
-  value = terraform_data.marker.output
-}
-`;
-}
 
 /** The admin kubeconfig, but with the proxy as server (the API server's certificate names kubernetes.default.svc). */
 function proxyKubeconfig(): string {

@@ -7,6 +7,18 @@ import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { TokenBucket, configureKubeClient, kubeRequest } from '../src/k8s/client.js';
 
+/** A kubeconfig for a plain-HTTP server on loopback, no credentials. */
+function loopbackKubeConfig(server: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server, skipTLSVerify: true }],
+    users: [{ name: 'u' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
+  return kc;
+}
+
 class FakeTime {
   t = 0;
   slept: number[] = [];
@@ -43,13 +55,7 @@ test('configureKubeClient: every request reaches the hook with its method, statu
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   try {
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-      users: [{ name: 'u' }],
-      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-      currentContext: 'x',
-    });
+    const kc = loopbackKubeConfig(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
     const seen: Array<{ method: string; status: number; seconds: number }> = [];
     configureKubeClient(kc, { qps: 1000, burst: 2, onResponse: (r) => seen.push(r) });
     await kubeRequest(kc, 'GET', '/api/v1/pods');
@@ -58,13 +64,7 @@ test('configureKubeClient: every request reaches the hook with its method, statu
     assert.deepEqual(seen.map((s) => [s.method, s.status]), [['GET', 200], ['DELETE', 404], ['PATCH', 429]]);
     assert.ok(seen.every((s) => s.seconds >= 0 && s.seconds < 30));
     // No answer at all (connection refused) is reported as status 0.
-    const closed = new KubeConfig();
-    closed.loadFromOptions({
-      clusters: [{ name: 'c', server: 'http://127.0.0.1:1', skipTLSVerify: true }],
-      users: [{ name: 'u' }],
-      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-      currentContext: 'x',
-    });
+    const closed = loopbackKubeConfig('http://127.0.0.1:1');
     const failed: number[] = [];
     configureKubeClient(closed, { onResponse: (r) => failed.push(r.status) });
     await assert.rejects(kubeRequest(closed, 'GET', '/api/v1/pods'));

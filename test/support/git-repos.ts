@@ -163,3 +163,23 @@ export async function createTestRepo(opts: CreateRepoOptions = {}): Promise<Test
   };
   return repo;
 }
+
+/** A terraform project whose apply runs until `gate` exists (plan does not run provisioners). */
+export function gatedConfig(marker: string, gate: string): string {
+  return `terraform {
+  required_version = ">= 1.4"
+}
+
+resource "terraform_data" "marker" {
+  input = "${marker}"
+
+  provisioner "local-exec" {
+    command = "i=0; while [ ! -e '${gate}' ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i+1)); done; echo applied ${marker}"
+  }
+}
+
+output "marker" {
+  value = terraform_data.marker.output
+}
+`;
+}
