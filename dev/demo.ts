@@ -138,6 +138,15 @@ async function main(): Promise<number> {
       };
       checkApplied();
       const ps = await pods();
+      // An old pod can be deleted and gone between two looks: its absence is its deletion.
+      const present = new Set(ps.map((p) => p.metadata!.uid!));
+      for (const p of initial) {
+        const uid = p.metadata!.uid!;
+        if (!present.has(uid) && seen.has(`drain-${uid}`)) {
+          checkApplied();
+          once(`del-${uid}`, `${p.metadata!.name!}: drained (/status shutting_down=true, in_progress_operations=0), deleted by the controller`);
+        }
+      }
       for (const p of ps) {
         const name = p.metadata!.name!;
         const uid = p.metadata!.uid!;

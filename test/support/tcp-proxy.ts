@@ -128,6 +128,12 @@ export class TcpProxy {
     const s = this.server;
     this.server = undefined;
     for (const c of [...this.conns]) this.finish(c, true);
+    // Every socket this proxy ever opened, whatever state its bookkeeping shows: one left open
+    // keeps the test process alive after its last test (seen once as a 600 s file timeout).
+    for (const c of this.history) {
+      c.client.destroy();
+      c.upstream?.destroy();
+    }
     if (s) await new Promise<void>((r) => s.close(() => r()));
   }
 
