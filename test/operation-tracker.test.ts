@@ -45,4 +45,22 @@ describe('OperationTracker', () => {
     await p;
     assert.equal(resolved, true);
   });
+
+  it('waitDrained resolves only once shutting down with no operation left', async () => {
+    const t = new OperationTracker();
+    const a = t.tryStart(info)!;
+    let drained = false;
+    const p = t.waitDrained().then(() => { drained = true; });
+    t.finish(a.id); // idle, but still serving: not drained
+    await new Promise((r) => setImmediate(r));
+    assert.equal(drained, false);
+    const b = t.tryStart(info)!;
+    t.shutDown(); // shutting down, one operation left
+    await new Promise((r) => setImmediate(r));
+    assert.equal(drained, false);
+    t.finish(b.id);
+    await p;
+    assert.equal(drained, true);
+    await t.waitDrained(); // at once once drained
+  });
 });

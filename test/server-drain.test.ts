@@ -123,6 +123,44 @@ describe('server drain (in-process, real terraform)', () => {
     assert.equal(await server.waitForExit(), 0);
   });
 
+  it('GET /status?wait_drained holds the answer until the drain is over, and says why bad values are refused', async () => {
+    const { server, url } = await startTestServer();
+    servers.push(server);
+    for (const bad of ['abc', '61', '-1', '1e3', '']) {
+      const res = await fetch(`${url}/status?wait_drained=${bad}`);
+      assert.equal(res.status, 400, bad);
+      assert.match(await res.text(), /^wait_drained must be a number of seconds from 0 to 60/, bad);
+    }
+    assert.equal((await fetch(`${url}/status?wait_drained=1&wait_drained=2`)).status, 400, 'given twice');
+    assert.equal((await getJson<StatusResponse>(`${url}/status?other=1`)).status, 200, 'other parameters are ignored, as Atlantis does');
+
+    const dir = makeTerraformDir(2, 1);
+    const run = apply(server, dir, 'x');
+    await waitFor('terraform running', () => server.runner.running().length === 1);
+    let answered = false;
+    const held = getJson<StatusResponse>(`${url}/status?wait_drained=30`).then((r) => { answered = true; return r; });
+    // A wait that runs out answers with the status of that moment: serving, one operation.
+    const short = await getJson<StatusResponse>(`${url}/status?wait_drained=0.2`);
+    assert.equal(short.body.shutting_down, false);
+    assert.equal(short.body.in_progress_operations, 1);
+    server.requestDrain('annotation');
+    const draining = await getJson<StatusResponse>(`${url}/status`);
+    assert.equal(draining.body.shutting_down, true);
+    assert.equal(draining.body.in_progress_operations, 1);
+    assert.equal(answered, false, 'held while the apply runs');
+    const r = await run;
+    assert.ok(r.started && r.value.exitCode === 0);
+    const drained = await held;
+    assert.equal(drained.status, 200);
+    assert.deepEqual(Object.keys(drained.body).slice(0, 3), ['shutting_down', 'in_progress_operations', 'version']);
+    assert.equal(drained.body.shutting_down, true);
+    assert.equal(drained.body.in_progress_operations, 0);
+    // Drained is final: later waits answer at once.
+    assert.equal((await getJson<StatusResponse>(`${url}/status?wait_drained=60`)).body.in_progress_operations, 0);
+    server.requestDrain('signal');
+    assert.equal(await server.waitForExit(), 0);
+  });
+
   it('SIGKILLs terraform when it ignores SIGINT past the interrupt grace', async () => {
     const { server } = await startTestServer(['--drain-timeout', '1s', '--terraform-interrupt-grace', '1s']);
     servers.push(server);

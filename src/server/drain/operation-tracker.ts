@@ -21,6 +21,7 @@ export class OperationTracker {
   private shuttingDown = false;
   private readonly running = new Map<string, Operation>();
   private idleWaiters: Array<() => void> = [];
+  private shutdownWaiters: Array<() => void> = [];
 
   /** Starts an operation, or returns undefined when shutting down: the caller must refuse the work. */
   tryStart(info: OperationInfo): Operation | undefined {
@@ -42,6 +43,9 @@ export class OperationTracker {
   shutDown(): boolean {
     if (this.shuttingDown) return false;
     this.shuttingDown = true;
+    const waiters = this.shutdownWaiters;
+    this.shutdownWaiters = [];
+    for (const w of waiters) w();
     return true;
   }
 
@@ -57,5 +61,14 @@ export class OperationTracker {
   waitIdle(): Promise<void> {
     if (this.running.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /**
+   * Resolves once shutting down with no operation left: where a drain ends, and a state
+   * that never changes again, so a caller told "drained" can rely on it.
+   */
+  waitDrained(): Promise<void> {
+    if (this.shuttingDown) return this.waitIdle();
+    return new Promise((resolve) => this.shutdownWaiters.push(() => void this.waitIdle().then(resolve)));
   }
 }

@@ -40,6 +40,20 @@ export interface AppDeps {
 }
 
 export const MAX_WEBHOOK_BYTES = 25 * 1024 * 1024;
+export const MAX_WAIT_DRAINED_SECONDS = 60;
+/** Held `/status?wait_drained` requests at most; one per controller watching is the norm. */
+export const MAX_HELD_STATUS_REQUESTS = 256;
+
+/** The `wait_drained` query parameter in seconds (0 = do not wait), or a message saying what is wrong. */
+export function parseWaitDrained(value: unknown): number | string {
+  if (value === undefined) return 0;
+  const text = typeof value === 'string' ? value.trim() : '';
+  const seconds = /^\d+(\.\d+)?$/.test(text) ? Number(text) : NaN;
+  if (!(seconds >= 0 && seconds <= MAX_WAIT_DRAINED_SECONDS)) {
+    return `wait_drained must be a number of seconds from 0 to ${MAX_WAIT_DRAINED_SECONDS}, given once (got ${JSON.stringify(value)})`;
+  }
+  return seconds;
+}
 
 export function buildStatus(tracker: OperationTracker, drain: DrainState): StatusResponse {
   return {
@@ -59,8 +73,24 @@ export function buildApp(deps: AppDeps): express.Express {
   app.disable('x-powered-by');
   app.set('etag', false);
 
-  app.get('/status', (_req, res) => {
-    res.status(200).json(buildStatus(deps.tracker, deps.drainState()));
+  // GET /status?wait_drained=<seconds> (our extension; Atlantis ignores query parameters):
+  // the answer is held until the server is drained (shutting down, no operation left) or the
+  // wait is over, whichever comes first. The controller holds one per draining pod, so it
+  // learns of the end of a drain when it happens instead of at its next poll.
+  const heldStatus = new Set<() => void>();
+  const statusNow = () => buildStatus(deps.tracker, deps.drainState());
+  void deps.tracker.waitDrained().then(() => { for (const answer of [...heldStatus]) answer(); });
+  app.get('/status', (req, res) => {
+    const wait = parseWaitDrained(req.query.wait_drained);
+    if (typeof wait === 'string') return void res.status(400).type('text/plain').send(`${wait}\n`);
+    const drained = deps.tracker.isShuttingDown && deps.tracker.inProgress === 0;
+    // Past the cap, answer at once: the caller falls back to polling, memory stays bounded.
+    if (wait === 0 || drained || heldStatus.size >= MAX_HELD_STATUS_REQUESTS) return void res.status(200).json(statusNow());
+    const release = () => { clearTimeout(timer); heldStatus.delete(answer); };
+    const answer = () => { release(); if (!res.writableEnded) res.status(200).json(statusNow()); };
+    const timer = setTimeout(answer, wait * 1000);
+    heldStatus.add(answer);
+    res.on('close', release);
   });
 
   app.get('/healthz', (_req, res) => {
