@@ -16,6 +16,7 @@ export interface ControllerMetrics {
   workqueueDepth: Gauge;
   workqueueQueueDuration: Histogram;
   statusProbeDuration: Histogram<'result'>;
+  statusWatches: Gauge;
   kubeApiRequests: Counter<'method' | 'code'>;
   kubeApiRequestDuration: Histogram<'method'>;
   /** Times one reconcile and counts it; `result` decides the label. */
@@ -98,6 +99,12 @@ export function createControllerMetrics(options: ControllerMetricsOptions = {}):
     buckets: fastBuckets,
     registers: [registry],
   });
+  const statusWatches = new Gauge({
+    name: 'atlantis_operator_status_watches',
+    help: 'Draining server pods the controller holds a GET /status?wait_drained request to (or keeps the answer of)',
+    registers: [registry],
+  });
+  statusWatches.set(0);
   const kubeApiRequests = new Counter({
     name: 'atlantis_operator_kube_api_requests_total',
     help: 'Requests to the Kubernetes API by method (WATCH for watches) and HTTP status code (<error> when there was no answer)',
@@ -124,6 +131,7 @@ export function createControllerMetrics(options: ControllerMetricsOptions = {}):
     workqueueDepth,
     workqueueQueueDuration,
     statusProbeDuration,
+    statusWatches,
     kubeApiRequests,
     kubeApiRequestDuration,
     observeReconcile(result, seconds) {

@@ -11,6 +11,7 @@ import type { Logger } from '../../log.js';
 import type { ControllerMetrics } from '../metrics.js';
 import { API_VERSION, type AtlantisDeployment, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY, PLURAL } from '../types.js';
 import { WorkQueue, objectKey, runWorkers, splitKey } from '../workqueue.js';
+import { DrainWatch } from './drain-watch.js';
 import { type ClusterCache, OWNED_KINDS, type OwnedKindName, Reconciler } from './reconciler.js';
 
 export interface ControllerOptions {
@@ -33,6 +34,7 @@ export class AtlantisController {
   private readonly pvcs: Informer<V1PersistentVolumeClaim>;
   private readonly owned: Record<OwnedKindName, Informer<KubeObject>>;
   private readonly reconciler: Reconciler;
+  private readonly drainWatch: DrainWatch;
   private workers?: Promise<void>;
   private synced = false;
 
@@ -54,7 +56,8 @@ export class AtlantisController {
       pvcs: byInstance(this.pvcs),
       owned: (kind, ns, name) => this.owned[kind].get(ns, name),
     };
-    this.reconciler = new Reconciler({ kc: o.kc, cache, logger: o.logger, metrics: o.metrics, instance: process.env.POD_NAME ?? hostname() });
+    this.drainWatch = new DrainWatch({ onChange: (key) => { const { namespace, name } = splitKey(key); this.enqueue(namespace, name); } });
+    this.reconciler = new Reconciler({ kc: o.kc, cache, logger: o.logger, metrics: o.metrics, instance: process.env.POD_NAME ?? hostname(), drainWatch: this.drainWatch });
 
     this.ads.onEvent((_t, ad) => this.enqueue(ad.metadata?.namespace, ad.metadata?.name));
     const enqueueOwner = (_t: string, obj: KubeObject) => this.enqueue(obj.metadata?.namespace, ownerName(obj));
@@ -80,6 +83,7 @@ export class AtlantisController {
   async stop(): Promise<void> {
     this.queue.shutDown();
     await this.workers;
+    this.drainWatch.stopAll();
     for (const i of [this.ads, this.pods, this.pvcs, ...Object.values(this.owned)]) i.stop();
   }
 
@@ -96,6 +100,7 @@ export class AtlantisController {
     this.o.metrics.workqueueDepth.set(this.queue.len());
     try {
       const r = await this.reconciler.reconcile(namespace, name, reconcileID);
+      this.o.metrics.statusWatches.set(this.drainWatch.size());
       this.o.metrics.observeReconcile(r.requeueAfterMs !== null ? 'requeue' : 'success', Number(process.hrtime.bigint() - end) / 1e9);
       return { requeueAfterMs: r.requeueAfterMs };
     } catch (e) {

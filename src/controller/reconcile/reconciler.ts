@@ -15,9 +15,10 @@ import {
 } from '../resources/index.js';
 import { type Action, type Plan, isDraining, isRunning, observeDeployment, observePod, planRollout } from '../rollout/index.js';
 import { canonicalJSON } from '../resources/revision.js';
-import { API_VERSION, type AtlantisDeployment, PLURAL, type StatusProbe } from '../types.js';
+import { API_VERSION, type AtlantisDeployment, PLURAL, SERVER_CONTAINER, type StatusProbe } from '../types.js';
 import { type OwnedKind, applyOwned } from './owned-objects.js';
 import { probeServerStatus } from './status-probe.js';
+import type { DrainWatch, DrainWatchTarget } from './drain-watch.js';
 import { Expectations } from './expectations.js';
 
 export const OWNED_KINDS = {
@@ -46,8 +47,18 @@ export interface ReconcilerOptions {
   /** Reporting instance for Events (the controller's pod name). */
   instance: string;
   probe?: (podIP: string) => Promise<StatusProbe>;
+  /**
+   * Held `/status?wait_drained` requests to draining pods: the reconcile uses a fresh
+   * "drained" answer from it instead of probing, and polls the others less often.
+   */
+  drainWatch?: DrainWatch;
   now?: () => Date;
 }
+
+/** How old a held "drained" answer may be and still stand in for a probe. */
+const HELD_ANSWER_MAX_AGE_MS = 5000;
+/** The /status poll while a drain runs: the held request rings as soon as it ends. */
+const POLL_WITH_DRAIN_WATCH_MS = 2000;
 
 export interface ReconcileResult { requeueAfterMs: number | null; plan?: Plan }
 
@@ -71,6 +82,7 @@ export class Reconciler {
     // Gone or going: the garbage collector removes what it owned (ownerReferences).
     if (!cached || cached.metadata.deletionTimestamp) {
       this.written.forget(key, new Set());
+      this.o.drainWatch?.sync(key, []);
       return { requeueAfterMs: null };
     }
     const ad = this.written.fresher(cached);
@@ -85,9 +97,9 @@ export class Reconciler {
     }
     await this.ensureOwnedObjects(ad, pods, log);
 
-    const probes = await this.probeDrainingPods(pods);
+    const probes = await this.probeDrainingPods(key, pods);
     const observed = observeDeployment(ad, revision, pods, pvcs, probes);
-    const plan = planRollout(observed, this.now());
+    const plan = planRollout(observed, this.now(), this.o.drainWatch ? { statusPollIntervalMs: POLL_WITH_DRAIN_WATCH_MS } : {});
     this.logWaits(key, plan, log);
 
     const failedPods = new Set<string>();
@@ -137,17 +149,27 @@ export class Reconciler {
     else this.loggedWaits.delete(key);
   }
 
-  /** /status of the pods whose drain decision depends on it: draining and running. */
-  private async probeDrainingPods(pods: V1Pod[]): Promise<Map<string, StatusProbe>> {
+  /**
+   * /status of the pods whose drain decision depends on it (draining and running): the held
+   * answer when it says drained, else a probe now.
+   */
+  private async probeDrainingPods(key: string, pods: V1Pod[]): Promise<Map<string, StatusProbe>> {
     const probes = new Map<string, StatusProbe>();
-    await Promise.all(pods.map(async (p) => {
+    const targets: DrainWatchTarget[] = [];
+    for (const p of pods) {
       const o = observePod(p);
       const ip = p.status?.podIP;
-      if (!o || !ip || o.deletionTimestamp || !isDraining(o) || !isRunning(o)) return;
+      if (o && ip && !o.deletionTimestamp && isDraining(o) && isRunning(o)) targets.push({ uid: o.uid, podIP: ip, restarts: serverRestarts(p) });
+    }
+    this.o.drainWatch?.sync(key, targets);
+    const now = this.now();
+    await Promise.all(targets.map(async ({ uid, podIP: ip, restarts }) => {
+      const held = this.o.drainWatch?.drained(uid, restarts, now, HELD_ANSWER_MAX_AGE_MS);
+      if (held) return void probes.set(uid, held);
       const started = process.hrtime.bigint();
       const probe = await this.probe(ip);
       this.o.metrics.statusProbeDuration.observe({ result: probe.ok ? 'ok' : 'error' }, Number(process.hrtime.bigint() - started) / 1e9);
-      probes.set(o.uid, probe);
+      probes.set(uid, probe);
     }));
     return probes;
   }
@@ -275,6 +297,12 @@ export class WrittenObjects {
   size(): number {
     return this.byUid.size;
   }
+}
+
+/** Restarts of the server container (the first one when it has another name). */
+function serverRestarts(p: V1Pod): number {
+  const cs = p.status?.containerStatuses ?? [];
+  return (cs.find((c) => c.name === SERVER_CONTAINER) ?? cs[0])?.restartCount ?? 0;
 }
 
 function withoutNulls<T>(value: T): T {

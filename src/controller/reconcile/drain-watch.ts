@@ -1,0 +1,122 @@
+// Holds one `GET /status?wait_drained` per draining pod, so the controller hears that a drain
+// is over when the server says so rather than at its next poll: the server answers the held
+// request the moment its last operation ends. A doorbell plus the last answer per pod, like
+// an informer for /status: it enqueues the owner when a pod's answer changes, and the
+// reconcile decides from what it observes. Nothing here deletes or decides anything.
+import type { StatusProbe } from '../types.js';
+import { isDrained, probeServerStatus } from './status-probe.js';
+
+export interface DrainWatchTarget {
+  uid: string;
+  podIP: string;
+  /** The server container's restart count when the watch was asked for. */
+  restarts: number;
+}
+
+export interface DrainWatchOptions {
+  /** A pod's answer changed (e.g. it is drained now): look at its AtlantisDeployment again. */
+  onChange: (key: string) => void;
+  /** How long the server may hold each request (seconds). */
+  waitSeconds?: number;
+  /**
+   * Requests of one pod start at least this far apart: a server that answers at once (one
+   * that does not know `wait_drained`) is polled at this pace instead of in a hot loop.
+   */
+  minIntervalMs?: number;
+  /** After an error (refused, timeout), wait this long before asking again. */
+  errorBackoffMs?: number;
+  longPoll?: (podIP: string, waitSeconds: number, signal: AbortSignal) => Promise<StatusProbe>;
+}
+
+interface Watch extends DrainWatchTarget {
+  key: string;
+  latest?: StatusProbe;
+  abort: AbortController;
+}
+
+export class DrainWatch {
+  private readonly watches = new Map<string, Watch>();
+  private readonly longPoll: NonNullable<DrainWatchOptions['longPoll']>;
+
+  constructor(private readonly o: DrainWatchOptions) {
+    this.longPoll = o.longPoll ?? ((ip, wait, signal) => probeServerStatus(ip, { waitDrainedSeconds: wait, signal }));
+  }
+
+  /**
+   * The pods of `key` that should be watched now: starts what is missing, restarts a watch
+   * whose pod IP or container changed, stops the key's watches of pods not listed.
+   */
+  sync(key: string, targets: readonly DrainWatchTarget[]): void {
+    const wanted = new Map(targets.map((t) => [t.uid, t]));
+    for (const [uid, w] of this.watches) {
+      const t = wanted.get(uid);
+      if (w.key === key && (!t || t.podIP !== w.podIP || t.restarts !== w.restarts)) this.stop(uid);
+    }
+    for (const t of targets) if (!this.watches.has(t.uid)) this.start(key, t);
+  }
+
+  /**
+   * The pod's held answer when it says drained and is still to be trusted: from the same
+   * container, at most `maxAgeMs` old. Undefined otherwise (then probe directly).
+   */
+  drained(uid: string, restarts: number, now: Date, maxAgeMs: number): StatusProbe | undefined {
+    const w = this.watches.get(uid);
+    if (!w || w.restarts !== restarts || !isDrained(w.latest)) return undefined;
+    return now.getTime() - w.latest!.at.getTime() <= maxAgeMs ? w.latest : undefined;
+  }
+
+  /** Requests held (or about to be) right now. */
+  size(): number {
+    return this.watches.size;
+  }
+
+  stopAll(): void {
+    for (const uid of [...this.watches.keys()]) this.stop(uid);
+  }
+
+  private stop(uid: string): void {
+    this.watches.get(uid)?.abort.abort();
+    this.watches.delete(uid);
+  }
+
+  private start(key: string, t: DrainWatchTarget): void {
+    const w: Watch = { ...t, key, abort: new AbortController() };
+    this.watches.set(t.uid, w);
+    void this.loop(w);
+  }
+
+  private async loop(w: Watch): Promise<void> {
+    const wait = this.o.waitSeconds ?? 25;
+    const minInterval = this.o.minIntervalMs ?? 500;
+    while (!w.abort.signal.aborted) {
+      const started = Date.now();
+      const probe = await this.longPoll(w.podIP, wait, w.abort.signal);
+      if (w.abort.signal.aborted) return;
+      const changed = !sameAnswer(w.latest, probe);
+      w.latest = probe;
+      if (changed) this.o.onChange(w.key);
+      // Drained is final for this container: keep the answer, hold nothing more.
+      if (isDrained(probe)) return;
+      const pause = probe.ok ? minInterval - (Date.now() - started) : (this.o.errorBackoffMs ?? 1000);
+      if (pause > 0) await sleep(pause, w.abort.signal);
+    }
+  }
+}
+
+function sameAnswer(a: StatusProbe | undefined, b: StatusProbe): boolean {
+  if (!a || a.ok !== b.ok) return false;
+  if (!a.ok || !b.ok) return true; // both failed: the error text alone is no news
+  return a.body.shutting_down === b.body.shutting_down && a.body.in_progress_operations === b.body.in_progress_operations;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+    function done(): void {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+  });
+}

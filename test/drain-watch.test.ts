@@ -1,0 +1,112 @@
+// DrainWatch against real servers on loopback: an in-process Atlantis server running a real
+// terraform apply, and a plain HTTP server that does not know `wait_drained` (an older
+// server version), to check the pacing.
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, describe, it } from 'node:test';
+import { DrainWatch } from '../src/controller/reconcile/drain-watch.js';
+import { probeServerStatus } from '../src/controller/reconcile/status-probe.js';
+import type { StatusProbe } from '../src/controller/types.js';
+import type { AtlantisServer } from '../src/server/server.js';
+import { startTestServer, waitFor } from './support/server.js';
+import { makeTerraformDir } from './support/terraform.js';
+
+const servers: AtlantisServer[] = [];
+const watches: DrainWatch[] = [];
+after(async () => {
+  for (const w of watches) w.stopAll();
+  for (const s of servers) await s.close();
+});
+
+function portOf(url: string): number {
+  return Number(new URL(url).port);
+}
+
+/** A DrainWatch on `port` that records each request's start and answer. */
+function watchOn(port: number, opts: { minIntervalMs?: number; waitSeconds?: number } = {}) {
+  const calls: Array<{ startedAt: number; answer?: StatusProbe }> = [];
+  const changes: string[] = [];
+  const watch = new DrainWatch({
+    ...opts,
+    errorBackoffMs: 100,
+    onChange: (key) => changes.push(key),
+    longPoll: async (ip, wait, signal) => {
+      const call: (typeof calls)[number] = { startedAt: Date.now() };
+      calls.push(call);
+      call.answer = await probeServerStatus(ip, { port, waitDrainedSeconds: wait, signal });
+      return call.answer;
+    },
+  });
+  watches.push(watch);
+  return { watch, calls, changes };
+}
+
+describe('DrainWatch', () => {
+  it('holds one request while terraform runs and rings once the server is drained', async () => {
+    const { server, url } = await startTestServer();
+    servers.push(server);
+    const dir = makeTerraformDir(3, 1);
+    const run = server.runOperation({ command: 'apply', repo: 'acme/infra', pull: 1, project: 'x' }, () =>
+      server.runner.run({ jobId: 'x', args: ['apply', '-auto-approve', '-input=false', '-no-color'], cwd: dir }));
+    await waitFor('terraform running', () => server.runner.running().length === 1);
+    server.requestDrain('annotation');
+
+    const { watch, calls, changes } = watchOn(portOf(url), { waitSeconds: 30 });
+    watch.sync('ns/a', [{ uid: 'u1', podIP: '127.0.0.1', restarts: 0 }]);
+    assert.equal(watch.size(), 1);
+    await waitFor('the drained answer', () => changes.length > 0, 20_000);
+    const r = await run;
+    assert.ok(r.started && r.value.exitCode === 0, 'the apply finished');
+    assert.deepEqual(changes, ['ns/a']);
+    assert.equal(calls.length, 1, 'one held request for the whole apply');
+    const held = watch.drained('u1', 0, new Date(), 5000);
+    assert.ok(held?.ok && held.body.shutting_down && held.body.in_progress_operations === 0);
+    // Only from the same container, and only while fresh.
+    assert.equal(watch.drained('u1', 1, new Date(), 5000), undefined, 'the container restarted since');
+    assert.equal(watch.drained('u1', 0, new Date(Date.now() + 6000), 5000), undefined, 'too old');
+    assert.equal(watch.drained('other', 0, new Date(), 5000), undefined);
+    // Drained is final: nothing more is asked.
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(calls.length, 1);
+    watch.sync('ns/a', []);
+    assert.equal(watch.size(), 0);
+  });
+
+  it('polls a server that answers at once no faster than minIntervalMs, and stops when told', async () => {
+    let requests = 0;
+    const plain = http.createServer((req, res) => {
+      requests++;
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ shutting_down: true, in_progress_operations: 1, version: 'old' }));
+    });
+    plain.listen(0, '127.0.0.1');
+    await new Promise((r) => plain.once('listening', r));
+    after(() => plain.close());
+    const { watch, calls, changes } = watchOn((plain.address() as AddressInfo).port, { minIntervalMs: 200 });
+    watch.sync('ns/b', [{ uid: 'u2', podIP: '127.0.0.1', restarts: 0 }]);
+    await waitFor('4 requests', () => calls.length >= 4, 10_000);
+    watch.sync('ns/b', []);
+    for (let i = 1; i < 4; i++) assert.ok(calls[i]!.startedAt - calls[i - 1]!.startedAt >= 195, `request ${i} paced`);
+    assert.deepEqual(changes, ['ns/b'], 'the same answer again is no news');
+    assert.equal(watch.drained('u2', 0, new Date(), 5000), undefined, 'one operation left is not drained');
+    const seen = requests;
+    await new Promise((r) => setTimeout(r, 500));
+    assert.ok(requests <= seen + 1, 'stopped');
+  });
+
+  it('a moved pod (new IP) or restarted container gets a new watch; an unreachable one is reported once', async () => {
+    const { watch, calls, changes } = watchOn(9, { minIntervalMs: 50 }); // nothing listens on port 9
+    watch.sync('ns/c', [{ uid: 'u3', podIP: '127.0.0.1', restarts: 0 }]);
+    await waitFor('3 attempts', () => calls.length >= 3, 10_000);
+    assert.ok(calls.every((c) => c.answer === undefined || !c.answer.ok));
+    assert.deepEqual(changes, ['ns/c'], 'failing again is no news');
+    watch.sync('ns/c', [{ uid: 'u3', podIP: '127.0.0.2', restarts: 0 }]);
+    assert.equal(watch.size(), 1);
+    // Another key's sync leaves this key's watches alone.
+    watch.sync('ns/other', []);
+    assert.equal(watch.size(), 1);
+    watch.stopAll();
+    assert.equal(watch.size(), 0);
+  });
+});
