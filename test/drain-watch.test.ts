@@ -103,9 +103,14 @@ describe('DrainWatch', () => {
     assert.deepEqual(changes, ['ns/c'], 'failing again is no news');
     watch.sync('ns/c', [{ uid: 'u3', podIP: '127.0.0.2', restarts: 0 }]);
     assert.equal(watch.size(), 1);
-    // Another key's sync leaves this key's watches alone.
+    // Another key's sync leaves this key's watches alone; add() starts only what is missing.
     watch.sync('ns/other', []);
     assert.equal(watch.size(), 1);
+    const attempts = calls.length;
+    watch.add('ns/c', { uid: 'u3', podIP: '127.0.0.1', restarts: 0 });
+    watch.add('ns/c', { uid: 'u4', podIP: '127.0.0.1', restarts: 0 });
+    assert.equal(watch.size(), 2);
+    assert.equal(calls.length, attempts + 1, 'one new request, for u4');
     watch.stopAll();
     assert.equal(watch.size(), 0);
   });

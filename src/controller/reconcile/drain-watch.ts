@@ -55,6 +55,11 @@ export class DrainWatch {
     for (const t of targets) if (!this.watches.has(t.uid)) this.start(key, t);
   }
 
+  /** Starts watching one pod unless it is watched already (right after its drain started). */
+  add(key: string, target: DrainWatchTarget): void {
+    if (!this.watches.has(target.uid)) this.start(key, target);
+  }
+
   /**
    * The pod's held answer when it says drained and is still to be trusted: from the same
    * container, at most `maxAgeMs` old. Undefined otherwise (then probe directly).

@@ -215,7 +215,12 @@ export class Reconciler {
         // cannot restart a drain's clock.
         const rv = pods.find((p) => p.metadata?.uid === a.uid)?.metadata?.resourceVersion;
         const body = drainPatch(a.uid, a.value);
-        this.written.record(key, (await ok('PATCH', apiPath('v1', 'pods', ns, a.podName), rv ? { metadata: { ...body.metadata, resourceVersion: rv } } : body, MERGE_PATCH)) as V1Pod);
+        const patched = (await ok('PATCH', apiPath('v1', 'pods', ns, a.podName), rv ? { metadata: { ...body.metadata, resourceVersion: rv } } : body, MERGE_PATCH)) as V1Pod;
+        this.written.record(key, patched);
+        // Hold the /status request from now on, so that even a server that drains at once is
+        // heard at once, not at the next reconcile.
+        const ip = patched.status?.podIP;
+        if (ip && patched.status?.phase === 'Running') this.o.drainWatch?.add(key, { uid: a.uid, podIP: ip, restarts: serverRestarts(patched) });
         return;
       }
       case 'stampDrainStart':
