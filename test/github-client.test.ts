@@ -280,22 +280,41 @@ test('plain 403 (no rate limit) is not retried', async () => {
   }
 });
 
-test('createComment: retried on 500/503/rate limit, not duplicated after a dropped response or 504', async () => {
+test('createComment: retried on 500/503/rate limit; after a lost answer or a 504 read back, never lost, never doubled', async () => {
   const { gh, client } = await setup();
   try {
     gh.failNext(1, { kind: 'status', status: 500 });
     gh.failNext(1, { kind: 'rate-limit', resetInSeconds: 0, status: 429 });
     await client.createComment(REPO, 1, 'one');
     assert.deepEqual(gh.comments(REPO, 1).map((c) => c.body), ['one']);
+    const posts = (body: string) => gh.callsTo('POST', /comments$/).filter((c) => (c.body as { body: string }).body === body).length;
 
-    // Request handled (comment created), then the connection dies: no retry, no duplicate.
+    // Comment created, then the connection dies before the answer: found by reading back, not posted again.
     gh.failNext(1, { kind: 'drop-after-processing' });
-    await assert.rejects(client.createComment(REPO, 1, 'two'), (e: unknown) => e instanceof GitHubApiError && e.status === 0);
+    const [two] = await client.createComment(REPO, 1, 'two');
     assert.deepEqual(gh.comments(REPO, 1).map((c) => c.body), ['one', 'two']);
+    assert.equal(two?.id, gh.comments(REPO, 1)[1]?.id, 'the id of the comment that landed');
+    assert.equal(posts('two'), 1);
+    const readBack = gh.callsTo('GET', /\/issues\/1\/comments$/).at(-1);
+    assert.ok(readBack && !Number.isNaN(Date.parse(readBack.query.since ?? '')), 'read back with since');
 
+    // The connection dies before the request is handled: not there, so posted again, once.
+    gh.failNext(1, { kind: 'drop' });
+    await client.createComment(REPO, 1, 'three');
+    assert.equal(posts('three'), 2);
+    assert.deepEqual(gh.comments(REPO, 1).map((c) => c.body), ['one', 'two', 'three']);
+
+    // A 504 (the stand-in's did not create it): read back, posted again, one comment.
     gh.failNext(1, { kind: 'status', status: 504 });
-    await assert.rejects(client.createComment(REPO, 1, 'three'), (e: unknown) => e instanceof GitHubApiError && e.status === 504);
-    assert.equal(gh.callsTo('POST', /comments$/).filter((c) => (c.body as { body: string }).body === 'three').length, 1);
+    await client.createComment(REPO, 1, 'four');
+    assert.equal(posts('four'), 2);
+    assert.deepEqual(gh.comments(REPO, 1).map((c) => c.body), ['one', 'two', 'three', 'four']);
+
+    // A comment whose answer is lost on every attempt fails after maxAttempts, posted once per attempt at most.
+    gh.failNext(100, { kind: 'drop' }, { method: 'POST' });
+    await assert.rejects(client.createComment(REPO, 1, 'five'), (e: unknown) => e instanceof GitHubApiError && e.status === 0);
+    gh.clearFaults();
+    assert.equal(gh.comments(REPO, 1).length, 4);
 
     // Idempotent calls are retried after a dropped connection.
     gh.failNext(1, { kind: 'drop' });

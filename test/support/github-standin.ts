@@ -355,7 +355,11 @@ export class GitHubStandin {
     const page = Math.max(1, Number(query.page ?? '1') || 1);
     const last = Math.max(1, Math.ceil(items.length / perPage));
     const slice = items.slice((page - 1) * perPage, page * perPage);
-    const link = (n: number, rel: string): string => `<${this.url}${path}?per_page=${perPage}&page=${n}>; rel="${rel}"`;
+    // Like GitHub, page links keep the other query parameters (e.g. since).
+    const link = (n: number, rel: string): string => {
+      const q = new URLSearchParams({ ...query, per_page: String(perPage), page: String(n) });
+      return `<${this.url}${path}?${q.toString()}>; rel="${rel}"`;
+    };
     const links: string[] = [];
     if (page < last) links.push(link(page + 1, 'next'), link(last, 'last'));
     if (page > 1) links.push(link(1, 'first'), link(page - 1, 'prev'));
@@ -383,7 +387,11 @@ export class GitHubStandin {
       const pull = repo.pulls.get(Number(mm[1]));
       if (!pull) return notFound();
       if (method === 'GET') {
-        const [items, h] = this.paginate(this.comments(repo.fullName, pull.number), query, path);
+        // since: only comments updated at or after that time (ISO 8601), as GitHub filters.
+        const since = query.since === undefined ? undefined : Date.parse(query.since);
+        if (since !== undefined && Number.isNaN(since)) return validationFailed('IssueComment', 'since', 'since is not a valid ISO 8601 timestamp');
+        const all = this.comments(repo.fullName, pull.number).filter((c) => since === undefined || Date.parse(c.updatedAt) >= since);
+        const [items, h] = this.paginate(all, query, path);
         return [200, items.map((c) => this.commentJson(c)), h];
       }
       if (method !== 'POST') return notFound();

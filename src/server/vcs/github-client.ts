@@ -97,6 +97,9 @@ export class GitHubApiError extends Error {
     super(`GitHub API ${method} ${path}: ${status === 0 ? 'no response' : status} ${githubMessage}`.trim());
     this.name = 'GitHubApiError';
   }
+
+  /** No answer, and the request surely never reached GitHub (connection refused). */
+  notSent = false;
 }
 
 /** Host to use in `--repo-allowlist` matching for a client base URL. */
@@ -278,7 +281,7 @@ export class GitHubClient {
         const retryable = surelyNotSent || opts.idempotent;
         this.log.warn('GitHub request failed without response', { method, path: logPath, attempt, errorCode: code ?? 'unknown', willRetry: retryable && attempt < this.retry.maxAttempts });
         if (!retryable || attempt >= this.retry.maxAttempts) {
-          throw new GitHubApiError(method, logPath, 0, `request failed: ${code ?? (e as Error).name}`);
+          throw Object.assign(new GitHubApiError(method, logPath, 0, `request failed: ${code ?? (e as Error).name}`), { notSent: surelyNotSent });
         }
         await this.sleep(this.backoff(attempt));
         continue;
@@ -329,14 +332,33 @@ export class GitHubClient {
   async createComment(repo: string, pull: number, body: string, opts: { command?: string } = {}): Promise<CreatedComment[]> {
     const parts = splitComment(body, opts.command === undefined ? {} : { command: opts.command });
     const out: CreatedComment[] = [];
-    for (const part of parts) {
-      const r = await this.request('POST', `${this.repoPath(repo)}/issues/${pull}/comments`, { body: { body: part }, idempotent: false });
-      const j = r.json as { id: number; html_url?: string };
-      const c: CreatedComment = { id: j.id };
-      if (typeof j.html_url === 'string') c.htmlUrl = j.html_url;
-      out.push(c);
-    }
+    for (const part of parts) out.push(await this.postComment(repo, pull, part));
     return out;
+  }
+
+  /**
+   * One comment POST that is neither lost nor doubled when its answer is. A POST is not
+   * idempotent, so after no answer (connection cut, timeout) or a 504, which may come after
+   * GitHub created the comment, the PR's comments since just before the attempt are read
+   * back: ours there means done, else the POST is sent again.
+   */
+  private async postComment(repo: string, pull: number, body: string): Promise<CreatedComment> {
+    const path = `${this.repoPath(repo)}/issues/${pull}/comments`;
+    const created = (j: { id: number; html_url?: string }): CreatedComment => (typeof j.html_url === 'string' ? { id: j.id, htmlUrl: j.html_url } : { id: j.id });
+    for (let attempt = 1; ; attempt++) {
+      // created_at has whole seconds, and our clock and GitHub's differ a little.
+      const since = new Date(Date.now() - 5000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+      try {
+        const r = await this.request('POST', path, { body: { body }, idempotent: false });
+        return created(r.json as { id: number; html_url?: string });
+      } catch (e) {
+        if (!(e instanceof GitHubApiError) || e.notSent || (e.status !== 0 && e.status !== 504) || attempt >= this.retry.maxAttempts) throw e;
+        const landed = (await this.paginate<{ id: number; body?: string; html_url?: string }>(`${path}?since=${since}&per_page=100`)).find((c) => c.body === body);
+        this.log.warn('GitHub comment answer lost, read back', { path, attempt, status: e.status, found: landed !== undefined });
+        if (landed) return created(landed);
+        await this.sleep(this.backoff(attempt));
+      }
+    }
   }
 
   /** Replaces a comment's body (cut to the limit, keeping the end, if too long). */
