@@ -60,12 +60,12 @@ describe('DrainWatch', () => {
     assert.ok(r.started && r.value.exitCode === 0, 'the apply finished');
     assert.deepEqual(changes, ['ns/a']);
     assert.equal(calls.length, 1, 'one held request for the whole apply');
-    const held = watch.drained('u1', 0, new Date(), 5000);
+    const held = watch.observed('u1', 0, new Date(), 5000);
     assert.ok(held?.ok && held.body.shutting_down && held.body.in_progress_operations === 0);
     // Only from the same container, and only while fresh.
-    assert.equal(watch.drained('u1', 1, new Date(), 5000), undefined, 'the container restarted since');
-    assert.equal(watch.drained('u1', 0, new Date(Date.now() + 6000), 5000), undefined, 'too old');
-    assert.equal(watch.drained('other', 0, new Date(), 5000), undefined);
+    assert.equal(watch.observed('u1', 1, new Date(), 5000), undefined, 'the container restarted since');
+    assert.equal(watch.observed('u1', 0, new Date(Date.now() + 6000), 5000), undefined, 'too old');
+    assert.equal(watch.observed('other', 0, new Date(), 5000), undefined);
     // Drained is final: nothing more is asked.
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(calls.length, 1);
@@ -86,10 +86,12 @@ describe('DrainWatch', () => {
     const { watch, calls, changes } = watchOn((plain.address() as AddressInfo).port, { minIntervalMs: 200 });
     watch.sync('ns/b', [{ uid: 'u2', podIP: '127.0.0.1', restarts: 0 }]);
     await waitFor('4 requests', () => calls.length >= 4, 10_000);
+    const last = watch.observed('u2', 0, new Date(), 5000);
+    assert.ok(last?.ok && last.body.in_progress_operations === 1, 'the last answer: one operation left');
     watch.sync('ns/b', []);
+    assert.equal(watch.observed('u2', 0, new Date(), 5000), undefined, 'not watched any more');
     for (let i = 1; i < 4; i++) assert.ok(calls[i]!.startedAt - calls[i - 1]!.startedAt >= 195, `request ${i} paced`);
     assert.deepEqual(changes, ['ns/b'], 'the same answer again is no news');
-    assert.equal(watch.drained('u2', 0, new Date(), 5000), undefined, 'one operation left is not drained');
     const seen = requests;
     await new Promise((r) => setTimeout(r, 500));
     assert.ok(requests <= seen + 1, 'stopped');
@@ -101,6 +103,7 @@ describe('DrainWatch', () => {
     await waitFor('3 attempts', () => calls.length >= 3, 10_000);
     assert.ok(calls.every((c) => c.answer === undefined || !c.answer.ok));
     assert.deepEqual(changes, ['ns/c'], 'failing again is no news');
+    assert.equal(watch.observed('u3', 0, new Date(), 5000)?.ok, false, 'the failure is the last answer');
     watch.sync('ns/c', [{ uid: 'u3', podIP: '127.0.0.2', restarts: 0 }]);
     assert.equal(watch.size(), 1);
     // Another key's sync leaves this key's watches alone; add() starts only what is missing.

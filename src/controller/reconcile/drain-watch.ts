@@ -1,8 +1,11 @@
 // Holds one `GET /status?wait_drained` per draining pod, so the controller hears that a drain
 // is over when the server says so rather than at its next poll: the server answers the held
-// request the moment its last operation ends. A doorbell plus the last answer per pod, like
-// an informer for /status: it enqueues the owner when a pod's answer changes, and the
-// reconcile decides from what it observes. Nothing here deletes or decides anything.
+// request the moment its last operation ends. Like an informer for /status: it keeps the
+// last answer per pod and enqueues the owner when that answer changes; the reconcile reads
+// the answer instead of asking the pod itself, so a reconcile never waits on a slow server.
+// Each request is held for a few seconds only, so the last answer is never older than that
+// plus the timeout: a server that stops answering shows as an error within seconds.
+// Nothing here deletes or decides anything.
 import type { StatusProbe } from '../types.js';
 import { isDrained, probeServerStatus } from './status-probe.js';
 
@@ -27,6 +30,9 @@ export interface DrainWatchOptions {
   errorBackoffMs?: number;
   longPoll?: (podIP: string, waitSeconds: number, signal: AbortSignal) => Promise<StatusProbe>;
 }
+
+/** How long the server holds each request; also bounds how old an answer gets while watched. */
+export const DEFAULT_WAIT_SECONDS = 5;
 
 interface Watch extends DrainWatchTarget {
   key: string;
@@ -61,13 +67,13 @@ export class DrainWatch {
   }
 
   /**
-   * The pod's held answer when it says drained and is still to be trusted: from the same
-   * container, at most `maxAgeMs` old. Undefined otherwise (then probe directly).
+   * The pod's last answer, when it is from the same container and at most `maxAgeMs` old;
+   * undefined otherwise (not watched, no answer yet, stale): then ask the pod directly.
    */
-  drained(uid: string, restarts: number, now: Date, maxAgeMs: number): StatusProbe | undefined {
+  observed(uid: string, restarts: number, now: Date, maxAgeMs: number): StatusProbe | undefined {
     const w = this.watches.get(uid);
-    if (!w || w.restarts !== restarts || !isDrained(w.latest)) return undefined;
-    return now.getTime() - w.latest!.at.getTime() <= maxAgeMs ? w.latest : undefined;
+    if (!w?.latest || w.restarts !== restarts) return undefined;
+    return now.getTime() - w.latest.at.getTime() <= maxAgeMs ? w.latest : undefined;
   }
 
   /** Requests held (or about to be) right now. */
@@ -91,7 +97,7 @@ export class DrainWatch {
   }
 
   private async loop(w: Watch): Promise<void> {
-    const wait = this.o.waitSeconds ?? 25;
+    const wait = this.o.waitSeconds ?? DEFAULT_WAIT_SECONDS;
     const minInterval = this.o.minIntervalMs ?? 500;
     while (!w.abort.signal.aborted) {
       const started = Date.now();

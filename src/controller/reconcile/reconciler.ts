@@ -18,7 +18,7 @@ import { canonicalJSON } from '../resources/revision.js';
 import { API_VERSION, type AtlantisDeployment, PLURAL, SERVER_CONTAINER, type StatusProbe } from '../types.js';
 import { type OwnedKind, applyOwned } from './owned-objects.js';
 import { probeServerStatus } from './status-probe.js';
-import type { DrainWatch, DrainWatchTarget } from './drain-watch.js';
+import { DEFAULT_WAIT_SECONDS, type DrainWatch, type DrainWatchTarget } from './drain-watch.js';
 import { Expectations } from './expectations.js';
 
 export const OWNED_KINDS = {
@@ -48,17 +48,20 @@ export interface ReconcilerOptions {
   instance: string;
   probe?: (podIP: string) => Promise<StatusProbe>;
   /**
-   * Held `/status?wait_drained` requests to draining pods: the reconcile uses a fresh
-   * "drained" answer from it instead of probing, and polls the others less often.
+   * Held `/status?wait_drained` requests to draining pods: the reconcile uses their last
+   * answer instead of probing, and is enqueued when it changes.
    */
   drainWatch?: DrainWatch;
   now?: () => Date;
 }
 
-/** How old a held "drained" answer may be and still stand in for a probe. */
-const HELD_ANSWER_MAX_AGE_MS = 5000;
-/** The /status poll while a drain runs: the held request rings as soon as it ends. */
-const POLL_WITH_DRAIN_WATCH_MS = 2000;
+/**
+ * How old the watch's last answer may be and still stand in for a probe: a watched pod
+ * answers at least every DEFAULT_WAIT_SECONDS, or fails within the probe timeout after it.
+ */
+const WATCHED_ANSWER_MAX_AGE_MS = (DEFAULT_WAIT_SECONDS + 5) * 1000;
+/** Reconcile this often while a drain runs: the watch enqueues at once when an answer changes. */
+const POLL_WITH_DRAIN_WATCH_MS = 5000;
 
 export interface ReconcileResult { requeueAfterMs: number | null; plan?: Plan }
 
@@ -150,8 +153,8 @@ export class Reconciler {
   }
 
   /**
-   * /status of the pods whose drain decision depends on it (draining and running): the held
-   * answer when it says drained, else a probe now.
+   * /status of the pods whose drain decision depends on it (draining and running): the
+   * watch's last answer, else (no answer yet, or stale) a probe now.
    */
   private async probeDrainingPods(key: string, pods: V1Pod[]): Promise<Map<string, StatusProbe>> {
     const probes = new Map<string, StatusProbe>();
@@ -164,8 +167,8 @@ export class Reconciler {
     this.o.drainWatch?.sync(key, targets);
     const now = this.now();
     await Promise.all(targets.map(async ({ uid, podIP: ip, restarts }) => {
-      const held = this.o.drainWatch?.drained(uid, restarts, now, HELD_ANSWER_MAX_AGE_MS);
-      if (held) return void probes.set(uid, held);
+      const watched = this.o.drainWatch?.observed(uid, restarts, now, WATCHED_ANSWER_MAX_AGE_MS);
+      if (watched) return void probes.set(uid, watched);
       const started = process.hrtime.bigint();
       const probe = await this.probe(ip);
       this.o.metrics.statusProbeDuration.observe({ result: probe.ok ? 'ok' : 'error' }, Number(process.hrtime.bigint() - started) / 1e9);
