@@ -159,6 +159,8 @@ test('pod for an ordinal', () => {
   assert.deepEqual(c.volumeMounts, [{ name: 'data', mountPath: '/atlantis' }]);
   assert.deepEqual(c.readinessProbe?.httpGet, { path: '/readyz', port: 4141 });
   assert.deepEqual(c.livenessProbe?.httpGet, { path: '/healthz', port: 4141 });
+  assert.deepEqual(c.startupProbe?.httpGet, { path: '/healthz', port: 4141 });
+  assert.equal((c.startupProbe?.periodSeconds ?? 0) * (c.startupProbe?.failureThreshold ?? 0), 300, 'a slow start gets 5 minutes before liveness counts');
   assert.deepEqual(c.securityContext?.capabilities?.drop, ['ALL']);
   assert.equal(c.securityContext?.allowPrivilegeEscalation, false);
   assert.deepEqual(

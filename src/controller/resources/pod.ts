@@ -98,10 +98,18 @@ export function renderPodTemplate(ad: AtlantisDeployment): PodTemplate {
           failureThreshold: 1,
           successThreshold: 1,
         },
+        // Liveness starts only once the server answered: a start that is slow because many
+        // pods start on a busy node (crash recovery, a starved CPU) gets 5 minutes instead
+        // of being killed and started over, which only adds to the load.
+        startupProbe: {
+          httpGet: { path: '/healthz', port: SERVER_PORT },
+          periodSeconds: 2,
+          timeoutSeconds: 5,
+          failureThreshold: 150,
+        },
         // /healthz stays 200 while draining, so a long drain never gets the pod killed.
         livenessProbe: {
           httpGet: { path: '/healthz', port: SERVER_PORT },
-          initialDelaySeconds: 10,
           periodSeconds: 10,
           timeoutSeconds: 5,
           failureThreshold: 6,
