@@ -12,7 +12,8 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
 COPY hack/bundle.mjs ./hack/
-# tsc type-checks; the bundle (dist/atlantis-operator.mjs) is what runs: it starts ~3x faster.
+# tsc type-checks; the bundle (dist/atlantis-operator.mjs, and dist/process-host-worker.mjs
+# beside it: the thread that starts child processes) is what runs: it starts ~3x faster.
 RUN npx tsc -p tsconfig.json && node hack/bundle.mjs && npm prune --omit=dev
 
 FROM node:${NODE_VERSION}-bookworm-slim AS terraform

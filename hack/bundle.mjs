@@ -3,11 +3,17 @@
 // @kubernetes/client-node's generated API) costs a Node.js process about 2-3 s of CPU at
 // start; the bundle starts in about a third of that, which matters when 100 server pods
 // start at once. better-sqlite3 stays outside (a native addon found through node_modules).
+// A second, small entry point, dist/process-host-worker.mjs, is the server's process host
+// thread (src/server/terraform/process-host-worker.ts); the CLI loads it from beside itself.
 import { build } from 'esbuild';
 
 await build({
-  entryPoints: ['src/cli.ts'],
-  outfile: 'dist/atlantis-operator.mjs',
+  entryPoints: {
+    'atlantis-operator': 'src/cli.ts',
+    'process-host-worker': 'src/server/terraform/process-host-worker.ts',
+  },
+  outdir: 'dist',
+  outExtension: { '.js': '.mjs' },
   bundle: true,
   platform: 'node',
   format: 'esm',

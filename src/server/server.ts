@@ -1,5 +1,5 @@
 // AtlantisServer wires the server role together: HTTP surface, operation tracker, drain,
-// process runner, and (when configured) the PR workflow and the own-Pod annotation watch.
+// process host and runner, and (when configured) the PR workflow and the own-Pod annotation watch.
 // Tests build it in-process through this API; the CLI adds signal handlers and exits.
 import { once } from 'node:events';
 import type { Server } from 'node:http';
@@ -13,6 +13,7 @@ import { type Operation, type OperationInfo, OperationTracker } from './drain/op
 import { removePidFile, writePidFile } from './drain/pid-file.js';
 import { type AppDeps, buildApp } from './http/app.js';
 import { ServerMetrics } from './metrics.js';
+import { ProcessHost } from './terraform/process-host.js';
 import { ProcessRunner } from './terraform/runner.js';
 
 export interface AtlantisServerOptions {
@@ -31,6 +32,8 @@ export type RunOutcome<T> = { started: true; value: T } | { started: false };
 export class AtlantisServer {
   readonly tracker = new OperationTracker();
   readonly metrics: ServerMetrics;
+  /** Starts every child process (git, terraform) off the event loop. */
+  readonly processHost: ProcessHost;
   readonly runner: ProcessRunner;
   readonly drain: DrainCoordinator;
   readonly logger: Logger;
@@ -49,7 +52,8 @@ export class AtlantisServer {
     this.config = opts.config;
     this.logger = opts.logger;
     this.metrics = opts.metrics ?? new ServerMetrics();
-    this.runner = new ProcessRunner({ binary: opts.config.tfBinary, interruptGraceMs: opts.config.terraformInterruptGraceMs, logger: opts.logger });
+    this.processHost = new ProcessHost({ logger: opts.logger });
+    this.runner = new ProcessRunner({ host: this.processHost, binary: opts.config.tfBinary, interruptGraceMs: opts.config.terraformInterruptGraceMs, logger: opts.logger });
     this.drain = new DrainCoordinator({
       tracker: this.tracker,
       runner: this.runner,

@@ -6,10 +6,12 @@
 // - cancellation the way a person at a terminal does it: SIGINT to the group (terraform
 //   stops cleanly, writes its state and releases its state lock), then SIGKILL if it is
 //   still there after the interrupt grace.
+// The processes are started by the process host's worker thread (see process-host.ts), so a
+// spawn never blocks the event loop; signals go from here, by pid.
 import { createWriteStream, mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { execa } from 'execa';
 import type { Logger } from '../../log.js';
+import type { ProcessHost } from './process-host.js';
 
 export interface RunOptions {
   /** The job this process belongs to; used for logs and cancellation. */
@@ -45,12 +47,17 @@ export interface RunningProcess {
   signalsSent: string[];
 }
 
-interface Entry extends RunningProcess {
+interface Entry extends Omit<RunningProcess, 'pid'> {
+  /** Known once the host reports the child started. */
+  pid?: number;
+  /** An interrupt came before the pid was known: sent as soon as it is. */
+  interruptPending: boolean;
   killTimer?: NodeJS.Timeout;
   done: boolean;
 }
 
 export interface RunnerOptions {
+  host: ProcessHost;
   binary: string;
   interruptGraceMs: number;
   logger: Logger;
@@ -74,35 +81,31 @@ export class ProcessRunner {
       return { exitCode: null, signal: null, durationMs: 0, output: 'Not started: the server is shutting down.\n', interrupted: true, killed: false };
     }
     const log = o.logFile ? openLog(o.logFile) : undefined;
-    const child = execa(command, o.args, {
-      cwd: o.cwd,
-      env: { TF_IN_AUTOMATION: 'true', TF_INPUT: 'false', ...o.env },
-      extendEnv: true,
-      detached: true,
-      stdin: 'ignore',
-      all: true,
-      buffer: false,
-      reject: false,
-      stripFinalNewline: false,
-    });
+    // Registered before the spawn request so that a cancel or interruptAll meanwhile is kept.
     const entry: Entry = {
-      jobId: o.jobId, pid: child.pid ?? -1, command, args: o.args, startedAt: new Date(), signalsSent: [], done: false,
+      jobId: o.jobId, command, args: o.args, startedAt: new Date(), signalsSent: [], interruptPending: false, done: false,
     };
     this.entries.add(entry);
-    this.opts.logger.debug('Process started', { jobId: o.jobId, pid: entry.pid, command, args: o.args });
 
     const chunks: string[] = [];
     let captured = 0;
-    child.all?.setEncoding('utf8');
-    child.all?.on('data', (chunk: string) => {
-      chunks.push(chunk);
-      captured += chunk.length;
-      while (captured > this.maxCaptured && chunks.length > 1) captured -= chunks.shift()!.length;
-      log?.write(chunk);
-      o.onOutput?.(chunk);
+    const r = await this.opts.host.spawn({
+      command, args: o.args, cwd: o.cwd, env: { TF_IN_AUTOMATION: 'true', TF_INPUT: 'false', ...o.env },
+      detached: true, stdin: 'ignore', output: 'stream',
+    }, {
+      onStart: (pid) => {
+        entry.pid = pid;
+        this.opts.logger.debug('Process started', { jobId: o.jobId, pid, command, args: o.args });
+        if (entry.interruptPending) this.interrupt(entry);
+      },
+      onOutput: (chunk) => {
+        chunks.push(chunk);
+        captured += chunk.length;
+        while (captured > this.maxCaptured && chunks.length > 1) captured -= chunks.shift()!.length;
+        log?.write(chunk);
+        o.onOutput?.(chunk);
+      },
     });
-
-    const r = await child;
     entry.done = true;
     if (entry.killTimer) clearTimeout(entry.killTimer);
     this.entries.delete(entry);
@@ -115,16 +118,16 @@ export class ProcessRunner {
       interrupted: entry.signalsSent.includes('SIGINT'),
       killed: entry.signalsSent.includes('SIGKILL'),
     };
-    if (r.failed && r.exitCode === undefined && !r.signal) {
-      // spawn failure (binary missing): make it visible in the output the user sees
-      result.output += `\n${r.message}\n`;
-    }
+    // Spawn failure (binary missing) or a lost process host: make it visible in the output the user sees.
+    if (r.error) result.output += `\n${r.error}\n`;
     this.opts.logger.debug('Process finished', { jobId: o.jobId, pid: entry.pid, exitCode: result.exitCode, signal: result.signal, durationMs: result.durationMs });
     return result;
   }
 
+  /** Processes that have started (a pid), not those still being spawned. */
   running(): RunningProcess[] {
-    return [...this.entries].map(({ jobId, pid, command, args, startedAt, signalsSent }) => ({ jobId, pid, command, args, startedAt, signalsSent: [...signalsSent] }));
+    return [...this.entries].flatMap(({ jobId, pid, command, args, startedAt, signalsSent }) =>
+      pid === undefined ? [] : [{ jobId, pid, command, args, startedAt, signalsSent: [...signalsSent] }]);
   }
 
   /** SIGINT to every running process group, SIGKILL after the interrupt grace. */
@@ -140,15 +143,20 @@ export class ProcessRunner {
 
   private interrupt(e: Entry): void {
     if (e.done || e.signalsSent.includes('SIGINT')) return;
-    this.signal(e, 'SIGINT');
-    e.killTimer = setTimeout(() => { if (!e.done) this.signal(e, 'SIGKILL'); }, this.opts.interruptGraceMs);
+    const pid = e.pid;
+    if (pid === undefined) {
+      e.interruptPending = true; // onStart sends it
+      return;
+    }
+    this.signal(e, pid, 'SIGINT');
+    e.killTimer = setTimeout(() => { if (!e.done) this.signal(e, pid, 'SIGKILL'); }, this.opts.interruptGraceMs);
   }
 
-  private signal(e: Entry, sig: 'SIGINT' | 'SIGKILL'): void {
+  private signal(e: Entry, pid: number, sig: 'SIGINT' | 'SIGKILL'): void {
     e.signalsSent.push(sig);
-    this.opts.logger.warn(sig === 'SIGKILL' ? 'Killing terraform after interrupt grace' : 'Interrupting terraform', { jobId: e.jobId, pid: e.pid, signal: sig });
+    this.opts.logger.warn(sig === 'SIGKILL' ? 'Killing terraform after interrupt grace' : 'Interrupting terraform', { jobId: e.jobId, pid, signal: sig });
     try {
-      process.kill(-e.pid, sig); // negative pid: the whole process group
+      process.kill(-pid, sig); // negative pid: the whole process group
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
     }

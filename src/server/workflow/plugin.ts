@@ -36,7 +36,7 @@ export function workflowPlugin(server: AtlantisServer) {
   }
   const store = LockStore.open(cfg.dataDir);
   const github = new GitHubClient({ baseUrl: cfg.ghApiUrl, token: cfg.ghToken, logger: log });
-  const copies = new WorkingCopies(cfg.dataDir, cfg.ghToken, log);
+  const copies = new WorkingCopies(cfg.dataDir, cfg.ghToken, log, server.processHost);
   const jobs = new JobRegistry();
   const runner = new CommandRunner({
     config: cfg, store, github, copies, jobs, projectRunner: new ProjectRunner(server.runner), metrics: server.metrics,

@@ -1,11 +1,12 @@
 // Working copies of pull requests under the data dir: one git checkout of the PR head per
 // repo, pull and workspace (as Atlantis: workspaces of one dir must not share .terraform).
 // The clone URL carries the token only for https remotes, and it is never logged: logs and
-// errors show the URL without credentials.
+// errors show the URL without credentials. git runs in the process host's worker thread, so
+// its spawns do not block the event loop.
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { execa } from 'execa';
 import type { Logger } from '../../log.js';
+import type { ProcessHost } from '../terraform/process-host.js';
 
 export interface CheckoutRequest {
   repo: string;
@@ -17,7 +18,7 @@ export interface CheckoutRequest {
 }
 
 export class WorkingCopies {
-  constructor(private readonly dataDir: string, private readonly token: () => string, private readonly logger: Logger) {}
+  constructor(private readonly dataDir: string, private readonly token: () => string, private readonly logger: Logger, private readonly host: ProcessHost) {}
 
   dirFor(repo: string, pull: number, workspace: string): string {
     return path.join(this.dataDir, 'repos', repo, String(pull), workspace);
@@ -52,8 +53,8 @@ export class WorkingCopies {
     // (a spawn blocks the event loop until the child has exec'd, 10 ms and more on a busy machine).
     const fromFiles = readHead(dir);
     if (fromFiles) return fromFiles;
-    const r = await execa('git', ['rev-parse', 'HEAD'], { cwd: dir, reject: false });
-    return r.exitCode === 0 ? r.stdout.trim() : undefined;
+    const r = await this.host.spawn({ command: 'git', args: ['rev-parse', 'HEAD'], cwd: dir, output: 'capture' });
+    return r.exitCode === 0 ? r.stdout?.trim() : undefined;
   }
 
   private authenticated(cloneUrl: string): string {
@@ -66,10 +67,11 @@ export class WorkingCopies {
   }
 
   private async git(cwd: string, args: string[], cloneUrl: string): Promise<void> {
-    const r = await execa('git', args, { cwd, reject: false, env: { GIT_TERMINAL_PROMPT: '0' } });
+    const r = await this.host.spawn({ command: 'git', args, cwd, env: { GIT_TERMINAL_PROMPT: '0' }, output: 'capture' });
     if (r.exitCode !== 0) {
       const safe = (s: string) => s.split(this.token() || '\u0000').join('[REDACTED]');
-      throw new Error(`git ${safe(args.filter((a) => !a.includes('://')).join(' '))} for ${redact(cloneUrl)} failed: ${safe(r.stderr.trim())}`);
+      // stderr, or why git never ran (not installed, process host lost); the token is redacted from both
+      throw new Error(`git ${safe(args.filter((a) => !a.includes('://')).join(' '))} for ${redact(cloneUrl)} failed: ${safe((r.stderr || r.error || '').trim())}`);
     }
   }
 }

@@ -1,0 +1,37 @@
+// Messages between the process host (main thread) and its worker thread, which starts every
+// child process of the server. Only data that survives structured cloning.
+
+export interface SpawnSpec {
+  command: string;
+  args: string[];
+  cwd: string;
+  /** Added to the server's own environment. */
+  env?: Record<string, string>;
+  /** Own process group (setsid): a signal to the server's group never reaches the child. */
+  detached?: boolean;
+  /** Default 'pipe' (execa's default). */
+  stdin?: 'ignore' | 'pipe';
+  /**
+   * 'stream': stdout and stderr combined, sent in chunks as they come (nothing kept);
+   * 'capture': stdout and stderr returned with the exit, final newline stripped.
+   */
+  output: 'stream' | 'capture';
+}
+
+export interface SpawnExit {
+  exitCode: number | null;
+  signal: string | null;
+  durationMs: number;
+  /** Set when the process never ran (e.g. binary missing) or was lost: what to tell the user. */
+  error?: string;
+  /** 'capture' only. */
+  stdout?: string;
+  stderr?: string;
+}
+
+export type ToWorker = { type: 'spawn'; id: number; spec: SpawnSpec };
+
+export type FromWorker =
+  | { type: 'started'; id: number; pid: number }
+  | { type: 'output'; id: number; chunk: string }
+  | { type: 'exit'; id: number; exit: SpawnExit };

@@ -1,0 +1,54 @@
+// The process host's worker thread: starts the server's child processes (git, terraform, run
+// steps) with execa and reports their pid, output and exit to the main thread.
+// Why a thread: spawning forks the whole server process, which blocks the calling thread for
+// 5-40 ms per child on a busy machine; here it blocks this thread, not the event loop that
+// answers /status and webhooks. Signals are sent from the main thread (it knows the pid).
+import { parentPort } from 'node:worker_threads';
+import { execa } from 'execa';
+import type { FromWorker, SpawnExit, SpawnSpec, ToWorker } from './process-host-protocol.js';
+
+const port = parentPort;
+if (!port) throw new Error('process-host-worker must run as a worker thread');
+const post = (m: FromWorker): void => port.postMessage(m);
+
+port.on('message', (m: ToWorker) => {
+  if (m.type === 'spawn') void run(m.id, m.spec);
+});
+
+async function run(id: number, spec: SpawnSpec): Promise<void> {
+  let exit: SpawnExit;
+  try {
+    exit = spec.output === 'stream' ? await stream(id, spec) : await capture(id, spec);
+  } catch (e) {
+    // execa reports spawn failures in its result; this is anything unexpected on our side.
+    exit = { exitCode: null, signal: null, durationMs: 0, error: `Could not run ${spec.command}: ${e instanceof Error ? e.message : String(e)}` };
+  }
+  post({ type: 'exit', id, exit });
+}
+
+async function stream(id: number, spec: SpawnSpec): Promise<SpawnExit> {
+  const child = execa(spec.command, spec.args, {
+    cwd: spec.cwd, env: spec.env, extendEnv: true, detached: spec.detached ?? false, stdin: spec.stdin ?? 'pipe',
+    all: true, buffer: false, reject: false, stripFinalNewline: false,
+  });
+  // Posted before any output: messages from one port arrive in order.
+  if (child.pid !== undefined) post({ type: 'started', id, pid: child.pid });
+  child.all?.setEncoding('utf8');
+  child.all?.on('data', (chunk: string) => post({ type: 'output', id, chunk }));
+  const r = await child;
+  return { exitCode: r.exitCode ?? null, signal: r.signal ?? null, durationMs: r.durationMs, error: spawnError(r) };
+}
+
+async function capture(id: number, spec: SpawnSpec): Promise<SpawnExit> {
+  const child = execa(spec.command, spec.args, {
+    cwd: spec.cwd, env: spec.env, extendEnv: true, detached: spec.detached ?? false, stdin: spec.stdin ?? 'pipe', reject: false,
+  });
+  if (child.pid !== undefined) post({ type: 'started', id, pid: child.pid });
+  const r = await child;
+  return { exitCode: r.exitCode ?? null, signal: r.signal ?? null, durationMs: r.durationMs, error: spawnError(r), stdout: r.stdout, stderr: r.stderr };
+}
+
+/** execa's message when the process never ran (no exit code, no signal: e.g. ENOENT). */
+function spawnError(r: { failed: boolean; exitCode?: number; signal?: string; message?: string }): string | undefined {
+  return r.failed && r.exitCode === undefined && !r.signal ? r.message : undefined;
+}

@@ -1,0 +1,189 @@
+// The process host (every child process of the server started by one worker thread) and the
+// ProcessRunner on top of it, with real processes: output streaming, exit codes and signals,
+// SIGINT-then-SIGKILL cancellation, an interrupt that arrives before the pid is known, a
+// missing binary, a worker thread that dies, and that the main thread itself never spawns.
+import assert from 'node:assert/strict';
+import childProcess from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { threadId } from 'node:worker_threads';
+import { after, describe, it } from 'node:test';
+import { execa } from 'execa';
+import type { LogFields, Logger } from '../src/log.js';
+import { ProcessHost } from '../src/server/terraform/process-host.js';
+import { ProcessRunner, type RunResult } from '../src/server/terraform/runner.js';
+import { waitFor } from './support/server.js';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'process-host-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function recordingLogger(lines: Array<{ level: string; msg: string; fields?: LogFields }>): Logger {
+  const log = (level: string) => (msg: string, fields?: LogFields) => { lines.push({ level, msg, fields }); };
+  const logger: Logger = { error: log('error'), warn: log('warn'), info: log('info'), debug: log('debug'), child: () => logger };
+  return logger;
+}
+
+function setup(opts: { interruptGraceMs?: number; workerUrl?: URL; binary?: string } = {}) {
+  const logs: Array<{ level: string; msg: string; fields?: LogFields }> = [];
+  const logger = recordingLogger(logs);
+  const host = new ProcessHost({ logger, workerUrl: opts.workerUrl });
+  const runner = new ProcessRunner({ host, binary: opts.binary ?? 'sh', interruptGraceMs: opts.interruptGraceMs ?? 60_000, logger });
+  return { host, runner, logs };
+}
+
+/** Parent pid, process group and state of a process, from /proc. */
+function procStat(pid: number): { ppid: number; pgid: number; state: string } | undefined {
+  let stat: string;
+  try { stat = readFileSync(`/proc/${pid}/stat`, 'utf8'); } catch { return undefined; }
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { state: f[0]!, ppid: Number(f[1]), pgid: Number(f[2]) };
+}
+
+/** Gone, or a zombie nobody waits for (a SIGKILLed child of a dead worker thread). */
+function dead(pid: number): boolean {
+  const s = procStat(pid);
+  return s === undefined || s.state === 'Z';
+}
+
+describe('process host', () => {
+  it('streams combined output to listeners and the log file, reports the exit code, runs in its own process group', async () => {
+    const { runner } = setup();
+    const logFile = path.join(dir, 'jobs', 'stream.log');
+    const go = path.join(dir, 'stream-go');
+    const chunks: string[] = [];
+    const run = runner.run({
+      jobId: 'stream', args: ['-c', `echo "out $TF_IN_AUTOMATION $EXTRA"; while [ ! -e ${go} ]; do sleep 0.05; done; echo err >&2; exit 3`], cwd: dir, env: { EXTRA: 'x' },
+      logFile, onOutput: (c) => chunks.push(c),
+    });
+    await waitFor('the first line, streamed while the process runs', () => chunks.join('').includes('out true x\n'));
+    const [p] = runner.running();
+    assert.equal(procStat(p!.pid)?.ppid, process.pid, 'a child of this process');
+    assert.equal(procStat(p!.pid)?.pgid, p!.pid, 'leads its own process group');
+    writeFileSync(go, '');
+    const r = await run;
+    assert.equal(r.exitCode, 3);
+    assert.equal(r.signal, null);
+    assert.equal(r.interrupted, false);
+    assert.match(r.output, /^out true x\n/m);
+    assert.match(r.output, /^err\n/m);
+    assert.equal(chunks.join(''), r.output);
+    assert.equal(readFileSync(logFile, 'utf8'), r.output);
+    assert.equal(runner.running().length, 0);
+  });
+
+  it('reports a process ended by a signal', async () => {
+    const { runner } = setup();
+    const r = await runner.run({ jobId: 'signal', args: ['-c', 'kill -TERM $$'], cwd: dir });
+    assert.equal(r.exitCode, null);
+    assert.equal(r.signal, 'SIGTERM');
+  });
+
+  it('cancels with SIGINT to the group, then SIGKILL after the grace when SIGINT is ignored', async () => {
+    const { runner, logs } = setup({ interruptGraceMs: 300 });
+    let out = '';
+    const run = runner.run({ jobId: 'stubborn', args: ['-c', 'trap "" INT; echo ready; while :; do sleep 0.05; done'], cwd: dir, onOutput: (c) => { out += c; } });
+    await waitFor('the process to trap SIGINT', () => out.includes('ready'));
+    const pid = runner.running()[0]!.pid;
+    runner.cancel('stubborn');
+    const r: RunResult = await run;
+    assert.equal(r.signal, 'SIGKILL');
+    assert.equal(r.interrupted, true);
+    assert.equal(r.killed, true);
+    assert.deepEqual(logs.filter((l) => l.level === 'warn').map((l) => [l.fields?.signal, l.fields?.pid]), [['SIGINT', pid], ['SIGKILL', pid]]);
+    await waitFor('no process of the group left', () => dead(pid));
+  });
+
+  it('keeps an interrupt that arrives before the pid is known and sends it once the process runs', async () => {
+    const { runner } = setup();
+    const run = runner.run({ jobId: 'early', args: ['-c', 'trap "exit 130" INT; while :; do sleep 0.05; done'], cwd: dir });
+    // The pid comes in a message from the worker, so it cannot be known yet.
+    assert.equal(runner.running().length, 0);
+    runner.cancel('early');
+    const r = await run;
+    // SIGINT reached it: through the trap, or before sh had set it up (it was sent at once).
+    assert.ok(r.exitCode === 130 || r.signal === 'SIGINT', JSON.stringify(r));
+    assert.equal(r.interrupted, true);
+    assert.equal(r.killed, false);
+  });
+
+  it('refuses new processes after interruptAll and interrupts the ones being spawned', async () => {
+    const { runner } = setup();
+    const run = runner.run({ jobId: 'spawning', args: ['-c', 'trap "exit 130" INT; while :; do sleep 0.05; done'], cwd: dir });
+    runner.interruptAll();
+    const r = await run;
+    assert.ok(r.exitCode === 130 || r.signal === 'SIGINT', JSON.stringify(r));
+    assert.equal(r.interrupted, true);
+    const refused = await runner.run({ jobId: 'late', args: ['-c', 'echo never'], cwd: dir });
+    assert.equal(refused.output, 'Not started: the server is shutting down.\n');
+  });
+
+  it('gives a readable message when the binary is missing', async () => {
+    const { runner } = setup({ binary: path.join(dir, 'no-such-terraform') });
+    const r = await runner.run({ jobId: 'missing', args: ['plan'], cwd: dir });
+    assert.equal(r.exitCode, null);
+    assert.equal(r.signal, null);
+    assert.match(r.output, /ENOENT/);
+    assert.ok(r.output.includes(path.join(dir, 'no-such-terraform')), r.output);
+  });
+
+  it('captures stdout and stderr separately (git)', async () => {
+    const { host } = setup();
+    const ok = await host.spawn({ command: 'git', args: ['--version'], cwd: dir, output: 'capture' });
+    assert.equal(ok.exitCode, 0);
+    assert.match(ok.stdout ?? '', /^git version \d/);
+    const bad = await host.spawn({ command: 'git', args: ['rev-parse', 'HEAD'], cwd: dir, env: { GIT_CEILING_DIRECTORIES: dir }, output: 'capture' });
+    assert.notEqual(bad.exitCode, 0);
+    assert.match(bad.stderr ?? '', /not a git repository/);
+    assert.equal(bad.stdout, '');
+  });
+
+  it('fails the processes of a worker thread that dies, kills them, logs it, and starts a new thread for later ones', async () => {
+    const { host, runner, logs } = setup({ workerUrl: new URL('./fixtures/process-host/crashing-worker.mjs', import.meta.url) });
+    let out = '';
+    const run = runner.run({ jobId: 'orphan', args: ['-c', 'echo ready; while :; do sleep 0.05; done'], cwd: dir, onOutput: (c) => { out += c; } });
+    await waitFor('the process', () => out.includes('ready'));
+    const pid = runner.running()[0]!.pid;
+    const firstThread = host.threadId;
+    const crash = await host.spawn({ command: 'crash-process-host', args: [], cwd: dir, output: 'capture' });
+    assert.match(crash.error ?? '', /process host thread stopped unexpectedly \(exit code 1\) while running crash-process-host; it did not start/);
+    const r = await run;
+    assert.equal(r.exitCode, null);
+    assert.match(r.output, new RegExp(`process host thread stopped unexpectedly \\(exit code 1\\) while running sh; process ${pid} was killed`));
+    assert.ok(logs.some((l) => l.msg === 'Process host thread failed' && l.fields?.error === 'process host bug'), JSON.stringify(logs));
+    assert.ok(logs.some((l) => l.level === 'error' && l.msg.startsWith('Process host thread stopped')), JSON.stringify(logs));
+    await waitFor('the orphaned process killed', () => dead(pid));
+    assert.equal(runner.running().length, 0);
+
+    const again = await runner.run({ jobId: 'after', args: ['-c', 'echo again'], cwd: dir });
+    assert.equal(again.exitCode, 0);
+    assert.equal(again.output, 'again\n');
+    assert.notEqual(host.threadId, firstThread, 'a new worker thread');
+  });
+
+  it('never spawns on the main thread', async () => {
+    // Count child_process.spawn calls on this thread (execa calls it through its ESM import,
+    // which syncBuiltinESMExports updates). Worker threads have their own module instances.
+    const original = childProcess.spawn;
+    let mainThreadSpawns = 0;
+    childProcess.spawn = ((...args: Parameters<typeof original>) => { mainThreadSpawns++; return original(...args); }) as typeof original;
+    syncBuiltinESMExports();
+    try {
+      await execa('true');
+      assert.equal(mainThreadSpawns, 1, 'the counter sees a spawn on this thread');
+      mainThreadSpawns = 0;
+
+      const { host, runner } = setup();
+      const r = await runner.run({ jobId: 'where', args: ['-c', 'echo $PPID'], cwd: dir });
+      assert.equal(r.output, `${process.pid}\n`, 'a child of this process');
+      const g = await host.spawn({ command: 'git', args: ['--version'], cwd: dir, output: 'capture' });
+      assert.equal(g.exitCode, 0);
+      assert.equal(mainThreadSpawns, 0);
+      assert.ok(host.threadId !== undefined && host.threadId !== threadId, 'spawned by another thread');
+    } finally {
+      childProcess.spawn = original;
+      syncBuiltinESMExports();
+    }
+  });
+});
