@@ -1,4 +1,4 @@
-// The process host (every child process of the server started by one worker thread) and the
+// The process host (every child process of the server started by one worker thread, at nice 10) and the
 // ProcessRunner on top of it, with real processes: output streaming, exit codes and signals,
 // SIGINT-then-SIGKILL cancellation, an interrupt that arrives before the pid is known, a
 // missing binary, a worker thread that dies, and that the main thread itself never spawns.
@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import childProcess from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { syncBuiltinESMExports } from 'node:module';
-import { tmpdir } from 'node:os';
+import { getPriority, tmpdir } from 'node:os';
 import path from 'node:path';
 import { threadId } from 'node:worker_threads';
 import { after, describe, it } from 'node:test';
@@ -33,12 +33,12 @@ function setup(opts: { interruptGraceMs?: number; workerUrl?: URL; binary?: stri
   return { host, runner, logs };
 }
 
-/** Parent pid, process group and state of a process, from /proc. */
-function procStat(pid: number): { ppid: number; pgid: number; state: string } | undefined {
+/** Parent pid, process group, nice value and state of a process, from /proc. */
+function procStat(pid: number): { ppid: number; pgid: number; nice: number; state: string } | undefined {
   let stat: string;
   try { stat = readFileSync(`/proc/${pid}/stat`, 'utf8'); } catch { return undefined; }
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return { state: f[0]!, ppid: Number(f[1]), pgid: Number(f[2]) };
+  return { state: f[0]!, ppid: Number(f[1]), pgid: Number(f[2]), nice: Number(f[16]) };
 }
 
 /** Gone, or a zombie nobody waits for (a SIGKILLed child of a dead worker thread). */
@@ -61,6 +61,8 @@ describe('process host', () => {
     const [p] = runner.running();
     assert.equal(procStat(p!.pid)?.ppid, process.pid, 'a child of this process');
     assert.equal(procStat(p!.pid)?.pgid, p!.pid, 'leads its own process group');
+    assert.equal(procStat(p!.pid)?.nice, 10, 'runs at nice 10, after the server');
+    assert.equal(getPriority(), 0, 'the server itself keeps its priority');
     writeFileSync(go, '');
     const r = await run;
     assert.equal(r.exitCode, 3);
@@ -179,6 +181,7 @@ describe('process host', () => {
       assert.equal(r.output, `${process.pid}\n`, 'a child of this process');
       const g = await host.spawn({ command: 'git', args: ['--version'], cwd: dir, output: 'capture' });
       assert.equal(g.exitCode, 0);
+      assert.match(g.stdout ?? '', /^git version/);
       assert.equal(mainThreadSpawns, 0);
       assert.ok(host.threadId !== undefined && host.threadId !== threadId, 'spawned by another thread');
     } finally {

@@ -3,6 +3,7 @@
 // Why a thread: spawning forks the whole server process, which blocks the calling thread for
 // 5-40 ms per child on a busy machine; here it blocks this thread, not the event loop that
 // answers /status and webhooks. Signals are sent from the main thread (it knows the pid).
+import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { execa } from 'execa';
 import type { FromWorker, SpawnExit, SpawnSpec, ToWorker } from './process-host-protocol.js';
@@ -10,6 +11,12 @@ import type { FromWorker, SpawnExit, SpawnSpec, ToWorker } from './process-host-
 const port = parentPort;
 if (!port) throw new Error('process-host-worker must run as a worker thread');
 const post = (m: FromWorker): void => port.postMessage(m);
+
+// This thread runs at nice 10 (on Linux a thread's own setting), and so do the children it
+// forks (inherited): under a full CPU the event loop (webhook intake, /status, probes) goes
+// before forking and terraform. Measured in the webhook-burst bench: with the thread at nice 0
+// and only the children niced (nice -n 10 wrapper), intake stayed at 9/s; with this, 68/s.
+setPriority(10);
 
 port.on('message', (m: ToWorker) => {
   if (m.type === 'spawn') void run(m.id, m.spec);
@@ -52,3 +59,4 @@ async function capture(id: number, spec: SpawnSpec): Promise<SpawnExit> {
 function spawnError(r: { failed: boolean; exitCode?: number; signal?: string; message?: string }): string | undefined {
   return r.failed && r.exitCode === undefined && !r.signal ? r.message : undefined;
 }
+
