@@ -181,6 +181,8 @@ export class LockStore {
   readonly dataDir: string;
   readonly file: string;
   private readonly db: Database.Database;
+  /** Prepared once per SQL text: preparing is a parse and plan on the event loop, every call. */
+  private readonly statements = new Map<string, Database.Statement>();
   private readonly now: () => Date;
   private closed = false;
 
@@ -202,6 +204,15 @@ export class LockStore {
     return new LockStore(dataDir, opts);
   }
 
+  private sql(text: string): Database.Statement {
+    let st = this.statements.get(text);
+    if (!st) {
+      st = this.db.prepare(text);
+      this.statements.set(text, st);
+    }
+    return st;
+  }
+
   private ts(): string {
     return this.now().toISOString();
   }
@@ -215,16 +226,14 @@ export class LockStore {
    */
   tryLock(key: LockKey, holder: { pull: number; user: string; project?: string }): TryLockResult {
     const run = this.db.transaction((): TryLockResult => {
-      const row = this.db
-        .prepare('SELECT * FROM locks WHERE repo = ? AND dir = ? AND workspace = ?')
+      const row = this.sql('SELECT * FROM locks WHERE repo = ? AND dir = ? AND workspace = ?')
         .get(key.repo, key.dir, key.workspace) as LockRow | undefined;
       if (row) {
         if (row.pull === holder.pull) return { acquired: true, lock: toLock(row) };
         return { acquired: false, holder: toLock(row) };
       }
       const time = this.ts();
-      this.db
-        .prepare('INSERT INTO locks (repo, dir, workspace, pull, user, project, time) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      this.sql('INSERT INTO locks (repo, dir, workspace, pull, user, project, time) VALUES (?, ?, ?, ?, ?, ?, ?)')
         .run(key.repo, key.dir, key.workspace, holder.pull, holder.user, holder.project ?? null, time);
       const lock: LockRecord = { ...key, pull: holder.pull, user: holder.user, time };
       if (holder.project !== undefined) lock.project = holder.project;
@@ -235,8 +244,7 @@ export class LockStore {
   }
 
   getLock(key: LockKey): LockRecord | undefined {
-    const row = this.db
-      .prepare('SELECT * FROM locks WHERE repo = ? AND dir = ? AND workspace = ?')
+    const row = this.sql('SELECT * FROM locks WHERE repo = ? AND dir = ? AND workspace = ?')
       .get(key.repo, key.dir, key.workspace) as LockRow | undefined;
     return row ? toLock(row) : undefined;
   }
@@ -245,7 +253,7 @@ export class LockStore {
   unlock(key: LockKey): LockRecord | undefined {
     const run = this.db.transaction(() => {
       const l = this.getLock(key);
-      if (l) this.db.prepare('DELETE FROM locks WHERE repo = ? AND dir = ? AND workspace = ?').run(key.repo, key.dir, key.workspace);
+      if (l) this.sql('DELETE FROM locks WHERE repo = ? AND dir = ? AND workspace = ?').run(key.repo, key.dir, key.workspace);
       return l;
     });
     return run.immediate();
@@ -258,12 +266,12 @@ export class LockStore {
    */
   unlockAllForPull(repo: string, pull: number, opts: { discardPlans?: boolean } = {}): { locks: LockRecord[]; plans: PlanRecord[] } {
     const run = this.db.transaction(() => {
-      const locks = (this.db.prepare('SELECT * FROM locks WHERE repo = ? AND pull = ? ORDER BY dir, workspace').all(repo, pull) as LockRow[]).map(toLock);
-      this.db.prepare('DELETE FROM locks WHERE repo = ? AND pull = ?').run(repo, pull);
+      const locks = (this.sql('SELECT * FROM locks WHERE repo = ? AND pull = ? ORDER BY dir, workspace').all(repo, pull) as LockRow[]).map(toLock);
+      this.sql('DELETE FROM locks WHERE repo = ? AND pull = ?').run(repo, pull);
       let plans: PlanRecord[] = [];
       if (opts.discardPlans) {
         plans = this.listPlans(repo, pull);
-        this.db.prepare('DELETE FROM plans WHERE repo = ? AND pull = ?').run(repo, pull);
+        this.sql('DELETE FROM plans WHERE repo = ? AND pull = ?').run(repo, pull);
       }
       return { locks, plans };
     });
@@ -273,8 +281,8 @@ export class LockStore {
   /** All locks, or those of one repo, ordered by repo, dir, workspace. */
   list(repo?: string): LockRecord[] {
     const rows = (repo === undefined
-      ? this.db.prepare('SELECT * FROM locks ORDER BY repo, dir, workspace').all()
-      : this.db.prepare('SELECT * FROM locks WHERE repo = ? ORDER BY dir, workspace').all(repo)) as LockRow[];
+      ? this.sql('SELECT * FROM locks ORDER BY repo, dir, workspace').all()
+      : this.sql('SELECT * FROM locks WHERE repo = ? ORDER BY dir, workspace').all(repo)) as LockRow[];
     return rows.map(toLock);
   }
 
@@ -295,8 +303,7 @@ export class LockStore {
   /** Records (or replaces) the saved plan of one project of a pull. */
   savePlan(rec: Omit<PlanRecord, 'createdAt'> & { createdAt?: string }): PlanRecord {
     const createdAt = rec.createdAt ?? this.ts();
-    this.db
-      .prepare(
+    this.sql(
         `INSERT INTO plans (repo, pull, dir, workspace, project, plan_path, head_sha, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (repo, pull, dir, workspace) DO UPDATE SET project = excluded.project, plan_path = excluded.plan_path,
          head_sha = excluded.head_sha, created_at = excluded.created_at`,
@@ -306,20 +313,19 @@ export class LockStore {
   }
 
   getPlan(repo: string, pull: number, dir: string, workspace: string): PlanRecord | undefined {
-    const row = this.db
-      .prepare('SELECT * FROM plans WHERE repo = ? AND pull = ? AND dir = ? AND workspace = ?')
+    const row = this.sql('SELECT * FROM plans WHERE repo = ? AND pull = ? AND dir = ? AND workspace = ?')
       .get(repo, pull, dir, workspace) as PlanRow | undefined;
     return row ? toPlan(row) : undefined;
   }
 
   listPlans(repo: string, pull: number): PlanRecord[] {
-    return (this.db.prepare('SELECT * FROM plans WHERE repo = ? AND pull = ? ORDER BY dir, workspace').all(repo, pull) as PlanRow[]).map(toPlan);
+    return (this.sql('SELECT * FROM plans WHERE repo = ? AND pull = ? ORDER BY dir, workspace').all(repo, pull) as PlanRow[]).map(toPlan);
   }
 
   deletePlan(repo: string, pull: number, dir: string, workspace: string): PlanRecord | undefined {
     const run = this.db.transaction(() => {
       const p = this.getPlan(repo, pull, dir, workspace);
-      if (p) this.db.prepare('DELETE FROM plans WHERE repo = ? AND pull = ? AND dir = ? AND workspace = ?').run(repo, pull, dir, workspace);
+      if (p) this.sql('DELETE FROM plans WHERE repo = ? AND pull = ? AND dir = ? AND workspace = ?').run(repo, pull, dir, workspace);
       return p;
     });
     return run.immediate();
@@ -331,8 +337,8 @@ export class LockStore {
    */
   completeApply(key: LockKey, pull: number): void {
     const run = this.db.transaction(() => {
-      this.db.prepare('DELETE FROM plans WHERE repo = ? AND pull = ? AND dir = ? AND workspace = ?').run(key.repo, pull, key.dir, key.workspace);
-      this.db.prepare('DELETE FROM locks WHERE repo = ? AND dir = ? AND workspace = ? AND pull = ?').run(key.repo, key.dir, key.workspace, pull);
+      this.sql('DELETE FROM plans WHERE repo = ? AND pull = ? AND dir = ? AND workspace = ?').run(key.repo, pull, key.dir, key.workspace);
+      this.sql('DELETE FROM locks WHERE repo = ? AND dir = ? AND workspace = ? AND pull = ?').run(key.repo, key.dir, key.workspace, pull);
     });
     run.immediate();
   }
@@ -341,8 +347,7 @@ export class LockStore {
 
   /** Stores a command received while draining. Returns its position id. */
   enqueue(repo: string, pull: number, payload: unknown): number {
-    const r = this.db
-      .prepare('INSERT INTO queue (repo, pull, payload, enqueued_at) VALUES (?, ?, ?, ?)')
+    const r = this.sql('INSERT INTO queue (repo, pull, payload, enqueued_at) VALUES (?, ?, ?, ?)')
       .run(repo, pull, JSON.stringify(payload ?? null), this.ts());
     return Number(r.lastInsertRowid);
   }
@@ -350,44 +355,42 @@ export class LockStore {
   /** Removes and returns every queued command, oldest first, in one transaction. */
   takeAll(): QueuedCommand[] {
     const run = this.db.transaction(() => {
-      const rows = this.db.prepare('SELECT * FROM queue ORDER BY id').all() as { id: number; repo: string; pull: number; payload: string; enqueued_at: string }[];
-      this.db.prepare('DELETE FROM queue').run();
+      const rows = this.sql('SELECT * FROM queue ORDER BY id').all() as { id: number; repo: string; pull: number; payload: string; enqueued_at: string }[];
+      this.sql('DELETE FROM queue').run();
       return rows.map((r) => ({ id: r.id, repo: r.repo, pull: r.pull, payload: JSON.parse(r.payload) as unknown, enqueuedAt: r.enqueued_at }));
     });
     return run.immediate();
   }
 
   queueLength(): number {
-    return (this.db.prepare('SELECT COUNT(*) AS n FROM queue').get() as { n: number }).n;
+    return (this.sql('SELECT COUNT(*) AS n FROM queue').get() as { n: number }).n;
   }
 
   // ---- job journal ----------------------------------------------------------------
 
   jobStarted(job: JobStart): JobRecord {
     const startedAt = this.ts();
-    this.db
-      .prepare('INSERT OR REPLACE INTO jobs (id, command, repo, pull, project, dir, workspace, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+    this.sql('INSERT OR REPLACE INTO jobs (id, command, repo, pull, project, dir, workspace, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
       .run(job.id, job.command, job.repo, job.pull, job.project ?? null, job.dir ?? null, job.workspace ?? null, startedAt);
     return { ...job, startedAt };
   }
 
   jobFinished(id: string, result: JobResult, summary?: string): void {
-    this.db.prepare('UPDATE jobs SET finished_at = ?, result = ?, summary = ? WHERE id = ?').run(this.ts(), result, summary ?? null, id);
+    this.sql('UPDATE jobs SET finished_at = ?, result = ?, summary = ? WHERE id = ?').run(this.ts(), result, summary ?? null, id);
   }
 
   /** Jobs started but never finished: the previous process died while running them. */
   unfinishedJobs(): JobRecord[] {
-    return (this.db.prepare('SELECT * FROM jobs WHERE finished_at IS NULL ORDER BY started_at, id').all() as JobRow[]).map(toJob);
+    return (this.sql('SELECT * FROM jobs WHERE finished_at IS NULL ORDER BY started_at, id').all() as JobRow[]).map(toJob);
   }
 
   recentJobs(limit = 50): JobRecord[] {
-    return (this.db.prepare('SELECT * FROM jobs ORDER BY started_at DESC, id DESC LIMIT ?').all(limit) as JobRow[]).map(toJob);
+    return (this.sql('SELECT * FROM jobs ORDER BY started_at DESC, id DESC LIMIT ?').all(limit) as JobRow[]).map(toJob);
   }
 
   /** Drops finished jobs beyond the newest `keep`, so the journal does not grow forever. */
   pruneJobs(keep = 1000): number {
-    return this.db
-      .prepare('DELETE FROM jobs WHERE finished_at IS NOT NULL AND id NOT IN (SELECT id FROM jobs ORDER BY started_at DESC LIMIT ?)')
+    return this.sql('DELETE FROM jobs WHERE finished_at IS NOT NULL AND id NOT IN (SELECT id FROM jobs ORDER BY started_at DESC LIMIT ?)')
       .run(keep).changes;
   }
 
@@ -397,7 +400,7 @@ export class LockStore {
   isHealthy(): boolean {
     if (this.closed) return false;
     try {
-      this.db.prepare('SELECT 1 AS ok').get();
+      this.sql('SELECT 1 AS ok').get();
       fs.accessSync(this.file, fs.constants.R_OK | fs.constants.W_OK);
       return true;
     } catch {
