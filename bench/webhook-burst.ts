@@ -35,11 +35,11 @@
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import http from 'node:http';
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
-import { type CliProcess, startCli, waitForHttp } from '../test/support/cli.js';
+import { CLI, type CliProcess, assertBuilt, waitForHttp } from '../test/support/cli.js';
 import { issueCommentPayload, pullRequestPayload, sendWebhook } from '../test/support/github-standin.js';
 import { terraformConfig } from '../test/support/git-repos.js';
 import { TERRAFORM, assertTerraform } from '../test/support/terraform.js';
@@ -292,16 +292,21 @@ function postOnNewConnection(target: string, event: string, payload: unknown, de
   });
 }
 
-/** startCli, or BENCH_SERVER_CLI (another build of the CLI bundle, for before/after comparisons). */
-function startServer(args: string[], env: NodeJS.ProcessEnv): CliProcess {
-  const cli = process.env.BENCH_SERVER_CLI;
-  if (!cli) return startCli(args, env);
-  const child = spawn(process.execPath, [cli, ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
-  child.stderr.on('data', (d: Buffer) => { out += d.toString(); });
+/**
+ * The CLI (or BENCH_SERVER_CLI, another build of the bundle, for before/after comparisons)
+ * with stdout and stderr going straight to `logFile`. Not a pipe to this process: Node.js
+ * writes to a pipe synchronously on Linux, so while this busy process fell behind reading,
+ * the server's event loop stood still on its own log lines (seconds, in the profile). A
+ * container runtime reads a container's output promptly; a file is the closest stand-in.
+ */
+function startServer(args: string[], env: NodeJS.ProcessEnv, logFile: string): CliProcess {
+  if (!process.env.BENCH_SERVER_CLI) assertBuilt();
+  const cli = process.env.BENCH_SERVER_CLI ?? CLI;
+  const fd = openSync(logFile, 'a');
+  const child = spawn(process.execPath, [cli, ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', fd, fd] });
+  closeSync(fd);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
-  return { child, output: () => out, exited };
+  return { child, output: () => readFileSync(logFile, 'utf8'), exited };
 }
 
 // ---- the benchmark ---------------------------------------------------------------------------
@@ -347,7 +352,7 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     // startWorkflowServer's way, with more time to come up on a loaded machine.
     // BENCH_SERVER_NODE_OPTIONS: NODE_OPTIONS of the server process (e.g. a --require'd profiler).
     const nodeOptions = process.env.BENCH_SERVER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVER_NODE_OPTIONS } : {};
-    server = startServer(env.serverArgs(dataDir, HOST, ['--parallel-pool-size', String(POOL), '--log-level', 'debug']), nodeOptions);
+    server = startServer(env.serverArgs(dataDir, HOST, ['--parallel-pool-size', String(POOL), '--log-level', 'debug']), nodeOptions, `${dataDir}/server.log`);
     const url = `http://${HOST}:4141`;
     await waitForHttp(`${url}/healthz`, 60_000).catch((e: Error) => { throw new Error(`${e.message}\n${server!.output()}`); });
     const pid = server.child.pid!;
@@ -555,7 +560,6 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     const latencyOk = whole.p99 < 50 && whole.errors === 0 && idle.errors === 0;
     console.log(`late (no answer within ${GITHUB_TIMEOUT_MS / 1000} s): ${late} (${chk(late === 0)}); lost: ${lost === 0 ? 'none' : `${lost} discrepancies`} (${chk(lost === 0)}); pool: max ${tf.maxRunning} exact / ${tfMaxSampled} sampled of ${POOL} (${chk(poolOk && poolReached)}); `
       + `/status p99 during the burst ${fmtMs(whole.p99)} (target < 50 ms, ${(whole.p99 / idle.p99).toFixed(2)}x idle): ${chk(latencyOk)}; peak RSS ${mib(peakKiB)} (${(peakKiB / idleRssKiB).toFixed(2)}x idle)`);
-    writeFileSync(`${dataDir}/server.log`, server.output());
     console.log(`server log: ${dataDir}/server.log`);
     if (server.child.exitCode !== null) console.log(`server exited during the burst (code ${server.child.exitCode}):\n${server.output().slice(-3000)}`);
     return { ok: late === 0 && lost === 0 && poolOk && poolReached && latencyOk && server.child.exitCode === null };

@@ -97,6 +97,40 @@ describe('DrainWatch', () => {
     assert.ok(requests <= seen + 1, 'stopped');
   });
 
+  it('reads a slow answer as "not answering" once it is overdue, but still takes it when it comes', async () => {
+    let answered = 0;
+    const slow = http.createServer((_req, res) => {
+      setTimeout(() => {
+        answered++;
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ shutting_down: true, in_progress_operations: 0, version: 'slow' }));
+      }, 1500);
+    });
+    slow.listen(0, '127.0.0.1');
+    await new Promise((r) => slow.once('listening', r));
+    after(() => slow.close());
+    const port = (slow.address() as AddressInfo).port;
+    const changes: string[] = [];
+    const watch = new DrainWatch({
+      waitSeconds: 0.2,
+      lateAfterMs: 300,
+      onChange: (key) => changes.push(key),
+      longPoll: (ip, wait, signal) => probeServerStatus(ip, { port, waitDrainedSeconds: wait, timeoutMs: 10_000, signal }),
+    });
+    watches.push(watch);
+    watch.sync('ns/d', [{ uid: 'u5', podIP: '127.0.0.1', restarts: 0 }]);
+    assert.equal(watch.observed('u5', 0, new Date(), 5000), undefined, 'no answer yet, not overdue: ask directly');
+    await new Promise((r) => setTimeout(r, 800));
+    const overdue = watch.observed('u5', 0, new Date(), 5000);
+    assert.ok(overdue && !overdue.ok && /^no answer for \ds$/.test(overdue.error), JSON.stringify(overdue));
+    assert.equal(answered, 0);
+    await waitFor('the late answer', () => changes.length > 0, 10_000);
+    assert.equal(answered, 1, 'the same request, not given up');
+    const late = watch.observed('u5', 0, new Date(), 5000);
+    assert.ok(late?.ok && late.body.shutting_down && late.body.in_progress_operations === 0, 'drained, from the late answer');
+    watch.stopAll();
+  });
+
   it('a moved pod (new IP) or restarted container gets a new watch; an unreachable one is reported once', async () => {
     const { watch, calls, changes } = watchOn(9, { minIntervalMs: 50 }); // nothing listens on port 9
     watch.sync('ns/c', [{ uid: 'u3', podIP: '127.0.0.1', restarts: 0 }]);

@@ -3,8 +3,10 @@
 // request the moment its last operation ends. Like an informer for /status: it keeps the
 // last answer per pod and enqueues the owner when that answer changes; the reconcile reads
 // the answer instead of asking the pod itself, so a reconcile never waits on a slow server.
-// Each request is held for a few seconds only, so the last answer is never older than that
-// plus the timeout: a server that stops answering shows as an error within seconds.
+// Each request is held for a few seconds only, so a pod whose answer is overdue (held time
+// plus `lateAfterMs`) reads as not answering within seconds. The request itself is not given
+// up that early: a server starved of CPU can take many seconds to answer, and an answer that
+// comes late still counts (a short client timeout would drop it every time).
 // Nothing here deletes or decides anything.
 import type { StatusProbe } from '../types.js';
 import { isDrained, probeServerStatus } from './status-probe.js';
@@ -28,15 +30,22 @@ export interface DrainWatchOptions {
   minIntervalMs?: number;
   /** After an error (refused, timeout), wait this long before asking again. */
   errorBackoffMs?: number;
+  /** An answer not there this long after the held time reads as "not answering" (default 1.5 s). */
+  lateAfterMs?: number;
   longPoll?: (podIP: string, waitSeconds: number, signal: AbortSignal) => Promise<StatusProbe>;
 }
 
 /** How long the server holds each request; also bounds how old an answer gets while watched. */
 export const DEFAULT_WAIT_SECONDS = 5;
 
+/** A held request is given up (an error, then asked again) this long after its held time. */
+const GIVE_UP_AFTER_MS = 60_000;
+
 interface Watch extends DrainWatchTarget {
   key: string;
   latest?: StatusProbe;
+  /** When the request in flight was sent. */
+  askedAt?: number;
   abort: AbortController;
 }
 
@@ -45,7 +54,7 @@ export class DrainWatch {
   private readonly longPoll: NonNullable<DrainWatchOptions['longPoll']>;
 
   constructor(private readonly o: DrainWatchOptions) {
-    this.longPoll = o.longPoll ?? ((ip, wait, signal) => probeServerStatus(ip, { waitDrainedSeconds: wait, signal }));
+    this.longPoll = o.longPoll ?? ((ip, wait, signal) => probeServerStatus(ip, { waitDrainedSeconds: wait, timeoutMs: GIVE_UP_AFTER_MS, signal }));
   }
 
   /**
@@ -67,12 +76,18 @@ export class DrainWatch {
   }
 
   /**
-   * The pod's last answer, when it is from the same container and at most `maxAgeMs` old;
-   * undefined otherwise (not watched, no answer yet, stale): then ask the pod directly.
+   * The pod's last answer, when it is from the same container and at most `maxAgeMs` old; an
+   * error when the request in flight is overdue; undefined otherwise (not watched, or no
+   * answer yet): then ask the pod directly.
    */
   observed(uid: string, restarts: number, now: Date, maxAgeMs: number): StatusProbe | undefined {
     const w = this.watches.get(uid);
-    if (!w?.latest || w.restarts !== restarts) return undefined;
+    if (!w || w.restarts !== restarts) return undefined;
+    const dueMs = (this.o.waitSeconds ?? DEFAULT_WAIT_SECONDS) * 1000 + (this.o.lateAfterMs ?? 1500);
+    if (w.askedAt !== undefined && now.getTime() - w.askedAt > dueMs) {
+      return { ok: false, error: `no answer for ${Math.round((now.getTime() - w.askedAt) / 1000)}s`, at: now };
+    }
+    if (!w.latest) return undefined;
     return now.getTime() - w.latest.at.getTime() <= maxAgeMs ? w.latest : undefined;
   }
 
@@ -101,7 +116,9 @@ export class DrainWatch {
     const minInterval = this.o.minIntervalMs ?? 500;
     while (!w.abort.signal.aborted) {
       const started = Date.now();
+      w.askedAt = started;
       const probe = await this.longPoll(w.podIP, wait, w.abort.signal);
+      w.askedAt = undefined;
       if (w.abort.signal.aborted) return;
       const changed = !sameAnswer(w.latest, probe);
       w.latest = probe;
