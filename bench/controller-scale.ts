@@ -32,7 +32,9 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
   const node = await getLocalNode();
   const ns = await freshNamespace('bench');
   await createVcsSecret(cluster.kc, ns);
-  const ctrl = startCli(['controller', '--kubeconfig', cluster.kubeconfigPath, '--namespace', ns, '--metrics-bind-address', '127.0.98.1:8080', '--max-concurrent-reconciles', '50']);
+  // BENCH_CONTROLLER_LOG_LEVEL=debug: every reconcile's steps in the saved controller log.
+  const logLevel = process.env.BENCH_CONTROLLER_LOG_LEVEL ? ['--log-level', process.env.BENCH_CONTROLLER_LOG_LEVEL] : [];
+  const ctrl = startCli(['controller', '--kubeconfig', cluster.kubeconfigPath, '--namespace', ns, '--metrics-bind-address', '127.0.98.1:8080', '--max-concurrent-reconciles', '50', ...logLevel]);
   const metricsUrl = 'http://127.0.98.1:8080/metrics';
   let maxRss = 0;
   const rssTimer = setInterval(() => { try { maxRss = Math.max(maxRss, peakRssMiB(ctrl.child.pid!)); } catch { /* exited */ } }, 500);

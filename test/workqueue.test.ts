@@ -76,6 +76,28 @@ test('a key re-added while processing is not handed out twice, and is processed 
   assert.equal(q.len(), 0);
 });
 
+test('urgent keys go before all others: new, already queued, or re-added while processing; once each', async () => {
+  const { q } = mk();
+  q.add('a/1');
+  q.add('a/2');
+  q.add('a/3');
+  q.add('a/4', { urgent: true });
+  q.add('a/3', { urgent: true }); // already queued: moves to the front, stays single
+  assert.equal(q.len(), 4);
+  assert.deepEqual([await q.get(), await q.get()], ['a/4', 'a/3']);
+  // Urgent while a worker holds it: queued before the others once done.
+  q.add('a/4', { urgent: true });
+  q.add('a/5');
+  q.done('a/4');
+  assert.equal(q.len(), 4);
+  assert.deepEqual([await q.get(), await q.get(), await q.get(), await q.get()], ['a/4', 'a/1', 'a/2', 'a/5']);
+  // Handed out means served: a later plain add of the key is not urgent.
+  for (const k of ['a/1', 'a/2', 'a/3', 'a/4', 'a/5']) q.done(k);
+  q.add('a/6');
+  q.add('a/4');
+  assert.deepEqual([await q.get(), await q.get()], ['a/6', 'a/4']);
+});
+
 test('get() waits for an add', async () => {
   const { q } = mk();
   const pending = q.get();

@@ -4,7 +4,9 @@
 //   again when the worker calls done(), so the latest state is always reconciled;
 // - addAfter for requeue hints, addRateLimited for failures (per-key exponential backoff,
 //   capped), forget() to reset a key's backoff after a success;
-// - shutDown(): get() returns undefined once the queue is empty, new adds are ignored.
+// - shutDown(): get() returns undefined once the queue is empty, new adds are ignored;
+// - add(key, { urgent: true }) puts a key before all others (like controller-runtime's
+//   priority queue): a pod that finished draining should not wait behind routine resyncs.
 // Timers come from an injectable clock, so tests drive time without sleeping.
 
 export interface QueueClock {
@@ -57,6 +59,10 @@ export function backoffDelay(failures: number, baseDelayMs: number, maxDelayMs: 
 
 export class WorkQueue {
   private readonly queue: string[] = [];
+  /** Urgent keys, served before `queue`. */
+  private readonly urgentQueue: string[] = [];
+  /** Keys added as urgent and not handed out since. */
+  private readonly urgent = new Set<string>();
   /** Keys that need processing (queued, or re-added while processing). */
   private readonly dirty = new Set<string>();
   private readonly processing = new Set<string>();
@@ -78,8 +84,18 @@ export class WorkQueue {
     this.clock = options.clock ?? realClock;
   }
 
-  add(key: string): void {
-    if (this.shutting || this.dirty.has(key)) return;
+  add(key: string, opts: { urgent?: boolean } = {}): void {
+    if (this.shutting) return;
+    if (opts.urgent && !this.urgent.has(key)) {
+      this.urgent.add(key);
+      // Already waiting in the normal queue: move it to the front.
+      const i = this.queue.indexOf(key);
+      if (i >= 0) {
+        this.queue.splice(i, 1);
+        this.urgentQueue.push(key);
+      }
+    }
+    if (this.dirty.has(key)) return;
     this.dirty.add(key);
     if (this.processing.has(key)) return; // queued again by done()
     this.push(key);
@@ -124,7 +140,7 @@ export class WorkQueue {
 
   /** Next key to process; undefined once shut down and empty. Call done(key) when finished. */
   get(): Promise<string | undefined> {
-    const key = this.queue.shift();
+    const key = this.urgentQueue.shift() ?? this.queue.shift();
     if (key !== undefined) return Promise.resolve(this.take(key));
     if (this.shutting) return Promise.resolve(undefined);
     return new Promise((resolve) => this.waiters.push(resolve));
@@ -140,7 +156,7 @@ export class WorkQueue {
     for (const { handle } of this.delayed.values()) this.clock.clearTimeout(handle);
     this.delayed.clear();
     // Workers blocked in get() with nothing queued are released.
-    if (this.queue.length === 0) for (const w of this.waiters.splice(0)) w(undefined);
+    if (this.len() === 0) for (const w of this.waiters.splice(0)) w(undefined);
   }
 
   get shuttingDown(): boolean {
@@ -149,7 +165,7 @@ export class WorkQueue {
 
   /** Keys waiting for a worker: the atlantis_operator_workqueue_depth metric. */
   len(): number {
-    return this.queue.length;
+    return this.queue.length + this.urgentQueue.length;
   }
 
   /** Keys scheduled by addAfter / addRateLimited and not due yet. */
@@ -167,6 +183,7 @@ export class WorkQueue {
     this.onTake?.(at === undefined ? 0 : this.clock.now() - at);
     this.processing.add(key);
     this.dirty.delete(key);
+    this.urgent.delete(key);
     return key;
   }
 
@@ -175,7 +192,7 @@ export class WorkQueue {
     if (w) w(this.take(key));
     else {
       this.queuedAt.set(key, this.clock.now());
-      this.queue.push(key);
+      (this.urgent.has(key) ? this.urgentQueue : this.queue).push(key);
     }
   }
 }

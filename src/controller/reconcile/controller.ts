@@ -12,6 +12,7 @@ import type { ControllerMetrics } from '../metrics.js';
 import { API_VERSION, type AtlantisDeployment, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY, PLURAL } from '../types.js';
 import { WorkQueue, objectKey, runWorkers, splitKey } from '../workqueue.js';
 import { DrainWatch } from './drain-watch.js';
+import { isDrained } from './status-probe.js';
 import { type ClusterCache, OWNED_KINDS, type OwnedKindName, Reconciler } from './reconciler.js';
 
 export interface ControllerOptions {
@@ -56,7 +57,9 @@ export class AtlantisController {
       pvcs: byInstance(this.pvcs),
       owned: (kind, ns, name) => this.owned[kind].get(ns, name),
     };
-    this.drainWatch = new DrainWatch({ onChange: (key) => { const { namespace, name } = splitKey(key); this.enqueue(namespace, name); } });
+    // A drained pod is the rollout's critical path (nothing runs on it, its replacement
+    // waits): its owner goes before routine work in the queue.
+    this.drainWatch = new DrainWatch({ onChange: (key, answer) => { const { namespace, name } = splitKey(key); this.enqueue(namespace, name, isDrained(answer)); } });
     this.reconciler = new Reconciler({ kc: o.kc, cache, logger: o.logger, metrics: o.metrics, instance: process.env.POD_NAME ?? hostname(), drainWatch: this.drainWatch });
 
     this.ads.onEvent((_t, ad) => this.enqueue(ad.metadata?.namespace, ad.metadata?.name));
@@ -87,9 +90,9 @@ export class AtlantisController {
     for (const i of [this.ads, this.pods, this.pvcs, ...Object.values(this.owned)]) i.stop();
   }
 
-  private enqueue(namespace: string | undefined, name: string | undefined): void {
+  private enqueue(namespace: string | undefined, name: string | undefined, urgent = false): void {
     if (!namespace || !name) return;
-    this.queue.add(objectKey(namespace, name));
+    this.queue.add(objectKey(namespace, name), { urgent });
     this.o.metrics.workqueueDepth.set(this.queue.len());
   }
 

@@ -20,7 +20,7 @@ export interface DrainWatchTarget {
 
 export interface DrainWatchOptions {
   /** A pod's answer changed (e.g. it is drained now): look at its AtlantisDeployment again. */
-  onChange: (key: string) => void;
+  onChange: (key: string, answer: StatusProbe) => void;
   /** How long the server may hold each request (seconds). */
   waitSeconds?: number;
   /**
@@ -122,7 +122,7 @@ export class DrainWatch {
       if (w.abort.signal.aborted) return;
       const changed = !sameAnswer(w.latest, probe);
       w.latest = probe;
-      if (changed) this.o.onChange(w.key);
+      if (changed) this.o.onChange(w.key, probe);
       // Drained is final for this container: keep the answer, hold nothing more.
       if (isDrained(probe)) return;
       const pause = probe.ok ? minInterval - (Date.now() - started) : (this.o.errorBackoffMs ?? 1000);
