@@ -105,12 +105,6 @@ export class Reconciler {
     const plan = planRollout(observed, this.now(), this.o.drainWatch ? { statusPollIntervalMs: POLL_WITH_DRAIN_WATCH_MS } : {});
     this.logWaits(key, plan, log);
 
-    // The status says what this plan does; it does not depend on how the actions go (a failed
-    // one is retried from what the next reconcile observes). So it is written alongside the
-    // actions, not after them: the key is free again one API round trip sooner, and a pod
-    // that drains at once is not kept waiting by its own drain's bookkeeping.
-    const statusWritten = this.writeStatus(ad, plan, log);
-    statusWritten.catch(() => undefined); // awaited below; no unhandled rejection meanwhile
     const failedPods = new Set<string>();
     for (const action of plan.actions) {
       if (action.type === 'emitEvent' && action.podName && failedPods.has(action.podName)) continue;
@@ -131,7 +125,7 @@ export class Reconciler {
       }
     }
 
-    if (await statusWritten) {
+    if (await this.writeStatus(ad, plan, log)) {
       this.expectations.expect(key, { kind: 'changed', what: 'atlantisDeployment', uid: ad.metadata.uid!, fromResourceVersion: ad.metadata.resourceVersion! });
     }
     const mutated = plan.actions.some((a) => a.type !== 'emitEvent');
