@@ -11,8 +11,8 @@ import type { Logger } from '../../log.js';
 import type { ControllerMetrics } from '../metrics.js';
 import { API_VERSION, type AtlantisDeployment, KIND, LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY, PLURAL } from '../types.js';
 import { WorkQueue, objectKey, runWorkers, splitKey } from '../workqueue.js';
+import { isDrained } from '../rollout/index.js';
 import { DrainWatch } from './drain-watch.js';
-import { isDrained } from './status-probe.js';
 import { type ClusterCache, OWNED_KINDS, type OwnedKindName, Reconciler } from './reconciler.js';
 
 export interface ControllerOptions {

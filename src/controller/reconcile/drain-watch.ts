@@ -9,7 +9,8 @@
 // comes late still counts (a short client timeout would drop it every time).
 // Nothing here deletes or decides anything.
 import type { StatusProbe } from '../types.js';
-import { isDrained, probeServerStatus } from './status-probe.js';
+import { isDrained } from '../rollout/planner.js';
+import { probeServerStatus } from './status-probe.js';
 
 export interface DrainWatchTarget {
   uid: string;

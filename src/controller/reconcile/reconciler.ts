@@ -15,7 +15,7 @@ import {
 } from '../resources/index.js';
 import { type Action, type Plan, isDraining, isRunning, observeDeployment, observePod, planRollout } from '../rollout/index.js';
 import { canonicalJSON } from '../resources/revision.js';
-import { API_VERSION, type AtlantisDeployment, PLURAL, SERVER_CONTAINER, type StatusProbe } from '../types.js';
+import { API_VERSION, type AtlantisDeployment, PLURAL, type StatusProbe } from '../types.js';
 import { type OwnedKind, applyOwned } from './owned-objects.js';
 import { probeServerStatus } from './status-probe.js';
 import { DEFAULT_WAIT_SECONDS, type DrainWatch, type DrainWatchTarget } from './drain-watch.js';
@@ -158,12 +158,7 @@ export class Reconciler {
    */
   private async probeDrainingPods(key: string, pods: V1Pod[]): Promise<Map<string, StatusProbe>> {
     const probes = new Map<string, StatusProbe>();
-    const targets: DrainWatchTarget[] = [];
-    for (const p of pods) {
-      const o = observePod(p);
-      const ip = p.status?.podIP;
-      if (o && ip && !o.deletionTimestamp && isDraining(o) && isRunning(o)) targets.push({ uid: o.uid, podIP: ip, restarts: serverRestarts(p) });
-    }
+    const targets = pods.flatMap((p) => drainWatchTarget(p) ?? []);
     this.o.drainWatch?.sync(key, targets);
     const now = this.now();
     await Promise.all(targets.map(async ({ uid, podIP: ip, restarts }) => {
@@ -222,8 +217,8 @@ export class Reconciler {
         this.written.record(key, patched);
         // Hold the /status request from now on, so that even a server that drains at once is
         // heard at once, not at the next reconcile.
-        const ip = patched.status?.podIP;
-        if (ip && patched.status?.phase === 'Running') this.o.drainWatch?.add(key, { uid: a.uid, podIP: ip, restarts: serverRestarts(patched) });
+        const target = drainWatchTarget(patched);
+        if (target) this.o.drainWatch?.add(key, target);
         return;
       }
       case 'stampDrainStart':
@@ -307,10 +302,12 @@ export class WrittenObjects {
   }
 }
 
-/** Restarts of the server container (the first one when it has another name). */
-function serverRestarts(p: V1Pod): number {
-  const cs = p.status?.containerStatuses ?? [];
-  return (cs.find((c) => c.name === SERVER_CONTAINER) ?? cs[0])?.restartCount ?? 0;
+/** A pod whose drain decision depends on its /status (draining, running, with an IP), as the drain watch needs it. */
+function drainWatchTarget(p: V1Pod): DrainWatchTarget | undefined {
+  const o = observePod(p);
+  const ip = p.status?.podIP;
+  if (!o || !ip || o.deletionTimestamp || !isDraining(o) || !isRunning(o)) return undefined;
+  return { uid: o.uid, podIP: ip, restarts: o.restarts ?? 0 };
 }
 
 function withoutNulls<T>(value: T): T {

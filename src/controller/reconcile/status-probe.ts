@@ -35,8 +35,3 @@ export async function probeServerStatus(podIP: string, o: ProbeOptions = {}): Pr
     return { ok: false, error: err.cause?.code ?? err.name ?? err.message, at: new Date() };
   }
 }
-
-/** The end of a drain: shutting down and nothing left running. Final for a server process. */
-export function isDrained(probe: StatusProbe | undefined): boolean {
-  return !!probe?.ok && probe.body.shutting_down && probe.body.in_progress_operations === 0;
-}

@@ -33,6 +33,8 @@ export interface PodObservation {
   drainStartedAtAnnotation: string | null;
   /** The server container's state.waiting.reason (CrashLoopBackOff, ImagePullBackOff, ...). */
   waitingReason: string | null;
+  /** The server container's restartCount: a /status answer belongs to one container. */
+  restarts?: number;
   /** PodScheduled=False with reason Unschedulable: no node fits the pod (now). */
   unschedulable?: boolean;
   createdAt: Date | null;
@@ -68,6 +70,7 @@ export function observePod(pod: V1Pod, status: StatusProbe | null = null): PodOb
     drainAnnotation: md.annotations?.[ANNOTATION_DRAIN] ?? null,
     drainStartedAtAnnotation: md.annotations?.[ANNOTATION_DRAIN_STARTED_AT] ?? null,
     waitingReason: server?.state?.waiting?.reason ?? null,
+    restarts: server?.restartCount ?? 0,
     unschedulable: (pod.status?.conditions ?? []).some((c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable'),
     createdAt: asDate(md.creationTimestamp),
     status,

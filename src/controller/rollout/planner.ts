@@ -3,7 +3,7 @@
 // poll, the PVCs, the previous status), so a restarted controller, or another replica after
 // a leader change, carries on exactly where the last one stopped. The executor performs the
 // actions in order and requeues after `requeueAfterMs`.
-import type { AtlantisCondition, AtlantisDeploymentStatus, ConditionStatus, ConditionType, OnDrainTimeout, PodStatusSummary } from '../types.js';
+import type { AtlantisCondition, AtlantisDeploymentStatus, ConditionStatus, ConditionType, OnDrainTimeout, PodStatusSummary, StatusProbe } from '../types.js';
 import { podName, pvcName, selectorString } from '../resources/names.js';
 import { blockingGuards, type GuardName } from './guards.js';
 import type { PodObservation } from './observe.js';
@@ -108,6 +108,8 @@ export const isDraining = (p: PodObservation): boolean => p.drainAnnotation !== 
 /** Running with a container that is not stuck restarting: terraform may be running in it. */
 export const isRunning = (p: PodObservation): boolean =>
   p.phase === 'Running' && !(p.waitingReason !== null && FAILING_WAITING_REASONS.has(p.waitingReason));
+/** The end of a drain: the server shuts down and runs nothing. Final for a server process. */
+export const isDrained = (st: StatusProbe | null | undefined): boolean => !!st?.ok && st.body.shutting_down && st.body.in_progress_operations === 0;
 /** Counts toward availability: Running, Ready, not draining, not terminating. */
 export const isAvailable = (p: PodObservation): boolean => !isTerminating(p) && !isDraining(p) && p.phase === 'Running' && p.ready;
 
@@ -216,7 +218,7 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
     }
     drainingSince.set(p.name, start);
     const st = p.status;
-    if (st?.ok && st.body.shutting_down && st.body.in_progress_operations === 0) {
+    if (isDrained(st)) {
       deletePod(p, 'Drained', start);
       return;
     }

@@ -51,6 +51,8 @@ export class OperationTracker {
 
   get isShuttingDown(): boolean { return this.shuttingDown; }
   get inProgress(): number { return this.running.size; }
+  /** Shutting down with nothing left running: final (no operation can start any more). */
+  get isDrained(): boolean { return this.shuttingDown && this.running.size === 0; }
 
   /** The running operations, oldest first, for /status and the web page. */
   operations(): Operation[] {

@@ -83,9 +83,8 @@ export function buildApp(deps: AppDeps): express.Express {
   app.get('/status', (req, res) => {
     const wait = parseWaitDrained(req.query.wait_drained);
     if (typeof wait === 'string') return void res.status(400).type('text/plain').send(`${wait}\n`);
-    const drained = deps.tracker.isShuttingDown && deps.tracker.inProgress === 0;
     // Past the cap, answer at once: the caller falls back to polling, memory stays bounded.
-    if (wait === 0 || drained || heldStatus.size >= MAX_HELD_STATUS_REQUESTS) return void res.status(200).json(statusNow());
+    if (wait === 0 || deps.tracker.isDrained || heldStatus.size >= MAX_HELD_STATUS_REQUESTS) return void res.status(200).json(statusNow());
     const release = () => { clearTimeout(timer); heldStatus.delete(answer); };
     const answer = () => { release(); if (!res.writableEnded) res.status(200).json(statusNow()); };
     const timer = setTimeout(answer, wait * 1000);

@@ -25,7 +25,7 @@ port.on('message', (m: ToWorker) => {
 async function run(id: number, spec: SpawnSpec): Promise<void> {
   let exit: SpawnExit;
   try {
-    exit = spec.output === 'stream' ? await stream(id, spec) : await capture(id, spec);
+    exit = await spawn(id, spec);
   } catch (e) {
     // execa reports spawn failures in its result; this is anything unexpected on our side.
     exit = { exitCode: null, signal: null, durationMs: 0, error: `Could not run ${spec.command}: ${e instanceof Error ? e.message : String(e)}` };
@@ -33,26 +33,23 @@ async function run(id: number, spec: SpawnSpec): Promise<void> {
   post({ type: 'exit', id, exit });
 }
 
-async function stream(id: number, spec: SpawnSpec): Promise<SpawnExit> {
+async function spawn(id: number, spec: SpawnSpec): Promise<SpawnExit> {
+  const stream = spec.output === 'stream';
   const child = execa(spec.command, spec.args, {
-    cwd: spec.cwd, env: spec.env, extendEnv: true, detached: spec.detached ?? false, stdin: spec.stdin ?? 'pipe',
-    all: true, buffer: false, reject: false, stripFinalNewline: false,
+    cwd: spec.cwd, env: spec.env, extendEnv: true, detached: spec.detached ?? false, stdin: spec.stdin ?? 'pipe', reject: false,
+    // 'stream': combined output passed on as it comes, nothing kept; 'capture': kept for the exit.
+    ...(stream ? { all: true, buffer: false, stripFinalNewline: false } : {}),
   });
   // Posted before any output: messages from one port arrive in order.
   if (child.pid !== undefined) post({ type: 'started', id, pid: child.pid });
-  child.all?.setEncoding('utf8');
-  child.all?.on('data', (chunk: string) => post({ type: 'output', id, chunk }));
+  if (stream) {
+    child.all?.setEncoding('utf8');
+    child.all?.on('data', (chunk: string) => post({ type: 'output', id, chunk }));
+  }
   const r = await child;
-  return { exitCode: r.exitCode ?? null, signal: r.signal ?? null, durationMs: r.durationMs, error: spawnError(r) };
-}
-
-async function capture(id: number, spec: SpawnSpec): Promise<SpawnExit> {
-  const child = execa(spec.command, spec.args, {
-    cwd: spec.cwd, env: spec.env, extendEnv: true, detached: spec.detached ?? false, stdin: spec.stdin ?? 'pipe', reject: false,
-  });
-  if (child.pid !== undefined) post({ type: 'started', id, pid: child.pid });
-  const r = await child;
-  return { exitCode: r.exitCode ?? null, signal: r.signal ?? null, durationMs: r.durationMs, error: spawnError(r), stdout: r.stdout, stderr: r.stderr };
+  const exit: SpawnExit = { exitCode: r.exitCode ?? null, signal: r.signal ?? null, durationMs: r.durationMs, error: spawnError(r) };
+  const text = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+  return stream ? exit : { ...exit, stdout: text(r.stdout), stderr: text(r.stderr) };
 }
 
 /** execa's message when the process never ran (no exit code, no signal: e.g. ENOENT). */

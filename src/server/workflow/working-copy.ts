@@ -49,8 +49,8 @@ export class WorkingCopies {
   }
 
   private async headOf(dir: string): Promise<string | undefined> {
-    // Every command asks, usually of an unchanged checkout: read it from .git without a process
-    // (a spawn blocks the event loop until the child has exec'd, 10 ms and more on a busy machine).
+    // Every command asks, usually of an unchanged checkout: read it from .git rather than start
+    // a git process each time.
     const fromFiles = readHead(dir);
     if (fromFiles) return fromFiles;
     const r = await this.host.spawn({ command: 'git', args: ['rev-parse', 'HEAD'], cwd: dir, output: 'capture' });
