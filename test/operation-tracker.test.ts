@@ -18,6 +18,23 @@ describe('OperationTracker', () => {
     assert.equal(t.inProgress, 0);
   });
 
+  it('version changes with every change /status shows, and only then', () => {
+    const t = new OperationTracker();
+    const seen = [t.version];
+    const a = t.tryStart(info)!;
+    seen.push(t.version);
+    t.finish(a.id);
+    seen.push(t.version);
+    t.finish(a.id); // no change: same version
+    assert.equal(t.version, seen.at(-1));
+    t.shutDown();
+    seen.push(t.version);
+    t.shutDown();
+    assert.equal(t.tryStart(info), undefined); // refused: no change
+    assert.equal(t.version, seen.at(-1));
+    assert.equal(new Set(seen).size, 4, `versions ${seen.join(',')} must all differ`);
+  });
+
   it('refuses new operations once shutting down, and the count only falls', () => {
     const t = new OperationTracker();
     const a = t.tryStart(info)!;

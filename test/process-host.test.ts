@@ -1,10 +1,11 @@
-// The process host (every child process of the server started by one worker thread, at nice 10) and the
+// The process host (every child process of the server started by one worker thread, at nice 10,
+// also for the session group of a detached one) and the
 // ProcessRunner on top of it, with real processes: output streaming, exit codes and signals,
 // SIGINT-then-SIGKILL cancellation, an interrupt that arrives before the pid is known, a
 // missing binary, a worker thread that dies, and that the main thread itself never spawns.
 import assert from 'node:assert/strict';
 import childProcess from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { syncBuiltinESMExports } from 'node:module';
 import { getPriority, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -63,6 +64,9 @@ describe('process host', () => {
     assert.equal(procStat(p!.pid)?.pgid, p!.pid, 'leads its own process group');
     assert.equal(procStat(p!.pid)?.nice, 10, 'runs at nice 10, after the server');
     assert.equal(getPriority(), 0, 'the server itself keeps its priority');
+    // Its own session: where the kernel groups by session (autogroup), the group is niced too.
+    if (existsSync('/proc/self/autogroup')) assert.match(readFileSync(`/proc/${p!.pid}/autogroup`, 'utf8'), /nice 10\b/);
+    else assert.ok(procStat(p!.pid), 'no autogroup on this kernel; the child runs all the same');
     writeFileSync(go, '');
     const r = await run;
     assert.equal(r.exitCode, 3);

@@ -19,6 +19,7 @@ export interface Operation extends OperationInfo {
 
 export class OperationTracker {
   private shuttingDown = false;
+  private changes = 0;
   private readonly running = new Map<string, Operation>();
   private idleWaiters: Array<() => void> = [];
   private shutdownWaiters: Array<() => void> = [];
@@ -28,12 +29,15 @@ export class OperationTracker {
     if (this.shuttingDown) return undefined;
     const op: Operation = { ...info, id: randomUUID(), startedAt: new Date() };
     this.running.set(op.id, op);
+    this.changes++;
     return op;
   }
 
   /** Marks an operation done; wakes waiters when it was the last one. Idempotent. */
   finish(id: string): void {
-    if (!this.running.delete(id) || this.running.size > 0) return;
+    if (!this.running.delete(id)) return;
+    this.changes++;
+    if (this.running.size > 0) return;
     const waiters = this.idleWaiters;
     this.idleWaiters = [];
     for (const w of waiters) w();
@@ -43,12 +47,15 @@ export class OperationTracker {
   shutDown(): boolean {
     if (this.shuttingDown) return false;
     this.shuttingDown = true;
+    this.changes++;
     const waiters = this.shutdownWaiters;
     this.shutdownWaiters = [];
     for (const w of waiters) w();
     return true;
   }
 
+  /** Goes up on every change of what /status shows, so its body can be serialized once per change. */
+  get version(): number { return this.changes; }
   get isShuttingDown(): boolean { return this.shuttingDown; }
   get inProgress(): number { return this.running.size; }
   /** Shutting down with nothing left running: final (no operation can start any more). */

@@ -78,15 +78,26 @@ export function buildApp(deps: AppDeps): express.Express {
   // wait is over, whichever comes first. The controller holds one per draining pod, so it
   // learns of the end of a drain when it happens instead of at its next poll.
   const heldStatus = new Set<() => void>();
-  const statusNow = () => buildStatus(deps.tracker, deps.drainState());
+  // Controllers and probes poll /status while hundreds of commands may be queued, each one
+  // listed in the body: it is serialized once per change, not once per request.
+  let cached: { version: number; drain: DrainState; body: Buffer } | undefined;
+  const sendStatus = (res: Response): void => {
+    const version = deps.tracker.version;
+    const drain = deps.drainState();
+    if (cached?.version !== version || cached.drain !== drain) {
+      cached = { version, drain, body: Buffer.from(JSON.stringify(buildStatus(deps.tracker, drain))) };
+    }
+    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': cached.body.length });
+    res.end(cached.body);
+  };
   void deps.tracker.waitDrained().then(() => { for (const answer of [...heldStatus]) answer(); });
   app.get('/status', (req, res) => {
     const wait = parseWaitDrained(req.query.wait_drained);
     if (typeof wait === 'string') return void res.status(400).type('text/plain').send(`${wait}\n`);
     // Past the cap, answer at once: the caller falls back to polling, memory stays bounded.
-    if (wait === 0 || deps.tracker.isDrained || heldStatus.size >= MAX_HELD_STATUS_REQUESTS) return void res.status(200).json(statusNow());
+    if (wait === 0 || deps.tracker.isDrained || heldStatus.size >= MAX_HELD_STATUS_REQUESTS) return sendStatus(res);
     const release = () => { clearTimeout(timer); heldStatus.delete(answer); };
-    const answer = () => { release(); if (!res.writableEnded) res.status(200).json(statusNow()); };
+    const answer = () => { release(); if (!res.writableEnded) sendStatus(res); };
     const timer = setTimeout(answer, wait * 1000);
     heldStatus.add(answer);
     res.on('close', release);
