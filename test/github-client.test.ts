@@ -342,6 +342,25 @@ test('connection refused is retried even for createComment, then fails cleanly',
   assert.equal(sleeps.length, 2);
 });
 
+test('a server that never answers: each attempt ends at timeoutMs (ETIMEDOUT), GETs are retried, then fail cleanly', async () => {
+  // Accepts the connection and reads the request, never answers (a hung proxy).
+  const held: net.Socket[] = [];
+  const s = net.createServer((sock) => { held.push(sock); sock.resume(); });
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  try {
+    const sleeps: number[] = [];
+    const c = new GitHubClient({ baseUrl: `http://127.0.0.1:${(s.address() as net.AddressInfo).port}`, token: 'tok-hung-1234', timeoutMs: 200, retry: { maxAttempts: 3, baseDelayMs: 10 }, sleep: async (ms) => void sleeps.push(ms) });
+    const t0 = performance.now();
+    await assert.rejects(c.getPull(REPO, 1), (e: unknown) => e instanceof GitHubApiError && e.status === 0 && /ETIMEDOUT/.test(e.message));
+    assert.ok(performance.now() - t0 >= 3 * 200, 'three attempts of 200 ms each');
+    assert.equal(held.length, 3, 'one connection per attempt: a timed-out socket is not reused');
+    assert.equal(sleeps.length, 2);
+  } finally {
+    for (const sock of held) sock.destroy();
+    await new Promise((r) => s.close(r));
+  }
+});
+
 test('the token never appears in log lines, even at debug level', async () => {
   const gh = await GitHubStandin.start({ token: 'ghp_supersecrettokenvalue123' });
   gh.addRepo(REPO);

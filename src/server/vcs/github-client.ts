@@ -1,6 +1,6 @@
 // GitHub REST client for the server: comments (split like Atlantis over GitHub's 65,536
 // character limit), reactions, commit statuses, pull request state, approvals, changed
-// files. Built on fetch with a configurable base URL (https://api.github.com, GitHub
+// files. Built on node:http (http-request.ts) with a configurable base URL (https://api.github.com, GitHub
 // Enterprise's https://HOST/api/v3, or a test stand-in).
 //
 // Retries: capped exponential backoff with jitter on 5xx, on rate limits (429, or 403 with
@@ -17,6 +17,7 @@
 // The token is sent only in the Authorization header and never logged or put in errors.
 import type { Logger } from '../../log.js';
 import { nullLogger, registerSecret } from '../../log.js';
+import { httpRequest, type HttpResponse, type ResponseHeaders } from './http-request.js';
 
 export const MAX_COMMENT_LENGTH = 65536;
 /** Past this many parts the start of the output is dropped (as Atlantis does). */
@@ -80,7 +81,6 @@ export interface GitHubClientOptions {
   retry?: RetryOptions;
   /** Per attempt. */
   timeoutMs?: number;
-  fetch?: typeof fetch;
   sleep?: (ms: number) => Promise<void>;
   random?: () => number;
 }
@@ -165,7 +165,7 @@ interface RequestOptions {
 
 interface RawResponse {
   status: number;
-  headers: Headers;
+  headers: ResponseHeaders;
   json: unknown;
 }
 
@@ -204,7 +204,6 @@ export class GitHubClient {
   private readonly log: Logger;
   private readonly retry: Required<RetryOptions>;
   private readonly timeoutMs: number;
-  private readonly fetchFn: typeof fetch;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly random: () => number;
 
@@ -222,7 +221,6 @@ export class GitHubClient {
       maxRateLimitWaitMs: opts.retry?.maxRateLimitWaitMs ?? 120_000,
     };
     this.timeoutMs = opts.timeoutMs ?? 30_000;
-    this.fetchFn = opts.fetch ?? fetch;
     this.sleep = opts.sleep ?? defaultSleep;
     this.random = opts.random ?? Math.random;
   }
@@ -240,7 +238,7 @@ export class GitHubClient {
   }
 
   /** How long a rate-limited response asks us to wait, or undefined if it is not one. */
-  private rateLimitWait(status: number, headers: Headers, json: unknown): number | undefined {
+  private rateLimitWait(status: number, headers: ResponseHeaders, json: unknown): number | undefined {
     const retryAfter = headers.get('retry-after');
     const remaining = headers.get('x-ratelimit-remaining');
     const reset = headers.get('x-ratelimit-reset');
@@ -267,13 +265,13 @@ export class GitHubClient {
         authorization: await this.authHeader(),
       };
       if (opts.body !== undefined) headers['content-type'] = 'application/json';
-      let res: Response;
+      let res: HttpResponse;
       try {
-        res = await this.fetchFn(url, {
+        res = await httpRequest(url, {
           method,
           headers,
-          body: opts.body === undefined ? null : JSON.stringify(opts.body),
-          signal: AbortSignal.timeout(this.timeoutMs),
+          ...(opts.body === undefined ? {} : { body: JSON.stringify(opts.body) }),
+          timeoutMs: this.timeoutMs,
         });
       } catch (e) {
         const code = errorCode(e);
@@ -286,7 +284,7 @@ export class GitHubClient {
         await this.sleep(this.backoff(attempt));
         continue;
       }
-      const text = await res.text();
+      const text = res.text;
       let json: unknown = undefined;
       if (text !== '') {
         try {

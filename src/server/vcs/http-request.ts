@@ -1,0 +1,69 @@
+// One HTTP(S) request on node:http with keep-alive, for the GitHub client. fetch (undici in
+// Node.js 20) costs several times the CPU and garbage per request (a Request clone with a
+// teed body stream, a WASM parser call per chunk, WHATWG streams); with hundreds of API
+// calls per webhook burst that work shares the event loop with /status. Measured in the
+// webhook-burst bench: see docs/reliability.md.
+import http from 'node:http';
+import https from 'node:https';
+
+export interface HttpRequest {
+  method: string;
+  headers: Record<string, string>;
+  body?: string;
+  /** The whole exchange, connect to last byte; past it the request fails with ETIMEDOUT. */
+  timeoutMs: number;
+}
+
+export interface HttpResponse {
+  status: number;
+  headers: ResponseHeaders;
+  text: string;
+}
+
+/** What the caller reads of the response headers: one value by lower-case name, like fetch's Headers.get. */
+export interface ResponseHeaders {
+  get(name: string): string | null;
+}
+
+// Sockets are kept for the next request; Node closes them before the server's
+// `Keep-Alive: timeout` runs out, so a reused socket is rarely one the server just closed.
+const agents = {
+  'http:': new http.Agent({ keepAlive: true, maxSockets: 32 }),
+  'https:': new https.Agent({ keepAlive: true, maxSockets: 32 }),
+};
+
+export function httpRequest(url: string, req: HttpRequest): Promise<HttpResponse> {
+  const u = new URL(url);
+  const mod = u.protocol === 'https:' ? https : u.protocol === 'http:' ? http : undefined;
+  if (!mod) return Promise.reject(new Error(`unsupported URL scheme in ${u.protocol}//${u.host}`));
+  const headers: Record<string, string> = { ...req.headers };
+  const body = req.body === undefined ? undefined : Buffer.from(req.body);
+  if (body) headers['content-length'] = String(body.length);
+  return new Promise<HttpResponse>((resolve, reject) => {
+    const r = mod.request(u, { method: req.method, headers, agent: agents[u.protocol as 'http:' | 'https:'] }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        clearTimeout(timer);
+        resolve({ status: res.statusCode ?? 0, headers: headersOf(res.headers), text: Buffer.concat(chunks).toString('utf8') });
+      });
+      res.on('error', fail);
+    });
+    const timeout = Object.assign(new Error(`no complete answer within ${req.timeoutMs} ms`), { code: 'ETIMEDOUT' });
+    let timedOut = false;
+    // After a timeout the request and the response may each report the destroyed socket.
+    function fail(e: Error): void { clearTimeout(timer); reject(timedOut ? timeout : e); }
+    const timer = setTimeout(() => { timedOut = true; r.destroy(timeout); }, req.timeoutMs);
+    r.on('error', fail);
+    r.end(body);
+  });
+}
+
+function headersOf(h: http.IncomingHttpHeaders): ResponseHeaders {
+  return {
+    get(name: string): string | null {
+      const v = h[name.toLowerCase()];
+      return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
+    },
+  };
+}
