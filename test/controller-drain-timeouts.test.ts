@@ -149,7 +149,8 @@ describe('drain timeouts', () => {
     // come before it plus the timeout.
     const waitedMs = Date.parse(sigterm.time) - Date.parse(drainStart!);
     assert.ok(waitedMs >= timeoutS * 1000, `deleted ${waitedMs} ms after the drain started, before drainTimeoutSeconds ${timeoutS}`);
-    assert.ok((await events(cluster.kc, ns)).some((e) => e.reason === 'DrainTimeout' && e.message.includes(`Pod ${name}-0`) && e.message.includes('Interrupt')));
+    // The Event is posted right after the delete; the node may send SIGTERM before it lands.
+    await waitFor('the DrainTimeout event', async () => (await events(cluster.kc, ns)).some((e) => e.reason === 'DrainTimeout' && e.message.includes(`Pod ${name}-0`) && e.message.includes('Interrupt')), { timeoutMs: 15_000 });
     await waitFor('replacement', async () => {
       const ps = await listPods(cluster.kc, ns, name);
       return ps.length === 1 && ps[0]!.metadata!.uid !== uid && isReady(ps[0]!);

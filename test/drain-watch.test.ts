@@ -61,7 +61,7 @@ describe('DrainWatch', () => {
     assert.deepEqual(changes, ['ns/a']);
     assert.equal(calls.length, 1, 'one held request for the whole apply');
     const held = watch.observed('u1', 0, new Date(), 5000);
-    assert.ok(held?.ok && held.body.shutting_down && held.body.in_progress_operations === 0);
+    assert.ok(held !== 'pending' && held?.ok && held.body.shutting_down && held.body.in_progress_operations === 0);
     // Only from the same container, and only while fresh.
     assert.equal(watch.observed('u1', 1, new Date(), 5000), undefined, 'the container restarted since');
     assert.equal(watch.observed('u1', 0, new Date(Date.now() + 6000), 5000), undefined, 'too old');
@@ -87,7 +87,7 @@ describe('DrainWatch', () => {
     watch.sync('ns/b', [{ uid: 'u2', podIP: '127.0.0.1', restarts: 0 }]);
     await waitFor('4 requests', () => calls.length >= 4, 10_000);
     const last = watch.observed('u2', 0, new Date(), 5000);
-    assert.ok(last?.ok && last.body.in_progress_operations === 1, 'the last answer: one operation left');
+    assert.ok(last !== 'pending' && last?.ok && last.body.in_progress_operations === 1, 'the last answer: one operation left');
     watch.sync('ns/b', []);
     assert.equal(watch.observed('u2', 0, new Date(), 5000), undefined, 'not watched any more');
     for (let i = 1; i < 4; i++) assert.ok(calls[i]!.startedAt - calls[i - 1]!.startedAt >= 195, `request ${i} paced`);
@@ -119,15 +119,15 @@ describe('DrainWatch', () => {
     });
     watches.push(watch);
     watch.sync('ns/d', [{ uid: 'u5', podIP: '127.0.0.1', restarts: 0 }]);
-    assert.equal(watch.observed('u5', 0, new Date(), 5000), undefined, 'no answer yet, not overdue: ask directly');
+    assert.equal(watch.observed('u5', 0, new Date(), 5000), 'pending', 'first request held, not overdue: wait for its answer');
     await new Promise((r) => setTimeout(r, 800));
     const overdue = watch.observed('u5', 0, new Date(), 5000);
-    assert.ok(overdue && !overdue.ok && /^no answer for \ds$/.test(overdue.error), JSON.stringify(overdue));
+    assert.ok(overdue && overdue !== 'pending' && !overdue.ok && /^no answer for \ds$/.test(overdue.error), JSON.stringify(overdue));
     assert.equal(answered, 0);
     await waitFor('the late answer', () => changes.length > 0, 10_000);
     assert.equal(answered, 1, 'the same request, not given up');
     const late = watch.observed('u5', 0, new Date(), 5000);
-    assert.ok(late?.ok && late.body.shutting_down && late.body.in_progress_operations === 0, 'drained, from the late answer');
+    assert.ok(late !== 'pending' && late?.ok && late.body.shutting_down && late.body.in_progress_operations === 0, 'drained, from the late answer');
     watch.stopAll();
   });
 
@@ -137,7 +137,8 @@ describe('DrainWatch', () => {
     await waitFor('3 attempts', () => calls.length >= 3, 10_000);
     assert.ok(calls.every((c) => c.answer === undefined || !c.answer.ok));
     assert.deepEqual(changes, ['ns/c'], 'failing again is no news');
-    assert.equal(watch.observed('u3', 0, new Date(), 5000)?.ok, false, 'the failure is the last answer');
+    const failed = watch.observed('u3', 0, new Date(), 5000);
+    assert.ok(failed !== 'pending' && failed?.ok === false, 'the failure is the last answer');
     watch.sync('ns/c', [{ uid: 'u3', podIP: '127.0.0.2', restarts: 0 }]);
     assert.equal(watch.size(), 1);
     // Another key's sync leaves this key's watches alone; add() starts only what is missing.

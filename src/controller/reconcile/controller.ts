@@ -59,8 +59,21 @@ export class AtlantisController {
     };
     // A drained pod is the rollout's critical path (nothing runs on it, its replacement
     // waits): its owner goes before routine work in the queue.
-    this.drainWatch = new DrainWatch({ onChange: (key, answer) => { const { namespace, name } = splitKey(key); this.enqueue(namespace, name, isDrained(answer)); } });
-    this.reconciler = new Reconciler({ kc: o.kc, cache, logger: o.logger, metrics: o.metrics, instance: process.env.POD_NAME ?? hostname(), drainWatch: this.drainWatch });
+    this.drainWatch = new DrainWatch({
+      onChange: (key, answer) => {
+        const { namespace, name } = splitKey(key);
+        const drained = isDrained(answer);
+        o.logger.debug('Server status changed', { atlantisDeployment: { namespace, name }, reachable: answer.ok, drained });
+        this.enqueue(namespace, name, drained);
+      },
+    });
+    this.reconciler = new Reconciler({
+      kc: o.kc, cache, logger: o.logger, metrics: o.metrics, instance: process.env.POD_NAME ?? hostname(), drainWatch: this.drainWatch,
+      onStatusWriteFailed: (key, error) => {
+        const retryInMs = this.queue.addRateLimited(key);
+        o.logger.error('Status write failed', { atlantisDeployment: splitKey(key), error: error.message, retryInMs });
+      },
+    });
 
     this.ads.onEvent((_t, ad) => this.enqueue(ad.metadata?.namespace, ad.metadata?.name));
     const enqueueOwner = (_t: string, obj: KubeObject) => this.enqueue(obj.metadata?.namespace, ownerName(obj));
@@ -86,6 +99,7 @@ export class AtlantisController {
   async stop(): Promise<void> {
     this.queue.shutDown();
     await this.workers;
+    await this.reconciler.stop();
     this.drainWatch.stopAll();
     for (const i of [this.ads, this.pods, this.pvcs, ...Object.values(this.owned)]) i.stop();
   }

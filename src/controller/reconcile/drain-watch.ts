@@ -78,17 +78,19 @@ export class DrainWatch {
 
   /**
    * The pod's last answer, when it is from the same container and at most `maxAgeMs` old; an
-   * error when the request in flight is overdue; undefined otherwise (not watched, or no
-   * answer yet): then ask the pod directly.
+   * error when the request in flight is overdue; 'pending' while the first request is held
+   * (its answer enqueues the owner: asking the pod as well would only keep the reconcile, and
+   * with it the key, busy on a server that may be starved); undefined otherwise (not watched,
+   * or between requests after an error): then ask the pod directly.
    */
-  observed(uid: string, restarts: number, now: Date, maxAgeMs: number): StatusProbe | undefined {
+  observed(uid: string, restarts: number, now: Date, maxAgeMs: number): StatusProbe | 'pending' | undefined {
     const w = this.watches.get(uid);
     if (!w || w.restarts !== restarts) return undefined;
     const dueMs = (this.o.waitSeconds ?? DEFAULT_WAIT_SECONDS) * 1000 + (this.o.lateAfterMs ?? 1500);
     if (w.askedAt !== undefined && now.getTime() - w.askedAt > dueMs) {
       return { ok: false, error: `no answer for ${Math.round((now.getTime() - w.askedAt) / 1000)}s`, at: now };
     }
-    if (!w.latest) return undefined;
+    if (!w.latest) return w.askedAt !== undefined ? 'pending' : undefined;
     return now.getTime() - w.latest.at.getTime() <= maxAgeMs ? w.latest : undefined;
   }
 

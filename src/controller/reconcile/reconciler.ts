@@ -15,11 +15,12 @@ import {
 } from '../resources/index.js';
 import { type Action, type Plan, isDraining, isRunning, observeDeployment, observePod, planRollout } from '../rollout/index.js';
 import { canonicalJSON } from '../resources/revision.js';
-import { API_VERSION, type AtlantisDeployment, PLURAL, type StatusProbe } from '../types.js';
+import type { AtlantisDeployment, StatusProbe } from '../types.js';
 import { type OwnedKind, applyOwned } from './owned-objects.js';
 import { probeServerStatus } from './status-probe.js';
 import { DEFAULT_WAIT_SECONDS, type DrainWatch, type DrainWatchTarget } from './drain-watch.js';
 import { Expectations } from './expectations.js';
+import { StatusWriter } from './status-writer.js';
 
 export const OWNED_KINDS = {
   services: { apiVersion: 'v1', plural: 'services' },
@@ -52,6 +53,8 @@ export interface ReconcilerOptions {
    * answer instead of probing, and is enqueued when it changes.
    */
   drainWatch?: DrainWatch;
+  /** A status write (done after the reconcile returned) failed: reconcile the key again. */
+  onStatusWriteFailed?: (key: string, error: Error) => void;
   now?: () => Date;
 }
 
@@ -70,12 +73,23 @@ export class Reconciler {
   private readonly now: () => Date;
   private readonly expectations = new Expectations();
   private readonly written = new WrittenObjects();
+  private readonly statusWriter: StatusWriter;
   /** The guards last logged at info per AtlantisDeployment and pod: only for log volume, never for decisions. */
   private readonly loggedWaits = new Map<string, Map<string, string>>();
 
   constructor(private readonly o: ReconcilerOptions) {
     this.probe = o.probe ?? ((ip) => probeServerStatus(ip));
     this.now = o.now ?? (() => new Date());
+    this.statusWriter = new StatusWriter({
+      kc: o.kc, logger: o.logger,
+      onWritten: (key, ad) => this.written.record(key, ad),
+      onFailed: (key, e) => o.onStatusWriteFailed?.(key, e),
+    });
+  }
+
+  /** Stops writing status (leadership lost, shutdown): waits for the write in flight. */
+  stop(): Promise<void> {
+    return this.statusWriter.stop();
   }
 
   async reconcile(namespace: string, name: string, reconcileID: string): Promise<ReconcileResult> {
@@ -88,7 +102,7 @@ export class Reconciler {
       this.o.drainWatch?.sync(key, []);
       return { requeueAfterMs: null };
     }
-    const ad = this.written.fresher(cached);
+    const ad = this.withPendingStatus(this.written.fresher(cached));
     const pods = this.o.cache.pods(namespace, name).map((p) => this.written.fresher(p));
     this.written.forget(key, new Set([ad.metadata.uid!, ...pods.map((p) => p.metadata!.uid!)]));
 
@@ -125,9 +139,8 @@ export class Reconciler {
       }
     }
 
-    if (await this.writeStatus(ad, plan, log)) {
-      this.expectations.expect(key, { kind: 'changed', what: 'atlantisDeployment', uid: ad.metadata.uid!, fromResourceVersion: ad.metadata.resourceVersion! });
-    }
+    // Written after we return (status-writer.ts): the key is free for the next reconcile at once.
+    this.submitStatus(ad, plan);
     const mutated = plan.actions.some((a) => a.type !== 'emitEvent');
     // After a write, look again soon even if the watch is slow to tell us.
     const requeue = mutated ? Math.min(plan.requeueAfterMs ?? 2000, 2000) : plan.requeueAfterMs;
@@ -163,6 +176,7 @@ export class Reconciler {
     const now = this.now();
     await Promise.all(targets.map(async ({ uid, podIP: ip, restarts }) => {
       const watched = this.o.drainWatch?.observed(uid, restarts, now, WATCHED_ANSWER_MAX_AGE_MS);
+      if (watched === 'pending') return; // no answer to plan with yet; it enqueues us when it comes
       if (watched) return void probes.set(uid, watched);
       const started = process.hrtime.bigint();
       const probe = await this.probe(ip);
@@ -209,16 +223,19 @@ export class Reconciler {
         return;
       case 'startDrain': {
         log.info('Starting drain', { pod: a.podName, uid: a.uid });
+        const observed = pods.find((p) => p.metadata?.uid === a.uid);
+        // Hold the /status request before the PATCH: the server sees the annotation through
+        // its own watch, often before the PATCH's answer reaches us, and an idle server is
+        // drained at once. Its answer then is already on the way. (A PATCH that fails leaves a
+        // watch the next reconcile stops.)
+        const target = observed && drainWatchTarget(observed, { drainStarting: true });
+        if (target) this.o.drainWatch?.add(key, target);
         // resourceVersion makes this conditional on the pod we observed, so a stale cache
         // cannot restart a drain's clock.
-        const rv = pods.find((p) => p.metadata?.uid === a.uid)?.metadata?.resourceVersion;
+        const rv = observed?.metadata?.resourceVersion;
         const body = drainPatch(a.uid, a.value);
         const patched = (await ok('PATCH', apiPath('v1', 'pods', ns, a.podName), rv ? { metadata: { ...body.metadata, resourceVersion: rv } } : body, MERGE_PATCH)) as V1Pod;
         this.written.record(key, patched);
-        // Hold the /status request from now on, so that even a server that drains at once is
-        // heard at once, not at the next reconcile.
-        const target = drainWatchTarget(patched);
-        if (target) this.o.drainWatch?.add(key, target);
         return;
       }
       case 'stampDrainStart':
@@ -250,19 +267,20 @@ export class Reconciler {
   }
 
   /** Writes the status subresource when it changed; true when it wrote. */
-  private async writeStatus(ad: AtlantisDeployment, plan: Plan, log: Logger): Promise<boolean> {
+  /** Queues the plan's status unless the object already has it (or it is on its way). */
+  private submitStatus(ad: AtlantisDeployment, plan: Plan): void {
     // The API server drops null fields, so compare (and send) the status without them.
     const status = withoutNulls(plan.status);
-    if (ad.status && canonicalJSON(ad.status) === canonicalJSON(status)) return false;
-    const path = apiPath(API_VERSION, PLURAL, ad.metadata.namespace, ad.metadata.name, 'status');
-    // A whole-object merge patch: nested lists (conditions, pods) are replaced, not merged.
-    const res = await kubeRequest<AtlantisDeployment>(this.o.kc, 'PATCH', path, { status }, { contentType: MERGE_PATCH });
-    if (res.status === 404) return false;
-    if (res.status < 200 || res.status > 299) throw new KubeApiError('PATCH', path, res.status, res.body);
-    this.written.record(`${ad.metadata.namespace}/${ad.metadata.name}`, res.body);
-    log.debug('Status written', { readyReplicas: plan.status.readyReplicas, updatedReplicas: plan.status.updatedReplicas, drainingReplicas: plan.status.drainingReplicas });
-    return true;
+    if (ad.status && canonicalJSON(ad.status) === canonicalJSON(status)) return;
+    this.statusWriter.submit(ad, status);
   }
+
+  /** The object as it will be once our status write lands: plan from what we asked for. */
+  private withPendingStatus(ad: AtlantisDeployment): AtlantisDeployment {
+    const pending = this.statusWriter.pendingFor(ad);
+    return pending ? { ...ad, status: pending } : ad;
+  }
+
 }
 
 /**
@@ -303,10 +321,11 @@ export class WrittenObjects {
 }
 
 /** A pod whose drain decision depends on its /status (draining, running, with an IP), as the drain watch needs it. */
-function drainWatchTarget(p: V1Pod): DrainWatchTarget | undefined {
+/** A draining (or, with `drainStarting`, about to be) running pod's /status to hold a request on. */
+function drainWatchTarget(p: V1Pod, opts: { drainStarting?: boolean } = {}): DrainWatchTarget | undefined {
   const o = observePod(p);
   const ip = p.status?.podIP;
-  if (!o || !ip || o.deletionTimestamp || !isDraining(o) || !isRunning(o)) return undefined;
+  if (!o || !ip || o.deletionTimestamp || !(opts.drainStarting || isDraining(o)) || !isRunning(o)) return undefined;
   return { uid: o.uid, podIP: ip, restarts: o.restarts ?? 0 };
 }
 

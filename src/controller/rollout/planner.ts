@@ -226,7 +226,7 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
     const guard: GuardName = !st || !st.ok ? 'StatusUnreachable' : !st.body.shutting_down ? 'DrainInProgress' : 'OperationsInProgress';
     const detail =
       guard === 'StatusUnreachable'
-        ? `status unreachable${st && !st.ok ? ` (${st.error})` : ''}`
+        ? st ? `status unreachable${st.ok ? '' : ` (${st.error})`}` : 'no /status answer yet'
         : guard === 'DrainInProgress'
           ? 'server not shutting down yet'
           : `${st && st.ok ? st.body.in_progress_operations : '?'} operation(s) in progress`;

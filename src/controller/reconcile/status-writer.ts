@@ -1,0 +1,83 @@
+// Writes AtlantisDeployment status outside the reconcile that computed it: one write at a time
+// per object, the newest status wins (one computed while a write is in flight replaces any
+// older one still waiting). A reconcile holds its key until it returns, and on a loaded API
+// server a status PATCH takes seconds; written inline, it kept the key busy when a drained
+// server's answer came in, and the delete waited behind it. Until the write lands, the
+// reconciler plans with the status it asked for (pendingFor), so a transition is never
+// seen twice (no second RolloutComplete event) just because the write is slow.
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from '../../log.js';
+import { KubeApiError, MERGE_PATCH, apiPath, kubeRequest } from '../../k8s/client.js';
+import { API_VERSION, type AtlantisDeployment, type AtlantisDeploymentStatus, PLURAL } from '../types.js';
+
+export interface StatusWriterOptions {
+  kc: KubeConfig;
+  logger: Logger;
+  /** The object the API server returned after a write (fresher than the informer's copy). */
+  onWritten: (key: string, ad: AtlantisDeployment) => void;
+  /** A write failed: the key should be reconciled again (with backoff). */
+  onFailed: (key: string, error: Error) => void;
+}
+
+interface Job { namespace: string; name: string; uid: string; status: AtlantisDeploymentStatus }
+
+export class StatusWriter {
+  /** Waiting to be written, per key; at most one. */
+  private readonly waiting = new Map<string, Job>();
+  /** Being written now, per key. */
+  private readonly inFlight = new Map<string, Job>();
+  private readonly loops = new Set<Promise<void>>();
+  private stopped = false;
+
+  constructor(private readonly o: StatusWriterOptions) {}
+
+  /** Queues the status of `ad` (null fields already removed); returns at once. */
+  submit(ad: AtlantisDeployment, status: AtlantisDeploymentStatus): void {
+    if (this.stopped) return;
+    const key = `${ad.metadata.namespace}/${ad.metadata.name}`;
+    this.waiting.set(key, { namespace: ad.metadata.namespace!, name: ad.metadata.name!, uid: ad.metadata.uid!, status });
+    if (this.inFlight.has(key)) return; // its loop takes the newest when the write in flight ends
+    const loop = this.writeAll(key);
+    this.loops.add(loop);
+    void loop.finally(() => this.loops.delete(loop));
+  }
+
+  /** The status asked for and not yet written for this object (same uid), if any. */
+  pendingFor(ad: AtlantisDeployment): AtlantisDeploymentStatus | undefined {
+    const key = `${ad.metadata.namespace}/${ad.metadata.name}`;
+    const job = this.waiting.get(key) ?? this.inFlight.get(key);
+    return job && job.uid === ad.metadata.uid ? job.status : undefined;
+  }
+
+  /** No more writes: drops what waits, waits for the writes in flight. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.waiting.clear();
+    await Promise.all([...this.loops]);
+  }
+
+  private async writeAll(key: string): Promise<void> {
+    for (let job = this.waiting.get(key); job && !this.stopped; job = this.waiting.get(key)) {
+      this.waiting.delete(key);
+      this.inFlight.set(key, job);
+      try {
+        await this.write(key, job);
+      } catch (e) {
+        // A newer status waiting is written next anyway; otherwise reconcile again.
+        if (!this.waiting.has(key)) this.o.onFailed(key, e as Error);
+      } finally {
+        this.inFlight.delete(key);
+      }
+    }
+  }
+
+  private async write(key: string, job: Job): Promise<void> {
+    const path = apiPath(API_VERSION, PLURAL, job.namespace, job.name, 'status');
+    // A whole-object merge patch: nested lists (conditions, pods) are replaced, not merged.
+    const res = await kubeRequest<AtlantisDeployment>(this.o.kc, 'PATCH', path, { status: job.status }, { contentType: MERGE_PATCH });
+    if (res.status === 404) return; // deleted: nothing to write to
+    if (res.status < 200 || res.status > 299) throw new KubeApiError('PATCH', path, res.status, res.body);
+    this.o.onWritten(key, res.body);
+    this.o.logger.debug('Status written', { atlantisDeployment: { namespace: job.namespace, name: job.name }, readyReplicas: job.status.readyReplicas, updatedReplicas: job.status.updatedReplicas, drainingReplicas: job.status.drainingReplicas });
+  }
+}
