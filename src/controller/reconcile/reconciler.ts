@@ -266,7 +266,6 @@ export class Reconciler {
     }
   }
 
-  /** Writes the status subresource when it changed; true when it wrote. */
   /** Queues the plan's status unless the object already has it (or it is on its way). */
   private submitStatus(ad: AtlantisDeployment, plan: Plan): void {
     // The API server drops null fields, so compare (and send) the status without them.
@@ -280,7 +279,6 @@ export class Reconciler {
     const pending = this.statusWriter.pendingFor(ad);
     return pending ? { ...ad, status: pending } : ad;
   }
-
 }
 
 /**
@@ -320,8 +318,10 @@ export class WrittenObjects {
   }
 }
 
-/** A pod whose drain decision depends on its /status (draining, running, with an IP), as the drain watch needs it. */
-/** A draining (or, with `drainStarting`, about to be) running pod's /status to hold a request on. */
+/**
+ * A pod whose drain decision depends on its /status (draining, or with `drainStarting` about
+ * to be; running, with an IP), as the drain watch needs it.
+ */
 function drainWatchTarget(p: V1Pod, opts: { drainStarting?: boolean } = {}): DrainWatchTarget | undefined {
   const o = observePod(p);
   const ip = p.status?.podIP;

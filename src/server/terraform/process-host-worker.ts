@@ -17,8 +17,8 @@ const post = (m: FromWorker): void => port.postMessage(m);
 // forks (inherited): under a full CPU the event loop (webhook intake, /status, probes) goes
 // before forking and terraform. Measured in the webhook-burst bench: with the thread at nice 0
 // and only the children niced (nice -n 10 wrapper), intake stayed at 9/s; with this, 68/s.
-const NICE = '10';
-setPriority(Number(NICE));
+const NICE = 10;
+setPriority(NICE);
 
 port.on('message', (m: ToWorker) => {
   if (m.type === 'spawn') void run(m.id, m.spec);
@@ -42,8 +42,8 @@ async function spawn(id: number, spec: SpawnSpec): Promise<SpawnExit> {
     // 'stream': combined output passed on as it comes, nothing kept; 'capture': kept for the exit.
     ...(stream ? { all: true, buffer: false, stripFinalNewline: false } : {}),
   });
-  // Posted before any output: messages from one port arrive in order.
   if (child.pid !== undefined && spec.detached) niceSession(child.pid);
+  // Posted before any output: messages from one port arrive in order.
   if (child.pid !== undefined) post({ type: 'started', id, pid: child.pid });
   if (stream) {
     child.all?.setEncoding('utf8');
@@ -65,7 +65,7 @@ async function spawn(id: number, spec: SpawnSpec): Promise<SpawnExit> {
  * Best effort: the file is absent without autogroup support.
  */
 function niceSession(pid: number): void {
-  try { writeFileSync(`/proc/${pid}/autogroup`, NICE); } catch { /* no autogroup here, or the child is gone */ }
+  try { writeFileSync(`/proc/${pid}/autogroup`, String(NICE)); } catch { /* no autogroup here, or the child is gone */ }
 }
 
 /** execa's message when the process never ran (no exit code, no signal: e.g. ENOENT). */
