@@ -9,6 +9,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../../log.js';
 import { KubeApiError, MERGE_PATCH, apiPath, kubeRequest } from '../../k8s/client.js';
 import { API_VERSION, type AtlantisDeployment, type AtlantisDeploymentStatus, PLURAL } from '../types.js';
+import { objectKey } from '../workqueue.js';
 
 export interface StatusWriterOptions {
   kc: KubeConfig;
@@ -34,7 +35,7 @@ export class StatusWriter {
   /** Queues the status of `ad` (null fields already removed); returns at once. */
   submit(ad: AtlantisDeployment, status: AtlantisDeploymentStatus): void {
     if (this.stopped) return;
-    const key = `${ad.metadata.namespace}/${ad.metadata.name}`;
+    const key = objectKey(ad.metadata.namespace!, ad.metadata.name!);
     this.waiting.set(key, { namespace: ad.metadata.namespace!, name: ad.metadata.name!, uid: ad.metadata.uid!, status });
     if (this.inFlight.has(key)) return; // its loop takes the newest when the write in flight ends
     const loop = this.writeAll(key);
@@ -44,7 +45,7 @@ export class StatusWriter {
 
   /** The status asked for and not yet written for this object (same uid), if any. */
   pendingFor(ad: AtlantisDeployment): AtlantisDeploymentStatus | undefined {
-    const key = `${ad.metadata.namespace}/${ad.metadata.name}`;
+    const key = objectKey(ad.metadata.namespace!, ad.metadata.name!);
     const job = this.waiting.get(key) ?? this.inFlight.get(key);
     return job && job.uid === ad.metadata.uid ? job.status : undefined;
   }

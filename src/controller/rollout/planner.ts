@@ -110,6 +110,13 @@ export const isRunning = (p: PodObservation): boolean =>
   p.phase === 'Running' && !(p.waitingReason !== null && FAILING_WAITING_REASONS.has(p.waitingReason));
 /** The end of a drain: the server shuts down and runs nothing. Final for a server process. */
 export const isDrained = (st: StatusProbe | null | undefined): boolean => !!st?.ok && st.body.shutting_down && st.body.in_progress_operations === 0;
+/** Why a draining pod that is not drained still waits, from its last /status answer (none yet: null). */
+function drainWait(st: StatusProbe | null): { guard: GuardName; detail: string } {
+  if (!st) return { guard: 'StatusUnreachable', detail: 'no /status answer yet' };
+  if (!st.ok) return { guard: 'StatusUnreachable', detail: `status unreachable (${st.error})` };
+  if (!st.body.shutting_down) return { guard: 'DrainInProgress', detail: 'server not shutting down yet' };
+  return { guard: 'OperationsInProgress', detail: `${st.body.in_progress_operations} operation(s) in progress` };
+}
 /** Counts toward availability: Running, Ready, not draining, not terminating. */
 export const isAvailable = (p: PodObservation): boolean => !isTerminating(p) && !isDraining(p) && p.phase === 'Running' && p.ready;
 
@@ -223,13 +230,7 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
       return;
     }
     const elapsedMs = now.getTime() - start.getTime();
-    const guard: GuardName = !st || !st.ok ? 'StatusUnreachable' : !st.body.shutting_down ? 'DrainInProgress' : 'OperationsInProgress';
-    const detail =
-      guard === 'StatusUnreachable'
-        ? st ? `status unreachable${st.ok ? '' : ` (${st.error})`}` : 'no /status answer yet'
-        : guard === 'DrainInProgress'
-          ? 'server not shutting down yet'
-          : `${st && st.ok ? st.body.in_progress_operations : '?'} operation(s) in progress`;
+    const { guard, detail } = drainWait(st);
     if (drainTimeoutSeconds > 0 && elapsedMs >= drainTimeoutSeconds * 1000) {
       if (onDrainTimeout === 'Interrupt') {
         deletePod(p, 'DrainTimeout', start);

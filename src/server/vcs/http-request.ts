@@ -27,20 +27,20 @@ export interface ResponseHeaders {
 
 // Sockets are kept for the next request; Node closes them before the server's
 // `Keep-Alive: timeout` runs out, so a reused socket is rarely one the server just closed.
-const agents = {
-  'http:': new http.Agent({ keepAlive: true, maxSockets: 32 }),
-  'https:': new https.Agent({ keepAlive: true, maxSockets: 32 }),
+const transports: Record<string, { request: typeof http.request; agent: http.Agent }> = {
+  'http:': { request: http.request, agent: new http.Agent({ keepAlive: true, maxSockets: 32 }) },
+  'https:': { request: https.request, agent: new https.Agent({ keepAlive: true, maxSockets: 32 }) },
 };
 
 export function httpRequest(url: string, req: HttpRequest): Promise<HttpResponse> {
   const u = new URL(url);
-  const mod = u.protocol === 'https:' ? https : u.protocol === 'http:' ? http : undefined;
-  if (!mod) return Promise.reject(new Error(`unsupported URL scheme in ${u.protocol}//${u.host}`));
+  const transport = transports[u.protocol];
+  if (!transport) return Promise.reject(new Error(`unsupported URL scheme in ${u.protocol}//${u.host}`));
   const headers: Record<string, string> = { ...req.headers };
   const body = req.body === undefined ? undefined : Buffer.from(req.body);
   if (body) headers['content-length'] = String(body.length);
   return new Promise<HttpResponse>((resolve, reject) => {
-    const r = mod.request(u, { method: req.method, headers, agent: agents[u.protocol as 'http:' | 'https:'] }, (res) => {
+    const r = transport.request(u, { method: req.method, headers, agent: transport.agent }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
