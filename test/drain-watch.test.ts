@@ -153,3 +153,37 @@ describe('DrainWatch', () => {
     assert.equal(watch.size(), 0);
   });
 });
+
+describe('probeServerStatus', () => {
+  it('accepts only an Atlantis /status answer; names what went wrong otherwise; stops when aborted', async () => {
+    let answer: (res: http.ServerResponse) => void = () => undefined;
+    const plain = http.createServer((_req, res) => answer(res));
+    await new Promise<void>((r) => plain.listen(0, '127.0.0.1', r));
+    after(() => plain.close());
+    const port = (plain.address() as AddressInfo).port;
+    const probe = (o: { timeoutMs?: number; signal?: AbortSignal } = {}) => probeServerStatus('127.0.0.1', { port, ...o });
+
+    answer = (res) => res.end(JSON.stringify({ shutting_down: true, in_progress_operations: 0, version: 'x' }));
+    const ok = await probe();
+    assert.ok(ok.ok && ok.body.shutting_down && ok.body.in_progress_operations === 0, JSON.stringify(ok));
+    answer = (res) => res.writeHead(503).end('{}');
+    assert.deepEqual({ ...(await probe()), at: undefined }, { ok: false, error: 'HTTP 503', at: undefined });
+    answer = (res) => res.end('{"status":"ok"}');
+    const notAtlantis = await probe();
+    assert.ok(!notAtlantis.ok && notAtlantis.error === 'not an Atlantis /status answer', JSON.stringify(notAtlantis));
+    answer = (res) => res.end('<html>');
+    const notJson = await probe();
+    assert.ok(!notJson.ok && notJson.error === 'not JSON', JSON.stringify(notJson));
+
+    answer = () => undefined; // never answers
+    const late = await probe({ timeoutMs: 200 });
+    assert.ok(!late.ok && late.error === 'ETIMEDOUT', JSON.stringify(late));
+    const ac = new AbortController();
+    const t0 = Date.now();
+    setTimeout(() => ac.abort(), 100);
+    const aborted = await probe({ timeoutMs: 10_000, signal: ac.signal });
+    assert.ok(!aborted.ok && aborted.error === 'ABORT_ERR', JSON.stringify(aborted));
+    assert.ok(Date.now() - t0 < 5000, 'the abort ends the request, not its timeout');
+    plain.closeAllConnections();
+  });
+});

@@ -2,6 +2,7 @@
 // late is treated like no answer, and the planner then waits ("StatusUnreachable") rather
 // than deleting a pod whose work it cannot see. With `waitDrainedSeconds` the server holds
 // the answer until it is drained or the wait is over (`?wait_drained`, see drain-watch.ts).
+import { httpRequest } from '../../net/http-request.js';
 import type { ServerStatus, StatusProbe } from '../types.js';
 import { SERVER_PORT } from '../types.js';
 
@@ -16,22 +17,23 @@ export interface ProbeOptions {
 export async function probeServerStatus(podIP: string, o: ProbeOptions = {}): Promise<StatusProbe> {
   const host = podIP.includes(':') ? `[${podIP}]` : podIP;
   const wait = o.waitDrainedSeconds ?? 0;
-  const timeout = AbortSignal.timeout((o.timeoutMs ?? 1500) + wait * 1000);
   const url = `http://${host}:${o.port ?? SERVER_PORT}/status${wait > 0 ? `?wait_drained=${wait}` : ''}`;
   try {
-    const res = await fetch(url, { signal: o.signal ? AbortSignal.any([o.signal, timeout]) : timeout });
+    const res = await httpRequest(url, { method: 'GET', headers: { accept: 'application/json' }, timeoutMs: (o.timeoutMs ?? 1500) + wait * 1000, signal: o.signal });
     const at = new Date();
-    if (res.status !== 200) {
-      await res.body?.cancel();
-      return { ok: false, error: `HTTP ${res.status}`, at };
+    if (res.status !== 200) return { ok: false, error: `HTTP ${res.status}`, at };
+    let body: Partial<ServerStatus>;
+    try {
+      body = JSON.parse(res.text) as Partial<ServerStatus>;
+    } catch {
+      return { ok: false, error: 'not JSON', at };
     }
-    const body = (await res.json()) as Partial<ServerStatus>;
-    if (typeof body.shutting_down !== 'boolean' || typeof body.in_progress_operations !== 'number') {
+    if (typeof body?.shutting_down !== 'boolean' || typeof body.in_progress_operations !== 'number') {
       return { ok: false, error: 'not an Atlantis /status answer', at };
     }
     return { ok: true, body: body as ServerStatus, at };
   } catch (e) {
-    const err = e as Error & { cause?: { code?: string } };
-    return { ok: false, error: err.cause?.code ?? err.name ?? err.message, at: new Date() };
+    const err = e as NodeJS.ErrnoException;
+    return { ok: false, error: err.code ?? err.name ?? err.message, at: new Date() };
   }
 }

@@ -1,6 +1,6 @@
 // GitHub REST client for the server: comments (split like Atlantis over GitHub's 65,536
 // character limit), reactions, commit statuses, pull request state, approvals, changed
-// files. Built on node:http (http-request.ts) with a configurable base URL (https://api.github.com, GitHub
+// files. Built on node:http (src/net/http-request.ts) with a configurable base URL (https://api.github.com, GitHub
 // Enterprise's https://HOST/api/v3, or a test stand-in).
 //
 // Retries: capped exponential backoff with jitter on 5xx, on rate limits (429, or 403 with
@@ -17,7 +17,7 @@
 // The token is sent only in the Authorization header and never logged or put in errors.
 import type { Logger } from '../../log.js';
 import { nullLogger, registerSecret } from '../../log.js';
-import { httpRequest, type HttpResponse, type ResponseHeaders } from './http-request.js';
+import { httpRequest, type HttpResponse, type ResponseHeaders } from '../../net/http-request.js';
 
 export const MAX_COMMENT_LENGTH = 65536;
 /** Past this many parts the start of the output is dropped (as Atlantis does). */

@@ -1,8 +1,9 @@
-// One HTTP(S) request on node:http with keep-alive, for the GitHub client. fetch (undici in
-// Node.js 20) costs several times the CPU and garbage per request (a Request clone with a
-// teed body stream, a WASM parser call per chunk, WHATWG streams); with hundreds of API
-// calls per webhook burst that work shares the event loop with /status. Measured in the
-// webhook-burst bench: see docs/reliability.md.
+// One HTTP(S) request on node:http with keep-alive: the GitHub client's calls and the
+// controller's /status probes. fetch (undici in Node.js 20) costs several times the CPU and
+// garbage per request (a Request clone with a teed body stream, a WASM parser call per
+// chunk, WHATWG streams): with hundreds of GitHub calls per webhook burst that work shares
+// the server's event loop with /status, and a controller probing a hundred pods pays it per
+// probe. Measured in the webhook-burst bench: see docs/reliability.md.
 import http from 'node:http';
 import https from 'node:https';
 
@@ -12,6 +13,8 @@ export interface HttpRequest {
   body?: string;
   /** The whole exchange, connect to last byte; past it the request fails with ETIMEDOUT. */
   timeoutMs: number;
+  /** Aborting fails the request with the signal's reason (an AbortError by default). */
+  signal?: AbortSignal;
 }
 
 export interface HttpResponse {
@@ -40,7 +43,7 @@ export function httpRequest(url: string, req: HttpRequest): Promise<HttpResponse
   const body = req.body === undefined ? undefined : Buffer.from(req.body);
   if (body) headers['content-length'] = String(body.length);
   return new Promise<HttpResponse>((resolve, reject) => {
-    const r = transport.request(u, { method: req.method, headers, agent: transport.agent }, (res) => {
+    const r = transport.request(u, { method: req.method, headers, agent: transport.agent, signal: req.signal }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
@@ -48,6 +51,8 @@ export function httpRequest(url: string, req: HttpRequest): Promise<HttpResponse
         resolve({ status: res.statusCode ?? 0, headers: headersOf(res.headers), text: Buffer.concat(chunks).toString('utf8') });
       });
       res.on('error', fail);
+      // A response cut short (aborted, socket destroyed) may close without an 'error'.
+      res.on('close', () => { if (!res.complete) fail(Object.assign(new Error('response closed before its end'), { code: 'ECONNRESET' })); });
     });
     const timeout = Object.assign(new Error(`no complete answer within ${req.timeoutMs} ms`), { code: 'ETIMEDOUT' });
     let timedOut = false;
