@@ -76,15 +76,29 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
       if (!deletes.has(j.uid)) deletes.set(j.uid, Date.parse(j.time));
     }
     const latencies: number[] = [];
+    // Where the time goes, from the server's side: its drain's start to its "Drained" line
+    // (when it answers the held /status requests), and whether the controller's request was
+    // already held then.
+    const toDrained: number[] = [];
+    let heldAtDrain = 0;
     for (const [uid, p] of oldPods) {
-      const log = readFileOr(node.logPath(ns, p.metadata!.name!, 'atlantis', uid));
+      const lines = readFileOr(node.logPath(ns, p.metadata!.name!, 'atlantis', uid)).split('\n');
       // The last annotation drain: a container restarted by its liveness probe under load
       // leaves the earlier instance's lines (and its SIGTERM drain) in the same log.
-      const drained = log.split('\n').findLast((l) => l.includes('"msg":"Drain started"') && l.includes('"reason":"annotation"'));
+      const i = lines.findLastIndex((l) => l.includes('"msg":"Drain started"') && l.includes('"reason":"annotation"'));
+      if (i < 0) continue;
+      const started = Date.parse((JSON.parse(lines[i]!) as { time: string }).time);
       const del = deletes.get(uid);
-      if (drained && del) latencies.push(del - Date.parse((JSON.parse(drained) as { time: string }).time));
+      if (del) latencies.push(del - started);
+      const drainedLine = lines.slice(i).find((l) => l.includes('"msg":"Drained"'));
+      if (drainedLine) {
+        const d = JSON.parse(drainedLine) as { time: string; heldStatusRequests: number };
+        toDrained.push(Date.parse(d.time) - started);
+        if (d.heldStatusRequests > 0) heldAtDrain++;
+      }
     }
     latencies.sort((a, b) => a - b);
+    toDrained.sort((a, b) => a - b);
     const restarted = [...oldPods.values()].filter((p) => (p.status?.containerStatuses?.[0]?.restartCount ?? 0) > 0).length;
 
     // 3 idle pods: drain protocol vs plain deletes.
@@ -112,6 +126,7 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
       { figure: 'reconciles until Available / rate', value: `${reconciles} / ${(reconciles / availableS).toFixed(1)} per s` },
       { figure: `rollout of all ${N} at once`, value: `${rolloutS.toFixed(1)} s` },
       { figure: `idle drain -> delete request (n=${latencies.length})`, value: `p50 ${p50.toFixed(0)} ms, p99 ${p99.toFixed(0)} ms (target p99 < 1000 ms)` },
+      { figure: `  server side: drain start -> "Drained" answer (n=${toDrained.length})`, value: `p50 ${percentile(toDrained, 50).toFixed(0)} ms, p99 ${percentile(toDrained, 99).toFixed(0)} ms; controller's request already held: ${heldAtDrain} of ${toDrained.length}` },
       { figure: 'rollout: /status probe duration (ok) p50 / p99', value: `${q('atlantis_operator_status_probe_duration_seconds', 0.5, 'result="ok"')} / ${q('atlantis_operator_status_probe_duration_seconds', 0.99, 'result="ok"')}, failed probes ${sumSeries(m2, 'atlantis_operator_status_probe_duration_seconds_count', 'result="error"') - sumSeries(m1, 'atlantis_operator_status_probe_duration_seconds_count', 'result="error"')}` },
       { figure: 'rollout: work queue wait p50 / p99', value: `${q('atlantis_operator_workqueue_queue_duration_seconds', 0.5)} / ${q('atlantis_operator_workqueue_queue_duration_seconds', 0.99)}` },
       { figure: 'rollout: reconcile duration p50 / p99', value: `${q('atlantis_operator_reconcile_duration_seconds', 0.5)} / ${q('atlantis_operator_reconcile_duration_seconds', 0.99)}` },

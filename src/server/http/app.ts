@@ -90,7 +90,11 @@ export function buildApp(deps: AppDeps): express.Express {
     res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': cached.body.length });
     res.end(cached.body);
   };
-  void deps.tracker.waitDrained().then(() => { for (const answer of [...heldStatus]) answer(); });
+  void deps.tracker.waitDrained().then(() => {
+    // Whether a controller was already waiting (0: its request, if any, comes later).
+    deps.logger.info('Drained', { heldStatusRequests: heldStatus.size });
+    for (const answer of [...heldStatus]) answer();
+  });
   app.get('/status', (req, res) => {
     const wait = parseWaitDrained(req.query.wait_drained);
     if (typeof wait === 'string') return void res.status(400).type('text/plain').send(`${wait}\n`);
