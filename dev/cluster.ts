@@ -22,8 +22,8 @@ import os from 'node:os';
 import path from 'node:path';
 import http from 'node:http';
 import { execa } from 'execa';
-import type { KubeConfig } from '@kubernetes/client-node';
-import { kubeConfigFromFile, kubeRequest } from '../src/k8s/client.js';
+import { type KubeClientConfig, kubeConfigFromFile } from '../src/k8s/kubeconfig.js';
+import { kubeRequest } from '../src/k8s/client.js';
 import { resolveBinaries, type BinaryName } from './binaries.js';
 import { makePki, type PkiFiles } from './certs.js';
 import { spawnGroup, type GroupProcess } from './procs.js';
@@ -89,7 +89,7 @@ export class LocalCluster {
   private started = false;
   private _server = '';
   private _pki: PkiFiles | undefined;
-  private _kc: KubeConfig | undefined;
+  private _kc: KubeClientConfig | undefined;
   private bins: Record<BinaryName, string> | undefined;
   private apiPort = 0;
   private etcdPort = 0;
@@ -113,8 +113,8 @@ export class LocalCluster {
     if (!this._pki) throw new Error('LocalCluster not started');
     return this._pki;
   }
-  /** A KubeConfig for the admin user. */
-  get kubeConfig(): KubeConfig {
+  /** A KubeClientConfig for the admin user. */
+  get kubeConfig(): KubeClientConfig {
     if (!this._kc) this._kc = kubeConfigFromFile(this.kubeconfigPath);
     return this._kc;
   }

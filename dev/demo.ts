@@ -7,7 +7,7 @@
 //
 //   node --import tsx dev/demo.ts            stays up after the rollout until Ctrl-C
 //   node --import tsx dev/demo.ts --exit     exits after the rollout (used by a test)
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -41,7 +41,7 @@ async function main(): Promise<number> {
   say('Starting the local control plane and the local node (the first run builds Kubernetes; see docs/local-cluster.md)');
   const stack = await startStack({ cluster: { keepDir: true } });
   const { cluster } = stack;
-  const kc = (await import('../src/k8s/client.js')).kubeConfigFromFile(cluster.kubeconfigPath);
+  const kc = (await import('../src/k8s/kubeconfig.js')).kubeConfigFromFile(cluster.kubeconfigPath);
   const children: ChildProcess[] = [];
   let gh: GitHubStandin | undefined;
   const stopAll = async () => {
@@ -71,7 +71,7 @@ async function main(): Promise<number> {
     const cl = kc.getCurrentCluster()!;
     writeFileSync(ctrlKubeconfig, JSON.stringify({
       apiVersion: 'v1', kind: 'Config', 'current-context': 'c',
-      clusters: [{ name: 'c', cluster: { server: cl.server, 'certificate-authority-data': cl.caData ?? '' } }],
+      clusters: [{ name: 'c', cluster: { server: cl.server, 'certificate-authority-data': readFileSync(cluster.pki.caCert).toString('base64') } }],
       users: [{ name: 'atlantis-operator', user: { token: tr.status.token } }],
       contexts: [{ name: 'c', context: { cluster: 'c', user: 'atlantis-operator', namespace: 'atlantis-operator' } }],
     }));

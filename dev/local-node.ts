@@ -39,8 +39,8 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
 import type {
-  KubeConfig,
   V1Container,
   V1ContainerStatus,
   V1EnvVar,
@@ -54,7 +54,8 @@ import type {
   V1ExecAction,
   V1HTTPGetAction,
 } from '@kubernetes/client-node';
-import { kubeConfigFromFile, kubeRequest, kubeRequestOk, STRATEGIC_MERGE_PATCH, MERGE_PATCH } from '../src/k8s/client.js';
+import { kubeRequest, kubeRequestOk, STRATEGIC_MERGE_PATCH, MERGE_PATCH } from '../src/k8s/client.js';
+import { type KubeClientConfig, kubeConfigFromFile } from '../src/k8s/kubeconfig.js';
 import { Informer } from '../src/k8s/informer.js';
 import { nullLogger, type Logger } from '../src/log.js';
 import { repoRoot } from './binaries.js';
@@ -189,7 +190,8 @@ export class LocalNode {
   readonly name: string;
   readonly root: string;
   readonly labels: Record<string, string>;
-  readonly kc: KubeConfig;
+  readonly kc: KubeClientConfig;
+  private readonly kubeconfigPath: string;
   private readonly log: Logger;
   private readonly imagePrefix: string;
   private readonly cliPath: string;
@@ -212,6 +214,7 @@ export class LocalNode {
   private readonly unschedulableMarked = new Set<string>();
 
   constructor(opts: LocalNodeOptions) {
+    this.kubeconfigPath = opts.kubeconfigPath;
     this.kc = kubeConfigFromFile(opts.kubeconfigPath);
     this.name = opts.name ?? 'local-node';
     this.root = opts.root ?? fs.mkdtempSync(path.join(os.tmpdir(), 'atlantis-node-'));
@@ -616,7 +619,10 @@ export class LocalNode {
   }
 
   private caData(): string {
-    const cluster = this.kc.getCurrentCluster();
+    // The API server's CA as the admin kubeconfig has it (data or file): client-node reads it.
+    const full = new KubeConfig();
+    full.loadFromFile(this.kubeconfigPath);
+    const cluster = full.getCurrentCluster();
     if (cluster?.caData) return cluster.caData;
     if (cluster?.caFile) return fs.readFileSync(cluster.caFile).toString('base64');
     return '';

@@ -5,6 +5,8 @@
 // start at once. better-sqlite3 stays outside (a native addon found through node_modules).
 // A second, small entry point, dist/process-host-worker.mjs, is the server's process host
 // thread (src/server/terraform/process-host-worker.ts); the CLI loads it from beside itself.
+// Code reached only through a dynamic import() goes into dist/chunks/ and is loaded when first
+// needed: @kubernetes/client-node, which only an unusual kubeconfig needs (src/k8s/kubeconfig.ts).
 import { build } from 'esbuild';
 
 await build({
@@ -17,6 +19,8 @@ await build({
   bundle: true,
   platform: 'node',
   format: 'esm',
+  splitting: true,
+  chunkNames: 'chunks/[name]-[hash]',
   target: 'node20',
   external: ['better-sqlite3'],
   // CommonJS dependencies (express, winston, ...) call require(); give the ESM bundle one.

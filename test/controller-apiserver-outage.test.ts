@@ -14,7 +14,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { KubeClientConfig } from '../src/k8s/kubeconfig.js';
 import { startStack, type Stack } from '../dev/stack.js';
 import { podTemplateRevision } from '../src/controller/resources/index.js';
 import { kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
@@ -23,7 +24,7 @@ import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
 import { gatedConfig } from './support/git-repos.js';
 import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, listPods, patchAdSpec } from './support/controller.js';
 import { cond, describePods, describeStatus, rolloutComplete, serverStatus, waitForAd, waitForReadyPods, REVISION } from './support/controller-asserts.js';
-import { readFileOr, waitFor, type TestCluster } from './support/k8s.js';
+import { clientNodeConfig, readFileOr, waitFor, type TestCluster } from './support/k8s.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
 
 const NAME = 'atl';
@@ -32,7 +33,7 @@ const OUTAGE_MS = 30_000;
 
 let stack: Stack | undefined;
 let cluster: TestCluster;
-let kc: KubeConfig;
+let kc: KubeClientConfig;
 let env: WorkflowEnv | undefined;
 let ctrl: CliProcess | undefined;
 let tmp = '';
@@ -56,7 +57,7 @@ before(async () => {
   stack = await startStack({ node: { crashBackoffBaseMs: 1_000 } });
   const c = stack.cluster;
   kc = c.kubeConfig;
-  cluster = { kubeconfigPath: c.kubeconfigPath, kc, server: c.server, shared: false, kubectl: (args, opts) => c.kubectl(args, opts) };
+  cluster = { kubeconfigPath: c.kubeconfigPath, kc, full: clientNodeConfig(c.kubeconfigPath), server: c.server, shared: false, kubectl: (args, opts) => c.kubectl(args, opts) };
   await ensureCrd(cluster);
   await kubeRequestOk(kc, 'POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
   await waitFor(`ServiceAccount ${ns}/default`, async () => (await kubeRequest(kc, 'GET', `/api/v1/namespaces/${ns}/serviceaccounts/default`)).status === 200, { timeoutMs: 30_000 });

@@ -50,8 +50,8 @@ const ms = (iso: string) => Date.parse(iso);
 
 /** The admin kubeconfig, but with the proxy as server (the API server's certificate names kubernetes.default.svc). */
 function proxyKubeconfig(): string {
-  const cl = cluster.kc.getCurrentCluster()!;
-  const user = cluster.kc.getCurrentUser()!;
+  const cl = cluster.full.getCurrentCluster()!;
+  const user = cluster.full.getCurrentUser()!;
   const b64 = (data: string | undefined, file: string | undefined) => data ?? fs.readFileSync(file!).toString('base64');
   const text = [
     'apiVersion: v1',

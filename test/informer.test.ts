@@ -117,7 +117,7 @@ let proxyKc: KubeConfig;
 
 before(async () => {
   cluster = await getCluster();
-  const kc = cluster.kc;
+  const kc = cluster.full;
   const cl = kc.getCurrentCluster()!;
   const user = kc.getCurrentUser()!;
   const pki = path.join(path.dirname(cluster.kubeconfigPath), 'pki');

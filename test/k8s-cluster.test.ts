@@ -1,9 +1,13 @@
 // The real local control plane: CRDs through kubectl, watch, optimistic concurrency (409),
 // schema and CEL validation (422), RBAC, garbage collection, namespace creation speed.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { KubeApiError, kubeRequest, kubeRequestOk, MERGE_PATCH } from '../src/k8s/client.js';
 import { Informer, type KubeObject } from '../src/k8s/informer.js';
+import { loadKubeConfig } from '../src/k8s/kubeconfig.js';
 import { KubeConfig } from '@kubernetes/client-node';
 import { freshNamespace, getCluster, waitFor } from './support/k8s.js';
 
@@ -171,7 +175,7 @@ test('RBAC: a service account token authenticates but is only allowed what a Rol
     apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 },
   });
   const sa = new KubeConfig();
-  const cluster = c.kc.getCurrentCluster()!;
+  const cluster = c.full.getCurrentCluster()!;
   sa.loadFromOptions({
     clusters: [{ name: 'c', server: cluster.server, caData: cluster.caData }],
     users: [{ name: 'u', token: tr.status.token }],
@@ -210,4 +214,35 @@ test('freshNamespace creates a namespace with its default ServiceAccount in well
   const median = times[2]!;
   process.stdout.write(`# freshNamespace: median ${median.toFixed(0)} ms, max ${times[4]!.toFixed(0)} ms\n`);
   assert.ok(median < 1000, `median namespace creation took ${median} ms`);
+});
+
+test('a kubeconfig with an exec credential plugin is handed to client-node and works with our client', async () => {
+  const c = await getCluster();
+  const cl = c.full.getCurrentCluster()!;
+  const user = c.full.getCurrentUser()!;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'exec-kubeconfig-'));
+  try {
+    // The plugin prints an ExecCredential with the admin's client certificate, as
+    // client-go's credential plugins do (e.g. for a cloud provider's short-lived certificates).
+    const credential = {
+      apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential',
+      status: { clientCertificateData: Buffer.from(user.certData!, 'base64').toString(), clientKeyData: Buffer.from(user.keyData!, 'base64').toString() },
+    };
+    const plugin = path.join(dir, 'plugin.sh');
+    fs.writeFileSync(plugin, `#!/bin/sh\ncat <<'JSON'\n${JSON.stringify(credential)}\nJSON\n`, { mode: 0o755 });
+    const file = path.join(dir, 'kubeconfig');
+    fs.writeFileSync(file, JSON.stringify({
+      apiVersion: 'v1', kind: 'Config', 'current-context': 'x',
+      clusters: [{ name: 'c', cluster: { server: cl.server, 'certificate-authority-data': cl.caData } }],
+      users: [{ name: 'u', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: plugin, interactiveMode: 'Never' } } }],
+      contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+    }));
+    const kc = await loadKubeConfig(file);
+    assert.ok(kc instanceof KubeConfig, 'client-node reads an exec plugin');
+    const res = await kubeRequest<{ kind: string }>(kc, 'GET', '/api/v1/namespaces/default');
+    assert.equal(res.status, 200);
+    assert.equal(res.body.kind, 'Namespace');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });

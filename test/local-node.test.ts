@@ -7,7 +7,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { V1Pod, V1Container, V1PersistentVolumeClaim } from '@kubernetes/client-node';
-import { kubeConfigFromFile, kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
+import { kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
+import { kubeConfigFromFile } from '../src/k8s/kubeconfig.js';
 import { deleteNamespace, freshNamespace, getCluster, getLocalNode, readFileOr, waitFor } from './support/k8s.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));

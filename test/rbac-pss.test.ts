@@ -271,7 +271,7 @@ const fmt = (r: Row) => `${r[0]}: ${r[1]} ${r[2] || 'core'}/${r[3]}${r[5] ? ` ${
 async function token(ns: string, sa: string): Promise<KubeConfig> {
   const tr = await kubeRequestOk<{ status: { token: string } }>(cluster.kc, 'POST', `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`,
     { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } });
-  const cl = cluster.kc.getCurrentCluster()!;
+  const cl = cluster.full.getCurrentCluster()!;
   const kc = new KubeConfig();
   kc.loadFromOptions({
     clusters: [{ name: 'c', server: cl.server, caData: cl.caData, caFile: cl.caFile, skipTLSVerify: false }],

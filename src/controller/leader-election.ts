@@ -26,7 +26,7 @@
 // table-tested in test/leader-election.test.ts; LeaderElector is the loop around them.
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeClientConfig } from '../k8s/kubeconfig.js';
 import { apiPath, kubeRequest } from '../k8s/client.js';
 import type { Logger } from '../log.js';
 
@@ -159,7 +159,7 @@ export function defaultIdentity(): string {
 }
 
 export interface LeaderElectionOptions {
-  kc: KubeConfig;
+  kc: KubeClientConfig;
   namespace: string;
   name: string;
   identity: string;

@@ -17,9 +17,9 @@
 // docs/leader-election.md has the details.
 import express from 'express';
 import type http from 'node:http';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { type FlagSpec, type FlagValues, UsageError } from '../config/flags.js';
-import { configureKubeClient, kubeConfigFromFile, loadKubeConfig } from '../k8s/client.js';
+import { configureKubeClient } from '../k8s/client.js';
+import { type KubeClientConfig, loadKubeConfig } from '../k8s/kubeconfig.js';
 import { createLogger, type Logger, type LogLevel } from '../log.js';
 import {
   DEFAULT_LEASE_DURATION_MS,
@@ -136,9 +136,9 @@ function oneLine(s: string): string {
   return s.replace(/\s+/g, ' ').trim();
 }
 
-function loadConfig(file: string | undefined): KubeConfig {
+async function loadConfig(file: string | undefined): Promise<KubeClientConfig> {
   try {
-    const kc = file ? kubeConfigFromFile(file) : loadKubeConfig();
+    const kc = await loadKubeConfig(file);
     if (!kc.getCurrentCluster()) throw new Error('no current cluster');
     return kc;
   } catch (e) {
@@ -203,7 +203,7 @@ export interface RunningController {
 
 /** Starts the controller process's parts; the CLI waits on `exited`. */
 export async function startController(cfg: ControllerConfig, logger: Logger): Promise<RunningController> {
-  const kc = loadConfig(cfg.kubeconfig);
+  const kc = await loadConfig(cfg.kubeconfig);
   const metrics = createControllerMetrics({ collectDefaults: true });
   configureKubeClient(kc, {
     qps: cfg.kubeApiQps,

@@ -1,20 +1,17 @@
-// Small, dependency-light access to the Kubernetes API on top of @kubernetes/client-node's
-// KubeConfig (which handles kubeconfig files, in-cluster config, client certificates,
-// bearer tokens and exec/file credentials).
+// Small, dependency-light access to the Kubernetes API, given a KubeClientConfig
+// (kubeconfig.ts: the API server, TLS material and credentials).
 //
-//   loadKubeConfig()                       KUBECONFIG env / ~/.kube/config, else in-cluster
 //   kubeRequest(kc, method, path, body?)   one API call, parsed JSON + HTTP status, never throws on 4xx/5xx
 //   kubeRequestOk(...)                     the same, but throws KubeApiError unless 2xx
 //   openKubeStream(kc, path, onLine)       a streaming GET (watch), one callback per line
 //   configureKubeClient(kc, {qps, burst, onResponse})  optional client-side rate limit, metrics hook
 //
-// Requests go through node:https with a keep-alive agent per KubeConfig, built from the TLS
-// material that KubeConfig.applyToHTTPSOptions() yields; auth headers are re-read per request
-// so rotating tokens keep working.
-import fs from 'node:fs';
+// Requests go through node:https with a keep-alive agent per configuration, built from the
+// TLS material that applyToHTTPSOptions() yields; auth headers are re-read per request so
+// rotating tokens keep working.
 import http from 'node:http';
 import https from 'node:https';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeClientConfig } from './kubeconfig.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -23,34 +20,6 @@ export const MERGE_PATCH = 'application/merge-patch+json';
 export const STRATEGIC_MERGE_PATCH = 'application/strategic-merge-patch+json';
 export const JSON_PATCH = 'application/json-patch+json';
 export const APPLY_PATCH = 'application/apply-patch+yaml';
-
-/**
- * Loads the client configuration: the KUBECONFIG env var (or ~/.kube/config) when there is
- * one, else the in-cluster service-account config.
- */
-export function loadKubeConfig(): KubeConfig {
-  const kc = new KubeConfig();
-  const home = process.env.HOME ?? '';
-  const hasFile = Boolean(process.env.KUBECONFIG) || (home !== '' && fs.existsSync(`${home}/.kube/config`));
-  const inCluster = Boolean(process.env.KUBERNETES_SERVICE_HOST) && fs.existsSync('/var/run/secrets/kubernetes.io/serviceaccount/token');
-  if (!hasFile && inCluster) kc.loadFromCluster();
-  else kc.loadFromDefault();
-  if (!kc.getCurrentCluster()) throw new Error('No Kubernetes cluster configured (set KUBECONFIG or run in a cluster)');
-  return kc;
-}
-
-/** Loads a kubeconfig file. */
-export function kubeConfigFromFile(file: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromFile(file);
-  return kc;
-}
-
-/** The namespace of the current context ("default" when unset). */
-export function currentNamespace(kc: KubeConfig): string {
-  const ctx = kc.getContextObject(kc.getCurrentContext());
-  return ctx?.namespace || 'default';
-}
 
 export interface KubeResponse<T = unknown> {
   status: number;
@@ -107,10 +76,10 @@ export interface KubeClientOptions {
   onResponse?(r: { method: HttpMethod | 'WATCH'; status: number; seconds: number }): void;
 }
 
-const clientOptions = new WeakMap<KubeConfig, { opts: KubeClientOptions; bucket?: TokenBucket }>();
+const clientOptions = new WeakMap<KubeClientConfig, { opts: KubeClientOptions; bucket?: TokenBucket }>();
 
 /** Applies `opts` to every later request made with `kc`. */
-export function configureKubeClient(kc: KubeConfig, opts: KubeClientOptions): void {
+export function configureKubeClient(kc: KubeClientConfig, opts: KubeClientOptions): void {
   const limited = (opts.qps ?? 0) > 0;
   clientOptions.set(kc, { opts, bucket: limited ? new TokenBucket(opts.qps!, Math.max(1, opts.burst ?? Math.ceil(opts.qps!))) : undefined });
 }
@@ -156,11 +125,16 @@ interface Conn {
   agent: http.Agent;
   base: https.RequestOptions;
 }
-const conns = new WeakMap<KubeConfig, Conn>();
+const conns = new WeakMap<KubeClientConfig, Conn>();
 
-async function connFor(kc: KubeConfig): Promise<{ conn: Conn; headers: http.OutgoingHttpHeaders }> {
+async function connFor(kc: KubeClientConfig): Promise<{ conn: Conn; headers: http.OutgoingHttpHeaders }> {
   const opts: https.RequestOptions = {};
-  await kc.applyToHTTPSOptions(opts);
+  try {
+    await kc.applyToHTTPSOptions(opts);
+  } catch (e) {
+    // client-node's exec plugin failure is an Error without a message.
+    throw new Error(`cannot get credentials from the kubeconfig: ${(e as Error).message || 'its credential plugin failed'}`, { cause: e });
+  }
   const headers: http.OutgoingHttpHeaders = { ...(opts.headers as http.OutgoingHttpHeaders | undefined) };
   if (opts.auth) headers.authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`;
   let conn = conns.get(kc);
@@ -200,7 +174,7 @@ function buildPath(conn: Conn, path: string, query?: RequestOptions['query']): U
  *     { metadata: { annotations: { a: 'b' } } }, { contentType: MERGE_PATCH });
  */
 export async function kubeRequest<T = unknown>(
-  kc: KubeConfig,
+  kc: KubeClientConfig,
   method: HttpMethod,
   path: string,
   body?: unknown,
@@ -251,7 +225,7 @@ export async function kubeRequest<T = unknown>(
 
 /** Like kubeRequest, but throws KubeApiError unless the status is 2xx; returns the body. */
 export async function kubeRequestOk<T = unknown>(
-  kc: KubeConfig,
+  kc: KubeClientConfig,
   method: HttpMethod,
   path: string,
   body?: unknown,
@@ -281,7 +255,7 @@ export interface StreamHandlers {
  * exactly once when the connection ends or fails (unless aborted).
  */
 export async function openKubeStream(
-  kc: KubeConfig,
+  kc: KubeClientConfig,
   path: string,
   query: RequestOptions['query'],
   handlers: StreamHandlers,

@@ -11,7 +11,8 @@
 //     MODIFIED for what exists now and DELETED for what vanished during the gap;
 //   - restarts a watch that delivered nothing (not even a BOOKMARK) for silenceTimeoutMs.
 // Handlers are level-triggered friendly: after a re-list every current object is delivered.
-import type { KubeConfig, V1ObjectMeta } from '@kubernetes/client-node';
+import type { V1ObjectMeta } from '@kubernetes/client-node';
+import type { KubeClientConfig } from './kubeconfig.js';
 import type { Logger } from '../log.js';
 import { nullLogger } from '../log.js';
 import { kubeRequest, openKubeStream, type KubeStream } from './client.js';
@@ -74,7 +75,7 @@ export class Informer<T extends KubeObject> {
   readonly stats = { lists: 0, watches: 0, restarts: 0, silenceRestarts: 0, gone: 0 };
 
   constructor(
-    private readonly kc: KubeConfig,
+    private readonly kc: KubeClientConfig,
     private readonly listPath: string,
     private readonly opts: InformerOptions = {},
   ) {

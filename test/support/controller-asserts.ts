@@ -2,7 +2,8 @@
 // the pods of one AtlantisDeployment and keeps, per pod UID, when it was first seen draining,
 // deleting, gone and Ready (so tests can assert the order of replacements and the
 // unavailability budget), plus small status and /status helpers.
-import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { KubeClientConfig } from '../../src/k8s/kubeconfig.js';
 import type { StatusResponse } from '../../src/server/http/app.js';
 import { apiPath, kubeRequestOk } from '../../src/k8s/client.js';
 import { KIND, type AtlantisCondition, type AtlantisDeployment, type ConditionType } from '../../src/controller/types.js';
@@ -44,7 +45,7 @@ export interface PodRecorder {
  * the unavailability count (it may change during a test). With `probeDraining`, the /status of
  * draining pods is fetched at each poll.
  */
-export function recordPods(kc: KubeConfig, ns: string, instance: string, opts: { replicas: () => number; intervalMs?: number; probeDraining?: boolean }): PodRecorder {
+export function recordPods(kc: KubeClientConfig, ns: string, instance: string, opts: { replicas: () => number; intervalMs?: number; probeDraining?: boolean }): PodRecorder {
   const records = new Map<string, PodRecord>();
   let tick = 0;
   let maxUnavail = 0;
@@ -136,7 +137,7 @@ export function describeStatus(ad: AtlantisDeployment | undefined): string {
 }
 
 /** Waits until the AtlantisDeployment's status satisfies `pred` (with its generation observed). */
-export async function waitForAd(kc: KubeConfig, ns: string, name: string, what: string, pred: (ad: AtlantisDeployment) => boolean, timeoutMs = 90_000): Promise<AtlantisDeployment> {
+export async function waitForAd(kc: KubeClientConfig, ns: string, name: string, what: string, pred: (ad: AtlantisDeployment) => boolean, timeoutMs = 90_000): Promise<AtlantisDeployment> {
   let last: AtlantisDeployment | undefined;
   try {
     return await waitFor(what, async () => {
@@ -158,7 +159,7 @@ export function rolloutComplete(replicas: number): (ad: AtlantisDeployment) => b
 }
 
 /** Pods of `instance`, waiting until exactly `names` exist, all Ready, none terminating/draining, all at `revision` when given. */
-export async function waitForReadyPods(kc: KubeConfig, ns: string, instance: string, names: string[], opts: { revision?: string; timeoutMs?: number } = {}): Promise<V1Pod[]> {
+export async function waitForReadyPods(kc: KubeClientConfig, ns: string, instance: string, names: string[], opts: { revision?: string; timeoutMs?: number } = {}): Promise<V1Pod[]> {
   let last: V1Pod[] = [];
   try {
     return await waitFor(`pods ${names.join(', ')} Ready${opts.revision ? ` at revision ${opts.revision}` : ''}`, async () => {
@@ -186,7 +187,7 @@ export function describePods(pods: V1Pod[]): string {
 export interface AdEvent { name: string; reason: string; message: string; type: string }
 
 /** core/v1 Events about one AtlantisDeployment (involvedObject kind and name), in creation order. */
-export async function adEvents(kc: KubeConfig, ns: string, name: string): Promise<AdEvent[]> {
+export async function adEvents(kc: KubeClientConfig, ns: string, name: string): Promise<AdEvent[]> {
   const r = await kubeRequestOk<{ items: Array<{ metadata: { name: string; creationTimestamp?: string; resourceVersion?: string }; reason: string; message: string; type: string; involvedObject: { kind: string; name: string } }> }>(kc, 'GET', apiPath('v1', 'events', ns));
   return r.items
     .filter((e) => e.involvedObject.kind === KIND && e.involvedObject.name === name)
@@ -195,7 +196,7 @@ export async function adEvents(kc: KubeConfig, ns: string, name: string): Promis
 }
 
 /** Returns a function giving the events of the AtlantisDeployment created after this call. */
-export async function eventsSince(kc: KubeConfig, ns: string, name: string): Promise<() => Promise<AdEvent[]>> {
+export async function eventsSince(kc: KubeClientConfig, ns: string, name: string): Promise<() => Promise<AdEvent[]>> {
   const before = new Set((await adEvents(kc, ns, name)).map((e) => e.name));
   return async () => (await adEvents(kc, ns, name)).filter((e) => !before.has(e.name));
 }

@@ -3,7 +3,8 @@
 // objects), and small typed helpers around AtlantisDeployments.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { KubeClientConfig } from '../../src/k8s/kubeconfig.js';
 import { MERGE_PATCH, apiPath, kubeRequest, kubeRequestOk } from '../../src/k8s/client.js';
 import { type LogFields, type Logger, createLogger } from '../../src/log.js';
 import { createControllerMetrics, type ControllerMetrics } from '../../src/controller/metrics.js';
@@ -48,7 +49,7 @@ export interface TestController {
   stop(): Promise<void>;
 }
 
-export async function startController(kc: KubeConfig, namespace: string, opts: { verbose?: boolean } = {}): Promise<TestController> {
+export async function startController(kc: KubeClientConfig, namespace: string, opts: { verbose?: boolean } = {}): Promise<TestController> {
   const logs: CapturedLog[] = [];
   const logger = opts.verbose ? createLogger({ level: 'debug' }) : captureLogger(logs);
   const metrics = createControllerMetrics();
@@ -58,7 +59,7 @@ export async function startController(kc: KubeConfig, namespace: string, opts: {
 }
 
 /** A Secret `vcs` with a token and a webhook secret, as the AtlantisDeployment examples expect. */
-export async function createVcsSecret(kc: KubeConfig, namespace: string, token = 'test-token', webhookSecret = 'webhook-secret-for-tests'): Promise<void> {
+export async function createVcsSecret(kc: KubeClientConfig, namespace: string, token = 'test-token', webhookSecret = 'webhook-secret-for-tests'): Promise<void> {
   await kubeRequestOk(kc, 'POST', apiPath('v1', 'secrets', namespace), {
     apiVersion: 'v1', kind: 'Secret', metadata: { name: 'vcs', namespace }, type: 'Opaque', stringData: { token, 'webhook-secret': webhookSecret },
   });
@@ -84,19 +85,19 @@ export function atlantisDeployment(namespace: string, name: string, spec: Partia
   };
 }
 
-export async function createAd(kc: KubeConfig, ad: AtlantisDeployment): Promise<AtlantisDeployment> {
+export async function createAd(kc: KubeClientConfig, ad: AtlantisDeployment): Promise<AtlantisDeployment> {
   return kubeRequestOk<AtlantisDeployment>(kc, 'POST', apiPath(API_VERSION, PLURAL, ad.metadata.namespace), ad);
 }
 
-export async function getAd(kc: KubeConfig, namespace: string, name: string): Promise<AtlantisDeployment> {
+export async function getAd(kc: KubeClientConfig, namespace: string, name: string): Promise<AtlantisDeployment> {
   return kubeRequestOk<AtlantisDeployment>(kc, 'GET', apiPath(API_VERSION, PLURAL, namespace, name));
 }
 
-export async function patchAdSpec(kc: KubeConfig, namespace: string, name: string, spec: Record<string, unknown>): Promise<void> {
+export async function patchAdSpec(kc: KubeClientConfig, namespace: string, name: string, spec: Record<string, unknown>): Promise<void> {
   await kubeRequestOk(kc, 'PATCH', apiPath(API_VERSION, PLURAL, namespace, name), { spec }, { contentType: MERGE_PATCH });
 }
 
-export async function listPods(kc: KubeConfig, namespace: string, instance: string): Promise<V1Pod[]> {
+export async function listPods(kc: KubeClientConfig, namespace: string, instance: string): Promise<V1Pod[]> {
   const r = await kubeRequestOk<{ items: V1Pod[] }>(kc, 'GET', apiPath('v1', 'pods', namespace), undefined, { query: { labelSelector: `app.kubernetes.io/instance=${instance}` } });
   return r.items.sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''));
 }
@@ -105,7 +106,7 @@ export function isReady(p: V1Pod): boolean {
   return !p.metadata?.deletionTimestamp && (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
 }
 
-export async function events(kc: KubeConfig, namespace: string): Promise<Array<{ reason: string; message: string; type: string }>> {
+export async function events(kc: KubeClientConfig, namespace: string): Promise<Array<{ reason: string; message: string; type: string }>> {
   const r = await kubeRequest<{ items: Array<{ reason: string; message: string; type: string; involvedObject: { kind: string } }> }>(kc, 'GET', apiPath('v1', 'events', namespace));
   return (r.body.items ?? []).filter((e) => e.involvedObject.kind === KIND);
 }

@@ -13,9 +13,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig } from '@kubernetes/client-node';
+import { type KubeClientConfig, kubeConfigFromFile } from '../../src/k8s/kubeconfig.js';
 import { execa } from 'execa';
-import { kubeConfigFromFile, kubeRequest, kubeRequestOk } from '../../src/k8s/client.js';
+import { kubeRequest, kubeRequestOk } from '../../src/k8s/client.js';
 import { findPodDir, readNodeEvents, type NodeEvent } from '../../dev/local-node.js';
 import { resolveBinaries } from '../../dev/binaries.js';
 
@@ -23,7 +24,9 @@ const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../
 
 export interface TestCluster {
   kubeconfigPath: string;
-  kc: KubeConfig;
+  kc: KubeClientConfig;
+  /** The same admin kubeconfig as client-node reads it: for tests that need its CA data or client certificate. */
+  full: KubeConfig;
   server: string;
   /** true when this is the shared cluster of the whole run */
   shared: boolean;
@@ -90,16 +93,25 @@ function info(): Promise<Info> {
 
 let clusterPromise: Promise<TestCluster> | undefined;
 
+/** A kubeconfig file as client-node's KubeConfig reads it (all of its fields, for tests). */
+export function clientNodeConfig(file: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(file);
+  return kc;
+}
+
 /** A connection to the shared local cluster (or one started for this test process). */
 export function getCluster(): Promise<TestCluster> {
   clusterPromise ??= (async () => {
     const i = await info();
     const kc = kubeConfigFromFile(i.kubeconfig);
+    const full = clientNodeConfig(i.kubeconfig);
     const server = kc.getCurrentCluster()?.server ?? '';
     const kubectlPath = resolveBinaries().kubectl;
     return {
       kubeconfigPath: i.kubeconfig,
       kc,
+      full,
       server,
       shared: standalone === undefined,
       async kubectl(args, opts = {}) {

@@ -4,7 +4,8 @@
 // from the caches at reconcile time.
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { KubeConfig, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import type { KubeClientConfig } from '../../k8s/kubeconfig.js';
 import { apiPath } from '../../k8s/client.js';
 import { Informer, type KubeObject } from '../../k8s/informer.js';
 import type { Logger } from '../../log.js';
@@ -16,7 +17,7 @@ import { DrainWatch } from './drain-watch.js';
 import { type ClusterCache, OWNED_KINDS, type OwnedKindName, Reconciler } from './reconciler.js';
 
 export interface ControllerOptions {
-  kc: KubeConfig;
+  kc: KubeClientConfig;
   /** Watch one namespace only; all namespaces when undefined. */
   namespace?: string;
   logger: Logger;

@@ -2,7 +2,7 @@
 // (Service, ServiceAccount, Role, RoleBinding, PodDisruptionBudget). The desired object's
 // hash is stored in an annotation; an object whose hash differs is patched, one that is
 // missing is created. Decisions (what to send) are pure; `applyOwned` does the I/O.
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeClientConfig } from '../../k8s/kubeconfig.js';
 import { KubeApiError, MERGE_PATCH, apiPath, kubeRequest } from '../../k8s/client.js';
 import type { KubeObject } from '../../k8s/informer.js';
 import { hashRevision } from '../resources/revision.js';
@@ -29,7 +29,7 @@ export function ownedChange(desired: KubeObject, current: KubeObject | undefined
   return { type: 'patch', body: { metadata: { labels: metadata?.labels ?? {}, annotations, ownerReferences: metadata?.ownerReferences }, ...content } };
 }
 
-export async function applyOwned(kc: KubeConfig, kind: OwnedKind, desired: KubeObject, current: KubeObject | undefined): Promise<OwnedChange['type']> {
+export async function applyOwned(kc: KubeClientConfig, kind: OwnedKind, desired: KubeObject, current: KubeObject | undefined): Promise<OwnedChange['type']> {
   const ns = desired.metadata?.namespace;
   const name = desired.metadata?.name ?? '';
   const change = ownedChange(desired, current);

@@ -4,7 +4,8 @@
 // remembered between calls: the cluster is the memory, so a restarted or newly elected
 // controller carries on from what it observes.
 import { randomBytes } from 'node:crypto';
-import type { KubeConfig, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import type { KubeClientConfig } from '../../k8s/kubeconfig.js';
 import { KubeApiError, MERGE_PATCH, apiPath, kubeRequest } from '../../k8s/client.js';
 import type { KubeObject } from '../../k8s/informer.js';
 import type { Logger } from '../../log.js';
@@ -41,7 +42,7 @@ export interface ClusterCache {
 }
 
 export interface ReconcilerOptions {
-  kc: KubeConfig;
+  kc: KubeClientConfig;
   cache: ClusterCache;
   logger: Logger;
   metrics: ControllerMetrics;

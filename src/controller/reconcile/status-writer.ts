@@ -5,14 +5,14 @@
 // server's answer came in, and the delete waited behind it. Until the write lands, the
 // reconciler plans with the status it asked for (pendingFor), so a transition is never
 // seen twice (no second RolloutComplete event) just because the write is slow.
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeClientConfig } from '../../k8s/kubeconfig.js';
 import type { Logger } from '../../log.js';
 import { KubeApiError, MERGE_PATCH, apiPath, kubeRequest } from '../../k8s/client.js';
 import { API_VERSION, type AtlantisDeployment, type AtlantisDeploymentStatus, PLURAL } from '../types.js';
 import { objectKey } from '../workqueue.js';
 
 export interface StatusWriterOptions {
-  kc: KubeConfig;
+  kc: KubeClientConfig;
   logger: Logger;
   /** The object the API server returned after a write (fresher than the informer's copy). */
   onWritten: (key: string, ad: AtlantisDeployment) => void;

@@ -4,7 +4,7 @@
 // its watch after disconnects, and handlers are level-based: whatever the pod says now
 // decides, so a missed event cannot leave a requested drain unnoticed.
 import type { V1Pod } from '@kubernetes/client-node';
-import { loadKubeConfig } from '../../k8s/client.js';
+import { loadKubeConfig } from '../../k8s/kubeconfig.js';
 import { Informer } from '../../k8s/informer.js';
 import type { AtlantisServer } from '../server.js';
 
@@ -32,7 +32,7 @@ export function ownPodWatchPlugin(server: AtlantisServer): { start?: () => Promi
     start: async () => {
       let kc;
       try {
-        kc = loadKubeConfig();
+        kc = await loadKubeConfig();
       } catch (e) {
         server.logger.warn('Own pod watch disabled: no cluster configuration', { pod: me, error: (e as Error).message });
         return;
