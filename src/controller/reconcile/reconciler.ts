@@ -110,8 +110,11 @@ export class Reconciler {
     const revision = podTemplateRevision(ad);
     const pvcs = this.o.cache.pvcs(namespace, name);
     if (!this.expectations.satisfied(key, { atlantisDeployment: ad, pods, pvcs })) {
+      // The watch event that shows the write enqueues this key again; the requeue is only a
+      // safety net. Polling every 50 ms kept workers busy on a loaded API server, where the
+      // cache lags by seconds.
       log.debug('Waiting for the cache to show our last writes');
-      return { requeueAfterMs: 50 };
+      return { requeueAfterMs: 1000 };
     }
     await this.ensureOwnedObjects(ad, pods, log);
 
