@@ -98,6 +98,50 @@ test('urgent keys go before all others: new, already queued, or re-added while p
   assert.deepEqual([await q.get(), await q.get()], ['a/6', 'a/4']);
 });
 
+test('get({ urgentOnly }) takes urgent keys only, and is served first when one comes', async () => {
+  const { q } = mk();
+  q.add('a/1');
+  let urgentTaken: string | undefined = 'none yet';
+  const lane = q.get({ urgentOnly: true }).then((k) => { urgentTaken = k; return k; });
+  await Promise.resolve();
+  assert.equal(urgentTaken, 'none yet', 'a plain key is not for the urgent lane');
+  const plainWaiter = (async () => { const k = await q.get(); return k; })();
+  assert.equal(await plainWaiter, 'a/1');
+  const secondPlain = q.get();
+  q.add('a/2', { urgent: true }); // both kinds wait: the urgent lane gets it
+  assert.equal(await lane, 'a/2');
+  q.add('a/3');
+  assert.equal(await secondPlain, 'a/3');
+  // Shut down: a waiting urgent-only worker is released even with plain keys queued.
+  q.add('a/4');
+  const idleLane = q.get({ urgentOnly: true });
+  q.shutDown();
+  assert.equal(await idleLane, undefined);
+  assert.equal(await q.get(), 'a/4', 'plain workers still drain the queue');
+});
+
+test('runWorkers: urgent-only workers take an urgent key while every other worker is busy', async () => {
+  const { q } = mk();
+  const order: string[] = [];
+  let release!: () => void;
+  const blocked = new Promise<void>((r) => { release = r; });
+  const done = runWorkers(q, 1, async (key) => {
+    order.push(key);
+    if (key === 'a/slow') await blocked;
+  }, () => {}, 1);
+  q.add('a/slow');
+  q.add('a/plain');
+  await new Promise((r) => setImmediate(r));
+  q.add('a/drained', { urgent: true });
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(order, ['a/slow', 'a/drained'], 'the urgent key did not wait for the busy worker; the plain one did');
+  release();
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(order, ['a/slow', 'a/drained', 'a/plain']);
+  q.shutDown();
+  await done;
+});
+
 test('get() waits for an add', async () => {
   const { q } = mk();
   const pending = q.get();

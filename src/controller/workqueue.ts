@@ -6,7 +6,9 @@
 //   capped), forget() to reset a key's backoff after a success;
 // - shutDown(): get() returns undefined once the queue is empty, new adds are ignored;
 // - add(key, { urgent: true }) puts a key before all others (like controller-runtime's
-//   priority queue): a pod that finished draining should not wait behind routine resyncs.
+//   priority queue): a pod that finished draining should not wait behind routine resyncs;
+//   get({ urgentOnly: true }) serves only such keys, so a few workers kept for them are free
+//   even while every other worker waits on a slow API server.
 // Timers come from an injectable clock, so tests drive time without sleeping.
 
 export interface QueueClock {
@@ -71,6 +73,8 @@ export class WorkQueue {
   /** When each queued key entered the queue. */
   private readonly queuedAt = new Map<string, number>();
   private readonly waiters: Array<(key: string | undefined) => void> = [];
+  /** Workers waiting for an urgent key only. */
+  private readonly urgentWaiters: Array<(key: string | undefined) => void> = [];
   private shutting = false;
   private readonly baseDelayMs: number;
   private readonly maxDelayMs: number;
@@ -139,11 +143,11 @@ export class WorkQueue {
   }
 
   /** Next key to process; undefined once shut down and empty. Call done(key) when finished. */
-  get(): Promise<string | undefined> {
-    const key = this.urgentQueue.shift() ?? this.queue.shift();
+  get(opts: { urgentOnly?: boolean } = {}): Promise<string | undefined> {
+    const key = this.urgentQueue.shift() ?? (opts.urgentOnly ? undefined : this.queue.shift());
     if (key !== undefined) return Promise.resolve(this.take(key));
     if (this.shutting) return Promise.resolve(undefined);
-    return new Promise((resolve) => this.waiters.push(resolve));
+    return new Promise((resolve) => (opts.urgentOnly ? this.urgentWaiters : this.waiters).push(resolve));
   }
 
   done(key: string): void {
@@ -157,6 +161,8 @@ export class WorkQueue {
     this.delayed.clear();
     // Workers blocked in get() with nothing queued are released.
     if (this.len() === 0) for (const w of this.waiters.splice(0)) w(undefined);
+    // Waiting means no urgent key is queued; plain keys are not theirs to drain.
+    for (const w of this.urgentWaiters.splice(0)) w(undefined);
   }
 
   get shuttingDown(): boolean {
@@ -188,7 +194,7 @@ export class WorkQueue {
   }
 
   private push(key: string): void {
-    const w = this.waiters.shift();
+    const w = (this.urgent.has(key) ? this.urgentWaiters.shift() : undefined) ?? this.waiters.shift();
     if (w) w(this.take(key));
     else {
       this.queuedAt.set(key, this.clock.now());
@@ -212,10 +218,12 @@ export async function runWorkers(
   workers: number,
   handle: (key: string) => Promise<ReconcileOutcome | void>,
   onError: (key: string, err: unknown, retryInMs: number) => void = () => {},
+  /** More workers, on top of `workers`, that take urgent keys only. */
+  urgentWorkers = 0,
 ): Promise<void> {
-  const loop = async (): Promise<void> => {
+  const loop = async (urgentOnly: boolean): Promise<void> => {
     for (;;) {
-      const key = await queue.get();
+      const key = await queue.get({ urgentOnly });
       if (key === undefined) return;
       try {
         const out = await handle(key);
@@ -229,5 +237,8 @@ export async function runWorkers(
       }
     }
   };
-  await Promise.all(Array.from({ length: Math.max(1, workers) }, loop));
+  await Promise.all([
+    ...Array.from({ length: Math.max(1, workers) }, () => loop(false)),
+    ...Array.from({ length: Math.max(0, urgentWorkers) }, () => loop(true)),
+  ]);
 }

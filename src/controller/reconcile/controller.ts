@@ -91,7 +91,7 @@ export class AtlantisController {
     this.workers = runWorkers(this.queue, this.o.workers, (key) => this.reconcileKey(key), (key, err, retryInMs) => {
       const { namespace, name } = splitKey(key);
       this.o.logger.error('Reconcile failed', { atlantisDeployment: { namespace, name }, error: (err as Error).message, retryInMs });
-    });
+    }, urgentWorkers(this.o.workers));
   }
 
   hasSynced(): boolean { return this.synced; }
@@ -114,18 +114,32 @@ export class AtlantisController {
   private async reconcileKey(key: string): Promise<{ requeueAfterMs: number | null }> {
     const { namespace, name } = splitKey(key);
     const reconcileID = randomUUID();
-    const end = process.hrtime.bigint();
+    const started = process.hrtime.bigint();
     this.o.metrics.workqueueDepth.set(this.queue.len());
+    // At debug, with the reconcile's own lines between them: where a slow key's time went.
+    const log = this.o.logger.child({ atlantisDeployment: { namespace, name }, reconcileID });
+    log.debug('Reconcile started');
     try {
       const r = await this.reconciler.reconcile(namespace, name, reconcileID);
       this.o.metrics.statusWatches.set(this.drainWatch.size());
-      this.o.metrics.observeReconcile(r.requeueAfterMs !== null ? 'requeue' : 'success', Number(process.hrtime.bigint() - end) / 1e9);
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      this.o.metrics.observeReconcile(r.requeueAfterMs !== null ? 'requeue' : 'success', seconds);
+      log.debug('Reconcile finished', { seconds, requeueAfterMs: r.requeueAfterMs });
       return { requeueAfterMs: r.requeueAfterMs };
     } catch (e) {
-      this.o.metrics.observeReconcile('error', Number(process.hrtime.bigint() - end) / 1e9);
+      this.o.metrics.observeReconcile('error', Number(process.hrtime.bigint() - started) / 1e9);
       throw e;
     }
   }
+}
+
+/**
+ * Workers kept for urgent keys (a drained pod's owner), on top of --max-concurrent-reconciles:
+ * in a rollout of many AtlantisDeployments every worker can be waiting on a slow API server
+ * (a drain PATCH, a pod create), and a drained pod would wait for one of them to finish.
+ */
+export function urgentWorkers(workers: number): number {
+  return Math.max(2, Math.ceil(workers / 4));
 }
 
 /** The AtlantisDeployment an owned object belongs to: its controller ownerReference, else the instance label. */
