@@ -23,7 +23,10 @@
 //   - pod processes share one CPU cgroup (cgroup v1 `cpu` controller, cpu.shares 512, when
 //     the machine lets us create one) like a kubelet's kubepods cgroup, and run at nice 10:
 //     the API server, etcd and the controller share this machine's cores with every pod,
-//     and must not be starved by a hundred of them;
+//     and must not be starved by a hundred of them. Inside it each pod has a cgroup of its
+//     own with kubelet's cpu.shares for its CPU requests (2 without any), so a pod's share
+//     does not depend on how many threads its neighbours run: a hundred servers starting
+//     do not starve an old one that has to answer its drain;
 //   - cwd <pod dir>/cwd; stdout+stderr appended to <pod dir>/logs/<container>.log;
 //   - status like kubelet: phase, PodScheduled/PodReadyToStartContainers/Initialized/
 //     ContainersReady/Ready, containerStatuses; readiness, liveness and startup probes
@@ -172,9 +175,36 @@ interface PodRt {
   syncAgain: boolean;
   resync?: NodeJS.Timeout;
   kubeconfigFile: string;
+  /** cgroup.procs of the pod's own CPU cgroup (inside the pods' one), once made. */
+  cgroupProcs?: string;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * kubelet's cpu.shares for a pod (MilliCPUToShares): its containers' CPU requests in
+ * millicores x 1024 / 1000, at least 2; 2 for a pod without requests (BestEffort).
+ */
+export function podCpuShares(pod: V1Pod): number {
+  let milli = 0;
+  for (const c of pod.spec?.containers ?? []) {
+    const q = c.resources?.requests?.cpu;
+    if (q === undefined) continue;
+    const text = String(q);
+    milli += text.endsWith('m') ? Number(text.slice(0, -1)) : Number(text) * 1000;
+  }
+  return Number.isFinite(milli) ? Math.max(2, Math.floor((milli * 1024) / 1000)) : 2;
+}
+
+/** Removes a pod's own cgroup once its processes are gone (best effort: one that outlived its grace keeps it). */
+function removeCgroup(procsFile: string | undefined): void {
+  if (!procsFile) return;
+  try {
+    fs.rmdirSync(path.dirname(procsFile));
+  } catch {
+    // still in use, or already gone
+  }
+}
 const now = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
 const errMsg = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
@@ -272,6 +302,7 @@ export class LocalNode {
     }
     await Promise.all(all);
     for (const rt of this.pods.values()) if (rt.ip) releaseLoopbackAddress(rt.ip);
+    for (const rt of this.pods.values()) if (rt.cgroupProcs !== this.podCgroup) removeCgroup(rt.cgroupProcs);
     if (this.podCgroup) {
       try {
         fs.rmdirSync(path.dirname(this.podCgroup));
@@ -959,7 +990,7 @@ export class LocalNode {
     } finally {
       fs.closeSync(fd);
     }
-    this.deprioritize(proc);
+    this.deprioritize(rt, proc);
     c.proc = proc;
     c.state = 'running';
     c.startedAt = now();
@@ -1134,14 +1165,30 @@ export class LocalNode {
   }
 
   /** Lowers a pod process's CPU priority (its children, e.g. terraform, inherit it). */
-  private deprioritize(p: GroupProcess): void {
+  private deprioritize(rt: PodRt, p: GroupProcess): void {
     if (p.pid <= 0) return;
     try {
-      if (this.podCgroup) fs.writeFileSync(this.podCgroup, String(p.pid));
+      if (this.podCgroup) fs.writeFileSync(this.podCgroupOf(rt), String(p.pid));
       if (this.podNice !== 0) os.setPriority(p.pid, this.podNice);
     } catch {
       // Already exited: nothing to lower.
     }
+  }
+
+  /** The pod's own cgroup.procs inside the pods' cgroup (made on first use); the shared one if it cannot be made. */
+  private podCgroupOf(rt: PodRt): string {
+    if (rt.cgroupProcs) return rt.cgroupProcs;
+    const shared = this.podCgroup!;
+    const dir = path.join(path.dirname(shared), `pod${rt.uid}`);
+    try {
+      fs.mkdirSync(dir, { recursive: true });
+      fs.writeFileSync(path.join(dir, 'cpu.shares'), String(podCpuShares(rt.pod)));
+      rt.cgroupProcs = path.join(dir, 'cgroup.procs');
+    } catch (e) {
+      this.log.warn('No CPU cgroup of its own for a pod (it shares the pods\' one)', { pod: rt.name, err: errMsg(e) });
+      rt.cgroupProcs = shared;
+    }
+    return rt.cgroupProcs;
   }
 
   /** Runs an exec action (hook or probe) like the container's process: same env, cwd, mounts. Resolves with the exit code (null when killed at the timeout). */
@@ -1156,7 +1203,7 @@ export class LocalNode {
     } finally {
       fs.closeSync(fd);
     }
-    this.deprioritize(p);
+    this.deprioritize(rt, p);
     const t = setTimeout(() => p.signal('SIGKILL'), Math.max(1, timeoutMs));
     const r = await p.exited;
     clearTimeout(t);
@@ -1192,6 +1239,7 @@ export class LocalNode {
     this.record({ type: 'PodDeleted', namespace: rt.namespace, pod: rt.name, uid: rt.uid });
     if (rt.statusTimer) clearTimeout(rt.statusTimer);
     if (rt.ip) releaseLoopbackAddress(rt.ip);
+    if (rt.cgroupProcs !== this.podCgroup) removeCgroup(rt.cgroupProcs);
     this.pods.delete(rt.uid);
   }
 

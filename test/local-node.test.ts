@@ -108,10 +108,20 @@ test('a pod of the project image runs the real server: Running, Ready, own 127.0
   const dir = node.podDir(ns, 'atlantis-0');
   assert.ok(dir && fs.existsSync(path.join(dir, 'volumes', 'data')));
   // a second pod gets another address
-  await createPod(ns, 'atlantis-1', { containers: [standIn([])] });
+  await createPod(ns, 'atlantis-1', { containers: [{ ...standIn([]), resources: { requests: { cpu: '250m' } } }] });
   const other = await waitReady(ns, 'atlantis-1');
   assert.notEqual(other.status?.podIP, ip);
   assert.equal((await status(other.status!.podIP!, PORT)).version, 'stand-in');
+  // Each pod in a CPU cgroup of its own inside the node's, with kubelet's cpu.shares for its
+  // requests (2 for none), where this machine lets the node make cgroups (it logs whether).
+  for (const [p, shares] of [[pod, 2], [other, 256]] as const) {
+    const pid = node.events({ namespace: ns, pod: p.metadata!.name! }).find((e) => e.type === 'ContainerStarted')?.pid;
+    const cpuLine = fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n').find((l) => /:cpu(,[a-z]+)*:/.test(l)) ?? '';
+    if (!cpuLine.includes('atlantis-local-node-')) continue;
+    const dir = cpuLine.split(':')[2]!;
+    assert.ok(dir.endsWith(`/pod${p.metadata!.uid}`), `${p.metadata!.name} in its own cgroup: ${dir}`);
+    assert.equal(fs.readFileSync(`/sys/fs/cgroup/cpu${dir}/cpu.shares`, 'utf8').trim(), String(shares));
+  }
 
   const t0 = Date.now();
   await deletePod(ns, 'atlantis-0');
