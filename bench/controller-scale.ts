@@ -67,6 +67,7 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
     const requests = (m: typeof m1, ...match: string[]) => sumSeries(m2, 'atlantis_operator_kube_api_requests_total', ...match) - sumSeries(m, 'atlantis_operator_kube_api_requests_total', ...match);
     const apiRequests = requests(m1);
     // The event-loop delay gauges cover the time since the previous scrape (m1): the rollout.
+    const gc = (a: typeof m1, b: typeof m1, ...match: string[]) => sumSeries(b, 'nodejs_gc_duration_seconds_sum', ...match) - sumSeries(a, 'nodejs_gc_duration_seconds_sum', ...match);
     const controllerCpuS = sumSeries(m2, 'process_cpu_seconds_total') - sumSeries(m1, 'process_cpu_seconds_total');
     const api429 = requests(m1, 'code="429"');
     const apiErrors = requests(m1, 'code="<error>"') + requests(m1, 'code="5');
@@ -134,6 +135,7 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
       { figure: 'rollout: reconcile duration p50 / p99', value: `${q('atlantis_operator_reconcile_duration_seconds', 0.5)} / ${q('atlantis_operator_reconcile_duration_seconds', 0.99)}` },
       { figure: 'rollout: Kubernetes API requests', value: `${apiRequests} in ${rolloutS.toFixed(0)} s = ${(apiRequests / rolloutS).toFixed(1)} per s; 429: ${api429}; 5xx/no answer: ${apiErrors}` },
       { figure: 'rollout: controller CPU; its event-loop delay p99 / max', value: `${controllerCpuS.toFixed(1)} s (${((controllerCpuS / rolloutS) * 100).toFixed(0)}% of one core); ${(sumSeries(m2, 'nodejs_eventloop_lag_p99_seconds') * 1000).toFixed(0)} ms / ${(sumSeries(m2, 'nodejs_eventloop_lag_max_seconds') * 1000).toFixed(0)} ms` },
+      { figure: 'rollout: controller GC time (all / major)', value: `${(gc(m1, m2) * 1000).toFixed(0)} ms / ${(gc(m1, m2, 'kind="major"') * 1000).toFixed(0)} ms` },
       { figure: 'rollout: API request duration p50 / p99', value: `${q('atlantis_operator_kube_api_request_duration_seconds', 0.5)} / ${q('atlantis_operator_kube_api_request_duration_seconds', 0.99)}` },
       { figure: 'rollout: server containers restarted (liveness) before the rollout', value: String(restarted) },
       { figure: '3 idle pods: drain protocol rollout', value: `${drainRolloutS.toFixed(1)} s` },

@@ -91,9 +91,11 @@ export function buildApp(deps: AppDeps): express.Express {
     res.end(cached.body);
   };
   void deps.tracker.waitDrained().then(() => {
+    // Answers first: a starved process may lose the CPU at any point, the log can wait.
+    const held = [...heldStatus];
+    for (const answer of held) answer();
     // Whether a controller was already waiting (0: its request, if any, comes later).
-    deps.logger.info('Drained', { heldStatusRequests: heldStatus.size });
-    for (const answer of [...heldStatus]) answer();
+    deps.logger.info('Drained', { heldStatusRequests: held.length });
   });
   app.get('/status', (req, res) => {
     const wait = parseWaitDrained(req.query.wait_drained);
