@@ -52,6 +52,9 @@ const BOT = 'atlantis-bot';
 /** GitHub closes a webhook delivery that gets no answer within 10 s and marks it failed (no automatic redelivery). */
 const GITHUB_TIMEOUT_MS = 10_000;
 
+/** Still running: a process killed by a signal (a V8 abort is SIGABRT) has no exit code. */
+const running = (p: CliProcess) => p.child.exitCode === null && p.child.signalCode === null;
+
 /** What a webhook must produce. */
 interface Expect {
   /** HTTP status and the start of the body. */
@@ -436,7 +439,7 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     let inProgress = -1;
     let lastProgress = { at: Date.now(), n: -1 };
     const deadline = sendEnd + TIMEOUT_MS;
-    while (Date.now() < deadline && server.child.exitCode === null) {
+    while (Date.now() < deadline && running(server)) {
       try { inProgress = ((await (await fetch(`${url}/status`, { signal: AbortSignal.timeout(5000) })).json()) as { in_progress_operations: number }).in_progress_operations; } catch { inProgress = -1; }
       const n = botComments().length + finalStatuses().length;
       if (inProgress === 0 && botComments().length >= wantComments && finalStatuses().length >= want.planStatuses) break;
@@ -561,10 +564,10 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     console.log(`late (no answer within ${GITHUB_TIMEOUT_MS / 1000} s): ${late} (${chk(late === 0)}); lost: ${lost === 0 ? 'none' : `${lost} discrepancies`} (${chk(lost === 0)}); pool: max ${tf.maxRunning} exact / ${tfMaxSampled} sampled of ${POOL} (${chk(poolOk && poolReached)}); `
       + `/status p99 during the burst ${fmtMs(whole.p99)} (target < 50 ms, ${(whole.p99 / idle.p99).toFixed(2)}x idle): ${chk(latencyOk)}; peak RSS ${mib(peakKiB)} (${(peakKiB / idleRssKiB).toFixed(2)}x idle)`);
     console.log(`server log: ${dataDir}/server.log`);
-    if (server.child.exitCode !== null) console.log(`server exited during the burst (code ${server.child.exitCode}):\n${server.output().slice(-3000)}`);
-    return { ok: late === 0 && lost === 0 && poolOk && poolReached && latencyOk && server.child.exitCode === null };
+    if (!running(server)) console.log(`server exited during the burst (code ${server.child.exitCode}, signal ${server.child.signalCode}):\n${server.output().slice(-3000)}`);
+    return { ok: late === 0 && lost === 0 && poolOk && poolReached && latencyOk && running(server) };
   } finally {
-    if (server && server.child.exitCode === null) {
+    if (server && running(server)) {
       server.child.kill('SIGTERM');
       const t = setTimeout(() => server!.child.kill('SIGKILL'), 30_000);
       await server.exited;
