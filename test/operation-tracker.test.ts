@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { type DrainState, initialDrainState } from '../src/server/drain/drain-state.js';
 import { OperationTracker } from '../src/server/drain/operation-tracker.js';
+import { buildStatus, serializeStatus } from '../src/server/http/app.js';
 
 const info = { command: 'plan', repo: 'acme/infra', pull: 1, project: null };
 
@@ -79,5 +81,31 @@ describe('OperationTracker', () => {
     await p;
     assert.equal(drained, true);
     await t.waitDrained(); // at once once drained
+  });
+});
+
+describe('serializeStatus', () => {
+  it('gives the JSON of buildStatus, reusing each operation part while it lasts', () => {
+    const t = new OperationTracker();
+    const ops = Array.from({ length: 5 }, (_, i) => t.tryStart({ command: 'plan', repo: 'acme/"quoted"\\repo', pull: i, project: i % 2 ? null : `dir${i}/ws` })!);
+    let parts = new Map<string, string>();
+    const check = (drain: DrainState) => {
+      const r = serializeStatus(t, drain, parts);
+      assert.equal(r.json, JSON.stringify(buildStatus(t, drain)));
+      assert.deepEqual(JSON.parse(r.json), buildStatus(t, drain));
+      return r;
+    };
+    const first = check(initialDrainState);
+    parts = first.parts;
+    t.finish(ops[1]!.id);
+    t.tryStart({ command: 'apply', repo: 'acme/infra', pull: 9, project: 'x' });
+    t.shutDown();
+    const draining: DrainState = { ...initialDrainState, phase: 'draining', reason: 'annotation', since: new Date('2026-11-30T08:00:00Z') };
+    const second = check(draining);
+    assert.equal(second.parts.size, 5, 'the finished operation is gone, the new one (started before shutdown) is there');
+    assert.equal(second.parts.has(ops[1]!.id), false);
+    assert.equal(second.parts.get(ops[0]!.id), first.parts.get(ops[0]!.id), 'an unchanged operation keeps its part');
+    for (const o of t.operations()) t.finish(o.id);
+    assert.equal(check(draining).json.endsWith('"operations":[]}'), true);
   });
 });

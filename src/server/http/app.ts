@@ -4,7 +4,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { Logger } from '../../log.js';
 import { VERSION } from '../../version.js';
 import type { DrainState } from '../drain/drain-state.js';
-import type { OperationTracker } from '../drain/operation-tracker.js';
+import type { Operation, OperationTracker } from '../drain/operation-tracker.js';
 import type { ServerMetrics } from '../metrics.js';
 
 /** The JSON of GET /status: Atlantis's three fields first, then ours. */
@@ -56,16 +56,35 @@ export function parseWaitDrained(value: unknown): number | string {
 }
 
 export function buildStatus(tracker: OperationTracker, drain: DrainState): StatusResponse {
+  return { ...statusHead(tracker, drain), operations: tracker.operations().map(operationStatus) };
+}
+
+/**
+ * buildStatus as JSON text, each operation's part taken from `parts` (by operation id) when
+ * it is there. With hundreds of commands queued, turning every operation into JSON again on
+ * each change was most of the cost of a /status answer, and an operation's part never
+ * changes. Returns the parts of the current operations, for the next call.
+ */
+export function serializeStatus(tracker: OperationTracker, drain: DrainState, parts: ReadonlyMap<string, string>): { json: string; parts: Map<string, string> } {
+  const next = new Map<string, string>();
+  for (const o of tracker.operations()) next.set(o.id, parts.get(o.id) ?? JSON.stringify(operationStatus(o)));
+  // The head's closing brace makes way for the operations, the last field as in buildStatus.
+  const json = `${JSON.stringify(statusHead(tracker, drain)).slice(0, -1)},"operations":[${[...next.values()].join(',')}]}`;
+  return { json, parts: next };
+}
+
+function statusHead(tracker: OperationTracker, drain: DrainState): Omit<StatusResponse, 'operations'> {
   return {
     shutting_down: tracker.isShuttingDown,
     in_progress_operations: tracker.inProgress,
     version: VERSION,
     draining_since: drain.since ? drain.since.toISOString() : null,
     drain_reason: drain.reason,
-    operations: tracker.operations().map((o) => ({
-      id: o.id, command: o.command, repo: o.repo, pull: o.pull, project: o.project, started_at: o.startedAt.toISOString(),
-    })),
   };
+}
+
+function operationStatus(o: Operation): StatusResponse['operations'][number] {
+  return { id: o.id, command: o.command, repo: o.repo, pull: o.pull, project: o.project, started_at: o.startedAt.toISOString() };
 }
 
 export function buildApp(deps: AppDeps): express.Express {
@@ -81,11 +100,14 @@ export function buildApp(deps: AppDeps): express.Express {
   // Controllers and probes poll /status while hundreds of commands may be queued, each one
   // listed in the body: it is serialized once per change, not once per request.
   let cached: { version: number; drain: DrainState; body: Buffer } | undefined;
+  let operationParts = new Map<string, string>();
   const sendStatus = (res: Response): void => {
     const version = deps.tracker.version;
     const drain = deps.drainState();
     if (cached?.version !== version || cached.drain !== drain) {
-      cached = { version, drain, body: Buffer.from(JSON.stringify(buildStatus(deps.tracker, drain))) };
+      const { json, parts } = serializeStatus(deps.tracker, drain, operationParts);
+      operationParts = parts;
+      cached = { version, drain, body: Buffer.from(json) };
     }
     res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': cached.body.length });
     res.end(cached.body);
