@@ -112,6 +112,13 @@ test('get({ urgentOnly }) takes urgent keys only, and is served first when one c
   assert.equal(await lane, 'a/2');
   q.add('a/3');
   assert.equal(await secondPlain, 'a/3');
+  // A plain key already queued (every plain worker busy) that becomes urgent goes to an idle
+  // urgent-only worker at once.
+  const lane2 = q.get({ urgentOnly: true });
+  q.add('a/5');
+  q.add('a/5', { urgent: true });
+  assert.equal(await lane2, 'a/5');
+  assert.equal(q.len(), 0);
   // Shut down: a waiting urgent-only worker is released even with plain keys queued.
   q.add('a/4');
   const idleLane = q.get({ urgentOnly: true });

@@ -92,11 +92,14 @@ export class WorkQueue {
     if (this.shutting) return;
     if (opts.urgent && !this.urgent.has(key)) {
       this.urgent.add(key);
-      // Already waiting in the normal queue: move it to the front.
+      // Already waiting in the normal queue: move it to the front, or straight to an idle
+      // urgent-only worker (no other worker is idle while a key waits).
       const i = this.queue.indexOf(key);
       if (i >= 0) {
         this.queue.splice(i, 1);
-        this.urgentQueue.push(key);
+        const w = this.urgentWaiters.shift();
+        if (w) w(this.take(key));
+        else this.urgentQueue.push(key);
       }
     }
     if (this.dirty.has(key)) return;
