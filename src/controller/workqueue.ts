@@ -100,6 +100,7 @@ export class WorkQueue {
         const w = this.urgentWaiters.shift();
         if (w) w(this.take(key));
         else this.urgentQueue.push(key);
+        return; // queued (or now taken) already: nothing more to mark
       }
     }
     if (this.dirty.has(key)) return;
