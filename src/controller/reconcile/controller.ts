@@ -117,14 +117,14 @@ export class AtlantisController {
     const started = process.hrtime.bigint();
     this.o.metrics.workqueueDepth.set(this.queue.len());
     // At debug, with the reconcile's own lines between them: where a slow key's time went.
-    const log = this.o.logger.child({ atlantisDeployment: { namespace, name }, reconcileID });
-    log.debug('Reconcile started');
+    const fields = { atlantisDeployment: { namespace, name }, reconcileID };
+    this.o.logger.debug('Reconcile started', fields);
     try {
       const r = await this.reconciler.reconcile(namespace, name, reconcileID);
       this.o.metrics.statusWatches.set(this.drainWatch.size());
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       this.o.metrics.observeReconcile(r.requeueAfterMs !== null ? 'requeue' : 'success', seconds);
-      log.debug('Reconcile finished', { seconds, requeueAfterMs: r.requeueAfterMs });
+      this.o.logger.debug('Reconcile finished', { ...fields, seconds, requeueAfterMs: r.requeueAfterMs });
       return { requeueAfterMs: r.requeueAfterMs };
     } catch (e) {
       this.o.metrics.observeReconcile('error', Number(process.hrtime.bigint() - started) / 1e9);
