@@ -8,7 +8,7 @@ import type { StatusResponse } from '../../src/server/http/app.js';
 import { apiPath, kubeRequestOk } from '../../src/k8s/client.js';
 import { KIND, type AtlantisCondition, type AtlantisDeployment, type ConditionType } from '../../src/controller/types.js';
 import { getAd, isReady, listPods } from './controller.js';
-import { waitFor } from './k8s.js';
+import { readFileOr, waitFor, type LocalNodeHandle } from './k8s.js';
 
 export const DRAIN = 'atlantis-operator.dev/drain';
 export const REVISION = 'atlantis-operator.dev/revision';
@@ -199,4 +199,26 @@ export async function adEvents(kc: KubeClientConfig, ns: string, name: string): 
 export async function eventsSince(kc: KubeClientConfig, ns: string, name: string): Promise<() => Promise<AdEvent[]>> {
   const before = new Set((await adEvents(kc, ns, name)).map((e) => e.name));
   return async () => (await adEvents(kc, ns, name)).filter((e) => !before.has(e.name));
+}
+
+/** One JSON line of a server pod's log, with its time as epoch ms. */
+export interface ServerLogLine { msg: string; at: number; [field: string]: unknown }
+
+/**
+ * The log of one server pod (by UID) as written by the local node. Tests use it as evidence of
+ * what the server did and when, since polling from the outside can miss a drain that starts
+ * and ends between two polls.
+ */
+export function serverLog(node: LocalNodeHandle, ns: string, pod: string, uid: string): ServerLogLine[] {
+  const out: ServerLogLine[] = [];
+  for (const line of readFileOr(node.logPath(ns, pod, 'atlantis', uid)).split('\n')) {
+    if (!line.startsWith('{')) continue;
+    try {
+      const o = JSON.parse(line) as { msg?: unknown; time?: unknown };
+      if (typeof o.msg === 'string' && typeof o.time === 'string') out.push({ ...o, msg: o.msg, at: Date.parse(o.time) });
+    } catch {
+      // a line cut short by the kill: not evidence of anything
+    }
+  }
+  return out;
 }

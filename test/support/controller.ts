@@ -28,15 +28,16 @@ export function ensureCrd(cluster: TestCluster): Promise<void> {
   return crdApplied;
 }
 
-export interface CapturedLog { level: string; msg: string; fields: LogFields }
+/** One log line; `at` is Date.now() when it was written (same clock as the node's and servers' logs). */
+export interface CapturedLog { level: string; msg: string; fields: LogFields; at: number }
 
 /** A logger that keeps every line in memory (and prints nothing). */
 export function captureLogger(lines: CapturedLog[], base: LogFields = {}): Logger {
   const mk = (fields: LogFields): Logger => ({
-    error: (msg, f) => void lines.push({ level: 'error', msg, fields: { ...fields, ...f } }),
-    warn: (msg, f) => void lines.push({ level: 'warn', msg, fields: { ...fields, ...f } }),
-    info: (msg, f) => void lines.push({ level: 'info', msg, fields: { ...fields, ...f } }),
-    debug: (msg, f) => void lines.push({ level: 'debug', msg, fields: { ...fields, ...f } }),
+    error: (msg, f) => void lines.push({ level: 'error', msg, fields: { ...fields, ...f }, at: Date.now() }),
+    warn: (msg, f) => void lines.push({ level: 'warn', msg, fields: { ...fields, ...f }, at: Date.now() }),
+    info: (msg, f) => void lines.push({ level: 'info', msg, fields: { ...fields, ...f }, at: Date.now() }),
+    debug: (msg, f) => void lines.push({ level: 'debug', msg, fields: { ...fields, ...f }, at: Date.now() }),
     child: (f) => mk({ ...fields, ...f }),
   });
   return mk(base);
