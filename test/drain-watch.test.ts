@@ -154,6 +154,38 @@ describe('DrainWatch', () => {
   });
 });
 
+describe('DrainWatch.add', () => {
+  it('resolves once the first request is on its way, not when it is answered; and when it fails', async () => {
+    let arrived = 0;
+    const silent = http.createServer(() => { arrived++; }); // takes the request, never answers
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    after(() => { silent.closeAllConnections(); silent.close(); });
+    const port = (silent.address() as AddressInfo).port;
+    const watch = new DrainWatch({
+      waitSeconds: 30,
+      onChange: () => {},
+      longPoll: (ip, wait, signal, onSent) => probeServerStatus(ip, { port, waitDrainedSeconds: wait, timeoutMs: 60_000, signal, onSent }),
+    });
+    watches.push(watch);
+    await watch.add('ns/s', { uid: 's1', podIP: '127.0.0.1', restarts: 0 });
+    assert.equal(watch.observed('s1', 0, new Date(), 5000), 'pending', 'sent, not answered');
+    await waitFor('the request at the server', () => arrived === 1, 5000);
+    await watch.add('ns/s', { uid: 's1', podIP: '127.0.0.1', restarts: 0 }); // already watched: at once
+    assert.equal(arrived, 1);
+    watch.stopAll();
+
+    const refused = new DrainWatch({
+      onChange: () => {},
+      longPoll: (ip, wait, signal, onSent) => probeServerStatus(ip, { port: 9, waitDrainedSeconds: wait, signal, onSent }),
+    });
+    watches.push(refused);
+    await refused.add('ns/r', { uid: 'r1', podIP: '127.0.0.1', restarts: 0 }); // resolves on the failure
+    const failed = refused.observed('r1', 0, new Date(), 5000);
+    assert.ok(failed !== 'pending' && failed?.ok === false, JSON.stringify(failed));
+    refused.stopAll();
+  });
+});
+
 describe('probeServerStatus', () => {
   it('accepts only an Atlantis /status answer; names what went wrong otherwise; stops when aborted', async () => {
     let answer: (res: http.ServerResponse) => void = () => undefined;

@@ -15,6 +15,8 @@ export interface HttpRequest {
   timeoutMs: number;
   /** Aborting fails the request with the signal's reason (an AbortError by default). */
   signal?: AbortSignal;
+  /** Called once the whole request has been handed to the OS (connected and written). */
+  onSent?: () => void;
 }
 
 export interface HttpResponse {
@@ -60,6 +62,7 @@ export function httpRequest(url: string, req: HttpRequest): Promise<HttpResponse
     function fail(e: Error): void { clearTimeout(timer); reject(timedOut ? timeout : e); }
     const timer = setTimeout(() => { timedOut = true; r.destroy(timeout); }, req.timeoutMs);
     r.on('error', fail);
+    if (req.onSent) r.once('finish', req.onSent);
     r.end(body);
   });
 }

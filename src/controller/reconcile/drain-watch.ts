@@ -33,7 +33,8 @@ export interface DrainWatchOptions {
   errorBackoffMs?: number;
   /** An answer not there this long after the held time reads as "not answering" (default 1.5 s). */
   lateAfterMs?: number;
-  longPoll?: (podIP: string, waitSeconds: number, signal: AbortSignal) => Promise<StatusProbe>;
+  /** `onSent` is called once the request is on its way to the server. */
+  longPoll?: (podIP: string, waitSeconds: number, signal: AbortSignal, onSent: () => void) => Promise<StatusProbe>;
 }
 
 /** How long the server holds each request; also bounds how old an answer gets while watched. */
@@ -55,7 +56,7 @@ export class DrainWatch {
   private readonly longPoll: NonNullable<DrainWatchOptions['longPoll']>;
 
   constructor(private readonly o: DrainWatchOptions) {
-    this.longPoll = o.longPoll ?? ((ip, wait, signal) => probeServerStatus(ip, { waitDrainedSeconds: wait, timeoutMs: GIVE_UP_AFTER_MS, signal }));
+    this.longPoll = o.longPoll ?? ((ip, wait, signal, onSent) => probeServerStatus(ip, { waitDrainedSeconds: wait, timeoutMs: GIVE_UP_AFTER_MS, signal, onSent }));
   }
 
   /**
@@ -71,9 +72,16 @@ export class DrainWatch {
     for (const t of targets) if (!this.watches.has(t.uid)) this.start(key, t);
   }
 
-  /** Starts watching one pod unless it is watched already (right after its drain started). */
-  add(key: string, target: DrainWatchTarget): void {
-    if (!this.watches.has(target.uid)) this.start(key, target);
+  /**
+   * Starts watching one pod unless it is watched already (right before its drain starts).
+   * Resolves once the first request is on its way (or has failed): sent before the drain
+   * PATCH, it is held by the server when the server drains, so the answer comes in that
+   * tick. A new connection otherwise goes out a loop turn after a PATCH on a kept-alive one,
+   * and on a busy controller that turn can come after the server has already drained.
+   */
+  add(key: string, target: DrainWatchTarget): Promise<void> {
+    if (this.watches.has(target.uid)) return Promise.resolve();
+    return this.start(key, target);
   }
 
   /**
@@ -108,19 +116,21 @@ export class DrainWatch {
     this.watches.delete(uid);
   }
 
-  private start(key: string, t: DrainWatchTarget): void {
+  /** Resolves when the first request is on its way, or has ended. */
+  private start(key: string, t: DrainWatchTarget): Promise<void> {
     const w: Watch = { ...t, key, abort: new AbortController() };
     this.watches.set(t.uid, w);
-    void this.loop(w);
+    return new Promise((sent) => void this.loop(w, sent).finally(sent));
   }
 
-  private async loop(w: Watch): Promise<void> {
+  private async loop(w: Watch, firstSent: () => void): Promise<void> {
     const wait = this.o.waitSeconds ?? DEFAULT_WAIT_SECONDS;
     const minInterval = this.o.minIntervalMs ?? 500;
     while (!w.abort.signal.aborted) {
       const started = Date.now();
       w.askedAt = started;
-      const probe = await this.longPoll(w.podIP, wait, w.abort.signal);
+      const probe = await this.longPoll(w.podIP, wait, w.abort.signal, firstSent);
+      firstSent();
       w.askedAt = undefined;
       if (w.abort.signal.aborted) return;
       const changed = !sameAnswer(w.latest, probe);

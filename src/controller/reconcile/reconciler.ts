@@ -66,6 +66,8 @@ export interface ReconcilerOptions {
 const WATCHED_ANSWER_MAX_AGE_MS = (DEFAULT_WAIT_SECONDS + 5) * 1000;
 /** Reconcile this often while a drain runs: the watch enqueues at once when an answer changes. */
 const POLL_WITH_DRAIN_WATCH_MS = 5000;
+/** How long the drain PATCH waits for the watch's first request to go out (DrainWatch.add). */
+const WATCH_FIRST_MS = 1000;
 
 export interface ReconcileResult { requeueAfterMs: number | null; plan?: Plan }
 
@@ -233,7 +235,9 @@ export class Reconciler {
         // drained at once. Its answer then is already on the way. (A PATCH that fails leaves a
         // watch the next reconcile stops.)
         const target = observed && drainWatchTarget(observed, { drainStarting: true });
-        if (target) this.o.drainWatch?.add(key, target);
+        // The watch's request goes out first (capped: a server that does not accept it
+        // must not hold up the drain); see DrainWatch.add.
+        if (target && this.o.drainWatch) await withTimeout(this.o.drainWatch.add(key, target), WATCH_FIRST_MS);
         // resourceVersion makes this conditional on the pod we observed, so a stale cache
         // cannot restart a drain's clock.
         const rv = observed?.metadata?.resourceVersion;
@@ -331,6 +335,13 @@ function drainWatchTarget(p: V1Pod, opts: { drainStarting?: boolean } = {}): Dra
   const ip = p.status?.podIP;
   if (!o || !ip || o.deletionTimestamp || !(opts.drainStarting || isDraining(o)) || !isRunning(o)) return undefined;
   return { uid: o.uid, podIP: ip, restarts: o.restarts ?? 0 };
+}
+
+/** Waits for `p`, at most `ms`; a timer that would outlive it is cleared. */
+async function withTimeout(p: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p, new Promise<void>((resolve) => { timer = setTimeout(resolve, ms); })]);
+  clearTimeout(timer);
 }
 
 function withoutNulls<T>(value: T): T {

@@ -12,6 +12,8 @@ export interface ProbeOptions {
   port?: number;
   waitDrainedSeconds?: number;
   signal?: AbortSignal;
+  /** Called once the request is on its way (see httpRequest's onSent). */
+  onSent?: () => void;
 }
 
 export async function probeServerStatus(podIP: string, o: ProbeOptions = {}): Promise<StatusProbe> {
@@ -19,7 +21,7 @@ export async function probeServerStatus(podIP: string, o: ProbeOptions = {}): Pr
   const wait = o.waitDrainedSeconds ?? 0;
   const url = `http://${host}:${o.port ?? SERVER_PORT}/status${wait > 0 ? `?wait_drained=${wait}` : ''}`;
   try {
-    const res = await httpRequest(url, { method: 'GET', headers: { accept: 'application/json' }, timeoutMs: (o.timeoutMs ?? 1500) + wait * 1000, signal: o.signal });
+    const res = await httpRequest(url, { method: 'GET', headers: { accept: 'application/json' }, timeoutMs: (o.timeoutMs ?? 1500) + wait * 1000, signal: o.signal, onSent: o.onSent });
     const at = new Date();
     if (res.status !== 200) return { ok: false, error: `HTTP ${res.status}`, at };
     let body: Partial<ServerStatus>;
