@@ -6,7 +6,11 @@
 //   request (from the controller's log); target p99 under 1 s;
 // - 3 idle pods: total rollout time through the drain protocol vs the same 3 pods replaced
 //   by plain deletes (one at a time, each waiting for its replacement to be Ready).
-import { readFileSync, writeFileSync } from 'node:fs';
+// Env: BENCH_ADS (100), BENCH_CONTROLLER_LOG_LEVEL (e.g. debug: each reconcile's steps in the
+// kept controller log), BENCH_POD_CPU_REQUEST (a CPU request for every server pod, e.g. 10m;
+// the local node turns it into the pod cgroup's cpu.shares as kubelet does; none by default),
+// BENCH_CONTROLLER_NODE_OPTIONS (NODE_OPTIONS of the controller, e.g. --cpu-prof).
+import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -18,6 +22,9 @@ import { freshNamespace, getCluster, getLocalNode, readFileOr, waitFor } from '.
 import { histogramQuantile, percentile, printTable, scrape, sumSeries } from './support.js';
 
 const N = Number(process.env.BENCH_ADS ?? 100);
+/** CPU request of each server pod (BENCH_POD_CPU_REQUEST, e.g. 10m; none by default). */
+const POD_CPU = process.env.BENCH_POD_CPU_REQUEST;
+const podTemplate = POD_CPU ? { podTemplate: { spec: { resources: { requests: { cpu: POD_CPU } } } } } : {};
 
 function peakRssMiB(pid: number): number {
   const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -34,7 +41,10 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
   await createVcsSecret(cluster.kc, ns);
   // BENCH_CONTROLLER_LOG_LEVEL=debug: every reconcile's steps in the saved controller log.
   const logLevel = process.env.BENCH_CONTROLLER_LOG_LEVEL ? ['--log-level', process.env.BENCH_CONTROLLER_LOG_LEVEL] : [];
-  const ctrl = startCli(['controller', '--kubeconfig', cluster.kubeconfigPath, '--namespace', ns, '--metrics-bind-address', '127.0.98.1:8080', '--max-concurrent-reconciles', '50', ...logLevel]);
+  const nodeOptions = process.env.BENCH_CONTROLLER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_CONTROLLER_NODE_OPTIONS } : {};
+  // Its output goes to a file, not a pipe to this process: see startCli.
+  const logFile = path.join(tmpdir(), `bench-controller-scale-${process.pid}.log`);
+  const ctrl = startCli(['controller', '--kubeconfig', cluster.kubeconfigPath, '--namespace', ns, '--metrics-bind-address', '127.0.98.1:8080', '--max-concurrent-reconciles', '50', ...logLevel], nodeOptions, { logFile });
   const metricsUrl = 'http://127.0.98.1:8080/metrics';
   let maxRss = 0;
   const rssTimer = setInterval(() => { try { maxRss = Math.max(maxRss, peakRssMiB(ctrl.child.pid!)); } catch { /* exited */ } }, 500);
@@ -42,7 +52,7 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
     await waitFor('controller metrics', async () => (await fetch(metricsUrl)).ok, { timeoutMs: 30_000 });
     const names = Array.from({ length: N }, (_, i) => `a${String(i).padStart(3, '0')}`);
     const t0 = Date.now();
-    for (const name of names) await kubeRequestOk(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), atlantisDeployment(ns, name, { replicas: 1 }));
+    for (const name of names) await kubeRequestOk(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), atlantisDeployment(ns, name, { replicas: 1, ...podTemplate }));
     const available = async () => {
       const list = await kubeRequestOk<{ items: AtlantisDeployment[] }>(cluster.kc, 'GET', apiPath(API_VERSION, PLURAL, ns));
       return list.items.filter((a) => a.status?.conditions.some((c) => c.type === 'Available' && c.status === 'True') && a.status.readyReplicas === 1);
@@ -146,8 +156,6 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
     clearInterval(rssTimer);
     ctrl.child.kill('SIGTERM');
     await ctrl.exited;
-    const logFile = path.join(tmpdir(), `bench-controller-scale-${process.pid}.log`);
-    writeFileSync(logFile, ctrl.output());
     console.log(`controller log: ${logFile}`);
     await kubeRequestOk(cluster.kc, 'DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
   }

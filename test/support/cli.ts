@@ -1,6 +1,6 @@
 // Runs the built CLI (dist/) as a real process. `make test` builds first.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 export const CLI = fileURLToPath(new URL('../../dist/atlantis-operator.mjs', import.meta.url));
@@ -21,9 +21,28 @@ export interface CliProcess {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-export function startCli(args: string[], env: NodeJS.ProcessEnv = {}): CliProcess {
+/**
+ * Starts the CLI; its output is kept in memory, or appended to `logFile`. A benchmark should
+ * use a file: Node.js writes to a pipe synchronously, so a busy reader on the other end
+ * (the benchmark itself, on a loaded machine) would stall the process's event loop once the
+ * pipe is full. A container runtime reads a container's output promptly.
+ */
+export function startCli(args: string[], env: NodeJS.ProcessEnv = {}, opts: { logFile?: string } = {}): CliProcess {
   assertBuilt();
-  const child = spawn(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const fullEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...env };
+  if (opts.logFile) {
+    const file = opts.logFile;
+    const fd = openSync(file, 'a');
+    let child: ChildProcess;
+    try {
+      child = spawn(process.execPath, [CLI, ...args], { env: fullEnv, stdio: ['ignore', fd, fd] });
+    } finally {
+      closeSync(fd);
+    }
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+    return { child, output: () => readFileSync(file, 'utf8'), exited };
+  }
+  const child = spawn(process.execPath, [CLI, ...args], { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
   child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
