@@ -31,6 +31,7 @@ import {
 } from './leader-election.js';
 import { type ControllerMetrics, createControllerMetrics } from './metrics.js';
 import { AtlantisController } from './reconcile/controller.js';
+import { withTimeout } from '../async.js';
 
 const P = 'ATLANTIS_OPERATOR_';
 const DEFAULT_LEADER_ELECTION_NAMESPACE = 'atlantis-operator';
@@ -144,16 +145,6 @@ async function loadConfig(file: string | undefined): Promise<KubeClientConfig> {
   } catch (e) {
     if (file) throw new UsageError(`cannot load --kubeconfig ${file}: ${oneLine((e as Error).message)}`);
     throw new UsageError(`${oneLine((e as Error).message)} (or give --kubeconfig)`);
-  }
-}
-
-async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
-  let timer: NodeJS.Timeout | undefined;
-  const t = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), ms); });
-  try {
-    return await Promise.race([p, t]);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

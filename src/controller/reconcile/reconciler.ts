@@ -22,6 +22,7 @@ import { probeServerStatus } from './status-probe.js';
 import { DEFAULT_WAIT_SECONDS, type DrainWatch, type DrainWatchTarget } from './drain-watch.js';
 import { Expectations } from './expectations.js';
 import { StatusWriter } from './status-writer.js';
+import { withTimeout } from '../../async.js';
 
 export const OWNED_KINDS = {
   services: { apiVersion: 'v1', plural: 'services' },
@@ -335,13 +336,6 @@ function drainWatchTarget(p: V1Pod, opts: { drainStarting?: boolean } = {}): Dra
   const ip = p.status?.podIP;
   if (!o || !ip || o.deletionTimestamp || !(opts.drainStarting || isDraining(o)) || !isRunning(o)) return undefined;
   return { uid: o.uid, podIP: ip, restarts: o.restarts ?? 0 };
-}
-
-/** Waits for `p`, at most `ms`; a timer that would outlive it is cleared. */
-async function withTimeout(p: Promise<void>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([p, new Promise<void>((resolve) => { timer = setTimeout(resolve, ms); })]);
-  clearTimeout(timer);
 }
 
 function withoutNulls<T>(value: T): T {
