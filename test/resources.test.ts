@@ -97,6 +97,12 @@ test('defaults match the CRD', () => {
 
 test('canonical JSON ignores key order and undefined members', () => {
   assert.equal(canonicalJSON({ b: 1, a: { d: [1, { y: 2, x: 1 }], c: undefined } }), '{"a":{"d":[1,{"x":1,"y":2}]},"b":1}');
+  // As JSON.stringify for what it keeps: undefined in arrays is null, Dates are ISO strings,
+  // escaping is JSON's; keys sort by code unit (upper case first).
+  const when = new Date('2026-11-30T10:00:00.000Z');
+  const value = { z: [undefined, null, 'a"b\n', 1.5, true], B: { when }, a: {}, '\u00e9': [] };
+  assert.equal(canonicalJSON(value), '{"B":{"when":"2026-11-30T10:00:00.000Z"},"a":{},"z":[null,null,"a\\"b\\n",1.5,true],"\u00e9":[]}');
+  assert.deepEqual(JSON.parse(canonicalJSON(value)), JSON.parse(JSON.stringify(value)));
   assert.equal(hashRevision({ a: 1, b: 2 }), hashRevision({ b: 2, a: 1 }));
   assert.match(hashRevision({}), /^[0-9a-f]{10}$/);
 });
