@@ -11,6 +11,7 @@
 // rotating tokens keep working.
 import http from 'node:http';
 import https from 'node:https';
+import tls from 'node:tls';
 import type { KubeClientConfig } from './kubeconfig.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -142,17 +143,14 @@ async function connFor(kc: KubeClientConfig): Promise<{ conn: Conn; headers: htt
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error('No current cluster in the kubeconfig');
     const server = new URL(cluster.server);
-    const tls: https.AgentOptions = {
-      keepAlive: true,
-      ca: opts.ca,
-      cert: opts.cert,
-      key: opts.key,
-      pfx: opts.pfx,
-      passphrase: opts.passphrase,
-      servername: opts.servername,
-    };
-    if (cluster.skipTLSVerify) tls.rejectUnauthorized = false;
-    const agent = server.protocol === 'http:' ? new http.Agent({ keepAlive: true }) : new https.Agent(tls);
+    // One secure context for every connection: given only the PEM options, each new TLS
+    // connection (watches are one each) parses the CA and the client key again.
+    const secureContext = server.protocol === 'https:'
+      ? tls.createSecureContext({ ca: opts.ca, cert: opts.cert, key: opts.key, pfx: opts.pfx, passphrase: opts.passphrase })
+      : undefined;
+    const agentOptions: https.AgentOptions = { keepAlive: true, secureContext, servername: opts.servername };
+    if (cluster.skipTLSVerify) agentOptions.rejectUnauthorized = false;
+    const agent = server.protocol === 'http:' ? new http.Agent({ keepAlive: true }) : new https.Agent(agentOptions);
     conn = { server, agent, base: {} };
     conns.set(kc, conn);
   }
