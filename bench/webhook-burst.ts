@@ -32,14 +32,13 @@
 // BENCH_SERVER_CLI (another build of dist/atlantis-operator.mjs, to compare two versions).
 // The server runs with --log-level debug (the exact concurrency comes from its log); its log
 // is kept as <data dir>/server.log.
-import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import http from 'node:http';
-import { closeSync, openSync, readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
-import { CLI, type CliProcess, assertBuilt, waitForHttp } from '../test/support/cli.js';
+import { type CliProcess, startCli, waitForHttp } from '../test/support/cli.js';
 import { issueCommentPayload, pullRequestPayload, sendWebhook } from '../test/support/github-standin.js';
 import { terraformConfig } from '../test/support/git-repos.js';
 import { TERRAFORM, assertTerraform } from '../test/support/terraform.js';
@@ -297,19 +296,12 @@ function postOnNewConnection(target: string, event: string, payload: unknown, de
 
 /**
  * The CLI (or BENCH_SERVER_CLI, another build of the bundle, for before/after comparisons)
- * with stdout and stderr going straight to `logFile`. Not a pipe to this process: Node.js
- * writes to a pipe synchronously on Linux, so while this busy process fell behind reading,
- * the server's event loop stood still on its own log lines (seconds, in the profile). A
- * container runtime reads a container's output promptly; a file is the closest stand-in.
+ * with stdout and stderr going straight to `logFile`, not a pipe to this busy process: while
+ * it fell behind reading, the server's event loop stood still on its own log lines (seconds,
+ * in the profile). See startCli.
  */
 function startServer(args: string[], env: NodeJS.ProcessEnv, logFile: string): CliProcess {
-  if (!process.env.BENCH_SERVER_CLI) assertBuilt();
-  const cli = process.env.BENCH_SERVER_CLI ?? CLI;
-  const fd = openSync(logFile, 'a');
-  const child = spawn(process.execPath, [cli, ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', fd, fd] });
-  closeSync(fd);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
-  return { child, output: () => readFileSync(logFile, 'utf8'), exited };
+  return startCli(args, env, { logFile, cli: process.env.BENCH_SERVER_CLI });
 }
 
 // ---- the benchmark ---------------------------------------------------------------------------
