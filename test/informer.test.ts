@@ -161,19 +161,21 @@ async function delCm(ns: string, name: string): Promise<void> {
 }
 const has = (evs: Ev[], t: WatchEventType, name: string, v?: string) => evs.some((e) => e[0] === t && e[1] === name && (v === undefined || e[2] === v));
 
-test('lists, then watches: ADDED, MODIFIED, DELETED; label selector honoured', async () => {
+test('lists, then watches: ADDED, MODIFIED, DELETED; label selector honoured; the index follows', async () => {
   const ns = await freshNamespace('inf-basic');
   await cm(ns, 'a', '1');
   await cm(ns, 'b', '1');
   await kubeRequestOk(cluster.kc, 'POST', `/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'other' } });
-  const inf = new Informer<V1ConfigMap>(cluster.kc, `/api/v1/namespaces/${ns}/configmaps`, { labelSelector: 'app=inf', pageSize: 1 });
+  const inf = new Informer<V1ConfigMap>(cluster.kc, `/api/v1/namespaces/${ns}/configmaps`, { labelSelector: 'app=inf', pageSize: 1, indexBy: (o) => o.data?.v });
   const evs = recorder(inf);
+  const indexed = (v: string) => inf.byIndex(v).map((o) => o.metadata?.name).sort();
   assert.equal(inf.hasSynced(), false);
   await inf.start();
   try {
     assert.equal(inf.hasSynced(), true);
     assert.deepEqual(inf.list().map((o) => o.metadata?.name).sort(), ['a', 'b'], 'paginated list with the selector');
     assert.ok(has(evs, 'ADDED', 'a') && has(evs, 'ADDED', 'b'));
+    assert.deepEqual(indexed('1'), ['a', 'b'], 'listed objects are indexed');
     await cm(ns, 'c', '1');
     await setCm(ns, 'a', '2');
     await delCm(ns, 'b');
@@ -181,6 +183,9 @@ test('lists, then watches: ADDED, MODIFIED, DELETED; label selector honoured', a
     assert.equal(inf.get(ns, 'a')?.data?.v, '2');
     assert.equal(inf.get(ns, 'b'), undefined);
     assert.ok(!evs.some((e) => e[1] === 'other'));
+    assert.deepEqual(indexed('1'), ['c'], 'added joins, deleted and changed leave');
+    assert.deepEqual(indexed('2'), ['a'], 'a changed object moves to its new key');
+    assert.deepEqual(indexed('3'), []);
   } finally {
     inf.stop();
   }

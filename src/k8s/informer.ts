@@ -24,7 +24,7 @@ export interface KubeObject {
 }
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED';
 
-export interface InformerOptions {
+export interface InformerOptions<T = KubeObject> {
   labelSelector?: string;
   fieldSelector?: string;
   /** restart a watch that delivered nothing (not even a BOOKMARK) for this long (default 60 s) */
@@ -36,6 +36,12 @@ export interface InformerOptions {
   maxBackoffMs?: number;
   /** page size of the list (default 500) */
   pageSize?: number;
+  /**
+   * An index key per object (undefined: not indexed), for `byIndex`: the controller asks for
+   * the pods of one AtlantisDeployment on every reconcile, and filtering the whole cache
+   * each time made a rollout's cost grow with the square of the pod count.
+   */
+  indexBy?: (obj: T) => string | undefined;
 }
 
 interface ListBody<T> {
@@ -55,6 +61,8 @@ function keyOf(o: KubeObject): string {
 
 export class Informer<T extends KubeObject> {
   private readonly store = new Map<string, T>();
+  /** indexBy key -> store key -> object */
+  private readonly index = new Map<string, Map<string, T>>();
   private readonly handlers: Array<(type: WatchEventType, obj: T) => void> = [];
   private readonly log: Logger;
   private readonly silenceMs: number;
@@ -77,7 +85,7 @@ export class Informer<T extends KubeObject> {
   constructor(
     private readonly kc: KubeClientConfig,
     private readonly listPath: string,
-    private readonly opts: InformerOptions = {},
+    private readonly opts: InformerOptions<T> = {},
   ) {
     this.log = (opts.logger ?? nullLogger()).child({ informer: listPath });
     this.silenceMs = opts.silenceTimeoutMs ?? 60_000;
@@ -123,6 +131,39 @@ export class Informer<T extends KubeObject> {
 
   get(namespace: string | undefined, name: string): T | undefined {
     return this.store.get(`${namespace ?? ''}/${name}`);
+  }
+
+  /** The objects whose `indexBy` key is `key` (none without `indexBy`). */
+  byIndex(key: string): T[] {
+    const m = this.index.get(key);
+    return m ? [...m.values()] : [];
+  }
+
+  private put(k: string, obj: T): void {
+    const old = this.store.get(k);
+    this.store.set(k, obj);
+    const by = this.opts.indexBy;
+    if (!by) return;
+    const oldKey = old ? by(old) : undefined;
+    const newKey = by(obj);
+    if (oldKey !== undefined && oldKey !== newKey) this.unindex(oldKey, k);
+    if (newKey === undefined) return;
+    let m = this.index.get(newKey);
+    if (!m) this.index.set(newKey, (m = new Map()));
+    m.set(k, obj);
+  }
+
+  private remove(k: string): void {
+    const old = this.store.get(k);
+    this.store.delete(k);
+    const key = old && this.opts.indexBy?.(old);
+    if (key !== undefined) this.unindex(key, k);
+  }
+
+  private unindex(indexKey: string, k: string): void {
+    const m = this.index.get(indexKey);
+    m?.delete(k);
+    if (m?.size === 0) this.index.delete(indexKey);
   }
 
   /** The resourceVersion the next watch starts from. */
@@ -177,12 +218,12 @@ export class Informer<T extends KubeObject> {
           const k = keyOf(item);
           seen.add(k);
           const had = this.store.has(k);
-          this.store.set(k, item);
+          this.put(k, item);
           this.emit(had ? 'MODIFIED' : 'ADDED', item);
         }
         for (const [k, old] of [...this.store]) {
           if (!seen.has(k)) {
-            this.store.delete(k);
+            this.remove(k);
             this.emit('DELETED', old);
           }
         }
@@ -322,14 +363,14 @@ export class Informer<T extends KubeObject> {
       case 'MODIFIED': {
         const k = keyOf(obj);
         const had = this.store.has(k);
-        this.store.set(k, obj);
+        this.put(k, obj);
         if (objRv) this.rv = objRv;
         this.emit(had ? 'MODIFIED' : 'ADDED', obj);
         break;
       }
       case 'DELETED': {
         const k = keyOf(obj);
-        this.store.delete(k);
+        this.remove(k);
         if (objRv) this.rv = objRv;
         this.emit('DELETED', obj);
         break;
