@@ -1,6 +1,7 @@
 // Controller metrics (SPEC section 8) on a registry of their own, so a process that also
 // hosts server metrics (tests, the demo) never mixes or double-registers them.
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectProcessMetrics } from '../process-metrics.js';
 import type { Action } from './rollout/planner.js';
 
 export type ReconcileResult = 'success' | 'error' | 'requeue';
@@ -118,7 +119,7 @@ export function createControllerMetrics(options: ControllerMetricsOptions = {}):
     buckets: fastBuckets,
     registers: [registry],
   });
-  if (options.collectDefaults) collectDefaultMetrics({ register: registry });
+  if (options.collectDefaults) collectProcessMetrics(registry);
 
   return {
     registry,

@@ -1,6 +1,7 @@
 // Prometheus metrics of the server (SPEC section 8), on a registry of its own so that two
 // servers in one test process do not share counters.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectProcessMetrics } from '../process-metrics.js';
 
 export class ServerMetrics {
   readonly registry = new Registry();
@@ -16,6 +17,6 @@ export class ServerMetrics {
   readonly githubRequestFailures = new Counter({ name: 'atlantis_github_request_failures_total', help: 'GitHub API requests that failed after retries, by operation', labelNames: ['operation'] as const, registers: [this.registry] });
 
   constructor(opts: { defaults?: boolean } = {}) {
-    if (opts.defaults !== false) collectDefaultMetrics({ register: this.registry });
+    if (opts.defaults !== false) collectProcessMetrics(this.registry);
   }
 }
