@@ -19,7 +19,8 @@ import { EVENT_LOOP_MONITORING_PRECISION_MS } from '../src/process-metrics.js';
 import { API_VERSION, type AtlantisDeployment, PLURAL } from '../src/controller/types.js';
 import { startCli } from '../test/support/cli.js';
 import { atlantisDeployment, createVcsSecret, ensureCrd, isReady, listPods, patchAdSpec } from '../test/support/controller.js';
-import { freshNamespace, getCluster, getLocalNode, readFileOr, waitFor } from '../test/support/k8s.js';
+import { freshNamespace, getCluster, getLocalNode, waitFor } from '../test/support/k8s.js';
+import { serverLog } from '../test/support/controller-asserts.js';
 import { histogramQuantile, percentile, printTable, scrape, sumSeries } from './support.js';
 
 const N = Number(process.env.BENCH_ADS ?? 100);
@@ -96,19 +97,18 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
     const toDrained: number[] = [];
     let heldAtDrain = 0;
     for (const [uid, p] of oldPods) {
-      const lines = readFileOr(node.logPath(ns, p.metadata!.name!, 'atlantis', uid)).split('\n');
+      const lines = serverLog(node, ns, p.metadata!.name!, uid);
       // The last annotation drain: a container restarted by its liveness probe under load
       // leaves the earlier instance's lines (and its SIGTERM drain) in the same log.
-      const i = lines.findLastIndex((l) => l.includes('"msg":"Drain started"') && l.includes('"reason":"annotation"'));
+      const i = lines.findLastIndex((l) => l.msg === 'Drain started' && l.reason === 'annotation');
       if (i < 0) continue;
-      const started = Date.parse((JSON.parse(lines[i]!) as { time: string }).time);
+      const started = lines[i]!.at;
       const del = deletes.get(uid);
       if (del) latencies.push(del - started);
-      const drainedLine = lines.slice(i).find((l) => l.includes('"msg":"Drained"'));
-      if (drainedLine) {
-        const d = JSON.parse(drainedLine) as { time: string; heldStatusRequests: number };
-        toDrained.push(Date.parse(d.time) - started);
-        if (d.heldStatusRequests > 0) heldAtDrain++;
+      const drained = lines.slice(i).find((l) => l.msg === 'Drained');
+      if (drained) {
+        toDrained.push(drained.at - started);
+        if (Number(drained.heldStatusRequests) > 0) heldAtDrain++;
       }
     }
     latencies.sort((a, b) => a - b);

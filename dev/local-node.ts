@@ -196,15 +196,6 @@ export function podCpuShares(pod: V1Pod): number {
   return Number.isFinite(milli) ? Math.max(2, Math.floor((milli * 1024) / 1000)) : 2;
 }
 
-/** Removes a pod's own cgroup once its processes are gone (best effort: one that outlived its grace keeps it). */
-function removeCgroup(procsFile: string | undefined): void {
-  if (!procsFile) return;
-  try {
-    fs.rmdirSync(path.dirname(procsFile));
-  } catch {
-    // still in use, or already gone
-  }
-}
 const now = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
 const errMsg = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
@@ -302,7 +293,7 @@ export class LocalNode {
     }
     await Promise.all(all);
     for (const rt of this.pods.values()) if (rt.ip) releaseLoopbackAddress(rt.ip);
-    for (const rt of this.pods.values()) if (rt.cgroupProcs !== this.podCgroup) removeCgroup(rt.cgroupProcs);
+    for (const rt of this.pods.values()) this.removePodCgroup(rt);
     if (this.podCgroup) {
       try {
         fs.rmdirSync(path.dirname(this.podCgroup));
@@ -1191,6 +1182,16 @@ export class LocalNode {
     return rt.cgroupProcs;
   }
 
+  /** Removes the pod's own cgroup once its processes are gone (best effort: one that outlived its grace keeps it); never the shared one. */
+  private removePodCgroup(rt: PodRt): void {
+    if (!rt.cgroupProcs || rt.cgroupProcs === this.podCgroup) return;
+    try {
+      fs.rmdirSync(path.dirname(rt.cgroupProcs));
+    } catch {
+      // still in use, or already gone
+    }
+  }
+
   /** Runs an exec action (hook or probe) like the container's process: same env, cwd, mounts. Resolves with the exit code (null when killed at the timeout). */
   private async runExec(rt: PodRt, c: CRt, action: V1ExecAction, timeoutMs: number, logPrefix?: string): Promise<number | null> {
     const env = await this.processEnv(rt, c.spec);
@@ -1239,7 +1240,7 @@ export class LocalNode {
     this.record({ type: 'PodDeleted', namespace: rt.namespace, pod: rt.name, uid: rt.uid });
     if (rt.statusTimer) clearTimeout(rt.statusTimer);
     if (rt.ip) releaseLoopbackAddress(rt.ip);
-    if (rt.cgroupProcs !== this.podCgroup) removeCgroup(rt.cgroupProcs);
+    this.removePodCgroup(rt);
     this.pods.delete(rt.uid);
   }
 

@@ -22,33 +22,28 @@ export interface CliProcess {
 }
 
 /**
- * Starts the CLI (or `cli`, another build of it); its output is kept in memory, or appended to `logFile`. A benchmark should
- * use a file: Node.js writes to a pipe synchronously, so a busy reader on the other end
+ * Starts the CLI (or `cli`, another build of it); its output is kept in memory, or appended
+ * to `logFile`. A benchmark should use a file: Node.js writes to a pipe synchronously, so a busy reader on the other end
  * (the benchmark itself, on a loaded machine) would stall the process's event loop once the
  * pipe is full. A container runtime reads a container's output promptly.
  */
 export function startCli(args: string[], env: NodeJS.ProcessEnv = {}, opts: { logFile?: string; cli?: string } = {}): CliProcess {
   if (!opts.cli) assertBuilt();
   const cli = opts.cli ?? CLI;
-  const fullEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...env };
-  if (opts.logFile) {
-    const file = opts.logFile;
-    const fd = openSync(file, 'a');
-    let child: ChildProcess;
-    try {
-      child = spawn(process.execPath, [cli, ...args], { env: fullEnv, stdio: ['ignore', fd, fd] });
-    } finally {
-      closeSync(fd);
-    }
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
-    return { child, output: () => readFileSync(file, 'utf8'), exited };
+  // The file is the child's own stdout/stderr; the parent's copy of the fd can close at once.
+  const fd = opts.logFile ? openSync(opts.logFile, 'a') : undefined;
+  let child: ChildProcess;
+  try {
+    child = spawn(process.execPath, [cli, ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', fd ?? 'pipe', fd ?? 'pipe'] });
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
-  const child = spawn(process.execPath, [cli, ...args], { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
-  child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
-  child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
+  child.stdout?.on('data', (d: Buffer) => { out += d.toString(); });
+  child.stderr?.on('data', (d: Buffer) => { out += d.toString(); });
+  const file = opts.logFile;
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
-  return { child, output: () => out, exited };
+  return { child, output: () => (file ? readFileSync(file, 'utf8') : out), exited };
 }
 
 /** Resolves when `url` answers 200, or rejects after `timeoutMs`. */

@@ -33,13 +33,10 @@ export interface CapturedLog { level: string; msg: string; fields: LogFields; at
 
 /** A logger that keeps every line in memory (and prints nothing). */
 export function captureLogger(lines: CapturedLog[], base: LogFields = {}): Logger {
-  const mk = (fields: LogFields): Logger => ({
-    error: (msg, f) => void lines.push({ level: 'error', msg, fields: { ...fields, ...f }, at: Date.now() }),
-    warn: (msg, f) => void lines.push({ level: 'warn', msg, fields: { ...fields, ...f }, at: Date.now() }),
-    info: (msg, f) => void lines.push({ level: 'info', msg, fields: { ...fields, ...f }, at: Date.now() }),
-    debug: (msg, f) => void lines.push({ level: 'debug', msg, fields: { ...fields, ...f }, at: Date.now() }),
-    child: (f) => mk({ ...fields, ...f }),
-  });
+  const mk = (fields: LogFields): Logger => {
+    const at = (level: string) => (msg: string, f?: LogFields) => void lines.push({ level, msg, fields: { ...fields, ...f }, at: Date.now() });
+    return { error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug'), child: (f) => mk({ ...fields, ...f }) };
+  };
   return mk(base);
 }
 

@@ -44,15 +44,16 @@ export class AtlantisController {
     this.queue = new WorkQueue({ baseDelayMs: 100, maxDelayMs: 60_000, onTake: (ms) => o.metrics.workqueueQueueDuration.observe(ms / 1000) });
     const informerOpts = { logger: o.logger.child({ component: 'informer' }), silenceTimeoutMs: o.watchSilenceTimeoutMs };
     const owned = { ...informerOpts, labelSelector: MANAGED };
-    // Pods and PVCs by the AtlantisDeployment they belong to (namespace/instance label).
-    const byInstanceLabel = { ...owned, indexBy: (x: KubeObject) => { const i = x.metadata?.labels?.[LABEL_INSTANCE]; return i === undefined ? undefined : `${x.metadata?.namespace ?? ''}/${i}`; } };
+    // Pods and PVCs by the AtlantisDeployment they belong to: its key, from the instance label.
+    const instanceKey = (x: KubeObject) => { const i = x.metadata?.labels?.[LABEL_INSTANCE]; return i === undefined ? undefined : objectKey(x.metadata?.namespace ?? '', i); };
+    const byInstanceLabel = { ...owned, indexBy: instanceKey };
     this.ads = new Informer<AtlantisDeployment>(o.kc, apiPath(API_VERSION, PLURAL, o.namespace), informerOpts);
     this.pods = new Informer<V1Pod>(o.kc, apiPath('v1', 'pods', o.namespace), byInstanceLabel);
     this.pvcs = new Informer<V1PersistentVolumeClaim>(o.kc, apiPath('v1', 'persistentvolumeclaims', o.namespace), byInstanceLabel);
     this.owned = Object.fromEntries(Object.entries(OWNED_KINDS).map(([k, kind]) =>
       [k, new Informer<KubeObject>(o.kc, apiPath(kind.apiVersion, kind.plural, o.namespace), owned)])) as Record<OwnedKindName, Informer<KubeObject>>;
 
-    const byInstance = <T extends KubeObject>(inf: Informer<T>) => (namespace: string, instance: string): T[] => inf.byIndex(`${namespace}/${instance}`);
+    const byInstance = <T extends KubeObject>(inf: Informer<T>) => (namespace: string, instance: string): T[] => inf.byIndex(objectKey(namespace, instance));
     const cache: ClusterCache = {
       atlantisDeployment: (ns, name) => this.ads.get(ns, name),
       pods: byInstance(this.pods),
