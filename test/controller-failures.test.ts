@@ -220,10 +220,14 @@ describe('rollout failures', () => {
     assert.ok(drained, `${NAME}-0's server logged that it was drained`);
     const deletes = ctrl.logs.filter((l) => l.msg === 'Deleting pod' && l.fields.uid === target.metadata!.uid);
     assert.ok(deletes.length >= 1, `the controller deleted ${NAME}-0`);
+    // `since`: when the drain took effect, before the held answer went out (the line itself
+    // is written after it).
+    const startedAt = Date.parse(String(started!.since));
+    assert.ok(Number.isFinite(startedAt), `"Drain started" carries since: ${JSON.stringify(started)}`);
     for (const d of deletes) {
       // 'Drained' is the planner's word for "its /status said shutting_down and 0 operations".
       assert.equal(d.fields.reason, 'Drained', 'deleted because its /status said it was drained');
-      assert.ok(d.at >= started.at, `the delete (${new Date(d.at).toISOString()}) came after the server's drain started (${new Date(started.at).toISOString()})`);
+      assert.ok(d.at >= startedAt, `the delete (${new Date(d.at).toISOString()}) came after the server's drain started (${started!.since})`);
     }
 
     const new0 = pods[0]!;

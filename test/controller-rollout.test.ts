@@ -113,7 +113,7 @@ describe('rollout with a long apply in flight on every pod', () => {
       assert.ok(evs.some((e) => e.type === 'SIGTERM sent'), `${pod.metadata!.name} was stopped with SIGTERM`);
       assert.ok(!evs.some((e) => e.type === 'SIGKILL sent'), `${pod.metadata!.name} got no SIGKILL`);
       const log = readFileOr(node.logPath(ns, pod.metadata!.name!, 'atlantis', pod.metadata!.uid));
-      assert.match(log, /"msg":"Drain annotation found on own pod"/);
+      assert.match(log, /"msg":"Drain started","reason":"annotation","annotation":"[^"]+"/);
       // Never deleted while busy: the kubelet's SIGTERM (sent once the controller deleted the
       // pod) comes after the apply operation ended, by the server's own clock.
       const finished = log.split('\n').find((l) => l.includes('"msg":"Command finished"') && l.includes('"command":"apply"'));

@@ -387,7 +387,7 @@ test("the server's own-Pod watch, for real: annotating the pod drains the server
   }, { timeoutMs: 20_000, intervalMs: 100 });
   assert.equal(drained.in_progress_operations, 0);
   assert.equal(drained.drain_reason, 'annotation');
-  assert.match(readFileOr(logPath), /Drain annotation found on own pod/);
+  assert.match(readFileOr(logPath), /"msg":"Drain started","reason":"annotation","annotation":"[^"]+"/);
   // /readyz is 503 while draining: the readiness probe takes the pod out of Ready
   await waitFor('pod not Ready', async () => !isReady(await getPod(ns, 'atlantis-0')), { timeoutMs: 10_000 });
   assert.ok(!node.events({ namespace: ns, pod: 'atlantis-0' }).some((e) => e.type === 'SIGTERM sent'), 'the annotation alone started the drain');

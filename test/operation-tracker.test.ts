@@ -65,22 +65,33 @@ describe('OperationTracker', () => {
     assert.equal(resolved, true);
   });
 
-  it('waitDrained resolves only once shutting down with no operation left', async () => {
+  it('onDrained calls back once, synchronously, when shutting down with no operation left', () => {
     const t = new OperationTracker();
     const a = t.tryStart(info)!;
-    let drained = false;
-    const p = t.waitDrained().then(() => { drained = true; });
+    let calls = 0;
+    t.onDrained(() => { calls++; });
     t.finish(a.id); // idle, but still serving: not drained
-    await new Promise((r) => setImmediate(r));
-    assert.equal(drained, false);
+    assert.equal(calls, 0);
     const b = t.tryStart(info)!;
     t.shutDown(); // shutting down, one operation left
-    await new Promise((r) => setImmediate(r));
-    assert.equal(drained, false);
+    assert.equal(calls, 0);
     t.finish(b.id);
-    await p;
-    assert.equal(drained, true);
-    await t.waitDrained(); // at once once drained
+    assert.equal(calls, 1, 'called in the same statement that ended the drain');
+    t.shutDown();
+    t.finish(b.id);
+    assert.equal(calls, 1, 'never twice');
+    let late = 0;
+    t.onDrained(() => { late++; });
+    assert.equal(late, 1, 'at once once drained');
+  });
+
+  it('onDrained fires inside shutDown when nothing runs', () => {
+    const t = new OperationTracker();
+    const order: string[] = [];
+    t.onDrained(() => order.push('drained'));
+    t.shutDown();
+    order.push('after shutDown');
+    assert.deepEqual(order, ['drained', 'after shutDown']);
   });
 });
 

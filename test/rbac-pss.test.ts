@@ -131,7 +131,7 @@ describe('Pod Security: restricted:latest enforced where the controller and the 
       const p = (await listPods(cluster.kc, adNs, NAME)).find((x) => x.metadata!.name === `${NAME}-1`);
       return p && p.metadata!.uid !== old1.metadata!.uid && isReady(p);
     }, { timeoutMs: 90_000, intervalMs: 250 }).catch(async (e: Error) => { throw new Error(`${e.message}\ncontroller log:\n${(await ctrlLog()).slice(-4000)}\nserver log:\n${serverLog().slice(-3000)}`); });
-    assert.match(serverLog(), /Drain annotation found on own pod/);
+    assert.match(serverLog(), /"msg":"Drain started","reason":"annotation","annotation":"[^"]+"/);
     const log = await ctrlLog();
     assert.match(log, new RegExp(`"msg":"Deleting pod".*"uid":"${old1.metadata!.uid}"`));
     // No permission the controller uses was missing.

@@ -5,7 +5,7 @@ import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import type { Logger } from '../log.js';
+import type { LogFields, Logger } from '../log.js';
 import type { ServerConfig } from './config.js';
 import { DrainCoordinator } from './drain/drain-coordinator.js';
 import type { DrainTrigger } from './drain/drain-state.js';
@@ -99,8 +99,8 @@ export class AtlantisServer {
   }
 
   /** Starts a drain (signal, annotation or cli). */
-  requestDrain(trigger: DrainTrigger): void {
-    this.drain.trigger(trigger);
+  requestDrain(trigger: DrainTrigger, details?: LogFields): void {
+    this.drain.trigger(trigger, details);
   }
 
   /**

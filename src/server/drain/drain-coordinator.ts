@@ -1,7 +1,7 @@
 // Carries out the drain state machine's effects: flips the tracker's shutting-down flag,
 // arms the deadline and last-resort timers, interrupts terraform, and asks the server to
 // exit. All decisions live in drain-state.ts; this file only does I/O and timing.
-import type { Logger } from '../../log.js';
+import type { LogFields, Logger } from '../../log.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ProcessRunner } from '../terraform/runner.js';
 import {
@@ -28,10 +28,17 @@ export class DrainCoordinator {
 
   get state(): DrainState { return this.current; }
 
-  /** A drain request from a signal, the pod annotation, or the `drain` command. */
-  trigger(trigger: DrainTrigger): void {
-    this.deps.logger.info('Drain requested', { trigger, inProgressOperations: this.deps.tracker.inProgress, phase: this.current.phase });
-    this.dispatch({ type: 'trigger', trigger, at: new Date(), inProgress: this.deps.tracker.inProgress });
+  /**
+   * A drain request from a signal, the pod annotation, or the `drain` command; `details`
+   * (e.g. the annotation's value) go in its log line. The request that starts the drain is
+   * logged as "Drain started" once it has taken effect (see refuseNewWork); later ones as
+   * "Drain requested".
+   */
+  trigger(trigger: DrainTrigger, details: LogFields = {}): void {
+    const { phase } = this.current;
+    const inProgressOperations = this.deps.tracker.inProgress;
+    if (phase !== 'serving') this.deps.logger.info('Drain requested', { trigger, ...details, inProgressOperations, phase });
+    this.dispatch({ type: 'trigger', trigger, at: new Date(), inProgress: inProgressOperations }, details);
   }
 
   /** Stops the timers, e.g. when a test closes the server. */
@@ -40,19 +47,23 @@ export class DrainCoordinator {
     this.timers.clear();
   }
 
-  private dispatch(event: DrainEvent): void {
+  /** `details`: extra fields for the log line of the trigger being dispatched. */
+  private dispatch(event: DrainEvent, details: LogFields = {}): void {
     const { state, effects } = nextDrainState(this.current, event, this.deps.timings);
     this.current = state;
-    for (const e of effects) this.apply(e);
+    for (const e of effects) this.apply(e, details);
   }
 
-  private apply(effect: DrainEffect): void {
+  private apply(effect: DrainEffect, details: LogFields): void {
     const { tracker, runner, logger, metrics } = this.deps;
     switch (effect.type) {
       case 'refuseNewWork':
+        // First, before any log line: when nothing runs, shutDown() answers the /status
+        // requests held for this drain, and on a node short of CPU every statement ahead of
+        // that answer can cost a time slice. `since` is when the drain took effect.
         tracker.shutDown();
         metrics.draining.set(1);
-        logger.info('Drain started', { reason: this.current.reason, inProgressOperations: tracker.inProgress });
+        logger.info('Drain started', { reason: this.current.reason, ...details, since: this.current.since?.toISOString(), inProgressOperations: tracker.inProgress });
         // No operation can start any more, so the first idle moment is final.
         void tracker.waitIdle().then(() => this.dispatch({ type: 'idle', at: new Date() }));
         break;

@@ -22,7 +22,7 @@ export class OperationTracker {
   private changes = 0;
   private readonly running = new Map<string, Operation>();
   private idleWaiters: Array<() => void> = [];
-  private shutdownWaiters: Array<() => void> = [];
+  private drainedListeners: Array<() => void> = [];
 
   /** Starts an operation, or returns undefined when shutting down: the caller must refuse the work. */
   tryStart(info: OperationInfo): Operation | undefined {
@@ -38,6 +38,7 @@ export class OperationTracker {
     if (!this.running.delete(id)) return;
     this.changes++;
     if (this.running.size > 0) return;
+    if (this.shuttingDown) this.notifyDrained();
     const waiters = this.idleWaiters;
     this.idleWaiters = [];
     for (const w of waiters) w();
@@ -48,9 +49,7 @@ export class OperationTracker {
     if (this.shuttingDown) return false;
     this.shuttingDown = true;
     this.changes++;
-    const waiters = this.shutdownWaiters;
-    this.shutdownWaiters = [];
-    for (const w of waiters) w();
+    if (this.running.size === 0) this.notifyDrained();
     return true;
   }
 
@@ -73,11 +72,20 @@ export class OperationTracker {
   }
 
   /**
-   * Resolves once shutting down with no operation left: where a drain ends, and a state
-   * that never changes again, so a caller told "drained" can rely on it.
+   * Calls `listener` once, synchronously, at the moment the tracker becomes drained
+   * (shutting down with no operation left; a state that never changes again), or at once
+   * when it already is. Synchronous rather than a promise: the held /status answers go out
+   * in the same statement sequence as the drain's start, ahead of anything queued after it,
+   * which on a node short of CPU is the difference between one time slice and several.
    */
-  waitDrained(): Promise<void> {
-    if (this.shuttingDown) return this.waitIdle();
-    return new Promise((resolve) => this.shutdownWaiters.push(() => void this.waitIdle().then(resolve)));
+  onDrained(listener: () => void): void {
+    if (this.isDrained) listener();
+    else this.drainedListeners.push(listener);
+  }
+
+  private notifyDrained(): void {
+    const listeners = this.drainedListeners;
+    this.drainedListeners = [];
+    for (const l of listeners) l();
   }
 }

@@ -43,8 +43,9 @@ export function ownPodWatchPlugin(server: AtlantisServer): { start?: () => Promi
       });
       informer.onEvent((type, pod) => {
         if (type !== 'DELETED' && podRequestsDrain(pod, me.name) && !server.tracker.isShuttingDown) {
-          server.logger.info('Drain annotation found on own pod', { pod: me, value: pod.metadata?.annotations?.[DRAIN_ANNOTATION] });
-          server.requestDrain('annotation');
+          // Logged by the drain ("Drain started", with the annotation's value) once it has
+          // taken effect: the held /status answers go out first.
+          server.requestDrain('annotation', { annotation: pod.metadata?.annotations?.[DRAIN_ANNOTATION] });
         }
       });
       // Do not block startup on the API server: the Informer retries its first list (with

@@ -112,12 +112,14 @@ export function buildApp(deps: AppDeps): express.Express {
     res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': cached.body.length });
     res.end(cached.body);
   };
-  void deps.tracker.waitDrained().then(() => {
-    // Answers first: a starved process may lose the CPU at any point, the log can wait.
+  deps.tracker.onDrained(() => {
+    // Answers first: a starved process may lose the CPU at any point, the log can wait,
+    // and goes after the current statement sequence so that it follows that drain's
+    // "Drain started" line.
     const held = [...heldStatus];
     for (const answer of held) answer();
     // Whether a controller was already waiting (0: its request, if any, comes later).
-    deps.logger.info('Drained', { heldStatusRequests: held.length });
+    queueMicrotask(() => deps.logger.info('Drained', { heldStatusRequests: held.length }));
   });
   app.get('/status', (req, res) => {
     const wait = parseWaitDrained(req.query.wait_drained);
