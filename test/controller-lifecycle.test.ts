@@ -119,8 +119,9 @@ describe('AtlantisDeployment lifecycle', () => {
     assert.equal(svc.spec.ports[0]!.port, 80);
     assert.equal(svc.spec.ports[0]!.targetPort, 4141);
     assert.equal(svc.spec.selector['app.kubernetes.io/instance'], NAME);
-    const pdb = await kubeRequestOk<{ spec: { maxUnavailable: number } }>(cluster.kc, 'GET', apiPath('policy/v1', 'poddisruptionbudgets', ns, NAME));
-    assert.equal(pdb.spec.maxUnavailable, 1);
+    // replicas 2 - maxUnavailable 1, as an integer minAvailable (resources/pdb.ts)
+    const pdb = await kubeRequestOk<{ spec: { minAvailable?: number; maxUnavailable?: number } }>(cluster.kc, 'GET', apiPath('policy/v1', 'poddisruptionbudgets', ns, NAME));
+    assert.deepEqual([pdb.spec.minAvailable, pdb.spec.maxUnavailable], [1, undefined]);
     const role = await kubeRequestOk<{ rules: Array<{ resourceNames?: string[]; verbs: string[] }> }>(cluster.kc, 'GET', apiPath('rbac.authorization.k8s.io/v1', 'roles', ns, `${NAME}-atlantis`));
     assert.deepEqual(role.rules[0]!.resourceNames, [`${NAME}-0`, `${NAME}-1`]);
 
@@ -205,6 +206,8 @@ describe('AtlantisDeployment lifecycle', () => {
     await waitForReadyPods(cluster.kc, ns, NAME, [`${NAME}-0`, `${NAME}-1`, `${NAME}-2`], { timeoutMs: 120_000 });
     await waitForAd(cluster.kc, ns, NAME, '3 replicas complete', rolloutComplete(3));
     assert.ok((await pvcs()).some((c) => c.metadata!.name === `${NAME}-data-2`), 'scale-up created the PVC of ordinal 2');
+    const pdbMin = async () => (await kubeRequestOk<{ spec: { minAvailable?: number } }>(cluster.kc, 'GET', apiPath('policy/v1', 'poddisruptionbudgets', ns, NAME))).spec.minAvailable;
+    await waitFor('the PDB follows replicas', async () => (await pdbMin()) === 2, { timeoutMs: 10_000 });
     const claimUids = new Map(await Promise.all([0, 1, 2].map(async (i) => [i, await pvcUid(`${NAME}-data-${i}`)] as const)));
     fs.writeFileSync(path.join(node.pvDir(ns, `${NAME}-data-1`), 'kept-on-scale-down.txt'), 'one\n');
 

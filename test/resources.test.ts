@@ -262,11 +262,14 @@ test('ServiceAccount, Role, RoleBinding', () => {
 });
 
 test('PodDisruptionBudget', () => {
-  const pdb = renderPDB(ad({ updateStrategy: { maxUnavailable: 2 } }));
+  const pdb = renderPDB(ad({ replicas: 5, updateStrategy: { maxUnavailable: 2 } }));
   assert.equal(pdb.apiVersion, 'policy/v1');
-  assert.equal(pdb.spec?.maxUnavailable, 2);
+  // replicas - maxUnavailable as an integer: no scale lookups by the disruption controller
+  assert.equal(pdb.spec?.minAvailable, 3);
+  assert.equal(pdb.spec?.maxUnavailable, undefined);
   assert.deepEqual(pdb.spec?.selector?.matchLabels, { 'app.kubernetes.io/name': 'atlantis', 'app.kubernetes.io/instance': 'atlantis' });
-  assert.equal(renderPDB(ad()).spec?.maxUnavailable, 1);
+  assert.equal(renderPDB(ad()).spec?.minAvailable, 0, 'defaults: 1 replica, maxUnavailable 1');
+  assert.equal(renderPDB(ad({ replicas: 1, updateStrategy: { maxUnavailable: 3 } })).spec?.minAvailable, 0, 'never negative');
 });
 
 test('ordinal label parsing', () => {
