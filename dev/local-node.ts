@@ -20,10 +20,11 @@
 //     -> files. Processes cannot chroot, so mounts are emulated: each volumeMount's
 //     mountPath prefix is replaced by the host directory in the container's args and env
 //     values (nothing else: a path compiled into a program is not rewritten);
-//   - pod processes share one CPU cgroup (cgroup v1 `cpu` controller, cpu.shares 512, when
-//     the machine lets us create one) like a kubelet's kubepods cgroup, and run at nice 10:
-//     the API server, etcd and the controller share this machine's cores with every pod,
-//     and must not be starved by a hundred of them. Inside it each pod has a cgroup of its
+//   - pod processes share one CPU cgroup (cgroup v1 `cpu` controller, when the machine lets
+//     us create one) like a kubelet's kubepods cgroup, with kubelet's cpu.shares for it (the
+//     node's allocatable CPU: 1024 per core), and run at nice 10. The API server, etcd and
+//     the controller share this machine's cores with every pod: however many pods there
+//     are, together they weigh one ordinary thread per core. Inside it each pod has a cgroup of its
 //     own with kubelet's cpu.shares for its CPU requests (2 without any), so a pod's share
 //     does not depend on how many threads its neighbours run: a hundred servers starting
 //     do not starve an old one that has to answer its drain;
@@ -88,9 +89,10 @@ export interface LocalNodeOptions {
    */
   podNice?: number;
   /**
-   * cpu.shares of the cgroup all pod processes share (default 512, half of one ordinary
-   * process: 100 pods together weigh like half a process, as kubepods does on a node).
-   * 0 = no cgroup. Needs a writable cgroup v1 `cpu` hierarchy; without one only nice applies.
+   * cpu.shares of the cgroup all pod processes share. Default: kubelet's for kubepods, the
+   * node's allocatable CPU in shares (1024 per core; this node reports all its cores), so
+   * all pods together weigh like that many ordinary threads. 0 = no cgroup. Needs a
+   * writable cgroup v1 `cpu` hierarchy; without one only nice applies.
    */
   podCpuShares?: number;
   logger?: Logger;
@@ -251,7 +253,7 @@ export class LocalNode {
     this.backoffBase = opts.crashBackoffBaseMs ?? 10_000;
     this.heartbeatMs = opts.heartbeatMs ?? 10_000;
     this.podNice = opts.podNice ?? 10;
-    this.podCpuShares = opts.podCpuShares ?? 512;
+    this.podCpuShares = opts.podCpuShares ?? os.cpus().length * 1024;
     this.eventsFile = path.join(this.root, 'events.jsonl');
     fs.mkdirSync(path.join(this.root, 'pods'), { recursive: true });
     fs.mkdirSync(path.join(this.root, 'pv'), { recursive: true });

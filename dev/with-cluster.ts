@@ -7,6 +7,8 @@
 // exits with its exit code, and always stops the cluster (also on SIGINT/SIGTERM).
 // A cluster that cannot start (e.g. missing binaries) fails the run with the reason.
 // ATLANTIS_KEEP_CLUSTER_DIR=1 keeps the cluster dir (logs, node state) for post-mortems.
+// ATLANTIS_LOCAL_NODE_POD_CPU_SHARES=<n> sets the cpu.shares of the cgroup the local node puts
+// every pod under (default: kubelet's, 1024 per core; docs/local-cluster.md).
 //
 //   node --import tsx dev/with-cluster.ts --serve
 //
@@ -35,7 +37,9 @@ async function main(): Promise<number> {
   };
   try {
     // CrashLoopBackOff starts at 1 s here (kubelet: 10 s) so restart tests stay short.
-    stack = await startStack({ cluster: { keepDir: process.env.ATLANTIS_KEEP_CLUSTER_DIR === '1' }, node: { crashBackoffBaseMs: 1_000 } });
+    const podCpuShares = process.env.ATLANTIS_LOCAL_NODE_POD_CPU_SHARES ? Number(process.env.ATLANTIS_LOCAL_NODE_POD_CPU_SHARES) : undefined;
+    if (podCpuShares !== undefined && !(Number.isInteger(podCpuShares) && podCpuShares >= 2 && podCpuShares <= 262_144)) throw new Error(`ATLANTIS_LOCAL_NODE_POD_CPU_SHARES must be an integer from 2 to 262144, got "${process.env.ATLANTIS_LOCAL_NODE_POD_CPU_SHARES}"`);
+    stack = await startStack({ cluster: { keepDir: process.env.ATLANTIS_KEEP_CLUSTER_DIR === '1' }, node: { crashBackoffBaseMs: 1_000, podCpuShares } });
   } catch (err) {
     process.stderr.write(`with-cluster: FAILED to start the local cluster: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
