@@ -11,7 +11,7 @@
 // the local node turns it into the pod cgroup's cpu.shares as kubelet does; none by default),
 // BENCH_CONTROLLER_NODE_OPTIONS (NODE_OPTIONS of the controller, e.g. --cpu-prof).
 import { readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { apiPath, kubeRequestOk } from '../src/k8s/client.js';
@@ -21,7 +21,7 @@ import { startCli } from '../test/support/cli.js';
 import { atlantisDeployment, createVcsSecret, ensureCrd, isReady, listPods, patchAdSpec } from '../test/support/controller.js';
 import { freshNamespace, getCluster, getLocalNode, waitFor } from '../test/support/k8s.js';
 import { serverLog } from '../test/support/controller-asserts.js';
-import { histogramQuantile, percentile, printTable, scrape, sumSeries } from './support.js';
+import { histogramQuantile, machineBusySeconds, parseScrape, percentile, printTable, scrape, sumSeries, topIncreases } from './support.js';
 
 const N = Number(process.env.BENCH_ADS ?? 100);
 /** CPU request of each server pod (BENCH_POD_CPU_REQUEST, e.g. 10m; none by default). */
@@ -68,6 +68,10 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
     const oldPods = new Map(before.items.map((p) => [p.metadata!.uid!, p]));
     const logOffset = ctrl.output().length;
     const m1 = await scrape(metricsUrl);
+    // Where the CPU goes: the API server shares the machine's cores with every pod here.
+    const apiMetrics = async () => parseScrape(String(await kubeRequestOk(cluster.kc, 'GET', '/metrics')));
+    const api1 = await apiMetrics();
+    const busy1 = machineBusySeconds();
     const t1 = Date.now();
     await Promise.all(names.map((name) => patchAdSpec(cluster.kc, ns, name, { image: 'atlantis-operator:v2' })));
     await waitFor('all rolled', async () => {
@@ -75,7 +79,11 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
       return ps.items.length === N && ps.items.every((p) => !oldPods.has(p.metadata!.uid!) && isReady(p));
     }, { timeoutMs: 900_000, intervalMs: 1000 });
     const rolloutS = (Date.now() - t1) / 1000;
+    const busyS = machineBusySeconds() - busy1;
     const m2 = await scrape(metricsUrl);
+    const api2 = await apiMetrics();
+    const apiCpuS = sumSeries(api2, 'process_cpu_seconds_total') - sumSeries(api1, 'process_cpu_seconds_total');
+    const apiTop = topIncreases(api1, api2, 'apiserver_request_total', ['verb', 'resource', 'subresource'], 5);
     const requests = (m: typeof m1, ...match: string[]) => sumSeries(m2, 'atlantis_operator_kube_api_requests_total', ...match) - sumSeries(m, 'atlantis_operator_kube_api_requests_total', ...match);
     const apiRequests = requests(m1);
     // The event-loop delay gauges cover the time since the previous scrape (m1): the rollout.
@@ -148,6 +156,8 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
       { figure: 'rollout: Kubernetes API requests', value: `${apiRequests} in ${rolloutS.toFixed(0)} s = ${(apiRequests / rolloutS).toFixed(1)} per s; 429: ${api429}; 5xx/no answer: ${apiErrors}` },
       { figure: 'rollout: controller CPU; its event-loop delay p99 / max', value: `${controllerCpuS.toFixed(1)} s (${((controllerCpuS / rolloutS) * 100).toFixed(0)}% of one core); ${(sumSeries(m2, 'nodejs_eventloop_lag_p99_seconds') * 1000 - EVENT_LOOP_MONITORING_PRECISION_MS).toFixed(0)} ms / ${(sumSeries(m2, 'nodejs_eventloop_lag_max_seconds') * 1000 - EVENT_LOOP_MONITORING_PRECISION_MS).toFixed(0)} ms` },
       { figure: 'rollout: controller GC time (all / major)', value: `${(gc(m1, m2) * 1000).toFixed(0)} ms / ${(gc(m1, m2, 'kind="major"') * 1000).toFixed(0)} ms` },
+      { figure: 'rollout: machine CPU busy; of it the API server', value: `${busyS.toFixed(1)} s of ${(rolloutS * availableParallelism()).toFixed(0)} s (${availableParallelism()} cores); ${apiCpuS.toFixed(1)} s` },
+      { figure: 'rollout: API server requests, most frequent', value: apiTop.map(([k, v]) => `${k.trim()} ${v}`).join('; ') },
       { figure: 'rollout: API request duration p50 / p99', value: `${q('atlantis_operator_kube_api_request_duration_seconds', 0.5)} / ${q('atlantis_operator_kube_api_request_duration_seconds', 0.99)}` },
       { figure: 'rollout: server containers restarted (liveness) before the rollout', value: String(restarted) },
       { figure: '3 idle pods: drain protocol rollout', value: `${drainRolloutS.toFixed(1)} s` },

@@ -1,5 +1,6 @@
 // Shared bits of the benchmarks: percentiles and a fixed-size latency probe run in a worker
 // thread, so the client's own work does not sit on the server's event loop.
+import { readFileSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 
 export function percentile(sorted: number[], p: number): number {
@@ -54,13 +55,36 @@ export function printTable(title: string, rows: Array<Record<string, string | nu
 export type Scrape = Map<string, number>;
 
 export async function scrape(url: string): Promise<Scrape> {
+  return parseScrape(await (await fetch(url)).text());
+}
+
+/** Prometheus text format: one entry per series (name and labels as written). */
+export function parseScrape(text: string): Scrape {
   const out: Scrape = new Map();
-  for (const line of (await (await fetch(url)).text()).split('\n')) {
+  for (const line of text.split('\n')) {
     if (!line || line.startsWith('#')) continue;
     const i = line.lastIndexOf(' ');
     out.set(line.slice(0, i), Number(line.slice(i + 1)));
   }
   return out;
+}
+
+/** CPU seconds this machine has spent busy (all cores: /proc/stat minus idle and iowait). */
+export function machineBusySeconds(): number {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+  return (total - f[3]! - f[4]!) / 100; // USER_HZ
+}
+
+/** The `n` largest increases of a counter between two scrapes, by the values of `labels`. */
+export function topIncreases(before: Scrape, after: Scrape, name: string, labels: string[], n: number): Array<[string, number]> {
+  const sums = new Map<string, number>();
+  for (const [k, v] of after) {
+    if (k.split('{')[0] !== name) continue;
+    const key = labels.map((l) => new RegExp(`${l}="([^"]*)"`).exec(k)?.[1] ?? '').join(' ');
+    sums.set(key, (sums.get(key) ?? 0) + v - (before.get(k) ?? 0));
+  }
+  return [...sums].filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]).slice(0, n);
 }
 
 /** Sum of the series of `name` whose labels contain every `match` fragment (e.g. 'code="429"'). */
