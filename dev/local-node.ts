@@ -24,10 +24,10 @@
 //     us create one) like a kubelet's kubepods cgroup, with kubelet's cpu.shares for it (the
 //     node's allocatable CPU: 1024 per core), and run at nice 10. The API server, etcd and
 //     the controller share this machine's cores with every pod: however many pods there
-//     are, together they weigh one ordinary thread per core. Inside it each pod has a cgroup of its
-//     own with kubelet's cpu.shares for its CPU requests (2 without any), so a pod's share
-//     does not depend on how many threads its neighbours run: a hundred servers starting
-//     do not starve an old one that has to answer its drain;
+//     are, together they weigh one ordinary thread per core. Inside it each pod has a
+//     cgroup of its own with kubelet's cpu.shares for its CPU requests (2 without any), so
+//     a pod's share does not depend on how many threads its neighbours run: a hundred
+//     servers starting do not starve an old one that has to answer its drain;
 //   - cwd <pod dir>/cwd; stdout+stderr appended to <pod dir>/logs/<container>.log;
 //   - status like kubelet: phase, PodScheduled/PodReadyToStartContainers/Initialized/
 //     ContainersReady/Ready, containerStatuses; readiness, liveness and startup probes

@@ -85,6 +85,25 @@ describe('OperationTracker', () => {
     assert.equal(late, 1, 'at once once drained');
   });
 
+  it('a listener that throws does not stop shutDown half way; its error is thrown again later', () => {
+    const t = new OperationTracker();
+    const later: Array<() => void> = [];
+    const real = globalThis.queueMicrotask;
+    globalThis.queueMicrotask = (cb) => { later.push(cb); };
+    let second = 0;
+    try {
+      t.onDrained(() => { throw new Error('boom'); });
+      t.onDrained(() => { second++; });
+      assert.equal(t.shutDown(), true);
+    } finally {
+      globalThis.queueMicrotask = real;
+    }
+    assert.equal(second, 1, 'the next listener still ran');
+    assert.equal(t.isDrained, true);
+    assert.equal(later.length, 1);
+    assert.throws(() => later[0]!(), /boom/);
+  });
+
   it('onDrained fires inside shutDown when nothing runs', () => {
     const t = new OperationTracker();
     const order: string[] = [];

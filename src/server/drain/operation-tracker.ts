@@ -86,6 +86,10 @@ export class OperationTracker {
   private notifyDrained(): void {
     const listeners = this.drainedListeners;
     this.drainedListeners = [];
-    for (const l of listeners) l();
+    for (const l of listeners) {
+      // A listener's error must not stop the caller (shutDown, finish) half way: it is
+      // thrown again after the current statement sequence, as a promise callback's was.
+      try { l(); } catch (e) { queueMicrotask(() => { throw e; }); }
+    }
   }
 }
