@@ -20,7 +20,7 @@ import { API_VERSION, type AtlantisDeployment, PLURAL } from '../src/controller/
 import { startCli } from '../test/support/cli.js';
 import { atlantisDeployment, createVcsSecret, ensureCrd, isReady, listPods, patchAdSpec } from '../test/support/controller.js';
 import { freshNamespace, getCluster, getLocalNode, waitFor } from '../test/support/k8s.js';
-import { serverLog } from '../test/support/controller-asserts.js';
+import { parseJsonLog, serverLog } from '../test/support/controller-asserts.js';
 import { histogramQuantile, machineBusySeconds, parseScrape, percentile, printTable, scrape, sumSeries, topIncreases } from './support.js';
 
 const N = Number(process.env.BENCH_ADS ?? 100);
@@ -93,10 +93,8 @@ export async function benchControllerScale(): Promise<{ ok: boolean }> {
     const apiErrors = requests(m1, 'code="<error>"') + requests(m1, 'code="5');
     const q = (name: string, p: number, ...match: string[]) => fmtS(histogramQuantile(m1, m2, name, p, ...match));
     const deletes = new Map<string, number>();
-    for (const line of ctrl.output().slice(logOffset).split('\n')) {
-      if (!line.includes('"msg":"Deleting pod"')) continue;
-      const j = JSON.parse(line) as { time: string; uid: string };
-      if (!deletes.has(j.uid)) deletes.set(j.uid, Date.parse(j.time));
+    for (const l of parseJsonLog(ctrl.output().slice(logOffset))) {
+      if (l.msg === 'Deleting pod' && typeof l.uid === 'string' && !deletes.has(l.uid)) deletes.set(l.uid, l.at);
     }
     const latencies: number[] = [];
     // Where the time goes, from the server's side: its drain's start to its "Drained" line

@@ -23,7 +23,7 @@ import type { StatusResponse } from '../src/server/http/app.js';
 import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
 import { gatedConfig } from './support/git-repos.js';
 import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, listPods, patchAdSpec } from './support/controller.js';
-import { cond, describePods, describeStatus, rolloutComplete, serverStatus, waitForAd, waitForReadyPods, REVISION } from './support/controller-asserts.js';
+import { applyEndedAt, cond, describePods, describeStatus, parseJsonLog, rolloutComplete, serverStatus, waitForAd, waitForReadyPods, REVISION, type JsonLogLine } from './support/controller-asserts.js';
 import { clientNodeConfig, readFileOr, waitFor, type TestCluster } from './support/k8s.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
 
@@ -40,11 +40,8 @@ let tmp = '';
 let passed = false;
 const ns = 'outage';
 
-interface LogLine { time: string; level: string; msg: string; [k: string]: unknown }
-function controllerLog(): LogLine[] {
-  return (ctrl?.output() ?? '').split('\n').filter((l) => l.startsWith('{')).flatMap((l) => {
-    try { return [JSON.parse(l) as LogLine]; } catch { return []; }
-  });
+function controllerLog(): JsonLogLine[] {
+  return parseJsonLog(ctrl?.output() ?? '');
 }
 const ms = (iso: string) => Date.parse(iso);
 const iso = (t: number) => new Date(t).toISOString();
@@ -208,10 +205,9 @@ describe('kube-apiserver down for 30 s during a rollout', () => {
 
       const evs = node.events({ namespace: ns, pod: w.name }).filter((e) => e.uid === w.uid);
       assert.ok(!evs.some((e) => e.type === 'SIGKILL sent'), `${w.name} got no SIGKILL`);
-      const serverLog = readFileOr(node.logPath(ns, w.name, 'atlantis', w.uid));
-      const finishedLine = serverLog.split('\n').find((l) => l.includes('"msg":"Command finished"') && l.includes('"command":"apply"'));
-      assert.ok(finishedLine, `${w.name} logged the end of its apply`);
-      const applyEnded = ms((JSON.parse(finishedLine) as { time: string }).time);
+      const logText = readFileOr(node.logPath(ns, w.name, 'atlantis', w.uid));
+      const applyEnded = applyEndedAt(node, ns, w.name, w.uid);
+      assert.ok(applyEnded !== undefined, `${w.name} logged the end of its apply`);
       const deletes = log.filter((l) => l.msg === 'Deleting pod' && l.uid === w.uid);
       assert.ok(deletes.length >= 1, `the controller deleted ${w.name}`);
       for (const d of deletes) {
@@ -225,10 +221,10 @@ describe('kube-apiserver down for 30 s during a rollout', () => {
       const mine = seen.filter((s) => s.pod === w.name && s.status);
       assert.ok(mine.filter((s) => s.at < ms(term.time)).every((s) => s.status!.shutting_down), `${w.name} reported shutting_down until deleted`);
       assert.ok(!mine.some((s) => s.at > applyEnded + 2_000 && s.status!.in_progress_operations > 0), `${w.name}: no work reported after its apply ended`);
-      assert.match(serverLog, /"msg":"Drain finished","exitCode":0/);
-      assert.doesNotMatch(serverLog, /Interrupting terraform|Killing terraform/);
+      assert.match(logText, /"msg":"Drain finished","exitCode":0/);
+      assert.doesNotMatch(logText, /Interrupting terraform|Killing terraform/);
     }
-    const [end1, end0] = work.map((w) => ms((JSON.parse(readFileOr(node.logPath(ns, w.name, 'atlantis', w.uid)).split('\n').find((l) => l.includes('"msg":"Command finished"') && l.includes('"command":"apply"'))!) as { time: string }).time));
+    const [end1, end0] = work.map((w) => applyEndedAt(node, ns, w.name, w.uid));
     assert.ok(end1! > tDown && end1! < tRestart, `atl-1's apply ended during the outage (${iso(end1!)})`);
     assert.ok(end0! >= tRelease0 && end0! > tUp, `atl-0's apply ended after the API server was back (${iso(end0!)})`);
     // atl-1 was drained during the outage: the controller tried to delete it then, failed and retried.

@@ -20,7 +20,7 @@ import { apiPath } from '../src/k8s/client.js';
 import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
 import { gatedConfig } from './support/git-repos.js';
 import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, listPods, patchAdSpec } from './support/controller.js';
-import { DRAIN, REVISION, cond, describePods, describeStatus, rolloutComplete, serverStatus, waitForAd, waitForReadyPods } from './support/controller-asserts.js';
+import { DRAIN, REVISION, applyEndedAt, cond, describePods, describeStatus, parseJsonLog, rolloutComplete, serverStatus, waitForAd, waitForReadyPods, type JsonLogLine } from './support/controller-asserts.js';
 import { deleteNamespace, freshNamespace, getCluster, getLocalNode, readFileOr, waitFor, type TestCluster } from './support/k8s.js';
 import { TcpProxy } from './support/tcp-proxy.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
@@ -40,11 +40,8 @@ let ctrl: CliProcess | undefined;
 let tmp: string;
 let passed = false;
 
-interface LogLine { time: string; level: string; msg: string; [k: string]: unknown }
-function controllerLog(): LogLine[] {
-  return (ctrl?.output() ?? '').split('\n').filter((l) => l.startsWith('{')).flatMap((l) => {
-    try { return [JSON.parse(l) as LogLine]; } catch { return []; }
-  });
+function controllerLog(): JsonLogLine[] {
+  return parseJsonLog(ctrl?.output() ?? '');
 }
 const ms = (iso: string) => Date.parse(iso);
 
@@ -219,10 +216,9 @@ describe('controller behind a proxy that cuts and then black-holes its connectio
       assert.ok(evs.some((e) => e.type === 'SIGTERM sent'), `${p.metadata!.name} was stopped`);
     }
     assert.deepEqual(node.events({ namespace: ns }).filter((e) => e.type === 'SIGKILL sent'), [], 'no SIGKILL in the namespace');
-    const serverLog = readFileOr(node.logPath(ns, `${NAME}-1`, 'atlantis', pod1.metadata!.uid));
-    const finishedLine = serverLog.split('\n').find((l) => l.includes('"msg":"Command finished"') && l.includes('"command":"apply"'));
-    assert.ok(finishedLine, 'atl-1 logged the end of its apply');
-    const applyEnded = ms((JSON.parse(finishedLine) as { time: string }).time);
+    const logText = readFileOr(node.logPath(ns, `${NAME}-1`, 'atlantis', pod1.metadata!.uid));
+    const applyEnded = applyEndedAt(node, ns, `${NAME}-1`, pod1.metadata!.uid!);
+    assert.ok(applyEnded !== undefined, 'atl-1 logged the end of its apply');
     const del1 = log.find((l) => l.msg === 'Deleting pod' && l.uid === pod1.metadata!.uid);
     assert.ok(del1, 'the controller deleted atl-1');
     assert.equal(del1.reason, 'Drained');
@@ -230,8 +226,8 @@ describe('controller behind a proxy that cuts and then black-holes its connectio
     const sigterm1 = node.events({ namespace: ns, pod: `${NAME}-1` }).find((e) => e.uid === pod1.metadata!.uid && e.type === 'SIGTERM sent')!;
     assert.ok(ms(sigterm1.time) >= applyEnded, 'SIGTERM of atl-1 after its apply ended');
     assert.ok(ms(sigterm1.time) >= tRelease, 'nothing deleted atl-1 before the apply was released');
-    assert.match(serverLog, /"msg":"Drain finished","exitCode":0/);
-    assert.doesNotMatch(serverLog, /Interrupting terraform|Killing terraform/);
+    assert.match(logText, /"msg":"Drain finished","exitCode":0/);
+    assert.doesNotMatch(logText, /Interrupting terraform|Killing terraform/);
 
     // The controller process ran through it all.
     assert.equal(ctrl!.child.exitCode, null, 'the controller is still running');

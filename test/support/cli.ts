@@ -23,9 +23,10 @@ export interface CliProcess {
 
 /**
  * Starts the CLI (or `cli`, another build of it); its output is kept in memory, or appended
- * to `logFile`. A benchmark should use a file: Node.js writes to a pipe synchronously, so a busy reader on the other end
- * (the benchmark itself, on a loaded machine) would stall the process's event loop once the
- * pipe is full. A container runtime reads a container's output promptly.
+ * to `logFile`. A benchmark should use a file: Node.js writes to a pipe synchronously, so a
+ * busy reader on the other end (the benchmark itself, on a loaded machine) would stall the
+ * process's event loop once the pipe is full. A container runtime reads a container's output
+ * promptly.
  */
 export function startCli(args: string[], env: NodeJS.ProcessEnv = {}, opts: { logFile?: string; cli?: string } = {}): CliProcess {
   if (!opts.cli) assertBuilt();

@@ -201,24 +201,34 @@ export async function eventsSince(kc: KubeClientConfig, ns: string, name: string
   return async () => (await adEvents(kc, ns, name)).filter((e) => !before.has(e.name));
 }
 
-/** One JSON line of a server pod's log, with its time as epoch ms. */
-export interface ServerLogLine { msg: string; at: number; [field: string]: unknown }
+/** One JSON log line (a server's or the controller's), with its `time` as epoch ms in `at`. */
+export interface JsonLogLine { msg: string; time: string; at: number; [field: string]: unknown }
+
+/** The JSON lines of a log's text; a line cut short (by a kill) is skipped: not evidence of anything. */
+export function parseJsonLog(text: string): JsonLogLine[] {
+  const out: JsonLogLine[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    try {
+      const o = JSON.parse(line) as { msg?: unknown; time?: unknown };
+      if (typeof o.msg === 'string' && typeof o.time === 'string') out.push({ ...o, msg: o.msg, time: o.time, at: Date.parse(o.time) });
+    } catch {
+      // cut short
+    }
+  }
+  return out;
+}
 
 /**
  * The log of one server pod (by UID) as written by the local node. Tests use it as evidence of
  * what the server did and when, since polling from the outside can miss a drain that starts
  * and ends between two polls.
  */
-export function serverLog(node: LocalNodeHandle, ns: string, pod: string, uid: string): ServerLogLine[] {
-  const out: ServerLogLine[] = [];
-  for (const line of readFileOr(node.logPath(ns, pod, 'atlantis', uid)).split('\n')) {
-    if (!line.startsWith('{')) continue;
-    try {
-      const o = JSON.parse(line) as { msg?: unknown; time?: unknown };
-      if (typeof o.msg === 'string' && typeof o.time === 'string') out.push({ ...o, msg: o.msg, at: Date.parse(o.time) });
-    } catch {
-      // a line cut short by the kill: not evidence of anything
-    }
-  }
-  return out;
+export function serverLog(node: LocalNodeHandle, ns: string, pod: string, uid: string): JsonLogLine[] {
+  return parseJsonLog(readFileOr(node.logPath(ns, pod, 'atlantis', uid)));
+}
+
+/** When the server pod's apply command ended, by its own "Command finished" line (undefined: it did not). */
+export function applyEndedAt(node: LocalNodeHandle, ns: string, pod: string, uid: string): number | undefined {
+  return serverLog(node, ns, pod, uid).find((l) => l.msg === 'Command finished' && l.command === 'apply')?.at;
 }
