@@ -1,15 +1,14 @@
-// The process host (every child process of the server started by one worker thread, at nice 10,
-// also for the session group of a detached one) and the
-// ProcessRunner on top of it, with real processes: output streaming, exit codes and signals,
-// SIGINT-then-SIGKILL cancellation, an interrupt that arrives before the pid is known, a
-// missing binary, a worker thread that dies, and that the main thread itself never spawns.
+// The process host (every child process of the server started by one small worker process, at
+// nice 10, also for the session group of a detached one) and the ProcessRunner on top of it,
+// with real processes: output streaming, exit codes and signals, SIGINT-then-SIGKILL
+// cancellation, an interrupt that arrives before the pid is known, a missing binary, a worker
+// that dies, a worker that goes with its server, and that the server itself never forks.
 import assert from 'node:assert/strict';
 import childProcess from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { syncBuiltinESMExports } from 'node:module';
 import { getPriority, tmpdir } from 'node:os';
 import path from 'node:path';
-import { threadId } from 'node:worker_threads';
 import { after, describe, it } from 'node:test';
 import { execa } from 'execa';
 import type { LogFields, Logger } from '../src/log.js';
@@ -42,7 +41,7 @@ function procStat(pid: number): { ppid: number; pgid: number; nice: number; stat
   return { state: f[0]!, ppid: Number(f[1]), pgid: Number(f[2]), nice: Number(f[16]) };
 }
 
-/** Gone, or a zombie nobody waits for (a SIGKILLed child of a dead worker thread). */
+/** Gone, or a zombie nobody has waited for yet. */
 function dead(pid: number): boolean {
   const s = procStat(pid);
   return s === undefined || s.state === 'Z';
@@ -50,7 +49,7 @@ function dead(pid: number): boolean {
 
 describe('process host', () => {
   it('streams combined output to listeners and the log file, reports the exit code, runs in its own process group', async () => {
-    const { runner } = setup();
+    const { host, runner } = setup();
     const logFile = path.join(dir, 'jobs', 'stream.log');
     const go = path.join(dir, 'stream-go');
     const chunks: string[] = [];
@@ -60,7 +59,7 @@ describe('process host', () => {
     });
     await waitFor('the first line, streamed while the process runs', () => chunks.join('').includes('out true x\n'));
     const [p] = runner.running();
-    assert.equal(procStat(p!.pid)?.ppid, process.pid, 'a child of this process');
+    assert.equal(procStat(p!.pid)?.ppid, host.pid, 'a child of the worker process');
     assert.equal(procStat(p!.pid)?.pgid, p!.pid, 'leads its own process group');
     assert.equal(procStat(p!.pid)?.nice, 10, 'runs at nice 10, after the server');
     assert.equal(getPriority(), 0, 'the server itself keeps its priority');
@@ -104,7 +103,7 @@ describe('process host', () => {
   it('keeps an interrupt that arrives before the pid is known and sends it once the process runs', async () => {
     const { runner } = setup();
     const run = runner.run({ jobId: 'early', args: ['-c', 'trap "exit 130" INT; while :; do sleep 0.05; done'], cwd: dir });
-    // The pid comes in a message from the worker, so it cannot be known yet.
+    // The pid comes in a message from the worker process, so it cannot be known yet.
     assert.equal(runner.running().length, 0);
     runner.cancel('early');
     const r = await run;
@@ -145,52 +144,72 @@ describe('process host', () => {
     assert.equal(bad.stdout, '');
   });
 
-  it('fails the processes of a worker thread that dies, kills them, logs it, and starts a new thread for later ones', async () => {
+  it('fails the processes of a worker process that dies, kills them, logs it, and starts a new worker for later ones', async () => {
     const { host, runner, logs } = setup({ workerUrl: new URL('./fixtures/process-host/crashing-worker.mjs', import.meta.url) });
     let out = '';
     const run = runner.run({ jobId: 'orphan', args: ['-c', 'echo ready; while :; do sleep 0.05; done'], cwd: dir, onOutput: (c) => { out += c; } });
     await waitFor('the process', () => out.includes('ready'));
     const pid = runner.running()[0]!.pid;
-    const firstThread = host.threadId;
+    const firstWorker = host.pid;
     const crash = await host.spawn({ command: 'crash-process-host', args: [], cwd: dir, output: 'capture' });
-    assert.match(crash.error ?? '', /process host thread stopped unexpectedly \(exit code 1\) while running crash-process-host; it did not start/);
+    assert.match(crash.error ?? '', /process host stopped unexpectedly \(exit code 1\) while running crash-process-host; it did not start/);
     const r = await run;
     assert.equal(r.exitCode, null);
-    assert.match(r.output, new RegExp(`process host thread stopped unexpectedly \\(exit code 1\\) while running sh; process ${pid} was killed`));
-    assert.ok(logs.some((l) => l.msg === 'Process host thread failed' && l.fields?.error === 'process host bug'), JSON.stringify(logs));
-    assert.ok(logs.some((l) => l.level === 'error' && l.msg.startsWith('Process host thread stopped')), JSON.stringify(logs));
+    assert.match(r.output, new RegExp(`process host stopped unexpectedly \\(exit code 1\\) while running sh; process ${pid} was killed`));
+    assert.ok(logs.some((l) => l.msg === 'Process host failed' && l.fields?.error === 'process host bug'), JSON.stringify(logs));
+    assert.ok(logs.some((l) => l.level === 'error' && l.msg.startsWith('Process host stopped')), JSON.stringify(logs));
     await waitFor('the orphaned process killed', () => dead(pid));
     assert.equal(runner.running().length, 0);
 
     const again = await runner.run({ jobId: 'after', args: ['-c', 'echo again'], cwd: dir });
     assert.equal(again.exitCode, 0);
     assert.equal(again.output, 'again\n');
-    assert.notEqual(host.threadId, firstThread, 'a new worker thread');
+    assert.notEqual(host.pid, firstWorker, 'a new worker process');
   });
 
-  it('never spawns on the main thread', async () => {
-    // Count child_process.spawn calls on this thread (execa calls it through its ESM import,
-    // which syncBuiltinESMExports updates). Worker threads have their own module instances.
+  it('never forks the server for a child: the worker process starts them, and goes when the server closes it', async () => {
+    // Count child_process.spawn calls in this process (execa calls it through its ESM import,
+    // which syncBuiltinESMExports updates). The worker has its own modules.
     const original = childProcess.spawn;
-    let mainThreadSpawns = 0;
-    childProcess.spawn = ((...args: Parameters<typeof original>) => { mainThreadSpawns++; return original(...args); }) as typeof original;
+    let ownSpawns = 0;
+    childProcess.spawn = ((...args: Parameters<typeof original>) => { ownSpawns++; return original(...args); }) as typeof original;
     syncBuiltinESMExports();
     try {
       await execa('true');
-      assert.equal(mainThreadSpawns, 1, 'the counter sees a spawn on this thread');
-      mainThreadSpawns = 0;
+      assert.equal(ownSpawns, 1, 'the counter sees a spawn in this process');
+      ownSpawns = 0;
 
       const { host, runner } = setup();
       const r = await runner.run({ jobId: 'where', args: ['-c', 'echo $PPID'], cwd: dir });
-      assert.equal(r.output, `${process.pid}\n`, 'a child of this process');
+      const worker = host.pid;
+      assert.ok(worker !== undefined && worker !== process.pid);
+      assert.equal(r.output, `${worker}\n`, 'a child of the worker');
+      assert.equal(procStat(worker)?.ppid, process.pid, 'the worker is a child of the server');
       const g = await host.spawn({ command: 'git', args: ['--version'], cwd: dir, output: 'capture' });
       assert.equal(g.exitCode, 0);
       assert.match(g.stdout ?? '', /^git version/);
-      assert.equal(mainThreadSpawns, 0);
-      assert.ok(host.threadId !== undefined && host.threadId !== threadId, 'spawned by another thread');
+      assert.equal(ownSpawns, 0);
+      host.close();
+      await waitFor('the worker to exit once closed', () => dead(worker));
     } finally {
       childProcess.spawn = original;
       syncBuiltinESMExports();
+    }
+  });
+
+  it('the worker exits when its server is SIGKILLed', async () => {
+    const server = execa(process.execPath, ['--import', 'tsx', new URL('./fixtures/process-host/host-and-wait.ts', import.meta.url).pathname], { reject: false });
+    let line = '';
+    server.stdout!.on('data', (c: Buffer) => { line += c.toString(); });
+    await waitFor('the fixture server to start a child through its worker', () => line.includes('\n'), 30_000);
+    const { worker, child } = JSON.parse(line) as { worker: number; child: number };
+    assert.equal(procStat(child)?.ppid, worker);
+    try {
+      server.kill('SIGKILL');
+      await server;
+      await waitFor('the worker to exit after its server', () => dead(worker));
+    } finally {
+      try { process.kill(child, 'SIGKILL'); } catch { /* gone */ }
     }
   });
 });

@@ -170,6 +170,7 @@ export class AtlantisServer {
         await new Promise<void>((resolve) => this.http!.close(() => resolve()));
       }
       for (const c of this.closers) await c();
+      this.processHost.close();
       removePidFile(this.config.dataDir, process.pid);
     })();
     return this.closing;

@@ -1,5 +1,5 @@
-// Messages between the process host (main thread) and its worker thread, which starts every
-// child process of the server. Only data that survives structured cloning.
+// Messages between the process host (the server's main thread) and its worker process, which
+// starts every child process of the server. Plain JSON over the IPC channel.
 
 export interface SpawnSpec {
   command: string;
@@ -34,4 +34,6 @@ export type ToWorker = { type: 'spawn'; id: number; spec: SpawnSpec };
 export type FromWorker =
   | { type: 'started'; id: number; pid: number }
   | { type: 'output'; id: number; chunk: string }
-  | { type: 'exit'; id: number; exit: SpawnExit };
+  | { type: 'exit'; id: number; exit: SpawnExit }
+  /** Sent just before the worker exits on an error of its own (a bug): what to log. */
+  | { type: 'fatal'; error: string };

@@ -1,26 +1,46 @@
-// The process host's worker thread: starts the server's child processes (git, terraform, run
-// steps) with execa and reports their pid, output and exit to the main thread.
-// Why a thread: spawning forks the whole server process, which blocks the calling thread for
-// 5-40 ms per child on a busy machine; here it blocks this thread, not the event loop that
-// answers /status and webhooks. Signals are sent from the main thread (it knows the pid).
+// The process host's worker process: starts the server's child processes (git, terraform, run
+// steps) with execa and reports their pid, output and exit to the server over the IPC channel.
+// Why a process of its own: a spawn forks the process that calls it. Forking the server
+// (~200 MB) from its event loop blocked the loop 5-40 ms per child; from a worker thread it
+// still stalled it, because fork copies the page tables while holding the address-space lock
+// that the main thread's page faults and garbage collector wait for (an idle event loop, 240 MB
+// heap, 200 children forked by a thread: loop delay p99 14-15 ms, max 96-366 ms; forked by a
+// small separate process: p99 5-6 ms, max 8-11 ms). This process is small, so its forks are
+// cheaper, and they touch nothing of the server's memory. Signals are sent by the server
+// itself (it knows the pids).
 import { writeFileSync } from 'node:fs';
 import { setPriority } from 'node:os';
-import { parentPort } from 'node:worker_threads';
-import { execa } from 'execa';
 import type { FromWorker, SpawnExit, SpawnSpec, ToWorker } from './process-host-protocol.js';
 
-const port = parentPort;
-if (!port) throw new Error('process-host-worker must run as a worker thread');
-const post = (m: FromWorker): void => port.postMessage(m);
+const send = process.send?.bind(process);
+if (!send) throw new Error('process-host-worker must run as a child process with an IPC channel (see process-host.ts)');
+const post = (m: FromWorker, then?: () => void): void => void send(m, undefined, {}, then);
 
-// This thread runs at nice 10 (on Linux a thread's own setting), and so do the children it
-// forks (inherited): under a full CPU the event loop (webhook intake, /status, probes) goes
-// before forking and terraform. Measured in the webhook-burst bench: with the thread at nice 0
-// and only the children niced (nice -n 10 wrapper), intake stayed at 9/s; with this, 68/s.
+// This process runs at nice 10, and so do the children it forks (inherited): under a full CPU
+// the server's event loop (webhook intake, /status, probes) goes before forking and terraform.
+// Measured in the webhook-burst bench (then a thread): with it at nice 0 and only the children
+// niced (nice -n 10 wrapper), intake stayed at 9/s; with this, 68/s.
+// Set before anything else loads: the server forks this process on its first command, often
+// in the middle of a burst of webhooks, and loading modules is most of what it does at start.
 const NICE = 10;
 setPriority(NICE);
+const { execa } = await import('execa');
 
-port.on('message', (m: ToWorker) => {
+// A signal meant for the server's process group (Ctrl-C in a terminal) is the server's to act
+// on: it interrupts terraform through us or by pid. We stay until the server goes.
+process.on('SIGINT', () => {});
+process.on('SIGTERM', () => {});
+// The server has exited, however it ended: nobody reads our messages any more. Children are
+// left as they would be had the server spawned them itself: a detached terraform runs on
+// and its output pipe closes with us.
+process.on('disconnect', () => process.exit(0));
+// A bug of ours: tell the server what it was, then exit; the server fails what we ran.
+process.on('uncaughtException', (e) => {
+  setTimeout(() => process.exit(1), 1000); // in case the message cannot be sent
+  post({ type: 'fatal', error: e.message }, () => process.exit(1));
+});
+
+process.on('message', (m: ToWorker) => {
   if (m.type === 'spawn') void run(m.id, m.spec);
 });
 

@@ -1,15 +1,19 @@
-// The process host: every child process of the server is started by one worker thread
-// (process-host-worker), never by the main event loop. A spawn forks the whole server
-// (~200 MB) and blocks the calling thread until the child has exec'd, 5-40 ms each on a
-// busy machine; ~950 of them in a webhook burst held /status and webhook intake for seconds.
-// The main thread keeps everything else: it learns the pid, gets output and exit as messages,
-// and sends signals itself (process.kill works on any pid of this process's children).
+// The process host: every child process of the server is started by one small worker process
+// (process-host-worker), never by the server itself. A spawn forks the process that calls it:
+// forking the server (~200 MB) blocked the calling thread until the child had exec'd, 5-40 ms
+// each on a busy machine, ~950 times in a webhook burst; from a worker thread of the server it
+// still stalled the event loop (the page-table copy holds the address-space lock the main
+// thread needs; see process-host-worker.ts). The server keeps everything else: it learns the
+// pid, gets output and exit as messages, and sends signals itself (process.kill works on any
+// pid of the same user).
 //
-// The worker starts on the first spawn, keeps the process alive only while a child runs,
-// and is replaced when it dies: children in flight then are killed (their output pipes are
-// gone, nobody would supervise them) and reported as failed with a message saying so.
+// The worker starts on the first spawn, keeps the server alive only while a child runs, exits
+// when the server does (its IPC channel closes), and is replaced when it dies: children in
+// flight then are killed (their output pipes are gone, nobody would supervise them) and
+// reported as failed with a message saying so.
+import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { SHARE_ENV, Worker } from 'node:worker_threads';
+import { fileURLToPath } from 'node:url';
 import type { Logger } from '../../log.js';
 import type { FromWorker, SpawnExit, SpawnSpec, ToWorker } from './process-host-protocol.js';
 
@@ -36,47 +40,61 @@ export interface ProcessHostOptions {
 }
 
 export class ProcessHost {
-  private worker?: Worker;
+  private worker?: ChildProcess;
   private nextId = 1;
+  private closed = false;
   private readonly inFlight = new Map<number, InFlight>();
 
   constructor(private readonly opts: ProcessHostOptions) {}
 
-  /** Starts a child process in the worker; resolves when it has exited (never rejects). */
+  /** Starts a child process through the worker; resolves when it has exited (never rejects). */
   spawn(spec: SpawnSpec, listeners: SpawnListeners = {}): Promise<SpawnExit> {
     const id = this.nextId++;
+    this.closed = false;
     return new Promise<SpawnExit>((resolve) => {
-      let worker: Worker;
+      let worker: ChildProcess;
       try {
         worker = this.ensureWorker();
       } catch (e) {
-        resolve({ exitCode: null, signal: null, durationMs: 0, error: `Could not start the process host thread: ${(e as Error).message}` });
+        resolve({ exitCode: null, signal: null, durationMs: 0, error: `Could not start the process host: ${(e as Error).message}` });
         return;
       }
       this.inFlight.set(id, { ...listeners, spec, startedAt: performance.now(), resolve });
-      if (this.inFlight.size === 1) worker.ref(); // a running child keeps the server alive, as before
-      worker.postMessage({ type: 'spawn', id, spec } satisfies ToWorker);
+      if (this.inFlight.size === 1) keepAlive(worker, true); // a running child keeps the server alive, as before
+      worker.send({ type: 'spawn', id, spec } satisfies ToWorker);
     });
   }
 
-  /** Thread id of the current worker (0 would be the main thread); undefined before the first spawn. */
-  get threadId(): number | undefined {
-    return this.worker?.threadId;
+  /** Pid of the current worker process; undefined before the first spawn. */
+  get pid(): number | undefined {
+    return this.worker?.pid;
   }
 
-  private ensureWorker(): Worker {
-    if (this.worker) return this.worker;
-    // SHARE_ENV: children see the server's environment as it is now, as when main spawned them.
-    const worker = new Worker(this.opts.workerUrl ?? defaultWorkerUrl(), { env: SHARE_ENV, name: 'process-host' });
-    worker.unref();
+  /** Lets the worker go: now if no child runs, else once the last one has exited. */
+  close(): void {
+    this.closed = true;
+    if (this.inFlight.size === 0) this.worker?.disconnect();
+  }
+
+  private ensureWorker(): ChildProcess {
+    if (this.worker?.connected) return this.worker;
+    const url = this.opts.workerUrl ?? defaultWorkerUrl();
+    // No execArgv of ours (a profiler, a heap size): the worker is small and does one thing.
+    // Its stdout is unused; stderr is the server's, for what V8 itself may print.
+    const worker = fork(fileURLToPath(url), [], { execArgv: [], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+    keepAlive(worker, false);
     worker.on('message', (m: FromWorker) => this.onMessage(m));
-    worker.on('error', (e) => this.opts.logger.error('Process host thread failed', { error: e.message }));
-    worker.on('exit', (code) => this.onWorkerExit(worker, code));
+    worker.on('error', (e) => this.opts.logger.error('Process host failed', { error: e.message }));
+    worker.on('exit', (code, signal) => this.onWorkerExit(worker, code, signal));
     this.worker = worker;
     return worker;
   }
 
   private onMessage(m: FromWorker): void {
+    if (m.type === 'fatal') {
+      this.opts.logger.error('Process host failed', { error: m.error });
+      return;
+    }
     const f = this.inFlight.get(m.id);
     if (!f) return;
     switch (m.type) {
@@ -97,15 +115,19 @@ export class ProcessHost {
     const f = this.inFlight.get(id);
     if (!f) return;
     this.inFlight.delete(id);
-    if (this.inFlight.size === 0) this.worker?.unref();
+    if (this.inFlight.size === 0 && this.worker) {
+      keepAlive(this.worker, false);
+      if (this.closed && this.worker.connected) this.worker.disconnect();
+    }
     f.resolve(exit);
   }
 
-  private onWorkerExit(worker: Worker, code: number): void {
+  private onWorkerExit(worker: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
     if (this.worker !== worker) return;
     this.worker = undefined; // the next spawn starts a new one
     if (this.inFlight.size === 0) return;
-    this.opts.logger.error('Process host thread stopped; failing the processes it supervised', { exitCode: code, processes: this.inFlight.size });
+    const how = code !== null ? `exit code ${code}` : `signal ${signal}`;
+    this.opts.logger.error('Process host stopped; failing the processes it supervised', { exitCode: code, signal, processes: this.inFlight.size });
     for (const [id, f] of [...this.inFlight]) {
       let what = 'it did not start';
       if (f.pid !== undefined) {
@@ -118,15 +140,20 @@ export class ProcessHost {
       }
       this.settle(id, {
         exitCode: null, signal: null, durationMs: Math.round(performance.now() - f.startedAt),
-        error: `The server's process host thread stopped unexpectedly (exit code ${code}) while running ${f.spec.command}; ${what}.`,
+        error: `The server's process host stopped unexpectedly (${how}) while running ${f.spec.command}; ${what}.`,
       });
     }
   }
 }
 
+/** Whether the worker (its process and its IPC channel) keeps the server's event loop alive. */
+function keepAlive(worker: ChildProcess, on: boolean): void {
+  if (on) { worker.ref(); worker.channel?.ref(); } else { worker.unref(); worker.channel?.unref(); }
+}
+
 /**
  * The worker module next to this one: .js in tsc output (dist/src), .mjs beside the bundle
- * (dist/), and from TypeScript source through a loader that registers tsx in the worker.
+ * (dist/), and from TypeScript source through a loader that registers tsx first.
  */
 function defaultWorkerUrl(): URL {
   for (const name of ['process-host-worker.js', 'process-host-worker.mjs', 'process-host-worker-tsx.mjs']) {

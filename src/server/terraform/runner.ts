@@ -6,8 +6,8 @@
 // - cancellation the way a person at a terminal does it: SIGINT to the group (terraform
 //   stops cleanly, writes its state and releases its state lock), then SIGKILL if it is
 //   still there after the interrupt grace.
-// The processes are started by the process host's worker thread (see process-host.ts), so a
-// spawn never blocks the event loop; signals go from here, by pid.
+// The processes are started by the process host's worker process (see process-host.ts), so a
+// spawn never forks the server; signals go from here, by pid.
 import { createWriteStream, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../../log.js';

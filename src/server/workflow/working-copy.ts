@@ -1,8 +1,8 @@
 // Working copies of pull requests under the data dir: one git checkout of the PR head per
 // repo, pull and workspace (as Atlantis: workspaces of one dir must not share .terraform).
 // The clone URL carries the token only for https remotes, and it is never logged: logs and
-// errors show the URL without credentials. git runs in the process host's worker thread, so
-// its spawns do not block the event loop.
+// errors show the URL without credentials. git is started by the process host's worker
+// process, so its spawns never fork the server.
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../../log.js';
