@@ -11,7 +11,8 @@ import { DrainCoordinator } from './drain/drain-coordinator.js';
 import type { DrainTrigger } from './drain/drain-state.js';
 import { type Operation, type OperationInfo, OperationTracker } from './drain/operation-tracker.js';
 import { removePidFile, writePidFile } from './drain/pid-file.js';
-import { type AppDeps, buildApp } from './http/app.js';
+import { type AppDeps, WEBHOOK_TURN_BUDGET_MS, buildApp } from './http/app.js';
+import { TurnQueue } from './http/turn-queue.js';
 import { ServerMetrics } from './metrics.js';
 import { ProcessHost } from './terraform/process-host.js';
 import { ProcessRunner } from './terraform/runner.js';
@@ -35,6 +36,8 @@ export class AtlantisServer {
   /** Starts every child process (git, terraform) off the event loop. */
   readonly processHost: ProcessHost;
   readonly runner: ProcessRunner;
+  /** Webhook handlers waiting for their event-loop turn (see http/turn-queue.ts). */
+  readonly webhookQueue = new TurnQueue(WEBHOOK_TURN_BUDGET_MS);
   readonly drain: DrainCoordinator;
   readonly logger: Logger;
   readonly config: ServerConfig;
@@ -80,6 +83,7 @@ export class AtlantisServer {
       logger: this.logger,
       storeHealthy: this.appDeps.storeHealthy ?? (() => true),
       onWebhook: this.appDeps.onWebhook,
+      webhookQueue: this.webhookQueue,
       extraRoutes: this.appDeps.extraRoutes,
     });
     this.http = app.listen(this.config.port, this.config.bindAddress);
@@ -166,6 +170,8 @@ export class AtlantisServer {
         await Promise.race([Promise.allSettled([...this.background]), new Promise((r) => setTimeout(r, 10_000).unref())]);
       }
       if (this.http) {
+        // Webhooks already received get their answer (the drain refuses or queues them).
+        await Promise.race([this.webhookQueue.idle(), new Promise((r) => setTimeout(r, 5_000).unref())]);
         this.http.closeAllConnections();
         await new Promise<void>((resolve) => this.http!.close(() => resolve()));
       }

@@ -6,6 +6,7 @@ import { VERSION } from '../../version.js';
 import type { DrainState } from '../drain/drain-state.js';
 import type { Operation, OperationTracker } from '../drain/operation-tracker.js';
 import type { ServerMetrics } from '../metrics.js';
+import { TurnQueue } from './turn-queue.js';
 
 /** The JSON of GET /status: Atlantis's three fields first, then ours. */
 export interface StatusResponse {
@@ -35,11 +36,19 @@ export interface AppDeps {
   storeHealthy: () => boolean;
   /** POST /events; absent until the workflow is wired. */
   onWebhook?: (req: WebhookRequest) => Promise<WebhookResponse>;
+  /** Where webhook handlers wait for their turn (see turn-queue.ts); one of its own if absent. */
+  webhookQueue?: TurnQueue;
   /** Extra routes (web UI) mounted last. */
   extraRoutes?: (app: express.Express) => void;
 }
 
 export const MAX_WEBHOOK_BYTES = 25 * 1024 * 1024;
+/**
+ * Webhook handlers started per event-loop turn, at most this many milliseconds' worth (see
+ * turn-queue.ts): a few handlers, so that a burst is taken in quickly, and /status waits a
+ * few milliseconds at most behind them.
+ */
+export const WEBHOOK_TURN_BUDGET_MS = 3;
 export const MAX_WAIT_DRAINED_SECONDS = 60;
 /** Held `/status?wait_drained` requests at most; one per controller watching is the norm. */
 export const MAX_HELD_STATUS_REQUESTS = 256;
@@ -89,6 +98,7 @@ function operationStatus(o: Operation): StatusResponse['operations'][number] {
 
 export function buildApp(deps: AppDeps): express.Express {
   const app = express();
+  const webhookQueue = deps.webhookQueue ?? new TurnQueue(WEBHOOK_TURN_BUDGET_MS);
   app.disable('x-powered-by');
   app.set('etag', false);
 
@@ -155,12 +165,13 @@ export function buildApp(deps: AppDeps): express.Express {
       deps.metrics.webhooksTotal.inc({ event: event ?? 'unknown', code: '503' });
       return void res.status(503).type('text/plain').send('Webhook handling is not configured\n');
     }
-    const out = await deps.onWebhook({
+    const onWebhook = deps.onWebhook;
+    const out = await webhookQueue.run(() => onWebhook({
       event,
       deliveryId: req.header('x-github-delivery'),
       signature: req.header('x-hub-signature-256'),
       rawBody: Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0),
-    });
+    }));
     deps.metrics.webhooksTotal.inc({ event: event ?? 'unknown', code: String(out.status) });
     res.status(out.status).type('text/plain').send(out.body);
   });
