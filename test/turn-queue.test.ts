@@ -1,15 +1,17 @@
 // TurnQueue (src/server/http/turn-queue.ts): tasks start in order, in later event-loop turns,
 // a budget's worth per turn; I/O is served between turns; a failing task fails only itself;
-// idle() waits for queued and running tasks. Then the same through the server's HTTP surface:
-// a /status sent after a burst of slow webhooks is answered before they have all been handled.
+// idle() waits for queued and running tasks. Then the same through the server's request
+// listener, for a plain body (node:http) and a chunked one (Express): a /status sent after a
+// burst of slow webhooks is answered before they have all been handled.
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { execa } from 'execa';
 import { createLogger } from '../src/log.js';
 import { initialDrainState } from '../src/server/drain/drain-state.js';
 import { OperationTracker } from '../src/server/drain/operation-tracker.js';
-import { buildApp } from '../src/server/http/app.js';
+import { buildRequestListener } from '../src/server/http/app.js';
 import { TurnQueue } from '../src/server/http/turn-queue.js';
 import { ServerMetrics } from '../src/server/metrics.js';
 
@@ -99,49 +101,58 @@ describe('TurnQueue', () => {
  */
 const BURST_CLIENT = `
 const http = require('node:http');
-const url = process.argv[1];
+const [url, mode] = process.argv.slice(1);
 let answered = 0;
 const send = (method, path) => new Promise((resolve, reject) => {
-  const r = http.request(url + path, { method, agent: false, headers: { 'x-github-event': 'ping', 'content-type': 'application/json' } }, (res) => {
-    res.resume(); res.on('end', () => resolve(res.statusCode));
+  const headers = { 'x-github-event': 'ping', 'content-type': 'application/json' };
+  // 'chunked': no Content-Length, so the server reads the body through Express.
+  if (method === 'POST' && mode === 'plain') headers['content-length'] = '2';
+  const r = http.request(url + path, { method, agent: false, headers }, (res) => {
+    let text = '';
+    res.on('data', (c) => { text += c; }); res.on('end', () => resolve({ code: res.statusCode, text }));
   });
   r.on('error', reject);
-  r.end(method === 'POST' ? '{}' : undefined);
+  if (method === 'POST') r.write('{}');
+  r.end();
 });
-const hooks = Array.from({ length: 40 }, () => send('POST', '/events').then((s) => { answered++; return s; }));
+const hooks = Array.from({ length: 40 }, () => send('POST', '/events').then((a) => { answered++; return a; }));
 setTimeout(async () => {
   const status = await send('GET', '/status');
   const atStatus = answered;
-  const codes = await Promise.all(hooks);
-  console.log(JSON.stringify({ status, atStatus, codes }));
+  const answers = await Promise.all(hooks);
+  console.log(JSON.stringify({ status: status.code, atStatus, codes: answers.map((a) => a.code), bodies: answers.map((a) => a.text) }));
 }, 20);
 `;
 
 describe('webhooks take their turn on the HTTP surface', () => {
-  it('answers a /status sent after a burst of 40 slow webhooks before they have all been handled', async () => {
-    let handled = 0;
-    const app = buildApp({
-      tracker: new OperationTracker(),
-      drainState: () => initialDrainState,
-      metrics: new ServerMetrics({ defaults: false }),
-      logger: createLogger({ silent: true }),
-      storeHealthy: () => true,
-      // 5 ms of CPU each, a slow webhook: 200 ms for the burst.
-      onWebhook: async () => { spin(5); handled++; return { status: 200, body: 'Ignoring\n' }; },
+  // The server's listener answers plain webhooks on node:http, others through Express: both.
+  for (const [name, body] of [['plain body (node:http)', '{}'], ['chunked body (Express)', undefined]] as const) {
+    it(`answers a /status sent after a burst of 40 slow webhooks before they have all been handled: ${name}`, async () => {
+      let handled = 0;
+      const listener = buildRequestListener({
+        tracker: new OperationTracker(),
+        drainState: () => initialDrainState,
+        metrics: new ServerMetrics({ defaults: false }),
+        logger: createLogger({ silent: true }),
+        storeHealthy: () => true,
+        // 5 ms of CPU each, a slow webhook: 200 ms for the burst.
+        onWebhook: async (req) => { spin(5); handled++; return { status: 200, body: `Ignoring ${req.rawBody.length}\n` }; },
+      });
+      const server = http.createServer(listener).listen(0, '127.0.0.1');
+      await new Promise((r) => server.once('listening', r));
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      try {
+        const client = execa(process.execPath, ['-e', BURST_CLIENT, url, body === undefined ? 'chunked' : 'plain']);
+        const out = JSON.parse((await client).stdout) as { status: number; atStatus: number; codes: number[]; bodies: string[] };
+        assert.equal(out.status, 200);
+        assert.deepEqual(new Set(out.codes), new Set([200]));
+        assert.deepEqual(new Set(out.bodies), new Set(['Ignoring 2\n']), 'the whole body reached the handler');
+        assert.equal(handled, 40);
+        assert.ok(out.atStatus < 30, `/status was answered after ${out.atStatus} of 40 webhooks`);
+      } finally {
+        server.closeAllConnections();
+        await new Promise((r) => server.close(r));
+      }
     });
-    const server = app.listen(0, '127.0.0.1');
-    await new Promise((r) => server.once('listening', r));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    try {
-      const client = execa(process.execPath, ['-e', BURST_CLIENT, url]);
-      const out = JSON.parse((await client).stdout) as { status: number; atStatus: number; codes: number[] };
-      assert.equal(out.status, 200);
-      assert.deepEqual(new Set(out.codes), new Set([200]));
-      assert.equal(handled, 40);
-      assert.ok(out.atStatus < 30, `/status was answered after ${out.atStatus} of 40 webhooks`);
-    } finally {
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
-    }
-  });
+  }
 });

@@ -2,7 +2,7 @@
 // process host and runner, and (when configured) the PR workflow and the own-Pod annotation watch.
 // Tests build it in-process through this API; the CLI adds signal handlers and exits.
 import { once } from 'node:events';
-import type { Server } from 'node:http';
+import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { LogFields, Logger } from '../log.js';
@@ -11,7 +11,7 @@ import { DrainCoordinator } from './drain/drain-coordinator.js';
 import type { DrainTrigger } from './drain/drain-state.js';
 import { type Operation, type OperationInfo, OperationTracker } from './drain/operation-tracker.js';
 import { removePidFile, writePidFile } from './drain/pid-file.js';
-import { type AppDeps, WEBHOOK_TURN_BUDGET_MS, buildApp } from './http/app.js';
+import { type AppDeps, WEBHOOK_TURN_BUDGET_MS, buildRequestListener } from './http/app.js';
 import { TurnQueue } from './http/turn-queue.js';
 import { ServerMetrics } from './metrics.js';
 import { ProcessHost } from './terraform/process-host.js';
@@ -76,7 +76,7 @@ export class AtlantisServer {
   /** Starts listening; resolves with the URL the server answers on. */
   async start(): Promise<string> {
     for (const s of this.starters) await s();
-    const app = buildApp({
+    const listener = buildRequestListener({
       tracker: this.tracker,
       drainState: () => this.drain.state,
       metrics: this.metrics,
@@ -86,7 +86,7 @@ export class AtlantisServer {
       webhookQueue: this.webhookQueue,
       extraRoutes: this.appDeps.extraRoutes,
     });
-    this.http = app.listen(this.config.port, this.config.bindAddress);
+    this.http = createServer(listener).listen(this.config.port, this.config.bindAddress);
     await once(this.http, 'listening');
     const url = this.url;
     writePidFile(this.config.dataDir, { pid: process.pid, url, startedAt: new Date().toISOString() });
