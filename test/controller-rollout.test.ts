@@ -80,6 +80,12 @@ describe('rollout with a long apply in flight on every pod', () => {
           const uid = p.metadata!.uid!;
           if (p.metadata?.deletionTimestamp && !deletions.includes(uid)) deletions.push(uid);
         }
+        // A drained server exits at once, so a pod can be deleted and gone between two polls:
+        // an old pod missing from the list was deleted too (replacements have new UIDs).
+        for (const old of pods) {
+          const uid = old.metadata!.uid!;
+          if (!ps.some((p) => p.metadata!.uid === uid) && !deletions.includes(uid)) deletions.push(uid);
+        }
         await new Promise((r) => setTimeout(r, 100));
       }
     })();
