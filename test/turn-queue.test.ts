@@ -135,8 +135,9 @@ describe('webhooks take their turn on the HTTP surface', () => {
         metrics: new ServerMetrics({ defaults: false }),
         logger: createLogger({ silent: true }),
         storeHealthy: () => true,
-        // 5 ms of CPU each, a slow webhook: 200 ms for the burst.
-        onWebhook: async (req) => { spin(5); handled++; return { status: 200, body: `Ignoring ${req.rawBody.length}\n` }; },
+        // 10 ms of CPU each, a slow webhook: 400 ms for the burst, so that a client delayed by a
+        // busy machine still sends its /status well before the last one is handled.
+        onWebhook: async (req) => { spin(10); handled++; return { status: 200, body: `Ignoring ${req.rawBody.length}\n` }; },
       });
       const server = http.createServer(listener).listen(0, '127.0.0.1');
       await new Promise((r) => server.once('listening', r));
