@@ -182,10 +182,9 @@ function processHostPid(serverPid: number): number | undefined {
   });
 }
 
-/** Live (non-zombie) processes the server runs (children of its process host worker) by command name. */
-function liveChildren(serverPid: number): Map<string, number> {
+/** Live (non-zombie) processes the server runs (children of its process host worker `host`) by command name. */
+function liveChildren(serverPid: number, host: number | undefined): Map<string, number> {
   const counts = new Map<string, number>();
-  const host = processHostPid(serverPid);
   for (const k of [...childPids(serverPid), ...(host ? childPids(host) : [])]) {
     const s = procState(k);
     if (s && s.state !== 'Z' && k !== host) counts.set(s.comm, (counts.get(s.comm) ?? 0) + 1);
@@ -386,8 +385,10 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     let gitMaxSampled = 0;
     let childSamples = 0;
     const rssTimer = setInterval(() => { const v = procStatusKiB(pid, 'VmRSS'); if (v > rssMaxKiB) rssMaxKiB = v; }, 100);
+    let hostPid: number | undefined;
     const childTimer = setInterval(() => {
-      const c = liveChildren(pid);
+      hostPid ??= processHostPid(pid); // found once: it lives as long as the server
+      const c = liveChildren(pid, hostPid);
       childSamples++;
       tfMaxSampled = Math.max(tfMaxSampled, c.get('terraform') ?? 0);
       gitMaxSampled = Math.max(gitMaxSampled, c.get('git') ?? 0);
@@ -464,7 +465,7 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     const burstSamples = await probe.stop();
     clearInterval(rssTimer);
     clearInterval(childTimer);
-    const hostPid = processHostPid(pid);
+    hostPid ??= processHostPid(pid);
     const hostPeakKiB = hostPid ? procStatusKiB(hostPid, 'VmHWM') : 0;
     const serverPeakKiB = procStatusKiB(pid, 'VmHWM');
     const peakKiB = serverPeakKiB + hostPeakKiB;

@@ -11,7 +11,7 @@ import { execa } from 'execa';
 import { createLogger } from '../src/log.js';
 import { initialDrainState } from '../src/server/drain/drain-state.js';
 import { OperationTracker } from '../src/server/drain/operation-tracker.js';
-import { buildRequestListener } from '../src/server/http/app.js';
+import { WEBHOOK_TURN_BUDGET_MS, buildRequestListener } from '../src/server/http/app.js';
 import { TurnQueue } from '../src/server/http/turn-queue.js';
 import { ServerMetrics } from '../src/server/metrics.js';
 
@@ -135,6 +135,7 @@ describe('webhooks take their turn on the HTTP surface', () => {
         metrics: new ServerMetrics({ defaults: false }),
         logger: createLogger({ silent: true }),
         storeHealthy: () => true,
+        webhookQueue: new TurnQueue(WEBHOOK_TURN_BUDGET_MS),
         // 10 ms of CPU each, a slow webhook: 400 ms for the burst, so that a client delayed by a
         // busy machine still sends its /status well before the last one is handled.
         onWebhook: async (req) => { spin(10); handled++; return { status: 200, body: `Ignoring ${req.rawBody.length}\n` }; },

@@ -7,7 +7,7 @@ import { VERSION } from '../../version.js';
 import type { DrainState } from '../drain/drain-state.js';
 import type { Operation, OperationTracker } from '../drain/operation-tracker.js';
 import type { ServerMetrics } from '../metrics.js';
-import { TurnQueue } from './turn-queue.js';
+import type { TurnQueue } from './turn-queue.js';
 
 /** The JSON of GET /status: Atlantis's three fields first, then ours. */
 export interface StatusResponse {
@@ -37,8 +37,8 @@ export interface AppDeps {
   storeHealthy: () => boolean;
   /** POST /events; absent until the workflow is wired. */
   onWebhook?: (req: WebhookRequest) => Promise<WebhookResponse>;
-  /** Where webhook handlers wait for their turn (see turn-queue.ts); one of its own if absent. */
-  webhookQueue?: TurnQueue;
+  /** Where webhook handlers wait for their turn (see turn-queue.ts); the server awaits it on close. */
+  webhookQueue: TurnQueue;
   /** Extra routes (web UI) mounted last. */
   extraRoutes?: (app: express.Express) => void;
 }
@@ -120,7 +120,6 @@ function buildRoutes(deps: AppDeps): {
   readWebhook: (req: IncomingMessage, res: ServerResponse) => boolean;
 } {
   const app = express();
-  const webhookQueue = deps.webhookQueue ?? new TurnQueue(WEBHOOK_TURN_BUDGET_MS);
   app.disable('x-powered-by');
   app.set('etag', false);
 
@@ -189,29 +188,31 @@ function buildRoutes(deps: AppDeps): {
     const v = req.headers[name];
     return typeof v === 'string' ? v : undefined;
   };
+  /** atlantis_webhooks_total, for every answer to POST /events (and a body that broke off). */
+  const countWebhook = (req: IncomingMessage, code: number): void => {
+    deps.metrics.webhooksTotal.inc({ event: header(req, 'x-github-event') ?? 'unknown', code: String(code) });
+  };
   // A webhook whose body has been read: its handler waits for its turn (see turn-queue.ts).
   const answerWebhook = async (req: IncomingMessage, rawBody: Buffer, res: ServerResponse): Promise<void> => {
-    const event = header(req, 'x-github-event');
-    const count = (code: number) => deps.metrics.webhooksTotal.inc({ event: event ?? 'unknown', code: String(code) });
     const onWebhook = deps.onWebhook;
     if (!onWebhook) {
-      count(503);
+      countWebhook(req, 503);
       return sendText(res, 503, 'Webhook handling is not configured\n');
     }
     let out: WebhookResponse;
     try {
-      out = await webhookQueue.run(() => onWebhook({
-        event,
+      out = await deps.webhookQueue.run(() => onWebhook({
+        event: header(req, 'x-github-event'),
         deliveryId: header(req, 'x-github-delivery'),
         signature: header(req, 'x-hub-signature-256'),
         rawBody,
       }));
     } catch (e) {
-      count(500);
+      countWebhook(req, 500);
       deps.logger.error('Request failed', { path: '/events', error: (e as Error).message });
       return sendText(res, 500, `${(e as Error).message}\n`);
     }
-    count(out.status);
+    countWebhook(req, out.status);
     sendText(res, out.status, out.body);
   };
   /**
@@ -223,20 +224,12 @@ function buildRoutes(deps: AppDeps): {
     const length = /^\d+$/.test(req.headers['content-length'] ?? '') ? Number(req.headers['content-length']) : NaN;
     const encoding = req.headers['content-encoding'];
     if (!(length <= MAX_WEBHOOK_BYTES) || req.headers['transfer-encoding'] !== undefined || (encoding !== undefined && encoding !== 'identity')) return false;
+    // node:http ends the body at Content-Length; a client that stops short ends in 'error'.
     const chunks: Buffer[] = [];
-    let received = 0;
-    req.on('data', (c: Buffer) => { chunks.push(c); received += c.length; });
-    req.on('end', () => {
-      // node:http stops at Content-Length; fewer bytes means the client stopped early.
-      if (received !== length) {
-        deps.metrics.webhooksTotal.inc({ event: header(req, 'x-github-event') ?? 'unknown', code: '400' });
-        res.setHeader('connection', 'close');
-        return sendText(res, 400, 'request size did not match content length\n');
-      }
-      void answerWebhook(req, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received), res);
-    });
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => void answerWebhook(req, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks), res));
     // A connection that broke mid-body: nobody to answer; counted as body-parser's path does.
-    req.on('error', () => deps.metrics.webhooksTotal.inc({ event: header(req, 'x-github-event') ?? 'unknown', code: '400' }));
+    req.on('error', () => countWebhook(req, 400));
     return true;
   };
 
@@ -248,7 +241,7 @@ function buildRoutes(deps: AppDeps): {
   // body-parser reports oversized and aborted bodies as errors with a status.
   app.use((err: Error & { status?: number; type?: string }, req: Request, res: Response, _next: NextFunction) => {
     const status = err.status ?? 500;
-    if (req.path === '/events') deps.metrics.webhooksTotal.inc({ event: req.header('x-github-event') ?? 'unknown', code: String(status) });
+    if (req.path === '/events') countWebhook(req, status);
     if (status >= 500) deps.logger.error('Request failed', { path: req.path, error: err.message });
     const text = err.type === 'entity.too.large' ? `Request body is larger than ${MAX_WEBHOOK_BYTES} bytes\n` : `${err.message}\n`;
     // The rest of an oversized or broken body is never read: close the connection, so the

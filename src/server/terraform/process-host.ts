@@ -73,7 +73,11 @@ export class ProcessHost {
   /** Lets the worker go: now if no child runs, else once the last one has exited. */
   close(): void {
     this.closed = true;
-    if (this.inFlight.size === 0) this.worker?.disconnect();
+    this.disconnectIfDone();
+  }
+
+  private disconnectIfDone(): void {
+    if (this.closed && this.inFlight.size === 0 && this.worker?.connected) this.worker.disconnect();
   }
 
   private ensureWorker(): ChildProcess {
@@ -115,10 +119,8 @@ export class ProcessHost {
     const f = this.inFlight.get(id);
     if (!f) return;
     this.inFlight.delete(id);
-    if (this.inFlight.size === 0 && this.worker) {
-      keepAlive(this.worker, false);
-      if (this.closed && this.worker.connected) this.worker.disconnect();
-    }
+    if (this.inFlight.size === 0 && this.worker) keepAlive(this.worker, false);
+    this.disconnectIfDone();
     f.resolve(exit);
   }
 
