@@ -1,6 +1,6 @@
 // The server's HTTP surface (SPEC section 3). Handlers here only read state; /status in
 // particular does no I/O so it answers in well under 50 ms while terraform runs.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from '../../log.js';
 import { VERSION } from '../../version.js';
@@ -53,6 +53,18 @@ export const WEBHOOK_TURN_BUDGET_MS = 3;
 export const MAX_WAIT_DRAINED_SECONDS = 60;
 /** Held `/status?wait_drained` requests at most; one per controller watching is the norm. */
 export const MAX_HELD_STATUS_REQUESTS = 256;
+
+/**
+ * Whether a request body can be read as it comes, without body-parser: a Content-Length within
+ * MAX_WEBHOOK_BYTES, and neither a Content-Encoding (other than identity) nor a
+ * Transfer-Encoding. That is how GitHub sends webhooks; anything else goes to Express.
+ */
+export function isPlainBody(headers: IncomingHttpHeaders): boolean {
+  const length = headers['content-length'];
+  const encoding = headers['content-encoding'];
+  return length !== undefined && /^\d+$/.test(length) && Number(length) <= MAX_WEBHOOK_BYTES
+    && headers['transfer-encoding'] === undefined && (encoding === undefined || encoding === 'identity');
+}
 
 /** The `wait_drained` query parameter in seconds (0 = do not wait), or a message saying what is wrong. */
 export function parseWaitDrained(value: unknown): number | string {
@@ -221,9 +233,7 @@ function buildRoutes(deps: AppDeps): {
    * leave the request to Express (body-parser), which handles the rest and its errors.
    */
   const readWebhook = (req: IncomingMessage, res: ServerResponse): boolean => {
-    const length = /^\d+$/.test(req.headers['content-length'] ?? '') ? Number(req.headers['content-length']) : NaN;
-    const encoding = req.headers['content-encoding'];
-    if (!(length <= MAX_WEBHOOK_BYTES) || req.headers['transfer-encoding'] !== undefined || (encoding !== undefined && encoding !== 'identity')) return false;
+    if (!isPlainBody(req.headers)) return false;
     // node:http ends the body at Content-Length; a client that stops short ends in 'error'.
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
