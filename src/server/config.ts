@@ -9,6 +9,9 @@ import type { LogLevel } from '../log.js';
 
 export const DEFAULT_ALLOW_COMMANDS = ['version', 'plan', 'apply', 'unlock'];
 export const ALL_COMMANDS = ['version', 'plan', 'apply', 'unlock', 'import', 'state', 'approve_policies'];
+/** Atlantis's defaults: an empty --web-username/--web-password falls back to them too. */
+export const DEFAULT_WEB_USERNAME = 'atlantis';
+export const DEFAULT_WEB_PASSWORD = 'atlantis';
 export const DEFAULT_BLOCKED_EXTRA_ARGS = ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'];
 
 export const SERVER_FLAGS: FlagSpec[] = [
@@ -35,6 +38,9 @@ export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'terraform-interrupt-grace', type: 'duration', default: 60_000, description: 'After interrupting terraform with SIGINT, how long to wait before SIGKILL' },
   { name: 'queue-during-drain', type: 'bool', default: false, description: 'Queue commands that arrive while draining, and run them first on the next start on this data dir' },
   { name: 'insecure-no-webhook-secret', type: 'bool', default: false, description: 'Allow starting without --gh-webhook-secret (webhooks are then not authenticated)' },
+  { name: 'web-basic-auth', type: 'bool', default: false, description: 'Require HTTP Basic authentication for the web page, job pages, job logs and /metrics (/events, /healthz, /readyz and /status stay open)' },
+  { name: 'web-username', type: 'string', default: DEFAULT_WEB_USERNAME, description: 'Username for --web-basic-auth' },
+  { name: 'web-password', type: 'string', default: DEFAULT_WEB_PASSWORD, description: 'Password for --web-basic-auth' },
 ];
 
 export interface ServerConfig {
@@ -61,6 +67,10 @@ export interface ServerConfig {
   terraformInterruptGraceMs: number;
   queueDuringDrain: boolean;
   insecureNoWebhookSecret: boolean;
+  webBasicAuth: boolean;
+  webUsername: string;
+  /** A secret: the redactor must know it when webBasicAuth is on (see docs/server.md). */
+  webPassword: string;
 }
 
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
@@ -135,6 +145,9 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     terraformInterruptGraceMs: values['terraform-interrupt-grace'] as number,
     queueDuringDrain: values['queue-during-drain'] === true,
     insecureNoWebhookSecret: insecure,
+    webBasicAuth: values['web-basic-auth'] === true,
+    webUsername: str(values, 'web-username') ?? DEFAULT_WEB_USERNAME,
+    webPassword: str(values, 'web-password') ?? DEFAULT_WEB_PASSWORD,
   };
 }
 

@@ -6,7 +6,7 @@ import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { LogFields, Logger } from '../log.js';
-import type { ServerConfig } from './config.js';
+import { DEFAULT_WEB_PASSWORD, type ServerConfig } from './config.js';
 import { DrainCoordinator } from './drain/drain-coordinator.js';
 import type { DrainTrigger } from './drain/drain-state.js';
 import { type Operation, type OperationInfo, OperationTracker } from './drain/operation-tracker.js';
@@ -85,12 +85,16 @@ export class AtlantisServer {
       onWebhook: this.appDeps.onWebhook,
       webhookQueue: this.webhookQueue,
       extraRoutes: this.appDeps.extraRoutes,
+      webAuth: this.config.webBasicAuth ? { username: this.config.webUsername, password: this.config.webPassword } : undefined,
     });
     this.http = createServer(listener).listen(this.config.port, this.config.bindAddress);
     await once(this.http, 'listening');
     const url = this.url;
     writePidFile(this.config.dataDir, { pid: process.pid, url, startedAt: new Date().toISOString() });
-    this.logger.info('Server started', { url, dataDir: this.config.dataDir, atlantisUrl: this.config.atlantisUrl });
+    this.logger.info('Server started', { url, dataDir: this.config.dataDir, atlantisUrl: this.config.atlantisUrl, webBasicAuth: this.config.webBasicAuth });
+    if (this.config.webBasicAuth && this.config.webPassword === DEFAULT_WEB_PASSWORD) {
+      this.logger.warn('--web-basic-auth is on with the default --web-password: anyone who knows Atlantis can read the web page and job logs');
+    }
     return url;
   }
 

@@ -8,6 +8,7 @@ import type { DrainState } from '../drain/drain-state.js';
 import type { Operation, OperationTracker } from '../drain/operation-tracker.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { TurnQueue } from './turn-queue.js';
+import { UNAUTHORIZED_BODY, WWW_AUTHENTICATE, type WebAuthConfig, decideWebAuth } from './web-auth.js';
 
 /** The JSON of GET /status: Atlantis's three fields first, then ours. */
 export interface StatusResponse {
@@ -41,6 +42,8 @@ export interface AppDeps {
   webhookQueue: TurnQueue;
   /** Extra routes (web UI) mounted last. */
   extraRoutes?: (app: express.Express) => void;
+  /** --web-basic-auth: the credentials every path but the open ones needs (web-auth.ts); undefined when off. */
+  webAuth?: WebAuthConfig;
 }
 
 export const MAX_WEBHOOK_BYTES = 25 * 1024 * 1024;
@@ -134,6 +137,21 @@ function buildRoutes(deps: AppDeps): {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+
+  // Before every route: an unknown path answers 401 too, as in Atlantis, so that without
+  // credentials nothing tells which paths exist. The fast paths in buildRequestListener
+  // (GET /status, POST /events) are open paths.
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const decision = decideWebAuth(req.path, req.headers.authorization, deps.webAuth);
+    if (decision.kind === 'open' || decision.kind === 'allowed') return next();
+    // As Atlantis: a wrong password is logged (never what was sent), a missing one is not.
+    if (decision.kind === 'wrong') deps.logger.info('Web login refused: wrong username or password', { method: req.method, path: req.path });
+    res.writeHead(401, {
+      'www-authenticate': WWW_AUTHENTICATE, 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff',
+      'content-length': Buffer.byteLength(UNAUTHORIZED_BODY),
+    });
+    res.end(UNAUTHORIZED_BODY);
+  });
 
   // GET /status?wait_drained=<seconds> (our extension; Atlantis ignores query parameters):
   // the answer is held until the server is drained (shutting down, no operation left) or the
