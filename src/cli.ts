@@ -9,6 +9,7 @@ import { type FlagSpec, parseFlags, renderHelp, UsageError } from './config/flag
 import { createLogger, registerSecret } from './log.js';
 import { buildServerConfig, SERVER_FLAGS } from './server/config.js';
 import { AtlantisServer } from './server/server.js';
+import { PRIVATE_UMASK } from './server/data-dir.js';
 import { VERSION } from './version.js';
 import { ownPodWatchPlugin } from './server/drain/own-pod-watch.js';
 import { workflowPlugin } from './server/workflow/plugin.js';
@@ -36,6 +37,8 @@ async function serverMain(argv: string[]): Promise<number> {
   const parsed = parseFlags(argv, SERVER_FLAGS);
   if (parsed.help) { process.stdout.write(renderHelp('atlantis-operator server [flags]', 'Runs the Atlantis-compatible PR automation server.', SERVER_FLAGS)); return 0; }
   if (parsed.positionals.length) throw new UsageError(`unexpected argument: ${parsed.positionals[0]}`);
+  // Before the data dir is created: everything the server and its children write is private.
+  process.umask(PRIVATE_UMASK);
   const config = buildServerConfig(parsed.values);
   registerSecret(config.ghWebhookSecret);
   registerSecret(config.ghToken());

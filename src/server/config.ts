@@ -12,6 +12,8 @@ export const ALL_COMMANDS = ['version', 'plan', 'apply', 'unlock', 'import', 'st
 /** Atlantis's defaults: an empty --web-username/--web-password falls back to them too. */
 export const DEFAULT_WEB_USERNAME = 'atlantis';
 export const DEFAULT_WEB_PASSWORD = 'atlantis';
+export const DEFAULT_JOB_LOG_RETENTION_MS = 7 * 24 * 3600_000;
+export const DEFAULT_JOB_LOG_MAX_COUNT = 1000;
 export const DEFAULT_BLOCKED_EXTRA_ARGS = ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'];
 
 export const SERVER_FLAGS: FlagSpec[] = [
@@ -41,6 +43,8 @@ export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'web-basic-auth', type: 'bool', default: false, description: 'Require HTTP Basic authentication for the web page, job pages, job logs and /metrics (/events, /healthz, /readyz and /status stay open)' },
   { name: 'web-username', type: 'string', default: DEFAULT_WEB_USERNAME, description: 'Username for --web-basic-auth' },
   { name: 'web-password', type: 'string', default: DEFAULT_WEB_PASSWORD, description: 'Password for --web-basic-auth' },
+  { name: 'job-log-retention', type: 'duration', default: DEFAULT_JOB_LOG_RETENTION_MS, description: 'Delete job logs older than this, at start and periodically (ours; 0 = keep regardless of age)' },
+  { name: 'job-log-max-count', type: 'int', default: DEFAULT_JOB_LOG_MAX_COUNT, description: 'Keep at most this many job logs, the newest (ours; 0 = no limit)' },
 ];
 
 export interface ServerConfig {
@@ -71,6 +75,10 @@ export interface ServerConfig {
   webUsername: string;
   /** A secret: the redactor must know it when webBasicAuth is on (see docs/server.md). */
   webPassword: string;
+  /** 0 = no age limit. */
+  jobLogRetentionMs: number;
+  /** 0 = no count limit. */
+  jobLogMaxCount: number;
 }
 
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
@@ -114,6 +122,9 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     if (!ALL_COMMANDS.includes(c)) throw new UsageError(`invalid value "${c}" for --allow-commands: must be one of ${ALL_COMMANDS.join(', ')}, all`);
   }
 
+  const jobLogMaxCount = values['job-log-max-count'] as number;
+  if (jobLogMaxCount < 0) throw new UsageError(`invalid value ${jobLogMaxCount} for --job-log-max-count: must be 0 (no limit) or more`);
+
   const dataDir = path.resolve(values['data-dir'] as string);
   ensureWritableDir(dataDir);
   const ghHostname = values['gh-hostname'] as string;
@@ -148,6 +159,8 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     webBasicAuth: values['web-basic-auth'] === true,
     webUsername: str(values, 'web-username') ?? DEFAULT_WEB_USERNAME,
     webPassword: str(values, 'web-password') ?? DEFAULT_WEB_PASSWORD,
+    jobLogRetentionMs: values['job-log-retention'] as number,
+    jobLogMaxCount,
   };
 }
 

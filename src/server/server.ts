@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { LogFields, Logger } from '../log.js';
 import { DEFAULT_WEB_PASSWORD, type ServerConfig } from './config.js';
+import { secureDataDir } from './data-dir.js';
 import { DrainCoordinator } from './drain/drain-coordinator.js';
 import type { DrainTrigger } from './drain/drain-state.js';
 import { type Operation, type OperationInfo, OperationTracker } from './drain/operation-tracker.js';
@@ -55,6 +56,9 @@ export class AtlantisServer {
     this.config = opts.config;
     this.logger = opts.logger;
     this.metrics = opts.metrics ?? new ServerMetrics();
+    // Before any plugin opens the store or writes a file there.
+    const dataDirProblem = secureDataDir(opts.config.dataDir);
+    if (dataDirProblem) opts.logger.warn('Could not make the data dir private (0700); files the server creates in it are still 0600', { dataDir: opts.config.dataDir, error: dataDirProblem });
     this.processHost = new ProcessHost({ logger: opts.logger });
     this.runner = new ProcessRunner({ host: this.processHost, binary: opts.config.tfBinary, interruptGraceMs: opts.config.terraformInterruptGraceMs, logger: opts.logger });
     this.drain = new DrainCoordinator({
@@ -162,8 +166,13 @@ export class AtlantisServer {
     return new Promise((resolve) => this.exitWaiters.push(resolve));
   }
 
+  /** Where job logs are: one file per job, `<job id>.log`. */
+  get jobLogDir(): string {
+    return path.join(this.config.dataDir, 'jobs');
+  }
+
   jobLogPath(jobId: string): string {
-    return path.join(this.config.dataDir, 'jobs', `${jobId}.log`);
+    return path.join(this.jobLogDir, `${jobId}.log`);
   }
 
   /** Closes listeners and plugins without draining (tests, or after a finished drain). */

@@ -164,6 +164,7 @@ export class ProcessRunner {
 }
 
 function openLog(file: string) {
-  mkdirSync(path.dirname(file), { recursive: true });
-  return createWriteStream(file, { flags: 'a' });
+  // Private whatever the umask: terraform's output can quote variables and state.
+  mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  return createWriteStream(file, { flags: 'a', mode: 0o600 });
 }

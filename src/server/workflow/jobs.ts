@@ -72,6 +72,11 @@ export class JobRegistry {
     return [...this.jobs.values()].filter((j) => j.status !== 'running').reverse().map(strip);
   }
 
+  /** Drops a finished job (its log was pruned): the web page then lists it no more. */
+  forget(id: string): void {
+    if (this.jobs.get(id)?.status !== 'running') this.jobs.delete(id);
+  }
+
   /** Live output of a running job; returns an unsubscribe function. */
   subscribe(id: string, onChunk: (chunk: string) => void, onDone: (status: JobStatus) => void): () => void {
     this.events.on(`output:${id}`, onChunk);

@@ -9,6 +9,7 @@ import type { WebhookRequest, WebhookResponse } from '../http/app.js';
 import { GitHubClient } from '../vcs/github-client.js';
 import { AllowlistError, parseRepoAllowlist } from '../vcs/repo-allowlist.js';
 import { CommandRunner, type PullContext } from './command-runner.js';
+import { JobLogPruner } from './job-logs.js';
 import { JobRegistry } from './jobs.js';
 import { SHUTTING_DOWN_COMMENT, queuedCommandStartingComment, queuedDuringDrainComment } from './messages.js';
 import { ProjectRunner } from './project-runner.js';
@@ -38,6 +39,10 @@ export function workflowPlugin(server: AtlantisServer) {
   const github = new GitHubClient({ baseUrl: cfg.ghApiUrl, token: cfg.ghToken, logger: log });
   const copies = new WorkingCopies(cfg.dataDir, cfg.ghToken, log, server.processHost);
   const jobs = new JobRegistry();
+  const jobLogPruner = new JobLogPruner({
+    dir: server.jobLogDir, retention: { maxAgeMs: cfg.jobLogRetentionMs, maxCount: cfg.jobLogMaxCount },
+    running: () => new Set(jobs.running().map((j) => j.id)), onPruned: (id) => jobs.forget(id), logger: log,
+  });
   const runner = new CommandRunner({
     config: cfg, store, github, copies, jobs, projectRunner: new ProjectRunner(server.runner), metrics: server.metrics,
     logger: log, jobLogPath: (id) => server.jobLogPath(id), serverRepoConfig,
@@ -156,8 +161,9 @@ export function workflowPlugin(server: AtlantisServer) {
     }),
     start: async () => {
       await recoverCrashedJobs();
+      await jobLogPruner.start();
       replayQueue();
     },
-    close: () => store.close(),
+    close: async () => { await jobLogPruner.stop(); store.close(); },
   };
 }
