@@ -50,7 +50,7 @@ after(async () => { server.child.kill('SIGKILL'); await env.close(); });
 describe('web basic auth on a real server', () => {
   it('protects the page, jobs, job logs, live streams and /metrics; leaves /events, /healthz, /readyz, /status open', { timeout: 240_000 }, async () => {
     // /events is open: a signed webhook is handled, an unsigned one is refused by the signature check, not by basic auth.
-    const opened = await env.openPull(url, 7, 'web-auth', { 'web/main.tf': terraformConfig({ marker: 'w1', sleepSeconds: 4 }) });
+    const opened = await env.openPull(url, 7, 'web-auth', { 'web/main.tf': terraformConfig({ marker: 'w1', sleepSeconds: 6 }) });
     assert.equal(opened.status, 200);
     const unsigned = await sendWebhook(`${url}/events`, 'issue_comment', issueCommentPayload({ repo: env.repo.fullName, number: 7, body: 'atlantis plan' }));
     assert.equal(unsigned.status, 401);
@@ -58,7 +58,7 @@ describe('web basic auth on a real server', () => {
     assert.match(unsigned.body, /X-Hub-Signature-256/);
     await env.waitForComment(7, /^Ran Plan/, { timeoutMs: 120_000 });
 
-    // The apply sleeps 4 s in local-exec: its job is live meanwhile.
+    // The apply sleeps 6 s in local-exec: its job is live meanwhile.
     await env.comment(url, 7, 'atlantis apply');
     let jobId: string | undefined;
     const end = Date.now() + 90_000;
