@@ -6,7 +6,7 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import { runDrainCommand, LAST_EXIT_FILE } from './cli/drain-command.js';
 import { type FlagSpec, parseFlags, renderHelp, UsageError } from './config/flags.js';
-import { createLogger, registerSecret } from './log.js';
+import { createLogger } from './log.js';
 import { buildServerConfig, SERVER_FLAGS } from './server/config.js';
 import { AtlantisServer } from './server/server.js';
 import { VERSION } from './version.js';
@@ -37,8 +37,6 @@ async function serverMain(argv: string[]): Promise<number> {
   if (parsed.help) { process.stdout.write(renderHelp('atlantis-operator server [flags]', 'Runs the Atlantis-compatible PR automation server.', SERVER_FLAGS)); return 0; }
   if (parsed.positionals.length) throw new UsageError(`unexpected argument: ${parsed.positionals[0]}`);
   const config = buildServerConfig(parsed.values);
-  registerSecret(config.ghWebhookSecret);
-  registerSecret(config.ghToken());
   const logger = createLogger({ level: config.logLevel });
   let exiting = false;
   const server = new AtlantisServer({
