@@ -74,6 +74,8 @@ interface Compiled {
   re: RegExp | undefined;
   forms: Form[];
   maxLength: number;
+  /** First characters of the forms: only where one is can a held-back tail start. */
+  starts: Set<string>;
 }
 
 /** Remembered secret values at most: a rotated token's old values stay scrubbed. */
@@ -84,7 +86,7 @@ export class Redactor {
   /** Every value the sources have given, oldest first. */
   private remembered: string[] = [];
   private readAt = -Infinity;
-  private compiled: Compiled = { key: '', re: undefined, forms: [], maxLength: 0 };
+  private compiled: Compiled = { key: '', re: undefined, forms: [], maxLength: 0, starts: new Set() };
 
   /** `refreshMs`: how long values read from the sources are used before asking them again. */
   constructor(sources: SecretSource[] = [], private readonly refreshMs = 1000) {
@@ -122,6 +124,7 @@ export class Redactor {
         key, forms,
         re: forms.length ? new RegExp(forms.map((f) => f.source).join('|'), 'g') : undefined,
         maxLength: Math.max(0, ...forms.map((f) => f.maxLength)),
+        starts: new Set(forms.map((f) => f.plain[0]!)),
       };
     }
     return this.compiled;
@@ -158,15 +161,16 @@ export class StreamRedactor {
 
   push(chunk: string): string {
     const text = this.carry + chunk;
-    const { re, forms, maxLength } = this.redactor.current();
+    const compiled = this.redactor.current();
+    const { re, maxLength } = compiled;
     if (!re) { this.carry = ''; return text; }
-    let cut = heldFrom(text, forms, Math.max(0, text.length - maxLength));
+    let cut = heldFrom(text, compiled, Math.max(0, text.length - maxLength));
     // A match across the cut is emitted whole; what follows it may be held again.
     for (let i = 0; i < 8; i++) {
       const across = [...text.matchAll(re)].find((m) => m.index < cut && m.index + m[0].length > cut);
       if (!across) break;
       const end = across.index + across[0].length;
-      cut = heldFrom(text, forms, end);
+      cut = heldFrom(text, compiled, end);
     }
     this.carry = text.slice(cut);
     return text.slice(0, cut).replace(re, REDACTED);
@@ -185,8 +189,9 @@ export class StreamRedactor {
  * text.length if nowhere. A tail with a line break can only be the start of a wrapped base64
  * form, and only when its first line is base64 text.
  */
-function heldFrom(text: string, forms: Form[], from: number): number {
+function heldFrom(text: string, { forms, starts }: Compiled, from: number): number {
   for (let i = from; i < text.length; i++) {
+    if (!starts.has(text[i]!)) continue;
     const tail = text.slice(i);
     const broken = /[\r\n]/.test(tail);
     if (broken) {
