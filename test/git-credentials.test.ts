@@ -81,6 +81,7 @@ after(() => { server.close(); rmSync(dir, { recursive: true, force: true }); });
 function recordingHost(): { host: ProcessHost; specs: SpawnSpec[] } {
   const specs: SpawnSpec[] = [];
   const host = new ProcessHost({ logger: nullLogger() });
+  // Recorded on the way to the real spawn: what git was started with.
   const spawnReal = host.spawn.bind(host);
   host.spawn = (spec, listeners) => { specs.push(spec); return spawnReal(spec, listeners); };
   return { host, specs };
