@@ -6,8 +6,8 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import { runDrainCommand, LAST_EXIT_FILE } from './cli/drain-command.js';
 import { type FlagSpec, parseFlags, renderHelp, UsageError } from './config/flags.js';
-import { createLogger, registerSecret } from './log.js';
-import { buildServerConfig, DEFAULT_WEB_PASSWORD, SERVER_FLAGS } from './server/config.js';
+import { createLogger } from './log.js';
+import { buildServerConfig, SERVER_FLAGS } from './server/config.js';
 import { AtlantisServer } from './server/server.js';
 import { PRIVATE_UMASK } from './server/data-dir.js';
 import { VERSION } from './version.js';
@@ -40,10 +40,6 @@ async function serverMain(argv: string[]): Promise<number> {
   // Before the data dir is created: everything the server and its children write is private.
   process.umask(PRIVATE_UMASK);
   const config = buildServerConfig(parsed.values);
-  registerSecret(config.ghWebhookSecret);
-  registerSecret(config.ghToken());
-  // The default password is no secret (and "atlantis" is in many log lines).
-  if (config.webBasicAuth && config.webPassword !== DEFAULT_WEB_PASSWORD) registerSecret(config.webPassword);
   const logger = createLogger({ level: config.logLevel });
   let exiting = false;
   const server = new AtlantisServer({

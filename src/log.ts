@@ -2,6 +2,7 @@
 // Messages are constants starting with a capital and without a final period; the
 // variable parts go in fields. Secret values are scrubbed before they are written.
 import winston from 'winston';
+import { processRedactor } from './server/secrets/redact.js';
 
 export type LogLevel = 'error' | 'warn' | 'info' | 'debug';
 export type LogFields = Record<string, unknown>;
@@ -15,24 +16,11 @@ export interface Logger {
   child(fields: LogFields): Logger;
 }
 
-// Values registered here are replaced by "[REDACTED]" wherever they appear in a log line.
-const secretValues = new Set<string>();
-
-/** Registers a secret (token, webhook secret) so that it never reaches a log line. */
-export function registerSecret(value: string | undefined): void {
-  if (value && value.length >= 4) secretValues.add(value);
-}
-
-function scrub(text: string): string {
-  let out = text;
-  for (const s of secretValues) out = out.split(s).join('[REDACTED]');
-  return out;
-}
-
 const jsonLine = winston.format.printf((info) => {
   const { level, message, timestamp, ...rest } = info as winston.Logform.TransformableInfo & { timestamp?: string };
   const line = { level, time: timestamp, msg: message, ...rest };
-  return scrub(JSON.stringify(line, (_k, v: unknown) => (v instanceof Error ? { message: v.message, name: v.name } : v)));
+  // The process's secrets (server/secrets/redact.ts), in every form they may take.
+  return processRedactor.redact(JSON.stringify(line, (_k, v: unknown) => (v instanceof Error ? { message: v.message, name: v.name } : v)));
 });
 
 export interface LoggerOptions {

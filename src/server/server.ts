@@ -15,6 +15,9 @@ import { removePidFile, writePidFile } from './drain/pid-file.js';
 import { type AppDeps, WEBHOOK_TURN_BUDGET_MS, buildRequestListener } from './http/app.js';
 import { TurnQueue } from './http/turn-queue.js';
 import { ServerMetrics } from './metrics.js';
+import { childEnv } from './secrets/child-env.js';
+import { processRedactor } from './secrets/redact.js';
+import { serverSecretValues } from './secrets/server-secrets.js';
 import { ProcessHost } from './terraform/process-host.js';
 import { ProcessRunner } from './terraform/runner.js';
 
@@ -59,7 +62,9 @@ export class AtlantisServer {
     // Before any plugin opens the store or writes a file there.
     const dataDirProblem = secureDataDir(opts.config.dataDir);
     if (dataDirProblem) opts.logger.warn('Could not make the data dir private (0700); files the server creates in it are still 0600', { dataDir: opts.config.dataDir, error: dataDirProblem });
-    this.processHost = new ProcessHost({ logger: opts.logger });
+    // Log lines, PR comments, job output and pages scrub these (secrets/redact.ts).
+    processRedactor.addSource(() => serverSecretValues(opts.config));
+    this.processHost = new ProcessHost({ logger: opts.logger, env: () => this.childEnv() });
     this.runner = new ProcessRunner({ host: this.processHost, binary: opts.config.tfBinary, interruptGraceMs: opts.config.terraformInterruptGraceMs, logger: opts.logger });
     this.drain = new DrainCoordinator({
       tracker: this.tracker,
@@ -75,6 +80,13 @@ export class AtlantisServer {
       if (close) this.closers.push(close);
       if (start) this.starters.push(start);
     }
+  }
+
+  /** The environment of every child process: the server's without its settings and secrets. */
+  private childEnv(): Record<string, string> {
+    const { env, withheld } = childEnv(process.env, processRedactor.values());
+    if (withheld.length) this.logger.info('Environment variables withheld from child processes', { names: withheld.map((w) => w.name), reasons: withheld.map((w) => w.reason) });
+    return env;
   }
 
   /** Starts listening; resolves with the URL the server answers on. */

@@ -7,6 +7,7 @@ import { VERSION } from '../../version.js';
 import type { DrainState } from '../drain/drain-state.js';
 import type { Operation, OperationTracker } from '../drain/operation-tracker.js';
 import type { ServerMetrics } from '../metrics.js';
+import { processRedactor } from '../secrets/redact.js';
 import type { TurnQueue } from './turn-queue.js';
 import { UNAUTHORIZED_BODY, WWW_AUTHENTICATE, type WebAuthConfig, decideWebAuth } from './web-auth.js';
 
@@ -168,7 +169,7 @@ function buildRoutes(deps: AppDeps): {
     if (cached?.version !== version || cached.drain !== drain) {
       const { json, parts } = serializeStatus(deps.tracker, drain, operationParts);
       operationParts = parts;
-      cached = { version, drain, body: Buffer.from(json) };
+      cached = { version, drain, body: Buffer.from(processRedactor.redact(json)) };
     }
     res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': cached.body.length });
     res.end(cached.body);
@@ -210,7 +211,8 @@ function buildRoutes(deps: AppDeps): {
     res.send(await deps.metrics.registry.metrics());
   });
 
-  const sendText = (res: ServerResponse, status: number, text: string): void => {
+  const sendText = (res: ServerResponse, status: number, raw: string): void => {
+    const text = processRedactor.redact(raw);
     res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text) });
     res.end(text);
   };
@@ -275,7 +277,7 @@ function buildRoutes(deps: AppDeps): {
     // The rest of an oversized or broken body is never read: close the connection, so the
     // client does not send its next request on a socket the server is about to drop.
     if (err.type === 'entity.too.large' || status === 400) res.set('Connection', 'close');
-    res.status(status).type('text/plain').send(text);
+    res.status(status).type('text/plain').send(processRedactor.redact(text));
   });
 
   return { app, sendStatus, readWebhook };

@@ -5,7 +5,7 @@ export interface SpawnSpec {
   command: string;
   args: string[];
   cwd: string;
-  /** Added to the server's own environment. */
+  /** Added to the worker's environment (the server's, cleaned: see secrets/child-env.ts). */
   env?: Record<string, string>;
   /** Own process group (setsid): a signal to the server's group never reaches the child. */
   detached?: boolean;

@@ -58,6 +58,7 @@ async function run(id: number, spec: SpawnSpec): Promise<void> {
 async function spawn(id: number, spec: SpawnSpec): Promise<SpawnExit> {
   const stream = spec.output === 'stream';
   const child = execa(spec.command, spec.args, {
+    // extendEnv: on top of this process's environment, which the server made clean (no secrets).
     cwd: spec.cwd, env: spec.env, extendEnv: true, detached: spec.detached ?? false, stdin: spec.stdin ?? 'pipe', reject: false,
     // 'stream': combined output passed on as it comes, nothing kept; 'capture': kept for the exit.
     ...(stream ? { all: true, buffer: false, stripFinalNewline: false } : {}),

@@ -15,6 +15,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from '../../log.js';
+import { childEnv } from '../secrets/child-env.js';
 import type { FromWorker, SpawnExit, SpawnSpec, ToWorker } from './process-host-protocol.js';
 
 export type { SpawnExit, SpawnSpec } from './process-host-protocol.js';
@@ -37,6 +38,11 @@ export interface ProcessHostOptions {
   logger: Logger;
   /** The worker module; by default the one next to this module (tsc output, bundle or source). */
   workerUrl?: URL;
+  /**
+   * The worker's environment, which every child inherits (see secrets/child-env.ts); asked
+   * each time a worker is started. Default: the server's environment without ATLANTIS_*.
+   */
+  env?: () => Record<string, string>;
 }
 
 export class ProcessHost {
@@ -85,7 +91,10 @@ export class ProcessHost {
     const url = this.opts.workerUrl ?? defaultWorkerUrl();
     // No execArgv of ours (a profiler, a heap size): the worker is small and does one thing.
     // Its stdout is unused; stderr is the server's, for what V8 itself may print.
-    const worker = fork(fileURLToPath(url), [], { execArgv: [], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+    // Its environment is the children's, already clean: /proc/<worker pid>/environ, which a
+    // child of ours can read, holds no secret either.
+    const env = this.opts.env?.() ?? childEnv(process.env, []).env;
+    const worker = fork(fileURLToPath(url), [], { execArgv: [], env, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
     keepAlive(worker, false);
     worker.on('message', (m: FromWorker) => this.onMessage(m));
     worker.on('error', (e) => this.opts.logger.error('Process host failed', { error: e.message }));

@@ -7,10 +7,13 @@
 //   stops cleanly, writes its state and releases its state lock), then SIGKILL if it is
 //   still there after the interrupt grace.
 // The processes are started by the process host's worker process (see process-host.ts), so a
-// spawn never forks the server; signals go from here, by pid.
+// spawn never forks the server; signals go from here, by pid. Their output is scrubbed of the
+// server's secrets (secrets/redact.ts) before anything else sees it: log file, listeners,
+// the captured output that PR comments show.
 import { createWriteStream, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../../log.js';
+import { type Redactor, processRedactor } from '../secrets/redact.js';
 import type { ProcessHost } from './process-host.js';
 
 export interface RunOptions {
@@ -62,6 +65,8 @@ export interface RunnerOptions {
   interruptGraceMs: number;
   logger: Logger;
   maxCapturedBytes?: number;
+  /** Default: the process's (every server's secrets). */
+  redactor?: Redactor;
 }
 
 export class ProcessRunner {
@@ -89,6 +94,15 @@ export class ProcessRunner {
 
     const chunks: string[] = [];
     let captured = 0;
+    const scrub = (this.opts.redactor ?? processRedactor).stream();
+    const take = (chunk: string): void => {
+      if (chunk === '') return;
+      chunks.push(chunk);
+      captured += chunk.length;
+      while (captured > this.maxCaptured && chunks.length > 1) captured -= chunks.shift()!.length;
+      log?.write(chunk);
+      o.onOutput?.(chunk);
+    };
     const r = await this.opts.host.spawn({
       command, args: o.args, cwd: o.cwd, env: { TF_IN_AUTOMATION: 'true', TF_INPUT: 'false', ...o.env },
       detached: true, stdin: 'ignore', output: 'stream',
@@ -98,14 +112,9 @@ export class ProcessRunner {
         this.opts.logger.debug('Process started', { jobId: o.jobId, pid, command, args: o.args });
         if (entry.interruptPending) this.interrupt(entry);
       },
-      onOutput: (chunk) => {
-        chunks.push(chunk);
-        captured += chunk.length;
-        while (captured > this.maxCaptured && chunks.length > 1) captured -= chunks.shift()!.length;
-        log?.write(chunk);
-        o.onOutput?.(chunk);
-      },
+      onOutput: (chunk) => take(scrub.push(chunk)),
     });
+    take(scrub.flush());
     entry.done = true;
     if (entry.killTimer) clearTimeout(entry.killTimer);
     this.entries.delete(entry);
@@ -119,7 +128,7 @@ export class ProcessRunner {
       killed: entry.signalsSent.includes('SIGKILL'),
     };
     // Spawn failure (binary missing) or a lost process host: make it visible in the output the user sees.
-    if (r.error) result.output += `\n${r.error}\n`;
+    if (r.error) result.output += (this.opts.redactor ?? processRedactor).redact(`\n${r.error}\n`);
     this.opts.logger.debug('Process finished', { jobId: o.jobId, pid: entry.pid, exitCode: result.exitCode, signal: result.signal, durationMs: result.durationMs });
     return result;
   }

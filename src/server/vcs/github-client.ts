@@ -15,8 +15,11 @@
 // retried on any of the above.
 //
 // The token is sent only in the Authorization header and never logged or put in errors.
+// Every text we write to GitHub (comment bodies, status descriptions) is scrubbed of the
+// server's secrets first (secrets/redact.ts): this is where it leaves the server.
 import type { Logger } from '../../log.js';
-import { nullLogger, registerSecret } from '../../log.js';
+import { nullLogger } from '../../log.js';
+import { type Redactor, processRedactor } from '../secrets/redact.js';
 import { httpRequest, type HttpResponse, type ResponseHeaders } from '../../net/http-request.js';
 
 export const MAX_COMMENT_LENGTH = 65536;
@@ -83,6 +86,8 @@ export interface GitHubClientOptions {
   timeoutMs?: number;
   sleep?: (ms: number) => Promise<void>;
   random?: () => number;
+  /** Scrubs what we write; default: the process's (every server's secrets, and our token). */
+  redactor?: Redactor;
 }
 
 export class GitHubApiError extends Error {
@@ -206,11 +211,13 @@ export class GitHubClient {
   private readonly timeoutMs: number;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly random: () => number;
+  private readonly redactor: Redactor;
 
   constructor(opts: GitHubClientOptions) {
     this.baseUrl = (opts.baseUrl ?? 'https://api.github.com').replace(/\/+$/, '');
     this.token = opts.token;
-    if (typeof opts.token === 'string') registerSecret(opts.token);
+    this.redactor = opts.redactor ?? processRedactor;
+    if (typeof opts.token === 'string') this.redactor.remember(opts.token);
     this.authScheme = opts.authScheme ?? 'token';
     this.userAgent = opts.userAgent ?? 'atlantis-operator';
     this.log = opts.logger ?? nullLogger();
@@ -227,7 +234,7 @@ export class GitHubClient {
 
   private async authHeader(): Promise<string> {
     const t = typeof this.token === 'function' ? await this.token() : this.token;
-    registerSecret(t);
+    this.redactor.remember(t);
     return `${this.authScheme} ${t}`;
   }
 
@@ -328,7 +335,8 @@ export class GitHubClient {
    * names the output in the continuation headers. Returns the created comments in order.
    */
   async createComment(repo: string, pull: number, body: string, opts: { command?: string } = {}): Promise<CreatedComment[]> {
-    const parts = splitComment(body, opts.command === undefined ? {} : { command: opts.command });
+    // Scrubbed before splitting: a secret cut in two by a split would match in neither part.
+    const parts = splitComment(this.redactor.redact(body), opts.command === undefined ? {} : { command: opts.command });
     const out: CreatedComment[] = [];
     for (const part of parts) out.push(await this.postComment(repo, pull, part));
     return out;
@@ -361,7 +369,7 @@ export class GitHubClient {
 
   /** Replaces a comment's body (cut to the limit, keeping the end, if too long). */
   async updateComment(repo: string, commentId: number, body: string): Promise<void> {
-    let b = body;
+    let b = this.redactor.redact(body);
     if (b.length > MAX_COMMENT_LENGTH) {
       const { truncationHeader } = continuationMarkers();
       b = truncationHeader + b.slice(b.length - (MAX_COMMENT_LENGTH - truncationHeader.length));
@@ -376,7 +384,10 @@ export class GitHubClient {
   async setCommitStatus(repo: string, sha: string, status: CommitStatus): Promise<void> {
     const body: Record<string, string> = { state: status.state, context: status.context };
     // GitHub refuses descriptions over 140 characters.
-    if (status.description !== undefined) body.description = status.description.length > 140 ? status.description.slice(0, 137) + '...' : status.description;
+    if (status.description !== undefined) {
+      const d = this.redactor.redact(status.description);
+      body.description = d.length > 140 ? d.slice(0, 137) + '...' : d;
+    }
     if (status.targetUrl !== undefined) body.target_url = status.targetUrl;
     await this.request('POST', `${this.repoPath(repo)}/statuses/${encodeURIComponent(sha)}`, { body, idempotent: true });
   }

@@ -1,9 +1,11 @@
 // The server's web page: locks, running and recent jobs (GET /), and a job's terraform
 // output, live while it runs (GET /jobs/:id, streamed from /jobs/:id/stream as
-// server-sent events). Read-only: no endpoint here changes state.
+// server-sent events). Read-only: no endpoint here changes state. Every text shown is
+// scrubbed of the server's secrets (secrets/redact.ts), job output included.
 import { existsSync, readFileSync } from 'node:fs';
 import type express from 'express';
 import type { LockStore } from '../locks/store.js';
+import { processRedactor } from '../secrets/redact.js';
 import type { JobRegistry, JobView } from './jobs.js';
 
 export interface WebUiDeps {
@@ -13,7 +15,7 @@ export interface WebUiDeps {
   drainStatus: () => { shuttingDown: boolean; inProgress: number };
 }
 
-const esc = (s: unknown): string => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+const esc = (s: unknown): string => processRedactor.redact(String(s)).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 function page(title: string, body: string): string {
   return `<!doctype html><html><head><meta charset="utf-8"><title>${esc(title)}</title>
@@ -64,7 +66,7 @@ es.addEventListener('done',e=>{document.getElementById('status').textContent=JSO
       return;
     }
     const unsubscribe = d.jobs.subscribe(id,
-      (chunk) => res.write(`event: output\ndata: ${JSON.stringify(chunk)}\n\n`),
+      (chunk) => res.write(`event: output\ndata: ${JSON.stringify(processRedactor.redact(chunk))}\n\n`),
       (status) => { res.end(`event: done\ndata: ${JSON.stringify(status)}\n\n`); unsubscribe(); });
     req.on('close', unsubscribe);
   });

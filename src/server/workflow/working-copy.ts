@@ -1,11 +1,15 @@
 // Working copies of pull requests under the data dir: one git checkout of the PR head per
 // repo, pull and workspace (as Atlantis: workspaces of one dir must not share .terraform).
-// The clone URL carries the token only for https remotes, and it is never logged: logs and
-// errors show the URL without credentials. git is started by the process host's worker
-// process, so its spawns never fork the server.
+// git is started by the process host's worker process, so its spawns never fork the server.
+//
+// The token never appears in git's argv (readable by any process in /proc/<pid>/cmdline),
+// in a URL, in .git/config or in any file: git asks a credential helper given on its command
+// line, which prints the token from a variable set in that one git process's environment
+// (see gitAuth). terraform and run steps never have it (secrets/child-env.ts).
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../../log.js';
+import { processRedactor } from '../secrets/redact.js';
 import type { ProcessHost } from '../terraform/process-host.js';
 
 export interface CheckoutRequest {
@@ -30,15 +34,14 @@ export class WorkingCopies {
     if (existsSync(path.join(dir, '.git')) && (await this.headOf(dir)) === req.headSha) return dir;
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(path.dirname(dir), { recursive: true });
-    const url = this.authenticated(req.cloneUrl);
-    this.logger.info('Cloning pull request', { repo: req.repo, pull: req.pull, workspace: req.workspace, url: redact(req.cloneUrl), headSha: req.headSha });
-    await this.git(path.dirname(dir), ['clone', '--quiet', '--no-tags', '--branch', req.headRef, '--single-branch', url, dir], req.cloneUrl);
-    // Keep the token out of .git/config on disk: later fetches pass the URL explicitly.
-    await this.git(dir, ['remote', 'set-url', 'origin', redact(req.cloneUrl)], req.cloneUrl);
+    // Credentials a PR's clone URL may carry are dropped: ours come from the helper only.
+    const url = withoutCredentials(req.cloneUrl);
+    this.logger.info('Cloning pull request', { repo: req.repo, pull: req.pull, workspace: req.workspace, url, headSha: req.headSha });
+    await this.git(path.dirname(dir), ['clone', '--quiet', '--no-tags', '--branch', req.headRef, '--single-branch', url, dir], url);
     if ((await this.headOf(dir)) !== req.headSha) {
       // The branch moved on since the event (or the ref is not a branch): fetch the exact commit.
-      await this.git(dir, ['fetch', '--quiet', url, req.headSha], req.cloneUrl);
-      await this.git(dir, ['checkout', '--quiet', '--detach', req.headSha], req.cloneUrl);
+      await this.git(dir, ['fetch', '--quiet', url, req.headSha], url);
+      await this.git(dir, ['checkout', '--quiet', '--detach', req.headSha], url);
     }
     return dir;
   }
@@ -57,23 +60,43 @@ export class WorkingCopies {
     return r.exitCode === 0 ? r.stdout?.trim() : undefined;
   }
 
-  private authenticated(cloneUrl: string): string {
-    const token = this.token();
-    if (!token || !cloneUrl.startsWith('https://')) return cloneUrl;
-    const u = new URL(cloneUrl);
-    u.username = 'x-access-token';
-    u.password = token;
-    return u.toString();
-  }
-
   private async git(cwd: string, args: string[], cloneUrl: string): Promise<void> {
-    const r = await this.host.spawn({ command: 'git', args, cwd, env: { GIT_TERMINAL_PROMPT: '0' }, output: 'capture' });
+    // The token is read now: a rotated --gh-token-file takes effect on the next git command.
+    const auth = gitAuth(cloneUrl, this.token());
+    const r = await this.host.spawn({ command: 'git', args: [...auth.args, ...args], cwd, env: { GIT_TERMINAL_PROMPT: '0', ...auth.env }, output: 'capture' });
     if (r.exitCode !== 0) {
-      const safe = (s: string) => s.split(this.token() || '\u0000').join('[REDACTED]');
-      // stderr, or why git never ran (not installed, process host lost); the token is redacted from both
-      throw new Error(`git ${safe(args.filter((a) => !a.includes('://')).join(' '))} for ${redact(cloneUrl)} failed: ${safe((r.stderr || r.error || '').trim())}`);
+      // stderr, or why git never ran (not installed, process host lost); scrubbed of secrets
+      const safe = (s: string) => processRedactor.redact(s.split(auth.env[TOKEN_VAR] || '\u0000').join('[REDACTED]'));
+      throw new Error(`git ${safe(args.filter((a) => !a.includes('://')).join(' '))} for ${withoutCredentials(cloneUrl)} failed: ${safe((r.stderr || r.error || '').trim())}`);
     }
   }
+}
+
+/** The variables, in one git process's environment only, that the credential helper reads. */
+const TOKEN_VAR = 'ATO_GIT_TOKEN';
+const HOST_VAR = 'ATO_GIT_HOST';
+
+/**
+ * git's credential helper: for a `get` about an https URL on the clone URL's host (git says
+ * which on stdin; a redirect elsewhere gets nothing), prints the token as GitHub wants it.
+ * The helper list from any git config file is cleared first, so no stored credential is used
+ * and the token is never handed to a `store` helper.
+ */
+const CREDENTIAL_HELPER = '!f() { test "$1" = get || exit 0; p=; h=; '
+  + 'while IFS= read -r l && test -n "$l"; do case "$l" in protocol=*) p="${l#protocol=}";; host=*) h="${l#host=}";; esac; done; '
+  + `test "$p" = https && test "$h" = "$${HOST_VAR}" || exit 0; printf 'username=x-access-token\\npassword=%s\\n' "$${TOKEN_VAR}"; }; f`;
+
+/**
+ * How one git command authenticates (pure): `-c` options for the command line and variables
+ * for that git process's environment. The token is only given for an https clone URL; never
+ * in the arguments.
+ */
+export function gitAuth(cloneUrl: string, token: string): { args: string[]; env: Record<string, string> } {
+  const args = ['-c', 'credential.helper='];
+  let url: URL;
+  try { url = new URL(cloneUrl); } catch { return { args, env: {} }; }
+  if (!token || url.protocol !== 'https:') return { args, env: {} };
+  return { args: [...args, '-c', `credential.helper=${CREDENTIAL_HELPER}`], env: { [TOKEN_VAR]: token, [HOST_VAR]: url.host } };
 }
 
 const SHA = /^[0-9a-f]{40}(?:[0-9a-f]{24})?$/;
@@ -103,7 +126,8 @@ export function readHead(dir: string): string | undefined {
   }
 }
 
-function redact(url: string): string {
+/** The URL without user and password, for argv, .git/config and logs. */
+export function withoutCredentials(url: string): string {
   try {
     const u = new URL(url);
     u.username = '';

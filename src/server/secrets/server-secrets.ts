@@ -1,0 +1,20 @@
+// The server's secret values: what redact.ts scrubs from every text and child-env.ts keeps
+// out of every child's environment. One list: a flag that takes a secret (a password, an API
+// secret) adds its value here.
+import { type ServerConfig, DEFAULT_WEB_PASSWORD } from '../config.js';
+
+type SecretSettings = Pick<ServerConfig, 'ghToken' | 'ghWebhookSecret'> & Partial<Pick<ServerConfig, 'webBasicAuth' | 'webPassword'>>;
+
+export function serverSecretValues(cfg: SecretSettings): Array<string | undefined> {
+  return [currentToken(cfg.ghToken), cfg.ghWebhookSecret, webPassword(cfg)];
+}
+
+/** The token now (--gh-token-file is read on each call); undefined while the file cannot be read. */
+function currentToken(token: () => string): string | undefined {
+  try { return token(); } catch { return undefined; }
+}
+
+/** The default password is no secret, and scrubbing "atlantis" would blank most log lines. */
+function webPassword(cfg: SecretSettings): string | undefined {
+  return cfg.webBasicAuth && cfg.webPassword !== DEFAULT_WEB_PASSWORD ? cfg.webPassword : undefined;
+}
