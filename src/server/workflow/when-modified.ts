@@ -17,9 +17,9 @@ export const MAX_WHEN_MODIFIED_PATTERNS = 100;
 export const MAX_WHEN_MODIFIED_PATTERN_LENGTH = 1024;
 /**
  * Default work for one PR's project selection: NFA steps plus compared characters, about a
- * second of one core at worst. A PR of 3000 files against 500 projects uses a few percent.
+ * half a second of one core at worst. A PR of 3000 files against 500 projects uses a few percent.
  */
-export const DEFAULT_MATCH_BUDGET = 50_000_000;
+export const DEFAULT_MATCH_BUDGET = 20_000_000;
 
 export class MatchBudgetExceeded extends Error {
   constructor(readonly budget: number) {
