@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import {
   MAX_WHEN_MODIFIED_PATTERN_LENGTH, MatchBudget, MatchBudgetExceeded, compilePattern, compilePatternList, goClean, goDir, goJoin, goTrimSpace, listMatches, matchesWhenModified,
 } from '../src/server/workflow/when-modified.js';
+import { parseRepoConfig, projectsForChangedFiles } from '../src/server/workflow/repo-config.js';
 
 // [project dir, when_modified, changed file (repo-relative), Atlantis's answer, why]
 const TABLE: Array<[string, string[], string, boolean, string]> = [
@@ -221,4 +222,18 @@ test('when_modified: a budget stops matching that would take too long, with a cl
   assert.ok(budget.spent <= 5_000_000 + 3 * 1_024, `spent ${budget.spent}`);
   const cpuMs = (process.cpuUsage(t0).user + process.cpuUsage(t0).system) / 1000;
   assert.ok(cpuMs < 10_000, `took ${cpuMs} ms of CPU`);
+});
+
+test('when_modified: many files x many projects: every pattern tried is charged, the result stays right', () => {
+  const yaml = 'version: 3\nprojects:\n' + Array.from({ length: 200 }, (_, i) => `- dir: stacks/s${i}\n  autoplan:\n    when_modified: ["**/*.tf*", "../../modules/net/**/*.tf", "!test/**", "config/*.yaml"]\n`).join('');
+  const cfg = parseRepoConfig(yaml);
+  // Mostly files no project cares about, then one file of s199.
+  const files = [...Array.from({ length: 1_000 }, (_, i) => `docs/area${i}/README.md`), 'stacks/s199/main.tf'];
+  const budget = new MatchBudget(Number.MAX_SAFE_INTEGER);
+  assert.deepEqual(projectsForChangedFiles(cfg, files, { budget }).map((p) => p.dir), ['stacks/s199']);
+  // 200 projects x 1001 files x 3 includes tried; string compares and prefilters are cheap.
+  assert.ok(budget.spent >= 200 * 1_000 * 3, `spent ${budget.spent}`);
+  assert.ok(budget.spent <= 200 * 1_001 * 3 * 4, `spent ${budget.spent}`);
+  // The same decision under a budget too small for it fails with the budget's error.
+  assert.throws(() => projectsForChangedFiles(cfg, files, { budget: new MatchBudget(100_000) }), MatchBudgetExceeded);
 });

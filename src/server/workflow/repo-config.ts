@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
-import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, MatchBudget, type CompiledPatternList, compilePatternList, listMatches } from './when-modified.js';
+import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, MatchBudget, type CompiledPatternList, changedPath, compilePatternList, listMatches } from './when-modified.js';
 
 export const ATLANTIS_YAML = 'atlantis.yaml';
 export const DEFAULT_WORKSPACE = 'default';
@@ -509,19 +509,20 @@ export function projectsForChangedFiles(config: RepoConfig | undefined, changedF
   const files = changedFiles.map((f) => path.posix.normalize(f.replace(/^\.\//, ''))).filter((f) => f !== '' && !f.startsWith('../'));
   // One budget for the whole decision: many files x many projects x long paths stays bounded.
   const budget = opts.budget ?? new MatchBudget();
+  const paths = files.map(changedPath);
   if (config) {
     const out: ProjectSpec[] = [];
     for (const p of config.projects) {
       if (!p.autoplan.enabled) continue;
       const list = mustCompile(p.dir, p.autoplan.whenModified);
-      if (files.some((f) => listMatches(list, f, budget))) out.push(specFromConfig(config, p, opts.defaults, opts.defaults?.workflows));
+      if (paths.some((f) => listMatches(list, f, budget))) out.push(specFromConfig(config, p, opts.defaults, opts.defaults?.workflows));
     }
     return out;
   }
   const autoplanFiles = mustCompile('.', DEFAULT_AUTOPLAN_FILES);
   const dirs = new Set<string>();
-  for (const f of files) {
-    if (!listMatches(autoplanFiles, f, budget)) continue;
+  for (const [i, f] of files.entries()) {
+    if (!listMatches(autoplanFiles, paths[i] as ReturnType<typeof changedPath>, budget)) continue;
     const dir = defaultProjectDir(f);
     // With the checkout, skip dirs the PR deleted and module changes whose parent has no
     // terraform of its own; without it we cannot tell, so keep them.

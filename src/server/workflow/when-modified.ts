@@ -475,13 +475,27 @@ function startsWithAt(s: string, part: string, at: number, budget: MatchBudget):
   return s.startsWith(part, at);
 }
 
+/** A changed file with what every pattern needs of it, computed once per file. */
+export interface ChangedPath {
+  file: string;
+  /** filepath.Dir(file); its prefixes up to each `/`, and itself, are the parent candidates. */
+  parent: string;
+  hasParents: boolean;
+  /** Clean and relative: then the parents are exactly the parts of `file` before each `/`. */
+  clean: boolean;
+}
+
+export function changedPath(file: string): ChangedPath {
+  const parent = goDir(file);
+  return { file, parent, hasParents: parent !== '.', clean: file === goClean(file) && !file.startsWith('/') };
+}
+
 /**
  * patternmatcher's match of one pattern against `file` or any of its parent dirs (the
  * prefixes of filepath.Dir(file) up to each `/`, when that dir is not `.`).
  */
-function matchesFileOrParent(p: CompiledPattern, file: string, budget: MatchBudget): boolean {
-  const parent = goDir(file);
-  const hasParents = parent !== '.';
+function matchesFileOrParent(p: CompiledPattern, cp: ChangedPath, budget: MatchBudget): boolean {
+  const { file, parent, hasParents } = cp;
   switch (p.shape) {
     case 'exact':
       budget.spend(1 + p.text.length);
@@ -503,7 +517,7 @@ function matchesFileOrParent(p: CompiledPattern, file: string, budget: MatchBudg
     case 'regexp':
       // For a clean path the parents are exactly the parts of `file` before each slash, and
       // each of them and `file` can only match if `file` holds the pattern's literals.
-      if (hasParents && file === goClean(file) && !file.startsWith('/')) return mayMatch(p.prog, file, budget) && runProg(p.prog, file, true, budget);
+      if (hasParents && cp.clean) return mayMatch(p.prog, file, budget) && runProg(p.prog, file, true, budget);
       return runProg(p.prog, file, false, budget) || (hasParents && runProg(p.prog, parent, true, budget));
   }
 }
@@ -550,11 +564,15 @@ export function compilePatternList(dir: string, patterns: readonly string[]): Co
  * patternmatcher's MatchesOrParentMatches: patterns in order, an include only looked at while
  * nothing matched yet, an exclusion only once something did; the last one that applies wins.
  */
-export function listMatches(list: CompiledPatternList, file: string, budget: MatchBudget): boolean {
+export function listMatches(list: CompiledPatternList, file: string | ChangedPath, budget: MatchBudget): boolean {
+  const cp = typeof file === 'string' ? changedPath(file) : file;
   let matched = false;
   for (const { exclusion, pattern } of list.items) {
     if (exclusion !== matched) continue;
-    if (matchesFileOrParent(pattern, file, budget)) matched = !exclusion;
+    // Each pattern tried costs a step even when a string compare settles it: many files x
+    // many projects x many patterns must be bounded too.
+    budget.spend(1);
+    if (matchesFileOrParent(pattern, cp, budget)) matched = !exclusion;
   }
   return matched;
 }
