@@ -4,8 +4,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
-  MAX_WHEN_MODIFIED_PATTERN_LENGTH, MatchBudget, MatchBudgetExceeded, compilePattern, compilePatternList, goClean, goDir, goJoin, goTrimSpace, listMatches, matchesWhenModified,
+  MAX_WHEN_MODIFIED_PATTERN_LENGTH, MatchBudget, MatchBudgetExceeded, compilePattern, compilePatternList, listMatches, matchesWhenModified,
 } from '../src/server/workflow/when-modified.js';
+import { goClean, goDir, goJoin, goTrimSpace } from '../src/server/workflow/go-paths.js';
 import { parseRepoConfig, projectsForChangedFiles } from '../src/server/workflow/repo-config.js';
 
 // [project dir, when_modified, changed file (repo-relative), Atlantis's answer, why]
