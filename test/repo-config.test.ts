@@ -11,7 +11,6 @@ import {
   loadRepoConfig,
   projectsForChangedFiles,
   resolveCommentTarget,
-  matchesWhenModified,
   RepoConfigError,
   DEFAULT_WORKFLOW,
   type RepoConfig,
@@ -71,7 +70,7 @@ test('parses a full v3 config', () => {
     autoplan: { enabled: true, whenModified: ['*.tf', '../../modules/**/*.tf'] },
     applyRequirements: ['approved', 'mergeable'], workflow: 'custom',
   });
-  assert.deepEqual(staging, { dir: 'envs/staging', workspace: 'staging', autoplan: { enabled: true, whenModified: ['**/*.tf*', '**/terragrunt.hcl', '**/.terraform.lock.hcl'] } });
+  assert.deepEqual(staging, { dir: 'envs/staging', workspace: 'staging', autoplan: { enabled: true, whenModified: ['**/*.tf*', '**/*.tofu', '**/*.tofu.json', '**/terragrunt.hcl', '**/.terraform.lock.hcl'] } });
   assert.equal(manual?.autoplan.enabled, false);
   const wf = c.workflows.custom!;
   assert.deepEqual(wf.plan, [
@@ -164,21 +163,17 @@ test('loadRepoConfig reads atlantis.yaml or atlantis.yml, undefined without', ()
   assert.throws(() => loadRepoConfig(d), RepoConfigError);
 });
 
-test('matchesWhenModified: dockerignore-like globs', () => {
-  const def = ['**/*.tf*', '**/terragrunt.hcl', '**/.terraform.lock.hcl'];
-  assert.equal(matchesWhenModified(def, 'main.tf'), true);
-  assert.equal(matchesWhenModified(def, 'sub/dir/vars.tfvars'), true);
-  assert.equal(matchesWhenModified(def, '.terraform.lock.hcl'), true);
-  assert.equal(matchesWhenModified(def, 'a/terragrunt.hcl'), true);
-  assert.equal(matchesWhenModified(def, 'README.md'), false);
-  assert.equal(matchesWhenModified(['*.tf'], 'main.tf'), true);
-  assert.equal(matchesWhenModified(['*.tf'], 'sub/main.tf'), false);
-  assert.equal(matchesWhenModified(['../../modules/**/*.tf'], '../../modules/vpc/main.tf'), true);
-  assert.equal(matchesWhenModified(['**/*.tf', '!test/**'], 'test/x.tf'), false);
-  assert.equal(matchesWhenModified(['**/*.tf', '!test/**'], 'src/x.tf'), true);
-  assert.equal(matchesWhenModified(['config'], 'config/a/b.yaml'), true);
-  assert.equal(matchesWhenModified(['a?.tf'], 'ab.tf'), true);
-  assert.equal(matchesWhenModified(['a.tf'], 'aXtf'), false);
+// The matching itself is table-tested in when-modified.test.ts; here, how the config uses it.
+test('when_modified: patterns are checked and bounded when atlantis.yaml is read, naming the key', () => {
+  const yaml = (wm: string[]) => `version: 3\nprojects:\n- dir: app\n  autoplan:\n    when_modified: ${JSON.stringify(wm)}\n`;
+  const refused = (wm: string[], re: RegExp) => assert.throws(() => parseRepoConfig(yaml(wm)), (e: unknown) => e instanceof RepoConfigError && re.test(e.message), `${JSON.stringify(wm).slice(0, 80)} → ${re.source}`);
+  refused(Array.from({ length: 101 }, (_, i) => `f${i}.tf`), /projects\[0\]\.autoplan\.when_modified: at most 100 patterns are allowed, got 101/);
+  refused(['*.tf', 'x'.repeat(1025)], /projects\[0\]\.autoplan\.when_modified\[1\]: a pattern may be at most 1024 characters long, got 1025/);
+  refused(['*.tf', '[a'], /projects\[0\]\.autoplan\.when_modified\[1\]: "\[a" is not a valid pattern: unclosed \[/);
+  refused(['[[:digit:]].tf'], /when_modified\[0\]: .*\[: inside \[\.\.\.\] is not supported/);
+  // At the bounds, and the pathological shape itself, are fine.
+  const ok = parseRepoConfig(yaml([...Array.from({ length: 99 }, (_, i) => `f${i}.tf`), '*a'.repeat(511) + '*c']));
+  assert.equal(ok.projects[0]?.autoplan.whenModified.length, 100);
 });
 
 test('projectsForChangedFiles with a config: when_modified relative to the project dir', () => {
@@ -197,8 +192,8 @@ test('projectsForChangedFiles with a config: when_modified relative to the proje
 });
 
 test('projectsForChangedFiles without config: dirs of changed terraform files', () => {
-  const got = projectsForChangedFiles(undefined, ['b/main.tf', 'a/vars.tfvars', 'a/other.tf', 'docs/x.md', 'main.tf', 'c/env/dev.tfvars', 'd/x.tfvars.json', 'e/.terraform.lock.hcl']);
-  assert.deepEqual(got.map((p) => p.dir), ['.', 'a', 'b', 'c', 'd', 'e']);
+  const got = projectsForChangedFiles(undefined, ['b/main.tf', 'a/vars.tfvars', 'a/other.tf', 'docs/x.md', 'main.tf', 'c/env/dev.tfvars', 'd/x.tfvars.json', 'e/.terraform.lock.hcl', 'f/x.tofu', 'g/x.tf.json']);
+  assert.deepEqual(got.map((p) => p.dir), ['.', 'a', 'b', 'c', 'd', 'e', 'f', 'g']);
   assert.ok(got.every((p) => p.workspace === 'default' && p.workflow === DEFAULT_WORKFLOW && !p.configured));
   assert.deepEqual(projectsForChangedFiles(undefined, ['x/README.md']), []);
   assert.deepEqual(projectsForChangedFiles(undefined, ['stack/modules/vpc/main.tf']).map((p) => p.dir), ['stack']);

@@ -5,12 +5,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
+import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, MatchBudget, type CompiledPatternList, changedPath, compilePatternList, listMatches } from './when-modified.js';
 
 export const ATLANTIS_YAML = 'atlantis.yaml';
 export const DEFAULT_WORKSPACE = 'default';
-export const DEFAULT_WHEN_MODIFIED: readonly string[] = ['**/*.tf*', '**/terragrunt.hcl', '**/.terraform.lock.hcl'];
+export const DEFAULT_WHEN_MODIFIED: readonly string[] = ['**/*.tf*', '**/*.tofu', '**/*.tofu.json', '**/terragrunt.hcl', '**/.terraform.lock.hcl'];
 /** Atlantis's --autoplan-file-list default, used when there is no atlantis.yaml. */
-export const DEFAULT_AUTOPLAN_FILES: readonly string[] = ['**/*.tf', '**/*.tfvars', '**/*.tfvars.json', '**/terragrunt.hcl', '**/.terraform.lock.hcl'];
+export const DEFAULT_AUTOPLAN_FILES: readonly string[] = ['**/*.tf', '**/*.tf.json', '**/*.tfvars', '**/*.tfvars.json', '**/*.tofu', '**/*.tofu.json', '**/terragrunt.hcl', '**/.terraform.lock.hcl'];
 
 export type ApplyRequirement = 'approved' | 'mergeable' | 'undiverged';
 const APPLY_REQUIREMENTS: readonly string[] = ['approved', 'mergeable', 'undiverged'];
@@ -109,6 +110,25 @@ function strList(v: unknown, where: string, p: Problems): string[] | undefined {
     return undefined;
   }
   return v as string[];
+}
+
+/**
+ * Bounds and compiles a project's when_modified (hostile input: each pattern runs against
+ * every changed path), reporting each refused pattern with its index.
+ */
+function whenModifiedOk(dir: string, wm: string[], where: string, p: Problems): boolean {
+  if (wm.length > MAX_WHEN_MODIFIED_PATTERNS) {
+    p.add(where, `at most ${MAX_WHEN_MODIFIED_PATTERNS} patterns are allowed, got ${wm.length}`);
+    return false;
+  }
+  const long = wm.findIndex((w) => w.length > MAX_WHEN_MODIFIED_PATTERN_LENGTH);
+  if (long >= 0) {
+    p.add(`${where}[${long}]`, `a pattern may be at most ${MAX_WHEN_MODIFIED_PATTERN_LENGTH} characters long, got ${(wm[long] as string).length}`);
+    return false;
+  }
+  const list = compilePatternList(dir, wm);
+  if ('problems' in list) for (const q of list.problems) p.add(`${where}[${q.index}]`, q.message);
+  return !('problems' in list);
 }
 
 /** Cleans a repo-relative dir; undefined when it is absolute or climbs out of the repo. */
@@ -301,7 +321,7 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
           else proj.autoplan.enabled = rp.autoplan.enabled;
         }
         const wm = strList(rp.autoplan.when_modified, `${where}.autoplan.when_modified`, p);
-        if (wm) proj.autoplan.whenModified = wm;
+        if (wm && whenModifiedOk(dir, wm, `${where}.autoplan.when_modified`, p)) proj.autoplan.whenModified = wm;
       }
     }
     const ar = parseApplyRequirements(rp.apply_requirements, `${where}.apply_requirements`, p);
@@ -430,58 +450,6 @@ export function serverSettingsFor(server: ServerConfig | undefined, repoId: stri
   return out;
 }
 
-// ---- globs (when_modified) -------------------------------------------------------------
-
-function globToRegExp(glob: string): RegExp {
-  let re = '';
-  let i = 0;
-  while (i < glob.length) {
-    const c = glob[i] as string;
-    if (c === '*') {
-      if (glob[i + 1] === '*') {
-        const atStart = i === 0 || glob[i - 1] === '/';
-        const next = glob[i + 2];
-        if (atStart && next === '/') {
-          re += '(?:.*/)?';
-          i += 3;
-          continue;
-        }
-        re += '.*';
-        i += 2;
-        continue;
-      }
-      re += '[^/]*';
-    } else if (c === '?') re += '[^/]';
-    else re += c.replace(/[.+^${}()|[\]\\]/g, '\\$&');
-    i++;
-  }
-  return new RegExp('^' + re + '$');
-}
-
-/**
- * dockerignore-style matching as Atlantis's when_modified: patterns relative to the project
- * dir, `**` across directories, later `!pattern`s exclude; a pattern matching a parent dir
- * matches everything below it.
- */
-export function matchesWhenModified(patterns: readonly string[], relPath: string): boolean {
-  const cleaned = path.posix.normalize(relPath);
-  const candidates = [cleaned];
-  const parts = cleaned.split('/');
-  for (let i = 1; i < parts.length; i++) candidates.push(parts.slice(0, i).join('/'));
-  let matched = false;
-  for (const raw of patterns) {
-    const neg = raw.startsWith('!');
-    const pat = path.posix.normalize((neg ? raw.slice(1) : raw).trim()).replace(/^\.\//, '');
-    if (pat === '' || pat === '.') continue;
-    // `**` stays inside the project dir: only a pattern that itself climbs out (`../modules/**`)
-    // can match a file outside it, as the Atlantis docs describe.
-    if (cleaned.startsWith('../') && !pat.startsWith('../')) continue;
-    const re = globToRegExp(pat);
-    if (candidates.some((c) => re.test(c))) matched = !neg;
-  }
-  return matched;
-}
-
 // ---- project selection -----------------------------------------------------------------
 
 function specFromConfig(cfg: RepoConfig, p: ProjectConfig, defaults?: DefaultsFromServer, serverWorkflows?: Record<string, Workflow>): ProjectSpec {
@@ -537,23 +505,24 @@ function dirHasTf(repoDir: string, dir: string): boolean {
  * `default`; with `repoDir`, dirs the PR deleted or that hold no .tf file are skipped, and a
  * change under `modules/` plans the dir above it only if that dir has .tf files (as Atlantis).
  */
-export function projectsForChangedFiles(config: RepoConfig | undefined, changedFiles: string[], opts: { repoDir?: string; defaults?: DefaultsFromServer } = {}): ProjectSpec[] {
+export function projectsForChangedFiles(config: RepoConfig | undefined, changedFiles: string[], opts: { repoDir?: string; defaults?: DefaultsFromServer; budget?: MatchBudget } = {}): ProjectSpec[] {
   const files = changedFiles.map((f) => path.posix.normalize(f.replace(/^\.\//, ''))).filter((f) => f !== '' && !f.startsWith('../'));
+  // One budget for the whole decision: many files x many projects x long paths stays bounded.
+  const budget = opts.budget ?? new MatchBudget();
+  const paths = files.map(changedPath);
   if (config) {
     const out: ProjectSpec[] = [];
     for (const p of config.projects) {
       if (!p.autoplan.enabled) continue;
-      const hit = files.some((f) => {
-        const rel = p.dir === '.' ? f : path.posix.relative(p.dir, f);
-        return matchesWhenModified(p.autoplan.whenModified, rel);
-      });
-      if (hit) out.push(specFromConfig(config, p, opts.defaults, opts.defaults?.workflows));
+      const list = mustCompile(p.dir, p.autoplan.whenModified);
+      if (paths.some((f) => listMatches(list, f, budget))) out.push(specFromConfig(config, p, opts.defaults, opts.defaults?.workflows));
     }
     return out;
   }
+  const autoplanFiles = mustCompile('.', DEFAULT_AUTOPLAN_FILES);
   const dirs = new Set<string>();
-  for (const f of files) {
-    if (!DEFAULT_AUTOPLAN_FILES.some((g) => matchesWhenModified([g], f))) continue;
+  for (const [i, f] of files.entries()) {
+    if (!listMatches(autoplanFiles, paths[i] as ReturnType<typeof changedPath>, budget)) continue;
     const dir = defaultProjectDir(f);
     // With the checkout, skip dirs the PR deleted and module changes whose parent has no
     // terraform of its own; without it we cannot tell, so keep them.
@@ -561,6 +530,13 @@ export function projectsForChangedFiles(config: RepoConfig | undefined, changedF
     dirs.add(dir);
   }
   return [...dirs].sort().map((d) => defaultSpec(d, DEFAULT_WORKSPACE, opts.defaults));
+}
+
+function mustCompile(dir: string, patterns: readonly string[]): CompiledPatternList {
+  const list = compilePatternList(dir, patterns);
+  // parseRepoConfig refused these already; reaching this is a bug, not user input.
+  if ('problems' in list) throw new Error(`when_modified: ${list.problems.map((q) => q.message).join('; ')}`);
+  return list;
 }
 
 export type TargetResolution = { kind: 'all' } | { kind: 'projects'; projects: ProjectSpec[] } | { kind: 'error'; message: string };
