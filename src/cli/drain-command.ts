@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { clampTimerDelay } from '../async.js';
 import { formatDuration } from '../config/duration.js';
 import type { StatusResponse } from '../server/http/app.js';
 import { readPidFile } from '../server/drain/pid-file.js';
@@ -73,6 +74,6 @@ export async function runDrainCommand(o: DrainCommandOptions): Promise<number> {
       o.out(`timeout: still ${st ? st.in_progress_operations : 'unknown'} operation(s) in progress after ${formatDuration(o.timeoutMs)}; the server keeps draining`);
       return 1;
     }
-    await sleep(o.pollIntervalMs);
+    await sleep(clampTimerDelay(o.pollIntervalMs));
   }
 }

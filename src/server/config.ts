@@ -4,6 +4,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, hostname } from 'node:os';
 import path from 'node:path';
+import { MAX_DURATION_MS } from '../config/duration.js';
 import { type FlagSpec, type FlagValues, UsageError } from '../config/flags.js';
 import type { LogLevel } from '../log.js';
 
@@ -31,8 +32,8 @@ export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'disable-autoplan', type: 'bool', default: false, description: 'Disable atlantis auto planning' },
   { name: 'log-level', type: 'string', default: 'info', description: 'Log level: debug, info, warn or error' },
   { name: 'tf-binary', type: 'string', default: 'terraform', description: 'terraform (or tofu) executable to run, a name on PATH or a path' },
-  { name: 'drain-timeout', type: 'duration', default: 0, description: 'After a signal starts a drain, how long to wait for running operations before interrupting terraform (0 = wait forever)' },
-  { name: 'terraform-interrupt-grace', type: 'duration', default: 60_000, description: 'After interrupting terraform with SIGINT, how long to wait before SIGKILL' },
+  { name: 'drain-timeout', type: 'duration', default: 0, maxMs: MAX_DURATION_MS, description: 'After a signal starts a drain, how long to wait for running operations before interrupting terraform (0 = wait forever)' },
+  { name: 'terraform-interrupt-grace', type: 'duration', default: 60_000, maxMs: MAX_DURATION_MS, description: 'After interrupting terraform with SIGINT, how long to wait before SIGKILL' },
   { name: 'queue-during-drain', type: 'bool', default: false, description: 'Queue commands that arrive while draining, and run them first on the next start on this data dir' },
   { name: 'insecure-no-webhook-secret', type: 'bool', default: false, description: 'Allow starting without --gh-webhook-secret (webhooks are then not authenticated)' },
 ];
