@@ -41,6 +41,7 @@ async function serverMain(argv: string[]): Promise<number> {
   registerSecret(config.ghWebhookSecret);
   registerSecret(config.ghToken());
   const logger = createLogger({ level: config.logLevel });
+  for (const w of config.flagWarnings) logger.warn(w);
   let exiting = false;
   const server = new AtlantisServer({
     config,

@@ -4,9 +4,11 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, hostname } from 'node:os';
 import path from 'node:path';
+import { judgeAtlantisFlags, unhonouredAtlantisFlagSpecs } from '../config/atlantis-flags.js';
 import { MAX_DURATION_MS } from '../config/duration.js';
 import { type FlagSpec, type FlagValues, UsageError } from '../config/flags.js';
 import type { LogLevel } from '../log.js';
+import { type TeamRule, TeamAllowlistError, parseTeamAllowlist } from './workflow/team-allowlist.js';
 
 export const DEFAULT_ALLOW_COMMANDS = ['version', 'plan', 'apply', 'unlock'];
 export const ALL_COMMANDS = ['version', 'plan', 'apply', 'unlock', 'import', 'state', 'approve_policies'];
@@ -30,12 +32,16 @@ export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'executable-name', type: 'string', default: 'atlantis', description: 'Comment command executable name' },
   { name: 'parallel-pool-size', type: 'int', default: 15, description: 'Max number of projects to run in parallel' },
   { name: 'disable-autoplan', type: 'bool', default: false, description: 'Disable atlantis auto planning' },
+  { name: 'disable-apply', type: 'bool', default: false, description: 'Refuse every apply command, as if apply were left out of --allow-commands (Atlantis before v0.27)' },
+  { name: 'gh-team-allowlist', type: 'string', description: 'Comma separated team:command pairs, e.g. dev:plan,ops:apply,devops:*; with it set, a user runs a command only as a member of a listed GitHub team (of the repo\'s organisation) allowed that command (needs read:org)' },
   { name: 'log-level', type: 'string', default: 'info', description: 'Log level: debug, info, warn or error' },
   { name: 'tf-binary', type: 'string', default: 'terraform', description: 'terraform (or tofu) executable to run, a name on PATH or a path' },
   { name: 'drain-timeout', type: 'duration', default: 0, maxMs: MAX_DURATION_MS, description: 'After a signal starts a drain, how long to wait for running operations before interrupting terraform (0 = wait forever)' },
   { name: 'terraform-interrupt-grace', type: 'duration', default: 60_000, maxMs: MAX_DURATION_MS, description: 'After interrupting terraform with SIGINT, how long to wait before SIGKILL' },
   { name: 'queue-during-drain', type: 'bool', default: false, description: 'Queue commands that arrive while draining, and run them first on the next start on this data dir' },
   { name: 'insecure-no-webhook-secret', type: 'bool', default: false, description: 'Allow starting without --gh-webhook-secret (webhooks are then not authenticated)' },
+  // Atlantis flags this server does not honour: parsed (hidden) only to be refused or warned about.
+  ...unhonouredAtlantisFlagSpecs(),
 ];
 
 export interface ServerConfig {
@@ -56,6 +62,10 @@ export interface ServerConfig {
   executableName: string;
   parallelPoolSize: number;
   disableAutoplan: boolean;
+  /** --gh-team-allowlist rules; empty: no team check. */
+  ghTeamAllowlist: TeamRule[];
+  /** One line each: Atlantis flags that are set but ignored (cosmetic); the CLI logs them. */
+  flagWarnings: string[];
   logLevel: LogLevel;
   tfBinary: string;
   drainTimeoutMs: number;
@@ -73,6 +83,8 @@ function str(values: FlagValues, name: string): string | undefined {
 
 /** Turns parsed flag values into a validated config; throws UsageError naming the flag. */
 export function buildServerConfig(values: FlagValues): ServerConfig {
+  const judged = judgeAtlantisFlags(values);
+  if (judged.refusals.length > 0) throw new UsageError(judged.refusals[0]!);
   const port = values.port as number;
   if (port < 0 || port > 65535) throw new UsageError(`invalid value ${port} for --port: must be between 0 and 65535`);
   const pool = values['parallel-pool-size'] as number;
@@ -100,9 +112,17 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
   }
 
   const allowCommands = values['allow-commands'] as string[];
-  const expanded = allowCommands.includes('all') ? ALL_COMMANDS : allowCommands;
-  for (const c of expanded) {
+  const allowed = allowCommands.includes('all') ? ALL_COMMANDS : allowCommands;
+  for (const c of allowed) {
     if (!ALL_COMMANDS.includes(c)) throw new UsageError(`invalid value "${c}" for --allow-commands: must be one of ${ALL_COMMANDS.join(', ')}, all`);
+  }
+  // As Atlantis did when it still had the flag: apply leaves the allowed commands, so an
+  // apply comment gets the "unknown command" answer.
+  const expanded = values['disable-apply'] === true ? allowed.filter((c) => c !== 'apply') : allowed;
+  let ghTeamAllowlist: TeamRule[];
+  try { ghTeamAllowlist = parseTeamAllowlist(str(values, 'gh-team-allowlist') ?? '', ALL_COMMANDS); } catch (e) {
+    if (e instanceof TeamAllowlistError) throw new UsageError(`invalid value for --gh-team-allowlist: ${e.message}`);
+    throw e;
   }
 
   const dataDir = path.resolve(values['data-dir'] as string);
@@ -130,6 +150,8 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     executableName: values['executable-name'] as string,
     parallelPoolSize: pool,
     disableAutoplan: values['disable-autoplan'] === true,
+    ghTeamAllowlist,
+    flagWarnings: judged.warnings,
     logLevel: logLevel as LogLevel,
     tfBinary: values['tf-binary'] as string,
     drainTimeoutMs: values['drain-timeout'] as number,
