@@ -10,7 +10,7 @@ import type { ServerConfig } from './config.js';
 import { DrainCoordinator } from './drain/drain-coordinator.js';
 import type { DrainTrigger } from './drain/drain-state.js';
 import { type Operation, type OperationInfo, OperationTracker } from './drain/operation-tracker.js';
-import { removePidFile, writePidFile } from './drain/pid-file.js';
+import { processIdentity, removePidFile, writePidFile } from './drain/pid-file.js';
 import { type AppDeps, WEBHOOK_TURN_BUDGET_MS, buildRequestListener } from './http/app.js';
 import { TurnQueue } from './http/turn-queue.js';
 import { ServerMetrics } from './metrics.js';
@@ -89,7 +89,7 @@ export class AtlantisServer {
     this.http = createServer(listener).listen(this.config.port, this.config.bindAddress);
     await once(this.http, 'listening');
     const url = this.url;
-    writePidFile(this.config.dataDir, { pid: process.pid, url, startedAt: new Date().toISOString() });
+    writePidFile(this.config.dataDir, { pid: process.pid, url, startedAt: new Date().toISOString(), identity: processIdentity(process.pid) });
     this.logger.info('Server started', { url, dataDir: this.config.dataDir, atlantisUrl: this.config.atlantisUrl });
     return url;
   }
