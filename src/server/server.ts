@@ -10,6 +10,7 @@ import type { ServerConfig } from './config.js';
 import { DrainCoordinator } from './drain/drain-coordinator.js';
 import type { DrainTrigger } from './drain/drain-state.js';
 import { type Operation, type OperationInfo, OperationTracker } from './drain/operation-tracker.js';
+import { DataDirLock } from './drain/data-dir-lock.js';
 import { processIdentity, removePidFile, writePidFile } from './drain/pid-file.js';
 import { type AppDeps, WEBHOOK_TURN_BUDGET_MS, buildRequestListener } from './http/app.js';
 import { TurnQueue } from './http/turn-queue.js';
@@ -50,10 +51,13 @@ export class AtlantisServer {
   private closing?: Promise<void>;
   private readonly operationTimers = new Map<string, () => void>();
   private readonly background = new Set<Promise<unknown>>();
+  private readonly dataDirLock: DataDirLock;
 
   constructor(private readonly opts: AtlantisServerOptions) {
     this.config = opts.config;
     this.logger = opts.logger;
+    // Before anything reads or writes the data dir (the store, crash recovery, the pid file).
+    this.dataDirLock = DataDirLock.acquire(opts.config.dataDir);
     this.metrics = opts.metrics ?? new ServerMetrics();
     this.processHost = new ProcessHost({ logger: opts.logger });
     this.runner = new ProcessRunner({ host: this.processHost, binary: opts.config.tfBinary, interruptGraceMs: opts.config.terraformInterruptGraceMs, logger: opts.logger });
@@ -65,11 +69,16 @@ export class AtlantisServer {
       timings: { drainTimeoutMs: opts.config.drainTimeoutMs, interruptGraceMs: opts.config.terraformInterruptGraceMs, forceExitMarginMs: 5_000 },
       onExit: (code) => void this.finish(code),
     });
-    for (const plugin of opts.plugins ?? []) {
-      const { close, start, ...deps } = plugin(this);
-      Object.assign(this.appDeps, deps);
-      if (close) this.closers.push(close);
-      if (start) this.starters.push(start);
+    try {
+      for (const plugin of opts.plugins ?? []) {
+        const { close, start, ...deps } = plugin(this);
+        Object.assign(this.appDeps, deps);
+        if (close) this.closers.push(close);
+        if (start) this.starters.push(start);
+      }
+    } catch (e) {
+      this.dataDirLock.release();
+      throw e;
     }
   }
 
@@ -178,6 +187,7 @@ export class AtlantisServer {
       for (const c of this.closers) await c();
       this.processHost.close();
       removePidFile(this.config.dataDir, process.pid);
+      this.dataDirLock.release();
     })();
     return this.closing;
   }
