@@ -60,7 +60,7 @@ describe('the Atlantis flag table', () => {
     ['repo locking off by env', [], { ATLANTIS_DISABLE_REPO_LOCKING: 'true' }, { refused: /^--disable-repo-locking \(ATLANTIS_DISABLE_REPO_LOCKING\) is set, but this server does not support it/ }],
     ['repo locking at its default', [], { ATLANTIS_DISABLE_REPO_LOCKING: 'false' }, 'ok'],
     ['global apply lock off', ['--disable-global-apply-lock'], {}, { refused: /--disable-global-apply-lock/ }],
-    ['apply all off', [], { ATLANTIS_DISABLE_APPLY_ALL: '1' }, { refused: /--disable-apply-all/ }],
+    ['approval discarded on plan', [], { ATLANTIS_DISCARD_APPROVAL_ON_PLAN: '1' }, { refused: /--discard-approval-on-plan/ }],
     ['redis locking', [], { ATLANTIS_LOCKING_DB_TYPE: 'redis' }, { refused: /--locking-db-type.*Redis/ }],
     ['boltdb locking (the default)', [], { ATLANTIS_LOCKING_DB_TYPE: 'boltdb' }, 'ok'],
     ['policy checks on the command line', ['--enable-policy-checks'], {}, { refused: /--enable-policy-checks/ }],

@@ -62,7 +62,7 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'data-dir': H,
   'default-tf-distribution': refused('string', 'terraform', 'the binary run is --tf-binary'),
   'default-tf-version': refused('string', '', 'terraform is not downloaded; the binary run is --tf-binary'),
-  'disable-apply-all': refused('bool', false, NOT_YET),
+  'disable-apply-all': H,
   'disable-automerge-label': warn('string', '', 'automerge is not implemented, so there is nothing to disable'),
   'disable-autoplan': H,
   'disable-autoplan-label': refused('string', '', NOT_YET),

@@ -32,6 +32,7 @@ export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'executable-name', type: 'string', default: 'atlantis', description: 'Comment command executable name' },
   { name: 'parallel-pool-size', type: 'int', default: 15, description: 'Max number of projects to run in parallel' },
   { name: 'disable-autoplan', type: 'bool', default: false, description: 'Disable atlantis auto planning' },
+  { name: 'disable-apply-all', type: 'bool', default: false, description: 'Refuse "apply" without -p, -d or -w (apply all); a project, dir or workspace must be named' },
   { name: 'disable-apply', type: 'bool', default: false, description: 'Refuse every apply command, as if apply were left out of --allow-commands (Atlantis before v0.27)' },
   { name: 'gh-team-allowlist', type: 'string', description: 'Comma separated team:command pairs, e.g. dev:plan,ops:apply,devops:*; with it set, a user runs a command only as a member of a listed GitHub team (of the repo\'s organisation) allowed that command (needs read:org)' },
   { name: 'log-level', type: 'string', default: 'info', description: 'Log level: debug, info, warn or error' },
@@ -62,6 +63,7 @@ export interface ServerConfig {
   executableName: string;
   parallelPoolSize: number;
   disableAutoplan: boolean;
+  disableApplyAll: boolean;
   /** --gh-team-allowlist rules; empty: no team check. */
   ghTeamAllowlist: TeamRule[];
   /** One line each: Atlantis flags that are set but ignored (cosmetic); the CLI logs them. */
@@ -150,6 +152,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     executableName: values['executable-name'] as string,
     parallelPoolSize: pool,
     disableAutoplan: values['disable-autoplan'] === true,
+    disableApplyAll: values['disable-apply-all'] === true,
     ghTeamAllowlist,
     flagWarnings: judged.warnings,
     logLevel: logLevel as LogLevel,

@@ -23,6 +23,10 @@ import type { WorkingCopies } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser.js';
 import { noPermissionComment, teamAllows } from './team-allowlist.js';
 
+/** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */
+export const APPLY_ALL_DISABLED_COMMENT = '**Error:** Running `atlantis apply` without flags is disabled.' +
+  ' You must specify which project to apply via the `-d <dir>`, `-w <workspace>` or `-p <project name>` flags.';
+
 /** What the server knows about a pull request when a command starts. */
 export interface PullContext {
   repo: string;
@@ -173,6 +177,10 @@ export class CommandRunner {
   // ---- apply ----------------------------------------------------------------------------
 
   private async apply(ctx: PullContext, c: ParsedCommand): Promise<string> {
+    if (this.d.config.disableApplyAll && c.dir === undefined && c.workspace === undefined && c.project === undefined) {
+      await this.comment(ctx, APPLY_ALL_DISABLED_COMMENT, 'apply');
+      return 'refused';
+    }
     const plans = this.d.store.listPlans(ctx.repo, ctx.pull).filter((pl) => matchesPlan(pl, c));
     if (plans.length === 0) {
       await this.comment(ctx, renderResults({ command: 'apply', results: [], executableName: this.d.config.executableName }), 'apply');
