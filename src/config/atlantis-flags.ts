@@ -131,7 +131,7 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'redis-username': refused('string', '', NO_REDIS),
   'repo-allowlist': H,
   'repo-config': H,
-  'repo-config-json': refused('string', '', 'give the server-side repo config as a file with --repo-config'),
+  'repo-config-json': H,
   'restrict-file-list': refused('bool', false, NOT_YET),
   'share-plan-dir': refused('string', '', 'plan files live in --data-dir'),
   'silence-allowlist-errors': warn('bool', false, 'the server never comments on repositories outside --repo-allowlist'),

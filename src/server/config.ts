@@ -27,6 +27,7 @@ export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'gh-api-url', type: 'string', description: 'GitHub REST API base URL (ours; overrides the one derived from --gh-hostname)' },
   { name: 'repo-allowlist', type: 'string', description: 'Comma separated list of repositories that Atlantis will operate on, e.g. github.com/acme/*, with ! to exclude (required)' },
   { name: 'repo-config', type: 'string', description: 'Path to a server-side repo config YAML file' },
+  { name: 'repo-config-json', type: 'string', description: 'The server-side repo config as a JSON string, instead of --repo-config' },
   { name: 'allow-commands', type: 'list', default: DEFAULT_ALLOW_COMMANDS, description: `Comma separated list of allowed commands (${ALL_COMMANDS.join(', ')}, or all)` },
   { name: 'blocked-extra-args', type: 'list', default: DEFAULT_BLOCKED_EXTRA_ARGS, description: 'Comma separated list of terraform flags that may not be passed after --' },
   { name: 'executable-name', type: 'string', default: 'atlantis', description: 'Comment command executable name' },
@@ -58,6 +59,8 @@ export interface ServerConfig {
   ghApiUrl: string;
   repoAllowlist: string;
   repoConfigPath: string | undefined;
+  /** --repo-config-json text; exclusive with repoConfigPath. */
+  repoConfigJson: string | undefined;
   allowCommands: string[];
   blockedExtraArgs: string[];
   executableName: string;
@@ -107,6 +110,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
       throw new UsageError(`--gh-token-file ${tokenFile} cannot be read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
     }
   }
+  if (str(values, 'repo-config') && str(values, 'repo-config-json')) throw new UsageError('cannot use --repo-config and --repo-config-json at the same time');
   const ghWebhookSecret = str(values, 'gh-webhook-secret');
   const insecure = values['insecure-no-webhook-secret'] === true;
   if (!ghWebhookSecret && !insecure) {
@@ -147,6 +151,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     ghApiUrl: ghApiUrl.replace(/\/+$/, ''),
     repoAllowlist,
     repoConfigPath: str(values, 'repo-config'),
+    repoConfigJson: str(values, 'repo-config-json'),
     allowCommands: expanded,
     blockedExtraArgs: values['blocked-extra-args'] as string[],
     executableName: values['executable-name'] as string,
