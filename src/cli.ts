@@ -5,6 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { runDrainCommand, LAST_EXIT_FILE } from './cli/drain-command.js';
+import { MAX_DURATION_MS } from './config/duration.js';
 import { type FlagSpec, parseFlags, renderHelp, UsageError } from './config/flags.js';
 import { createLogger } from './log.js';
 import { buildServerConfig, SERVER_FLAGS } from './server/config.js';
@@ -27,7 +28,7 @@ Run 'atlantis-operator <command> --help' for the flags of a command.
 `;
 
 const DRAIN_FLAGS: FlagSpec[] = [
-  { name: 'timeout', type: 'duration', default: 0, envPrefix: null, description: 'Give up waiting after this long and exit 1 (0 = wait forever); the server keeps draining' },
+  { name: 'timeout', type: 'duration', default: 0, maxMs: MAX_DURATION_MS, envPrefix: null, description: 'Give up waiting after this long and exit 1 (0 = wait forever); the server keeps draining' },
   { name: 'url', type: 'string', envPrefix: null, description: 'Base URL of the server (default: the URL recorded in the pid file)' },
   { name: 'data-dir', type: 'string', default: path.join(homedir(), '.atlantis'), description: 'Data dir of the server, where its pid file is' },
   { name: 'poll-interval', type: 'duration', default: 500, envPrefix: null, hidden: true, description: 'How often to poll /status' },
@@ -41,6 +42,7 @@ async function serverMain(argv: string[]): Promise<number> {
   process.umask(PRIVATE_UMASK);
   const config = buildServerConfig(parsed.values);
   const logger = createLogger({ level: config.logLevel });
+  for (const w of config.flagWarnings) logger.warn(w);
   let exiting = false;
   const server = new AtlantisServer({
     config,

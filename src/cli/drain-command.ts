@@ -5,9 +5,10 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { clampTimerDelay } from '../async.js';
 import { formatDuration } from '../config/duration.js';
 import type { StatusResponse } from '../server/http/app.js';
-import { readPidFile } from '../server/drain/pid-file.js';
+import { isRecordedProcess, processIdentity, readPidFile } from '../server/drain/pid-file.js';
 
 export const LAST_EXIT_FILE = 'last-exit.json';
 
@@ -48,6 +49,16 @@ export async function runDrainCommand(o: DrainCommandOptions): Promise<number> {
   const pidFile = readPidFile(o.dataDir);
   if (!pidFile) { o.out(`error: no running server found: no pid file in ${o.dataDir}`); return 1; }
   const url = (o.url ?? pidFile.url).replace(/\/+$/, '');
+  // A pid file left by a server killed with -9 may name a pid now reused by another process.
+  const now = processIdentity(pidFile.pid);
+  if (now === undefined) {
+    o.out(`error: the server process ${pidFile.pid} recorded in ${o.dataDir} is not running`);
+    return 1;
+  }
+  if (!isRecordedProcess(pidFile.identity, now)) {
+    o.out(`error: process ${pidFile.pid} named by the pid file in ${o.dataDir} is not the server that wrote it (start time or command line differ); not signalling it`);
+    return 1;
+  }
   try {
     process.kill(pidFile.pid, 'SIGUSR2');
   } catch {
@@ -73,6 +84,6 @@ export async function runDrainCommand(o: DrainCommandOptions): Promise<number> {
       o.out(`timeout: still ${st ? st.in_progress_operations : 'unknown'} operation(s) in progress after ${formatDuration(o.timeoutMs)}; the server keeps draining`);
       return 1;
     }
-    await sleep(o.pollIntervalMs);
+    await sleep(clampTimerDelay(o.pollIntervalMs));
   }
 }

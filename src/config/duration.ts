@@ -3,6 +3,13 @@
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
+/**
+ * The longest duration a flag may ask for when its timer can wait that long (setLongTimeout):
+ * ten years, far from where Date arithmetic breaks (8.64e15 ms). Other duration flags stop at
+ * Node's timer limit, MAX_TIMER_DELAY_MS in src/async.ts.
+ */
+export const MAX_DURATION_MS = 87_600 * 3_600_000;
+
 /** Parses a duration into milliseconds; returns undefined when the text is not one. */
 export function parseDuration(text: string): number | undefined {
   const t = text.trim();

@@ -2,6 +2,7 @@
 // boolean `--flag` / `--flag=false`, and every flag also readable from the env var
 // ATLANTIS_<FLAG_IN_UPPER_SNAKE>, so an Atlantis user's existing environment keeps working.
 // Command line beats env beats default. Every problem is a UsageError: one line, exit code 2.
+import { MAX_TIMER_DELAY_MS } from '../async.js';
 import { formatDuration, parseDuration } from './duration.js';
 
 export type FlagType = 'string' | 'int' | 'bool' | 'duration' | 'list';
@@ -15,6 +16,11 @@ export interface FlagSpec {
   envPrefix?: string | null;
   /** Hidden from --help (still accepted). */
   hidden?: boolean;
+  /**
+   * Durations only: the largest value accepted (default MAX_TIMER_DELAY_MS, Node's timer
+   * limit). Raise it only for a flag whose timers use setLongTimeout.
+   */
+  maxMs?: number;
 }
 
 export type FlagValue = string | number | boolean | string[] | undefined;
@@ -45,6 +51,8 @@ function convert(spec: FlagSpec, raw: string, origin: string): FlagValue {
     case 'duration': {
       const ms = parseDuration(raw);
       if (ms === undefined) throw new UsageError(`invalid value "${raw}" for ${origin}: must be a duration like 90s, 10m or 1h`);
+      const max = spec.maxMs ?? MAX_TIMER_DELAY_MS;
+      if (ms > max) throw new UsageError(`invalid value "${raw}" for ${origin}: must be at most ${formatDuration(Math.floor(max / 1000) * 1000)}`);
       return ms;
     }
     case 'list':

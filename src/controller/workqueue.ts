@@ -11,6 +11,8 @@
 //   even while every other worker waits on a slow API server.
 // Timers come from an injectable clock, so tests drive time without sleeping.
 
+import { clampTimerDelay } from '../async.js';
+
 export interface QueueClock {
   now(): number;
   setTimeout(fn: () => void, ms: number): unknown;
@@ -20,7 +22,9 @@ export interface QueueClock {
 export const realClock: QueueClock = {
   now: () => Date.now(),
   setTimeout: (fn, ms) => {
-    const t = setTimeout(fn, ms);
+    // A requeue at drainTimeoutSeconds (no upper bound in the CRD) can be weeks away; past
+    // Node's timer limit it would fire at once, in a loop. Waking early only re-checks.
+    const t = setTimeout(fn, clampTimerDelay(ms));
     // Delayed requeues must not keep a shutting-down process alive.
     t.unref();
     return t;

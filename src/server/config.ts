@@ -4,8 +4,11 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, hostname } from 'node:os';
 import path from 'node:path';
+import { judgeAtlantisFlags, unhonouredAtlantisFlagSpecs } from '../config/atlantis-flags.js';
+import { MAX_DURATION_MS } from '../config/duration.js';
 import { type FlagSpec, type FlagValues, UsageError } from '../config/flags.js';
 import type { LogLevel } from '../log.js';
+import { type TeamRule, TeamAllowlistError, parseTeamAllowlist } from './workflow/team-allowlist.js';
 
 export const DEFAULT_ALLOW_COMMANDS = ['version', 'plan', 'apply', 'unlock'];
 export const ALL_COMMANDS = ['version', 'plan', 'apply', 'unlock', 'import', 'state', 'approve_policies'];
@@ -29,15 +32,19 @@ export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'gh-api-url', type: 'string', description: 'GitHub REST API base URL (ours; overrides the one derived from --gh-hostname)' },
   { name: 'repo-allowlist', type: 'string', description: 'Comma separated list of repositories that Atlantis will operate on, e.g. github.com/acme/*, with ! to exclude (required)' },
   { name: 'repo-config', type: 'string', description: 'Path to a server-side repo config YAML file' },
+  { name: 'repo-config-json', type: 'string', description: 'The server-side repo config as a JSON string, instead of --repo-config' },
   { name: 'allow-commands', type: 'list', default: DEFAULT_ALLOW_COMMANDS, description: `Comma separated list of allowed commands (${ALL_COMMANDS.join(', ')}, or all)` },
   { name: 'blocked-extra-args', type: 'list', default: DEFAULT_BLOCKED_EXTRA_ARGS, description: 'Comma separated list of terraform flags that may not be passed after --' },
   { name: 'executable-name', type: 'string', default: 'atlantis', description: 'Comment command executable name' },
   { name: 'parallel-pool-size', type: 'int', default: 15, description: 'Max number of projects to run in parallel' },
   { name: 'disable-autoplan', type: 'bool', default: false, description: 'Disable atlantis auto planning' },
+  { name: 'disable-apply-all', type: 'bool', default: false, description: 'Refuse "apply" without -p, -d or -w (apply all); a project, dir or workspace must be named' },
+  { name: 'disable-apply', type: 'bool', default: false, description: 'Refuse every apply command, as if apply were left out of --allow-commands (Atlantis before v0.27)' },
+  { name: 'gh-team-allowlist', type: 'string', description: 'Comma separated team:command pairs, e.g. dev:plan,ops:apply,devops:*; with it set, a user runs a command only as a member of a listed GitHub team (of the repo\'s organisation) allowed that command (needs read:org)' },
   { name: 'log-level', type: 'string', default: 'info', description: 'Log level: debug, info, warn or error' },
   { name: 'tf-binary', type: 'string', default: 'terraform', description: 'terraform (or tofu) executable to run, a name on PATH or a path' },
-  { name: 'drain-timeout', type: 'duration', default: 0, description: 'After a signal starts a drain, how long to wait for running operations before interrupting terraform (0 = wait forever)' },
-  { name: 'terraform-interrupt-grace', type: 'duration', default: 60_000, description: 'After interrupting terraform with SIGINT, how long to wait before SIGKILL' },
+  { name: 'drain-timeout', type: 'duration', default: 0, maxMs: MAX_DURATION_MS, description: 'After a signal starts a drain, how long to wait for running operations before interrupting terraform (0 = wait forever)' },
+  { name: 'terraform-interrupt-grace', type: 'duration', default: 60_000, maxMs: MAX_DURATION_MS, description: 'After interrupting terraform with SIGINT, how long to wait before SIGKILL' },
   { name: 'queue-during-drain', type: 'bool', default: false, description: 'Queue commands that arrive while draining, and run them first on the next start on this data dir' },
   { name: 'insecure-no-webhook-secret', type: 'bool', default: false, description: 'Allow starting without --gh-webhook-secret (webhooks are then not authenticated)' },
   { name: 'web-basic-auth', type: 'bool', default: false, description: 'Require HTTP Basic authentication for the web page, job pages, job logs and /metrics (/events, /healthz, /readyz and /status stay open)' },
@@ -45,6 +52,8 @@ export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'web-password', type: 'string', default: DEFAULT_WEB_PASSWORD, description: 'Password for --web-basic-auth' },
   { name: 'job-log-retention', type: 'duration', default: DEFAULT_JOB_LOG_RETENTION_MS, description: 'Delete job logs older than this, at start and periodically (ours; 0 = keep regardless of age)' },
   { name: 'job-log-max-count', type: 'int', default: DEFAULT_JOB_LOG_MAX_COUNT, description: 'Keep at most this many job logs, the newest (ours; 0 = no limit)' },
+  // Atlantis flags this server does not honour: parsed (hidden) only to be refused or warned about.
+  ...unhonouredAtlantisFlagSpecs(),
 ];
 
 export interface ServerConfig {
@@ -60,11 +69,18 @@ export interface ServerConfig {
   ghApiUrl: string;
   repoAllowlist: string;
   repoConfigPath: string | undefined;
+  /** --repo-config-json text; exclusive with repoConfigPath. */
+  repoConfigJson: string | undefined;
   allowCommands: string[];
   blockedExtraArgs: string[];
   executableName: string;
   parallelPoolSize: number;
   disableAutoplan: boolean;
+  disableApplyAll: boolean;
+  /** --gh-team-allowlist rules; empty: no team check. */
+  ghTeamAllowlist: TeamRule[];
+  /** One line each: Atlantis flags that are set but ignored (cosmetic); the CLI logs them. */
+  flagWarnings: string[];
   logLevel: LogLevel;
   tfBinary: string;
   drainTimeoutMs: number;
@@ -90,6 +106,8 @@ function str(values: FlagValues, name: string): string | undefined {
 
 /** Turns parsed flag values into a validated config; throws UsageError naming the flag. */
 export function buildServerConfig(values: FlagValues): ServerConfig {
+  const judged = judgeAtlantisFlags(values);
+  if (judged.refusals.length > 0) throw new UsageError(judged.refusals[0]!);
   const port = values.port as number;
   if (port < 0 || port > 65535) throw new UsageError(`invalid value ${port} for --port: must be between 0 and 65535`);
   const pool = values['parallel-pool-size'] as number;
@@ -110,6 +128,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
       throw new UsageError(`--gh-token-file ${tokenFile} cannot be read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
     }
   }
+  if (str(values, 'repo-config') && str(values, 'repo-config-json')) throw new UsageError('cannot use --repo-config and --repo-config-json at the same time');
   const ghWebhookSecret = str(values, 'gh-webhook-secret');
   const insecure = values['insecure-no-webhook-secret'] === true;
   if (!ghWebhookSecret && !insecure) {
@@ -117,9 +136,17 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
   }
 
   const allowCommands = values['allow-commands'] as string[];
-  const expanded = allowCommands.includes('all') ? ALL_COMMANDS : allowCommands;
-  for (const c of expanded) {
+  const allowed = allowCommands.includes('all') ? ALL_COMMANDS : allowCommands;
+  for (const c of allowed) {
     if (!ALL_COMMANDS.includes(c)) throw new UsageError(`invalid value "${c}" for --allow-commands: must be one of ${ALL_COMMANDS.join(', ')}, all`);
+  }
+  // As Atlantis did when it still had the flag: apply leaves the allowed commands, so an
+  // apply comment gets the "unknown command" answer.
+  const expanded = values['disable-apply'] === true ? allowed.filter((c) => c !== 'apply') : allowed;
+  let ghTeamAllowlist: TeamRule[];
+  try { ghTeamAllowlist = parseTeamAllowlist(str(values, 'gh-team-allowlist') ?? '', ALL_COMMANDS); } catch (e) {
+    if (e instanceof TeamAllowlistError) throw new UsageError(`invalid value for --gh-team-allowlist: ${e.message}`);
+    throw e;
   }
 
   const jobLogMaxCount = values['job-log-max-count'] as number;
@@ -145,11 +172,15 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     ghApiUrl: ghApiUrl.replace(/\/+$/, ''),
     repoAllowlist,
     repoConfigPath: str(values, 'repo-config'),
+    repoConfigJson: str(values, 'repo-config-json'),
     allowCommands: expanded,
     blockedExtraArgs: values['blocked-extra-args'] as string[],
     executableName: values['executable-name'] as string,
     parallelPoolSize: pool,
     disableAutoplan: values['disable-autoplan'] === true,
+    disableApplyAll: values['disable-apply-all'] === true,
+    ghTeamAllowlist,
+    flagWarnings: judged.warnings,
     logLevel: logLevel as LogLevel,
     tfBinary: values['tf-binary'] as string,
     drainTimeoutMs: values['drain-timeout'] as number,

@@ -11,7 +11,8 @@ import { secureDataDir } from './data-dir.js';
 import { DrainCoordinator } from './drain/drain-coordinator.js';
 import type { DrainTrigger } from './drain/drain-state.js';
 import { type Operation, type OperationInfo, OperationTracker } from './drain/operation-tracker.js';
-import { removePidFile, writePidFile } from './drain/pid-file.js';
+import { DataDirLock } from './drain/data-dir-lock.js';
+import { processIdentity, removePidFile, writePidFile } from './drain/pid-file.js';
 import { type AppDeps, WEBHOOK_TURN_BUDGET_MS, buildRequestListener } from './http/app.js';
 import { TurnQueue } from './http/turn-queue.js';
 import { ServerMetrics } from './metrics.js';
@@ -54,10 +55,13 @@ export class AtlantisServer {
   private closing?: Promise<void>;
   private readonly operationTimers = new Map<string, () => void>();
   private readonly background = new Set<Promise<unknown>>();
+  private readonly dataDirLock: DataDirLock;
 
   constructor(private readonly opts: AtlantisServerOptions) {
     this.config = opts.config;
     this.logger = opts.logger;
+    // Before anything reads or writes the data dir (the store, crash recovery, the pid file).
+    this.dataDirLock = DataDirLock.acquire(opts.config.dataDir);
     this.metrics = opts.metrics ?? new ServerMetrics();
     // Before any plugin opens the store or writes a file there.
     const dataDirProblem = secureDataDir(opts.config.dataDir);
@@ -74,11 +78,16 @@ export class AtlantisServer {
       timings: { drainTimeoutMs: opts.config.drainTimeoutMs, interruptGraceMs: opts.config.terraformInterruptGraceMs, forceExitMarginMs: 5_000 },
       onExit: (code) => void this.finish(code),
     });
-    for (const plugin of opts.plugins ?? []) {
-      const { close, start, ...deps } = plugin(this);
-      Object.assign(this.appDeps, deps);
-      if (close) this.closers.push(close);
-      if (start) this.starters.push(start);
+    try {
+      for (const plugin of opts.plugins ?? []) {
+        const { close, start, ...deps } = plugin(this);
+        Object.assign(this.appDeps, deps);
+        if (close) this.closers.push(close);
+        if (start) this.starters.push(start);
+      }
+    } catch (e) {
+      this.dataDirLock.release();
+      throw e;
     }
   }
 
@@ -106,7 +115,7 @@ export class AtlantisServer {
     this.http = createServer(listener).listen(this.config.port, this.config.bindAddress);
     await once(this.http, 'listening');
     const url = this.url;
-    writePidFile(this.config.dataDir, { pid: process.pid, url, startedAt: new Date().toISOString() });
+    writePidFile(this.config.dataDir, { pid: process.pid, url, startedAt: new Date().toISOString(), identity: processIdentity(process.pid) });
     this.logger.info('Server started', { url, dataDir: this.config.dataDir, atlantisUrl: this.config.atlantisUrl, webBasicAuth: this.config.webBasicAuth });
     if (this.config.webBasicAuth && this.config.webPassword === DEFAULT_WEB_PASSWORD) {
       this.logger.warn('--web-basic-auth is on with the default --web-password: anyone who knows Atlantis can read the web page and job logs');
@@ -203,6 +212,7 @@ export class AtlantisServer {
       for (const c of this.closers) await c();
       this.processHost.close();
       removePidFile(this.config.dataDir, process.pid);
+      this.dataDirLock.release();
     })();
     return this.closing;
   }

@@ -6,6 +6,7 @@
 import http from 'node:http';
 import crypto from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import { type StandinOrgs, answerGraphql } from './github-standin-graphql.js';
 
 export const DOCS_URL = 'https://docs.github.com/rest';
 
@@ -112,6 +113,8 @@ export class GitHubStandin {
   readonly commentsById = new Map<number, StandinComment>();
   readonly statuses: StandinStatus[] = [];
   readonly reactions: StandinReaction[] = [];
+  /** Organisations and their teams, for GraphQL (see github-standin-graphql.ts). */
+  readonly orgs: StandinOrgs = new Map();
   token: string;
   botLogin: string;
   /** Files per page when the client does not pass per_page (GitHub's default is 30). */
@@ -185,6 +188,13 @@ export class GitHubStandin {
     };
     repo.pulls.set(pull.number, pull);
     return pull;
+  }
+
+  /** Adds a team (slug) to an organisation, which then exists; `members` are logins. */
+  addTeam(org: string, slug: string, members: string[]): void {
+    const teams = this.orgs.get(org.toLowerCase()) ?? [];
+    teams.push({ slug, name: slug, members: new Set(members.map((m) => m.toLowerCase())) });
+    this.orgs.set(org.toLowerCase(), teams);
   }
 
   updatePull(fullName: string, number: number, patch: Partial<StandinPull>): void {
@@ -374,6 +384,7 @@ export class GitHubStandin {
     headers: http.IncomingHttpHeaders,
   ): [number, unknown, Record<string, string>?] {
     if (!this.authorized(headers)) return [401, { message: 'Bad credentials', documentation_url: DOCS_URL }];
+    if ((path === '/graphql' || path === '/api/graphql') && method === 'POST') return answerGraphql(body, this.orgs);
     const m = /^\/repos\/([^/]+)\/([^/]+)(\/.*)$/.exec(path);
     if (!m) return notFound();
     const repo = this.repo(`${m[1]}/${m[2]}`);

@@ -1,6 +1,7 @@
 // Carries out the drain state machine's effects: flips the tracker's shutting-down flag,
 // arms the deadline and last-resort timers, interrupts terraform, and asks the server to
 // exit. All decisions live in drain-state.ts; this file only does I/O and timing.
+import { type LongTimeout, setLongTimeout } from '../../async.js';
 import type { LogFields, Logger } from '../../log.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ProcessRunner } from '../terraform/runner.js';
@@ -22,7 +23,7 @@ export interface DrainCoordinatorDeps {
 
 export class DrainCoordinator {
   private current: DrainState = initialDrainState;
-  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly timers = new Set<LongTimeout>();
 
   constructor(private readonly deps: DrainCoordinatorDeps) {}
 
@@ -43,7 +44,7 @@ export class DrainCoordinator {
 
   /** Stops the timers, e.g. when a test closes the server. */
   dispose(): void {
-    for (const t of this.timers) clearTimeout(t);
+    for (const t of this.timers) t.clear();
     this.timers.clear();
   }
 
@@ -86,7 +87,8 @@ export class DrainCoordinator {
   }
 
   private arm(at: Date, fn: () => void): void {
-    const t = setTimeout(() => { this.timers.delete(t); fn(); }, Math.max(0, at.getTime() - Date.now()));
+    // A long --drain-timeout (720h) must not overflow Node's timer and fire at once.
+    const t = setLongTimeout(() => { this.timers.delete(t); fn(); }, Math.max(0, at.getTime() - Date.now()));
     this.timers.add(t);
   }
 }

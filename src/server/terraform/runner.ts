@@ -12,6 +12,7 @@
 // the captured output that PR comments show.
 import { createWriteStream, mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { type LongTimeout, setLongTimeout } from '../../async.js';
 import type { Logger } from '../../log.js';
 import { type Redactor, processRedactor } from '../secrets/redact.js';
 import type { ProcessHost } from './process-host.js';
@@ -55,7 +56,7 @@ interface Entry extends Omit<RunningProcess, 'pid'> {
   pid?: number;
   /** An interrupt came before the pid was known: sent as soon as it is. */
   interruptPending: boolean;
-  killTimer?: NodeJS.Timeout;
+  killTimer?: LongTimeout;
   done: boolean;
 }
 
@@ -116,7 +117,7 @@ export class ProcessRunner {
     });
     take(scrub.flush());
     entry.done = true;
-    if (entry.killTimer) clearTimeout(entry.killTimer);
+    entry.killTimer?.clear();
     this.entries.delete(entry);
     await new Promise<void>((resolve) => (log ? log.end(resolve) : resolve()));
     const result: RunResult = {
@@ -158,7 +159,7 @@ export class ProcessRunner {
       return;
     }
     this.signal(e, pid, 'SIGINT');
-    e.killTimer = setTimeout(() => { if (!e.done) this.signal(e, pid, 'SIGKILL'); }, this.opts.interruptGraceMs);
+    e.killTimer = setLongTimeout(() => { if (!e.done) this.signal(e, pid, 'SIGKILL'); }, this.opts.interruptGraceMs);
   }
 
   private signal(e: Entry, pid: number, sig: 'SIGINT' | 'SIGKILL'): void {

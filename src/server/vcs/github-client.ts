@@ -461,6 +461,29 @@ export class GitHubClient {
     return out;
   }
 
+  /**
+   * Slugs of the teams of `org` that `login` is a member of, through GraphQL as Atlantis
+   * asks (organization.teams with userLogins). Needs read:org; any GraphQL error throws.
+   */
+  async listUserTeams(org: string, login: string, maxPages = 20): Promise<string[]> {
+    const query = 'query($org: String!, $logins: [String!], $after: String) { organization(login: $org) { teams(first: 100, after: $after, userLogins: $logins) { nodes { slug } pageInfo { hasNextPage endCursor } } } }';
+    // api.github.com/graphql; GitHub Enterprise's /api/v3 has its GraphQL at /api/graphql.
+    const url = /\/api\/v3$/.test(this.baseUrl) ? this.baseUrl.replace(/\/v3$/, '/graphql') : `${this.baseUrl}/graphql`;
+    const slugs: string[] = [];
+    let after: string | null = null;
+    for (let page = 0; page < maxPages; page++) {
+      const r = await this.request('POST', url, { body: { query, variables: { org, logins: [login], after } }, idempotent: true });
+      type Teams = { nodes?: Array<{ slug?: unknown }>; pageInfo?: { hasNextPage?: unknown; endCursor?: unknown } };
+      const j = (r.json ?? {}) as { data?: { organization?: { teams?: Teams } | null }; errors?: Array<{ message?: unknown }> };
+      const teams = j.data?.organization?.teams;
+      if (j.errors?.length || !teams) throw new GitHubApiError('POST', new URL(url).pathname, r.status, String(j.errors?.[0]?.message ?? 'no teams in the answer'));
+      for (const n of teams.nodes ?? []) if (typeof n.slug === 'string') slugs.push(n.slug);
+      if (teams.pageInfo?.hasNextPage !== true || typeof teams.pageInfo.endCursor !== 'string') return slugs;
+      after = teams.pageInfo.endCursor;
+    }
+    return slugs;
+  }
+
   private async paginate<T>(firstPath: string, maxPages = 100): Promise<T[]> {
     const out: T[] = [];
     let next: string | undefined = firstPath;

@@ -21,6 +21,11 @@ import type { ServerConfig as ServerRepoConfig } from './repo-config.js';
 import { ProjectRunner } from './project-runner.js';
 import type { WorkingCopies } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser.js';
+import { noPermissionComment, teamAllows } from './team-allowlist.js';
+
+/** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */
+export const APPLY_ALL_DISABLED_COMMENT = '**Error:** Running `atlantis apply` without flags is disabled.' +
+  ' You must specify which project to apply via the `-d <dir>`, `-w <workspace>` or `-p <project name>` flags.';
 
 /** What the server knows about a pull request when a command starts. */
 export interface PullContext {
@@ -67,6 +72,7 @@ export class CommandRunner {
   async run(req: CommandRequest): Promise<void> {
     const name = req.kind === 'autoplan' ? 'plan' : req.command.name;
     const log = this.d.logger.child({ repo: req.ctx.repo, pull: req.ctx.pull, command: name });
+    if (!(await this.teamPermits(req, name, log))) return;
     // The reaction is cosmetic: it must not delay terraform, only the end of the operation.
     const reaction = req.kind === 'comment' && req.commentId !== undefined
       ? this.d.github.addReaction(req.ctx.repo, req.commentId, 'eyes').catch((e: unknown) => log.warn('Could not react to comment', { error: (e as Error).message }))
@@ -81,6 +87,30 @@ export class CommandRunner {
       log.error('Command failed', { error: (e as Error).message });
       await this.comment(req.ctx, `**Error**: ${(e as Error).message}`, name).catch(() => undefined);
     }
+  }
+
+  /**
+   * --gh-team-allowlist, as Atlantis: the user's teams in the repo's organisation come from
+   * GitHub; a refused comment gets Atlantis's comment, a refused autoplan only a log line,
+   * and when GitHub cannot tell, nothing runs.
+   */
+  private async teamPermits(req: CommandRequest, name: string, log: Logger): Promise<boolean> {
+    const rules = this.d.config.ghTeamAllowlist;
+    if (rules.length === 0) return true;
+    const { repo, user } = req.ctx;
+    let teams: string[];
+    try {
+      teams = await this.d.github.listUserTeams(repo.split('/')[0]!, user);
+    } catch (e) {
+      this.d.metrics.commandsTotal.inc({ command: name, result: 'error' });
+      log.error('Unable to fetch user teams, command not run', { user, error: (e as Error).message });
+      return false;
+    }
+    if (teamAllows(rules, teams, name)) return true;
+    this.d.metrics.commandsTotal.inc({ command: name, result: 'refused' });
+    log.warn('User is not in a team allowed to run the command', { user, teams });
+    if (req.kind === 'comment') await this.comment(req.ctx, noPermissionComment(user, name), name).catch(() => undefined);
+    return false;
   }
 
   private async dispatch(req: CommandRequest): Promise<string> {
@@ -147,6 +177,10 @@ export class CommandRunner {
   // ---- apply ----------------------------------------------------------------------------
 
   private async apply(ctx: PullContext, c: ParsedCommand): Promise<string> {
+    if (this.d.config.disableApplyAll && c.dir === undefined && c.workspace === undefined && c.project === undefined) {
+      await this.comment(ctx, APPLY_ALL_DISABLED_COMMENT, 'apply');
+      return 'refused';
+    }
     const plans = this.d.store.listPlans(ctx.repo, ctx.pull).filter((pl) => matchesPlan(pl, c));
     if (plans.length === 0) {
       await this.comment(ctx, renderResults({ command: 'apply', results: [], executableName: this.d.config.executableName }), 'apply');

@@ -27,7 +27,12 @@ export function workflowPlugin(server: AtlantisServer) {
     throw e;
   }
   let serverRepoConfig: ServerRepoConfig | undefined;
-  if (cfg.repoConfigPath) {
+  if (cfg.repoConfigJson) {
+    // JSON is YAML, so the same parser and checks apply.
+    try { serverRepoConfig = parseServerConfig(cfg.repoConfigJson, '--repo-config-json'); } catch (e) {
+      throw new UsageError(`invalid --repo-config-json: ${e instanceof RepoConfigError ? e.message : (e as Error).message}`);
+    }
+  } else if (cfg.repoConfigPath) {
     try {
       serverRepoConfig = parseServerConfig(readFileSync(cfg.repoConfigPath, 'utf8'), cfg.repoConfigPath);
     } catch (e) {

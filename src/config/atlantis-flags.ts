@@ -1,0 +1,191 @@
+// Every flag of Atlantis v0.47's `atlantis server` and what this server does with it, as data.
+// An Atlantis user's env (ATLANTIS_<FLAG>) or command line must never be dropped silently:
+// - honoured: implemented (a SERVER_FLAGS entry of the same name, table-tested);
+// - refused: set to a value other than what this server does anyway, the server refuses to
+//   start with one line naming the flag (exit 2), because running without it could weaken
+//   security or change what runs;
+// - cosmetic-warn: only presentation or speed; the server starts and logs one warning line.
+// Values are never echoed (many of these flags are secrets). Env names that are not Atlantis
+// flags (a Service link's ATLANTIS_SERVICE_HOST, ATLANTIS_PORT_4141_TCP, ...) stay ignored.
+import type { FlagSpec, FlagValue, FlagValues } from './flags.js';
+import { envNameFor } from './flags.js';
+
+export type AtlantisFlagSupport = 'honoured' | 'refused' | 'cosmetic-warn';
+
+export interface AtlantisFlag {
+  support: AtlantisFlagSupport;
+  type?: 'string' | 'int' | 'bool';
+  /** Values that change nothing here (default: Atlantis's default). Unset is always fine. */
+  accepts?: ReadonlyArray<string | number | boolean>;
+  /** Why it is refused or ignored; goes in the error or warning line. */
+  why?: string;
+}
+
+const H: AtlantisFlag = { support: 'honoured' };
+const refused = (type: 'string' | 'int' | 'bool', accepts: string | number | boolean | Array<string | number | boolean>, why: string): AtlantisFlag =>
+  ({ support: 'refused', type, accepts: Array.isArray(accepts) ? accepts : [accepts], why });
+const warn = (type: 'string' | 'int' | 'bool', accepts: string | number | boolean | Array<string | number | boolean>, why: string): AtlantisFlag =>
+  ({ support: 'cosmetic-warn', type, accepts: Array.isArray(accepts) ? accepts : [accepts], why });
+
+const NOT_GITHUB = 'only GitHub is supported';
+const NO_REDIS = 'locks live in the SQLite store of --data-dir; Redis is not supported';
+const NOT_YET = 'not implemented yet';
+const ATLANTIS_AUTOPLAN_FILES = '**/*.tf,**/*.tf.json,**/*.tfvars,**/*.tfvars.json,**/*.tofu,**/*.tofu.json,**/terragrunt.hcl,**/.terraform.lock.hcl';
+
+/** Keyed by flag name; the env name is ATLANTIS_ + upper snake case of it. */
+export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
+  'allow-commands': H,
+  'allow-draft-prs': refused('bool', false, 'draft pull requests are never autoplanned here'),
+  'allow-fork-prs': H,
+  'api-secret': refused('string', '', 'this server has no /api endpoints'),
+  'atlantis-url': H,
+  'autodiscover-mode': refused('string', 'auto', 'projects are always discovered as in mode auto'),
+  'automerge': refused('bool', false, 'automerge is not implemented'),
+  'automerge-method': refused('string', '', 'automerge is not implemented'),
+  'autoplan-file-list': refused('string', ATLANTIS_AUTOPLAN_FILES, 'only the default file list is supported'),
+  'autoplan-modules': refused('bool', false, 'module dependency autoplan is not implemented'),
+  'autoplan-modules-from-projects': refused('string', '', 'module dependency autoplan is not implemented'),
+  'azuredevops-hostname': refused('string', 'dev.azure.com', NOT_GITHUB),
+  'azuredevops-token': refused('string', '', NOT_GITHUB),
+  'azuredevops-user': refused('string', '', NOT_GITHUB),
+  'azuredevops-webhook-password': refused('string', '', NOT_GITHUB),
+  'azuredevops-webhook-user': refused('string', '', NOT_GITHUB),
+  'bitbucket-api-user': refused('string', '', NOT_GITHUB),
+  'bitbucket-base-url': refused('string', 'https://api.bitbucket.org', NOT_GITHUB),
+  'bitbucket-token': refused('string', '', NOT_GITHUB),
+  'bitbucket-user': refused('string', '', NOT_GITHUB),
+  'bitbucket-webhook-secret': refused('string', '', NOT_GITHUB),
+  'blocked-extra-args': H,
+  'checkout-depth': refused('int', 0, 'only checkout strategy branch is supported'),
+  'checkout-strategy': refused('string', 'branch', 'only checkout strategy branch is supported'),
+  'config': refused('string', '', 'a flags YAML file is not read; give flags on the command line or as ATLANTIS_* env'),
+  'data-dir': H,
+  'default-tf-distribution': refused('string', 'terraform', 'the binary run is --tf-binary'),
+  'default-tf-version': refused('string', '', 'terraform is not downloaded; the binary run is --tf-binary'),
+  'disable-apply-all': H,
+  'disable-automerge-label': warn('string', '', 'automerge is not implemented, so there is nothing to disable'),
+  'disable-autoplan': H,
+  'disable-autoplan-label': refused('string', '', NOT_YET),
+  'disable-global-apply-lock': refused('bool', false, NOT_YET),
+  'disable-markdown-folding': warn('bool', false, 'comment output is always folded'),
+  'disable-repo-locking': refused('bool', false, NOT_YET),
+  'disable-unlock-label': refused('string', '', NOT_YET),
+  'discard-approval-on-plan': refused('bool', false, NOT_YET),
+  'emoji-reaction': warn('string', '', 'the server always reacts with eyes'),
+  'enable-diff-markdown-format': warn('bool', false, 'plan output is not reformatted'),
+  'enable-drift-detection': refused('bool', false, 'this server has no /api endpoints'),
+  'enable-drift-remediation': refused('bool', false, 'this server has no /api endpoints'),
+  'enable-external-stores': refused('bool', false, NOT_YET),
+  'enable-policy-checks': refused('bool', false, 'policy checks are not implemented'),
+  'enable-profiling-api': warn('bool', false, 'no profiling routes are served'),
+  'enable-regexp-cmd': refused('bool', false, NOT_YET),
+  'executable-name': H,
+  'fail-on-pre-workflow-hook-error': refused('bool', false, 'pre workflow hooks are not run'),
+  'gh-allow-mergeable-bypass-apply': refused('bool', false, NOT_YET),
+  'gh-app-id': refused('int', 0, 'GitHub App authentication is not implemented; use --gh-user and --gh-token'),
+  'gh-app-installation-id': refused('int', 0, 'GitHub App authentication is not implemented; use --gh-user and --gh-token'),
+  'gh-app-key': refused('string', '', 'GitHub App authentication is not implemented; use --gh-user and --gh-token'),
+  'gh-app-key-file': refused('string', '', 'GitHub App authentication is not implemented; use --gh-user and --gh-token'),
+  'gh-app-slug': refused('string', '', 'GitHub App authentication is not implemented; use --gh-user and --gh-token'),
+  'gh-hostname': H,
+  'gh-org': refused('string', '', 'GitHub App authentication is not implemented'),
+  'gh-team-allowlist': H,
+  'gh-token': H,
+  'gh-token-file': H,
+  'gh-user': H,
+  'gh-webhook-secret': H,
+  'gitea-base-url': refused('string', 'https://gitea.com', NOT_GITHUB),
+  'gitea-page-size': refused('int', 30, NOT_GITHUB),
+  'gitea-token': refused('string', '', NOT_GITHUB),
+  'gitea-user': refused('string', '', NOT_GITHUB),
+  'gitea-webhook-secret': refused('string', '', NOT_GITHUB),
+  'gitlab-group-allowlist': refused('string', '', NOT_GITHUB),
+  'gitlab-hostname': refused('string', 'gitlab.com', NOT_GITHUB),
+  'gitlab-status-retry-enabled': refused('bool', false, NOT_GITHUB),
+  'gitlab-token': refused('string', '', NOT_GITHUB),
+  'gitlab-user': refused('string', '', NOT_GITHUB),
+  'gitlab-webhook-secret': refused('string', '', NOT_GITHUB),
+  'hide-prev-plan-comments': warn('bool', false, 'earlier plan comments stay visible'),
+  'hide-unchanged-plan-comments': warn('bool', false, 'no-change plan comments are posted'),
+  'ignore-vcs-status-names': refused('string', '', NOT_YET),
+  'include-git-untracked-files': refused('bool', false, NOT_YET),
+  'language': warn('string', 'en', 'comments are in English'),
+  'language-config-file': warn('string', '', 'comments are in English'),
+  'locking-db-type': refused('string', 'boltdb', NO_REDIS),
+  'log-level': H,
+  'markdown-template-overrides-dir': warn('string', '~/.markdown_templates', 'comment templates are built in'),
+  'max-comments-per-command': warn('int', 100, 'output is split into at most 100 comments'),
+  'parallel-apply': refused('bool', true, 'the projects of a command always run in parallel, bounded by --parallel-pool-size'),
+  'parallel-plan': refused('bool', true, 'the projects of a command always run in parallel, bounded by --parallel-pool-size'),
+  'parallel-pool-size': H,
+  'pending-apply-status': warn('bool', false, 'Atlantis supports it on GitLab only'),
+  'port': H,
+  'quiet-policy-checks': warn('bool', false, 'policy checks are not implemented'),
+  'redis-cluster-addresses': refused('string', '', NO_REDIS),
+  'redis-db': refused('int', 0, NO_REDIS),
+  'redis-host': refused('string', '', NO_REDIS),
+  'redis-insecure-skip-verify': refused('bool', false, NO_REDIS),
+  'redis-password': refused('string', '', NO_REDIS),
+  'redis-port': refused('int', 6379, NO_REDIS),
+  'redis-tls-enabled': refused('bool', false, NO_REDIS),
+  'redis-username': refused('string', '', NO_REDIS),
+  'repo-allowlist': H,
+  'repo-config': H,
+  'repo-config-json': H,
+  'restrict-file-list': refused('bool', false, NOT_YET),
+  'share-plan-dir': refused('string', '', 'plan files live in --data-dir'),
+  'silence-allowlist-errors': warn('bool', false, 'the server never comments on repositories outside --repo-allowlist'),
+  'silence-fork-pr-errors': H,
+  'silence-no-projects': warn('bool', false, 'comments are posted when no project matches'),
+  'silence-vcs-status-no-plans': refused('bool', false, 'commit statuses are always set, and branch protection may rely on them'),
+  'silence-vcs-status-no-projects': refused('bool', false, 'commit statuses are always set, and branch protection may rely on them'),
+  'skip-clone-no-changes': warn('bool', false, 'the pull request is always cloned'),
+  'slack-token': refused('string', '', 'Slack notifications are not implemented'),
+  'ssl-cert-file': refused('string', '', 'TLS is not served; terminate it in front of the server'),
+  'ssl-key-file': refused('string', '', 'TLS is not served; terminate it in front of the server'),
+  'stats-namespace': warn('string', 'atlantis', 'metrics are served on /metrics with fixed names'),
+  'tf-distribution': refused('string', 'terraform', 'the binary run is --tf-binary'),
+  'tf-download': warn('bool', false, 'terraform is never downloaded; the binary run is --tf-binary'),
+  'tf-download-url': warn('string', 'https://releases.hashicorp.com', 'terraform is never downloaded'),
+  'tfe-hostname': refused('string', 'app.terraform.io', 'Terraform Cloud credentials are not written'),
+  'tfe-local-execution-mode': refused('bool', false, 'Terraform Cloud credentials are not written'),
+  'tfe-token': refused('string', '', 'Terraform Cloud credentials are not written'),
+  'use-tf-plugin-cache': warn('bool', false, 'no shared plugin cache is used'),
+  'var-file-allowlist': refused('string', '', NOT_YET),
+  'vcs-status-name': refused('string', 'atlantis', 'commit statuses are always named atlantis/<command>'),
+  'web-basic-auth': H,
+  'web-password': H,
+  'web-username': H,
+  'webhook-http-headers': refused('string', '', 'outgoing HTTP webhooks are not implemented'),
+  'websocket-check-origin': refused('bool', false, NOT_YET),
+  'write-git-creds': refused('bool', false, 'git authenticates without writing credentials; private modules over HTTPS are not supported'),
+};
+
+/** Hidden parser entries for the flags that are not honoured, so env and argv reach judgeAtlantisFlags. */
+export function unhonouredAtlantisFlagSpecs(): FlagSpec[] {
+  return Object.entries(ATLANTIS_FLAGS)
+    .filter(([, f]) => f.support !== 'honoured')
+    .map(([name, f]) => ({ name, type: f.type ?? 'string', hidden: true, description: `Atlantis flag, ${f.support}: ${f.why ?? ''}` }));
+}
+
+export interface FlagJudgement {
+  /** One line each, naming the flag and its env name. */
+  refusals: string[];
+  warnings: string[];
+}
+
+function changesNothing(f: AtlantisFlag, v: FlagValue): boolean {
+  return v === undefined || (f.accepts ?? []).some((a) => a === v);
+}
+
+/** Pure: which Atlantis flags given in `values` (parsed with the hidden specs) are refused or ignored. */
+export function judgeAtlantisFlags(values: FlagValues): FlagJudgement {
+  const out: FlagJudgement = { refusals: [], warnings: [] };
+  for (const [name, f] of Object.entries(ATLANTIS_FLAGS)) {
+    if (f.support === 'honoured' || changesNothing(f, values[name])) continue;
+    const who = `--${name} (${envNameFor(name)})`;
+    if (f.support === 'refused') out.refusals.push(`${who} is set, but this server does not support it: ${f.why}; unset it`);
+    else out.warnings.push(`${who} is set, but this server ignores it: ${f.why}`);
+  }
+  return out;
+}

@@ -1,0 +1,166 @@
+// The table of Atlantis's server flags (src/config/atlantis-flags.ts): complete, consistent with
+// SERVER_FLAGS, and what each kind of setting does at start; --disable-apply, --gh-team-allowlist
+// parsing and matching; duration bounds.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { ATLANTIS_FLAGS, judgeAtlantisFlags } from '../src/config/atlantis-flags.js';
+import { parseFlags, UsageError } from '../src/config/flags.js';
+import { buildServerConfig, SERVER_FLAGS, ALL_COMMANDS } from '../src/server/config.js';
+import { TeamAllowlistError, noPermissionComment, parseTeamAllowlist, teamAllows } from '../src/server/workflow/team-allowlist.js';
+
+const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-atlflags-'));
+const required = ['--repo-allowlist', 'github.com/acme/*', '--gh-user', 'bot', '--gh-token', 'tok', '--gh-webhook-secret', 's3cret', '--data-dir', dataDir];
+const config = (argv: string[], env: NodeJS.ProcessEnv = {}) => buildServerConfig(parseFlags([...required, ...argv], SERVER_FLAGS, env).values);
+
+function usageError(fn: () => unknown): string {
+  try { fn(); } catch (e) {
+    assert.ok(e instanceof UsageError, `expected UsageError, got ${String(e)}`);
+    assert.ok(!e.message.includes('\n'), 'one line');
+    return e.message;
+  }
+  assert.fail('expected a UsageError');
+}
+
+// Implemented on other branches of issue 16; the lead merges their SERVER_FLAGS entries.
+// Once merged this list may be emptied: the test below only requires a subset.
+const MERGED_BY_LEAD = ['allow-fork-prs', 'silence-fork-pr-errors'];
+
+describe('the Atlantis flag table', () => {
+  const fixture = readFileSync(new URL('./fixtures/atlantis-v0.47-server-flags.txt', import.meta.url), 'utf8')
+    .split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
+
+  it('names every flag of Atlantis v0.47, and only those', () => {
+    assert.equal(fixture.length, 125);
+    assert.deepEqual(Object.keys(ATLANTIS_FLAGS).sort(), [...fixture].sort());
+  });
+
+  it('says honoured exactly for the Atlantis flags the server implements', () => {
+    const own = new Set(SERVER_FLAGS.filter((s) => !s.hidden).map((s) => s.name));
+    for (const [name, f] of Object.entries(ATLANTIS_FLAGS)) {
+      if (f.support === 'honoured') assert.ok(own.has(name) || MERGED_BY_LEAD.includes(name), `${name} is honoured but not implemented`);
+      else assert.ok(!own.has(name), `${name} is implemented but the table says ${f.support}`);
+    }
+    const names = SERVER_FLAGS.map((s) => s.name);
+    assert.equal(new Set(names).size, names.length, 'one spec per flag name');
+  });
+
+  it('gives every refused or ignored flag a type, the values that change nothing, and a reason', () => {
+    for (const [name, f] of Object.entries(ATLANTIS_FLAGS)) {
+      if (f.support === 'honoured') continue;
+      assert.ok(f.type && f.accepts && f.accepts.length > 0 && f.why, name);
+      for (const a of f.accepts) assert.equal(typeof a, f.type === 'int' ? 'number' : f.type === 'bool' ? 'boolean' : 'string', name);
+    }
+  });
+
+  // [what, argv, env, expected]: 'ok' starts quietly; {refused|warn: RegExp} otherwise.
+  const rows: Array<[string, string[], NodeJS.ProcessEnv, 'ok' | { refused: RegExp } | { warn: RegExp }]> = [
+    ['repo locking off by env', [], { ATLANTIS_DISABLE_REPO_LOCKING: 'true' }, { refused: /^--disable-repo-locking \(ATLANTIS_DISABLE_REPO_LOCKING\) is set, but this server does not support it/ }],
+    ['repo locking at its default', [], { ATLANTIS_DISABLE_REPO_LOCKING: 'false' }, 'ok'],
+    ['global apply lock off', ['--disable-global-apply-lock'], {}, { refused: /--disable-global-apply-lock/ }],
+    ['approval discarded on plan', [], { ATLANTIS_DISCARD_APPROVAL_ON_PLAN: '1' }, { refused: /--discard-approval-on-plan/ }],
+    ['redis locking', [], { ATLANTIS_LOCKING_DB_TYPE: 'redis' }, { refused: /--locking-db-type.*Redis/ }],
+    ['boltdb locking (the default)', [], { ATLANTIS_LOCKING_DB_TYPE: 'boltdb' }, 'ok'],
+    ['policy checks on the command line', ['--enable-policy-checks'], {}, { refused: /--enable-policy-checks/ }],
+    ['merge checkout', ['--checkout-strategy=merge'], {}, { refused: /--checkout-strategy/ }],
+    ['a flags file', [], { ATLANTIS_CONFIG: '/etc/atlantis.yaml' }, { refused: /--config \(ATLANTIS_CONFIG\)/ }],
+    ['GitLab', [], { ATLANTIS_GITLAB_TOKEN: 'glpat-x' }, { refused: /--gitlab-token.*only GitHub/ }],
+    ['sequential plans', [], { ATLANTIS_PARALLEL_PLAN: 'false' }, { refused: /--parallel-plan/ }],
+    ['parallel plans (what the server does)', [], { ATLANTIS_PARALLEL_PLAN: 'true', ATLANTIS_PARALLEL_APPLY: 'true' }, 'ok'],
+    ['an emoji', [], { ATLANTIS_EMOJI_REACTION: 'rocket' }, { warn: /^--emoji-reaction \(ATLANTIS_EMOJI_REACTION\) is set, but this server ignores it/ }],
+    ['terraform downloads', [], { ATLANTIS_TF_DOWNLOAD: 'true' }, { warn: /--tf-download/ }],
+    ['no terraform downloads', [], { ATLANTIS_TF_DOWNLOAD: 'false' }, 'ok'],
+    ['Service links and other non-flags', [], { ATLANTIS_SERVICE_HOST: '10.96.0.10', ATLANTIS_SERVICE_PORT: '4141', ATLANTIS_PORT_4141_TCP: 'tcp://10.96.0.10:4141', ATLANTIS_SOMETHING_ELSE: 'x' }, 'ok'],
+    ['empty env values', [], { ATLANTIS_DISABLE_REPO_LOCKING: '', ATLANTIS_REDIS_HOST: '' }, 'ok'],
+  ];
+  for (const [what, argv, env, expected] of rows) {
+    it(`${what}: ${typeof expected === 'string' ? 'starts' : 'refused' in expected ? 'refused' : 'warns'}`, () => {
+      if (expected === 'ok') {
+        assert.deepEqual(config(argv, env).flagWarnings, []);
+      } else if ('refused' in expected) {
+        assert.match(usageError(() => config(argv, env)), expected.refused);
+      } else {
+        const w = config(argv, env).flagWarnings;
+        assert.equal(w.length, 1, w.join('\n'));
+        assert.match(w[0]!, expected.warn);
+      }
+    });
+  }
+
+  it('never repeats a value it refuses or ignores (they are often secrets)', () => {
+    const secret = 'hunter2-redis-password';
+    const msg = usageError(() => config([], { ATLANTIS_REDIS_PASSWORD: secret }));
+    assert.match(msg, /--redis-password \(ATLANTIS_REDIS_PASSWORD\)/);
+    assert.ok(!msg.includes(secret));
+    const j = judgeAtlantisFlags({ 'slack-token': 'xoxb-secret', 'language': 'fr-secret' });
+    assert.ok(![...j.refusals, ...j.warnings].some((l) => l.includes('secret')));
+  });
+
+  it('keeps the unhonoured flags out of --help', () => {
+    for (const s of SERVER_FLAGS) if (ATLANTIS_FLAGS[s.name] && ATLANTIS_FLAGS[s.name]!.support !== 'honoured') assert.equal(s.hidden, true, s.name);
+  });
+});
+
+describe('--disable-apply and --disable-autoplan', () => {
+  it('ATLANTIS_DISABLE_APPLY takes apply out of the allowed commands, whatever --allow-commands says', () => {
+    assert.ok(!config([], { ATLANTIS_DISABLE_APPLY: 'true' }).allowCommands.includes('apply'));
+    assert.deepEqual(config(['--allow-commands', 'all', '--disable-apply']).allowCommands, ALL_COMMANDS.filter((c) => c !== 'apply'));
+    assert.ok(config([], { ATLANTIS_DISABLE_APPLY: 'false' }).allowCommands.includes('apply'));
+  });
+  it('ATLANTIS_DISABLE_AUTOPLAN is read from env', () => {
+    assert.equal(config([], { ATLANTIS_DISABLE_AUTOPLAN: 'true' }).disableAutoplan, true);
+    assert.equal(config([]).disableAutoplan, false);
+  });
+});
+
+describe('--gh-team-allowlist', () => {
+  it('parses Atlantis\'s team:command format from env', () => {
+    assert.deepEqual(config([], { ATLANTIS_GH_TEAM_ALLOWLIST: 'dev:plan, ops:apply,devops:*' }).ghTeamAllowlist,
+      [{ team: 'dev', command: 'plan' }, { team: 'ops', command: 'apply' }, { team: 'devops', command: '*' }]);
+    assert.deepEqual(config([]).ghTeamAllowlist, []);
+  });
+  for (const bad of ['dev', 'dev:plan:x', ':plan', 'dev:', 'dev:destroy']) {
+    it(`refuses "${bad}" at start`, () => {
+      assert.match(usageError(() => config(['--gh-team-allowlist', bad])), /--gh-team-allowlist/);
+      assert.throws(() => parseTeamAllowlist(bad, ALL_COMMANDS), TeamAllowlistError);
+    });
+  }
+  const rules = parseTeamAllowlist('dev:plan,ops:apply,devops:*,*:version', ALL_COMMANDS);
+  const cases: Array<[string[], string, boolean]> = [
+    [['dev'], 'plan', true],
+    [['dev'], 'apply', false],
+    [['DEV'], 'Plan', true],
+    [['ops'], 'apply', true],
+    [['ops'], 'plan', false],
+    [['devops'], 'unlock', true],
+    [[], 'plan', false],
+    [[], 'version', true],
+    [['other'], 'version', true],
+    [['other', 'ops'], 'apply', true],
+    [['dev-team'], 'plan', false],
+  ];
+  for (const [teams, cmd, ok] of cases) {
+    it(`teams [${teams.join(',')}] ${ok ? 'may' : 'may not'} run ${cmd}`, () => assert.equal(teamAllows(rules, teams, cmd), ok));
+  }
+  it('a *:* rule lets anyone run anything', () => assert.equal(teamAllows(parseTeamAllowlist('*:*', ALL_COMMANDS), [], 'apply'), true));
+  it('words the refusal as Atlantis does', () => {
+    assert.equal(noPermissionComment('mallory', 'apply'), "```\nError: User @mallory does not have permissions to execute 'apply' command.\n```");
+  });
+});
+
+describe('duration bounds', () => {
+  it('--drain-timeout and --terraform-interrupt-grace may exceed Node\'s timer limit (their timers chain)', () => {
+    const c = config(['--drain-timeout', '720h', '--terraform-interrupt-grace', '600h']);
+    assert.equal(c.drainTimeoutMs, 720 * 3_600_000);
+    assert.equal(c.terraformInterruptGraceMs, 600 * 3_600_000);
+    assert.match(usageError(() => config(['--drain-timeout', '87601h'])), /invalid value "87601h" for --drain-timeout: must be at most 87600h/);
+    assert.match(usageError(() => config([], { ATLANTIS_DRAIN_TIMEOUT: '99999999999999999999h' })), /ATLANTIS_DRAIN_TIMEOUT/);
+  });
+  it('any other duration flag stops at Node\'s timer limit', () => {
+    const spec = [{ name: 'retry', type: 'duration' as const, description: '', envPrefix: null }];
+    assert.equal(parseFlags(['--retry', '596h'], spec, {}).values.retry, 596 * 3_600_000);
+    assert.throws(() => parseFlags(['--retry', '597h'], spec, {}), /invalid value "597h" for --retry: must be at most 596h31m23s/);
+  });
+});

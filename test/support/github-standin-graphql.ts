@@ -1,0 +1,86 @@
+// The GitHub stand-in's GraphQL endpoint (POST /graphql, GitHub Enterprise's /api/graphql),
+// for the one query Atlantis's --gh-team-allowlist needs: an organisation's teams filtered by
+// member logins, `organization(login:) { teams(first:, after:, userLogins:) }`, answered in
+// GitHub's shapes: only the fields asked for, cursors, the 100-record limit, and an unknown
+// organisation as data.organization null plus a NOT_FOUND error (HTTP 200, as GitHub).
+// Not a GraphQL parser: any other query gets GitHub's kind of error.
+
+export interface StandinTeam {
+  slug: string;
+  name: string;
+  members: Set<string>;
+}
+
+/** Organisation login (lower case) -> its teams, in creation order. */
+export type StandinOrgs = Map<string, StandinTeam[]>;
+
+type Vars = Record<string, unknown>;
+
+function argValue(text: string, vars: Vars): unknown {
+  const t = text.trim();
+  if (t.startsWith('$')) return vars[t.slice(1)];
+  if (/^".*"$/.test(t)) return t.slice(1, -1);
+  if (/^\d+$/.test(t)) return Number(t);
+  if (t === 'null') return null;
+  const list = /^\[(.*)\]$/.exec(t);
+  if (list) return list[1]!.split(',').map((x) => argValue(x, vars));
+  return undefined;
+}
+
+function args(text: string, vars: Vars): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const m of text.matchAll(/(\w+)\s*:\s*(\[[^\]]*\]|"[^"]*"|\$\w+|\w+)/g)) out[m[1]!] = argValue(m[2]!, vars);
+  return out;
+}
+
+function cursor(i: number): string {
+  return Buffer.from(`cursor:v2:${i}`).toString('base64');
+}
+
+function gqlError(message: string, extra: Record<string, unknown> = {}): [number, unknown] {
+  return [200, { errors: [{ message, locations: [{ line: 1, column: 1 }], ...extra }] }];
+}
+
+/** Answers one GraphQL request body. */
+export function answerGraphql(body: unknown, orgs: StandinOrgs): [number, unknown] {
+  const b = (typeof body === 'object' && body !== null ? body : {}) as { query?: unknown; variables?: unknown };
+  if (typeof b.query !== 'string') return [400, { message: 'Problems parsing JSON', documentation_url: 'https://docs.github.com/graphql' }];
+  const vars = (typeof b.variables === 'object' && b.variables !== null ? b.variables : {}) as Vars;
+  const org = /organization\s*\(([^)]*)\)/.exec(b.query);
+  const teams = /teams\s*\(([^)]*)\)/.exec(b.query);
+  if (!org || !teams) return gqlError('stand-in: only organization { teams(userLogins:) } queries are supported');
+  const login = args(org[1]!, vars).login;
+  if (typeof login !== 'string') return gqlError("Variable $org of type String! was provided invalid value");
+  const all = orgs.get(login.toLowerCase());
+  if (!all) {
+    return [200, { data: { organization: null }, errors: [{ type: 'NOT_FOUND', path: ['organization'], locations: [{ line: 1, column: 1 }], message: `Could not resolve to an Organization with the login of '${login}'.` }] }];
+  }
+  const a = args(teams[1]!, vars);
+  const first = typeof a.first === 'number' ? a.first : undefined;
+  if (first === undefined) return gqlError('You must provide a `first` or `last` value to properly paginate the `teams` connection.');
+  if (first > 100) return gqlError(`Requesting ${first} records on the \`teams\` connection exceeds the \`first\` limit of 100 records.`);
+  const logins = Array.isArray(a.userLogins) ? a.userLogins.filter((x): x is string => typeof x === 'string').map((x) => x.toLowerCase()) : undefined;
+  const matching = all.filter((t) => !logins || logins.some((l) => t.members.has(l)));
+  let start = 0;
+  if (typeof a.after === 'string') {
+    const m = /^cursor:v2:(\d+)$/.exec(Buffer.from(a.after, 'base64').toString());
+    if (!m) return gqlError(`\`${a.after}\` does not appear to be a valid cursor.`);
+    start = Number(m[1]) + 1;
+  }
+  const page = matching.slice(start, start + first);
+  const q = b.query;
+  const node = (t: StandinTeam): Record<string, string> => ({
+    ...(/\bslug\b/.test(q) ? { slug: t.slug } : {}),
+    ...(/\bname\b/.test(q) ? { name: t.name } : {}),
+  });
+  const conn: Record<string, unknown> = {};
+  if (/\bnodes\b/.test(q)) conn.nodes = page.map(node);
+  if (/\bedges\b/.test(q)) conn.edges = page.map((t, i) => ({ cursor: cursor(start + i), node: node(t) }));
+  if (/\bpageInfo\b/.test(q)) {
+    conn.pageInfo = {
+      hasNextPage: start + page.length < matching.length,
+      endCursor: page.length ? cursor(start + page.length - 1) : null,
+    };
+  }
+  return [200, { data: { organization: { teams: conn } } }];
+}
