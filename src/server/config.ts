@@ -6,10 +6,12 @@ import { homedir, hostname } from 'node:os';
 import path from 'node:path';
 import { type FlagSpec, type FlagValues, UsageError } from '../config/flags.js';
 import type { LogLevel } from '../log.js';
+import { DEFAULT_BLOCKED_EXTRA_ARGS as BLOCKED_EXTRA_ARGS_DEFAULT } from './workflow/extra-args.js';
 
 export const DEFAULT_ALLOW_COMMANDS = ['version', 'plan', 'apply', 'unlock'];
 export const ALL_COMMANDS = ['version', 'plan', 'apply', 'unlock', 'import', 'state', 'approve_policies'];
-export const DEFAULT_BLOCKED_EXTRA_ARGS = ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'];
+/** Atlantis's four plus the flags the server sets itself (workflow/extra-args.ts). */
+export const DEFAULT_BLOCKED_EXTRA_ARGS: string[] = [...BLOCKED_EXTRA_ARGS_DEFAULT];
 
 export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'port', type: 'int', default: 4141, description: 'Port to bind to (0 picks a free port)' },
