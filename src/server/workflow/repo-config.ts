@@ -5,6 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
+import { validateDir } from './comment-parser.js';
 
 export const ATLANTIS_YAML = 'atlantis.yaml';
 export const DEFAULT_WORKSPACE = 'default';
@@ -111,12 +112,14 @@ function strList(v: unknown, where: string, p: Problems): string[] | undefined {
   return v as string[];
 }
 
-/** Cleans a repo-relative dir; undefined when it is absolute or climbs out of the repo. */
+/**
+ * Cleans a repo-relative dir with the comment's rule (validateDir); undefined when it climbs
+ * out of the repo. Unlike a comment's `-d /x`, an absolute dir in atlantis.yaml is refused.
+ * Symlinks are the checkout's business (checkout-paths.ts), checked before terraform runs.
+ */
 export function cleanRepoDir(dir: string): string | undefined {
   if (dir.startsWith('/')) return undefined;
-  const norm = path.posix.normalize(dir).replace(/\/+$/, '');
-  if (norm === '..' || norm.startsWith('../')) return undefined;
-  return norm === '' ? '.' : norm;
+  return validateDir(dir);
 }
 
 function parseStep(v: unknown, where: string, p: Problems): Step | undefined {
