@@ -39,7 +39,10 @@ before(async () => {
   writeFileSync(path.join(outside, 'main.tf'), terraformConfig({ marker: 'outside-dir' }));
   writeFileSync(path.join(outside, 'secret.txt'), `${CANARY} = = not hcl\n`);
   writeFileSync(path.join(outside, 'atlantis.yaml'), 'version: 3\nprojects:\n- name: from-outside\n  dir: app1\n');
-  ({ p: server, url } = await startWorkflowServer(env, dataDir, '127.0.163.2'));
+  // Lets a repo define workflows, so their extra_args are PR input too.
+  const repoConfig = path.join(outside, 'repos.yaml');
+  writeFileSync(repoConfig, 'repos:\n- id: /.*/\n  allowed_overrides: [workflow]\n  allow_custom_workflows: true\n');
+  ({ p: server, url } = await startWorkflowServer(env, dataDir, '127.0.163.2', ['--repo-config', repoConfig]));
 });
 after(async () => {
   server?.child.kill('SIGKILL');
@@ -102,6 +105,35 @@ describe('extra args cannot replace what the server sets', () => {
     const reply = await commentAndWait(2, `atlantis plan -d app2 -- -var-file=${rel}`, /^Ran Plan for dir: `app2`/);
     assert.match(reply, /var-file must name a file inside this pull request's checkout/);
     assert.doesNotMatch(reply, new RegExp(CANARY));
+  });
+});
+
+describe('extra_args of a workflow in the repo\'s atlantis.yaml are PR input', () => {
+  it('a blocked flag or a file outside the checkout in extra_args is refused before terraform runs', async () => {
+    const secret = path.relative(path.join(checkout(9), 'app9'), path.join(outside, 'secret.txt'));
+    const yaml = `version: 3
+projects:
+- dir: app1
+  workflow: outflag
+- dir: app9
+  workflow: outfile
+workflows:
+  outflag:
+    plan:
+      steps: [init, {plan: {extra_args: ["-out", "${path.join(dataDir, STORE_FILENAME)}"]}}]
+  outfile:
+    plan:
+      steps: [init, {plan: {extra_args: ["-var-file=${secret}"]}}]
+`;
+    await env.openPull(url, 9, 'repo-workflow', { 'atlantis.yaml': yaml, 'app1/main.tf': terraformConfig({ marker: 'pr9' }), 'app9/main.tf': terraformConfig({ marker: 'pr9' }) });
+    const c = (await env.waitForComment(9, /^Ran Plan for 2 projects/)).body;
+    assert.match(c, /flag "-out" is not allowed in extra args \(extra_args of workflow "outflag" in atlantis.yaml\)/);
+    assert.match(c, /var-file must name a file inside this pull request's checkout/);
+    assert.doesNotMatch(c, new RegExp(CANARY));
+    assert.equal(planFilesOf(9).length, 0);
+    // Refused before the lock was taken: another PR can plan app1.
+    await env.openPull(url, 10, 'after-repo-workflow', { 'app1/main.tf': terraformConfig({ marker: 'pr10' }) });
+    await env.waitForComment(10, /^Ran Plan for dir: `app1`.*\n[\s\S]*Plan: 1 to add/);
   });
 });
 
