@@ -93,16 +93,25 @@ export async function assertPathArgsInside(checkout: string, projectDir: string,
   }
 }
 
-/** The real path an argument names; for a file not there yet (an output), its dir's real path. */
+/**
+ * The real path an argument names, resolved one segment at a time as the kernel does (a
+ * `..` after a symlink goes up from the link's target, not from the link): path.resolve
+ * would fold `link/..` away first. A segment that does not exist (yet) is kept as written.
+ */
 async function resolveArg(projectDir: string, p: PathArg): Promise<string> {
-  const lexical = path.resolve(projectDir, p.value);
-  try {
-    return await realpath(lexical);
-  } catch {
+  let cur = p.value.startsWith('/') ? '/' : await realpath(projectDir);
+  for (const seg of p.value.split('/')) {
+    if (seg === '' || seg === '.') continue;
+    if (seg === '..') {
+      cur = path.dirname(cur);
+      continue;
+    }
+    cur = path.join(cur, seg);
     try {
-      return path.join(await realpath(path.dirname(lexical)), path.basename(lexical));
+      cur = await realpath(cur);
     } catch {
-      return lexical;
+      // missing (an output file) or a link loop: terraform cannot follow it either
     }
   }
+  return cur;
 }
