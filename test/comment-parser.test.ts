@@ -166,17 +166,39 @@ const cases: Case[] = [
   { c: 'atlantis plan -p proj -d dir', e: { reply: err('cannot use -p/--project at same time as -d/--dir or -w/--workspace', 'plan', PLAN_USAGE) } },
   { c: 'atlantis apply -p proj -w ws', e: { reply: err('cannot use -p/--project at same time as -d/--dir or -w/--workspace', 'apply', APPLY_USAGE) } },
   { c: 'atlantis plan -p proj -d .', e: { reply: /cannot use -p\/--project/ } },
-  { c: 'atlantis plan -- -chdir=/tmp', e: { reply: /^```\nError: extra argument "-chdir=\/tmp" is not allowed/ } },
-  { c: 'atlantis plan -- -chdir /tmp', e: { reply: /extra argument "-chdir" is not allowed/ } },
-  { c: 'atlantis plan -- --chdir=x', e: { reply: /extra argument "--chdir=x" is not allowed/ } },
-  { c: 'atlantis apply -- -plugin-dir=/x', e: { reply: /^```\nError: extra argument "-plugin-dir=\/x" is not allowed.*\nUsage of apply:\n/ } },
-  { c: 'atlantis plan -- --plugin-dir /x', e: { reply: /extra argument "--plugin-dir" is not allowed/ } },
+  // --blocked-extra-args: Atlantis's rule (the flag, or the flag followed by `=`) and text.
+  { c: 'atlantis plan -- -chdir=/tmp', e: { reply: err('flag "-chdir=/tmp" is not allowed in extra args', 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan -- -chdir /tmp', e: { reply: /Error: flag "-chdir" is not allowed in extra args\./ } },
+  { c: 'atlantis plan -- --chdir=x', e: { reply: /flag "--chdir=x" is not allowed in extra args/ } },
+  { c: 'atlantis apply -- -plugin-dir=/x', e: { reply: /^```\nError: flag "-plugin-dir=\/x" is not allowed in extra args\.\nUsage of apply:\n/ } },
+  { c: 'atlantis plan -- --plugin-dir /x', e: { reply: /flag "--plugin-dir" is not allowed in extra args/ } },
   { c: 'atlantis plan -- -chdirx', e: { cmd: { extraArgs: ['-chdirx'] } } },
-  { c: 'atlantis plan -- -lock=false', o: { ...OPTS, blockedExtraArgs: ['-lock'] }, e: { reply: /extra argument "-lock=false" is not allowed/ } },
-  { c: 'atlantis plan -- -chdir=x', o: { ...OPTS, blockedExtraArgs: [] }, e: { cmd: { extraArgs: ['-chdir=x'] } } },
+  { c: 'atlantis plan -- -lock=false', o: { ...OPTS, blockedExtraArgs: ['-lock'] }, e: { reply: /flag "-lock=false" is not allowed in extra args/ } },
+  { c: 'atlantis plan -- -lock=false', o: { ...OPTS, blockedExtraArgs: [] }, e: { cmd: { extraArgs: ['-lock=false'] } } },
+  { c: 'atlantis plan -- -plugin-dir=x', o: { ...OPTS, blockedExtraArgs: [] }, e: { cmd: { extraArgs: ['-plugin-dir=x'] } } },
   { c: 'atlantis import -chdir=x ID', o: ALL, e: { reply: /unknown shorthand flag: 'c' in -chdir=x/ } },
   { c: 'atlantis import -- -chdir=x ADDR ID', o: ALL, e: { reply: /unknown argument\(s\)/ } },
-  { c: 'atlantis import ADDR ID -- -chdir=x', o: ALL, e: { reply: /extra argument "-chdir=x" is not allowed/ } },
+  { c: 'atlantis import ADDR ID -- -chdir=x', o: ALL, e: { reply: /flag "-chdir=x" is not allowed in extra args/ } },
+  // Flags the server sets itself are refused in every spelling, whatever --blocked-extra-args says.
+  ...[OPTS, { ...OPTS, blockedExtraArgs: [] }].flatMap((o): Case[] => [
+    { c: 'atlantis plan -d app2 -- -out=/data/plans/acme/infra/1/app1.tfplan', o, e: { reply: /flag "-out=\/data\/plans\/acme\/infra\/1\/app1.tfplan" is not allowed in extra args/ } },
+    { c: 'atlantis plan -- --out=../../x', o, e: { reply: /flag "--out=..\/..\/x" is not allowed in extra args/ } },
+    { c: 'atlantis plan -- -out x', o, e: { reply: /flag "-out" is not allowed in extra args/ } },
+    { c: 'atlantis plan -- --out x', o, e: { reply: /flag "--out" is not allowed in extra args/ } },
+    { c: 'atlantis plan -- -input=true', o, e: { reply: /flag "-input=true" is not allowed in extra args/ } },
+    { c: 'atlantis plan -- --input', o, e: { reply: /flag "--input" is not allowed in extra args/ } },
+    { c: 'atlantis plan -- -state=other.tfstate', o, e: { reply: /flag "-state=other.tfstate" is not allowed/ } },
+    { c: 'atlantis plan -- -state-out x', o, e: { reply: /flag "-state-out" is not allowed/ } },
+    { c: 'atlantis apply -- --backup=/tmp/b', o, e: { reply: /flag "--backup=\/tmp\/b" is not allowed/ } },
+    { c: 'atlantis plan -- -chdir=..', o, e: { reply: /flag "-chdir=.." is not allowed/ } },
+  ]),
+  { c: 'atlantis plan -- -target=terraform_data.out -outx', e: { cmd: { extraArgs: ['-target=terraform_data.out', '-outx'] } } },
+  // File arguments: absolute paths can only be outside the checkout (relative ones are resolved at run time).
+  { c: 'atlantis plan -d network -- -var-file=/proc/self/environ', e: { reply: err('flag "-var-file=/proc/self/environ" is not allowed in extra args: var-file must name a file inside this pull request\'s checkout', 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan -- --var-file /etc/passwd', e: { reply: /flag "--var-file \/etc\/passwd" is not allowed in extra args/ } },
+  { c: 'atlantis plan -- -generate-config-out=/tmp/g.tf', e: { reply: /flag "-generate-config-out=\/tmp\/g.tf" is not allowed/ } },
+  { c: 'atlantis plan -- -var-file=env/staging.tfvars -var-file ../common.tfvars', e: { cmd: { extraArgs: ['-var-file=env/staging.tfvars', '-var-file', '../common.tfvars'] } } },
+  { c: 'atlantis plan -- -var=path=/etc/passwd', e: { cmd: { extraArgs: ['-var=path=/etc/passwd'] } } },
   // unlock: any flag or argument gives the unlock usage
   { c: 'atlantis unlock -d x', e: { reply: UNLOCK_USAGE('atlantis') } },
   { c: 'atlantis unlock now', e: { reply: UNLOCK_USAGE('atlantis') } },
@@ -249,6 +271,7 @@ const tokens = fc.constantFrom(
   'atlantis', 'run', '@atlantis-bot', 'plan', 'apply', 'unlock', 'version', 'import', 'state', 'rm', 'help',
   '-d', '--dir', '-w', '--workspace', '-p', '--project', '--verbose', '--auto-merge-disabled', '--', '-h',
   '..', '../..', '/', '/etc', 'a/b', '.', 'x', '-chdir=/', '"', "'", '\\', '-d=..', '-w=a/b', '-dx', '\n', 'terraform',
+  '-out=/x', '--out', '-input=true', '-state-out', '--backup=b', '-var-file=/proc/self/environ',
 );
 const commentArb = fc.oneof(
   fc.string({ maxLength: 200 }),
@@ -272,7 +295,8 @@ test('property: never throws, and a command never carries an unsafe dir, workspa
           assert.ok(!workspace.includes('/') && !workspace.includes('..') && workspace !== '', workspace);
         }
         for (const a of [...extraArgs, ...args]) {
-          assert.ok(!/^(--?chdir|--?plugin-dir)(=|$)/.test(a), a);
+          assert.ok(!/^--?(chdir|plugin-dir|out|input|state|state-out|backup)(=|$)/.test(a), a);
+          assert.ok(!/^--?var-file=\//.test(a), a);
         }
       }
     }),

@@ -41,7 +41,7 @@ describe('server flags', () => {
     const c = config(required);
     assert.equal(c.port, 4141);
     assert.deepEqual(c.allowCommands, ['version', 'plan', 'apply', 'unlock']);
-    assert.deepEqual(c.blockedExtraArgs, ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir']);
+    assert.deepEqual(c.blockedExtraArgs, ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir', '-out', '--out', '-input', '--input', '-state', '--state', '-state-out', '--state-out', '-backup', '--backup']);
     assert.equal(c.executableName, 'atlantis');
     assert.equal(c.parallelPoolSize, 15);
     assert.equal(c.drainTimeoutMs, 0);

@@ -7,7 +7,8 @@ import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
-import { LockStore, STORE_FILENAME, lockId, parseLockId } from '../src/server/locks/store.js';
+import { LockStore, STORE_FILENAME, fileSha256, lockId, parseLockId } from '../src/server/locks/store.js';
+import { createHash } from 'node:crypto';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const storeModule = path.resolve(here, '../src/server/locks/store.ts');
@@ -62,8 +63,9 @@ test('plans: save, replace, get, delete, completeApply, paths under the data dir
   const s = LockStore.open(dir);
   const p = s.planPath(K, 7);
   assert.ok(p.startsWith(path.join(dir, 'plans', 'acme', 'infra', '7')), p);
-  assert.ok(p.endsWith('envs__prod-default.tfplan'), p);
-  assert.ok(s.planPath({ ...K, dir: '.' }, 7).endsWith('_root-default.tfplan'));
+  assert.ok(p.endsWith(`${path.sep}envs%2Fprod.default.tfplan`), p);
+  assert.ok(s.planPath({ ...K, dir: '.' }, 7).endsWith(`${path.sep}%2E.default.tfplan`));
+  assert.ok(s.planPath(K, 7, 'prod').endsWith(`${path.sep}envs%2Fprod.default.prod.tfplan`));
   s.savePlan({ ...K, pull: 7, planPath: p, headSha: 'a1', project: 'prod' });
   s.savePlan({ ...K, pull: 7, planPath: p, headSha: 'b2', project: 'prod' });
   assert.equal(s.getPlan('acme/infra', 7, K.dir, K.workspace)?.headSha, 'b2');
@@ -218,4 +220,27 @@ test('lockId round-trips, including the root dir and nested dirs', () => {
   assert.equal(lockId(K), 'acme/infra/envs/prod/default');
   assert.equal(parseLockId('a/b/c'), undefined);
   assert.equal(parseLockId('a//c/d'), undefined);
+});
+
+test('plan hashes: recorded with the plan; a data dir from before hashes gains the column, its plans have none', async () => {
+  const dir = tmpDir();
+  // The plans table as it was before hashes were kept, with one saved plan.
+  const old = new Database(path.join(dir, STORE_FILENAME));
+  old.exec(`CREATE TABLE plans (repo TEXT NOT NULL, pull INTEGER NOT NULL, dir TEXT NOT NULL, workspace TEXT NOT NULL,
+    project TEXT, plan_path TEXT NOT NULL, head_sha TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (repo, pull, dir, workspace))`);
+  old.prepare('INSERT INTO plans VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run('acme/infra', 1, 'app1', 'default', null, '/old.tfplan', 'sha', '2026-01-01T00:00:00Z');
+  old.close();
+  const s = LockStore.open(dir);
+  const before = s.getPlan('acme/infra', 1, 'app1', 'default');
+  assert.equal(before?.planPath, '/old.tfplan');
+  assert.equal(before?.planSha256, undefined);
+  const file = path.join(dir, 'p.tfplan');
+  fs.writeFileSync(file, 'plan bytes');
+  const sha = await fileSha256(file);
+  assert.equal(sha, createHash('sha256').update('plan bytes').digest('hex'));
+  s.savePlan({ ...K, pull: 2, planPath: file, headSha: 'h', planSha256: sha });
+  s.close();
+  const again = LockStore.open(dir);
+  assert.equal(again.getPlan('acme/infra', 2, K.dir, K.workspace)?.planSha256, sha);
+  again.close();
 });

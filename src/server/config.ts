@@ -8,6 +8,7 @@ import { judgeAtlantisFlags, unhonouredAtlantisFlagSpecs } from '../config/atlan
 import { MAX_DURATION_MS } from '../config/duration.js';
 import { type FlagSpec, type FlagValues, UsageError } from '../config/flags.js';
 import type { LogLevel } from '../log.js';
+import { DEFAULT_BLOCKED_EXTRA_ARGS as BLOCKED_EXTRA_ARGS_DEFAULT } from './workflow/extra-args.js';
 import { type TeamRule, TeamAllowlistError, parseTeamAllowlist } from './workflow/team-allowlist.js';
 
 export const DEFAULT_ALLOW_COMMANDS = ['version', 'plan', 'apply', 'unlock'];
@@ -17,7 +18,8 @@ export const DEFAULT_WEB_USERNAME = 'atlantis';
 export const DEFAULT_WEB_PASSWORD = 'atlantis';
 export const DEFAULT_JOB_LOG_RETENTION_MS = 7 * 24 * 3600_000;
 export const DEFAULT_JOB_LOG_MAX_COUNT = 1000;
-export const DEFAULT_BLOCKED_EXTRA_ARGS = ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'];
+/** Atlantis's four plus the flags the server sets itself (workflow/extra-args.ts). */
+export const DEFAULT_BLOCKED_EXTRA_ARGS: string[] = [...BLOCKED_EXTRA_ARGS_DEFAULT];
 
 export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'port', type: 'int', default: 4141, description: 'Port to bind to (0 picks a free port)' },

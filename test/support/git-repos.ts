@@ -23,8 +23,8 @@ export async function git(cwd: string, args: string[]): Promise<string> {
   return r.stdout.trim();
 }
 
-/** File contents by repo-relative path; null deletes the file. */
-export type FileChanges = Record<string, string | null>;
+/** File contents by repo-relative path; null deletes the file; `{ symlink }` commits a symbolic link. */
+export type FileChanges = Record<string, string | null | { symlink: string }>;
 
 export interface TerraformConfigOptions {
   /** Goes into the resource input, so that changing it makes a plan with changes. */
@@ -96,7 +96,11 @@ function writeFiles(dir: string, files: FileChanges): void {
       continue;
     }
     fs.mkdirSync(path.dirname(f), { recursive: true });
-    fs.writeFileSync(f, content);
+    if (typeof content === 'string') fs.writeFileSync(f, content);
+    else {
+      fs.rmSync(f, { force: true });
+      fs.symlinkSync(content.symlink, f);
+    }
   }
 }
 

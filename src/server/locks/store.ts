@@ -7,6 +7,7 @@
 // multi-row change runs in one transaction. better-sqlite3 is synchronous: each call is a
 // few microseconds to a millisecond, so it does not need to be moved off the event loop.
 import Database from 'better-sqlite3';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -37,6 +38,11 @@ export interface PlanRecord extends LockKey {
   planPath: string;
   /** Commit the plan was made from; an apply on a newer head must plan again. */
   headSha: string;
+  /**
+   * sha256 (hex) of the plan file when terraform wrote it; the apply refuses a file that no
+   * longer matches. Undefined for a plan recorded before hashes were kept (it must be re-planned).
+   */
+  planSha256?: string;
   createdAt: string;
 }
 
@@ -91,6 +97,7 @@ interface PlanRow {
   project: string | null;
   plan_path: string;
   head_sha: string;
+  plan_sha256: string | null;
   created_at: string;
 }
 
@@ -118,7 +125,7 @@ CREATE TABLE IF NOT EXISTS locks (
 CREATE INDEX IF NOT EXISTS locks_pull ON locks (repo, pull);
 CREATE TABLE IF NOT EXISTS plans (
   repo TEXT NOT NULL, pull INTEGER NOT NULL, dir TEXT NOT NULL, workspace TEXT NOT NULL,
-  project TEXT, plan_path TEXT NOT NULL, head_sha TEXT NOT NULL, created_at TEXT NOT NULL,
+  project TEXT, plan_path TEXT NOT NULL, head_sha TEXT NOT NULL, created_at TEXT NOT NULL, plan_sha256 TEXT,
   PRIMARY KEY (repo, pull, dir, workspace)
 );
 CREATE TABLE IF NOT EXISTS queue (
@@ -151,6 +158,50 @@ export function parseLockId(id: string): LockKey | undefined {
   return { repo, dir, workspace };
 }
 
+// Escapes every byte but [A-Za-z0-9_-], so `.` can separate the parts: the name is
+// injective in (project, dir, workspace) and never contains `/` or `..`.
+const escapePart = (s: string): string =>
+  Array.from(Buffer.from(s, 'utf8'), (b) => (/[A-Za-z0-9_-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`)).join('');
+
+/**
+ * A project's plan file name, unique per (dir, workspace, project name):
+ * `<dir>.<workspace>[.<name>].tfplan`, each part escaped (so it has no `.`, and the number
+ * of parts tells a named project from an unnamed one). A name longer than a file system
+ * allows becomes `h-<sha256 of the parts>.tfplan`.
+ */
+export function planFileName(dir: string, workspace: string, project?: string): string {
+  const parts = [dir, workspace, ...(project === undefined ? [] : [project])];
+  const escaped = `${parts.map(escapePart).join('.')}.tfplan`;
+  if (escaped.length <= 200) return escaped;
+  return `h-${createHash('sha256').update(JSON.stringify(parts)).digest('hex')}.tfplan`;
+}
+
+/** sha256 (hex) of a file, read without blocking the event loop. */
+export async function fileSha256(file: string): Promise<string> {
+  const h = createHash('sha256');
+  for await (const chunk of fs.createReadStream(file)) h.update(chunk as Buffer);
+  return h.digest('hex');
+}
+
+/**
+ * Why a saved plan may not be applied, or undefined when it may: `actualSha256` is the hash
+ * of the file now (undefined when it is gone). Pure; the texts go to the PR.
+ */
+export function planFileProblem(plan: Pick<PlanRecord, 'dir' | 'workspace' | 'project' | 'planSha256'>, actualSha256: string | undefined, executableName: string): string | undefined {
+  const again = `comment \`${executableName} plan${plan.project ? ` -p ${plan.project}` : ` -d ${plan.dir} -w ${plan.workspace}`}\` to plan again`;
+  if (plan.planSha256 === undefined) {
+    // No hash: only a workflow that wrote no plan file (nothing to tamper with), or a plan
+    // recorded before hashes were kept (cannot be verified).
+    if (actualSha256 === undefined) return undefined;
+    return `this plan was saved without a hash of its plan file, so it cannot be verified; nothing was applied: ${again}`;
+  }
+  if (actualSha256 === undefined) return `the plan file of this project is missing; nothing was applied: ${again}`;
+  if (actualSha256 !== plan.planSha256) {
+    return `the plan file of this project changed after it was planned (its sha256 no longer matches the one recorded at plan time); nothing was applied: ${again}`;
+  }
+  return undefined;
+}
+
 const toLock = (r: LockRow): LockRecord => {
   const l: LockRecord = { repo: r.repo, dir: r.dir, workspace: r.workspace, pull: r.pull, user: r.user, time: r.time };
   if (r.project !== null) l.project = r.project;
@@ -163,6 +214,7 @@ const toPlan = (r: PlanRow): PlanRecord => {
     planPath: r.plan_path, headSha: r.head_sha, createdAt: r.created_at,
   };
   if (r.project !== null) p.project = r.project;
+  if (r.plan_sha256 !== null) p.planSha256 = r.plan_sha256;
   return p;
 };
 
@@ -197,6 +249,9 @@ export class LockStore {
     this.db.pragma('synchronous = FULL');
     this.db.pragma('busy_timeout = 5000');
     this.db.exec(SCHEMA);
+    // A data dir from before plan hashes were kept: add the column; its old plans have none.
+    const cols = this.db.pragma('table_info(plans)') as { name: string }[];
+    if (!cols.some((c) => c.name === 'plan_sha256')) this.db.exec('ALTER TABLE plans ADD COLUMN plan_sha256 TEXT');
   }
 
   /** Opens (creating if needed) the store in `dataDir`. Throws if the file is unusable. */
@@ -294,21 +349,20 @@ export class LockStore {
     return path.join(this.dataDir, 'plans', safe, String(pull));
   }
 
-  /** Plan file path for one project: `<planDir>/<dir with / as __>-<workspace>.tfplan`. */
-  planPath(key: LockKey, pull: number): string {
-    const dirPart = key.dir === '.' ? '_root' : key.dir.split('/').map((s) => encodeURIComponent(s)).join('__');
-    return path.join(this.planDir(key.repo, pull), `${dirPart}-${encodeURIComponent(key.workspace)}.tfplan`);
+  /** Plan file path for one project of a pull: `<planDir>/<planFileName>`. */
+  planPath(key: LockKey, pull: number, project?: string): string {
+    return path.join(this.planDir(key.repo, pull), planFileName(key.dir, key.workspace, project));
   }
 
   /** Records (or replaces) the saved plan of one project of a pull. */
   savePlan(rec: Omit<PlanRecord, 'createdAt'> & { createdAt?: string }): PlanRecord {
     const createdAt = rec.createdAt ?? this.ts();
     this.sql(
-        `INSERT INTO plans (repo, pull, dir, workspace, project, plan_path, head_sha, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        `INSERT INTO plans (repo, pull, dir, workspace, project, plan_path, head_sha, plan_sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (repo, pull, dir, workspace) DO UPDATE SET project = excluded.project, plan_path = excluded.plan_path,
-         head_sha = excluded.head_sha, created_at = excluded.created_at`,
+         head_sha = excluded.head_sha, plan_sha256 = excluded.plan_sha256, created_at = excluded.created_at`,
       )
-      .run(rec.repo, rec.pull, rec.dir, rec.workspace, rec.project ?? null, rec.planPath, rec.headSha, createdAt);
+      .run(rec.repo, rec.pull, rec.dir, rec.workspace, rec.project ?? null, rec.planPath, rec.headSha, rec.planSha256 ?? null, createdAt);
     return { ...rec, createdAt };
   }
 

@@ -3,10 +3,9 @@
 // comment and commit statuses. Called inside a tracked operation; everything here is I/O
 // orchestration, the decisions (which projects, what text) live in pure modules.
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
-import type { LockStore, PlanRecord } from '../locks/store.js';
+import { type LockStore, type PlanRecord, fileSha256, planFileProblem } from '../locks/store.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { GitHubClient } from '../vcs/github-client.js';
 import type { ParsedCommand } from './comment-parser.js';
@@ -17,7 +16,9 @@ import {
   cleanPlanOutput, interruptedByShutdownComment, lockedByMessage, renderResults, statusContext, statusDescription,
 } from './messages.js';
 import { type ProjectSpec, defaultsFor, projectForPlan, readRepoConfig, selectProjects } from './projects.js';
-import type { ServerConfig as ServerRepoConfig } from './repo-config.js';
+import type { ServerConfig as ServerRepoConfig, Workflow } from './repo-config.js';
+import { assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from './checkout-paths.js';
+import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './extra-args.js';
 import { ProjectRunner } from './project-runner.js';
 import type { WorkingCopies } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser.js';
@@ -64,6 +65,8 @@ export class CommandRunner {
   private readonly projectMutex = new KeyedMutex();
   private readonly checkoutMutex = new KeyedMutex();
   private readonly statusChains = new Map<string, Promise<void>>();
+  /** Workflows defined by a repo's own atlantis.yaml: their extra_args are PR input. */
+  private readonly repoWorkflows = new WeakSet<Workflow>();
 
   constructor(private readonly d: CommandRunnerDeps) {
     this.pool = new Semaphore(d.config.parallelPoolSize);
@@ -144,6 +147,12 @@ export class CommandRunner {
   }
 
   private async planProject(ctx: PullContext, p: ProjectSpec, c: ParsedCommand | undefined): Promise<ProjectRun> {
+    // Refused input must not leave a lock behind (job() checks again, for every command).
+    try {
+      await this.checkedProjectDir(await this.checkout(ctx, p.workspace), p, c?.extraArgs ?? []);
+    } catch (e) {
+      return this.error(p, (e as Error).message);
+    }
     const lock = this.d.store.tryLock({ repo: ctx.repo, dir: p.dir, workspace: p.workspace }, { pull: ctx.pull, user: ctx.user, project: p.name });
     if (!lock.acquired && lock.holder.pull !== ctx.pull) {
       return this.failure(p, lockedByMessage(lock.holder.pull, this.d.config.executableName));
@@ -157,7 +166,9 @@ export class CommandRunner {
       }
       if (r.interrupted) return this.interrupted(p, 'plan');
       if (!r.ok) return this.error(p, r.output);
-      this.d.store.savePlan({ repo: ctx.repo, pull: ctx.pull, dir: p.dir, workspace: p.workspace, project: p.name, planPath: jobCtx.planFile, headSha: ctx.headSha });
+      // The hash is checked before apply. A workflow whose steps write no plan file records none.
+      const planSha256 = await fileSha256(jobCtx.planFile).catch((e: NodeJS.ErrnoException) => { if (e.code === 'ENOENT') return undefined; throw e; });
+      this.d.store.savePlan({ repo: ctx.repo, pull: ctx.pull, dir: p.dir, workspace: p.workspace, project: p.name, planPath: jobCtx.planFile, headSha: ctx.headSha, planSha256 });
       const exe = this.d.config.executableName;
       return {
         status: 'success',
@@ -204,6 +215,13 @@ export class CommandRunner {
       return this.failure(p, `the pull request was updated after this plan was made; comment \`${this.d.config.executableName} plan\` to plan again`);
     }
     return this.job(ctx, p, 'apply', [], async (jobCtx) => {
+      const tampered = planFileProblem(plan, await fileSha256(plan.planPath).catch(() => undefined), this.d.config.executableName);
+      if (tampered) {
+        // Never apply a plan other than the one shown on the PR; it cannot be used again.
+        this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+        this.d.logger.warn('Refused apply: plan file does not match its recorded hash', { repo: ctx.repo, pull: ctx.pull, dir: p.dir, workspace: p.workspace });
+        return this.failure(p, tampered);
+      }
       // A working copy re-cloned after a restart has no .terraform yet.
       const steps = this.d.projectRunner.isInitialised(jobCtx.projectDir) ? p.workflow.apply : [...p.workflow.plan.filter((s) => s.kind === 'init'), ...p.workflow.apply];
       const r = await this.d.projectRunner.runSteps(steps, { ...jobCtx, planFile: plan.planPath });
@@ -256,6 +274,7 @@ export class CommandRunner {
   private repoSettings(ctx: PullContext, checkout: string) {
     const repoId = `${this.d.config.ghHostname}/${ctx.repo}`;
     const config = readRepoConfig(checkout, this.d.serverRepoConfig, repoId);
+    for (const w of Object.values(config?.workflows ?? {})) this.repoWorkflows.add(w);
     const defaults = defaultsFor(this.d.serverRepoConfig, repoId);
     return { config, defaults };
   }
@@ -265,25 +284,44 @@ export class CommandRunner {
     return this.projectMutex.run(`${ctx.repo}#${ctx.pull}#${p.dir}#${p.workspace}`, () => this.pool.run(fn));
   }
 
+  /** The PR's working copy, refused when a symlink in it leads outside (checked before anything reads it). */
   private async checkout(ctx: PullContext, workspace: string): Promise<string> {
-    return this.checkoutMutex.run(`${ctx.repo}#${ctx.pull}#${workspace}`, () => this.d.copies.checkout({
-      repo: ctx.repo, pull: ctx.pull, workspace, cloneUrl: ctx.cloneUrl, headRef: ctx.headRef, headSha: ctx.headSha,
-    }));
+    return this.checkoutMutex.run(`${ctx.repo}#${ctx.pull}#${workspace}`, async () => {
+      const dir = await this.d.copies.checkout({ repo: ctx.repo, pull: ctx.pull, workspace, cloneUrl: ctx.cloneUrl, headRef: ctx.headRef, headSha: ctx.headSha });
+      await assertNoEscapingSymlink(dir);
+      return dir;
+    });
+  }
+
+  /**
+   * The project's real dir, after refusing PR input that reaches outside the checkout: a dir
+   * through a symlink, blocked flags or outside files in the comment's args or in extra_args
+   * of a workflow from the repo's own atlantis.yaml (server-side workflows are trusted).
+   */
+  private async checkedProjectDir(wc: string, p: ProjectSpec, commentArgs: string[]): Promise<string> {
+    const projectDir = await projectDirInside(wc, p.dir);
+    const repoArgs = this.repoWorkflows.has(p.workflow)
+      ? [...p.workflow.plan, ...p.workflow.apply].flatMap((s) => ('extraArgs' in s ? s.extraArgs : []))
+      : [];
+    const bad = firstBlockedArg(repoArgs, effectiveBlocked(this.d.config.blockedExtraArgs));
+    if (bad !== undefined) throw new Error(`${blockedArgMessage(bad)} (extra_args of workflow ${JSON.stringify(p.workflow.name)} in atlantis.yaml)`);
+    await assertPathArgsInside(wc, projectDir, [...commentArgs, ...repoArgs]);
+    return projectDir;
   }
 
   /** Runs one project command as a job: journal, live output, log file. */
   private async job(ctx: PullContext, p: ProjectSpec, command: string, commentArgs: string[], fn: (jc: import('./project-runner.js').ProjectRunContext) => Promise<ProjectRun>): Promise<ProjectRun> {
     const id = randomUUID();
     const wc = await this.checkout(ctx, p.workspace);
-    const projectDir = path.join(wc, p.dir);
     const logFile = this.d.jobLogPath(id);
     this.d.jobs.start({ id, command, repo: ctx.repo, pull: ctx.pull, project: p.name ?? null, dir: p.dir, workspace: p.workspace });
     this.d.store.jobStarted({ id, command, repo: ctx.repo, pull: ctx.pull, project: p.name, dir: p.dir, workspace: p.workspace });
     let run: ProjectRun;
     try {
+      const projectDir = await this.checkedProjectDir(wc, p, commentArgs);
       run = await fn({
         jobId: id, projectDir, dir: p.dir, workspace: p.workspace, projectName: p.name,
-        planFile: this.d.store.planPath({ repo: ctx.repo, dir: p.dir, workspace: p.workspace }, ctx.pull),
+        planFile: this.d.store.planPath({ repo: ctx.repo, dir: p.dir, workspace: p.workspace }, ctx.pull, p.name),
         repo: ctx.repo, pull: ctx.pull, user: ctx.user, headSha: ctx.headSha, headRef: ctx.headRef, baseRef: ctx.baseRef,
         commentArgs, logFile, onOutput: (chunk) => this.d.jobs.append(id, chunk),
       });

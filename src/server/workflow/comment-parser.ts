@@ -6,13 +6,13 @@
 // (or the configured --executable-name), `run`, or `@<gh-user>`. Flags are parsed the way
 // Go's pflag does (Atlantis uses it): `-d x`, `-dx`, `-d=x`, `--dir x`, `--dir=x`,
 // interspersed positional args, `--` ends flag parsing.
+import { DEFAULT_BLOCKED_EXTRA_ARGS, blockedArgMessage, effectiveBlocked, firstBlockedArg, pathArgs, pathOutsideMessage } from './extra-args.js';
 
 export type CommandName = 'plan' | 'apply' | 'unlock' | 'version' | 'import' | 'state';
 
 /** Every command a comment may name, in the order Atlantis lists them. */
 export const ALL_COMMENT_COMMANDS: readonly CommandName[] = ['version', 'plan', 'apply', 'unlock', 'import', 'state'];
 export const DEFAULT_ALLOW_COMMANDS: readonly CommandName[] = ['version', 'plan', 'apply', 'unlock'];
-export const DEFAULT_BLOCKED_EXTRA_ARGS: readonly string[] = ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'];
 
 export interface ParsedCommand {
   name: CommandName;
@@ -412,10 +412,6 @@ export function isValidWorkspace(ws: string): boolean {
   return WORKSPACE_OK.test(ws) && !ws.includes('..');
 }
 
-function isBlocked(arg: string, blocked: readonly string[]): boolean {
-  return blocked.some((b) => b !== '' && (arg === b || arg.startsWith(b + '=')));
-}
-
 const MULTI_LINE = /\r?\n[^\r\n]/;
 
 /** Parses one PR comment. Never throws. */
@@ -426,7 +422,7 @@ export function parseComment(rawComment: string, opts: ParseOptions): ParseResul
   );
   // Keep Atlantis's canonical order for the "Available commands" list.
   const allowList = ALL_COMMENT_COMMANDS.filter((c) => allowed.includes(c));
-  const blocked = opts.blockedExtraArgs ?? DEFAULT_BLOCKED_EXTRA_ARGS;
+  const blocked = effectiveBlocked(opts.blockedExtraArgs ?? DEFAULT_BLOCKED_EXTRA_ARGS);
 
   const comment = rawComment.trim();
   if (MULTI_LINE.test(comment)) return { kind: 'ignore' };
@@ -522,16 +518,15 @@ export function parseComment(rawComment: string, opts: ParseOptions): ParseResul
       error: true,
     };
   }
-  // Not in Atlantis: extra args reach terraform's command line, so flags that would make it
-  // run outside the checked-out project (-chdir) or load other plugins are refused.
-  const bad = [...extraArgs, ...commandArgs].find((a) => isBlocked(a, blocked));
-  if (bad !== undefined) {
-    return {
-      kind: 'reply',
-      body: errMarkdown(`extra argument ${JSON.stringify(bad)} is not allowed (--blocked-extra-args: ${blocked.join(',')})`, name, name),
-      error: true,
-    };
-  }
+  // As Atlantis, command args (import ADDRESS ID) are checked with the extra args: both
+  // reach terraform's command line.
+  const all = [...extraArgs, ...commandArgs];
+  const bad = firstBlockedArg(all, blocked);
+  if (bad !== undefined) return { kind: 'reply', body: errMarkdown(blockedArgMessage(bad), name, name), error: true };
+  // An absolute file path can only be outside the checkout; relative ones (and symlinks)
+  // are resolved against the checkout before terraform runs.
+  const absolute = pathArgs(all).find((p) => p.value.startsWith('/'));
+  if (absolute) return { kind: 'reply', body: errMarkdown(pathOutsideMessage(absolute), name, name), error: true };
 
   const command: ParsedCommand = {
     name,

@@ -58,6 +58,11 @@ export class ProjectRunner {
     let last = '';
     const env: Record<string, string> = {};
     for (const step of steps) {
+      if (step.kind === 'plan' || step.kind === 'apply') {
+        const ws = await this.selectWorkspace(c);
+        log += ws.output;
+        if (ws.interrupted || ws.exitCode !== 0) return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
+      }
       const r = await this.runStep(step, c, env);
       log += r.output;
       if (step.kind === 'env') continue;
@@ -65,17 +70,15 @@ export class ProjectRunner {
       if (shown && (step.kind !== 'run' || steps.every((s) => s.kind === 'run' || s.kind === 'env'))) last = r.output;
       if (r.interrupted) return { ok: false, output: r.output, log, interrupted: true, failedStep: step.kind };
       if (r.exitCode !== 0) return { ok: false, output: r.output, log, interrupted: false, failedStep: step.kind };
-      if (step.kind === 'init' && c.workspace !== 'default') {
-        const ws = await this.tf(c, ['workspace', 'select'], ['-or-create', c.workspace]);
-        log += ws.output;
-        if (ws.interrupted || ws.exitCode !== 0) return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
-      }
     }
     if (extra?.version) {
       const r = await this.tf(c, ['version'], []);
       return { ok: r.exitCode === 0, output: r.output, log: log + r.output, interrupted: r.interrupted };
     }
     if (extra?.importArgs || extra?.stateRmArgs) {
+      const ws = await this.selectWorkspace(c);
+      log += ws.output;
+      if (ws.interrupted || ws.exitCode !== 0) return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
       const [sub, args] = extra.importArgs
         ? [['import'], ['-input=false', ...c.commentArgs, ...extra.importArgs]]
         : [['state', 'rm'], [...c.commentArgs, ...extra.stateRmArgs!]];
@@ -124,6 +127,16 @@ export class ProjectRunner {
           env: { ...stepEnv(c), ...env }, logFile: c.logFile, onOutput: c.onOutput,
         });
     }
+  }
+
+  /**
+   * Selects the project's workspace, `default` included, before terraform touches state: a
+   * `.terraform/environment` committed in the PR would otherwise choose the workspace (and so
+   * the state) a `default` project plans and applies against. Atlantis asks `workspace show`
+   * first; we always select, so no text terraform prints can be mistaken for the answer.
+   */
+  private selectWorkspace(c: ProjectRunContext): Promise<RunResult> {
+    return this.tf(c, ['workspace', 'select'], ['-or-create', c.workspace]);
   }
 
   /** terraform <subcommand...> -no-color <args...> in the project dir. */

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
 import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, MatchBudget, type CompiledPatternList, changedPath, compilePatternList, listMatches } from './when-modified.js';
+import { validateDir } from './comment-parser.js';
 
 export const ATLANTIS_YAML = 'atlantis.yaml';
 export const DEFAULT_WORKSPACE = 'default';
@@ -131,12 +132,14 @@ function whenModifiedOk(dir: string, wm: string[], where: string, p: Problems): 
   return !('problems' in list);
 }
 
-/** Cleans a repo-relative dir; undefined when it is absolute or climbs out of the repo. */
+/**
+ * Cleans a repo-relative dir with the comment's rule (validateDir); undefined when it climbs
+ * out of the repo. Unlike a comment's `-d /x`, an absolute dir in atlantis.yaml is refused.
+ * Symlinks are the checkout's business (checkout-paths.ts), checked before terraform runs.
+ */
 export function cleanRepoDir(dir: string): string | undefined {
   if (dir.startsWith('/')) return undefined;
-  const norm = path.posix.normalize(dir).replace(/\/+$/, '');
-  if (norm === '..' || norm.startsWith('../')) return undefined;
-  return norm === '' ? '.' : norm;
+  return validateDir(dir);
 }
 
 function parseStep(v: unknown, where: string, p: Problems): Step | undefined {
