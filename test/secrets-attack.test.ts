@@ -169,7 +169,8 @@ describe('an attacker cannot get the secrets out', () => {
     }
 
     const jobIds = readdirSync(path.join(dataDir, 'jobs')).filter((f) => f.endsWith('.log')).map((f) => f.slice(0, -4));
-    assert.ok(jobIds.length >= 3, `job logs: ${jobIds.join(', ')}`);
+    // plan and apply; the -var-file comment is refused before a job starts (a path outside the checkout)
+    assert.ok(jobIds.length >= 2, `job logs: ${jobIds.join(', ')}`);
     const jobLogs = jobIds.map((id) => readFileSync(path.join(dataDir, 'jobs', `${id}.log`), 'utf8')).join('\n');
     assert.match(jobLogs, /stolen=\S{20}/, 'the run steps ran (their output is in the job logs)');
     const jobPages = await Promise.all(jobIds.map(async (id): Promise<[string, string]> => [`job page ${id}`, await (await fetch(`${url}/jobs/${id}`)).text()]));
