@@ -6,7 +6,7 @@ import type { Logger } from '../../log.js';
 import { VERSION } from '../../version.js';
 import type { DrainState } from '../drain/drain-state.js';
 import type { Operation, OperationTracker } from '../drain/operation-tracker.js';
-import type { ServerMetrics } from '../metrics.js';
+import { type ServerMetrics, webhookEventLabel } from '../metrics.js';
 import type { TurnQueue } from './turn-queue.js';
 
 /** The JSON of GET /status: Atlantis's three fields first, then ours. */
@@ -202,7 +202,7 @@ function buildRoutes(deps: AppDeps): {
   };
   /** atlantis_webhooks_total, for every answer to POST /events (and a body that broke off). */
   const countWebhook = (req: IncomingMessage, code: number): void => {
-    deps.metrics.webhooksTotal.inc({ event: header(req, 'x-github-event') ?? 'unknown', code: String(code) });
+    deps.metrics.webhooksTotal.inc({ event: webhookEventLabel(header(req, 'x-github-event')), code: String(code) });
   };
   // A webhook whose body has been read: its handler waits for its turn (see turn-queue.ts).
   const answerWebhook = async (req: IncomingMessage, rawBody: Buffer, res: ServerResponse): Promise<void> => {
