@@ -34,6 +34,8 @@ export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'drain-timeout', type: 'duration', default: 0, description: 'After a signal starts a drain, how long to wait for running operations before interrupting terraform (0 = wait forever)' },
   { name: 'terraform-interrupt-grace', type: 'duration', default: 60_000, description: 'After interrupting terraform with SIGINT, how long to wait before SIGKILL' },
   { name: 'queue-during-drain', type: 'bool', default: false, description: 'Queue commands that arrive while draining, and run them first on the next start on this data dir' },
+  { name: 'allow-fork-prs', type: 'bool', default: false, description: 'Allow Atlantis to run on pull requests from forks. A security issue for public repos.' },
+  { name: 'silence-fork-pr-errors', type: 'bool', default: false, description: 'Silences the posting of fork pull requests not allowed error comments.' },
   { name: 'insecure-no-webhook-secret', type: 'bool', default: false, description: 'Allow starting without --gh-webhook-secret (webhooks are then not authenticated)' },
 ];
 
@@ -61,6 +63,8 @@ export interface ServerConfig {
   terraformInterruptGraceMs: number;
   queueDuringDrain: boolean;
   insecureNoWebhookSecret: boolean;
+  allowForkPrs: boolean;
+  silenceForkPrErrors: boolean;
 }
 
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
@@ -135,6 +139,8 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     terraformInterruptGraceMs: values['terraform-interrupt-grace'] as number,
     queueDuringDrain: values['queue-during-drain'] === true,
     insecureNoWebhookSecret: insecure,
+    allowForkPrs: values['allow-fork-prs'] === true,
+    silenceForkPrErrors: values['silence-fork-pr-errors'] === true,
   };
 }
 

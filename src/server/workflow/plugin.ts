@@ -6,14 +6,14 @@ import { UsageError } from '../../config/flags.js';
 import { LockStore } from '../locks/store.js';
 import type { AtlantisServer } from '../server.js';
 import type { WebhookRequest, WebhookResponse } from '../http/app.js';
-import { GitHubClient } from '../vcs/github-client.js';
+import { GitHubClient, type PullInfo } from '../vcs/github-client.js';
 import { AllowlistError, parseRepoAllowlist } from '../vcs/repo-allowlist.js';
 import { CommandRunner, type PullContext } from './command-runner.js';
 import { JobRegistry } from './jobs.js';
 import { SHUTTING_DOWN_COMMENT, queuedCommandStartingComment, queuedDuringDrainComment } from './messages.js';
 import { ProjectRunner } from './project-runner.js';
 import { RepoConfigError, parseServerConfig, type ServerConfig as ServerRepoConfig } from './repo-config.js';
-import { type WorkItem, decideWebhook } from './webhook-decision.js';
+import { type PullRefusal, type WorkItem, decideWebhook, gatePull } from './webhook-decision.js';
 import { mountWebUi } from './web-ui.js';
 import { WorkingCopies } from './working-copy.js';
 
@@ -46,6 +46,7 @@ export function workflowPlugin(server: AtlantisServer) {
     webhookSecret: cfg.insecureNoWebhookSecret && !cfg.ghWebhookSecret ? undefined : cfg.ghWebhookSecret,
     allowlist, ghHostname: cfg.ghHostname, ghUser: cfg.ghUser, executableName: cfg.executableName,
     allowCommands: cfg.allowCommands, blockedExtraArgs: cfg.blockedExtraArgs, disableAutoplan: cfg.disableAutoplan,
+    allowForkPrs: cfg.allowForkPrs, silenceForkPrErrors: cfg.silenceForkPrErrors,
   };
 
   const comment = (repo: string, pull: number, body: string): Promise<void> =>
@@ -54,17 +55,28 @@ export function workflowPlugin(server: AtlantisServer) {
       throw e;
     });
 
+  /** A command the PR may not run: the log line, the metric, and the reply unless silenced. */
+  function refuse(repo: string, pull: number, command: string, gate: PullRefusal): Promise<void> {
+    log.info(gate.log, { repo, pull, command });
+    server.metrics.commandsRefused.inc({ reason: gate.reason === 'fork' ? 'fork_pull_request' : 'closed_pull_request' });
+    return gate.comment === undefined ? Promise.resolve() : comment(repo, pull, gate.comment);
+  }
+
   async function execute(item: WorkItem): Promise<void> {
     if (item.kind === 'autoplan') return runner.run({ kind: 'autoplan', ctx: item.ctx });
-    let ctx: PullContext;
+    let pr: PullInfo;
     try {
-      const pr = await github.getPull(item.repo, item.pull);
-      ctx = { repo: item.repo, pull: item.pull, user: item.user, cloneUrl: pr.headCloneUrl ?? item.cloneUrl, headSha: pr.headSha, headRef: pr.headRef, baseRef: pr.baseRef };
+      pr = await github.getPull(item.repo, item.pull);
     } catch (e) {
       log.error('Could not read pull request', { repo: item.repo, pull: item.pull, error: (e as Error).message });
       server.metrics.commandsTotal.inc({ command: item.command.name, result: 'error' });
       return;
     }
+    // A comment's payload says neither where the head is nor (reliably) whether the PR is
+    // still open: GitHub's answer does, as Atlantis reads it.
+    const gate = gatePull({ state: pr.state, headRepo: pr.headRepo, baseRepo: pr.baseRepo ?? item.repo }, item.command.name, decisionOptions);
+    if (gate.kind === 'refuse') return refuse(item.repo, item.pull, item.command.name, gate);
+    const ctx: PullContext = { repo: item.repo, pull: item.pull, user: item.user, cloneUrl: pr.headCloneUrl ?? item.cloneUrl, headSha: pr.headSha, headRef: pr.headRef, baseRef: pr.baseRef };
     return runner.run({ kind: 'comment', ctx, command: item.command, commentId: item.commentId });
   }
 
@@ -118,6 +130,9 @@ export function workflowPlugin(server: AtlantisServer) {
         return { status: d.status, body: `${d.responseBody}\n` };
       case 'close':
         return closePull(d.repo, d.pull);
+      case 'refuse':
+        server.trackBackground(refuse(d.repo, d.pull, 'autoplan', d.gate));
+        return { status: d.status, body: `${d.body}\n` };
       case 'work':
         return accept(d.item);
     }
