@@ -84,6 +84,7 @@ export class AtlantisServer {
       storeHealthy: this.appDeps.storeHealthy ?? (() => true),
       onWebhook: this.appDeps.onWebhook,
       webhookQueue: this.webhookQueue,
+      requireWebhookSignature: this.config.ghWebhookSecret !== undefined,
       extraRoutes: this.appDeps.extraRoutes,
     });
     this.http = createServer(listener).listen(this.config.port, this.config.bindAddress);

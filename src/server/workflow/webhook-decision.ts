@@ -4,7 +4,7 @@ import type { ParsedCommand } from './comment-parser.js';
 import { parseComment } from './comment-parser.js';
 import type { PullContext } from './command-runner.js';
 import type { RepoAllowlist } from '../vcs/repo-allowlist.js';
-import { type PullRequestEvent, parseWebhook, verifySignature } from '../vcs/webhook.js';
+import { BAD_SIGNATURE_TEXT, type PullRequestEvent, parseWebhook, verifySignature } from '../vcs/webhook.js';
 import { CLOSED_PR_COMMENT, FORK_PR_COMMENT } from './messages.js';
 
 /** A unit of work that becomes one operation (and can be queued during a drain). */
@@ -44,7 +44,7 @@ export interface IncomingWebhook {
 
 export function decideWebhook(req: IncomingWebhook, o: DecisionOptions): WebhookDecision {
   if (o.webhookSecret !== undefined && !verifySignature(o.webhookSecret, req.rawBody, req.signature)) {
-    return { kind: 'respond', status: 401, body: 'request did not pass validation: bad or missing X-Hub-Signature-256' };
+    return { kind: 'respond', status: 401, body: BAD_SIGNATURE_TEXT };
   }
   if (!req.event) return { kind: 'respond', status: 400, body: 'missing X-GitHub-Event header' };
   const ev = parseWebhook(req.event, req.rawBody, req.deliveryId);
