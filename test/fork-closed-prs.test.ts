@@ -105,6 +105,27 @@ describe('fork and closed pull requests (real server process)', () => {
     await env.waitForComment(12, new RegExp(UNLOCKED_COMMENT), { after: before, timeoutMs: 15_000 });
   });
 
+  it('a PR closed while a command of it runs keeps no lock once the command ends', async () => {
+    const { p, url } = await startServer('127.0.164.5');
+    await env.openPull(url, 15, 'race-15', { 'app2/main.tf': terraformConfig({ marker: 'race-15' }) });
+    await env.waitForComment(15, /^Ran Plan for dir: `app2`/);
+    let before = env.commentsOn(15).length;
+    await env.comment(url, 15, 'atlantis unlock');
+    await env.waitForComment(15, new RegExp(UNLOCKED_COMMENT), { after: before, timeoutMs: 15_000 });
+    assert.doesNotMatch(await (await fetch(`${url}/`)).text(), /#15 by/);
+    // GitHub says the PR is open, but its answer arrives only after the PR was closed.
+    const slow = env.gh.holdNext({ method: 'GET', path: /^\/repos\/acme\/infra\/pulls\/15$/ });
+    before = env.commentsOn(15).length;
+    assert.equal((await env.comment(url, 15, 'atlantis plan')).status, 200);
+    await slow.reached;
+    assert.equal((await env.closePull(url, 15)).status, 200);
+    slow.release();
+    await env.waitForComment(15, /^Ran Plan for dir: `app2`/, { after: before });
+    await idle(url);
+    assert.doesNotMatch(await (await fetch(`${url}/`)).text(), /#15 by/, 'the lock the plan took after the close was released');
+    await waitFor('the release logged', () => p.output().includes('Released what commands took while their pull request was being closed'), 5000);
+  });
+
   it('--silence-fork-pr-errors: the same refusals, logged, without a reply', async () => {
     const { p, url, dataDir } = await startServer('127.0.164.2', { ATLANTIS_SILENCE_FORK_PR_ERRORS: 'true' });
     await openForkPull(url, 13, 'fork-13');

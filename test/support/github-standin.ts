@@ -125,6 +125,7 @@ export class GitHubStandin {
   /** Files per page when the client does not pass per_page (GitHub's default is 30). */
   private readonly repos = new Map<string, RepoState>();
   private readonly faults: PendingFault[] = [];
+  private readonly holds: Array<{ match: { method?: string; path?: RegExp }; arrived: () => void; gate: Promise<void> }> = [];
   private nextId = 1000;
   private server: http.Server | undefined;
   private port = 0;
@@ -227,6 +228,19 @@ export class GitHubStandin {
     this.faults.length = 0;
   }
 
+  /**
+   * The answer to the next request matching `match` (made when it arrives, as GitHub would)
+   * is sent only once `release()` is called: a slow network at a chosen moment. `reached`
+   * resolves when that request has arrived.
+   */
+  holdNext(match: { method?: string; path?: RegExp }): { reached: Promise<void>; release: () => void } {
+    let reached!: () => void;
+    let release!: () => void;
+    const hold = { match, reached: new Promise<void>((r) => { reached = r; }), arrived: () => reached(), gate: new Promise<void>((r) => { release = r; }) };
+    this.holds.push(hold);
+    return { reached: hold.reached, release };
+  }
+
   callsTo(method: string, pathPattern: RegExp): RecordedCall[] {
     return this.calls.filter((c) => c.method === method && pathPattern.test(c.path));
   }
@@ -301,6 +315,12 @@ export class GitHubStandin {
 
     const [status, payload, extraHeaders] = this.route(method, path, query, body, req.headers);
     call.status = status;
+    const held = this.holds.findIndex((h) => (!h.match.method || h.match.method === method) && (!h.match.path || h.match.path.test(path)));
+    if (held >= 0) {
+      const [h] = this.holds.splice(held, 1);
+      h!.arrived();
+      await h!.gate;
+    }
     if (fault?.kind === 'drop-after-processing') {
       req.socket.destroy();
       return;

@@ -102,21 +102,52 @@ export function workflowPlugin(server: AtlantisServer) {
       log.info('Command refused during drain', { repo, pull, command: line });
       return { status: 503, body: `${SHUTTING_DOWN_COMMENT}\n` };
     }
-    void execute(item).catch((e: unknown) => log.error('Command crashed', { error: (e as Error).message })).finally(() => server.finishOperation(op));
+    const key = pullKey(repo, pull);
+    const entry = running.get(key) ?? { count: 0, closed: false };
+    entry.count++;
+    running.set(key, entry);
+    void execute(item).catch((e: unknown) => log.error('Command crashed', { error: (e as Error).message }))
+      .finally(() => { commandDone(repo, pull); server.finishOperation(op); });
     return { status: 200, body: 'Processing...\n' };
+  }
+
+  /**
+   * Commands running per PR, and whether the PR was closed while they ran. Why: a command
+   * accepted while the PR was open may take its lock after the close event released the PR's
+   * locks; nothing would release that one. Entries exist only while commands run.
+   */
+  const running = new Map<string, { count: number; closed: boolean }>();
+  const pullKey = (repo: string, pull: number): string => `${repo}#${pull}`;
+
+  function commandDone(repo: string, pull: number): void {
+    const key = pullKey(repo, pull);
+    const entry = running.get(key);
+    if (!entry || --entry.count > 0) return;
+    running.delete(key);
+    if (!entry.closed) return;
+    const released = releasePull(repo, pull);
+    log.info('Released what commands took while their pull request was being closed', { repo, pull, locks: released });
+  }
+
+  /** Releases a closed PR's locks and plans and deletes its working copies; returns the number of locks. */
+  function releasePull(repo: string, pull: number): number {
+    const { locks, plans } = store.unlockAllForPull(repo, pull, { discardPlans: true });
+    for (const p of plans) rmSync(p.planPath, { force: true });
+    // Working copies stay while a command of this PR still runs in them (deleted when it ends).
+    if (!server.tracker.isShuttingDown && !running.has(pullKey(repo, pull))) copies.remove(repo, pull);
+    if (locks.length > 0) {
+      const lines = locks.map((l) => `- dir: \`${l.dir}\` workspaces: \`${l.workspace}\``).join('\n');
+      server.trackBackground(comment(repo, pull, `Locks and plans deleted for the projects and workspaces modified in this pull request:\n\n${lines}`));
+    }
+    return locks.length;
   }
 
   function closePull(repo: string, pull: number): WebhookResponse {
     // Not an operation: no terraform runs, and locks must not outlive a closed PR even when
     // the server is draining.
-    const { locks, plans } = store.unlockAllForPull(repo, pull, { discardPlans: true });
-    for (const p of plans) rmSync(p.planPath, { force: true });
-    if (!server.tracker.isShuttingDown) copies.remove(repo, pull);
-    if (locks.length > 0) {
-      const lines = locks.map((l) => `- dir: \`${l.dir}\` workspaces: \`${l.workspace}\``).join('\n');
-      server.trackBackground(comment(repo, pull, `Locks and plans deleted for the projects and workspaces modified in this pull request:\n\n${lines}`));
-    }
-    return { status: 200, body: `Pull request closed: released ${locks.length} lock(s)\n` };
+    const entry = running.get(pullKey(repo, pull));
+    if (entry) entry.closed = true;
+    return { status: 200, body: `Pull request closed: released ${releasePull(repo, pull)} lock(s)\n` };
   }
 
   async function onWebhook(req: WebhookRequest): Promise<WebhookResponse> {
