@@ -131,7 +131,8 @@ export class WebhookIntake {
       this.receiving.delete(key);
       const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
       chunks.length = 0;
-      void this.events.onBody(req, body, res).finally(() => { this.heldBytes -= bytes; });
+      // onBody answers its own errors; a rejection here must not end the process either.
+      void this.events.onBody(req, body, res).catch(() => undefined).finally(() => { this.heldBytes -= bytes; });
     });
     // A connection that broke mid-body: nobody to answer.
     req.on('close', () => {
