@@ -24,10 +24,6 @@ function usageError(fn: () => unknown): string {
   assert.fail('expected a UsageError');
 }
 
-// Implemented on other branches of issue 16; the lead merges their SERVER_FLAGS entries.
-// Once merged this list may be emptied: the test below only requires a subset.
-const MERGED_BY_LEAD = ['allow-fork-prs', 'silence-fork-pr-errors'];
-
 describe('the Atlantis flag table', () => {
   const fixture = readFileSync(new URL('./fixtures/atlantis-v0.47-server-flags.txt', import.meta.url), 'utf8')
     .split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
@@ -40,7 +36,7 @@ describe('the Atlantis flag table', () => {
   it('says honoured exactly for the Atlantis flags the server implements', () => {
     const own = new Set(SERVER_FLAGS.filter((s) => !s.hidden).map((s) => s.name));
     for (const [name, f] of Object.entries(ATLANTIS_FLAGS)) {
-      if (f.support === 'honoured') assert.ok(own.has(name) || MERGED_BY_LEAD.includes(name), `${name} is honoured but not implemented`);
+      if (f.support === 'honoured') assert.ok(own.has(name), `${name} is honoured but not implemented`);
       else assert.ok(!own.has(name), `${name} is implemented but the table says ${f.support}`);
     }
     const names = SERVER_FLAGS.map((s) => s.name);

@@ -1,7 +1,7 @@
 // TurnQueue (src/server/http/turn-queue.ts): tasks start in order, in later event-loop turns,
 // a budget's worth per turn; I/O is served between turns; a failing task fails only itself;
 // idle() waits for queued and running tasks. Then the same through the server's request
-// listener, for a plain body (node:http) and a chunked one (Express): a /status sent after a
+// listener, for a body with a Content-Length and a chunked one: a /status sent after a
 // burst of slow webhooks is answered before they have all been handled.
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -105,7 +105,7 @@ const [url, mode] = process.argv.slice(1);
 let answered = 0;
 const send = (method, path) => new Promise((resolve, reject) => {
   const headers = { 'x-github-event': 'ping', 'content-type': 'application/json' };
-  // 'chunked': no Content-Length, so the server reads the body through Express.
+  // 'chunked': no Content-Length, the body ends with the last chunk.
   if (method === 'POST' && mode === 'plain') headers['content-length'] = '2';
   const r = http.request(url + path, { method, agent: false, headers }, (res) => {
     let text = '';
@@ -125,8 +125,8 @@ setTimeout(async () => {
 `;
 
 describe('webhooks take their turn on the HTTP surface', () => {
-  // The server's listener answers plain webhooks on node:http, others through Express: both.
-  for (const [name, body] of [['plain body (node:http)', '{}'], ['chunked body (Express)', undefined]] as const) {
+  // Both ways GitHub could send a body (it sends a Content-Length).
+  for (const [name, body] of [['body with a Content-Length', '{}'], ['chunked body', undefined]] as const) {
     it(`answers a /status sent after a burst of 40 slow webhooks before they have all been handled: ${name}`, async () => {
       let handled = 0;
       const listener = buildRequestListener({

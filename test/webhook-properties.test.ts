@@ -26,7 +26,7 @@ const OPTIONS: DecisionOptions = {
   executableName: 'atlantis',
   allowCommands: ALL_COMMANDS,
   blockedExtraArgs: ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'],
-  disableAutoplan: false,
+  disableAutoplan: false, allowForkPrs: false, silenceForkPrErrors: false,
 };
 
 const sign = (body: Buffer, secret = WEBHOOK_SECRET): string => 'sha256=' + crypto.createHmac('sha256', secret).update(body).digest('hex');

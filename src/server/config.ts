@@ -48,6 +48,8 @@ export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'drain-timeout', type: 'duration', default: 0, maxMs: MAX_DURATION_MS, description: 'After a signal starts a drain, how long to wait for running operations before interrupting terraform (0 = wait forever)' },
   { name: 'terraform-interrupt-grace', type: 'duration', default: 60_000, maxMs: MAX_DURATION_MS, description: 'After interrupting terraform with SIGINT, how long to wait before SIGKILL' },
   { name: 'queue-during-drain', type: 'bool', default: false, description: 'Queue commands that arrive while draining, and run them first on the next start on this data dir' },
+  { name: 'allow-fork-prs', type: 'bool', default: false, description: 'Allow Atlantis to run on pull requests from forks. A security issue for public repos.' },
+  { name: 'silence-fork-pr-errors', type: 'bool', default: false, description: 'Silences the posting of fork pull requests not allowed error comments.' },
   { name: 'insecure-no-webhook-secret', type: 'bool', default: false, description: 'Allow starting without --gh-webhook-secret (webhooks are then not authenticated)' },
   { name: 'web-basic-auth', type: 'bool', default: false, description: 'Require HTTP Basic authentication for the web page, job pages, job logs and /metrics (/events, /healthz, /readyz and /status stay open)' },
   { name: 'web-username', type: 'string', default: DEFAULT_WEB_USERNAME, description: 'Username for --web-basic-auth' },
@@ -97,6 +99,8 @@ export interface ServerConfig {
   jobLogRetentionMs: number;
   /** 0 = no count limit. */
   jobLogMaxCount: number;
+  allowForkPrs: boolean;
+  silenceForkPrErrors: boolean;
 }
 
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
@@ -194,6 +198,8 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     webPassword: str(values, 'web-password') ?? DEFAULT_WEB_PASSWORD,
     jobLogRetentionMs: values['job-log-retention'] as number,
     jobLogMaxCount,
+    allowForkPrs: values['allow-fork-prs'] === true,
+    silenceForkPrErrors: values['silence-fork-pr-errors'] === true,
   };
 }
 

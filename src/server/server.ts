@@ -109,6 +109,7 @@ export class AtlantisServer {
       storeHealthy: this.appDeps.storeHealthy ?? (() => true),
       onWebhook: this.appDeps.onWebhook,
       webhookQueue: this.webhookQueue,
+      requireWebhookSignature: this.config.ghWebhookSecret !== undefined,
       extraRoutes: this.appDeps.extraRoutes,
       webAuth: this.config.webBasicAuth ? { username: this.config.webUsername, password: this.config.webPassword } : undefined,
     });

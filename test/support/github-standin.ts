@@ -37,6 +37,14 @@ export interface StandinPull {
   title: string;
   files: StandinFile[];
   reviews: StandinReview[];
+  /**
+   * The head repository when it is not the base one: a fork's `owner/name` (GitHub then gives
+   * its own owner, clone_url and `fork: true`), or null for a deleted fork (GitHub's
+   * `head.repo: null`). Undefined: the head branch is in the base repository.
+   */
+  headRepo?: string | null;
+  /** clone_url of the fork (default https://github.com/<headRepo>.git). */
+  headCloneUrl?: string;
 }
 
 export interface StandinComment {
@@ -120,6 +128,7 @@ export class GitHubStandin {
   /** Files per page when the client does not pass per_page (GitHub's default is 30). */
   private readonly repos = new Map<string, RepoState>();
   private readonly faults: PendingFault[] = [];
+  private readonly holds: Array<{ match: { method?: string; path?: RegExp }; arrived: () => void; gate: Promise<void> }> = [];
   private nextId = 1000;
   private server: http.Server | undefined;
   private port = 0;
@@ -229,6 +238,19 @@ export class GitHubStandin {
     this.faults.length = 0;
   }
 
+  /**
+   * The answer to the next request matching `match` (made when it arrives, as GitHub would)
+   * is sent only once `release()` is called: a slow network at a chosen moment. `reached`
+   * resolves when that request has arrived.
+   */
+  holdNext(match: { method?: string; path?: RegExp }): { reached: Promise<void>; release: () => void } {
+    let reached!: () => void;
+    let release!: () => void;
+    const hold = { match, reached: new Promise<void>((r) => { reached = r; }), arrived: () => reached(), gate: new Promise<void>((r) => { release = r; }) };
+    this.holds.push(hold);
+    return { reached: hold.reached, release };
+  }
+
   callsTo(method: string, pathPattern: RegExp): RecordedCall[] {
     return this.calls.filter((c) => c.method === method && pathPattern.test(c.path));
   }
@@ -303,6 +325,12 @@ export class GitHubStandin {
 
     const [status, payload, extraHeaders] = this.route(method, path, query, body, req.headers);
     call.status = status;
+    const held = this.holds.findIndex((h) => (!h.match.method || h.match.method === method) && (!h.match.path || h.match.path.test(path)));
+    if (held >= 0) {
+      const [h] = this.holds.splice(held, 1);
+      h!.arrived();
+      await h!.gate;
+    }
     if (fault?.kind === 'drop-after-processing') {
       req.socket.destroy();
       return;
@@ -342,7 +370,8 @@ export class GitHubStandin {
   }
 
   private pullJson(repo: RepoState, p: StandinPull): unknown {
-    const repoJson = { full_name: repo.fullName, name: repo.fullName.split('/')[1], owner: { login: repo.fullName.split('/')[0] }, clone_url: repo.cloneUrl };
+    const repoJson = repoPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl });
+    const headRepoJson = p.headRepo === undefined ? repoJson : p.headRepo === null ? null : forkPayload(p.headRepo, p.headCloneUrl);
     return {
       url: `${this.url}/repos/${repo.fullName}/pulls/${p.number}`,
       html_url: `https://github.com/${repo.fullName}/pull/${p.number}`,
@@ -354,8 +383,8 @@ export class GitHubStandin {
       mergeable: p.mergeable,
       mergeable_state: p.mergeableState,
       user: { login: p.user },
-      head: { ref: p.headRef, sha: p.headSha, repo: repoJson },
-      base: { ref: p.baseRef, sha: p.baseSha, repo: repoJson },
+      head: { label: `${(p.headRepo ?? repo.fullName).split('/')[0]}:${p.headRef}`, ref: p.headRef, sha: p.headSha, repo: headRepoJson },
+      base: { label: `${repo.fullName.split('/')[0]}:${p.baseRef}`, ref: p.baseRef, sha: p.baseSha, repo: repoJson },
       changed_files: p.files.length,
     };
   }
@@ -539,7 +568,14 @@ function repoPayload(o: RepoPayloadOptions): Record<string, unknown> {
     html_url: `https://github.com/${o.repo}`,
     clone_url: o.cloneUrl ?? `https://github.com/${o.repo}.git`,
     default_branch: 'main',
+    fork: false,
   };
+}
+
+/** A fork's repository object, as GitHub puts it in a PR's `head.repo`: another owner, `fork: true`. */
+function forkPayload(fullName: string, cloneUrl?: string): Record<string, unknown> {
+  const [owner] = fullName.split('/');
+  return { ...repoPayload({ repo: fullName, cloneUrl }), id: 7_000_001, node_id: 'R_fork', owner: { login: owner, id: 7, type: 'User' }, fork: true };
 }
 
 export interface PullRequestPayloadOptions extends RepoPayloadOptions {
@@ -554,11 +590,17 @@ export interface PullRequestPayloadOptions extends RepoPayloadOptions {
   user?: string;
   sender?: string;
   installationId?: number;
+  /** A fork's `owner/name` as the head repository, or null for a deleted fork (see StandinPull.headRepo). */
+  headRepo?: string | null;
+  headCloneUrl?: string;
 }
 
 /** A `pull_request` webhook payload shaped like GitHub's. */
 export function pullRequestPayload(o: PullRequestPayloadOptions): Record<string, unknown> {
   const repo = repoPayload(o);
+  const headRepo = o.headRepo === undefined ? repo : o.headRepo === null ? null : forkPayload(o.headRepo, o.headCloneUrl);
+  const headOwner = (o.headRepo ?? o.repo).split('/')[0];
+  const baseOwner = o.repo.split('/')[0];
   const payload: Record<string, unknown> = {
     action: o.action,
     number: o.number,
@@ -573,8 +615,8 @@ export function pullRequestPayload(o: PullRequestPayloadOptions): Record<string,
       user: { login: o.user ?? 'dev', id: 2, type: 'User' },
       draft: o.draft ?? false,
       merged: o.merged ?? false,
-      head: { label: `x:${o.headRef ?? 'feature'}`, ref: o.headRef ?? 'feature', sha: o.headSha, repo },
-      base: { label: `x:${o.baseRef ?? 'main'}`, ref: o.baseRef ?? 'main', sha: o.baseSha ?? '0'.repeat(40), repo },
+      head: { label: `${headOwner}:${o.headRef ?? 'feature'}`, ref: o.headRef ?? 'feature', sha: o.headSha, repo: headRepo },
+      base: { label: `${baseOwner}:${o.baseRef ?? 'main'}`, ref: o.baseRef ?? 'main', sha: o.baseSha ?? '0'.repeat(40), repo },
     },
     repository: repo,
     sender: { login: o.sender ?? o.user ?? 'dev', id: 2, type: 'User' },
@@ -592,6 +634,8 @@ export interface IssueCommentPayloadOptions extends RepoPayloadOptions {
   /** false: a comment on a plain issue, not a PR. */
   onPullRequest?: boolean;
   installationId?: number;
+  /** The issue's (PR's) state GitHub sends along; default open. */
+  state?: 'open' | 'closed';
 }
 
 let commentSeq = 500_000;
@@ -605,7 +649,7 @@ export function issueCommentPayload(o: IssueCommentPayloadOptions): Record<strin
     number: o.number,
     title: `PR ${o.number}`,
     user: { login: 'dev', id: 2, type: 'User' },
-    state: 'open',
+    state: o.state ?? 'open',
   };
   if (o.onPullRequest !== false) {
     issue.pull_request = {

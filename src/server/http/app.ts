@@ -1,15 +1,18 @@
 // The server's HTTP surface (SPEC section 3). Handlers here only read state; /status in
 // particular does no I/O so it answers in well under 50 ms while terraform runs.
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from '../../log.js';
 import { VERSION } from '../../version.js';
 import type { DrainState } from '../drain/drain-state.js';
 import type { Operation, OperationTracker } from '../drain/operation-tracker.js';
-import type { ServerMetrics } from '../metrics.js';
+import { type ServerMetrics, webhookEventLabel } from '../metrics.js';
 import { processRedactor } from '../secrets/redact.js';
 import type { TurnQueue } from './turn-queue.js';
 import { UNAUTHORIZED_BODY, WWW_AUTHENTICATE, type WebAuthConfig, decideWebAuth } from './web-auth.js';
+import { MAX_WEBHOOK_BYTES, WebhookIntake } from './webhook-intake.js';
+
+export { MAX_WEBHOOK_BYTES };
 
 /** The JSON of GET /status: Atlantis's three fields first, then ours. */
 export interface StatusResponse {
@@ -41,13 +44,17 @@ export interface AppDeps {
   onWebhook?: (req: WebhookRequest) => Promise<WebhookResponse>;
   /** Where webhook handlers wait for their turn (see turn-queue.ts); the server awaits it on close. */
   webhookQueue: TurnQueue;
+  /**
+   * A webhook secret is set: a webhook without a well-formed signature header gets 401 before
+   * its body is read (see webhook-intake.ts). Without it, the handler decides.
+   */
+  requireWebhookSignature?: boolean;
   /** Extra routes (web UI) mounted last. */
   extraRoutes?: (app: express.Express) => void;
   /** --web-basic-auth: the credentials every path but the open ones needs (web-auth.ts); undefined when off. */
   webAuth?: WebAuthConfig;
 }
 
-export const MAX_WEBHOOK_BYTES = 25 * 1024 * 1024;
 /**
  * Webhook handlers started per event-loop turn, at most this many milliseconds' worth (see
  * turn-queue.ts): a few handlers, so that a burst is taken in quickly, and /status waits a
@@ -57,18 +64,6 @@ export const WEBHOOK_TURN_BUDGET_MS = 3;
 export const MAX_WAIT_DRAINED_SECONDS = 60;
 /** Held `/status?wait_drained` requests at most; one per controller watching is the norm. */
 export const MAX_HELD_STATUS_REQUESTS = 256;
-
-/**
- * Whether a request body can be read as it comes, without body-parser: a Content-Length within
- * MAX_WEBHOOK_BYTES, and neither a Content-Encoding (other than identity) nor a
- * Transfer-Encoding. That is how GitHub sends webhooks; anything else goes to Express.
- */
-export function isPlainBody(headers: IncomingHttpHeaders): boolean {
-  const length = headers['content-length'];
-  const encoding = headers['content-encoding'];
-  return length !== undefined && /^\d+$/.test(length) && Number(length) <= MAX_WEBHOOK_BYTES
-    && headers['transfer-encoding'] === undefined && (encoding === undefined || encoding === 'identity');
-}
 
 /** The `wait_drained` query parameter in seconds (0 = do not wait), or a message saying what is wrong. */
 export function parseWaitDrained(value: unknown): number | string {
@@ -115,17 +110,18 @@ function operationStatus(o: Operation): StatusResponse['operations'][number] {
 
 /**
  * The server's request listener. The two requests that come in bursts and polls, a plain
- * `GET /status` and a `POST /events` with a plain body, are answered on node:http directly;
- * everything else (and those with a query, a compressed or chunked body) goes through Express.
- * Same answers either way. Why: Express's per-request work (router, request and response
- * helpers) cost ~0.35 ms of CPU per webhook over node:http, and its router allocated 14% of
- * the server's garbage while a burst of webhooks arrived.
+ * `GET /status` and every `POST /events`, are answered on node:http directly; everything else
+ * (and /status with a query) goes through Express. Why: Express's per-request work (router,
+ * request and response helpers) cost ~0.35 ms of CPU per webhook over node:http, and its
+ * router allocated 14% of the server's garbage while a burst of webhooks arrived. Webhook
+ * bodies never reach body-parser: it would inflate compressed ones (see webhook-intake.ts).
  */
 export function buildRequestListener(deps: AppDeps): (req: IncomingMessage, res: ServerResponse) => void {
-  const { app, sendStatus, readWebhook } = buildRoutes(deps);
+  const { app, sendStatus, intake } = buildRoutes(deps);
   return (req, res) => {
     if (req.method === 'GET' && req.url === '/status') return sendStatus(res);
-    if (req.method === 'POST' && req.url === '/events' && readWebhook(req, res)) return;
+    // As Atlantis's router, the query does not matter.
+    if (req.method === 'POST' && (req.url === '/events' || req.url?.startsWith('/events?'))) return intake.receive(req, res);
     app(req, res);
   };
 }
@@ -133,7 +129,7 @@ export function buildRequestListener(deps: AppDeps): (req: IncomingMessage, res:
 function buildRoutes(deps: AppDeps): {
   app: express.Express;
   sendStatus: (res: ServerResponse) => void;
-  readWebhook: (req: IncomingMessage, res: ServerResponse) => boolean;
+  intake: WebhookIntake;
 } {
   const app = express();
   app.disable('x-powered-by');
@@ -220,9 +216,9 @@ function buildRoutes(deps: AppDeps): {
     const v = req.headers[name];
     return typeof v === 'string' ? v : undefined;
   };
-  /** atlantis_webhooks_total, for every answer to POST /events (and a body that broke off). */
+  /** atlantis_webhooks_total, for every answer to POST /events (and a body that broke off: 400). */
   const countWebhook = (req: IncomingMessage, code: number): void => {
-    deps.metrics.webhooksTotal.inc({ event: header(req, 'x-github-event') ?? 'unknown', code: String(code) });
+    deps.metrics.webhooksTotal.inc({ event: webhookEventLabel(header(req, 'x-github-event')), code: String(code) });
   };
   // A webhook whose body has been read: its handler waits for its turn (see turn-queue.ts).
   const answerWebhook = async (req: IncomingMessage, rawBody: Buffer, res: ServerResponse): Promise<void> => {
@@ -247,38 +243,19 @@ function buildRoutes(deps: AppDeps): {
     countWebhook(req, out.status);
     sendText(res, out.status, out.body);
   };
-  /**
-   * Reads a webhook body without Express when it is a plain one: a Content-Length within the
-   * limit, no Content-Encoding or Transfer-Encoding (as GitHub sends them). Returns false to
-   * leave the request to Express (body-parser), which handles the rest and its errors.
-   */
-  const readWebhook = (req: IncomingMessage, res: ServerResponse): boolean => {
-    if (!isPlainBody(req.headers)) return false;
-    // node:http ends the body at Content-Length; a client that stops short ends in 'error'.
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => void answerWebhook(req, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks), res));
-    // A connection that broke mid-body: nobody to answer; counted as body-parser's path does.
-    req.on('error', () => countWebhook(req, 400));
-    return true;
-  };
-
-  app.post('/events', express.raw({ type: () => true, limit: MAX_WEBHOOK_BYTES }), (req: Request, res: Response) =>
-    answerWebhook(req, Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0), res));
+  const intake = new WebhookIntake(deps.requireWebhookSignature === true, { onBody: answerWebhook, onRefused: countWebhook });
 
   deps.extraRoutes?.(app);
 
-  // body-parser reports oversized and aborted bodies as errors with a status.
+  // Errors of the routes above (and of body parsers the extra routes may use).
   app.use((err: Error & { status?: number; type?: string }, req: Request, res: Response, _next: NextFunction) => {
     const status = err.status ?? 500;
-    if (req.path === '/events') countWebhook(req, status);
     if (status >= 500) deps.logger.error('Request failed', { path: req.path, error: err.message });
-    const text = err.type === 'entity.too.large' ? `Request body is larger than ${MAX_WEBHOOK_BYTES} bytes\n` : `${err.message}\n`;
     // The rest of an oversized or broken body is never read: close the connection, so the
     // client does not send its next request on a socket the server is about to drop.
     if (err.type === 'entity.too.large' || status === 400) res.set('Connection', 'close');
-    res.status(status).type('text/plain').send(processRedactor.redact(text));
+    res.status(status).type('text/plain').send(processRedactor.redact(`${err.message}\n`));
   });
 
-  return { app, sendStatus, readWebhook };
+  return { app, sendStatus, intake };
 }

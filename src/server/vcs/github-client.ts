@@ -56,6 +56,10 @@ export interface PullInfo {
   /** Clone URL of the head repo (a fork's URL for PRs from forks). */
   headCloneUrl?: string;
   baseCloneUrl?: string;
+  /** `owner/name` of the head repository; null when GitHub has none (a deleted fork). */
+  headRepo: string | null;
+  /** `owner/name` of the base repository (undefined if GitHub left it out). */
+  baseRepo?: string;
   user: string;
 }
 
@@ -396,8 +400,8 @@ export class GitHubClient {
     const r = await this.request('GET', `${this.repoPath(repo)}/pulls/${pull}`, { idempotent: true });
     const j = r.json as {
       number: number; state: string; draft?: boolean; merged?: boolean; mergeable?: boolean | null; mergeable_state?: string;
-      head: { sha: string; ref: string; repo?: { clone_url?: string } | null };
-      base: { ref: string; repo?: { clone_url?: string } | null };
+      head: { sha: string; ref: string; repo?: { clone_url?: string; full_name?: string } | null };
+      base: { ref: string; repo?: { clone_url?: string; full_name?: string } | null };
       user?: { login?: string };
     };
     const info: PullInfo = {
@@ -410,8 +414,10 @@ export class GitHubClient {
       headSha: j.head.sha,
       headRef: j.head.ref,
       baseRef: j.base.ref,
+      headRepo: typeof j.head.repo?.full_name === 'string' ? j.head.repo.full_name : null,
       user: j.user?.login ?? '',
     };
+    if (typeof j.base.repo?.full_name === 'string') info.baseRepo = j.base.repo.full_name;
     if (j.head.repo?.clone_url) info.headCloneUrl = j.head.repo.clone_url;
     if (j.base.repo?.clone_url) info.baseCloneUrl = j.base.repo.clone_url;
     return info;

@@ -98,16 +98,23 @@ export function signBody(secret: string, rawBody: Buffer | string): string {
   return SIG_PREFIX + crypto.createHmac('sha256', secret).update(rawBody).digest('hex');
 }
 
+/** The answer (401) to a webhook whose signature is missing, malformed or wrong. */
+export const BAD_SIGNATURE_TEXT = 'request did not pass validation: bad or missing X-Hub-Signature-256';
+
+/** Whether an `X-Hub-Signature-256` header has the form `sha256=<64 hex digits>` (it may still be wrong). */
+export function isWellFormedSignature(header: string | undefined): header is string {
+  if (typeof header !== 'string') return false;
+  const h = header.trim();
+  return h.startsWith(SIG_PREFIX) && /^[0-9a-fA-F]{64}$/.test(h.slice(SIG_PREFIX.length));
+}
+
 /**
  * Checks `X-Hub-Signature-256`. Constant-time in the signature bytes; false on a missing or
  * malformed header and on an empty secret (an empty secret must never verify anything).
  */
 export function verifySignature(secret: string, rawBody: Buffer, header: string | undefined): boolean {
-  if (!secret || typeof header !== 'string') return false;
-  const h = header.trim();
-  if (!h.startsWith(SIG_PREFIX)) return false;
-  const hex = h.slice(SIG_PREFIX.length);
-  if (!/^[0-9a-fA-F]{64}$/.test(hex)) return false;
+  if (!secret || !isWellFormedSignature(header)) return false;
+  const hex = header.trim().slice(SIG_PREFIX.length);
   const given = Buffer.from(hex.toLowerCase(), 'hex');
   const expected = crypto.createHmac('sha256', secret).update(rawBody).digest();
   return given.length === expected.length && crypto.timingSafeEqual(given, expected);

@@ -3,6 +3,11 @@
 // that are ours (drain queue, shutdown interruption). Pure functions.
 
 export const SHUTTING_DOWN_COMMENT = 'Atlantis server is shutting down, please try again later.';
+
+/** Atlantis's reply to a command on a PR from a fork (its two spaces before "or" included). */
+export const FORK_PR_COMMENT = "Atlantis commands can't be run on fork pull requests. To enable, set --allow-fork-prs  or, to disable this message, set --silence-fork-pr-errors";
+/** Atlantis's reply to a command other than unlock on a closed PR. */
+export const CLOSED_PR_COMMENT = "Atlantis commands can't be run on closed pull requests";
 export const UNLOCKED_COMMENT = 'All Atlantis locks for this PR have been unlocked and plans discarded';
 export const APPROVAL_REQUIRED = "Pull request must be approved according to the project's approval rules before running apply.";
 export const MERGEABLE_REQUIRED = 'Pull request must be mergeable before running apply.';

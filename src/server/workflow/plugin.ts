@@ -6,7 +6,7 @@ import { UsageError } from '../../config/flags.js';
 import { LockStore } from '../locks/store.js';
 import type { AtlantisServer } from '../server.js';
 import type { WebhookRequest, WebhookResponse } from '../http/app.js';
-import { GitHubClient } from '../vcs/github-client.js';
+import { GitHubClient, type PullInfo } from '../vcs/github-client.js';
 import { AllowlistError, parseRepoAllowlist } from '../vcs/repo-allowlist.js';
 import { CommandRunner, type PullContext } from './command-runner.js';
 import { JobLogPruner } from './job-logs.js';
@@ -14,7 +14,7 @@ import { JobRegistry } from './jobs.js';
 import { SHUTTING_DOWN_COMMENT, queuedCommandStartingComment, queuedDuringDrainComment } from './messages.js';
 import { ProjectRunner } from './project-runner.js';
 import { RepoConfigError, parseServerConfig, type ServerConfig as ServerRepoConfig } from './repo-config.js';
-import { type WorkItem, decideWebhook } from './webhook-decision.js';
+import { type PullRefusal, type WorkItem, decideWebhook, gatePull } from './webhook-decision.js';
 import { mountWebUi } from './web-ui.js';
 import { WorkingCopies } from './working-copy.js';
 
@@ -56,6 +56,7 @@ export function workflowPlugin(server: AtlantisServer) {
     webhookSecret: cfg.insecureNoWebhookSecret && !cfg.ghWebhookSecret ? undefined : cfg.ghWebhookSecret,
     allowlist, ghHostname: cfg.ghHostname, ghUser: cfg.ghUser, executableName: cfg.executableName,
     allowCommands: cfg.allowCommands, blockedExtraArgs: cfg.blockedExtraArgs, disableAutoplan: cfg.disableAutoplan,
+    allowForkPrs: cfg.allowForkPrs, silenceForkPrErrors: cfg.silenceForkPrErrors,
   };
 
   const comment = (repo: string, pull: number, body: string): Promise<void> =>
@@ -64,17 +65,28 @@ export function workflowPlugin(server: AtlantisServer) {
       throw e;
     });
 
+  /** A command the PR may not run: the log line, the metric, and the reply unless silenced. */
+  function refuse(repo: string, pull: number, command: string, gate: PullRefusal): Promise<void> {
+    log.info(gate.log, { repo, pull, command });
+    server.metrics.commandsRefused.inc({ reason: gate.reason === 'fork' ? 'fork_pull_request' : 'closed_pull_request' });
+    return gate.comment === undefined ? Promise.resolve() : comment(repo, pull, gate.comment);
+  }
+
   async function execute(item: WorkItem): Promise<void> {
     if (item.kind === 'autoplan') return runner.run({ kind: 'autoplan', ctx: item.ctx });
-    let ctx: PullContext;
+    let pr: PullInfo;
     try {
-      const pr = await github.getPull(item.repo, item.pull);
-      ctx = { repo: item.repo, pull: item.pull, user: item.user, cloneUrl: pr.headCloneUrl ?? item.cloneUrl, headSha: pr.headSha, headRef: pr.headRef, baseRef: pr.baseRef };
+      pr = await github.getPull(item.repo, item.pull);
     } catch (e) {
       log.error('Could not read pull request', { repo: item.repo, pull: item.pull, error: (e as Error).message });
       server.metrics.commandsTotal.inc({ command: item.command.name, result: 'error' });
       return;
     }
+    // A comment's payload says neither where the head is nor (reliably) whether the PR is
+    // still open: GitHub's answer does, as Atlantis reads it.
+    const gate = gatePull({ state: pr.state, headRepo: pr.headRepo, baseRepo: pr.baseRepo ?? item.repo }, item.command.name, decisionOptions);
+    if (gate.kind === 'refuse') return refuse(item.repo, item.pull, item.command.name, gate);
+    const ctx: PullContext = { repo: item.repo, pull: item.pull, user: item.user, cloneUrl: pr.headCloneUrl ?? item.cloneUrl, headSha: pr.headSha, headRef: pr.headRef, baseRef: pr.baseRef };
     return runner.run({ kind: 'comment', ctx, command: item.command, commentId: item.commentId });
   }
 
@@ -100,21 +112,52 @@ export function workflowPlugin(server: AtlantisServer) {
       log.info('Command refused during drain', { repo, pull, command: line });
       return { status: 503, body: `${SHUTTING_DOWN_COMMENT}\n` };
     }
-    void execute(item).catch((e: unknown) => log.error('Command crashed', { error: (e as Error).message })).finally(() => server.finishOperation(op));
+    const key = pullKey(repo, pull);
+    const entry = running.get(key) ?? { count: 0, closed: false };
+    entry.count++;
+    running.set(key, entry);
+    void execute(item).catch((e: unknown) => log.error('Command crashed', { error: (e as Error).message }))
+      .finally(() => { commandDone(repo, pull); server.finishOperation(op); });
     return { status: 200, body: 'Processing...\n' };
+  }
+
+  /**
+   * Commands running per PR, and whether the PR was closed while they ran. Why: a command
+   * accepted while the PR was open may take its lock after the close event released the PR's
+   * locks; nothing would release that one. Entries exist only while commands run.
+   */
+  const running = new Map<string, { count: number; closed: boolean }>();
+  const pullKey = (repo: string, pull: number): string => `${repo}#${pull}`;
+
+  function commandDone(repo: string, pull: number): void {
+    const key = pullKey(repo, pull);
+    const entry = running.get(key);
+    if (!entry || --entry.count > 0) return;
+    running.delete(key);
+    if (!entry.closed) return;
+    const released = releasePull(repo, pull);
+    log.info('Released what commands took while their pull request was being closed', { repo, pull, locks: released });
+  }
+
+  /** Releases a closed PR's locks and plans and deletes its working copies; returns the number of locks. */
+  function releasePull(repo: string, pull: number): number {
+    const { locks, plans } = store.unlockAllForPull(repo, pull, { discardPlans: true });
+    for (const p of plans) rmSync(p.planPath, { force: true });
+    // Working copies stay while a command of this PR still runs in them (deleted when it ends).
+    if (!server.tracker.isShuttingDown && !running.has(pullKey(repo, pull))) copies.remove(repo, pull);
+    if (locks.length > 0) {
+      const lines = locks.map((l) => `- dir: \`${l.dir}\` workspaces: \`${l.workspace}\``).join('\n');
+      server.trackBackground(comment(repo, pull, `Locks and plans deleted for the projects and workspaces modified in this pull request:\n\n${lines}`));
+    }
+    return locks.length;
   }
 
   function closePull(repo: string, pull: number): WebhookResponse {
     // Not an operation: no terraform runs, and locks must not outlive a closed PR even when
     // the server is draining.
-    const { locks, plans } = store.unlockAllForPull(repo, pull, { discardPlans: true });
-    for (const p of plans) rmSync(p.planPath, { force: true });
-    if (!server.tracker.isShuttingDown) copies.remove(repo, pull);
-    if (locks.length > 0) {
-      const lines = locks.map((l) => `- dir: \`${l.dir}\` workspaces: \`${l.workspace}\``).join('\n');
-      server.trackBackground(comment(repo, pull, `Locks and plans deleted for the projects and workspaces modified in this pull request:\n\n${lines}`));
-    }
-    return { status: 200, body: `Pull request closed: released ${locks.length} lock(s)\n` };
+    const entry = running.get(pullKey(repo, pull));
+    if (entry) entry.closed = true;
+    return { status: 200, body: `Pull request closed: released ${releasePull(repo, pull)} lock(s)\n` };
   }
 
   async function onWebhook(req: WebhookRequest): Promise<WebhookResponse> {
@@ -128,6 +171,9 @@ export function workflowPlugin(server: AtlantisServer) {
         return { status: d.status, body: `${d.responseBody}\n` };
       case 'close':
         return closePull(d.repo, d.pull);
+      case 'refuse':
+        server.trackBackground(refuse(d.repo, d.pull, 'autoplan', d.gate));
+        return { status: d.status, body: `${d.body}\n` };
       case 'work':
         return accept(d.item);
     }

@@ -4,7 +4,8 @@ import type { ParsedCommand } from './comment-parser.js';
 import { parseComment } from './comment-parser.js';
 import type { PullContext } from './command-runner.js';
 import type { RepoAllowlist } from '../vcs/repo-allowlist.js';
-import { parseWebhook, verifySignature } from '../vcs/webhook.js';
+import { BAD_SIGNATURE_TEXT, type PullRequestEvent, parseWebhook, verifySignature } from '../vcs/webhook.js';
+import { CLOSED_PR_COMMENT, FORK_PR_COMMENT } from './messages.js';
 
 /** A unit of work that becomes one operation (and can be queued during a drain). */
 export type WorkItem =
@@ -17,7 +18,9 @@ export type WebhookDecision =
   | { kind: 'reply'; repo: string; pull: number; body: string; status: number; responseBody: string }
   | { kind: 'work'; item: WorkItem }
   /** PR closed: release its locks and plans, delete its working copies. */
-  | { kind: 'close'; repo: string; pull: number };
+  | { kind: 'close'; repo: string; pull: number }
+  /** A command the PR may not run (see gatePull): log `log`, post `comment` if any, run nothing. */
+  | { kind: 'refuse'; repo: string; pull: number; gate: PullRefusal; status: number; body: string };
 
 export interface DecisionOptions {
   webhookSecret: string | undefined;
@@ -28,6 +31,8 @@ export interface DecisionOptions {
   allowCommands: readonly string[];
   blockedExtraArgs: readonly string[];
   disableAutoplan: boolean;
+  allowForkPrs: boolean;
+  silenceForkPrErrors: boolean;
 }
 
 export interface IncomingWebhook {
@@ -39,7 +44,7 @@ export interface IncomingWebhook {
 
 export function decideWebhook(req: IncomingWebhook, o: DecisionOptions): WebhookDecision {
   if (o.webhookSecret !== undefined && !verifySignature(o.webhookSecret, req.rawBody, req.signature)) {
-    return { kind: 'respond', status: 401, body: 'request did not pass validation: bad or missing X-Hub-Signature-256' };
+    return { kind: 'respond', status: 401, body: BAD_SIGNATURE_TEXT };
   }
   if (!req.event) return { kind: 'respond', status: 400, body: 'missing X-GitHub-Event header' };
   const ev = parseWebhook(req.event, req.rawBody, req.deliveryId);
@@ -53,6 +58,12 @@ export function decideWebhook(req: IncomingWebhook, o: DecisionOptions): Webhook
     const pr = ev.pull_request;
     if (ev.action === 'closed') return { kind: 'close', repo, pull: ev.number };
     if (!ev.autoplan) return { kind: 'respond', status: 200, body: 'Ignoring draft pull request' };
+    // Before --disable-autoplan, as Atlantis: a fork PR gets its reply even then.
+    const gate = gatePull(pullFactsOf(ev), 'autoplan', o);
+    if (gate.kind === 'refuse') {
+      const body = gate.reason === 'fork' ? 'Ignoring pull request from a fork: --allow-fork-prs is not set' : 'Ignoring closed pull request';
+      return { kind: 'refuse', repo, pull: ev.number, gate, status: 200, body };
+    }
     if (o.disableAutoplan) return { kind: 'respond', status: 200, body: 'Ignoring: autoplan is disabled' };
     return {
       kind: 'work',
@@ -82,5 +93,60 @@ export function decideWebhook(req: IncomingWebhook, o: DecisionOptions): Webhook
       kind: 'comment', repo, pull: ev.pull, user: ev.comment.user.login, cloneUrl: ev.repository.clone_url,
       command: parsed.command, commentId: ev.comment.id, commandLine: ev.comment.body.trim(),
     },
+  };
+}
+
+/** What decides whether a command may run on a pull request, from a webhook or GitHub's API. */
+export interface PullFacts {
+  /** `open` or `closed`, as GitHub says. */
+  state: string;
+  /** `owner/name` of the head repository; null when GitHub has none (the fork was deleted). */
+  headRepo: string | null;
+  /** `owner/name` of the base repository. */
+  baseRepo: string;
+}
+
+export type PullRefusal = {
+  kind: 'refuse';
+  reason: 'fork' | 'closed';
+  /** The log line's message. */
+  log: string;
+  /** The PR comment; undefined when silenced. */
+  comment: string | undefined;
+};
+
+export type PullGate = { kind: 'run' } | PullRefusal;
+
+/** `owner` of `owner/name`, as Atlantis splits a full name (at the last slash). */
+function ownerOf(fullName: string): string {
+  return fullName.slice(0, Math.max(0, fullName.lastIndexOf('/')));
+}
+
+/**
+ * Whether `command` (a comment command's name, or `autoplan`) may run on the pull request, as
+ * Atlantis checks it before running anything: a PR whose head repository has another owner
+ * than the base (a fork) is refused unless --allow-fork-prs, with a comment unless
+ * --silence-fork-pr-errors; a PR that is not open is refused for every command but unlock,
+ * with a comment. A deleted fork (no head repository) counts as a fork: nothing says whose it
+ * was.
+ */
+export function gatePull(pull: PullFacts, command: string, o: Pick<DecisionOptions, 'allowForkPrs' | 'silenceForkPrErrors'>): PullGate {
+  const fork = pull.headRepo === null || ownerOf(pull.headRepo) !== ownerOf(pull.baseRepo);
+  if (fork && !o.allowForkPrs) {
+    return { kind: 'refuse', reason: 'fork', log: 'Refused a command on a pull request from a fork', comment: o.silenceForkPrErrors ? undefined : FORK_PR_COMMENT };
+  }
+  if (pull.state !== 'open' && command !== 'unlock') {
+    return { kind: 'refuse', reason: 'closed', log: 'Refused a command on a closed pull request', comment: CLOSED_PR_COMMENT };
+  }
+  return { kind: 'run' };
+}
+
+/** PullFacts of a pull_request event: the head and base repositories of its pull_request. */
+export function pullFactsOf(ev: PullRequestEvent): PullFacts {
+  const pr = ev.pull_request;
+  return {
+    state: pr.state,
+    headRepo: pr.head.repo ? pr.head.repo.full_name : null,
+    baseRepo: pr.base.repo ? pr.base.repo.full_name : ev.repository.full_name,
   };
 }
