@@ -48,6 +48,12 @@ const OWNED: Array<{ what: string; apiVersion: string; plural: string; name: str
   { what: 'ServiceAccount', apiVersion: 'v1', plural: 'serviceaccounts', name: `${NAME}-atlantis` },
   { what: 'Role', apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'roles', name: `${NAME}-atlantis` },
   { what: 'RoleBinding', apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'rolebindings', name: `${NAME}-atlantis` },
+  // One account per pod, so a pod reads its own Pod and no sibling.
+  ...[0, 1].flatMap((i) => [
+    { what: `ServiceAccount of pod ${i}`, apiVersion: 'v1', plural: 'serviceaccounts', name: `${NAME}-atlantis-${i}` },
+    { what: `Role of pod ${i}`, apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'roles', name: `${NAME}-atlantis-${i}` },
+    { what: `RoleBinding of pod ${i}`, apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'rolebindings', name: `${NAME}-atlantis-${i}` },
+  ]),
   { what: 'PodDisruptionBudget', apiVersion: 'policy/v1', plural: 'poddisruptionbudgets', name: NAME },
 ];
 
@@ -122,8 +128,10 @@ describe('AtlantisDeployment lifecycle', () => {
     // replicas 2 - maxUnavailable 1, as an integer minAvailable (resources/pdb.ts)
     const pdb = await kubeRequestOk<{ spec: { minAvailable?: number; maxUnavailable?: number } }>(cluster.kc, 'GET', apiPath('policy/v1', 'poddisruptionbudgets', ns, NAME));
     assert.deepEqual([pdb.spec.minAvailable, pdb.spec.maxUnavailable], [1, undefined]);
-    const role = await kubeRequestOk<{ rules: Array<{ resourceNames?: string[]; verbs: string[] }> }>(cluster.kc, 'GET', apiPath('rbac.authorization.k8s.io/v1', 'roles', ns, `${NAME}-atlantis`));
-    assert.deepEqual(role.rules[0]!.resourceNames, [`${NAME}-0`, `${NAME}-1`]);
+    const role = async (n: string) => (await kubeRequestOk<{ rules?: Array<{ resourceNames?: string[]; verbs: string[] }> }>(cluster.kc, 'GET', apiPath('rbac.authorization.k8s.io/v1', 'roles', ns, n))).rules ?? [];
+    assert.deepEqual(await role(`${NAME}-atlantis`), [], 'no pod runs as the instance-wide account: its Role grants nothing');
+    for (const i of [0, 1]) assert.deepEqual((await role(`${NAME}-atlantis-${i}`)).map((r) => r.resourceNames), [[`${NAME}-${i}`]], `pod ${i}'s Role names only its own pod`);
+    for (const p of pods) assert.equal(p.spec?.serviceAccountName, `${NAME}-atlantis-${p.metadata!.labels!['atlantis-operator.dev/ordinal']}`, 'each pod runs as its own account');
 
     const s = ad.status!;
     assert.equal(s.observedGeneration, ad.metadata.generation);

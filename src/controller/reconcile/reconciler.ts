@@ -11,8 +11,9 @@ import type { KubeObject } from '../../k8s/informer.js';
 import type { Logger } from '../../log.js';
 import type { ControllerMetrics } from '../metrics.js';
 import {
-  drainPatch, drainStartedPatch, podDeleteOptions, podTemplateRevision, renderEvent, renderPDB, renderPod, renderPVC,
-  renderRole, renderRoleBinding, renderService, renderServiceAccount, roleOrdinals, withDefaults,
+  drainPatch, drainStartedPatch, podDeleteOptions, podTemplateRevision, renderEvent, renderPDB, renderPod, renderPodRole,
+  renderPodRoleBinding, renderPodServiceAccount, renderPVC, renderRole, renderRoleBinding, renderService, renderServiceAccount,
+  serverAccess, withDefaults,
 } from '../resources/index.js';
 import { type Action, type ObservedState, type Plan, isDraining, isRunning, observeDeployment, observePod, planRollout, replacementNeeded } from '../rollout/index.js';
 import { canonicalJSON } from '../resources/revision.js';
@@ -237,11 +238,19 @@ export class Reconciler {
   private async ensureOwnedObjects(ad: AtlantisDeployment, pods: V1Pod[], log: Logger): Promise<void> {
     const { name, namespace } = { name: ad.metadata.name!, namespace: ad.metadata.namespace! };
     const spec = withDefaults(ad.spec);
-    const existingOrdinals = pods.flatMap((p) => { const o = observePod(p); return o ? [o.ordinal] : []; });
+    const existing = pods.flatMap((pod) => { const o = observePod(pod); return o ? [{ ordinal: o.ordinal, pod }] : []; });
+    const access = serverAccess(ad, spec.replicas, existing);
+    // Accounts before Roles before bindings, and all of them before a pod that runs as one.
+    // Per-ordinal objects of a scale-down stay, like its PVCs, until the AD is deleted.
     const desired: Array<[OwnedKindName, KubeObject]> = [
       ['serviceaccounts', renderServiceAccount(ad)],
-      ['roles', renderRole(ad, roleOrdinals(spec.replicas, existingOrdinals))],
+      ['roles', renderRole(ad, access.shared)],
       ['rolebindings', renderRoleBinding(ad)],
+      ...access.perPod.flatMap((i): Array<[OwnedKindName, KubeObject]> => [
+        ['serviceaccounts', renderPodServiceAccount(ad, i)],
+        ['roles', renderPodRole(ad, i)],
+        ['rolebindings', renderPodRoleBinding(ad, i)],
+      ]),
       ['services', renderService(ad)],
       ['poddisruptionbudgets', renderPDB(ad)],
     ];
