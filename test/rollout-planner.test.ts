@@ -121,7 +121,7 @@ const completeStatus = (rev: string): AtlantisDeploymentStatus => ({
 
 const HELD: GuardName[] = ['MaxUnavailableReached', 'HigherOrdinalFirst'];
 /** What the API server answered a dry-run create of a pod with `limits.memory: 2GB`. */
-const REJECTED = 'Pod "atlantis-2" is invalid: spec.containers[0].resources.limits[memory]: Invalid value: "2GB": must match the regex ^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$';
+const REJECTED = 'Pod in version "v1" cannot be handled as a Pod: quantities must match the regular expression \'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$\'';
 const rejectedState = (pods: PodObservation[], spec: Partial<RolloutSpec> = {}, extra: Partial<ObservedState> = {}): ObservedState =>
   observed(pods, spec, { replacementRejected: REJECTED, ...extra });
 const REJECTED_CONDITIONS = { Available: 'True/MinimumReplicasAvailable', Progressing: 'False/ReplacementRejected', Degraded: 'True/ReplacementRejected' };
