@@ -74,7 +74,12 @@ describe('a spec whose pods the API server refuses', () => {
     }
     assert.equal(rec.records.size, 2, 'no other pod was created');
     assert.ok(rec.maxUnavailable() === 0, `both pods available all along; saw ${rec.maxUnavailable()} unavailable`);
-    assert.deepEqual((await newEvents()).filter((e) => e.reason === 'DrainStarted' || e.reason === 'PodReplaced'), [], 'no drain or replacement event');
+    const evs = await newEvents();
+    assert.deepEqual(evs.filter((e) => e.reason === 'DrainStarted' || e.reason === 'PodReplaced'), [], 'no drain or replacement event');
+    const warned = evs.filter((e) => e.reason === 'ReplacementRejected');
+    assert.equal(warned.length, 1, `one ReplacementRejected event; got ${JSON.stringify(evs)}`);
+    assert.equal(warned[0]!.type, 'Warning');
+    assert.match(warned[0]!.message, /quantities must match the regular expression/);
     assert.ok(ctrl.logs.some((l) => l.level === 'warn' && l.msg.startsWith('The API server refuses pods of the update revision')), 'the controller logged the refusal');
 
     // Fixed: a valid spec (a new revision again) rolls out, each pod drained before it is deleted.

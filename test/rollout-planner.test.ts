@@ -567,7 +567,7 @@ const rows: Row[] = [
     name: 'replacement rejected: no outdated pod is drained; Degraded quotes the API server',
     state: rejectedState([old(0), old(1), old(2)], {}, { previousStatus: completeStatus(OLD) }),
     actions: [],
-    events: [],
+    events: ['Warning ReplacementRejected'],
     waiting: { 'atlantis-2': ['ReplacementRejected'], 'atlantis-1': ['ReplacementRejected'], 'atlantis-0': ['ReplacementRejected'] },
     conditions: REJECTED_CONDITIONS,
     check: (p) => {
@@ -577,6 +577,14 @@ const rows: Row[] = [
       assert.equal(p.complete, false);
       assert.equal(p.status.currentRevision, OLD);
     },
+  },
+  {
+    name: 'replacement rejected, already reported for this revision: no second event',
+    state: rejectedState([old(0), old(1), old(2)], {}, {
+      previousStatus: { ...completeStatus(OLD), updateRevision: NEW, conditions: completeStatus(OLD).conditions.map((c) => (c.type === 'Progressing' ? { ...c, status: 'False' as const, reason: 'ReplacementRejected' } : c)) },
+    }),
+    actions: [],
+    events: [],
   },
   {
     name: 'replacement rejected while paused: both guards are named',
@@ -589,7 +597,7 @@ const rows: Row[] = [
     name: 'replacement rejected mid-rollout: the drained pod is kept, not deleted',
     state: rejectedState([old(0), old(1), draining(2, 30, DRAINED)]),
     actions: [],
-    events: [],
+    events: ['Warning ReplacementRejected'],
     waiting: { 'atlantis-2': ['ReplacementRejected'], 'atlantis-1': ['ReplacementRejected', 'MaxUnavailableReached', 'HigherOrdinalFirst'] },
     conditions: { Available: 'True/MinimumReplicasAvailable', Progressing: 'False/ReplacementRejected', Degraded: 'True/ReplacementRejected' },
     check: (p) => assert.equal(p.status.drainingReplicas, 1),
@@ -648,7 +656,7 @@ test('the table exercises every guard, event, delete reason and action', () => {
   const guards = new Set(plans.flatMap((p) => p.waiting.flatMap((w) => w.guards)));
   assert.deepEqual([...guards].sort(), [...GUARD_NAMES].sort());
   const reasons = new Set(plans.flatMap((p) => actionsOf(p, 'emitEvent').map((e) => e.reason)));
-  assert.deepEqual([...reasons].sort(), ['DrainStarted', 'DrainTimeout', 'Drained', 'PodReplaced', 'RolloutComplete']);
+  assert.deepEqual([...reasons].sort(), ['DrainStarted', 'DrainTimeout', 'Drained', 'PodReplaced', 'ReplacementRejected', 'RolloutComplete']);
   const deletes = new Set(plans.flatMap((p) => actionsOf(p, 'deletePod').map((d) => d.reason)));
   assert.deepEqual([...deletes].sort(), ['DrainTimeout', 'Drained', 'Failed', 'NotRunning']);
   const types = new Set(plans.flatMap((p) => p.actions.map((a) => a.type)));

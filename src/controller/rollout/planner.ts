@@ -60,7 +60,7 @@ export const FAILING_WAITING_REASONS: ReadonlySet<string> = new Set([
   'RunContainerError',
 ]);
 
-export type EventReason = 'DrainStarted' | 'Drained' | 'DrainTimeout' | 'PodReplaced' | 'RolloutComplete';
+export type EventReason = 'DrainStarted' | 'Drained' | 'DrainTimeout' | 'PodReplaced' | 'ReplacementRejected' | 'RolloutComplete';
 
 /** Why a pod is deleted: Drained (status said shutting_down and 0 operations), DrainTimeout
  * (onDrainTimeout Interrupt), NotRunning (no terraform can run in it), Failed (phase Failed/Succeeded). */
@@ -325,6 +325,9 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
   const prevProgressing = o.previousStatus?.conditions.find((c) => c.type === 'Progressing');
   if (complete && !(prevProgressing?.status === 'True' && prevProgressing.reason === 'RolloutComplete'))
     event('Normal', 'RolloutComplete', `All ${R} pod(s) at revision ${U} and Ready`, null);
+  // Once per refused revision: the previous status already said so otherwise.
+  if (rejected !== null && !(prevProgressing?.reason === 'ReplacementRejected' && o.previousStatus?.updateRevision === U))
+    event('Warning', 'ReplacementRejected', `The API server refuses pods of revision ${U}; no pod is drained or deleted for it: ${rejected}`, null);
 
   const waiting = [...waits.values()].sort((a, b) => b.ordinal - a.ordinal);
   return { actions, waiting, requeueAfterMs, status, complete };
