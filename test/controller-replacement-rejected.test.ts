@@ -11,7 +11,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { assertBuilt } from './support/cli.js';
 import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, patchAdSpec, startController, type TestController } from './support/controller.js';
 import { cond, describeStatus, eventsSince, recordPods, rolloutComplete, serverLog, serverStatus, sleep, waitForAd, waitForReadyPods } from './support/controller-asserts.js';
-import { freshNamespace, getCluster, getLocalNode, type TestCluster } from './support/k8s.js';
+import { freshNamespace, getCluster, getLocalNode, waitFor, type TestCluster } from './support/k8s.js';
 
 let cluster: TestCluster;
 let ctrl: TestController;
@@ -81,6 +81,29 @@ describe('a spec whose pods the API server refuses', () => {
     assert.equal(warned[0]!.type, 'Warning');
     assert.match(warned[0]!.message, /quantities must match the regular expression/);
     assert.ok(ctrl.logs.some((l) => l.level === 'warn' && l.msg.startsWith('The API server refuses pods of the update revision')), 'the controller logged the refusal');
+
+    // A drain already under way (here by hand) still ends, but the drained pod is kept: its
+    // replacement could not be created, and an empty ordinal would serve nobody either.
+    const [pod0, pod1] = start as [V1Pod, V1Pod];
+    const recHand = await recordPods(cluster.kc, ns, NAME, { replicas: () => 2 });
+    try {
+      const an = await cluster.kubectl(['-n', ns, 'annotate', 'pod', `${NAME}-0`, 'atlantis-operator.dev/drain=now']);
+      assert.equal(an.exitCode, 0, an.stderr);
+      await waitFor(`${NAME}-0's server to log that it drained`, () => serverLog(node, ns, `${NAME}-0`, pod0.metadata!.uid!).some((l) => l.msg === 'Drained'), { timeoutMs: 30_000, intervalMs: 200 });
+      const held = await waitForAd(cluster.kc, ns, NAME, `${NAME}-0 draining in status, the rollout still held`, (a) => cond(a, 'Degraded')?.reason === 'ReplacementRejected' && a.status?.drainingReplicas === 1, 30_000);
+      assert.equal(cond(held, 'Degraded')?.reason, 'ReplacementRejected', describeStatus(held));
+      // Several reconciles pass (the drained server's answer wakes the controller at once).
+      await sleep(6000);
+    } finally {
+      await recHand.stop();
+    }
+    const hand = recHand.records.get(pod0.metadata!.uid!);
+    assert.ok(hand?.drainSeen !== undefined, `the watch saw the hand drain of ${NAME}-0`);
+    assert.equal(hand.deletingSeen ?? hand.goneSeen, undefined, `the drained ${NAME}-0 was kept: ${JSON.stringify(hand)}`);
+    assert.equal(node.events({ namespace: ns, pod: `${NAME}-0` }).filter((e) => e.uid === pod0.metadata!.uid && e.type === 'SIGTERM sent').length, 0, `${NAME}-0 was not stopped`);
+    assert.equal(recHand.records.get(pod1.metadata!.uid!)?.drainSeen, undefined, `${NAME}-1 was not drained`);
+    assert.ok(await serverStatus(pod1.status!.podIP!), `${NAME}-1 still serves`);
+    assert.ok(!ctrl.logs.some((l) => l.msg === 'Deleting pod'), 'the controller deleted no pod');
 
     // Fixed: a valid spec (a new revision again) rolls out, each pod drained before it is deleted.
     const rec2 = await recordPods(cluster.kc, ns, NAME, { replicas: () => 2 });
