@@ -49,7 +49,7 @@ describe('rollout failures', () => {
     const old1 = start[1]!;
 
     const newEvents = await eventsSince(cluster.kc, ns, NAME);
-    const rec = recordPods(cluster.kc, ns, NAME, { replicas: () => 2, intervalMs: 150 });
+    const rec = await recordPods(cluster.kc, ns, NAME, { replicas: () => 2 });
     try {
       await patchAdSpec(cluster.kc, ns, NAME, { image: 'example.invalid/atlantis:broken' });
       const degraded = await waitForAd(cluster.kc, ns, NAME, 'Degraded=True after the broken image', (a) => cond(a, 'Degraded')?.status === 'True', 120_000);
@@ -92,8 +92,7 @@ describe('rollout failures', () => {
       await rec.stop();
     }
     assert.ok(rec.maxUnavailable() <= 1, `never more than maxUnavailable=1 pod not-ready-or-draining; saw ${rec.maxUnavailable()}`);
-    // Which pods drained: from the servers' own logs and the controller's Events, not from the
-    // poll, which can miss an idle pod annotated, drained and deleted between two samples.
+    // Which pods drained: from the servers' own logs, the controller's Events and the watch.
     const node = await getLocalNode();
     const drainStarts = (p: V1Pod) => serverLog(node, ns, p.metadata!.name!, p.metadata!.uid!).filter((l) => l.msg === 'Drain started');
     assert.deepEqual(drainStarts(old1).map((l) => l.reason), ['annotation'], `the old ${NAME}-1 drained once, because of the annotation`);
@@ -104,7 +103,7 @@ describe('rollout failures', () => {
 
     // Fix the image: the broken pod is not Running, so it is replaced without a drain, and
     // the pod that kept serving is already at the (same) good revision: it stays.
-    const rec2 = recordPods(cluster.kc, ns, NAME, { replicas: () => 2, intervalMs: 150 });
+    const rec2 = await recordPods(cluster.kc, ns, NAME, { replicas: () => 2 });
     let brokenUid = '';
     try {
       brokenUid = (await listPods(cluster.kc, ns, NAME)).find((p) => p.metadata!.name === `${NAME}-1`)!.metadata!.uid!;
@@ -151,7 +150,7 @@ describe('rollout failures', () => {
 
     // A selector the node matches: the Pending pod is outdated again and is deleted at once
     // (nothing runs in it, nothing to drain); then the rollout goes on to ordinal 0.
-    const rec = recordPods(cluster.kc, ns, NAME, { replicas: () => 2, intervalMs: 150 });
+    const rec = await recordPods(cluster.kc, ns, NAME, { replicas: () => 2 });
     const fixedAt = Date.now();
     let goneAfterMs = -1;
     try {
@@ -171,8 +170,25 @@ describe('rollout failures', () => {
     assert.ok(goneAfterMs >= 0 && goneAfterMs < 15_000, `the Pending pod was deleted promptly (${goneAfterMs} ms), not after a drain timeout`);
     for (const p of pods) assert.deepEqual(p.spec!.nodeSelector, { 'kubernetes.io/hostname': hostname });
     assert.notEqual(pods[0]!.metadata!.uid, start[0]!.metadata!.uid, `${NAME}-0 was then rolled out too`);
-    const old0 = rec.records.get(start[0]!.metadata!.uid!);
-    assert.ok(old0?.drainSeen !== undefined, `the Running ${NAME}-0 was drained before its replacement`);
+    // The Running pod 0 was drained before it was deleted and replaced. The order comes from
+    // the cluster's and the processes' own records, never from a poll (a 150 ms poll once
+    // missed an idle pod annotated, drained and deleted in 20 ms): the watch saw the drain
+    // annotation before the deletion, the server logged the drain the annotation started,
+    // and the node sent SIGTERM only after the server had drained.
+    const oldUid = start[0]!.metadata!.uid!;
+    const old0 = rec.records.get(oldUid);
+    assert.ok(old0?.drainSeen !== undefined, `the watch saw the drain annotation on the Running ${NAME}-0: ${JSON.stringify(old0)}`);
+    assert.ok(old0.drainSeen <= (old0.deletingSeen ?? old0.goneSeen ?? Infinity), `${NAME}-0 was annotated before it was deleted: ${JSON.stringify(old0)}`);
+    const log0 = serverLog(node, ns, `${NAME}-0`, oldUid);
+    const started0 = log0.find((l) => l.msg === 'Drain started');
+    assert.equal(started0?.reason, 'annotation', `${NAME}-0's server logged a drain started by the annotation: ${JSON.stringify(started0)}`);
+    const since0 = Date.parse(String(started0!.since));
+    const sigterm0 = node.events({ namespace: ns, pod: `${NAME}-0` }).find((e) => e.uid === oldUid && e.type === 'SIGTERM sent');
+    assert.ok(sigterm0, `the node stopped the old ${NAME}-0`);
+    assert.ok(Number.isFinite(since0) && since0 <= Date.parse(sigterm0.time), `the drain (${started0!.since}) took effect before the node's SIGTERM (${sigterm0.time})`);
+    const new0 = pods.find((p) => p.metadata!.name === `${NAME}-0`)!;
+    const started = node.events({ namespace: ns, pod: `${NAME}-0` }).find((e) => e.uid === new0.metadata!.uid && e.type === 'ContainerStarted');
+    assert.ok(started && Date.parse(started.time) >= Date.parse(sigterm0.time), `the new ${NAME}-0 started (${started?.time}) after the old one was stopped (${sigterm0.time})`);
   });
 
   it('a pod drained by hand is replaced once drained, although its revision is current', { timeout: 180_000 }, async () => {
@@ -192,7 +208,7 @@ describe('rollout failures', () => {
         await sleep(30);
       }
     })();
-    const rec = recordPods(cluster.kc, ns, NAME, { replicas: () => 2, intervalMs: 150 });
+    const rec = await recordPods(cluster.kc, ns, NAME, { replicas: () => 2 });
     let pods: V1Pod[];
     try {
       const r = await cluster.kubectl(['-n', ns, 'annotate', 'pod', `${NAME}-0`, `${DRAIN}=now`]);

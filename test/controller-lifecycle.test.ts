@@ -48,6 +48,12 @@ const OWNED: Array<{ what: string; apiVersion: string; plural: string; name: str
   { what: 'ServiceAccount', apiVersion: 'v1', plural: 'serviceaccounts', name: `${NAME}-atlantis` },
   { what: 'Role', apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'roles', name: `${NAME}-atlantis` },
   { what: 'RoleBinding', apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'rolebindings', name: `${NAME}-atlantis` },
+  // One account per pod, so a pod reads its own Pod and no sibling.
+  ...[0, 1].flatMap((i) => [
+    { what: `ServiceAccount of pod ${i}`, apiVersion: 'v1', plural: 'serviceaccounts', name: `${NAME}-atlantis-${i}` },
+    { what: `Role of pod ${i}`, apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'roles', name: `${NAME}-atlantis-${i}` },
+    { what: `RoleBinding of pod ${i}`, apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'rolebindings', name: `${NAME}-atlantis-${i}` },
+  ]),
   { what: 'PodDisruptionBudget', apiVersion: 'policy/v1', plural: 'poddisruptionbudgets', name: NAME },
 ];
 
@@ -122,8 +128,10 @@ describe('AtlantisDeployment lifecycle', () => {
     // replicas 2 - maxUnavailable 1, as an integer minAvailable (resources/pdb.ts)
     const pdb = await kubeRequestOk<{ spec: { minAvailable?: number; maxUnavailable?: number } }>(cluster.kc, 'GET', apiPath('policy/v1', 'poddisruptionbudgets', ns, NAME));
     assert.deepEqual([pdb.spec.minAvailable, pdb.spec.maxUnavailable], [1, undefined]);
-    const role = await kubeRequestOk<{ rules: Array<{ resourceNames?: string[]; verbs: string[] }> }>(cluster.kc, 'GET', apiPath('rbac.authorization.k8s.io/v1', 'roles', ns, `${NAME}-atlantis`));
-    assert.deepEqual(role.rules[0]!.resourceNames, [`${NAME}-0`, `${NAME}-1`]);
+    const role = async (n: string) => (await kubeRequestOk<{ rules?: Array<{ resourceNames?: string[]; verbs: string[] }> }>(cluster.kc, 'GET', apiPath('rbac.authorization.k8s.io/v1', 'roles', ns, n))).rules ?? [];
+    assert.deepEqual(await role(`${NAME}-atlantis`), [], 'no pod runs as the instance-wide account: its Role grants nothing');
+    for (const i of [0, 1]) assert.deepEqual((await role(`${NAME}-atlantis-${i}`)).map((r) => r.resourceNames), [[`${NAME}-${i}`]], `pod ${i}'s Role names only its own pod`);
+    for (const p of pods) assert.equal(p.spec?.serviceAccountName, `${NAME}-atlantis-${p.metadata!.labels!['atlantis-operator.dev/ordinal']}`, 'each pod runs as its own account');
 
     const s = ad.status!;
     assert.equal(s.observedGeneration, ad.metadata.generation);
@@ -153,7 +161,7 @@ describe('AtlantisDeployment lifecycle', () => {
     for (const i of [0, 1]) fs.writeFileSync(path.join(node.pvDir(ns, `${NAME}-data-${i}`), 'survives-rollout.txt'), `ordinal ${i}\n`);
     const newEvents = await eventsSince(cluster.kc, ns, NAME);
 
-    const rec = recordPods(cluster.kc, ns, NAME, { replicas: () => 2, intervalMs: 100 });
+    const rec = await recordPods(cluster.kc, ns, NAME, { replicas: () => 2 });
     await patchAdSpec(cluster.kc, ns, NAME, { podTemplate: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date().toISOString() } } } });
     let ad: AtlantisDeployment;
     let pods: V1Pod[];
@@ -177,10 +185,11 @@ describe('AtlantisDeployment lifecycle', () => {
     const deleted = rec.deletionOrder().map((r) => `${r.name}/${r.revision}`);
     assert.deepEqual(deleted, [`${NAME}-1/${revision0}`, `${NAME}-0/${revision0}`], 'old pods deleted highest ordinal first');
     assert.deepEqual(rec.drainOrder().map((r) => r.name), [`${NAME}-1`, `${NAME}-0`], 'drains started highest ordinal first');
-    assert.ok(old1.drainSeen !== undefined && old1.drainSeen <= (old1.deletingSeen ?? old1.goneSeen!), `${NAME}-1 carried the drain annotation before it was deleted: ${JSON.stringify(old1)}`);
-    assert.ok(new1.readySeen !== undefined && old0.drainSeen !== undefined && new1.readySeen <= old0.drainSeen,
-      `one at a time: ${NAME}-0's drain (poll ${old0.drainSeen}) started only after the new ${NAME}-1 was Ready (poll ${new1.readySeen})`);
-    assert.ok(rec.maxUnavailable() <= 1, `never more than maxUnavailable=1 pod not-ready-or-draining; saw ${rec.maxUnavailable()} (over ${rec.samples()} samples)`);
+    // Watch events come in the cluster's own order, so these are strict.
+    assert.ok(old1.drainSeen !== undefined && old1.drainSeen < (old1.deletingSeen ?? old1.goneSeen!), `${NAME}-1 carried the drain annotation before it was deleted: ${JSON.stringify(old1)}`);
+    assert.ok(new1.readySeen !== undefined && old0.drainSeen !== undefined && new1.readySeen < old0.drainSeen,
+      `one at a time: ${NAME}-0's drain (event ${old0.drainSeen}) started only after the new ${NAME}-1 was Ready (event ${new1.readySeen})`);
+    assert.ok(rec.maxUnavailable() <= 1, `never more than maxUnavailable=1 pod not-ready-or-draining; saw ${rec.maxUnavailable()} (over ${rec.samples()} watch events)`);
 
     // Same PVCs (not recreated), data still there, mounted by the new pods.
     for (const i of [0, 1] as const) {
@@ -211,7 +220,7 @@ describe('AtlantisDeployment lifecycle', () => {
     const claimUids = new Map(await Promise.all([0, 1, 2].map(async (i) => [i, await pvcUid(`${NAME}-data-${i}`)] as const)));
     fs.writeFileSync(path.join(node.pvDir(ns, `${NAME}-data-1`), 'kept-on-scale-down.txt'), 'one\n');
 
-    const rec = recordPods(cluster.kc, ns, NAME, { replicas: () => R, intervalMs: 100 });
+    const rec = await recordPods(cluster.kc, ns, NAME, { replicas: () => R });
     R = 1;
     await patchAdSpec(cluster.kc, ns, NAME, { replicas: 1 });
     try {
@@ -222,9 +231,9 @@ describe('AtlantisDeployment lifecycle', () => {
     }
     const removed = rec.deletionOrder().map((r) => r.name);
     assert.deepEqual(removed, [`${NAME}-2`, `${NAME}-1`], 'scale-down removes the highest ordinal first');
-    // An idle server drains within one poll, so the annotation may first be seen together
-    // with the deletion; a pod deleted without a drain would never show the annotation.
-    for (const r of rec.deletionOrder()) assert.ok(r.drainSeen !== undefined && r.drainSeen <= (r.deletingSeen ?? r.goneSeen!), `${r.name} carried the drain annotation before it was deleted; recorded: ${JSON.stringify(r)}`);
+    // The watch sees every change, however fast an idle server drains: the annotation
+    // strictly before the deletion.
+    for (const r of rec.deletionOrder()) assert.ok(r.drainSeen !== undefined && r.drainSeen < (r.deletingSeen ?? r.goneSeen!), `${r.name} carried the drain annotation before it was deleted; recorded: ${JSON.stringify(r)}`);
     const drained = (await events(cluster.kc, ns)).filter((e) => e.reason === 'Drained').map((e) => e.message);
     for (const n of [`${NAME}-2`, `${NAME}-1`]) assert.ok(drained.some((m) => m.startsWith(`Pod ${n} drained`)), `a Drained event for ${n}; got ${JSON.stringify(drained)}`);
     const afterDown = await pvcs();
@@ -256,7 +265,7 @@ describe('AtlantisDeployment lifecycle', () => {
     assert.equal(cond(paused, 'Progressing')?.reason, 'RolloutPaused');
 
     // Give the controller time to (wrongly) act: nothing may change.
-    const rec = recordPods(cluster.kc, ns, NAME, { replicas: () => 2, intervalMs: 200 });
+    const rec = await recordPods(cluster.kc, ns, NAME, { replicas: () => 2 });
     await sleep(8_000);
     await rec.stop();
     const now = await listPods(cluster.kc, ns, NAME);

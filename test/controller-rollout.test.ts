@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { StatusResponse } from '../src/server/http/app.js';
 import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, isReady, listPods, patchAdSpec, startController, type TestController } from './support/controller.js';
+import { recordPods } from './support/controller-asserts.js';
 import { terraformConfig } from './support/git-repos.js';
 import { freshNamespace, getCluster, getLocalNode, waitFor, readFileOr, type TestCluster } from './support/k8s.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
@@ -68,28 +69,8 @@ describe('rollout with a long apply in flight on every pod', () => {
       return st.every((s) => s?.in_progress_operations === 1 && s.operations[0]?.command === 'apply');
     }, { timeoutMs: 60_000 });
 
-    // Watch the pods closely while the rollout runs.
-    const deletions: string[] = [];
-    let maxNotReady = 0;
-    let watching = true;
-    const watcher = (async () => {
-      while (watching) {
-        const ps = await listPods(cluster.kc, ns, NAME);
-        maxNotReady = Math.max(maxNotReady, 3 - ps.filter((p) => isReady(p) && !p.metadata?.annotations?.['atlantis-operator.dev/drain']).length);
-        for (const p of ps) {
-          const uid = p.metadata!.uid!;
-          if (p.metadata?.deletionTimestamp && !deletions.includes(uid)) deletions.push(uid);
-        }
-        // A drained server exits at once, so a pod can be deleted and gone between two polls:
-        // an old pod missing from the list was deleted too (replacements have new UIDs).
-        for (const old of pods) {
-          const uid = old.metadata!.uid!;
-          if (!ps.some((p) => p.metadata!.uid === uid) && !deletions.includes(uid)) deletions.push(uid);
-        }
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    })();
-
+    // Watch the pods while the rollout runs: every change, in the cluster's own order.
+    const rec = await recordPods(cluster.kc, ns, NAME, { replicas: () => 3 });
     await patchAdSpec(cluster.kc, ns, NAME, { image: 'atlantis-operator:v2' });
     const done = await waitFor('the rollout to complete', async () => {
       const ad = await getAd(cluster.kc, ns, NAME);
@@ -97,14 +78,13 @@ describe('rollout with a long apply in flight on every pod', () => {
       const progressing = ad.status?.conditions.find((c) => c.type === 'Progressing');
       return ad.status?.updatedReplicas === 3 && ad.status.readyReplicas === 3 && progressing?.reason === 'RolloutComplete'
         && ad.status.updateRevision !== oldRevision && ps.length === 3 && ps.every(isReady) ? ad : undefined;
-    }, { timeoutMs: 180_000, intervalMs: 250 });
-    watching = false;
-    await watcher;
+    }, { timeoutMs: 180_000, intervalMs: 250 }).finally(() => rec.stop());
 
     // Replaced one at a time, highest ordinal first, never while busy.
-    const order = deletions.map((uid) => pods.find((p) => p.metadata!.uid === uid)?.metadata?.name);
+    const oldUids = new Set(pods.map((p) => p.metadata!.uid!));
+    const order = rec.deletionOrder().filter((r) => oldUids.has(r.uid)).map((r) => r.name);
     assert.deepEqual(order, [`${NAME}-2`, `${NAME}-1`, `${NAME}-0`]);
-    assert.ok(maxNotReady <= 1, `at most maxUnavailable=1 pod unavailable at once (saw ${maxNotReady})`);
+    assert.ok(rec.maxUnavailable() <= 1, `at most maxUnavailable=1 pod unavailable at once (saw ${rec.maxUnavailable()})`);
     assert.equal(done.status?.currentRevision, done.status?.updateRevision);
 
     // Every apply finished, with its output and state, and nothing was killed.

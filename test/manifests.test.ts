@@ -380,12 +380,12 @@ test('API server: the base and the example pass server-side validation', async (
   assert.match(ex.stdout, /atlantisdeployment\.atlantis-operator\.dev\/atlantis created \(server dry run\)/);
 });
 
-// The rendered objects are valid for the real API server, and the server pods' Role is as
-// narrow as docs/controller.md says: their own pods by name (get, list/watch with the
-// metadata.name field selector), nothing else.
-import { renderPDB, renderPVC, renderRoleBinding, renderService, renderServiceAccount, roleOrdinals } from '../src/controller/resources/index.js';
+// The rendered objects are valid for the real API server, and a server pod's Role is as
+// narrow as docs/controller.md says: its own pod by name (get, list/watch with the
+// metadata.name field selector), not a sibling's, nothing else.
+import { renderPDB, renderPodRole, renderPodRoleBinding, renderPodServiceAccount, renderPVC, renderRoleBinding, renderService, renderServiceAccount } from '../src/controller/resources/index.js';
 
-test('API server: rendered objects pass validation; the server Role grants only its own pods', async () => {
+test('API server: rendered objects pass validation; a server pod\'s Role grants only its own pod', async () => {
   const c = await clusterWithCRD();
   const ns = await freshNamespace('render');
   const ad: AtlantisDeployment = {
@@ -400,7 +400,8 @@ test('API server: rendered objects pass validation; the server Role grants only 
     },
   };
   // RBAC for real first (a Role cannot be checked in a dry run, and a pod needs its account).
-  const rbac = [renderServiceAccount(ad), renderRole(ad, roleOrdinals(2, [])), renderRoleBinding(ad)].map((o) => ({ ...o, metadata: { ...o.metadata, ownerReferences: undefined } }));
+  const perPod = [0, 1].flatMap((i) => [renderPodServiceAccount(ad, i), renderPodRole(ad, i), renderPodRoleBinding(ad, i)]);
+  const rbac = [renderServiceAccount(ad), renderRole(ad, []), renderRoleBinding(ad), ...perPod].map((o) => ({ ...o, metadata: { ...o.metadata, ownerReferences: undefined } }));
   const created = await c.kubectl(['create', '-f', '-'], { input: rbac.map((o) => stringify(o)).join('---\n') });
   assert.equal(created.exitCode, 0, created.stderr);
   // Server pods meet the restricted Pod Security Standard.
@@ -410,7 +411,9 @@ test('API server: rendered objects pass validation; the server Role grants only 
   const dry = await c.kubectl(['create', '--dry-run=server', '-f', '-'], { input: objs.map((o) => stringify(o)).join('---\n') });
   assert.equal(dry.exitCode, 0, dry.stderr);
 
-  const as = ['--as', `system:serviceaccount:${ns}:web-atlantis`, '-n', ns];
+  // Pod 1's account (renderPod(ad, 1) runs as it).
+  assert.equal(renderPod(ad, 1).spec?.serviceAccountName, 'web-atlantis-1');
+  const as = ['--as', `system:serviceaccount:${ns}:web-atlantis-1`, '-n', ns];
   /** true = authorized (a NotFound is authorized too), false = Forbidden. */
   const allowed = async (args: string[]): Promise<boolean> => {
     const r = await c.kubectl([...args, ...as]);
@@ -419,10 +422,12 @@ test('API server: rendered objects pass validation; the server Role grants only 
     throw new Error(`unexpected: ${r.stderr}`);
   };
   // RBAC changes reach the authorizer's cache within moments.
-  await waitFor('the Role to take effect', () => allowed(['get', 'pod', 'web-0']), { timeoutMs: 15_000, intervalMs: 200 });
+  await waitFor('the Role to take effect', () => allowed(['get', 'pod', 'web-1']), { timeoutMs: 15_000, intervalMs: 200 });
   assert.equal(await allowed(['get', 'pod', 'web-1']), true, 'get its own pod (ordinal 1)');
-  assert.equal(await allowed(['get', 'pods', '--field-selector', 'metadata.name=web-0']), true, 'list with the name field selector');
+  assert.equal(await allowed(['get', 'pods', '--field-selector', 'metadata.name=web-1']), true, 'list with the name field selector');
   assert.equal(await allowed(['get', '--raw', `/api/v1/namespaces/${ns}/pods?fieldSelector=metadata.name%3Dweb-1&watch=true&timeoutSeconds=1`]), true, 'watch with the name field selector');
+  assert.equal(await allowed(['get', 'pod', 'web-0']), false, 'not its sibling (ordinal 0)');
+  assert.equal(await allowed(['get', 'pods', '--field-selector', 'metadata.name=web-0']), false, 'no list of its sibling');
   assert.equal(await allowed(['get', 'pod', 'web-2']), false, 'no other pod');
   assert.equal(await allowed(['get', 'pods']), false, 'no list of all pods');
   assert.equal(await allowed(['get', '--raw', `/api/v1/namespaces/${ns}/pods?watch=true&timeoutSeconds=1`]), false, 'no watch of all pods');

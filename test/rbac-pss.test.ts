@@ -27,7 +27,10 @@ let op: OperatorInstall;
 let adNs: string;
 let otherNs: string;
 const NAME = 'atl';
-const SERVER_SA = `${NAME}-atlantis`;
+/** The instance-wide account: only for a custom serviceAccountName or pods made before accounts were per pod. */
+const SHARED_SA = `${NAME}-atlantis`;
+/** Pod 0's own account: the server of the RBAC table below. */
+const SERVER_SA = `${NAME}-atlantis-0`;
 const CTRL_POD = 'atlantis-operator-0';
 const LEASE = 'atlantis-operator-leader';
 
@@ -111,7 +114,7 @@ describe('Pod Security: restricted:latest enforced where the controller and the 
       return ps.length === 2 && ps.every(isReady) ? ps : undefined;
     }, { timeoutMs: 120_000, intervalMs: 250 }).catch(async (e: Error) => { throw new Error(`${e.message}\ncontroller log:\n${(await ctrlLog()).slice(-4000)}`); });
     for (const p of pods) {
-      assert.equal(p.spec?.serviceAccountName, SERVER_SA);
+      assert.equal(p.spec?.serviceAccountName, `${p.metadata!.name!.replace(/-(\d+)$/, '-atlantis-$1')}`, 'each pod runs as its own account');
       assert.equal(p.spec?.securityContext?.runAsNonRoot, true);
       assert.equal(p.spec?.securityContext?.seccompProfile?.type, 'RuntimeDefault');
       assert.equal(p.spec?.containers[0]?.securityContext?.allowPrivilegeEscalation, false);
@@ -242,13 +245,15 @@ function table(): Row[] {
   no(C, ['create', 'update'], 'apiextensions.k8s.io', 'customresourcedefinitions', 'cluster', 'no CRDs');
   no(C, ['create'], 'admissionregistration.k8s.io', 'mutatingwebhookconfigurations', 'cluster', 'no webhooks');
   no(C, ['create'], 'events.k8s.io', 'events', 'ad', 'it writes core/v1 Events only');
-  // server pods: their own Pod by name, nothing else
-  for (const pod of [`${NAME}-0`, `${NAME}-1`]) yes(S, ['get', 'list', 'watch'], '', 'pods', 'ad', 'own Pod by name (list/watch with metadata.name field selector)', pod);
+  // server pod 0: its own Pod by name, nothing else (issue 16: not its sibling)
+  yes(S, ['get', 'list', 'watch'], '', 'pods', 'ad', 'own Pod by name (list/watch with metadata.name field selector)', `${NAME}-0`);
+  no(S, ['get', 'list', 'watch'], '', 'pods', 'ad', 'not its sibling pod', `${NAME}-1`);
   no(S, ['get', 'list', 'watch'], '', 'pods', 'ad', 'not another ordinal', `${NAME}-2`);
   no(S, ['list', 'watch'], '', 'pods', 'ad', 'no list/watch of all pods');
   no(S, ['patch', 'update', 'delete'], '', 'pods', 'ad', 'cannot change or delete its own Pod', `${NAME}-0`);
   no(S, ['create'], '', 'pods', 'ad', 'no pods');
   no(S, ['create'], '', 'pods/exec', 'ad', 'no exec', `${NAME}-1`);
+  no(S, ['patch'], RBAC, 'roles', 'ad', 'cannot widen its sibling\'s Role', `${NAME}-atlantis-1`);
   no(S, ['get'], '', 'pods/log', 'ad', 'no other pod\'s output', `${NAME}-1`);
   no(S, ['create'], '', 'pods/eviction', 'ad', 'no evictions', `${NAME}-1`);
   no(S, ['get'], '', 'pods', 'other', 'no pods in other namespaces', `${NAME}-0`);
@@ -300,22 +305,34 @@ const expand = (spec: Array<[string, string, string[], string[]?]>): string[] =>
 describe('RBAC of the controller and of the server pods, asked of the API server', () => {
   before(async () => {
     // The per-AD objects the controller created (test above); waits in case it is run alone.
-    await waitFor('the server Role for atl-0 and atl-1', async () => {
-      const r = await kubeRequest<V1Role>(cluster.kc, 'GET', apiPath('rbac.authorization.k8s.io/v1', 'roles', adNs, SERVER_SA));
-      return r.status === 200 && JSON.stringify(r.body.rules?.[0]?.resourceNames) === JSON.stringify([`${NAME}-0`, `${NAME}-1`]);
+    await waitFor('the server Roles of atl-0 and atl-1', async () => {
+      for (const i of [0, 1]) {
+        const r = await kubeRequest<V1Role>(cluster.kc, 'GET', apiPath('rbac.authorization.k8s.io/v1', 'roles', adNs, `${NAME}-atlantis-${i}`));
+        if (r.status !== 200 || JSON.stringify(r.body.rules?.[0]?.resourceNames) !== JSON.stringify([`${NAME}-${i}`])) return false;
+      }
+      return true;
     }, { timeoutMs: 120_000, intervalMs: 500 });
   });
 
-  it('the controller created the server ServiceAccount, Role and RoleBinding, owned by the AD', async () => {
+  it('the controller created a ServiceAccount, Role and RoleBinding per server pod, owned by the AD', async () => {
     const owner = (o: { metadata?: { ownerReferences?: Array<{ kind: string; name: string; controller?: boolean }> } }) =>
       o.metadata?.ownerReferences?.map((x) => `${x.kind}/${x.name}/${x.controller}`);
-    const sa = await kubeRequestOk<V1ServiceAccount>(cluster.kc, 'GET', apiPath('v1', 'serviceaccounts', adNs, SERVER_SA));
-    const role = await kubeRequestOk<V1Role>(cluster.kc, 'GET', apiPath('rbac.authorization.k8s.io/v1', 'roles', adNs, SERVER_SA));
-    const rb = await kubeRequestOk<V1RoleBinding>(cluster.kc, 'GET', apiPath('rbac.authorization.k8s.io/v1', 'rolebindings', adNs, SERVER_SA));
-    for (const o of [sa, role, rb]) assert.deepEqual(owner(o), [`AtlantisDeployment/${NAME}/true`]);
-    assert.deepEqual(role.rules, [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'], resourceNames: [`${NAME}-0`, `${NAME}-1`] }]);
-    assert.deepEqual(rb.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: SERVER_SA });
-    assert.deepEqual(rb.subjects, [{ kind: 'ServiceAccount', name: SERVER_SA, namespace: adNs }]);
+    const get = async (n: string) => ({
+      sa: await kubeRequestOk<V1ServiceAccount>(cluster.kc, 'GET', apiPath('v1', 'serviceaccounts', adNs, n)),
+      role: await kubeRequestOk<V1Role>(cluster.kc, 'GET', apiPath('rbac.authorization.k8s.io/v1', 'roles', adNs, n)),
+      rb: await kubeRequestOk<V1RoleBinding>(cluster.kc, 'GET', apiPath('rbac.authorization.k8s.io/v1', 'rolebindings', adNs, n)),
+    });
+    for (const i of [0, 1]) {
+      const account = `${NAME}-atlantis-${i}`;
+      const { sa, role, rb } = await get(account);
+      for (const o of [sa, role, rb]) assert.deepEqual(owner(o), [`AtlantisDeployment/${NAME}/true`]);
+      assert.deepEqual(role.rules, [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'], resourceNames: [`${NAME}-${i}`] }]);
+      assert.deepEqual(rb.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: account });
+      assert.deepEqual(rb.subjects, [{ kind: 'ServiceAccount', name: account, namespace: adNs }]);
+    }
+    // The instance-wide account: no pod runs as it, so its Role grants nothing.
+    const shared = await get(SHARED_SA);
+    assert.deepEqual(shared.role.rules ?? [], []);
   });
 
   it('SubjectAccessReview table: the controller and the server may do what they need and not the rest', async () => {
@@ -361,7 +378,8 @@ describe('RBAC of the controller and of the server pods, asked of the API server
       ['', 'events', ['create', 'patch']],
     ]);
     const leases = expand([['coordination.k8s.io', 'leases', ['get', 'create', 'update']]]);
-    const serverOwn = expand([['', 'pods', ['get', 'list', 'watch'], [`${NAME}-0`, `${NAME}-1`]]]);
+    const serverOwn = expand([['', 'pods', ['get', 'list', 'watch'], [`${NAME}-0`]]]);
+    const sharedKc = await token(adNs, SHARED_SA);
     const cases: Array<[string, KubeConfig, string, string[]]> = [
       ['controller in the AD namespace', ctrlKc, adNs, controllerEverywhere],
       ['controller in another namespace', ctrlKc, otherNs, controllerEverywhere],
@@ -370,6 +388,7 @@ describe('RBAC of the controller and of the server pods, asked of the API server
       ['server in its namespace', serverKc, adNs, serverOwn],
       ['server in another namespace', serverKc, otherNs, []],
       ['server in the controller namespace', serverKc, op.namespace, []],
+      ['instance-wide account (no pod runs as it)', sharedKc, adNs, []],
     ];
     for (const [label, kc, ns, want] of cases) {
       const base = await rulesOf(plainKc, ns);
@@ -413,6 +432,8 @@ describe('RBAC of the controller and of the server pods, asked of the API server
       ['controller lists pods cluster-wide', () => status(ctrlKc, 'GET', '/api/v1/pods', undefined, { limit: '1' }), 200],
       ['controller reads its Lease', () => status(ctrlKc, 'GET', apiPath('coordination.k8s.io/v1', 'leases', op.namespace, LEASE)), 200],
       ['server reads its own Pod', () => status(serverKc, 'GET', pod0), 200],
+      ['server 0 reads its sibling pod 1', () => status(serverKc, 'GET', apiPath('v1', 'pods', adNs, `${NAME}-1`)), 403],
+      ['server 0 lists its sibling pod 1 by field selector', () => status(serverKc, 'GET', apiPath('v1', 'pods', adNs), undefined, { fieldSelector: `metadata.name=${NAME}-1` }), 403],
       ['server lists its own Pod by field selector', () => status(serverKc, 'GET', apiPath('v1', 'pods', adNs), undefined, { fieldSelector: `metadata.name=${NAME}-0` }), 200],
       ['server lists all pods', () => status(serverKc, 'GET', apiPath('v1', 'pods', adNs)), 403],
       ['server annotates its own Pod (could cancel or start drains)', () => status(serverKc, 'PATCH', pod0, { metadata: { annotations: { x: 'y' } } }), 403],

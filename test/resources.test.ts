@@ -21,7 +21,11 @@ import {
   renderRoleBinding,
   renderService,
   renderServiceAccount,
+  renderPodRole,
+  renderPodRoleBinding,
+  renderPodServiceAccount,
   roleOrdinals,
+  serverAccess,
   selectorString,
   withDefaults,
 } from '../src/controller/resources/index.js';
@@ -154,7 +158,7 @@ test('pod for an ordinal', () => {
   ]);
   const spec = pod.spec!;
   assert.equal(spec.terminationGracePeriodSeconds, 120);
-  assert.equal(spec.serviceAccountName, 'atlantis-atlantis');
+  assert.equal(spec.serviceAccountName, 'atlantis-atlantis-2', 'each ordinal runs as its own account');
   assert.equal(spec.enableServiceLinks, false);
   assert.equal(spec.securityContext?.runAsNonRoot, true);
   assert.deepEqual(spec.volumes, [{ name: 'data', persistentVolumeClaim: { claimName: 'atlantis-data-2' } }]);
@@ -200,7 +204,8 @@ test('pods of two ordinals differ only in per-ordinal parts and share the revisi
   const p0 = renderPod(a, 0);
   const p1 = renderPod(a, 1);
   assert.equal(p0.metadata?.labels?.['atlantis-operator.dev/revision'], p1.metadata?.labels?.['atlantis-operator.dev/revision']);
-  assert.deepEqual({ ...p0.spec, volumes: [] }, { ...p1.spec, volumes: [] });
+  assert.deepEqual({ ...p0.spec, volumes: [], serviceAccountName: '' }, { ...p1.spec, volumes: [], serviceAccountName: '' });
+  assert.deepEqual([p0.spec?.serviceAccountName, p1.spec?.serviceAccountName], ['atlantis-atlantis-0', 'atlantis-atlantis-1']);
 });
 
 test('user env is appended last and podTemplate fields are applied', () => {
@@ -226,7 +231,10 @@ test('user env is appended last and podTemplate fields are applied', () => {
   assert.equal(pod.spec!.securityContext?.runAsUser, 4242);
   assert.equal(pod.spec!.securityContext?.runAsNonRoot, true, 'defaults kept where the user set nothing');
   assert.equal(pod.spec!.serviceAccountName, 'custom-sa');
+  assert.equal(renderPod(a, 3).spec!.serviceAccountName, 'custom-sa', 'every ordinal runs as the custom account');
   assert.equal(renderRoleBinding(a).subjects?.[0]?.name, 'custom-sa', 'the Role is bound to the account the pods use');
+  const pods = [0, 1].map((ordinal) => ({ ordinal, pod: renderPod(a, ordinal) }));
+  assert.deepEqual(serverAccess(a, 2, pods), { shared: [0, 1], perPod: [] }, 'one account for all pods: the shared Role covers them all');
 });
 
 test('PVC', () => {
@@ -259,6 +267,29 @@ test('ServiceAccount, Role, RoleBinding', () => {
   assert.deepEqual(rb.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'web-atlantis' });
   assert.deepEqual(rb.subjects, [{ kind: 'ServiceAccount', name: 'web-atlantis', namespace: 'infra' }]);
   for (const obj of [renderServiceAccount(a), role, rb]) assert.equal(obj.metadata?.ownerReferences?.[0]?.controller, true);
+});
+
+test('per-pod ServiceAccount, Role, RoleBinding: a pod reads its own Pod and no sibling', () => {
+  const a = ad({}, 'web');
+  assert.equal(renderPodServiceAccount(a, 1).metadata?.name, 'web-atlantis-1');
+  assert.deepEqual(renderPodRole(a, 1).rules, [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'], resourceNames: ['web-1'] }]);
+  const rb = renderPodRoleBinding(a, 1);
+  assert.deepEqual(rb.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'web-atlantis-1' });
+  assert.deepEqual(rb.subjects, [{ kind: 'ServiceAccount', name: 'web-atlantis-1', namespace: 'infra' }]);
+  for (const obj of [renderPodServiceAccount(a, 1), renderPodRole(a, 1), rb]) {
+    assert.equal(obj.metadata?.ownerReferences?.[0]?.controller, true);
+    assert.equal(obj.metadata?.labels?.['app.kubernetes.io/managed-by'], 'atlantis-operator', 'seen by the owned-object informers');
+  }
+  // Desired ordinals plus existing higher ones get their own; the shared Role covers only
+  // pods still running as the instance-wide account (made before accounts were per pod).
+  const legacy = renderPod(a, 3);
+  legacy.spec!.serviceAccountName = 'web-atlantis';
+  const existing = [{ ordinal: 0, pod: renderPod(a, 0) }, { ordinal: 3, pod: legacy }];
+  assert.deepEqual(serverAccess(a, 2, existing), { shared: [3], perPod: [0, 1, 3] });
+  assert.deepEqual(serverAccess(a, 2, [{ ordinal: 0, pod: renderPod(a, 0) }]), { shared: [], perPod: [0, 1] });
+  assert.deepEqual(renderRole(a, serverAccess(a, 2, []).shared).rules, [], 'no legacy pod: the shared Role grants nothing');
+  // The account is per ordinal, not in the revision: the template is the same for every ordinal.
+  assert.equal(renderPod(a, 0).metadata?.labels?.['atlantis-operator.dev/revision'], renderPod(a, 5).metadata?.labels?.['atlantis-operator.dev/revision']);
 });
 
 test('PodDisruptionBudget', () => {

@@ -11,6 +11,7 @@ import {
   observeDeployment,
   observePod,
   planRollout,
+  replacementNeeded,
   waitingFor,
   type GuardName,
   type ObservedState,
@@ -119,6 +120,11 @@ const completeStatus = (rev: string): AtlantisDeploymentStatus => ({
 });
 
 const HELD: GuardName[] = ['MaxUnavailableReached', 'HigherOrdinalFirst'];
+/** What the API server answered a dry-run create of a pod with `limits.memory: 2GB`. */
+const REJECTED = 'Pod in version "v1" cannot be handled as a Pod: quantities must match the regular expression \'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$\'';
+const rejectedState = (pods: PodObservation[], spec: Partial<RolloutSpec> = {}, extra: Partial<ObservedState> = {}): ObservedState =>
+  observed(pods, spec, { replacementRejected: REJECTED, ...extra });
+const REJECTED_CONDITIONS = { Available: 'True/MinimumReplicasAvailable', Progressing: 'False/ReplacementRejected', Degraded: 'True/ReplacementRejected' };
 
 const rows: Row[] = [
   // ---- steady state and creation
@@ -556,6 +562,72 @@ const rows: Row[] = [
     state: observed([pod(0)], {}, { pvcOrdinals: [0, 1] }),
     actions: [`createPod atlantis-1@${NEW}`, 'createPVC atlantis-data-2', `createPod atlantis-2@${NEW}`],
   },
+  // ---- the API server refuses pods of the update revision (dry-run create failed)
+  {
+    name: 'replacement rejected: no outdated pod is drained; Degraded quotes the API server',
+    state: rejectedState([old(0), old(1), old(2)], {}, { previousStatus: completeStatus(OLD) }),
+    actions: [],
+    events: ['Warning ReplacementRejected'],
+    waiting: { 'atlantis-2': ['ReplacementRejected'], 'atlantis-1': ['ReplacementRejected'], 'atlantis-0': ['ReplacementRejected'] },
+    conditions: REJECTED_CONDITIONS,
+    check: (p) => {
+      const degraded = p.status.conditions.find((c) => c.type === 'Degraded')!;
+      assert.equal(degraded.message, `The API server refuses pods of revision ${NEW}, so no pod is drained or deleted for it: ${REJECTED}`);
+      assert.equal(p.status.conditions.find((c) => c.type === 'Progressing')!.message, degraded.message);
+      assert.equal(p.complete, false);
+      assert.equal(p.status.currentRevision, OLD);
+    },
+  },
+  {
+    name: 'replacement rejected, already reported for this revision: no second event',
+    state: rejectedState([old(0), old(1), old(2)], {}, {
+      previousStatus: { ...completeStatus(OLD), updateRevision: NEW, conditions: completeStatus(OLD).conditions.map((c) => (c.type === 'Progressing' ? { ...c, status: 'False' as const, reason: 'ReplacementRejected' } : c)) },
+    }),
+    actions: [],
+    events: [],
+  },
+  {
+    name: 'replacement rejected while paused: both guards are named',
+    state: rejectedState([old(0), old(1), old(2)], { paused: true }),
+    actions: [],
+    waiting: { 'atlantis-2': ['Paused', 'ReplacementRejected'] },
+    conditions: { Progressing: 'False/ReplacementRejected', Degraded: 'True/ReplacementRejected', Paused: 'True/Paused' },
+  },
+  {
+    name: 'replacement rejected mid-rollout: the drained pod is kept, not deleted',
+    state: rejectedState([old(0), old(1), draining(2, 30, DRAINED)]),
+    actions: [],
+    events: ['Warning ReplacementRejected'],
+    waiting: { 'atlantis-2': ['ReplacementRejected'], 'atlantis-1': ['ReplacementRejected', 'MaxUnavailableReached', 'HigherOrdinalFirst'] },
+    conditions: { Available: 'True/MinimumReplicasAvailable', Progressing: 'False/ReplacementRejected', Degraded: 'True/ReplacementRejected' },
+    check: (p) => assert.equal(p.status.drainingReplicas, 1),
+  },
+  {
+    name: 'replacement rejected: a drain past its timeout with Interrupt keeps the pod too',
+    state: rejectedState([pod(0), pod(1), draining(2, 120, probe(true, 1))], { drainTimeoutSeconds: 60, onDrainTimeout: 'Interrupt' }),
+    actions: [],
+    waiting: { 'atlantis-2': ['ReplacementRejected'] },
+  },
+  {
+    name: 'replacement rejected: outdated Pending and Failed pods are kept',
+    state: rejectedState([pod(0), old(1, { phase: 'Failed', ready: false }), old(2, { phase: 'Pending', ready: false })]),
+    actions: [],
+    waiting: { 'atlantis-2': ['ReplacementRejected'], 'atlantis-1': ['ReplacementRejected'] },
+    conditions: { Degraded: 'True/ReplacementRejected' },
+  },
+  {
+    name: 'replacement rejected: a missing ordinal gets its PVC, not a pod',
+    state: rejectedState([pod(0), pod(1)], {}, { pvcOrdinals: [0, 1] }),
+    actions: ['createPVC atlantis-data-2'],
+    waiting: { 'atlantis-2': ['ReplacementRejected'] },
+    conditions: REJECTED_CONDITIONS,
+  },
+  {
+    name: 'replacement rejected: a scale-down drain needs no replacement and goes on',
+    state: rejectedState([old(0), old(1)], { replicas: 1 }),
+    actions: ['startDrain atlantis-1'],
+    waiting: { 'atlantis-0': ['ReplacementRejected', 'MaxUnavailableReached', 'HigherOrdinalFirst'] },
+  },
   {
     name: 'scale up during a rollout: missing pods count against the budget',
     state: observed([old(0)], { replicas: 2 }),
@@ -584,7 +656,7 @@ test('the table exercises every guard, event, delete reason and action', () => {
   const guards = new Set(plans.flatMap((p) => p.waiting.flatMap((w) => w.guards)));
   assert.deepEqual([...guards].sort(), [...GUARD_NAMES].sort());
   const reasons = new Set(plans.flatMap((p) => actionsOf(p, 'emitEvent').map((e) => e.reason)));
-  assert.deepEqual([...reasons].sort(), ['DrainStarted', 'DrainTimeout', 'Drained', 'PodReplaced', 'RolloutComplete']);
+  assert.deepEqual([...reasons].sort(), ['DrainStarted', 'DrainTimeout', 'Drained', 'PodReplaced', 'ReplacementRejected', 'RolloutComplete']);
   const deletes = new Set(plans.flatMap((p) => actionsOf(p, 'deletePod').map((d) => d.reason)));
   assert.deepEqual([...deletes].sort(), ['DrainTimeout', 'Drained', 'Failed', 'NotRunning']);
   const types = new Set(plans.flatMap((p) => p.actions.map((a) => a.type)));
@@ -602,6 +674,8 @@ test('the table exercises every guard, event, delete reason and action', () => {
     'Paused/False/NotPaused',
     'Degraded/True/PodsFailing',
     'Degraded/False/PodsHealthy',
+    'Progressing/False/ReplacementRejected',
+    'Degraded/True/ReplacementRejected',
   ])
     assert.ok(conditions.has(c), c);
 });
@@ -735,12 +809,14 @@ const arbState = fc
     paused: fc.boolean(),
     onDrainTimeout: fc.constantFrom('Wait', 'Interrupt') as fc.Arbitrary<'Wait' | 'Interrupt'>,
     present: fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }),
+    rejected: fc.boolean(),
   })
   .chain((s) =>
     fc.tuple(...s.present.map((present, i) => (present ? arbPod(i).map((p): PodObservation | null => p) : fc.constant(null)))).map((pods) =>
       observed(
         pods.filter((p): p is PodObservation => p !== null),
         { replicas: s.replicas, maxUnavailable: s.maxUnavailable, paused: s.paused, onDrainTimeout: s.onDrainTimeout, drainTimeoutSeconds: 3600 },
+        { replacementRejected: s.rejected ? REJECTED : null },
       ),
     ),
   );
@@ -776,12 +852,33 @@ test('invariants hold for any observed state', () => {
         assert.ok(c.ordinal < o.spec.replicas);
         assert.ok(!o.pods.some((p) => p.ordinal === c.ordinal));
       }
+      // A refused replacement: no pod of a desired ordinal is drained, deleted or created.
+      if (o.replacementRejected) {
+        assert.deepEqual(drains.filter((d) => d.ordinal < o.spec.replicas), [], 'no rollout drain');
+        assert.deepEqual(actionsOf(plan, 'deletePod').filter((d) => d.replace), [], 'no delete of a pod to be replaced');
+        assert.deepEqual(actionsOf(plan, 'createPod'), [], 'no create');
+      }
       // A pod is either acted on or explained; never both drained and deleted in one plan.
       const acted = new Set(plan.actions.flatMap((a) => (a.type === 'startDrain' || a.type === 'deletePod' ? [a.podName] : [])));
       assert.equal(acted.size, drains.length + actionsOf(plan, 'deletePod').length);
     }),
     { numRuns: 2000, seed: 42 },
   );
+});
+
+test('replacementNeeded: only when some desired ordinal lacks a live pod at the update revision', () => {
+  const cases: Array<[string, ObservedState, boolean]> = [
+    ['all current and Ready', observed([pod(0), pod(1), pod(2)]), false],
+    ['current but not Ready yet (already created)', observed([pod(0), pod(1), pod(2, { phase: 'Pending', ready: false })]), false],
+    ['an outdated pod', observed([pod(0), pod(1), old(2)]), true],
+    ['a missing ordinal', observed([pod(0), pod(1)]), true],
+    ['a hand drain of a current pod', observed([pod(0), pod(1), draining(2, 5, null, { revision: NEW })]), true],
+    ['a terminating current pod', observed([pod(0), pod(1), pod(2, { deletionTimestamp: ago(1) })]), true],
+    ['a Failed current pod', observed([pod(0), pod(1), pod(2, { phase: 'Failed' })]), true],
+    ['only an extra pod to scale down', observed([pod(0), old(1)], { replicas: 1 }), false],
+    ['replicas 0', observed([], { replicas: 0 }), false],
+  ];
+  for (const [what, state, want] of cases) assert.equal(replacementNeeded(state), want, what);
 });
 
 test('observeDeployment builds the planner input from informer objects', () => {

@@ -1,11 +1,11 @@
-// Observation helpers for the controller tests on the real cluster: a pod recorder that polls
-// the pods of one AtlantisDeployment and keeps, per pod UID, when it was first seen draining,
-// deleting, gone and Ready (so tests can assert the order of replacements and the
+// Observation helpers for the controller tests on the real cluster: a pod recorder that
+// watches the pods of one AtlantisDeployment and keeps, per pod UID, when it was first seen
+// draining, deleting, gone and Ready (so tests can assert the order of replacements and the
 // unavailability budget), plus small status and /status helpers.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeClientConfig } from '../../src/k8s/kubeconfig.js';
 import type { StatusResponse } from '../../src/server/http/app.js';
-import { apiPath, kubeRequestOk } from '../../src/k8s/client.js';
+import { apiPath, kubeRequestOk, openKubeStream, type KubeStream } from '../../src/k8s/client.js';
 import { KIND, type AtlantisCondition, type AtlantisDeployment, type ConditionType } from '../../src/controller/types.js';
 import { getAd, isReady, listPods } from './controller.js';
 import { readFileOr, waitFor, type LocalNodeHandle } from './k8s.js';
@@ -17,14 +17,12 @@ export interface PodRecord {
   uid: string;
   name: string;
   revision: string;
-  /** Order numbers (a global counter, increasing with every poll) and wall times. */
+  /** Sequence numbers of the watch events (increasing with every event, across pods). */
   firstSeen: number;
   drainSeen?: number;
   deletingSeen?: number;
   goneSeen?: number;
   readySeen?: number;
-  /** /status answers seen while the pod was draining (when `probeDraining`). */
-  statuses: StatusResponse[];
 }
 
 export interface PodRecorder {
@@ -35,60 +33,105 @@ export interface PodRecorder {
   deletionOrder(): PodRecord[];
   /** UIDs in the order their drain was first seen. */
   drainOrder(): PodRecord[];
-  /** Samples taken so far. */
+  /** Watch events seen so far (the list counts as one). */
   samples(): number;
   stop(): Promise<void>;
 }
 
+interface PodList { metadata: { resourceVersion: string }; items: V1Pod[] }
+interface WatchEvent { type: string; object: V1Pod & { code?: number } }
+
 /**
- * Polls the pods of `instance` every `intervalMs`. `replicas` gives the desired count used for
- * the unavailability count (it may change during a test). With `probeDraining`, the /status of
- * draining pods is fetched at each poll.
+ * Watches the pods of `instance` (a list, then a watch from its resourceVersion, resumed
+ * from the last one seen when the API server ends it). A watch delivers every change in
+ * the order etcd made them, across pods, so a drain annotation set and removed with the
+ * pod between two looks is still seen, and "A before B" is the cluster's own order; a poll
+ * missed an idle pod annotated, drained and deleted within one interval. Resolves once the
+ * watch is open: what happens after that is recorded. `replicas` gives the desired count
+ * for the unavailability count (it may change during a test).
  */
-export function recordPods(kc: KubeClientConfig, ns: string, instance: string, opts: { replicas: () => number; intervalMs?: number; probeDraining?: boolean }): PodRecorder {
+export async function recordPods(kc: KubeClientConfig, ns: string, instance: string, opts: { replicas: () => number }): Promise<PodRecorder> {
   const records = new Map<string, PodRecord>();
-  let tick = 0;
+  const current = new Map<string, V1Pod>();
+  let seq = 0;
   let maxUnavail = 0;
   let running = true;
-  let samples = 0;
+  const labelSelector = `app.kubernetes.io/instance=${instance}`;
+
+  const account = (): void => {
+    const R = opts.replicas();
+    const available = new Set(
+      [...current.values()]
+        .filter((p) => isReady(p) && !p.metadata?.annotations?.[DRAIN])
+        .map((p) => Number(p.metadata?.labels?.['atlantis-operator.dev/ordinal']))
+        .filter((o) => o < R),
+    ).size;
+    maxUnavail = Math.max(maxUnavail, R - available);
+  };
+  const see = (p: V1Pod): void => {
+    const uid = p.metadata!.uid!;
+    current.set(uid, p);
+    let r = records.get(uid);
+    if (!r) {
+      r = { uid, name: p.metadata!.name!, revision: p.metadata?.labels?.[REVISION] ?? '', firstSeen: seq };
+      records.set(uid, r);
+    }
+    if (p.metadata?.annotations?.[DRAIN] && r.drainSeen === undefined) r.drainSeen = seq;
+    if (p.metadata?.deletionTimestamp && r.deletingSeen === undefined) r.deletingSeen = seq;
+    if (isReady(p) && r.readySeen === undefined) r.readySeen = seq;
+  };
+  const gone = (uid: string): void => {
+    current.delete(uid);
+    const r = records.get(uid);
+    if (r && r.goneSeen === undefined) r.goneSeen = seq;
+  };
+  const list = async (): Promise<string> => {
+    const l = await kubeRequestOk<PodList>(kc, 'GET', apiPath('v1', 'pods', ns), undefined, { query: { labelSelector } });
+    seq++;
+    const live = new Set(l.items.map((p) => p.metadata!.uid!));
+    for (const uid of [...current.keys()]) if (!live.has(uid)) gone(uid);
+    for (const p of l.items) see(p);
+    account();
+    return l.metadata.resourceVersion;
+  };
+
+  let rv = await list();
+  let stream: KubeStream | undefined;
+  let closed: (() => void) | undefined;
+  const watchOnce = (): Promise<{ opened: Promise<boolean>; ended: Promise<'gone' | 'closed'> }> => {
+    let open!: (ok: boolean) => void;
+    const opened = new Promise<boolean>((r) => (open = r));
+    let end!: (why: 'gone' | 'closed') => void;
+    const ended = new Promise<'gone' | 'closed'>((r) => (end = r));
+    closed = () => end('closed');
+    return openKubeStream(kc, apiPath('v1', 'pods', ns), { labelSelector, watch: true, resourceVersion: rv, allowWatchBookmarks: true, timeoutSeconds: 60 }, {
+      onResponse: (status) => { open(status === 200); if (status === 410) end('gone'); },
+      onLine: (line) => {
+        const ev = JSON.parse(line) as WatchEvent;
+        if (ev.type === 'ERROR') { if (ev.object.code === 410) end('gone'); return; }
+        if (ev.object.metadata?.resourceVersion) rv = ev.object.metadata.resourceVersion;
+        if (ev.type === 'BOOKMARK') return;
+        seq++;
+        if (ev.type === 'DELETED') gone(ev.object.metadata!.uid!);
+        else see(ev.object);
+        account();
+      },
+      onClose: () => { open(false); end('closed'); },
+    }).then((st) => { stream = st; return { opened, ended }; });
+  };
+
+  const first = await watchOnce();
+  if (!(await first.opened)) throw new Error(`the pod watch of ${ns}/${instance} did not open`);
   const loop = (async () => {
-    while (running) {
-      let pods: V1Pod[];
-      try {
-        pods = await listPods(kc, ns, instance);
-      } catch {
-        await sleep(opts.intervalMs ?? 100);
-        continue;
-      }
-      tick++;
-      samples++;
-      const seen = new Set<string>();
-      for (const p of pods) {
-        const uid = p.metadata!.uid!;
-        seen.add(uid);
-        let r = records.get(uid);
-        if (!r) {
-          r = { uid, name: p.metadata!.name!, revision: p.metadata?.labels?.[REVISION] ?? '', firstSeen: tick, statuses: [] };
-          records.set(uid, r);
-        }
-        if (p.metadata?.annotations?.[DRAIN] && r.drainSeen === undefined) r.drainSeen = tick;
-        if (p.metadata?.deletionTimestamp && r.deletingSeen === undefined) r.deletingSeen = tick;
-        if (isReady(p) && r.readySeen === undefined) r.readySeen = tick;
-        if (opts.probeDraining && p.metadata?.annotations?.[DRAIN] && p.status?.podIP) {
-          const st = await serverStatus(p.status.podIP);
-          if (st) r.statuses.push(st);
-        }
-      }
-      for (const r of records.values()) if (!seen.has(r.uid) && r.goneSeen === undefined) r.goneSeen = tick;
-      const R = opts.replicas();
-      const available = new Set(
-        pods
-          .filter((p) => isReady(p) && !p.metadata?.annotations?.[DRAIN])
-          .map((p) => Number(p.metadata?.labels?.['atlantis-operator.dev/ordinal']))
-          .filter((o) => o < R),
-      ).size;
-      maxUnavail = Math.max(maxUnavail, R - available);
-      await sleep(opts.intervalMs ?? 100);
+    let ended = first.ended;
+    // Bounded: a test runs minutes, a watch lasts up to 60 s.
+    for (let i = 0; i < 1000 && running; i++) {
+      const why = await ended;
+      if (!running) return;
+      if (why === 'gone') rv = await list(); // compacted away: start over from the present
+      await sleep(50);
+      if (!running) return;
+      ended = (await watchOnce()).ended;
     }
   })();
   const order = (key: 'drainSeen' | 'deletingSeen') => () =>
@@ -100,9 +143,11 @@ export function recordPods(kc: KubeClientConfig, ns: string, instance: string, o
     maxUnavailable: () => maxUnavail,
     deletionOrder: order('deletingSeen'),
     drainOrder: order('drainSeen'),
-    samples: () => samples,
+    samples: () => seq,
     stop: async () => {
       running = false;
+      stream?.abort();
+      closed?.();
       await loop;
     },
   };

@@ -11,10 +11,11 @@ import type { KubeObject } from '../../k8s/informer.js';
 import type { Logger } from '../../log.js';
 import type { ControllerMetrics } from '../metrics.js';
 import {
-  drainPatch, drainStartedPatch, podDeleteOptions, podTemplateRevision, renderEvent, renderPDB, renderPod, renderPVC,
-  renderRole, renderRoleBinding, renderService, renderServiceAccount, roleOrdinals, withDefaults,
+  drainPatch, drainStartedPatch, podDeleteOptions, podTemplateRevision, renderEvent, renderPDB, renderPod, renderPodRole,
+  renderPodRoleBinding, renderPodServiceAccount, renderPVC, renderRole, renderRoleBinding, renderService, renderServiceAccount,
+  serverAccess, withDefaults,
 } from '../resources/index.js';
-import { type Action, type Plan, isDraining, isRunning, observeDeployment, observePod, planRollout } from '../rollout/index.js';
+import { type Action, type ObservedState, type Plan, isDraining, isRunning, observeDeployment, observePod, planRollout, replacementNeeded } from '../rollout/index.js';
 import { canonicalJSON } from '../resources/revision.js';
 import type { AtlantisDeployment, StatusProbe } from '../types.js';
 import { type OwnedKind, applyOwned } from './owned-objects.js';
@@ -22,6 +23,7 @@ import { probeServerStatus } from './status-probe.js';
 import { DEFAULT_WAIT_SECONDS, type DrainWatch, type DrainWatchTarget } from './drain-watch.js';
 import { Expectations } from './expectations.js';
 import { StatusWriter } from './status-writer.js';
+import { REJECTED_RECHECK_MS, type ReplacementVerdict, dryRunCreate, rejectionOf, usableVerdict } from './replacement-check.js';
 import { withTimeout } from '../../async.js';
 
 export const OWNED_KINDS = {
@@ -80,6 +82,8 @@ export class Reconciler {
   private readonly statusWriter: StatusWriter;
   /** The guards last logged at info per AtlantisDeployment and pod: only for log volume, never for decisions. */
   private readonly loggedWaits = new Map<string, Map<string, string>>();
+  /** The API server's last answer about a pod at the update revision, per key (replacement-check.ts). */
+  private readonly verdicts = new Map<string, ReplacementVerdict>();
 
   constructor(private readonly o: ReconcilerOptions) {
     this.probe = o.probe ?? ((ip) => probeServerStatus(ip));
@@ -104,6 +108,7 @@ export class Reconciler {
     if (!cached || cached.metadata.deletionTimestamp) {
       this.written.forget(key, new Set());
       this.o.drainWatch?.sync(key, []);
+      this.verdicts.delete(key);
       return { requeueAfterMs: null };
     }
     const ad = this.withPendingStatus(this.written.fresher(cached));
@@ -123,6 +128,7 @@ export class Reconciler {
 
     const probes = await this.probeDrainingPods(key, pods);
     const observed = observeDeployment(ad, revision, pods, pvcs, probes);
+    observed.replacementRejected = await this.checkReplacement(key, ad, observed, log);
     const plan = planRollout(observed, this.now(), this.o.drainWatch ? { statusPollIntervalMs: POLL_WITH_DRAIN_WATCH_MS } : {});
     this.logWaits(key, plan, log);
 
@@ -134,6 +140,14 @@ export class Reconciler {
         this.o.metrics.recordExecuted(action);
         this.expectFor(key, action, pods);
       } catch (e) {
+        const refused = action.type === 'createPod' && e instanceof KubeApiError ? rejectionOf(e.status, e.body) : null;
+        if (refused !== null) {
+          // The dry-run passed but the create did not (admission changed in between): the
+          // next plan holds the rollout on this answer.
+          this.recordVerdict(key, ad, revision, refused, log);
+          plan.requeueAfterMs = Math.min(plan.requeueAfterMs ?? 1000, 1000);
+          continue;
+        }
         if (e instanceof KubeApiError && (e.status === 404 || e.status === 409)) {
           // Our cache was behind the cluster (pod already replaced, already deleted, changed
           // since): skip what depends on it and look again shortly.
@@ -150,8 +164,36 @@ export class Reconciler {
     this.submitStatus(ad, plan);
     const mutated = plan.actions.some((a) => a.type !== 'emitEvent');
     // After a write, look again soon even if the watch is slow to tell us.
-    const requeue = mutated ? Math.min(plan.requeueAfterMs ?? 2000, 2000) : plan.requeueAfterMs;
+    let requeue = mutated ? Math.min(plan.requeueAfterMs ?? 2000, 2000) : plan.requeueAfterMs;
+    // A refusal may end without a spec change (namespace labels, admission): ask again then.
+    if (observed.replacementRejected) requeue = Math.min(requeue ?? REJECTED_RECHECK_MS, REJECTED_RECHECK_MS);
     return { requeueAfterMs: requeue, plan };
+  }
+
+  /**
+   * The API server's refusal of a pod at the update revision, or null: asked (dry-run create)
+   * only when the plan may replace or create a pod, once per revision while accepted.
+   */
+  private async checkReplacement(key: string, ad: AtlantisDeployment, observed: ObservedState, log: Logger): Promise<string | null> {
+    if (!replacementNeeded(observed)) return null;
+    const uid = ad.metadata.uid!;
+    const revision = observed.spec.updateRevision;
+    const known = usableVerdict(this.verdicts.get(key), uid, revision, this.now().getTime());
+    if (known) return known.rejected;
+    // Any desired ordinal will do: the name is generated, the rest is the revision's.
+    const ordinal = Math.max(0, Math.floor(observed.spec.replicas) - 1);
+    const rejected = await dryRunCreate(this.o.kc, ad.metadata.namespace!, renderPod(ad, ordinal, revision));
+    this.recordVerdict(key, ad, revision, rejected, log);
+    return rejected;
+  }
+
+  private recordVerdict(key: string, ad: AtlantisDeployment, revision: string, rejected: string | null, log: Logger): void {
+    const before = this.verdicts.get(key);
+    const changed = !before || before.revision !== revision || before.rejected !== rejected;
+    this.verdicts.set(key, { uid: ad.metadata.uid!, revision, rejected, at: this.now().getTime() });
+    if (!changed) return;
+    if (rejected !== null) log.warn('The API server refuses pods of the update revision: no pod is drained or deleted for it', { revision, error: rejected });
+    else log.info('Pods of the update revision are accepted (dry-run create)', { revision });
   }
 
   /**
@@ -196,11 +238,19 @@ export class Reconciler {
   private async ensureOwnedObjects(ad: AtlantisDeployment, pods: V1Pod[], log: Logger): Promise<void> {
     const { name, namespace } = { name: ad.metadata.name!, namespace: ad.metadata.namespace! };
     const spec = withDefaults(ad.spec);
-    const existingOrdinals = pods.flatMap((p) => { const o = observePod(p); return o ? [o.ordinal] : []; });
+    const existing = pods.flatMap((pod) => { const o = observePod(pod); return o ? [{ ordinal: o.ordinal, pod }] : []; });
+    const access = serverAccess(ad, spec.replicas, existing);
+    // Accounts before Roles before bindings, and all of them before a pod that runs as one.
+    // Per-ordinal objects of a scale-down stay, like its PVCs, until the AD is deleted.
     const desired: Array<[OwnedKindName, KubeObject]> = [
       ['serviceaccounts', renderServiceAccount(ad)],
-      ['roles', renderRole(ad, roleOrdinals(spec.replicas, existingOrdinals))],
+      ['roles', renderRole(ad, access.shared)],
       ['rolebindings', renderRoleBinding(ad)],
+      ...access.perPod.flatMap((i): Array<[OwnedKindName, KubeObject]> => [
+        ['serviceaccounts', renderPodServiceAccount(ad, i)],
+        ['roles', renderPodRole(ad, i)],
+        ['rolebindings', renderPodRoleBinding(ad, i)],
+      ]),
       ['services', renderService(ad)],
       ['poddisruptionbudgets', renderPDB(ad)],
     ];

@@ -17,8 +17,13 @@ import {
 export const podName = (name: string, ordinal: number): string => `${name}-${ordinal}`;
 export const pvcName = (name: string, ordinal: number): string => `${name}-data-${ordinal}`;
 export const serviceName = (name: string): string => name;
-/** Shared by the ServiceAccount, Role and RoleBinding. */
+/**
+ * The instance-wide ServiceAccount, Role and RoleBinding: for pods that run as a
+ * podTemplate.spec.serviceAccountName, and for pods created before accounts were per pod.
+ */
 export const serverAccountName = (name: string): string => `${name}-atlantis`;
+/** One ServiceAccount, Role and RoleBinding per ordinal, so a pod can read its own Pod and no sibling. */
+export const podAccountName = (name: string, ordinal: number): string => `${name}-atlantis-${ordinal}`;
 export const pdbName = (name: string): string => name;
 
 /** Labels that select every pod of one AtlantisDeployment (Service, PDB, scale selector). */

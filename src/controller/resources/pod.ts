@@ -9,13 +9,15 @@ import {
   type AtlantisDeploymentSpec,
 } from '../types.js';
 import { withDefaults } from './defaults.js';
-import { commonLabels, ownerReference, podLabels, podName, pvcName, requireName, serverAccountName } from './names.js';
+import { commonLabels, ownerReference, podAccountName, podLabels, podName, pvcName, requireName } from './names.js';
 import { hashRevision } from './revision.js';
 import { drainTiming, goDuration } from './timing.js';
 
 export const DATA_VOLUME = 'data';
 // The template's claimName before renderPod sets the ordinal's PVC; constant so the hash is too.
 const CLAIM_PLACEHOLDER = '';
+// Likewise the serviceAccountName, unless the user names one: renderPod sets the ordinal's own.
+const ACCOUNT_PLACEHOLDER = '';
 
 /** The pod template without per-ordinal parts: metadata.labels/annotations and spec. */
 export interface PodTemplate {
@@ -74,7 +76,7 @@ export function renderPodTemplate(ad: AtlantisDeployment): PodTemplate {
   const user = spec.podTemplate ?? {};
   const us = user.spec ?? {};
   const podSpec: V1PodSpec = {
-    serviceAccountName: us.serviceAccountName ?? serverAccountName(name),
+    serviceAccountName: us.serviceAccountName ?? ACCOUNT_PLACEHOLDER,
     // The server watches its own Pod for the drain annotation, so it needs its token.
     automountServiceAccountToken: true,
     // Service links would inject ATLANTIS_* variables for a Service named "atlantis", which the
@@ -141,6 +143,7 @@ export function renderPod(ad: AtlantisDeployment, ordinal: number, revision: str
   const t = renderPodTemplate(ad);
   const spec: V1PodSpec = {
     ...t.spec,
+    serviceAccountName: t.spec.serviceAccountName === ACCOUNT_PLACEHOLDER ? podAccountName(name, ordinal) : t.spec.serviceAccountName,
     volumes: (t.spec.volumes ?? []).map((v) =>
       v.name === DATA_VOLUME ? { name: DATA_VOLUME, persistentVolumeClaim: { claimName: pvcName(name, ordinal) } } : v,
     ),

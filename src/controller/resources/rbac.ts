@@ -1,57 +1,103 @@
 // What a server pod may do with the API: read its own Pod (to see the drain annotation).
 //
-// Least privilege: the Role lists the pod names by `resourceNames`. RBAC honours
-// resourceNames for list and watch only when the request carries the field selector
-// `metadata.name=<name>`, so the server must watch its Pod that way (a plain list/watch of
-// all pods is refused). The Role is re-rendered with the pods that exist or are wanted, so a
-// scale-up grants the new names and a pod draining during a scale-down keeps its access.
-import type { V1Role, V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
+// Least privilege, per pod: each ordinal runs as its own ServiceAccount `<name>-atlantis-<n>`,
+// bound to a Role that names only its own Pod (`resourceNames: [<name>-<n>]`). Pods of one
+// instance share nothing, so a pod (or terraform run in it, which can read the pod's token)
+// cannot read a sibling's spec. RBAC honours resourceNames for list and watch only when the
+// request carries the field selector `metadata.name=<name>`, so the server watches its Pod
+// that way (a plain list/watch of all pods is refused).
+//
+// The instance-wide account `<name>-atlantis` remains for two cases: pods that run as a
+// podTemplate.spec.serviceAccountName (one account for every pod, so its Role covers every
+// ordinal), and pods created before accounts were per pod (covered until they are replaced).
+import type { V1Pod, V1Role, V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
 import type { AtlantisDeployment } from '../types.js';
 import { withDefaults } from './defaults.js';
-import { commonLabels, ownerReference, podName, requireName, serverAccountName } from './names.js';
+import { commonLabels, ownerReference, podAccountName, podName, requireName, serverAccountName } from './names.js';
+
+const meta = (ad: AtlantisDeployment, objectName: string) => {
+  const { name, namespace } = requireName(ad);
+  return { name: objectName, namespace, labels: commonLabels(name), ownerReferences: [ownerReference(ad)] };
+};
+
+const ownPodRules = (names: string[]): V1Role['rules'] =>
+  // No names, no rule: an empty resourceNames list would mean "all pods".
+  names.length === 0 ? [] : [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'], resourceNames: names }];
 
 export function renderServiceAccount(ad: AtlantisDeployment): V1ServiceAccount {
-  const { name, namespace } = requireName(ad);
-  return {
-    apiVersion: 'v1',
-    kind: 'ServiceAccount',
-    metadata: { name: serverAccountName(name), namespace, labels: commonLabels(name), ownerReferences: [ownerReference(ad)] },
-  };
+  return { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(ad, serverAccountName(requireName(ad).name)) };
 }
 
-/**
- * `ordinals`: every ordinal that has or should have a pod (0..replicas-1 plus existing
- * higher ones). With none, the Role has no rules: an empty resourceNames list would mean
- * "all pods".
- */
+/** The instance-wide Role: `ordinals` from sharedRoleOrdinals. */
 export function renderRole(ad: AtlantisDeployment, ordinals: Iterable<number>): V1Role {
-  const { name, namespace } = requireName(ad);
+  const { name } = requireName(ad);
   const names = [...new Set(ordinals)].sort((a, b) => a - b).map((o) => podName(name, o));
-  return {
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'Role',
-    metadata: { name: serverAccountName(name), namespace, labels: commonLabels(name), ownerReferences: [ownerReference(ad)] },
-    rules: names.length === 0 ? [] : [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'], resourceNames: names }],
-  };
+  return { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: meta(ad, serverAccountName(name)), rules: ownPodRules(names) };
 }
 
-/** The ordinals renderRole should cover: desired ones and any existing pod's. */
+/** The ordinals that have or should have a pod: desired ones and any existing pod's. */
 export function roleOrdinals(replicas: number, existingOrdinals: Iterable<number>): number[] {
   const set = new Set<number>(existingOrdinals);
   for (let i = 0; i < replicas; i++) set.add(i);
   return [...set].sort((a, b) => a - b);
 }
 
-/** Binds the Role to the account the pods run as: ours, or podTemplate.spec.serviceAccountName. */
+/** Binds the instance-wide Role to the account such pods run as: ours, or podTemplate.spec.serviceAccountName. */
 export function renderRoleBinding(ad: AtlantisDeployment): V1RoleBinding {
   const { name, namespace } = requireName(ad);
-  const spec = withDefaults(ad.spec);
-  const subject = spec.podTemplate?.spec?.serviceAccountName ?? serverAccountName(name);
+  const subject = customAccount(ad) ?? serverAccountName(name);
   return {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'RoleBinding',
-    metadata: { name: serverAccountName(name), namespace, labels: commonLabels(name), ownerReferences: [ownerReference(ad)] },
+    metadata: meta(ad, serverAccountName(name)),
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: serverAccountName(name) },
     subjects: [{ kind: 'ServiceAccount', name: subject, namespace }],
   };
+}
+
+export function renderPodServiceAccount(ad: AtlantisDeployment, ordinal: number): V1ServiceAccount {
+  return { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(ad, podAccountName(requireName(ad).name, ordinal)) };
+}
+
+/** The ordinal's Role: its own Pod, by name, nothing else. */
+export function renderPodRole(ad: AtlantisDeployment, ordinal: number): V1Role {
+  const { name } = requireName(ad);
+  return { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: meta(ad, podAccountName(name, ordinal)), rules: ownPodRules([podName(name, ordinal)]) };
+}
+
+export function renderPodRoleBinding(ad: AtlantisDeployment, ordinal: number): V1RoleBinding {
+  const { name, namespace } = requireName(ad);
+  const account = podAccountName(name, ordinal);
+  return {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'RoleBinding',
+    metadata: meta(ad, account),
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: account },
+    subjects: [{ kind: 'ServiceAccount', name: account, namespace }],
+  };
+}
+
+/** podTemplate.spec.serviceAccountName, when the user set one. */
+export function customAccount(ad: AtlantisDeployment): string | undefined {
+  return withDefaults(ad.spec).podTemplate?.spec?.serviceAccountName;
+}
+
+export interface ServerAccess {
+  /** Pods covered by the instance-wide Role. */
+  shared: number[];
+  /** Ordinals that get their own ServiceAccount, Role and RoleBinding. */
+  perPod: number[];
+}
+
+/**
+ * Who gets which Role. With a custom account every pod shares it, so the instance-wide Role
+ * covers every ordinal. Otherwise every ordinal gets its own account; the instance-wide Role
+ * covers only pods still running as `<name>-atlantis` (made before accounts were per pod),
+ * so they keep seeing their drain annotation until they are replaced.
+ */
+export function serverAccess(ad: AtlantisDeployment, replicas: number, existing: ReadonlyArray<{ ordinal: number; pod: V1Pod }>): ServerAccess {
+  const all = roleOrdinals(replicas, existing.map((e) => e.ordinal));
+  if (customAccount(ad) !== undefined) return { shared: all, perPod: [] };
+  const legacy = serverAccountName(requireName(ad).name);
+  return { shared: existing.filter((e) => e.pod.spec?.serviceAccountName === legacy).map((e) => e.ordinal).sort((a, b) => a - b), perPod: all };
 }

@@ -5,6 +5,11 @@
 export type GuardName =
   /** spec.paused: no new drain starts. */
   | 'Paused'
+  /**
+   * The API server refuses pods of the update revision (a dry-run create failed): the pod is
+   * not drained, deleted or created, since its replacement could not be created.
+   */
+  | 'ReplacementRejected'
   /** Starting this drain would make more than maxUnavailable pods not-ready-or-draining. */
   | 'MaxUnavailableReached'
   /** The unavailability budget is held by the rollout of higher ordinals, which go first. */
@@ -26,6 +31,7 @@ export type GuardName =
 
 export const GUARD_NAMES: readonly GuardName[] = [
   'Paused',
+  'ReplacementRejected',
   'MaxUnavailableReached',
   'HigherOrdinalFirst',
   'DrainInProgress',
@@ -42,6 +48,8 @@ export interface DrainCandidate {
   ordinal: number;
   /** The pod already counts as unavailable (not ready), so draining it costs no budget. */
   alreadyUnavailable: boolean;
+  /** Its ordinal is recreated after the drain (a rollout, not a scale-down). */
+  replaced: boolean;
 }
 
 export interface DrainBudget {
@@ -51,6 +59,8 @@ export interface DrainBudget {
   unavailable: number;
   /** Ordinals currently counted in `unavailable`. */
   unavailableOrdinals: readonly number[];
+  /** The API server refuses pods of the update revision. */
+  replacementRejected: boolean;
 }
 
 export interface DrainGuard {
@@ -64,6 +74,7 @@ const budgetLeft = (b: DrainBudget, p: DrainCandidate): boolean => p.alreadyUnav
 /** Checked, in order, before a new drain starts; all must allow it. */
 export const DRAIN_GUARDS: readonly DrainGuard[] = [
   { name: 'Paused', allows: (b) => !b.paused },
+  { name: 'ReplacementRejected', allows: (b, p) => !(b.replacementRejected && p.replaced) },
   { name: 'MaxUnavailableReached', allows: budgetLeft },
   {
     name: 'HigherOrdinalFirst',

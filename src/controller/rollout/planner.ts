@@ -31,6 +31,11 @@ export interface ObservedState {
   pvcOrdinals: number[];
   /** status as last written, so conditions keep lastTransitionTime and events fire once. */
   previousStatus?: AtlantisDeploymentStatus | null;
+  /**
+   * The API server's message when it refused a dry-run create of a pod at
+   * spec.updateRevision; null/absent = accepted or not checked (no replacement needed).
+   */
+  replacementRejected?: string | null;
 }
 
 export interface PlannerOptions {
@@ -55,7 +60,7 @@ export const FAILING_WAITING_REASONS: ReadonlySet<string> = new Set([
   'RunContainerError',
 ]);
 
-export type EventReason = 'DrainStarted' | 'Drained' | 'DrainTimeout' | 'PodReplaced' | 'RolloutComplete';
+export type EventReason = 'DrainStarted' | 'Drained' | 'DrainTimeout' | 'PodReplaced' | 'ReplacementRejected' | 'RolloutComplete';
 
 /** Why a pod is deleted: Drained (status said shutting_down and 0 operations), DrainTimeout
  * (onDrainTimeout Interrupt), NotRunning (no terraform can run in it), Failed (phase Failed/Succeeded). */
@@ -182,8 +187,15 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
   const failing: string[] = [];
   const drainingSince = new Map<string, Date>();
 
+  const rejected = o.replacementRejected ? truncate(o.replacementRejected, MAX_REJECTION_CHARS) : null;
+  const holdForRejection = (ordinal: number, name: string, what: string): void =>
+    wait(ordinal, name, ['ReplacementRejected'], `${what}: the API server refuses pods of revision ${U}`);
+
   const deletePod = (p: PodObservation, reason: DeleteReason, drainStart: Date | null): void => {
     const replace = p.ordinal < R;
+    // Never remove a pod whose replacement cannot be created: a drained server keeps its
+    // ordinal (and PVC) until the spec is fixed, rather than leaving nothing behind.
+    if (replace && rejected !== null) return holdForRejection(p.ordinal, p.name, `not deleted (${reason})`);
     const drainDurationSeconds = drainStart && reason !== 'NotRunning' && reason !== 'Failed' ? Math.max(0, (now.getTime() - drainStart.getTime()) / 1000) : null;
     actions.push({ type: 'deletePod', ordinal: p.ordinal, podName: p.name, uid: p.uid, reason, replace, drainDurationSeconds });
     if (reason === 'Drained') event('Normal', 'Drained', `Pod ${p.name} drained${drainDurationSeconds !== null ? ` after ${Math.round(drainDurationSeconds)}s` : ''}: no operation in progress`, p.name);
@@ -195,8 +207,8 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
 
   const tryStartDrain = (p: PodObservation, why: string): void => {
     const guards = blockingGuards(
-      { paused, maxUnavailable: M, unavailable: unavailable.size, unavailableOrdinals: [...unavailable] },
-      { ordinal: p.ordinal, alreadyUnavailable: unavailable.has(p.ordinal) },
+      { paused, maxUnavailable: M, unavailable: unavailable.size, unavailableOrdinals: [...unavailable], replacementRejected: rejected !== null },
+      { ordinal: p.ordinal, alreadyUnavailable: unavailable.has(p.ordinal), replaced: p.ordinal < R },
     );
     if (guards.length > 0) {
       const busy = [...unavailable].sort((a, b) => b - a).map((i) => podName(o.name, i));
@@ -305,16 +317,39 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
   for (let i = 0; i < R; i++) {
     if (pods.some((p) => p.ordinal === i)) continue;
     if (!pvcs.has(i)) actions.push({ type: 'createPVC', ordinal: i, name: pvcName(o.name, i) });
-    actions.push({ type: 'createPod', ordinal: i, name: podName(o.name, i), revision: U });
+    if (rejected !== null) holdForRejection(i, podName(o.name, i), 'not created');
+    else actions.push({ type: 'createPod', ordinal: i, name: podName(o.name, i), revision: U });
   }
 
-  const { status, complete } = computeStatus(o, now, { R, M, U, timedOut, failing, drainingSince, waits: [...waits.values()] });
+  const { status, complete } = computeStatus(o, now, { R, M, U, rejected, timedOut, failing, drainingSince, waits: [...waits.values()] });
   const prevProgressing = o.previousStatus?.conditions.find((c) => c.type === 'Progressing');
   if (complete && !(prevProgressing?.status === 'True' && prevProgressing.reason === 'RolloutComplete'))
     event('Normal', 'RolloutComplete', `All ${R} pod(s) at revision ${U} and Ready`, null);
+  // Once per refused revision: the previous status already said so otherwise.
+  if (rejected !== null && !(prevProgressing?.reason === 'ReplacementRejected' && o.previousStatus?.updateRevision === U))
+    event('Warning', 'ReplacementRejected', `The API server refuses pods of revision ${U}; no pod is drained or deleted for it: ${rejected}`, null);
 
   const waiting = [...waits.values()].sort((a, b) => b.ordinal - a.ordinal);
   return { actions, waiting, requeueAfterMs, status, complete };
+}
+
+/** An API server message is quoted in status; its length is bounded (a condition's limit is 32 KiB). */
+const MAX_REJECTION_CHARS = 2048;
+function truncate(s: string, max: number): string {
+  return s.length <= max ? s : `${s.slice(0, max)}...`;
+}
+
+/**
+ * Whether a pod at spec.updateRevision will be created: some desired ordinal has no live,
+ * non-draining pod at that revision. Only then does the reconciler dry-run one first.
+ */
+export function replacementNeeded(o: ObservedState): boolean {
+  const R = Math.max(0, Math.floor(o.spec.replicas));
+  for (let i = 0; i < R; i++) {
+    const current = o.pods.some((p) => p.ordinal === i && p.revision === o.spec.updateRevision && !isTerminating(p) && !isDraining(p) && p.phase !== 'Failed' && p.phase !== 'Succeeded');
+    if (!current) return true;
+  }
+  return false;
 }
 
 /** The guards holding a pod back in this plan (empty when it is not waiting). */
@@ -341,6 +376,8 @@ interface StatusInputs {
   R: number;
   M: number;
   U: string;
+  /** The API server's refusal of pods at U, or null. */
+  rejected: string | null;
   timedOut: string[];
   failing: string[];
   drainingSince: Map<string, Date>;
@@ -377,8 +414,11 @@ function computeStatus(o: ObservedState, now: Date, s: StatusInputs): { status: 
     .sort((a, b) => b.ordinal - a.ordinal)
     .map((w) => `${w.podName}: ${w.guards.join(', ')}`)
     .join('; ');
+  const rejectedMessage = s.rejected === null ? '' : `The API server refuses pods of revision ${U}, so no pod is drained or deleted for it: ${s.rejected}`;
   let progressing: Omit<AtlantisCondition, 'lastTransitionTime' | 'observedGeneration'>;
-  if (s.timedOut.length > 0) progressing = { type: 'Progressing', status: 'False', reason: 'DrainTimeout', message: `${TIMEOUT_PREFIX}${s.timedOut.join(', ')}` };
+  // First: nothing moves until the spec is fixed, whatever else waits.
+  if (s.rejected !== null) progressing = { type: 'Progressing', status: 'False', reason: 'ReplacementRejected', message: rejectedMessage };
+  else if (s.timedOut.length > 0) progressing = { type: 'Progressing', status: 'False', reason: 'DrainTimeout', message: `${TIMEOUT_PREFIX}${s.timedOut.join(', ')}` };
   else if (complete) progressing = { type: 'Progressing', status: 'True', reason: 'RolloutComplete', message: `All ${R} pod(s) at revision ${U} and Ready` };
   else if (s.failing.length > 0) progressing = { type: 'Progressing', status: 'False', reason: 'PodsFailing', message: `Pods failing: ${s.failing.join('; ')}` };
   else if (o.spec.paused) progressing = { type: 'Progressing', status: 'Unknown', reason: 'RolloutPaused', message: `Rollout paused${waitSummary ? `; waiting: ${waitSummary}` : ''}` };
@@ -390,9 +430,11 @@ function computeStatus(o: ObservedState, now: Date, s: StatusInputs): { status: 
       : { type: 'Paused', status: 'False', reason: 'NotPaused', message: 'Rollout not paused' },
   );
   conds.push(
-    s.failing.length > 0
-      ? { type: 'Degraded', status: 'True', reason: 'PodsFailing', message: `Pods failing: ${s.failing.join('; ')}` }
-      : { type: 'Degraded', status: 'False', reason: 'PodsHealthy', message: 'No pod is failing' },
+    s.rejected !== null
+      ? { type: 'Degraded', status: 'True', reason: 'ReplacementRejected', message: `${rejectedMessage}${s.failing.length > 0 ? `; pods failing: ${s.failing.join('; ')}` : ''}` }
+      : s.failing.length > 0
+        ? { type: 'Degraded', status: 'True', reason: 'PodsFailing', message: `Pods failing: ${s.failing.join('; ')}` }
+        : { type: 'Degraded', status: 'False', reason: 'PodsHealthy', message: 'No pod is failing' },
   );
 
   const conditions: AtlantisCondition[] = conds.map((c) => {
