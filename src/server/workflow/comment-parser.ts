@@ -6,13 +6,8 @@
 // (or the configured --executable-name), `run`, or `@<gh-user>`. Flags are parsed the way
 // Go's pflag does (Atlantis uses it): `-d x`, `-dx`, `-d=x`, `--dir x`, `--dir=x`,
 // interspersed positional args, `--` ends flag parsing.
+import { type CommandName, DEFAULT_ALLOW_COMMANDS, type FlagDef, RUNNABLE_COMMANDS, commandSpec, isRunnableCommand } from './commands.js';
 import { DEFAULT_BLOCKED_EXTRA_ARGS, blockedArgMessage, effectiveBlocked, firstBlockedArg, pathArgs, pathOutsideMessage } from './extra-args.js';
-
-export type CommandName = 'plan' | 'apply' | 'unlock' | 'version' | 'import' | 'state';
-
-/** Every command a comment may name, in the order Atlantis lists them. */
-export const ALL_COMMENT_COMMANDS: readonly CommandName[] = ['version', 'plan', 'apply', 'unlock', 'import', 'state'];
-export const DEFAULT_ALLOW_COMMANDS: readonly CommandName[] = ['version', 'plan', 'apply', 'unlock'];
 
 export interface ParsedCommand {
   name: CommandName;
@@ -59,63 +54,6 @@ export const UNLOCK_USAGE = (exe: string): string =>
 // Same column width Atlantis passes to pflag's FlagUsagesWrapped.
 const USAGE_COLS = 90;
 
-interface FlagDef {
-  long: string;
-  short?: string;
-  kind: 'string' | 'bool';
-  usage: string;
-}
-
-const WS = (u: string): FlagDef => ({ long: 'workspace', short: 'w', kind: 'string', usage: u });
-const DIR = (u: string): FlagDef => ({ long: 'dir', short: 'd', kind: 'string', usage: u });
-const PROJ = (u: string): FlagDef => ({ long: 'project', short: 'p', kind: 'string', usage: u });
-const VERBOSE: FlagDef = { long: 'verbose', kind: 'bool', usage: 'Append Atlantis log to comment.' };
-const AUTOMERGE: FlagDef = { long: 'auto-merge-disabled', kind: 'bool', usage: 'Disable automerge after apply.' };
-
-const FLAGS: Record<CommandName, FlagDef[]> = {
-  plan: [
-    WS('Switch to this Terraform workspace before planning.'),
-    DIR("Which directory to run plan in relative to root of repo, ex. 'child/dir'."),
-    PROJ('Which project to run plan for. Refers to the name of the project configured in a repo config file. Cannot be used at same time as workspace or dir flags.'),
-    VERBOSE,
-  ],
-  apply: [
-    WS('Apply the plan for this Terraform workspace.'),
-    DIR("Apply the plan for this directory, relative to root of repo, ex. 'child/dir'."),
-    PROJ('Apply the plan for this project. Refers to the name of the project configured in a repo config file. Cannot be used at same time as workspace or dir flags.'),
-    AUTOMERGE,
-    VERBOSE,
-  ],
-  unlock: [],
-  version: [
-    WS('Switch to this Terraform workspace before running version.'),
-    DIR("Which directory to run version in relative to root of repo, ex. 'child/dir'."),
-    PROJ('Print the version for this project. Refers to the name of the project configured in a repo config file.'),
-    VERBOSE,
-  ],
-  import: [
-    WS('Switch to this Terraform workspace before importing.'),
-    DIR("Which directory to run import in relative to root of repo, ex. 'child/dir'."),
-    PROJ('Which project to run import for. Refers to the name of the project configured in a repo config file. Cannot be used at same time as workspace or dir flags.'),
-    VERBOSE,
-  ],
-  state: [
-    WS('Switch to this Terraform workspace before processing tfstate.'),
-    DIR("Which directory to run state command in relative to root of repo, ex. 'child/dir'."),
-    PROJ('Which project to run state command for. Refers to the name of the project configured in a repo config file. Cannot be used at same time as workspace or dir flags.'),
-    VERBOSE,
-  ],
-};
-
-const DEFAULT_USAGE: Record<CommandName, string> = {
-  plan: 'plan',
-  apply: 'apply',
-  unlock: 'unlock',
-  version: 'version',
-  import: 'import ADDRESS ID',
-  state: 'state [rm ADDRESS...]',
-};
-
 // ---------------------------------------------------------------------------------------
 // pflag-compatible usage rendering (FlagUsagesWrapped), so usage texts match Atlantis's.
 
@@ -155,7 +93,7 @@ function wrap(indent: number, width: number, s: string): string {
 
 /** The flag table Atlantis prints under "Usage of <cmd>:", one flag per line. */
 export function flagUsages(name: CommandName): string {
-  const defs = [...FLAGS[name]].sort((a, b) => (a.long < b.long ? -1 : a.long > b.long ? 1 : 0));
+  const defs = [...commandSpec(name).flags].sort((a, b) => (a.long < b.long ? -1 : a.long > b.long ? 1 : 0));
   const lines = defs.map((f) => {
     let line = f.short ? `  -${f.short}, --${f.long}` : `      --${f.long}`;
     if (f.kind === 'string') line += ' string';
@@ -276,7 +214,7 @@ function parseBool(v: string): boolean | undefined {
   return undefined;
 }
 
-function parseFlags(defs: FlagDef[], args: string[]): FlagOutcome {
+function parseFlags(defs: readonly FlagDef[], args: string[]): FlagOutcome {
   const byLong = new Map(defs.map((d) => [d.long, d]));
   const byShort = new Map(defs.filter((d) => d.short).map((d) => [d.short as string, d]));
   const values = new Map<string, string | boolean>();
@@ -417,11 +355,9 @@ const MULTI_LINE = /\r?\n[^\r\n]/;
 /** Parses one PR comment. Never throws. */
 export function parseComment(rawComment: string, opts: ParseOptions): ParseResult {
   const exe = opts.executableName && opts.executableName !== '' ? opts.executableName : 'atlantis';
-  const allowed = (opts.allowCommands ?? DEFAULT_ALLOW_COMMANDS).filter((c): c is CommandName =>
-    (ALL_COMMENT_COMMANDS as readonly string[]).includes(c),
-  );
+  const allowed = (opts.allowCommands ?? DEFAULT_ALLOW_COMMANDS).filter(isRunnableCommand);
   // Keep Atlantis's canonical order for the "Available commands" list.
-  const allowList = ALL_COMMENT_COMMANDS.filter((c) => allowed.includes(c));
+  const allowList = RUNNABLE_COMMANDS.filter((c) => allowed.includes(c));
   const blocked = effectiveBlocked(opts.blockedExtraArgs ?? DEFAULT_BLOCKED_EXTRA_ARGS);
 
   const comment = rawComment.trim();
@@ -460,9 +396,10 @@ export function parseComment(rawComment: string, opts: ParseOptions): ParseResul
     };
   }
   const name = cmd as CommandName;
-  const parsed = parseFlags(FLAGS[name], args.slice(2));
+  const spec = commandSpec(name);
+  const parsed = parseFlags(spec.flags, args.slice(2));
   if ('help' in parsed) {
-    return { kind: 'reply', body: '```\nUsage of ' + DEFAULT_USAGE[name] + ':\n' + flagUsages(name) + '\n```', error: false };
+    return { kind: 'reply', body: '```\nUsage of ' + spec.usage + ':\n' + flagUsages(name) + '\n```', error: false };
   }
   if ('error' in parsed) {
     if (name === 'unlock') return { kind: 'reply', body: UNLOCK_USAGE(exe), error: true };
@@ -486,7 +423,7 @@ export function parseComment(rawComment: string, opts: ParseOptions): ParseResul
     if (name === 'unlock') return { kind: 'reply', body: UNLOCK_USAGE(exe), error: true };
     return {
       kind: 'reply',
-      body: errMarkdown(`unknown argument(s) – ${commandArgs.join(' ')}`, DEFAULT_USAGE[name], name),
+      body: errMarkdown(`unknown argument(s) – ${commandArgs.join(' ')}`, spec.usage, name),
       error: true,
     };
   }
