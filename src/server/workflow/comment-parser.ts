@@ -7,6 +7,7 @@
 // Go's pflag does (Atlantis uses it): `-d x`, `-dx`, `-d=x`, `--dir x`, `--dir=x`,
 // interspersed positional args, `--` ends flag parsing.
 import { type CommandName, DEFAULT_ALLOW_COMMANDS, type FlagDef, RUNNABLE_COMMANDS, commandSpec, isRunnableCommand } from './commands.js';
+import { cleanRepoDir } from './repo-dir.js';
 import { DEFAULT_BLOCKED_EXTRA_ARGS, blockedArgMessage, effectiveBlocked, firstBlockedArg, pathArgs, pathOutsideMessage } from './extra-args.js';
 
 export interface ParsedCommand {
@@ -309,39 +310,6 @@ function levenshtein(a: string, b: string): number {
   return prev[b.length] as number;
 }
 
-/** Go's filepath.Clean for slash paths. */
-export function cleanPath(p: string): string {
-  if (p === '') return '.';
-  const rooted = p.startsWith('/');
-  const parts: string[] = [];
-  for (const seg of p.split('/')) {
-    if (seg === '' || seg === '.') continue;
-    if (seg === '..') {
-      if (parts.length > 0 && parts[parts.length - 1] !== '..') parts.pop();
-      else if (!rooted) parts.push('..');
-      continue;
-    }
-    parts.push(seg);
-  }
-  const joined = parts.join('/');
-  if (rooted) return '/' + joined;
-  return joined === '' ? '.' : joined;
-}
-
-/**
- * Atlantis's -d validation: the path is cleaned and made relative to the repo root (so an
- * absolute `/a/b` means `a/b` in the repo, as in Atlantis); a path that still climbs above
- * the root is refused. Returns undefined when refused.
- */
-export function validateDir(dir: string): string | undefined {
-  // Control characters (NUL above all) can never name a directory of a checkout.
-  if (/[\u0000-\u001f\u007f]/.test(dir)) return undefined;
-  let d = cleanPath(dir);
-  if (d.startsWith('/')) d = cleanPath('.' + d);
-  if (d === '..' || d.startsWith('../')) return undefined;
-  return d;
-}
-
 // Go's url.PathEscape leaves exactly these bytes alone; Atlantis refuses any workspace that
 // PathEscape would change (so no `/`, spaces, `%`, non-ASCII...).
 const WORKSPACE_OK = /^[A-Za-z0-9\-_.~$&+:=@]*$/;
@@ -433,17 +401,14 @@ export function parseComment(rawComment: string, opts: ParseOptions): ParseResul
   const project = (values.get('project') as string | undefined) ?? '';
   let dir: string | undefined;
   if (rawDir !== '') {
-    dir = validateDir(rawDir);
-    if (dir === undefined) {
-      const why = /[\u0000-\u001f\u007f]/.test(rawDir)
+    const cleaned = cleanRepoDir(rawDir, 'from-root');
+    if ('refused' in cleaned) {
+      const why = cleaned.refused === 'control-characters'
         ? `invalid dir ${JSON.stringify(rawDir)}: control characters are not allowed`
         : `using a relative path ${JSON.stringify(rawDir)} with -d/--dir is not allowed`;
-      return {
-        kind: 'reply',
-        body: errMarkdown(why, name, name),
-        error: true,
-      };
+      return { kind: 'reply', body: errMarkdown(why, name, name), error: true };
     }
+    dir = cleaned.dir;
   }
   if (!isValidWorkspace(workspace)) {
     return { kind: 'reply', body: errMarkdown(`invalid workspace: ${JSON.stringify(workspace)}`, name, name), error: true };

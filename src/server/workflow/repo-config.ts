@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
 import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, MatchBudget, type CompiledPatternList, changedPath, compilePatternList, listMatches } from './when-modified.js';
-import { validateDir } from './comment-parser.js';
+import { goClean } from './go-paths.js';
+import { cleanedRepoDir } from './repo-dir.js';
 
 export const ATLANTIS_YAML = 'atlantis.yaml';
 export const DEFAULT_WORKSPACE = 'default';
@@ -130,16 +131,6 @@ function whenModifiedOk(dir: string, wm: string[], where: string, p: Problems): 
   const list = compilePatternList(dir, wm);
   if ('problems' in list) for (const q of list.problems) p.add(`${where}[${q.index}]`, q.message);
   return !('problems' in list);
-}
-
-/**
- * Cleans a repo-relative dir with the comment's rule (validateDir); undefined when it climbs
- * out of the repo. Unlike a comment's `-d /x`, an absolute dir in atlantis.yaml is refused.
- * Symlinks are the checkout's business (checkout-paths.ts), checked before terraform runs.
- */
-export function cleanRepoDir(dir: string): string | undefined {
-  if (dir.startsWith('/')) return undefined;
-  return validateDir(dir);
 }
 
 function parseStep(v: unknown, where: string, p: Problems): Step | undefined {
@@ -298,7 +289,7 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
     let dir: string | undefined;
     if (typeof rp.dir !== 'string' || rp.dir.trim() === '') p.add(`${where}.dir`, 'is required');
     else {
-      dir = cleanRepoDir(rp.dir);
+      dir = cleanedRepoDir(rp.dir, 'refused');
       if (dir === undefined) p.add(`${where}.dir`, `${JSON.stringify(rp.dir)} must be a relative path inside the repo (no leading / and no ..)`);
     }
     // Without a usable dir the project is reported and left out of the cross-project checks.
@@ -509,7 +500,7 @@ function dirHasTf(repoDir: string, dir: string): boolean {
  * change under `modules/` plans the dir above it only if that dir has .tf files (as Atlantis).
  */
 export function projectsForChangedFiles(config: RepoConfig | undefined, changedFiles: string[], opts: { repoDir?: string; defaults?: DefaultsFromServer; budget?: MatchBudget } = {}): ProjectSpec[] {
-  const files = changedFiles.map((f) => path.posix.normalize(f.replace(/^\.\//, ''))).filter((f) => f !== '' && !f.startsWith('../'));
+  const files = changedFiles.map(goClean).filter((f) => f !== '' && !f.startsWith('../'));
   // One budget for the whole decision: many files x many projects x long paths stays bounded.
   const budget = opts.budget ?? new MatchBudget();
   const paths = files.map(changedPath);
@@ -559,7 +550,7 @@ export function resolveCommentTarget(config: RepoConfig | undefined, target: { d
     return { kind: 'projects', projects: [specFromConfig(config, p, defaults, defaults?.workflows)] };
   }
   if (target.dir === undefined && target.workspace === undefined) return { kind: 'all' };
-  const dir = target.dir === undefined ? '.' : cleanRepoDir(target.dir);
+  const dir = target.dir === undefined ? '.' : cleanedRepoDir(target.dir, 'from-root');
   if (dir === undefined) return { kind: 'error', message: `using a relative path ${JSON.stringify(target.dir)} with -d/--dir is not allowed` };
   const workspace = target.workspace ?? DEFAULT_WORKSPACE;
   if (config) {
