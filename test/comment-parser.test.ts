@@ -2,18 +2,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import {
-  parseComment,
-  helpComment,
-  flagUsages,
-  UNLOCK_USAGE,
-  DID_YOU_MEAN_COMMENT,
-  buildApplyComment,
-  buildPlanComment,
-  shellSplit,
-  type ParseOptions,
-  type ParsedCommand,
-} from '../src/server/workflow/comment-parser.js';
+import { type ParseOptions, type ParsedCommand, parseComment } from '../src/server/workflow/comment-parser.js';
+import { shellSplit } from '../src/server/workflow/comment-parser/shell-split.js';
+import { DID_YOU_MEAN_COMMENT, UNLOCK_USAGE, buildApplyComment, buildPlanComment, flagUsages, helpComment } from '../src/server/workflow/comment-parser/usage.js';
 import { cleanedRepoDir } from '../src/server/workflow/repo-dir.js';
 
 const OPTS: ParseOptions = { executableName: 'atlantis', ghUser: 'atlantis-bot', allowCommands: ['version', 'plan', 'apply', 'unlock'], blockedExtraArgs: ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'] };

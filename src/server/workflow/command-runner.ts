@@ -22,7 +22,7 @@ import { assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from 
 import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './extra-args.js';
 import { ProjectRunner } from './project-runner.js';
 import type { WorkingCopies } from './working-copy.js';
-import { buildApplyComment, buildPlanComment } from './comment-parser.js';
+import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
 import { noPermissionComment, teamAllows } from './team-allowlist.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */

@@ -28,6 +28,16 @@ export function cleanRepoDir(dir: string, absolute: AbsoluteDir): CleanedRepoDir
   return { dir: d };
 }
 
+// Go's url.PathEscape leaves exactly these bytes alone; Atlantis refuses any workspace that
+// PathEscape would change (so no `/`, spaces, `%`, non-ASCII...). A workspace becomes a path
+// segment under the data dir, hence `..` is refused too.
+const WORKSPACE_OK = /^[A-Za-z0-9\-_.~$&+:=@]*$/;
+
+/** A workspace name from a comment's -w or atlantis.yaml (the empty name means none given). */
+export function isValidWorkspace(ws: string): boolean {
+  return WORKSPACE_OK.test(ws) && !ws.includes('..');
+}
+
 /** The cleaned dir, or undefined when the rule refuses it. */
 export function cleanedRepoDir(dir: string, absolute: AbsoluteDir): string | undefined {
   const c = cleanRepoDir(dir, absolute);

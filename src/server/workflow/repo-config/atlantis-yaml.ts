@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
 import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, compilePatternList } from '../when-modified.js';
-import { cleanedRepoDir } from '../repo-dir.js';
+import { cleanedRepoDir, isValidWorkspace } from '../repo-dir.js';
 import { Problems, checkKeys, isObj, parseApplyRequirements, parseWorkflows, strList } from './schema.js';
 import { ATLANTIS_YAML, DEFAULT_WHEN_MODIFIED, DEFAULT_WORKSPACE, type ProjectConfig, type RepoConfig, RepoConfigError } from './types.js';
 
@@ -73,7 +73,7 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
     if (dir === undefined) return;
     let workspace = DEFAULT_WORKSPACE;
     if (rp.workspace !== undefined && rp.workspace !== null) {
-      if (typeof rp.workspace !== 'string' || rp.workspace === '' || !/^[A-Za-z0-9\-_.~$&+:=@]+$/.test(rp.workspace) || rp.workspace.includes('..')) {
+      if (typeof rp.workspace !== 'string' || rp.workspace === '' || !isValidWorkspace(rp.workspace)) {
         p.add(`${where}.workspace`, `${JSON.stringify(rp.workspace)} is not a valid workspace name`);
       } else workspace = rp.workspace;
     }
