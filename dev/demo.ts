@@ -14,6 +14,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { V1Pod } from '@kubernetes/client-node';
 import { API_VERSION, type AtlantisDeployment, PLURAL } from '../src/controller/types.js';
 import { MERGE_PATCH, apiPath, kubeRequestOk } from '../src/k8s/client.js';
+import { kubeconfigYaml } from '../src/k8s/kubeconfig.js';
+import { sleep } from '../src/async.js';
 import { GitHubStandin, issueCommentPayload, pullRequestPayload, sendWebhook } from '../test/support/github-standin.js';
 import { createTestRepo, terraformConfig } from '../test/support/git-repos.js';
 import { startStack } from './stack.js';
@@ -25,7 +27,6 @@ const NS = 'atlantis';
 const SECRET = 'demo-webhook-secret';
 const t0 = Date.now();
 const say = (msg: string) => process.stdout.write(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(6)}s] ${msg}\n`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 120_000): Promise<T> {
   const end = Date.now() + timeoutMs;
@@ -69,12 +70,9 @@ async function main(): Promise<number> {
       { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 86400 } });
     const ctrlKubeconfig = path.join(cluster.dir, 'controller.kubeconfig');
     const cl = kc.getCurrentCluster()!;
-    writeFileSync(ctrlKubeconfig, JSON.stringify({
-      apiVersion: 'v1', kind: 'Config', 'current-context': 'c',
-      clusters: [{ name: 'c', cluster: { server: cl.server, 'certificate-authority-data': readFileSync(cluster.pki.caCert).toString('base64') } }],
-      users: [{ name: 'atlantis-operator', user: { token: tr.status.token } }],
-      contexts: [{ name: 'c', context: { cluster: 'c', user: 'atlantis-operator', namespace: 'atlantis-operator' } }],
-    }));
+    writeFileSync(ctrlKubeconfig, kubeconfigYaml({
+      name: 'local', server: cl.server, caData: readFileSync(cluster.pki.caCert).toString('base64'), user: { token: tr.status.token }, namespace: 'atlantis-operator',
+    }), { mode: 0o600 });
     const ctrl = spawn(process.execPath, [path.join(repoRoot, 'dist/atlantis-operator.mjs'), 'controller', '--kubeconfig', ctrlKubeconfig,
       '--leader-elect', '--leader-election-namespace', 'atlantis-operator', '--metrics-bind-address', '127.0.99.1:8080'], { stdio: ['ignore', 'ignore', 'pipe'] });
     children.push(ctrl);

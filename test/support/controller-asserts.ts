@@ -5,6 +5,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeClientConfig } from '../../src/k8s/kubeconfig.js';
 import type { StatusResponse } from '../../src/server/http/app.js';
+import { sleep } from '../../src/async.js';
 import { apiPath, kubeRequestOk, openKubeStream, type KubeStream } from '../../src/k8s/client.js';
 import { KIND, type AtlantisCondition, type AtlantisDeployment, type ConditionType } from '../../src/controller/types.js';
 import { getAd, isReady, listPods } from './controller.js';
@@ -153,9 +154,7 @@ export async function recordPods(kc: KubeClientConfig, ns: string, instance: str
   };
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
+export { sleep } from '../../src/async.js';
 
 /** GET http://<ip>:4141/status; undefined when it does not answer. */
 export async function serverStatus(ip: string, timeoutMs = 1000): Promise<StatusResponse | undefined> {
