@@ -1,6 +1,8 @@
 // The contract between the server and the controller (src/contract/drain-protocol.ts): its
 // rules as tables, and both roles reading the same annotation and /status the same way.
 import assert from 'node:assert/strict';
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
 import { describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import {
@@ -115,5 +117,28 @@ describe('the /status answer, read by the controller', () => {
     tracker.finish(op.id);
     assert.equal(tracker.isDrained, true);
     assert.equal(isDrained(read()), true);
+  });
+});
+
+describe('what may import what', () => {
+  const src = path.resolve(import.meta.dirname, '../src');
+  const importsOf = (dir: string): Array<{ file: string; target: string }> =>
+    readdirSync(path.join(src, dir), { recursive: true, encoding: 'utf8' })
+      .filter((f) => f.endsWith('.ts'))
+      .flatMap((f) => {
+        const file = path.join(src, dir, f);
+        return [...readFileSync(file, 'utf8').matchAll(/^(?:import|export)[^;]*? from '(\.[^']+)'/gms)]
+          .map((m) => ({ file: path.relative(src, file), target: path.relative(src, path.resolve(path.dirname(file), m[1]!)) }));
+      });
+  const into = (edges: Array<{ file: string; target: string }>, dir: string) => edges.filter((e) => e.target.startsWith(`${dir}/`)).map((e) => `${e.file} -> ${e.target}`);
+
+  it('the roles meet only in src/contract, which imports neither', () => {
+    const server = importsOf('server');
+    const controller = importsOf('controller');
+    assert.ok(server.length > 50 && controller.length > 50, 'imports were found');
+    assert.ok(into(server, 'contract').length > 0 && into(controller, 'contract').length > 0, 'both roles use the contract');
+    assert.deepEqual(into(server, 'controller'), []);
+    assert.deepEqual(into(controller, 'server'), []);
+    assert.deepEqual(importsOf('contract').filter((e) => !e.target.startsWith('contract/')), []);
   });
 });
