@@ -1,5 +1,5 @@
 // The server's HTTP surface (SPEC section 3). Handlers here only read state; /status in
-// particular does no I/O so it answers in well under 50 ms while terraform runs.
+// particular does no I/O so it answers at once while terraform runs.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from '../../log.js';
@@ -91,9 +91,9 @@ function operationStatus(o: Operation): StatusOperation {
  * The server's request listener. The two requests that come in bursts and polls, a plain
  * `GET /status` and every `POST /events`, are answered on node:http directly; everything else
  * (and /status with a query) goes through Express. Why: Express's per-request work (router,
- * request and response helpers) cost ~0.35 ms of CPU per webhook over node:http, and its
- * router allocated 14% of the server's garbage while a burst of webhooks arrived. Webhook
- * bodies never reach body-parser: it would inflate compressed ones (see webhook-intake.ts).
+ * request and response helpers) is a large part of a webhook's CPU and garbage during a burst
+ * (figures in docs/reliability.md). Webhook bodies never reach body-parser: it would inflate
+ * compressed ones (see webhook-intake.ts).
  */
 export function buildRequestListener(deps: AppDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const { app, sendStatus, intake } = buildRoutes(deps);
