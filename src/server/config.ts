@@ -7,6 +7,7 @@ import path from 'node:path';
 import { judgeAtlantisFlags, unhonouredAtlantisFlagSpecs } from '../config/atlantis-flags.js';
 import { MAX_DURATION_MS } from '../config/duration.js';
 import { type FlagSpec, type FlagValues, UsageError } from '../config/flags.js';
+import { SERVER_PORT } from '../contract/drain-protocol.js';
 import type { LogLevel } from '../log.js';
 import { ACCEPTED_COMMAND_NAMES, type CommandName, DEFAULT_ALLOW_COMMANDS, resolveAllowCommands } from './workflow/commands.js';
 import { DEFAULT_BLOCKED_EXTRA_ARGS } from './workflow/extra-args.js';
@@ -19,7 +20,7 @@ export const DEFAULT_JOB_LOG_RETENTION_MS = 7 * 24 * 3600_000;
 export const DEFAULT_JOB_LOG_MAX_COUNT = 1000;
 
 export const SERVER_FLAGS: FlagSpec[] = [
-  { name: 'port', type: 'int', default: 4141, description: 'Port to bind to (0 picks a free port)' },
+  { name: 'port', type: 'int', default: SERVER_PORT, description: 'Port to bind to (0 picks a free port)' },
   { name: 'bind-address', type: 'string', default: '0.0.0.0', description: 'Address to bind to (ours; the local node sets it to the pod IP)' },
   { name: 'data-dir', type: 'string', default: path.join(homedir(), '.atlantis'), description: 'Path to directory to store Atlantis data: locks, plans, working copies, job logs' },
   { name: 'atlantis-url', type: 'string', description: 'URL that Atlantis can be reached at, used in PR comments and commit status links (default http://<hostname>:<port>)' },

@@ -3,6 +3,7 @@
 // poll, the PVCs, the previous status), so a restarted controller, or another replica after
 // a leader change, carries on exactly where the last one stopped. The executor performs the
 // actions in order and requeues after `requeueAfterMs`.
+import { drainRequested, reportsDrained } from '../../contract/drain-protocol.js';
 import type { AtlantisCondition, AtlantisDeploymentStatus, ConditionStatus, ConditionType, OnDrainTimeout, PodStatusSummary, StatusProbe } from '../types.js';
 import { podName, pvcName, selectorString } from '../resources/names.js';
 import { blockingGuards, type GuardName } from './guards.js';
@@ -109,12 +110,12 @@ export interface Plan {
 // ---- pod predicates -------------------------------------------------------------------
 
 export const isTerminating = (p: PodObservation): boolean => p.deletionTimestamp !== null;
-export const isDraining = (p: PodObservation): boolean => p.drainAnnotation !== null && p.drainAnnotation !== '';
+export const isDraining = (p: PodObservation): boolean => drainRequested(p.drainAnnotation);
 /** Running with a container that is not stuck restarting: terraform may be running in it. */
 export const isRunning = (p: PodObservation): boolean =>
   p.phase === 'Running' && !(p.waitingReason !== null && FAILING_WAITING_REASONS.has(p.waitingReason));
 /** The end of a drain: the server shuts down and runs nothing. Final for a server process. */
-export const isDrained = (st: StatusProbe | null | undefined): boolean => !!st?.ok && st.body.shutting_down && st.body.in_progress_operations === 0;
+export const isDrained = (st: StatusProbe | null | undefined): boolean => !!st?.ok && reportsDrained(st.body);
 /** Why a draining pod that is not drained still waits, from its last /status answer (none yet: null). */
 function drainWait(st: StatusProbe | null): { guard: GuardName; detail: string } {
   if (!st) return { guard: 'StatusUnreachable', detail: 'no /status answer yet' };
