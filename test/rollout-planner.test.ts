@@ -119,7 +119,8 @@ const completeStatus = (rev: string): AtlantisDeploymentStatus => ({
   pods: [],
 });
 
-const HELD: GuardName[] = ['MaxUnavailableReached', 'HigherOrdinalFirst'];
+/** Held by the budget that higher ordinals (rolling out first) hold. */
+const HELD: GuardName[] = ['HigherOrdinalFirst'];
 /** What the API server answered a dry-run create of a pod with `limits.memory: 2GB`. */
 const REJECTED = 'Pod in version "v1" cannot be handled as a Pod: quantities must match the regular expression \'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$\'';
 const rejectedState = (pods: PodObservation[], spec: Partial<RolloutSpec> = {}, extra: Partial<ObservedState> = {}): ObservedState =>
@@ -263,7 +264,7 @@ const rows: Row[] = [
     name: 'deleted pod still terminating: no replacement yet, counts as unavailable',
     state: observed([old(0), old(1), draining(2, 40, DRAINED, { deletionTimestamp: ago(1) })]),
     actions: [],
-    waiting: { 'atlantis-2': ['Terminating', 'WaitingForTermination'], 'atlantis-1': HELD, 'atlantis-0': HELD },
+    waiting: { 'atlantis-2': ['WaitingForTermination'], 'atlantis-1': HELD, 'atlantis-0': HELD },
   },
   {
     name: 'old pod gone: recreated on the same ordinal and PVC at the new revision',
@@ -320,10 +321,14 @@ const rows: Row[] = [
     name: 'timeout, Wait: keeps waiting, Progressing=False DrainTimeout, Warning event',
     state: observed([old(0), old(1), draining(2, 3601, probe(true, 1))]),
     actions: [],
-    waiting: { 'atlantis-2': ['DrainTimeout', 'OperationsInProgress'], 'atlantis-1': HELD, 'atlantis-0': HELD },
+    waiting: { 'atlantis-2': ['DrainTimeout'], 'atlantis-1': HELD, 'atlantis-0': HELD },
     events: ['Warning DrainTimeout atlantis-2'],
     conditions: { Progressing: 'False/DrainTimeout' },
-    check: (p) => assert.equal(p.requeueAfterMs, 500, 'keeps polling: the drain may still finish'),
+    check: (p) => {
+      assert.equal(p.requeueAfterMs, 500, 'keeps polling: the drain may still finish');
+      assert.deepEqual(p.status.timedOutPods, ['atlantis-2']);
+      assert.match(p.waiting[0]!.message, /1 operation\(s\) in progress/, 'the wait still says what the server reports');
+    },
   },
   {
     name: 'timeout, Wait, already reported: no second event',
@@ -331,6 +336,7 @@ const rows: Row[] = [
       previousStatus: {
         ...completeStatus(OLD),
         conditions: [{ type: 'Progressing', status: 'False', reason: 'DrainTimeout', message: 'Drains past drainTimeoutSeconds, waiting (onDrainTimeout=Wait): atlantis-2', lastTransitionTime: '2026-06-01T11:00:00Z', observedGeneration: 7 }],
+        timedOutPods: ['atlantis-2'],
       },
     }),
     actions: [],
@@ -598,7 +604,7 @@ const rows: Row[] = [
     state: rejectedState([old(0), old(1), draining(2, 30, DRAINED)]),
     actions: [],
     events: ['Warning ReplacementRejected'],
-    waiting: { 'atlantis-2': ['ReplacementRejected'], 'atlantis-1': ['ReplacementRejected', 'MaxUnavailableReached', 'HigherOrdinalFirst'] },
+    waiting: { 'atlantis-2': ['ReplacementRejected'], 'atlantis-1': ['ReplacementRejected', 'HigherOrdinalFirst'] },
     conditions: { Available: 'True/MinimumReplicasAvailable', Progressing: 'False/ReplacementRejected', Degraded: 'True/ReplacementRejected' },
     check: (p) => assert.equal(p.status.drainingReplicas, 1),
   },
@@ -626,7 +632,7 @@ const rows: Row[] = [
     name: 'replacement rejected: a scale-down drain needs no replacement and goes on',
     state: rejectedState([old(0), old(1)], { replicas: 1 }),
     actions: ['startDrain atlantis-1'],
-    waiting: { 'atlantis-0': ['ReplacementRejected', 'MaxUnavailableReached', 'HigherOrdinalFirst'] },
+    waiting: { 'atlantis-0': ['ReplacementRejected', 'HigherOrdinalFirst'] },
   },
   {
     name: 'scale up during a rollout: missing pods count against the budget',
@@ -682,10 +688,10 @@ test('the table exercises every guard, event, delete reason and action', () => {
 
 test('the planner says why atlantis-0 waits', () => {
   const plan = planRollout(observed([old(0), old(1), draining(2, 60, probe(true, 2))]), NOW);
-  assert.deepEqual(waitingFor(plan, 'atlantis-0'), ['MaxUnavailableReached', 'HigherOrdinalFirst']);
+  assert.deepEqual(waitingFor(plan, 'atlantis-0'), ['HigherOrdinalFirst']);
   assert.deepEqual(waitingFor(plan, 'atlantis-2'), ['OperationsInProgress']);
   const progressing = plan.status.conditions.find((c) => c.type === 'Progressing')!;
-  assert.equal(progressing.message, 'Waiting: atlantis-2: OperationsInProgress; atlantis-1: MaxUnavailableReached, HigherOrdinalFirst; atlantis-0: MaxUnavailableReached, HigherOrdinalFirst');
+  assert.equal(progressing.message, 'Waiting: atlantis-2: OperationsInProgress; atlantis-1: HigherOrdinalFirst; atlantis-0: HigherOrdinalFirst');
   assert.match(plan.waiting.find((w) => w.podName === 'atlantis-0')!.message, /unavailable: atlantis-2/);
 });
 
