@@ -67,36 +67,8 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
   const actions: Action[] = [];
   const waits: PodWait[] = [];
   const drainsStarted = new Set<string>();
-  let requeueAfterMs: number | null = null;
-  const requeue = (ms: number): void => {
-    const v = Math.max(0, Math.ceil(ms));
-    requeueAfterMs = requeueAfterMs === null ? v : Math.min(requeueAfterMs, v);
-  };
-  const event = (eventType: 'Normal' | 'Warning', reason: EventReason, message: string, pod: string | null): void => {
-    actions.push({ type: 'emitEvent', eventType, reason, message, podName: pod });
-  };
-
-  const act = (v: PodView): void => {
-    const p = v.pod;
-    if (v.step.kind === 'startDrain') {
-      actions.push({ type: 'startDrain', ordinal: p.ordinal, podName: p.name, uid: p.uid, value: nowIso });
-      event('Normal', 'DrainStarted', `Draining pod ${p.name}: ${v.step.why}`, p.name);
-      unavailable.add(p.ordinal);
-      drainsStarted.add(p.name);
-      requeue(pollMs);
-    } else if (v.step.kind === 'delete') {
-      const { reason } = v.step;
-      const drainStart = reason === 'Drained' || reason === 'DrainTimeout' ? (v.drain?.start ?? null) : null;
-      const drainDurationSeconds = drainStart ? Math.max(0, (now.getTime() - drainStart.getTime()) / 1000) : null;
-      actions.push({ type: 'deletePod', ordinal: p.ordinal, podName: p.name, uid: p.uid, reason, replace: v.replace, drainDurationSeconds });
-      if (reason === 'Drained') event('Normal', 'Drained', `Pod ${p.name} drained${drainDurationSeconds !== null ? ` after ${Math.round(drainDurationSeconds)}s` : ''}: no operation in progress`, p.name);
-      if (reason === 'DrainTimeout')
-        event('Warning', 'DrainTimeout', `Pod ${p.name} still draining after ${drainTimeoutSeconds}s; deleting it (onDrainTimeout=Interrupt), the server interrupts terraform cleanly`, p.name);
-      if (v.replace) event('Normal', 'PodReplaced', `Deleting pod ${p.name} (revision ${p.revision ?? 'none'}, ${reason}) to recreate it at revision ${U}`, p.name);
-    }
-  };
-
   const deleted = new Set<string>();
+  const wakeups: number[] = [];
   const notReadyInTime: string[] = [];
   for (const v of views) {
     const p = v.pod;
@@ -104,17 +76,23 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
     const held = holdingGuards(v, guardContext);
     if (held.length > 0) waits.push({ ordinal: p.ordinal, podName: p.name, guards: held.map((h) => h.name), message: `${v.summary}: ${held.map((h) => h.detail).join('; ')}` });
     else {
-      act(v);
+      actions.push(...stepActions(v, { now, updateRevision: U, drainTimeoutSeconds }));
       if (v.step.kind === 'delete') deleted.add(p.name);
+      if (v.step.kind === 'startDrain') {
+        // The budget pass: this drain now holds budget for the lower ordinals that follow.
+        unavailable.add(p.ordinal);
+        drainsStarted.add(p.name);
+        wakeups.push(pollMs);
+      }
     }
     // Keep polling a drain that may still end (Wait keeps polling past the timeout too).
     if (v.drain && !v.drain.drained && !(v.drain.pastTimeout && onDrainTimeout === 'Interrupt')) {
-      requeue(pollMs);
-      if (drainTimeoutSeconds > 0 && !v.drain.pastTimeout) requeue(drainTimeoutSeconds * 1000 - v.drain.elapsedMs);
+      wakeups.push(pollMs);
+      if (drainTimeoutSeconds > 0 && !v.drain.pastTimeout) wakeups.push(drainTimeoutSeconds * 1000 - v.drain.elapsedMs);
     }
     if (v.step.kind === 'keep' && !isTerminating(p) && !isAvailable(p) && p.createdAt) {
       const ageMs = now.getTime() - p.createdAt.getTime();
-      if (ageMs < deadlineS * 1000) requeue(deadlineS * 1000 - ageMs);
+      if (ageMs < deadlineS * 1000) wakeups.push(deadlineS * 1000 - ageMs);
       // No elapsed time in the message: status text must stay stable between reconciles.
       else if (!isFailing(p) && !p.unschedulable) notReadyInTime.push(`${p.name}: not Ready within ${deadlineS}s of creation`);
     }
@@ -146,7 +124,26 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
   actions.push(...transitionEvents(o.previousStatus ?? null, status, { replicas: R, updateRevision: U, drainTimeoutSeconds, rejected, drainDetail }));
 
   const waiting = waits.sort((a, b) => b.ordinal - a.ordinal);
+  const requeueAfterMs = wakeups.length > 0 ? Math.max(0, Math.ceil(Math.min(...wakeups))) : null;
   return { actions, waiting, requeueAfterMs, status, complete };
+}
+
+/** The actions (and the events reporting them) of a pod's step that no guard holds. */
+function stepActions(v: PodView, c: { now: Date; updateRevision: string; drainTimeoutSeconds: number }): Action[] {
+  const p = v.pod;
+  const event = (eventType: 'Normal' | 'Warning', reason: EventReason, message: string): Action => ({ type: 'emitEvent', eventType, reason, message, podName: p.name });
+  if (v.step.kind === 'startDrain')
+    return [{ type: 'startDrain', ordinal: p.ordinal, podName: p.name, uid: p.uid, value: formatTime(c.now) }, event('Normal', 'DrainStarted', `Draining pod ${p.name}: ${v.step.why}`)];
+  if (v.step.kind === 'keep') return [];
+  const { reason } = v.step;
+  const drainStart = reason === 'Drained' || reason === 'DrainTimeout' ? (v.drain?.start ?? null) : null;
+  const drainDurationSeconds = drainStart ? Math.max(0, (c.now.getTime() - drainStart.getTime()) / 1000) : null;
+  const out: Action[] = [{ type: 'deletePod', ordinal: p.ordinal, podName: p.name, uid: p.uid, reason, replace: v.replace, drainDurationSeconds }];
+  if (reason === 'Drained') out.push(event('Normal', 'Drained', `Pod ${p.name} drained${drainDurationSeconds !== null ? ` after ${Math.round(drainDurationSeconds)}s` : ''}: no operation in progress`));
+  if (reason === 'DrainTimeout')
+    out.push(event('Warning', 'DrainTimeout', `Pod ${p.name} still draining after ${c.drainTimeoutSeconds}s; deleting it (onDrainTimeout=Interrupt), the server interrupts terraform cleanly`));
+  if (v.replace) out.push(event('Normal', 'PodReplaced', `Deleting pod ${p.name} (revision ${p.revision ?? 'none'}, ${reason}) to recreate it at revision ${c.updateRevision}`));
+  return out;
 }
 
 /**
