@@ -151,6 +151,11 @@ export interface AtlantisDeploymentStatus {
   selector: string;
   conditions: AtlantisCondition[];
   pods: PodStatusSummary[];
+  /**
+   * Pods whose drain passed drainTimeoutSeconds and that wait (onDrainTimeout Wait). The
+   * controller always writes it; absent in a status written before the field existed.
+   */
+  timedOutPods?: string[];
 }
 
 export interface AtlantisDeployment {
