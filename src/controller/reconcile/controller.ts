@@ -136,9 +136,16 @@ export class AtlantisController {
     // At debug, with the reconcile's own lines between them: where a slow key's time went.
     const fields = { atlantisDeployment: { namespace, name }, reconcileID };
     this.o.logger.debug('Reconcile started', fields);
+    // Its own controller, not AbortSignal.any: listeners on the long-lived lifetime signal are
+    // removed when the reconcile ends, and the reason says which of the two fired.
+    const abort = new AbortController();
+    const timeoutMs = this.o.reconcileTimeoutMs ?? RECONCILE_TIMEOUT_MS;
+    const onStop = () => abort.abort(this.lifetime.signal.reason);
+    this.lifetime.signal.addEventListener('abort', onStop, { once: true });
+    const timer = setTimeout(() => abort.abort(new Error(`reconcile timed out after ${timeoutMs / 1000} s`)), timeoutMs);
     try {
-      const signal = AbortSignal.any([this.lifetime.signal, AbortSignal.timeout(this.o.reconcileTimeoutMs ?? RECONCILE_TIMEOUT_MS)]);
-      const r = await this.reconciler.reconcile(namespace, name, reconcileID, signal);
+      if (this.lifetime.signal.aborted) onStop();
+      const r = await this.reconciler.reconcile(namespace, name, reconcileID, abort.signal);
       this.o.metrics.statusWatches.set(this.drainWatch.size());
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       this.o.metrics.observeReconcile(r.requeueAfterMs !== null ? 'requeue' : 'success', seconds);
@@ -146,7 +153,11 @@ export class AtlantisController {
       return { requeueAfterMs: r.requeueAfterMs };
     } catch (e) {
       this.o.metrics.observeReconcile('error', Number(process.hrtime.bigint() - started) / 1e9);
+      if (abort.signal.aborted) throw new Error(`Reconcile aborted: ${(abort.signal.reason as Error).message}`, { cause: e });
       throw e;
+    } finally {
+      clearTimeout(timer);
+      this.lifetime.signal.removeEventListener('abort', onStop);
     }
   }
 }
