@@ -27,7 +27,7 @@ function asStored(o: KubeObject, extra: Record<string, unknown> = {}): KubeObjec
   return Object.assign(c, extra);
 }
 
-test('covers: maps may hold more, lists must match in length, empty stands for absent', () => {
+test('covers: maps may hold more, lists must match in length, an empty list stands for an absent one, unset fields are not ours', () => {
   const rows: Array<[actual: unknown, wanted: unknown, expected: boolean]> = [
     [{ a: 1, b: 2 }, { a: 1 }, true],
     [{ a: 2 }, { a: 1 }, false],
@@ -38,6 +38,9 @@ test('covers: maps may hold more, lists must match in length, empty stands for a
     [undefined, [], true],
     [null, {}, true],
     [undefined, '', true],
+    [{ 'atlantis-operator.dev/desired-hash': 'old' }, undefined, true],
+    [{ team: 'infra' }, {}, true],
+    [[{ verbs: ['*'] }], [], false],
     [[], [1], false],
     ['4141', 4141, false],
     [{ a: [1] }, { a: [] }, false],
@@ -76,6 +79,12 @@ test('ownedDrift: an edit by someone else to a field we set is drift', () => {
   const extraLabel = asStored(svc);
   extraLabel.metadata!.labels = { ...extraLabel.metadata!.labels, team: 'infra' };
   assert.equal(ownedDrift(svc, extraLabel), false, 'a label of someone else is theirs: not drift');
+  const older = asStored(svc);
+  older.metadata!.annotations = { 'atlantis-operator.dev/desired-hash': 'written by an older controller' };
+  assert.equal(ownedDrift(svc, older), false, 'an annotation we do not render is not ours: objects of an older controller are not re-applied');
+  const emptyRole = asStored(renderRole(ad, []));
+  (emptyRole as { rules?: unknown[] }).rules = [{ apiGroups: [''], resources: ['secrets'], verbs: ['get'] }];
+  assert.equal(ownedDrift(renderRole(ad, []), emptyRole), true, 'a rule added to a Role we keep empty');
 
   const role = renderPodRole(ad, 0) as KubeObject & { rules: Array<{ verbs: string[]; resourceNames?: string[] }> };
   const wider = asStored(role) as typeof role;

@@ -22,28 +22,26 @@ export function ownedDrift(desired: KubeObject, current: KubeObject | undefined)
 }
 
 /**
- * Whether `actual` has every field of `wanted` with the same value. Lists must match in
- * length (an added Role rule is drift); maps may hold more keys (the API server's defaults,
- * other controllers' labels). An empty value stands for an absent one: the API server drops
- * empty fields (a Role without rules comes back without `rules`).
+ * Whether `actual` has every field of `wanted` with the same value. Maps may hold more keys
+ * (the API server's defaults, other controllers' labels); a field we leave unset (undefined,
+ * null, '', {}) is not ours to check. Lists must match in length (an added Role rule is
+ * drift), and an empty list stands for an absent one: the API server drops empty lists (a
+ * Role without rules comes back without `rules`).
  */
 export function covers(actual: unknown, wanted: unknown): boolean {
-  if (isEmpty(wanted)) return isEmpty(actual);
+  if (wanted === undefined || wanted === null || wanted === '') return true;
   if (Array.isArray(wanted)) {
+    if (wanted.length === 0) return actual === undefined || actual === null || (Array.isArray(actual) && actual.length === 0);
     return Array.isArray(actual) && actual.length === wanted.length && wanted.every((w, i) => covers(actual[i], w));
   }
   if (typeof wanted === 'object') {
+    const entries = Object.entries(wanted as Record<string, unknown>);
+    if (entries.length === 0) return true;
     if (typeof actual !== 'object' || actual === null || Array.isArray(actual)) return false;
     const a = actual as Record<string, unknown>;
-    return Object.entries(wanted as Record<string, unknown>).every(([k, w]) => covers(a[k], w));
+    return entries.every(([k, w]) => covers(a[k], w));
   }
   return actual === wanted;
-}
-
-function isEmpty(v: unknown): boolean {
-  if (v === undefined || v === null || v === '') return true;
-  if (Array.isArray(v)) return v.length === 0;
-  return typeof v === 'object' && Object.keys(v as object).length === 0;
 }
 
 /**
