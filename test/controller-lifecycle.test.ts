@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
-import { apiPath, kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
+import { MERGE_PATCH, apiPath, kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
 import { API_VERSION, KIND, PLURAL, type AtlantisDeployment } from '../src/controller/types.js';
 import { assertBuilt } from './support/cli.js';
 import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, events, getAd, listPods, patchAdSpec, startController, type TestController } from './support/controller.js';
@@ -152,6 +152,32 @@ describe('AtlantisDeployment lifecycle', () => {
     assert.equal(scale.status.selector, s.selector);
     assert.equal(scale.status.replicas, 2);
     assert.ok((await events(cluster.kc, ns)).some((e) => e.reason === 'RolloutComplete'), 'a RolloutComplete event for the first rollout');
+  });
+
+  it('an edit by hand to the Service or a Role is reverted (server-side apply); a steady state applies nothing', { timeout: 60_000 }, async () => {
+    const written = (change: string) => ctrl.logs.filter((l) => l.msg === 'Owned object written' && l.fields.change === change);
+    assert.deepEqual(written('applied').map((l) => l.fields.name), [], 'nothing re-applied since the objects were created: the cache matched what we render');
+    type Svc = { metadata: { managedFields?: Array<{ manager: string; operation: string }> }; spec: { selector: Record<string, string>; ports: Array<{ name?: string; port: number; targetPort: number; protocol?: string }> } };
+    type Role = { rules?: Array<{ resourceNames?: string[]; verbs: string[] }> };
+    const svcPath = apiPath('v1', 'services', ns, NAME);
+    const rolePath = apiPath('rbac.authorization.k8s.io/v1', 'roles', ns, `${NAME}-atlantis-0`);
+    // Someone points the webhook Service elsewhere and lets pod 0 read its sibling.
+    await kubeRequestOk(cluster.kc, 'PATCH', svcPath, { spec: { selector: { 'app.kubernetes.io/instance': 'elsewhere' }, ports: [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }] } }, { contentType: MERGE_PATCH });
+    await kubeRequestOk(cluster.kc, 'PATCH', rolePath, { rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'], resourceNames: [`${NAME}-0`, `${NAME}-1`] }] }, { contentType: MERGE_PATCH });
+    const svc = await waitFor('the Service restored', async () => {
+      const s = await kubeRequestOk<Svc>(cluster.kc, 'GET', svcPath);
+      return s.spec.selector['app.kubernetes.io/instance'] === NAME && s.spec.ports.length === 1 && s.spec.ports[0]!.targetPort === 4141 ? s : undefined;
+    }, { timeoutMs: 30_000 });
+    assert.deepEqual(svc.spec.selector, { 'app.kubernetes.io/name': 'atlantis', 'app.kubernetes.io/instance': NAME });
+    assert.ok(svc.metadata.managedFields?.some((f) => f.manager === 'atlantis-operator' && f.operation === 'Apply'), `applied by our field manager: ${JSON.stringify(svc.metadata.managedFields?.map((f) => [f.manager, f.operation]))}`);
+    const rules = await waitFor('the Role of pod 0 restored', async () => {
+      const r = (await kubeRequestOk<Role>(cluster.kc, 'GET', rolePath)).rules ?? [];
+      return r.length === 1 && r[0]!.resourceNames?.length === 1 ? r : undefined;
+    }, { timeoutMs: 30_000 });
+    assert.deepEqual(rules.map((r) => r.resourceNames), [[`${NAME}-0`]], 'pod 0 reads only its own pod again');
+    const reapplied = written('applied').map((l) => l.fields.name);
+    assert.ok(reapplied.includes(NAME) && reapplied.includes(`${NAME}-atlantis-0`), `the edited objects were applied: ${JSON.stringify(reapplied)}`);
+    assert.ok(reapplied.every((n) => n === NAME || n === `${NAME}-atlantis-0`), `and nothing else: ${JSON.stringify(reapplied)}`);
   });
 
   it('an idle rollout (changed pod template annotation) replaces pods highest ordinal first, one at a time, keeping PVC data', { timeout: 180_000 }, async () => {

@@ -193,7 +193,7 @@ function table(): Row[] {
   yes(C, ['list', 'watch'], '', 'pods', 'cluster', 'cluster-wide informer');
   yes(C, ['list', 'watch', 'create'], '', 'persistentvolumeclaims', 'ad', 'informer, one PVC per ordinal');
   for (const [g, r] of [['', 'services'], ['', 'serviceaccounts'], [RBAC, 'roles'], [RBAC, 'rolebindings'], ['policy', 'poddisruptionbudgets']] as const) {
-    yes(C, ['list', 'watch', 'create', 'patch'], g, r, 'ad', 'owned object: informer, create, merge patch');
+    yes(C, ['list', 'watch', 'create', 'patch'], g, r, 'ad', 'owned object: informer, server-side apply (patch, and create when missing)');
   }
   yes(C, ['create'], '', 'events', 'ad', 'core/v1 Events about the AD');
   yes(C, ['get', 'create', 'update'], 'coordination.k8s.io', 'leases', 'ctrl', 'leader election', LEASE);
@@ -223,9 +223,9 @@ function table(): Row[] {
   for (const [g, r] of [['', 'persistentvolumeclaims'], ['', 'services'], ['', 'serviceaccounts'], [RBAC, 'roles'], [RBAC, 'rolebindings'], ['policy', 'poddisruptionbudgets']] as const) {
     no(C, ['delete'], g, r, 'ad', 'owned objects go with the AD through the garbage collector');
   }
-  no(C, ['update'], '', 'services', 'ad', 'merge patch only');
-  no(C, ['update'], RBAC, 'roles', 'ad', 'merge patch only');
-  no(C, ['update'], RBAC, 'rolebindings', 'ad', 'merge patch only');
+  no(C, ['update'], '', 'services', 'ad', 'server-side apply only');
+  no(C, ['update'], RBAC, 'roles', 'ad', 'server-side apply only');
+  no(C, ['update'], RBAC, 'rolebindings', 'ad', 'server-side apply only');
   no(C, ['create', 'update', 'patch', 'delete'], ATD, 'atlantisdeployments', 'ad', 'never writes the spec');
   no(C, ['escalate', 'bind'], RBAC, 'roles', 'ad', 'cannot grant more than it holds');
   no(C, ['create', 'update', 'escalate', 'bind'], RBAC, 'clusterroles', 'cluster', 'no cluster roles');

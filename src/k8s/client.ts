@@ -3,6 +3,7 @@
 //
 //   kubeRequest(kc, method, path, body?)   one API call, parsed JSON + HTTP status, never throws on 4xx/5xx
 //   kubeRequestOk(...)                     the same, but throws KubeApiError unless 2xx
+//   (resources.ts: ResourceClient, the typed get/list/create/patch/apply/delete on top of these)
 //   openKubeStream(kc, path, onLine)       a streaming GET (watch), one callback per line
 //   configureKubeClient(kc, {qps, burst, onResponse})  optional client-side rate limit, metrics hook
 //
@@ -12,6 +13,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import tls from 'node:tls';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { KubeClientConfig } from './kubeconfig.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -62,7 +64,48 @@ export interface RequestOptions {
   query?: Record<string, string | number | boolean | undefined>;
   /** Abort the request after this long (default 30 s). */
   timeoutMs?: number;
+  /** Ends the request (and any wait before a retry) with an AbortError. */
   signal?: AbortSignal;
+  /** Overrides DEFAULT_RETRY for this request. */
+  retry?: RetryPolicy;
+}
+
+/**
+ * How a 429 (Too Many Requests) with a Retry-After is retried. The API server's Priority and
+ * Fairness answers so before it runs the request, so a retry is safe for every method. A 429
+ * without Retry-After is returned as it is (client-go does the same).
+ */
+export interface RetryPolicy {
+  /** Retries after the first answer. */
+  maxRetries: number;
+  /** Total time spent waiting between tries; a Retry-After beyond it returns the 429 instead. */
+  maxWaitMs: number;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = { maxRetries: 5, maxWaitMs: 30_000 };
+
+/** True for a 2xx status: the one success check of this client. */
+export function isSuccess(status: number): boolean {
+  return status >= 200 && status <= 299;
+}
+
+/**
+ * The wait a Retry-After header asks for, in ms: delta-seconds or an HTTP date (RFC 9110);
+ * undefined when absent or unreadable. Negative waits (a date in the past) are 0.
+ */
+export function retryAfterMs(header: string | string[] | undefined, now: number): number | undefined {
+  const v = (Array.isArray(header) ? header[0] : header)?.trim();
+  if (!v) return undefined;
+  if (/^\d+$/.test(v)) return Number(v) * 1000;
+  // An HTTP date names its day ("Tue, 01 Dec 2026 10:00:05 GMT"); Date.parse alone takes "-1".
+  const at = /^[A-Za-z]{3}, /.test(v) ? Date.parse(v) : NaN;
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+/** The wait before the next try after a 429, or undefined (give up and return the 429). */
+export function nextRetryWaitMs(policy: RetryPolicy, retriesDone: number, waitedMs: number, retryAfter: number | undefined): number | undefined {
+  if (retryAfter === undefined || retriesDone >= policy.maxRetries) return undefined;
+  return waitedMs + retryAfter > policy.maxWaitMs ? undefined : retryAfter;
 }
 
 export interface KubeClientOptions {
@@ -166,7 +209,8 @@ function buildPath(conn: Conn, path: string, query?: RequestOptions['query']): U
 
 /**
  * One API call. Returns the HTTP status and the parsed body; does not throw on 4xx/5xx
- * (only on network errors and timeouts).
+ * (only on network errors, timeouts and an aborted signal). A 429 is sent again as
+ * `opts.retry` allows (bounded in count and time) when the server says when (Retry-After).
  *
  *   await kubeRequest(kc, 'PATCH', `/api/v1/namespaces/${ns}/pods/${name}`,
  *     { metadata: { annotations: { a: 'b' } } }, { contentType: MERGE_PATCH });
@@ -178,6 +222,20 @@ export async function kubeRequest<T = unknown>(
   body?: unknown,
   opts: RequestOptions = {},
 ): Promise<KubeResponse<T>> {
+  const policy = opts.retry ?? DEFAULT_RETRY;
+  let waited = 0;
+  for (let retries = 0; ; retries++) {
+    const res = await requestOnce<T>(kc, method, path, body, opts);
+    if (res.status !== 429) return res;
+    const wait = nextRetryWaitMs(policy, retries, waited, retryAfterMs(res.headers['retry-after'], Date.now()));
+    if (wait === undefined) return res;
+    await delay(wait, undefined, { signal: opts.signal });
+    waited += wait;
+  }
+}
+
+async function requestOnce<T>(kc: KubeClientConfig, method: HttpMethod, path: string, body: unknown, opts: RequestOptions): Promise<KubeResponse<T>> {
+  opts.signal?.throwIfAborted();
   const client = clientOptions.get(kc);
   await client?.bucket?.take();
   const { conn, headers } = await connFor(kc);
@@ -230,7 +288,7 @@ export async function kubeRequestOk<T = unknown>(
   opts: RequestOptions = {},
 ): Promise<T> {
   const res = await kubeRequest<T>(kc, method, path, body, opts);
-  if (res.status < 200 || res.status > 299) throw new KubeApiError(method, path, res.status, res.body);
+  if (!isSuccess(res.status)) throw new KubeApiError(method, path, res.status, res.body);
   return res.body;
 }
 

@@ -25,7 +25,15 @@ export interface ControllerOptions {
   workers: number;
   /** Restart a watch that has been silent this long (default 60 s). */
   watchSilenceTimeoutMs?: number;
+  /** A reconcile's API requests are aborted after this long (default RECONCILE_TIMEOUT_MS). */
+  reconcileTimeoutMs?: number;
 }
+
+/**
+ * A reconcile that takes longer is stuck on the API server (a request that hangs, 429s that
+ * keep coming): aborting frees its key, and the work queue retries it with backoff.
+ */
+export const RECONCILE_TIMEOUT_MS = 60_000;
 
 const MANAGED = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
 
@@ -39,6 +47,8 @@ export class AtlantisController {
   private readonly drainWatch: DrainWatch;
   private workers?: Promise<void>;
   private synced = false;
+  /** Aborted by stop(): ends every API request in flight (shutdown, lost leadership). */
+  private readonly lifetime = new AbortController();
 
   constructor(private readonly o: ControllerOptions) {
     this.queue = new WorkQueue({ baseDelayMs: 100, maxDelayMs: 60_000, onTake: (ms) => o.metrics.workqueueQueueDuration.observe(ms / 1000) });
@@ -71,7 +81,7 @@ export class AtlantisController {
       },
     });
     this.reconciler = new Reconciler({
-      kc: o.kc, cache, logger: o.logger, metrics: o.metrics, instance: process.env.POD_NAME ?? hostname(), drainWatch: this.drainWatch,
+      kc: o.kc, cache, logger: o.logger, metrics: o.metrics, instance: process.env.POD_NAME ?? hostname(), drainWatch: this.drainWatch, signal: this.lifetime.signal,
       onStatusWriteFailed: (key, error) => {
         const retryInMs = this.queue.addRateLimited(key);
         o.logger.error('Status write failed', { atlantisDeployment: splitKey(key), error: error.message, retryInMs });
@@ -98,9 +108,14 @@ export class AtlantisController {
 
   hasSynced(): boolean { return this.synced; }
 
-  /** Stops taking keys, waits for the workers to finish their current key, stops watches. */
+  /**
+   * Stops taking keys, aborts the API requests in flight (a reconcile ends at its next
+   * request: the next leader starts from what the cluster shows), waits for the workers,
+   * stops watches.
+   */
   async stop(): Promise<void> {
     this.queue.shutDown();
+    this.lifetime.abort(new Error('controller stopping'));
     await this.workers;
     await this.reconciler.stop();
     this.drainWatch.stopAll();
@@ -121,8 +136,16 @@ export class AtlantisController {
     // At debug, with the reconcile's own lines between them: where a slow key's time went.
     const fields = { atlantisDeployment: { namespace, name }, reconcileID };
     this.o.logger.debug('Reconcile started', fields);
+    // Its own controller, not AbortSignal.any: listeners on the long-lived lifetime signal are
+    // removed when the reconcile ends, and the reason says which of the two fired.
+    const abort = new AbortController();
+    const timeoutMs = this.o.reconcileTimeoutMs ?? RECONCILE_TIMEOUT_MS;
+    const onStop = () => abort.abort(this.lifetime.signal.reason);
+    this.lifetime.signal.addEventListener('abort', onStop, { once: true });
+    const timer = setTimeout(() => abort.abort(new Error(`reconcile timed out after ${timeoutMs / 1000} s`)), timeoutMs);
     try {
-      const r = await this.reconciler.reconcile(namespace, name, reconcileID);
+      if (this.lifetime.signal.aborted) onStop();
+      const r = await this.reconciler.reconcile(namespace, name, reconcileID, abort.signal);
       this.o.metrics.statusWatches.set(this.drainWatch.size());
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       this.o.metrics.observeReconcile(r.requeueAfterMs !== null ? 'requeue' : 'success', seconds);
@@ -130,7 +153,11 @@ export class AtlantisController {
       return { requeueAfterMs: r.requeueAfterMs };
     } catch (e) {
       this.o.metrics.observeReconcile('error', Number(process.hrtime.bigint() - started) / 1e9);
+      if (abort.signal.aborted) throw new Error(`Reconcile aborted: ${(abort.signal.reason as Error).message}`, { cause: e });
       throw e;
+    } finally {
+      clearTimeout(timer);
+      this.lifetime.signal.removeEventListener('abort', onStop);
     }
   }
 }

@@ -1,43 +1,88 @@
-// Create-or-update for the objects an AtlantisDeployment owns besides its pods and PVCs
-// (Service, ServiceAccount, Role, RoleBinding, PodDisruptionBudget). The desired object's
-// hash is stored in an annotation; an object whose hash differs is patched, one that is
-// missing is created. Decisions (what to send) are pure; `applyOwned` does the I/O.
-import type { KubeClientConfig } from '../../k8s/kubeconfig.js';
-import { KubeApiError, MERGE_PATCH, apiPath, kubeRequest } from '../../k8s/client.js';
+// The objects an AtlantisDeployment owns besides its pods and PVCs (Service, ServiceAccount,
+// Role, RoleBinding, PodDisruptionBudget, per pod and per instance), kept as rendered by
+// server-side apply: fields we set are ours (fieldManager, force), so an edit by anyone else
+// is reverted, and fields the API server fills in (a Service's clusterIP) are left alone.
+//
+// An apply is sent only when the cached object lacks or differs from a field we set (pure:
+// ownedDrift), so a steady state costs no request; an owned object's watch event enqueues
+// its AtlantisDeployment, so a change by someone else is seen at once.
 import type { KubeObject } from '../../k8s/informer.js';
-import { hashRevision } from '../resources/revision.js';
-import { GROUP } from '../types.js';
+import type { CallOptions, ResourceClient } from '../../k8s/resources.js';
 
-export const ANNOTATION_DESIRED_HASH = `${GROUP}/desired-hash`;
+/** Our field manager for server-side apply (owner of every field we set). */
+export const FIELD_MANAGER = 'atlantis-operator';
 
-export interface OwnedKind { apiVersion: string; plural: string }
-
-export type OwnedChange =
-  | { type: 'create'; body: KubeObject }
-  | { type: 'patch'; body: Record<string, unknown> }
-  | { type: 'none' };
-
-/** What to do to make `current` (from the informer cache) match `desired`. */
-export function ownedChange(desired: KubeObject, current: KubeObject | undefined): OwnedChange {
-  const { apiVersion: _a, kind: _k, metadata, ...content } = desired as KubeObject & Record<string, unknown>;
-  const hash = hashRevision(desired);
-  const annotations = { ...(metadata?.annotations ?? {}), [ANNOTATION_DESIRED_HASH]: hash };
-  if (!current) return { type: 'create', body: { ...desired, metadata: { ...metadata, annotations } } };
-  if (current.metadata?.annotations?.[ANNOTATION_DESIRED_HASH] === hash) return { type: 'none' };
-  // Merge patch: replaces the fields we own (arrays whole), keeps what the API server
-  // filled in (a Service's clusterIP, for one).
-  return { type: 'patch', body: { metadata: { labels: metadata?.labels ?? {}, annotations, ownerReferences: metadata?.ownerReferences }, ...content } };
+/** True when `current` (from the informer cache) does not carry every field `desired` sets. */
+export function ownedDrift(desired: KubeObject, current: KubeObject | undefined): boolean {
+  if (!current) return true;
+  const { apiVersion: _a, kind: _k, metadata, status: _s, ...content } = desired as KubeObject & Record<string, unknown>;
+  const { apiVersion: _ca, kind: _ck, metadata: cm, status: _cs, ...currentContent } = current as KubeObject & Record<string, unknown>;
+  const meta = { labels: metadata?.labels, annotations: metadata?.annotations, ownerReferences: metadata?.ownerReferences };
+  return !covers(cm, meta) || !covers(currentContent, content);
 }
 
-export async function applyOwned(kc: KubeClientConfig, kind: OwnedKind, desired: KubeObject, current: KubeObject | undefined): Promise<OwnedChange['type']> {
-  const ns = desired.metadata?.namespace;
-  const name = desired.metadata?.name ?? '';
-  const change = ownedChange(desired, current);
-  if (change.type === 'none') return 'none';
-  const path = change.type === 'create' ? apiPath(kind.apiVersion, kind.plural, ns) : apiPath(kind.apiVersion, kind.plural, ns, name);
-  const res = await kubeRequest(kc, change.type === 'create' ? 'POST' : 'PATCH', path, change.body, { contentType: change.type === 'patch' ? MERGE_PATCH : undefined });
-  // 409 on create: our cache is behind; the next reconcile sees the object and patches it.
-  if (res.status === 409 && change.type === 'create') return 'none';
-  if (res.status < 200 || res.status > 299) throw new KubeApiError(change.type === 'create' ? 'POST' : 'PATCH', path, res.status, res.body);
-  return change.type;
+/**
+ * Whether `actual` has every field of `wanted` with the same value. Maps may hold more keys
+ * (the API server's defaults, other controllers' labels); a field we leave unset (undefined,
+ * null, '', {}) is not ours to check. Lists must match in length (an added Role rule is
+ * drift), and an empty list stands for an absent one: the API server drops empty lists (a
+ * Role without rules comes back without `rules`).
+ */
+export function covers(actual: unknown, wanted: unknown): boolean {
+  if (wanted === undefined || wanted === null || wanted === '') return true;
+  if (Array.isArray(wanted)) {
+    if (wanted.length === 0) return actual === undefined || actual === null || (Array.isArray(actual) && actual.length === 0);
+    return Array.isArray(actual) && actual.length === wanted.length && wanted.every((w, i) => covers(actual[i], w));
+  }
+  if (typeof wanted === 'object') {
+    const entries = Object.entries(wanted as Record<string, unknown>);
+    if (entries.length === 0) return true;
+    if (typeof actual !== 'object' || actual === null || Array.isArray(actual)) return false;
+    const a = actual as Record<string, unknown>;
+    return entries.every(([k, w]) => covers(a[k], w));
+  }
+  return actual === wanted;
+}
+
+/**
+ * The resourceVersion each apply returned, per AtlantisDeployment and object uid. A cached
+ * copy no newer than it is our own result (or older, the watch lagging): applying again
+ * changes nothing, so it is skipped even if it shows drift, e.g. a Service port someone
+ * added, which server-side apply leaves to its manager.
+ */
+export class AppliedVersions {
+  private readonly byKey = new Map<string, Map<string, string>>();
+
+  record(key: string, obj: KubeObject): void {
+    const { uid, resourceVersion } = obj.metadata ?? {};
+    if (!uid || !resourceVersion) return;
+    let m = this.byKey.get(key);
+    if (!m) this.byKey.set(key, (m = new Map()));
+    m.set(uid, resourceVersion);
+  }
+
+  /** True when `current` is not newer than what our last apply to it returned. */
+  ours(key: string, current: KubeObject): boolean {
+    const uid = current.metadata?.uid;
+    const mine = Number(uid ? this.byKey.get(key)?.get(uid) : undefined);
+    const theirs = Number(current.metadata?.resourceVersion);
+    // etcd resourceVersions are increasing integers (WrittenObjects compares them the same way).
+    return Number.isFinite(mine) && Number.isFinite(theirs) && theirs <= mine;
+  }
+
+  forget(key: string): void {
+    this.byKey.delete(key);
+  }
+}
+
+/**
+ * Applies `desired` unless the cached object already has it (or is our own last apply).
+ * Returns 'created' / 'applied' when a request was sent, 'none' otherwise.
+ */
+export async function applyOwned(
+  client: ResourceClient<KubeObject>, key: string, applied: AppliedVersions, desired: KubeObject, current: KubeObject | undefined, o: CallOptions = {},
+): Promise<'created' | 'applied' | 'none'> {
+  if (current && (applied.ours(key, current) || !ownedDrift(desired, current))) return 'none';
+  applied.record(key, await client.apply(desired, { ...o, fieldManager: FIELD_MANAGER, force: true }));
+  return current ? 'applied' : 'created';
 }

@@ -6,7 +6,8 @@
 import { randomBytes } from 'node:crypto';
 import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import type { KubeClientConfig } from '../../k8s/kubeconfig.js';
-import { KubeApiError, MERGE_PATCH, apiPath, kubeRequest } from '../../k8s/client.js';
+import { KubeApiError, MERGE_PATCH } from '../../k8s/client.js';
+import { type CallOptions, ResourceClient, type ResourceKind, isConflict, isNotFound } from '../../k8s/resources.js';
 import type { KubeObject } from '../../k8s/informer.js';
 import type { Logger } from '../../log.js';
 import type { ControllerMetrics } from '../metrics.js';
@@ -18,7 +19,7 @@ import {
 import { type Action, type ObservedState, type Plan, isDraining, isRunning, observeDeployment, observePod, planRollout, replacementNeeded } from '../rollout/index.js';
 import { canonicalJSON } from '../resources/revision.js';
 import type { AtlantisDeployment, StatusProbe } from '../types.js';
-import { type OwnedKind, applyOwned } from './owned-objects.js';
+import { AppliedVersions, applyOwned } from './owned-objects.js';
 import { probeServerStatus } from './status-probe.js';
 import { DEFAULT_WAIT_SECONDS, type DrainWatch, type DrainWatchTarget } from './drain-watch.js';
 import { Expectations } from './expectations.js';
@@ -32,7 +33,7 @@ export const OWNED_KINDS = {
   roles: { apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'roles' },
   rolebindings: { apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'rolebindings' },
   poddisruptionbudgets: { apiVersion: 'policy/v1', plural: 'poddisruptionbudgets' },
-} as const satisfies Record<string, OwnedKind>;
+} as const satisfies Record<string, ResourceKind>;
 export type OwnedKindName = keyof typeof OWNED_KINDS;
 
 /** Read access to the informer caches. */
@@ -59,6 +60,8 @@ export interface ReconcilerOptions {
   drainWatch?: DrainWatch;
   /** A status write (done after the reconcile returned) failed: reconcile the key again. */
   onStatusWriteFailed?: (key: string, error: Error) => void;
+  /** Ends status writes in flight (shutdown, lost leadership); reconciles get their own signal. */
+  signal?: AbortSignal;
   now?: () => Date;
 }
 
@@ -84,12 +87,21 @@ export class Reconciler {
   private readonly loggedWaits = new Map<string, Map<string, string>>();
   /** The API server's last answer about a pod at the update revision, per key (replacement-check.ts). */
   private readonly verdicts = new Map<string, ReplacementVerdict>();
+  private readonly applied = new AppliedVersions();
+  private readonly podClient: ResourceClient<V1Pod>;
+  private readonly pvcClient: ResourceClient<V1PersistentVolumeClaim>;
+  private readonly eventClient: ResourceClient<KubeObject>;
+  private readonly ownedClients: Record<OwnedKindName, ResourceClient<KubeObject>>;
 
   constructor(private readonly o: ReconcilerOptions) {
     this.probe = o.probe ?? ((ip) => probeServerStatus(ip));
     this.now = o.now ?? (() => new Date());
+    this.podClient = new ResourceClient(o.kc, { apiVersion: 'v1', plural: 'pods' });
+    this.pvcClient = new ResourceClient(o.kc, { apiVersion: 'v1', plural: 'persistentvolumeclaims' });
+    this.eventClient = new ResourceClient(o.kc, { apiVersion: 'v1', plural: 'events' });
+    this.ownedClients = Object.fromEntries(Object.entries(OWNED_KINDS).map(([k, kind]) => [k, new ResourceClient(o.kc, kind)])) as Record<OwnedKindName, ResourceClient<KubeObject>>;
     this.statusWriter = new StatusWriter({
-      kc: o.kc, logger: o.logger,
+      kc: o.kc, logger: o.logger, signal: o.signal,
       onWritten: (key, ad) => this.written.record(key, ad),
       onFailed: (key, e) => o.onStatusWriteFailed?.(key, e),
     });
@@ -100,7 +112,9 @@ export class Reconciler {
     return this.statusWriter.stop();
   }
 
-  async reconcile(namespace: string, name: string, reconcileID: string): Promise<ReconcileResult> {
+  /** `signal` ends every API request of this reconcile (shutdown, lost leadership, reconcile timeout). */
+  async reconcile(namespace: string, name: string, reconcileID: string, signal?: AbortSignal): Promise<ReconcileResult> {
+    const call: CallOptions = { signal };
     const log = this.o.logger.child({ atlantisDeployment: { namespace, name }, reconcileID });
     const key = `${namespace}/${name}`;
     const cached = this.o.cache.atlantisDeployment(namespace, name);
@@ -109,6 +123,7 @@ export class Reconciler {
       this.written.forget(key, new Set());
       this.o.drainWatch?.sync(key, []);
       this.verdicts.delete(key);
+      this.applied.forget(key);
       return { requeueAfterMs: null };
     }
     const ad = this.withPendingStatus(this.written.fresher(cached));
@@ -124,11 +139,11 @@ export class Reconciler {
       log.debug('Waiting for the cache to show our last writes');
       return { requeueAfterMs: 1000 };
     }
-    await this.ensureOwnedObjects(ad, pods, log);
+    await this.ensureOwnedObjects(ad, pods, log, call);
 
     const probes = await this.probeDrainingPods(key, pods);
     const observed = observeDeployment(ad, revision, pods, pvcs, probes);
-    observed.replacementRejected = await this.checkReplacement(key, ad, observed, log);
+    observed.replacementRejected = await this.checkReplacement(key, ad, observed, log, call);
     const plan = planRollout(observed, this.now(), this.o.drainWatch ? { statusPollIntervalMs: POLL_WITH_DRAIN_WATCH_MS } : {});
     this.logWaits(key, plan, log);
 
@@ -136,7 +151,7 @@ export class Reconciler {
     for (const action of plan.actions) {
       if (action.type === 'emitEvent' && action.podName && failedPods.has(action.podName)) continue;
       try {
-        await this.execute(ad, action, pods, revision, log);
+        await this.execute(ad, action, pods, revision, log, call);
         this.o.metrics.recordExecuted(action);
         this.expectFor(key, action, pods);
       } catch (e) {
@@ -148,10 +163,10 @@ export class Reconciler {
           plan.requeueAfterMs = Math.min(plan.requeueAfterMs ?? 1000, 1000);
           continue;
         }
-        if (e instanceof KubeApiError && (e.status === 404 || e.status === 409)) {
+        if (isNotFound(e) || isConflict(e)) {
           // Our cache was behind the cluster (pod already replaced, already deleted, changed
           // since): skip what depends on it and look again shortly.
-          log.info('Action skipped: cluster changed', { action: action.type, pod: 'podName' in action ? action.podName : undefined, status: e.status });
+          log.info('Action skipped: cluster changed', { action: action.type, pod: 'podName' in action ? action.podName : undefined, status: (e as KubeApiError).status });
           if ('podName' in action && action.podName) failedPods.add(action.podName);
           plan.requeueAfterMs = Math.min(plan.requeueAfterMs ?? 1000, 1000);
           continue;
@@ -174,7 +189,7 @@ export class Reconciler {
    * The API server's refusal of a pod at the update revision, or null: asked (dry-run create)
    * only when the plan may replace or create a pod, once per revision while accepted.
    */
-  private async checkReplacement(key: string, ad: AtlantisDeployment, observed: ObservedState, log: Logger): Promise<string | null> {
+  private async checkReplacement(key: string, ad: AtlantisDeployment, observed: ObservedState, log: Logger, call: CallOptions): Promise<string | null> {
     if (!replacementNeeded(observed)) return null;
     const uid = ad.metadata.uid!;
     const revision = observed.spec.updateRevision;
@@ -182,7 +197,7 @@ export class Reconciler {
     if (known) return known.rejected;
     // Any desired ordinal will do: the name is generated, the rest is the revision's.
     const ordinal = Math.max(0, Math.floor(observed.spec.replicas) - 1);
-    const rejected = await dryRunCreate(this.o.kc, ad.metadata.namespace!, renderPod(ad, ordinal, revision));
+    const rejected = await dryRunCreate(this.podClient, ad.metadata.namespace!, renderPod(ad, ordinal, revision), call);
     this.recordVerdict(key, ad, revision, rejected, log);
     return rejected;
   }
@@ -235,7 +250,7 @@ export class Reconciler {
     return probes;
   }
 
-  private async ensureOwnedObjects(ad: AtlantisDeployment, pods: V1Pod[], log: Logger): Promise<void> {
+  private async ensureOwnedObjects(ad: AtlantisDeployment, pods: V1Pod[], log: Logger, call: CallOptions): Promise<void> {
     const { name, namespace } = { name: ad.metadata.name!, namespace: ad.metadata.namespace! };
     const spec = withDefaults(ad.spec);
     const existing = pods.flatMap((pod) => { const o = observePod(pod); return o ? [{ ordinal: o.ordinal, pod }] : []; });
@@ -255,28 +270,22 @@ export class Reconciler {
       ['poddisruptionbudgets', renderPDB(ad)],
     ];
     for (const [kind, obj] of desired) {
-      const change = await applyOwned(this.o.kc, OWNED_KINDS[kind], obj, this.o.cache.owned(kind, namespace, obj.metadata?.name ?? ''));
+      const change = await applyOwned(this.ownedClients[kind], `${namespace}/${name}`, this.applied, obj, this.o.cache.owned(kind, namespace, obj.metadata?.name ?? ''), call);
       if (change !== 'none') log.info('Owned object written', { kind, name: obj.metadata?.name, change, owner: name });
     }
   }
 
-  private async execute(ad: AtlantisDeployment, a: Action, pods: V1Pod[], revision: string, log: Logger): Promise<void> {
+  private async execute(ad: AtlantisDeployment, a: Action, pods: V1Pod[], revision: string, log: Logger, call: CallOptions): Promise<void> {
     const ns = ad.metadata.namespace!;
-    const kc = this.o.kc;
-    const ok = async (method: 'POST' | 'PATCH' | 'DELETE', path: string, body: unknown, contentType?: string): Promise<unknown> => {
-      const res = await kubeRequest(kc, method, path, body, { contentType });
-      if (res.status < 200 || res.status > 299) throw new KubeApiError(method, path, res.status, res.body);
-      return res.body;
-    };
     const key = `${ns}/${ad.metadata.name}`;
     switch (a.type) {
       case 'createPVC':
         log.info('Creating PVC', { pvc: a.name, ordinal: a.ordinal });
-        await ok('POST', apiPath('v1', 'persistentvolumeclaims', ns), renderPVC(ad, a.ordinal)).catch(ignoreAlreadyExists);
+        await this.pvcClient.create(ns, renderPVC(ad, a.ordinal), call).catch(ignoreAlreadyExists);
         return;
       case 'createPod':
         log.info('Creating pod', { pod: a.name, ordinal: a.ordinal, revision: a.revision });
-        await ok('POST', apiPath('v1', 'pods', ns), renderPod(ad, a.ordinal, revision));
+        await this.podClient.create(ns, renderPod(ad, a.ordinal, revision), call);
         return;
       case 'startDrain': {
         log.info('Starting drain', { pod: a.podName, uid: a.uid });
@@ -293,22 +302,22 @@ export class Reconciler {
         // cannot restart a drain's clock.
         const rv = observed?.metadata?.resourceVersion;
         const body = drainPatch(a.uid, a.value);
-        const patched = (await ok('PATCH', apiPath('v1', 'pods', ns, a.podName), rv ? { metadata: { ...body.metadata, resourceVersion: rv } } : body, MERGE_PATCH)) as V1Pod;
+        const patched = await this.podClient.patch(ns, a.podName, rv ? { metadata: { ...body.metadata, resourceVersion: rv } } : body, MERGE_PATCH, call);
         this.written.record(key, patched);
         return;
       }
       case 'stampDrainStart':
-        this.written.record(key, (await ok('PATCH', apiPath('v1', 'pods', ns, a.podName), drainStartedPatch(a.uid, a.value), MERGE_PATCH)) as V1Pod);
+        this.written.record(key, await this.podClient.patch(ns, a.podName, drainStartedPatch(a.uid, a.value), MERGE_PATCH, call));
         return;
       case 'deletePod':
         log.info('Deleting pod', { pod: a.podName, uid: a.uid, reason: a.reason, replace: a.replace, drainDurationSeconds: a.drainDurationSeconds });
-        await ok('DELETE', apiPath('v1', 'pods', ns, a.podName), podDeleteOptions(a.uid));
+        await this.podClient.delete(ns, a.podName, podDeleteOptions(a.uid), call);
         return;
       case 'emitEvent': {
         // Not awaited, like client-go's event recorder: an Event is a best-effort record, and
         // a slow API server must not hold up the next drain decision for this key.
         const suffix = `${Date.now().toString(16)}${randomBytes(3).toString('hex')}`;
-        void ok('POST', apiPath('v1', 'events', ns), renderEvent(ad, { eventType: a.eventType, reason: a.reason, message: a.message }, this.now(), suffix, this.o.instance))
+        void this.eventClient.create(ns, renderEvent(ad, { eventType: a.eventType, reason: a.reason, message: a.message }, this.now(), suffix, this.o.instance), call)
           .catch((e: unknown) => log.warn('Could not record event', { reason: a.reason, error: (e as Error).message }));
         return;
       }
@@ -393,6 +402,6 @@ function withoutNulls<T>(value: T): T {
 }
 
 function ignoreAlreadyExists(e: unknown): void {
-  if (e instanceof KubeApiError && e.status === 409) return;
+  if (isConflict(e)) return;
   throw e;
 }

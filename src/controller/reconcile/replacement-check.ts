@@ -6,8 +6,8 @@
 // an ordinal with nothing running. The answer (the API server's own message) goes to the
 // planner, which holds every drain, delete and create of that revision (ReplacementRejected).
 import type { V1Pod } from '@kubernetes/client-node';
-import type { KubeClientConfig } from '../../k8s/kubeconfig.js';
-import { KubeApiError, type KubeStatus, apiPath, kubeRequest } from '../../k8s/client.js';
+import { KubeApiError, type KubeStatus } from '../../k8s/client.js';
+import type { CallOptions, ResourceClient } from '../../k8s/resources.js';
 
 /** The API server's answer to a dry-run (or a real) create of a pod at one revision. */
 export interface ReplacementVerdict {
@@ -52,14 +52,17 @@ export function usableVerdict(v: ReplacementVerdict | undefined, uid: string, re
  * answer that says nothing about the pod (5xx, 404 namespace gone, network error): no drain
  * starts on a guess.
  */
-export async function dryRunCreate(kc: KubeClientConfig, namespace: string, pod: V1Pod): Promise<string | null> {
+export async function dryRunCreate(pods: ResourceClient<V1Pod>, namespace: string, pod: V1Pod, o: CallOptions = {}): Promise<string | null> {
   const { name, ...metadata } = pod.metadata ?? {};
   const body: V1Pod = { ...pod, metadata: { ...metadata, generateName: `${name ?? 'pod'}-dry-run-` } };
-  const path = apiPath('v1', 'pods', namespace);
-  const res = await kubeRequest(kc, 'POST', path, body, { query: { dryRun: 'All' } });
-  if (res.status >= 200 && res.status <= 299) return null;
-  const rejected = rejectionOf(res.status, res.body);
-  if (rejected !== null) return rejected;
-  if (res.status === 403) return null; // quota: see rejectionOf
-  throw new KubeApiError('POST', `${path}?dryRun=All`, res.status, res.body);
+  try {
+    await pods.create(namespace, body, { ...o, query: { dryRun: 'All' } });
+    return null;
+  } catch (e) {
+    if (!(e instanceof KubeApiError)) throw e;
+    const rejected = rejectionOf(e.status, e.body);
+    if (rejected !== null) return rejected;
+    if (e.status === 403) return null; // quota: see rejectionOf
+    throw e;
+  }
 }

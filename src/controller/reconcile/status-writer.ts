@@ -7,7 +7,8 @@
 // seen twice (no second RolloutComplete event) just because the write is slow.
 import type { KubeClientConfig } from '../../k8s/kubeconfig.js';
 import type { Logger } from '../../log.js';
-import { KubeApiError, MERGE_PATCH, apiPath, kubeRequest } from '../../k8s/client.js';
+import { MERGE_PATCH } from '../../k8s/client.js';
+import { ResourceClient, isNotFound } from '../../k8s/resources.js';
 import { API_VERSION, type AtlantisDeployment, type AtlantisDeploymentStatus, PLURAL } from '../types.js';
 import { objectKey } from '../workqueue.js';
 
@@ -18,6 +19,8 @@ export interface StatusWriterOptions {
   onWritten: (key: string, ad: AtlantisDeployment) => void;
   /** A write failed: the key should be reconciled again (with backoff). */
   onFailed: (key: string, error: Error) => void;
+  /** Ends the writes in flight (shutdown, lost leadership). */
+  signal?: AbortSignal;
 }
 
 interface Job { namespace: string; name: string; uid: string; status: AtlantisDeploymentStatus }
@@ -29,8 +32,11 @@ export class StatusWriter {
   private readonly inFlight = new Map<string, Job>();
   private readonly loops = new Set<Promise<void>>();
   private stopped = false;
+  private readonly client: ResourceClient<AtlantisDeployment>;
 
-  constructor(private readonly o: StatusWriterOptions) {}
+  constructor(private readonly o: StatusWriterOptions) {
+    this.client = new ResourceClient(o.kc, { apiVersion: API_VERSION, plural: PLURAL });
+  }
 
   /** Queues the status of `ad` (null fields already removed); returns at once. */
   submit(ad: AtlantisDeployment, status: AtlantisDeploymentStatus): void {
@@ -64,8 +70,9 @@ export class StatusWriter {
       try {
         await this.write(key, job);
       } catch (e) {
-        // A newer status waiting is written next anyway; otherwise reconcile again.
-        if (!this.waiting.has(key)) this.o.onFailed(key, e as Error);
+        // A newer status waiting is written next anyway; otherwise reconcile again (unless
+        // stopped: the write was aborted, and the next leader writes status itself).
+        if (!this.waiting.has(key) && !this.stopped) this.o.onFailed(key, e as Error);
       } finally {
         this.inFlight.delete(key);
       }
@@ -73,12 +80,15 @@ export class StatusWriter {
   }
 
   private async write(key: string, job: Job): Promise<void> {
-    const path = apiPath(API_VERSION, PLURAL, job.namespace, job.name, 'status');
-    // A whole-object merge patch: nested lists (conditions, pods) are replaced, not merged.
-    const res = await kubeRequest<AtlantisDeployment>(this.o.kc, 'PATCH', path, { status: job.status }, { contentType: MERGE_PATCH });
-    if (res.status === 404) return; // deleted: nothing to write to
-    if (res.status < 200 || res.status > 299) throw new KubeApiError('PATCH', path, res.status, res.body);
-    this.o.onWritten(key, res.body);
+    let written: AtlantisDeployment;
+    try {
+      // A whole-object merge patch: nested lists (conditions, pods) are replaced, not merged.
+      written = await this.client.patch(job.namespace, job.name, { status: job.status }, MERGE_PATCH, { subresource: 'status', signal: this.o.signal });
+    } catch (e) {
+      if (isNotFound(e)) return; // deleted: nothing to write to
+      throw e;
+    }
+    this.o.onWritten(key, written);
     this.o.logger.debug('Status written', { atlantisDeployment: { namespace: job.namespace, name: job.name }, readyReplicas: job.status.readyReplicas, updatedReplicas: job.status.updatedReplicas, drainingReplicas: job.status.drainingReplicas });
   }
 }
