@@ -312,9 +312,9 @@ function postOnNewConnection(target: string, event: string, payload: unknown, de
 
 /**
  * The CLI (or BENCH_SERVER_CLI, another build of the bundle, for before/after comparisons)
- * with stdout and stderr going straight to `logFile`, not a pipe to this busy process: while
- * it fell behind reading, the server's event loop stood still on its own log lines (seconds,
- * in the profile). See startCli.
+ * with stdout and stderr going straight to `logFile`, not a pipe to this busy process: when
+ * it falls behind reading, the server's event loop stands still on its own log lines. See
+ * startCli.
  */
 function startServer(args: string[], env: NodeJS.ProcessEnv, logFile: string): CliProcess {
   return startCli(args, env, { logFile, cli: process.env.BENCH_SERVER_CLI });

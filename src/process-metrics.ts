@@ -3,9 +3,9 @@ import { type Registry, collectDefaultMetrics } from 'prom-client';
 
 /**
  * prom-client samples event-loop delay with a timer at this resolution; its default of 10 ms
- * wakes an idle process 100 times a second (~3 ms of CPU per second per server, measured).
- * A node running a hundred idle servers pays that in CPU and wake-ups; at 100 ms the lag
- * histogram still sees every stall that matters for /status.
+ * wakes an idle process 100 times a second, which a node running a hundred idle servers pays
+ * in CPU and wake-ups. At 100 ms the lag histogram still sees every stall that matters for
+ * /status.
  */
 export const EVENT_LOOP_MONITORING_PRECISION_MS = 100;
 

@@ -1,9 +1,8 @@
 // One HTTP(S) request on node:http with keep-alive: the GitHub client's calls and the
-// controller's /status probes. fetch (undici in Node.js 20) costs several times the CPU and
-// garbage per request (a Request clone with a teed body stream, a WASM parser call per
-// chunk, WHATWG streams): with hundreds of GitHub calls per webhook burst that work shares
-// the server's event loop with /status, and a controller probing a hundred pods pays it per
-// probe. Measured in the webhook-burst bench: see docs/reliability.md.
+// controller's /status probes. fetch (undici in Node.js 20) costs more CPU and garbage per
+// request (a Request clone with a teed body stream, a WASM parser call per chunk, WHATWG
+// streams): with hundreds of GitHub calls per webhook burst that work shares the server's
+// event loop with /status, and a controller probing a hundred pods pays it per probe.
 import http from 'node:http';
 import https from 'node:https';
 

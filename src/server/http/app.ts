@@ -62,7 +62,7 @@ export function buildStatus(tracker: OperationTracker, drain: DrainState): Statu
 /**
  * buildStatus as JSON text, each operation's part taken from `parts` (by operation id) when
  * it is there. With hundreds of commands queued, turning every operation into JSON again on
- * each change was most of the cost of a /status answer, and an operation's part never
+ * each change would be most of the cost of a /status answer, and an operation's part never
  * changes. Returns the parts of the current operations, for the next call.
  */
 export function serializeStatus(tracker: OperationTracker, drain: DrainState, parts: ReadonlyMap<string, string>): { json: string; parts: Map<string, string> } {

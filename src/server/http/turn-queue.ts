@@ -2,11 +2,10 @@
 // (a /status probe, a kubelet's readiness check, GitHub's answers) is served in between.
 //
 // Why: the server handles webhooks on the event loop that answers /status. A webhook handler is
-// short (signature, parse, decide, answer: ~0.5 ms), but GitHub delivers in bursts; with 50
-// webhooks arriving in one turn, their handlers ran back to back and a /status that came in
-// meanwhile waited for all of them. Measured in the webhook-burst bench (1,000 webhooks, 50 in
-// flight): /status p99 while they arrived 81-159 ms without this queue, 37-64 ms with it.
-// Only the start of a task counts against the budget: what it awaits runs when it comes back.
+// short (signature, parse, decide, answer), but GitHub delivers in bursts: with many webhooks
+// arriving in one turn, their handlers would run back to back and a /status that came in
+// meanwhile would wait for all of them. Only the start of a task counts against the budget:
+// what it awaits runs when it comes back.
 
 export class TurnQueue {
   private readonly waiting: Array<() => void> = [];

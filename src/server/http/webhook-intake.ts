@@ -1,11 +1,11 @@
 // Receiving POST /events bodies, with bounds that hold before anyone is authenticated.
 //
 // Why: anyone who can reach /events can send a body; only the HMAC over the whole body says
-// it is GitHub's. Bodies were inflated (Content-Encoding: gzip) by body-parser before the
-// signature was checked, and held without a bound on how many: ~1.4 MB of unsigned,
-// unfinished gzip uploads grew the server to 1.5-3 GiB. GitHub sends webhooks uncompressed,
-// with a Content-Length and an X-Hub-Signature-256 header, and gives up on a delivery after
-// 10 s; Atlantis (Go net/http) never inflates a request body. So:
+// it is GitHub's. A body inflated (Content-Encoding: gzip) before that check, or bodies held
+// without a bound on how many, would let a few small unsigned, unfinished uploads take
+// gigabytes of the server's memory. GitHub sends webhooks uncompressed, with a
+// Content-Length and an X-Hub-Signature-256 header, and gives up on a delivery after 10 s;
+// Atlantis (Go net/http) never inflates a request body. So:
 // - refused from the headers alone, before a byte of the body is read: a Content-Encoding
 //   (415), a Content-Length over 25 MiB (413), a missing or malformed signature header when a
 //   secret is set (401);

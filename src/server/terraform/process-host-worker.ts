@@ -1,13 +1,11 @@
 // The process host's worker process: starts the server's child processes (git, terraform, run
 // steps) with execa and reports their pid, output and exit to the server over the IPC channel.
-// Why a process of its own: a spawn forks the process that calls it. Forking the server
-// (~200 MB) from its event loop blocked the loop 5-40 ms per child; from a worker thread it
-// still stalled it, because fork copies the page tables while holding the address-space lock
-// that the main thread's page faults and garbage collector wait for (an idle event loop, 240 MB
-// heap, 200 children forked by a thread: loop delay p99 14-15 ms, max 96-366 ms; forked by a
-// small separate process: p99 5-6 ms, max 8-11 ms). This process is small, so its forks are
-// cheaper, and they touch nothing of the server's memory. Signals are sent by the server
-// itself (it knows the pids).
+// Why a process of its own: a spawn forks the process that calls it. Forking the (large)
+// server from its event loop blocks the loop for each child; from a worker thread it still
+// stalls it, because fork copies the page tables while holding the address-space lock that
+// the main thread's page faults and garbage collector wait for. This process is small, so its
+// forks are cheaper, and they touch nothing of the server's memory. Signals are sent by the
+// server itself (it knows the pids).
 import { writeFileSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import type { FromWorker, SpawnExit, SpawnSpec, ToWorker } from './process-host-protocol.js';
@@ -18,8 +16,7 @@ const post = (m: FromWorker, then?: () => void): void => void send(m, undefined,
 
 // This process runs at nice 10, and so do the children it forks (inherited): under a full CPU
 // the server's event loop (webhook intake, /status, probes) goes before forking and terraform.
-// Measured in the webhook-burst bench (then a thread): with it at nice 0 and only the children
-// niced (nice -n 10 wrapper), intake stayed at 9/s; with this, 68/s.
+// Nicing only the children is not enough: the forks themselves would still compete with it.
 // Set before anything else loads: the server forks this process on its first command, often
 // in the middle of a burst of webhooks, and loading modules is most of what it does at start.
 const NICE = 10;
@@ -81,8 +78,7 @@ async function spawn(id: number, spec: SpawnSpec): Promise<SpawnExit> {
  * processes outside any CPU cgroup, e.g. a server run on a plain Linux host; not in a
  * container), each session is a group that gets an equal share of the CPU whatever the nice
  * of its processes, so four terraform runs would take four shares against the server's one.
- * The session's group gets our nice instead. Measured in the webhook-burst bench: the event
- * loop had waited 43 s on the run queue against 17 s of running before this.
+ * The session's group gets our nice instead, so that terraform cannot crowd out the event loop.
  * Best effort: the file is absent without autogroup support.
  */
 function niceSession(pid: number): void {

@@ -1,9 +1,9 @@
 // The process host: every child process of the server is started by one small worker process
 // (process-host-worker), never by the server itself. A spawn forks the process that calls it:
-// forking the server (~200 MB) blocked the calling thread until the child had exec'd, 5-40 ms
-// each on a busy machine, ~950 times in a webhook burst; from a worker thread of the server it
-// still stalled the event loop (the page-table copy holds the address-space lock the main
-// thread needs; see process-host-worker.ts). The server keeps everything else: it learns the
+// forking the (large) server blocks the calling thread until the child has exec'd, once for
+// every git and terraform process; from a worker thread of the server it would still stall
+// the event loop (the page-table copy holds the address-space lock the main thread needs;
+// see process-host-worker.ts). The server keeps everything else: it learns the
 // pid, gets output and exit as messages, and sends signals itself (process.kill works on any
 // pid of the same user).
 //
