@@ -2,7 +2,7 @@
 // as local processes on free loopback ports (see docs/local-cluster.md).
 //
 //   const cluster = new LocalCluster();
-//   await cluster.start();              // ~5-10 s once the binaries exist
+//   await cluster.start();              // seconds, once the binaries exist
 //   cluster.kubeconfigPath; cluster.server; await cluster.kubectl(['get', 'ns']);
 //   await cluster.stop();
 //
@@ -216,8 +216,8 @@ export class LocalCluster {
    * Stops kube-apiserver alone (SIGTERM to its process group, SIGKILL after graceMs, default
    * 10 s) and resolves once it exited; etcd and kube-controller-manager keep running. For fault
    * tests: it stops listening at once on SIGTERM, so clients see refused connections on the
-   * API server's port until restartApiServer(). (Measured with clients' watches open: its
-   * graceful shutdown did not end within 10 s, the SIGKILL ended it.)
+   * API server's port until restartApiServer(). (With clients' watches open its graceful
+   * shutdown may not end by itself: the SIGKILL after graceMs ends it.)
    */
   async stopApiServer(opts: { graceMs?: number } = {}): Promise<void> {
     if (!this.started) throw new Error('LocalCluster not started');

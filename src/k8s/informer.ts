@@ -40,7 +40,7 @@ export interface InformerOptions<T = KubeObject> {
   /**
    * An index key per object (undefined: not indexed), for `byIndex`: the controller asks for
    * the pods of one AtlantisDeployment on every reconcile, and filtering the whole cache
-   * each time made a rollout's cost grow with the square of the pod count.
+   * each time would make a rollout's cost grow with the square of the pod count.
    */
   indexBy?: (obj: T) => string | undefined;
 }

@@ -5,9 +5,9 @@
 // token, a token file, a client certificate or a user name and password. Anything else
 // (exec and auth-provider plugins, proxies, impersonation, several files in KUBECONFIG) is
 // handed to client-node's KubeConfig, loaded only then. Why: client-node and what it pulls in
-// were 1.7 MB of the 4 MB bundle, and loading them cost every server ~0.12 s of CPU at start
-// (0.66 s -> 0.54 s), which adds up when a rollout starts 100 server pods at once and the
-// old ones, still draining, wait for CPU. Measured: docs/reliability.md.
+// are a large part of the bundle, and loading them costs every server CPU at start, which
+// adds up when a rollout starts many server pods at once and the old ones, still draining,
+// wait for CPU.
 import fs from 'node:fs';
 import type https from 'node:https';
 import net from 'node:net';

@@ -166,9 +166,9 @@ export class AtlantisController {
  * Workers kept for urgent keys (a drained pod's owner), on top of --max-concurrent-reconciles:
  * in a rollout of many AtlantisDeployments every worker can be waiting on a slow API server
  * (a drain PATCH, a pod create), and a drained pod would wait for one of them to finish.
- * As many as the others: when every pod of a big rollout drains at once, a quarter as many
- * (tried first) left the last ones seconds in the queue, each delete taking ~1 s on a loaded
- * API server. Urgent keys are few otherwise: at most one per pod that has just drained.
+ * As many as the others: when every pod of a big rollout drains at once, fewer would leave
+ * the last ones waiting in the queue while each delete is slow on a loaded API server.
+ * Urgent keys are few otherwise: at most one per pod that has just drained.
  */
 export function urgentWorkers(workers: number): number {
   return Math.max(2, workers);

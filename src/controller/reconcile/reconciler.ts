@@ -134,8 +134,8 @@ export class Reconciler {
     const pvcs = this.o.cache.pvcs(namespace, name);
     if (!this.expectations.satisfied(key, { atlantisDeployment: ad, pods, pvcs })) {
       // The watch event that shows the write enqueues this key again; the requeue is only a
-      // safety net. Polling every 50 ms kept workers busy on a loaded API server, where the
-      // cache lags by seconds.
+      // safety net, so it is slow: a fast poll would keep workers busy on a loaded API server,
+      // where the cache lags by seconds.
       log.debug('Waiting for the cache to show our last writes');
       return { requeueAfterMs: 1000 };
     }

@@ -4,9 +4,9 @@
 //
 // An integer minAvailable (replicas - maxUnavailable), not maxUnavailable: the two allow the
 // same evictions, but with maxUnavailable the disruption controller reads the owner's scale
-// subresource (a GET on the AtlantisDeployment) on every change of every pod it covers:
-// ~7 per pod in a rollout, measured (docs/reliability.md). The PDB is re-rendered when
-// replicas or maxUnavailable change.
+// subresource (a GET on the AtlantisDeployment) on every change of every pod it covers,
+// several per pod in a rollout. The PDB is re-rendered when replicas or maxUnavailable
+// change.
 import type { V1PodDisruptionBudget } from '@kubernetes/client-node';
 import type { AtlantisDeployment } from '../types.js';
 import { withDefaults } from './defaults.js';
