@@ -20,9 +20,10 @@ import { openSync, closeSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import http from 'node:http';
 import { execa } from 'execa';
-import { type KubeClientConfig, kubeConfigFromFile } from '../src/k8s/kubeconfig.js';
+import { type KubeClientConfig, kubeConfigFromFile, kubeconfigYaml } from '../src/k8s/kubeconfig.js';
+import { sleep } from '../src/async.js';
+import { httpRequest } from '../src/net/http-request.js';
 import { kubeRequest } from '../src/k8s/client.js';
 import { resolveBinaries, type BinaryName } from './binaries.js';
 import { makePki, type PkiFiles } from './certs.js';
@@ -69,8 +70,6 @@ export async function freePort(): Promise<number> {
     });
   });
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function tail(file: string, lines = 30): Promise<string> {
   try {
@@ -205,7 +204,7 @@ export class LocalCluster {
       '--unsafe-no-fsync=true',
       '--log-level=warn',
     ]);
-    await this.waitFor('etcd', deadline, async () => (await httpGet(`${client}/health`)).includes('"health":"true"'), 'etcd');
+    await this.waitFor('etcd', deadline, async () => (await httpRequest(`${client}/health`, { method: 'GET', headers: {}, timeoutMs: 2_000 })).text.includes('"health":"true"'), 'etcd');
   }
 
   /** True while the component's process runs (false after stopApiServer() for kube-apiserver). */
@@ -286,28 +285,13 @@ export class LocalCluster {
   private async writeKubeconfig(file: string, server: string): Promise<void> {
     const pki = this.pki;
     const b64 = async (f: string) => (await fs.readFile(f)).toString('base64');
-    const text = [
-      'apiVersion: v1',
-      'kind: Config',
-      'clusters:',
-      '- name: local',
-      '  cluster:',
-      `    server: ${server}`,
-      `    certificate-authority-data: ${await b64(pki.caCert)}`,
-      'users:',
-      '- name: admin',
-      '  user:',
-      `    client-certificate-data: ${await b64(pki.adminCert)}`,
-      `    client-key-data: ${await b64(pki.adminKey)}`,
-      'contexts:',
-      '- name: local',
-      '  context:',
-      '    cluster: local',
-      '    user: admin',
-      '    namespace: default',
-      'current-context: local',
-      '',
-    ].join('\n');
+    const text = kubeconfigYaml({
+      name: 'local',
+      server,
+      caData: await b64(pki.caCert),
+      user: { 'client-certificate-data': await b64(pki.adminCert), 'client-key-data': await b64(pki.adminKey) },
+      namespace: 'default',
+    });
     await fs.writeFile(file, text, { mode: 0o600 });
   }
 
@@ -332,18 +316,4 @@ export class LocalCluster {
       await fs.rm(this.dir, { recursive: true, force: true }).catch(() => {});
     }
   }
-}
-
-function httpGet(url: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const req = http.get(url, { timeout: 2_000 }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve(body));
-      res.on('error', reject);
-    });
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-  });
 }

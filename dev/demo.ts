@@ -12,8 +12,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { V1Pod } from '@kubernetes/client-node';
+import { SERVER_PORT, STATUS_PATH, type StatusBody } from '../src/contract/drain-protocol.js';
 import { API_VERSION, type AtlantisDeployment, PLURAL } from '../src/controller/types.js';
 import { MERGE_PATCH, apiPath, kubeRequestOk } from '../src/k8s/client.js';
+import { kubeconfigYaml } from '../src/k8s/kubeconfig.js';
+import { sleep } from '../src/async.js';
 import { GitHubStandin, issueCommentPayload, pullRequestPayload, sendWebhook } from '../test/support/github-standin.js';
 import { createTestRepo, terraformConfig } from '../test/support/git-repos.js';
 import { startStack } from './stack.js';
@@ -25,7 +28,6 @@ const NS = 'atlantis';
 const SECRET = 'demo-webhook-secret';
 const t0 = Date.now();
 const say = (msg: string) => process.stdout.write(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(6)}s] ${msg}\n`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 120_000): Promise<T> {
   const end = Date.now() + timeoutMs;
@@ -69,12 +71,9 @@ async function main(): Promise<number> {
       { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 86400 } });
     const ctrlKubeconfig = path.join(cluster.dir, 'controller.kubeconfig');
     const cl = kc.getCurrentCluster()!;
-    writeFileSync(ctrlKubeconfig, JSON.stringify({
-      apiVersion: 'v1', kind: 'Config', 'current-context': 'c',
-      clusters: [{ name: 'c', cluster: { server: cl.server, 'certificate-authority-data': readFileSync(cluster.pki.caCert).toString('base64') } }],
-      users: [{ name: 'atlantis-operator', user: { token: tr.status.token } }],
-      contexts: [{ name: 'c', context: { cluster: 'c', user: 'atlantis-operator', namespace: 'atlantis-operator' } }],
-    }));
+    writeFileSync(ctrlKubeconfig, kubeconfigYaml({
+      name: 'local', server: cl.server, caData: readFileSync(cluster.pki.caCert).toString('base64'), user: { token: tr.status.token }, namespace: 'atlantis-operator',
+    }), { mode: 0o600 });
     const ctrl = spawn(process.execPath, [path.join(repoRoot, 'dist/atlantis-operator.mjs'), 'controller', '--kubeconfig', ctrlKubeconfig,
       '--leader-elect', '--leader-election-namespace', 'atlantis-operator', '--metrics-bind-address', '127.0.99.1:8080'], { stdio: ['ignore', 'ignore', 'pipe'] });
     children.push(ctrl);
@@ -111,7 +110,7 @@ async function main(): Promise<number> {
     // A PR whose apply takes a while, sent to atlantis-1 (the first to be replaced). There is
     // no kube-proxy here, so the webhook goes to the pod IP instead of the Service.
     const busy = initial.find((p) => p.metadata!.name === 'atlantis-1')!;
-    const url = `http://${busy.status!.podIP}:4141`;
+    const url = `http://${busy.status!.podIP}:${SERVER_PORT}`;
     const headSha = await repo.createBranch('slow-change', { 'network/main.tf': terraformConfig({ marker: 'vpc-v2', sleepSeconds: APPLY_SECONDS }) });
     gh.addPull(repo.fullName, { number: 1, headSha, headRef: 'slow-change', files: [{ filename: 'network/main.tf' }] });
     await sendWebhook(`${url}/events`, 'pull_request', pullRequestPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, action: 'opened', number: 1, headSha, headRef: 'slow-change' }), { secret: SECRET });
@@ -119,7 +118,7 @@ async function main(): Promise<number> {
     await until('the autoplan comment', async () => gh!.comments(repo.fullName, 1).find((c) => c.body.startsWith('Ran Plan')));
     say('PR #1: atlantis posted the plan; commenting "atlantis apply"');
     await sendWebhook(`${url}/events`, 'issue_comment', issueCommentPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, number: 1, body: 'atlantis apply' }), { secret: SECRET });
-    await until('the apply to run', async () => ((await (await fetch(`${url}/status`)).json()) as { in_progress_operations: number }).in_progress_operations === 1);
+    await until('the apply to run', async () => ((await (await fetch(`${url}${STATUS_PATH}`)).json()) as StatusBody).in_progress_operations === 1);
     say(`PR #1: terraform apply running on atlantis-1 (it takes ${APPLY_SECONDS}s)`);
 
     say('Upgrading: kubectl patch atd atlantis image=atlantis-operator:v2');
@@ -155,7 +154,7 @@ async function main(): Promise<number> {
           if (p.metadata?.deletionTimestamp) checkApplied();
           if (p.metadata?.deletionTimestamp) once(`del-${uid}`, `${name}: drained (/status shutting_down=true, in_progress_operations=0), deleted by the controller`);
           if (seen.has(`drain-${uid}`) && p.status?.podIP && !p.metadata?.deletionTimestamp) {
-            const st = await fetch(`http://${p.status.podIP}:4141/status`, { signal: AbortSignal.timeout(1000) }).then((r) => r.json() as Promise<{ shutting_down: boolean; in_progress_operations: number; operations: Array<{ command: string; repo: string; pull: number }> }>).catch(() => undefined);
+            const st = await fetch(`http://${p.status.podIP}:${SERVER_PORT}${STATUS_PATH}`, { signal: AbortSignal.timeout(1000) }).then((r) => r.json() as Promise<StatusBody>).catch(() => undefined);
             if (st?.shutting_down && st.in_progress_operations > 0) once(`busy-${uid}`, `${name}: /status shutting_down=true, in_progress_operations=${st.in_progress_operations} (${st.operations.map((o) => `${o.command} ${o.repo}#${o.pull}`).join(', ')}): the controller waits`);
           }
         } else if (ready(p)) once(`new-${uid}`, `${name}: replaced, Ready at ${p.status?.podIP} with image ${p.spec?.containers[0]?.image}`);

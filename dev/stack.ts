@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createLogger, type Logger } from '../src/log.js';
 import { LocalCluster, type LocalClusterOptions } from './cluster.js';
-import { LocalNode, type LocalNodeOptions } from './local-node.js';
+import { LocalNode, type LocalNodeOptions } from './local-node/index.js';
 
 export interface StackOptions {
   cluster?: LocalClusterOptions;

@@ -1,5 +1,25 @@
 // Small promise helpers shared by the server and the controller.
 
+/**
+ * Resolves after `ms`, or as soon as `signal` aborts (it never rejects: a caller that passes a
+ * signal checks it after the wait).
+ */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) {
+      resolve();
+      return;
+    }
+    const t = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+    function done(): void {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+  });
+}
+
 /** Waits for `p`, at most `ms`: its value, or 'timeout'. The timer never outlives the wait. */
 export async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
   let timer: NodeJS.Timeout | undefined;

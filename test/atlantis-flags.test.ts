@@ -8,7 +8,8 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { ATLANTIS_FLAGS, judgeAtlantisFlags } from '../src/config/atlantis-flags.js';
 import { parseFlags, UsageError } from '../src/config/flags.js';
-import { buildServerConfig, SERVER_FLAGS, ALL_COMMANDS } from '../src/server/config.js';
+import { buildServerConfig, SERVER_FLAGS } from '../src/server/config.js';
+import { ACCEPTED_COMMAND_NAMES, RUNNABLE_COMMANDS } from '../src/server/workflow/commands.js';
 import { TeamAllowlistError, noPermissionComment, parseTeamAllowlist, teamAllows } from '../src/server/workflow/team-allowlist.js';
 
 const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-atlflags-'));
@@ -102,7 +103,7 @@ describe('the Atlantis flag table', () => {
 describe('--disable-apply and --disable-autoplan', () => {
   it('ATLANTIS_DISABLE_APPLY takes apply out of the allowed commands, whatever --allow-commands says', () => {
     assert.ok(!config([], { ATLANTIS_DISABLE_APPLY: 'true' }).allowCommands.includes('apply'));
-    assert.deepEqual(config(['--allow-commands', 'all', '--disable-apply']).allowCommands, ALL_COMMANDS.filter((c) => c !== 'apply'));
+    assert.deepEqual(config(['--allow-commands', 'all', '--disable-apply']).allowCommands, RUNNABLE_COMMANDS.filter((c) => c !== 'apply'));
     assert.ok(config([], { ATLANTIS_DISABLE_APPLY: 'false' }).allowCommands.includes('apply'));
   });
   it('ATLANTIS_DISABLE_AUTOPLAN is read from env', () => {
@@ -120,10 +121,10 @@ describe('--gh-team-allowlist', () => {
   for (const bad of ['dev', 'dev:plan:x', ':plan', 'dev:', 'dev:destroy']) {
     it(`refuses "${bad}" at start`, () => {
       assert.match(usageError(() => config(['--gh-team-allowlist', bad])), /--gh-team-allowlist/);
-      assert.throws(() => parseTeamAllowlist(bad, ALL_COMMANDS), TeamAllowlistError);
+      assert.throws(() => parseTeamAllowlist(bad, ACCEPTED_COMMAND_NAMES), TeamAllowlistError);
     });
   }
-  const rules = parseTeamAllowlist('dev:plan,ops:apply,devops:*,*:version', ALL_COMMANDS);
+  const rules = parseTeamAllowlist('dev:plan,ops:apply,devops:*,*:version', ACCEPTED_COMMAND_NAMES);
   const cases: Array<[string[], string, boolean]> = [
     [['dev'], 'plan', true],
     [['dev'], 'apply', false],
@@ -140,7 +141,7 @@ describe('--gh-team-allowlist', () => {
   for (const [teams, cmd, ok] of cases) {
     it(`teams [${teams.join(',')}] ${ok ? 'may' : 'may not'} run ${cmd}`, () => assert.equal(teamAllows(rules, teams, cmd), ok));
   }
-  it('a *:* rule lets anyone run anything', () => assert.equal(teamAllows(parseTeamAllowlist('*:*', ALL_COMMANDS), [], 'apply'), true));
+  it('a *:* rule lets anyone run anything', () => assert.equal(teamAllows(parseTeamAllowlist('*:*', ACCEPTED_COMMAND_NAMES), [], 'apply'), true));
   it('words the refusal as Atlantis does', () => {
     assert.equal(noPermissionComment('mallory', 'apply'), "```\nError: User @mallory does not have permissions to execute 'apply' command.\n```");
   });

@@ -2,19 +2,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import {
-  parseComment,
-  helpComment,
-  flagUsages,
-  UNLOCK_USAGE,
-  DID_YOU_MEAN_COMMENT,
-  buildApplyComment,
-  buildPlanComment,
-  shellSplit,
-  validateDir,
-  type ParseOptions,
-  type ParsedCommand,
-} from '../src/server/workflow/comment-parser.js';
+import { type ParseOptions, type ParsedCommand, parseComment } from '../src/server/workflow/comment-parser.js';
+import { shellSplit } from '../src/server/workflow/comment-parser/shell-split.js';
+import { DID_YOU_MEAN_COMMENT, UNLOCK_USAGE, buildApplyComment, buildPlanComment, flagUsages, helpComment } from '../src/server/workflow/comment-parser/usage.js';
+import { cleanedRepoDir } from '../src/server/workflow/repo-dir.js';
 
 const OPTS: ParseOptions = { executableName: 'atlantis', ghUser: 'atlantis-bot', allowCommands: ['version', 'plan', 'apply', 'unlock'], blockedExtraArgs: ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'] };
 const ALL: ParseOptions = { ...OPTS, allowCommands: ['version', 'plan', 'apply', 'unlock', 'import', 'state'] };
@@ -257,12 +248,12 @@ test('buildPlanComment / buildApplyComment as Atlantis prints them', () => {
   assert.equal(buildPlanComment('atlantis', 'x', 'default', undefined, ['-target=a']), 'atlantis plan -d x -- -target=a');
 });
 
-test('shellSplit and validateDir helpers', () => {
+test('shellSplit and the -d rule (cleanedRepoDir from the root)', () => {
   assert.deepEqual(shellSplit(`a 'b c' "d \\" e" f\\ g`), ['a', 'b c', 'd " e', 'f g']);
   assert.throws(() => shellSplit('a\\'));
-  assert.equal(validateDir('a/./b/../c'), 'a/c');
-  assert.equal(validateDir('..'), undefined);
-  assert.equal(validateDir('/..'), '.');
+  assert.equal(cleanedRepoDir('a/./b/../c', 'from-root'), 'a/c');
+  assert.equal(cleanedRepoDir('..', 'from-root'), undefined);
+  assert.equal(cleanedRepoDir('/..', 'from-root'), '.');
 });
 
 // ---- properties --------------------------------------------------------------------
@@ -321,6 +312,6 @@ test('a control character in -d is refused with an error comment', () => {
     const r = parseComment(`atlantis plan -d ${dir}`, { ghUser: 'atlantis-bot' });
     assert.notEqual(r.kind, 'command', `dir ${JSON.stringify(dir)}`);
   }
-  assert.equal(validateDir('\u0000'), undefined);
-  assert.equal(validateDir('ok/dir'), 'ok/dir');
+  assert.equal(cleanedRepoDir('\u0000', 'from-root'), undefined);
+  assert.equal(cleanedRepoDir('ok/dir', 'from-root'), 'ok/dir');
 });

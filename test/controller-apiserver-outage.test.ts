@@ -19,7 +19,7 @@ import type { KubeClientConfig } from '../src/k8s/kubeconfig.js';
 import { startStack, type Stack } from '../dev/stack.js';
 import { podTemplateRevision } from '../src/controller/resources/index.js';
 import { kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
-import type { StatusResponse } from '../src/server/http/app.js';
+import type { StatusBody } from '../src/contract/drain-protocol.js';
 import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
 import { gatedConfig } from './support/git-repos.js';
 import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, listPods, patchAdSpec } from './support/controller.js';
@@ -87,7 +87,7 @@ after(async () => {
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-interface Seen { at: number; pod: string; status: StatusResponse | undefined }
+interface Seen { at: number; pod: string; status: StatusBody | undefined }
 
 describe('kube-apiserver down for 30 s during a rollout', () => {
   it('the controller waits, resumes and completes the rollout; no busy pod deleted, no SIGKILL, applies complete', { timeout: 420_000 }, async () => {

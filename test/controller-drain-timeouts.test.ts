@@ -67,6 +67,7 @@ describe('drain timeouts', () => {
       return c?.status === 'False' && c.reason === 'DrainTimeout' ? a : undefined;
     }, { timeoutMs: 60_000 });
     assert.ok(ad.status?.pods.some((p) => p.name === `${name}-0` && p.drainingSince));
+    assert.deepEqual(ad.status?.timedOutPods, [`${name}-0`], 'the API server keeps the structured field (CRD schema)');
     assert.ok(await podAlive(name, pod.metadata!.uid!), 'the busy pod is not deleted');
     assert.ok((await events(cluster.kc, ns)).some((e) => e.reason === 'DrainTimeout' && e.type === 'Warning' && e.message.includes(`${name}-0`)));
     await env.waitForComment(pull, /^Ran Apply for dir/, { timeoutMs: 60_000 });
@@ -76,6 +77,10 @@ describe('drain timeouts', () => {
     }, { timeoutMs: 90_000 });
     const node = await getLocalNode();
     assert.ok(!node.events({ namespace: ns, pod: `${name}-0` }).some((e) => e.uid === pod.metadata!.uid && e.type === 'SIGKILL sent'));
+    // Polled every 500 ms for ~20 s past the timeout: the Warning came once, from the status change.
+    const timeouts = (await events(cluster.kc, ns)).filter((e) => e.reason === 'DrainTimeout' && e.message.includes(`Pod ${name}-0 `) && e.message.includes('onDrainTimeout=Wait'));
+    assert.equal(timeouts.length, 1, 'one DrainTimeout event');
+    await waitFor('timedOutPods to be cleared', async () => ((await getAd(cluster.kc, ns, name)).status?.timedOutPods?.length === 0 ? true : undefined), { timeoutMs: 30_000 });
   });
 
   it('onDrainTimeout Interrupt: deletes the pod, the server interrupts terraform with SIGINT and tells the PR', { timeout: 240_000 }, async () => {

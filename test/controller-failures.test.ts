@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { apiPath, kubeRequestOk } from '../src/k8s/client.js';
-import type { StatusResponse } from '../src/server/http/app.js';
+import type { StatusBody } from '../src/contract/drain-protocol.js';
 import { assertBuilt } from './support/cli.js';
 import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, listPods, patchAdSpec, startController, type TestController } from './support/controller.js';
 import { DRAIN, REVISION, cond, eventsSince, describePods, describeStatus, recordPods, rolloutComplete, serverLog, serverStatus, sleep, waitForAd, waitForReadyPods } from './support/controller-asserts.js';
@@ -199,7 +199,7 @@ describe('rollout failures', () => {
     const newEvents = await eventsSince(cluster.kc, ns, NAME);
 
     // Watch the target's /status closely from before the annotation until it stops answering.
-    const seen: StatusResponse[] = [];
+    const seen: StatusBody[] = [];
     let polling = true;
     const poller = (async () => {
       while (polling) {

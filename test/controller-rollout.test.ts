@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
-import type { StatusResponse } from '../src/server/http/app.js';
+import type { StatusBody } from '../src/contract/drain-protocol.js';
 import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, isReady, listPods, patchAdSpec, startController, type TestController } from './support/controller.js';
 import { recordPods } from './support/controller-asserts.js';
 import { terraformConfig } from './support/git-repos.js';
@@ -19,10 +19,10 @@ let ctrl: TestController;
 let ns: string;
 const NAME = 'atlantis';
 
-async function podStatus(ip: string): Promise<StatusResponse | undefined> {
+async function podStatus(ip: string): Promise<StatusBody | undefined> {
   try {
     const r = await fetch(`http://${ip}:4141/status`, { signal: AbortSignal.timeout(1000) });
-    return (await r.json()) as StatusResponse;
+    return (await r.json()) as StatusBody;
   } catch { return undefined; }
 }
 

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
-import { currentNamespace, inClusterConfig, kubeConfigFromFile, loadKubeConfig } from '../src/k8s/kubeconfig.js';
+import { currentNamespace, inClusterConfig, kubeConfigFromFile, kubeconfigYaml, loadKubeConfig } from '../src/k8s/kubeconfig.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kubeconfig-test-'));
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -89,6 +89,31 @@ describe('kubeConfigFromFile', () => {
     assert.throws(() => kubeConfigFromFile(write('noserver.yaml', kubeconfig('    token: t', '    insecure-skip-tls-verify: true'))), /cluster "c" not found or has no server/);
     assert.throws(() => kubeConfigFromFile(write('nofile.yaml', kubeconfig('    token: t', '    server: https://x\n    certificate-authority: missing.crt'))), /ENOENT/);
     assert.throws(() => kubeConfigFromFile(write('exec.yaml', kubeconfig('    exec: { apiVersion: client.authentication.k8s.io/v1, command: /bin/true }'))), /uses exec/);
+  });
+});
+
+describe('kubeconfigYaml', () => {
+  it('writes what kubeConfigFromFile and client-node read back: server, CA, credentials, namespace', async () => {
+    const b64 = (s: string) => Buffer.from(s).toString('base64');
+    const token = `eyJ${'x'.repeat(900)}.sig`; // longer than a YAML line: must stay one scalar
+    const file = write('built/token.yaml', kubeconfigYaml({ name: 'local', server: 'https://127.0.0.1:6443', caData: b64('CA PEM'), user: { token }, namespace: 'team-b' }));
+    const kc = kubeConfigFromFile(file);
+    assert.deepEqual(kc.getCurrentCluster(), { server: 'https://127.0.0.1:6443', skipTLSVerify: false });
+    assert.equal(currentNamespace(kc), 'team-b');
+    const o = await optionsOf(kc);
+    assert.equal(o.ca?.toString(), 'CA PEM');
+    assert.deepEqual(o.headers, { Authorization: `Bearer ${token}` });
+    const full = new KubeConfig();
+    full.loadFromFile(file);
+    assert.equal(full.getCurrentUser()?.token, token);
+
+    const certs = kubeConfigFromFile(write('built/certs.yaml', kubeconfigYaml({
+      name: 'local', server: 'https://127.0.0.1:6443', caData: b64('CA'), user: { 'client-certificate-data': b64('CERT'), 'client-key-data': b64('KEY') }, namespace: 'default',
+    })));
+    const c = await optionsOf(certs);
+    assert.equal(c.cert?.toString(), 'CERT');
+    assert.equal(c.key?.toString(), 'KEY');
+    assert.equal(fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.includes(token)).length, 1);
   });
 });
 

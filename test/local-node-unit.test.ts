@@ -1,7 +1,7 @@
 // Pure parts of the local node: $(VAR) expansion and mount-path rewriting.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { expandVars, rewriteMounts } from '../dev/local-node.js';
+import { expandVars, rewriteMounts } from '../dev/local-node/index.js';
 
 test('$(VAR) expansion like kubelet', () => {
   const env = { A: 'x', POD_NAME: 'p-0' };

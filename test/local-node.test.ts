@@ -1,4 +1,4 @@
-// The local node (dev/local-node.ts) on the shared local cluster: real pods of the project's
+// The local node (dev/local-node/) on the shared local cluster: real pods of the project's
 // image, a stand-in container (test/fixtures/local-node/stand-in.mjs) for signal timing,
 // deletion like kubelet, preStop hooks, PVCs, restarts, scheduling and image errors.
 import { test } from 'node:test';

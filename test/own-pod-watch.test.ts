@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
-import { DRAIN_ANNOTATION, ownPodIdentity, podRequestsDrain } from '../src/server/drain/own-pod-watch.js';
+import { ANNOTATION_DRAIN } from '../src/contract/drain-protocol.js';
+import { ownPodIdentity, podRequestsDrain } from '../src/server/drain/own-pod-watch.js';
 
 const pod = (name: string, annotations?: Record<string, string>): V1Pod => ({ metadata: { name, namespace: 'atlantis', annotations } });
 
@@ -12,11 +13,11 @@ describe('own pod drain annotation', () => {
     ['no pod', undefined, false],
     ['no annotations', pod('atlantis-0'), false],
     ['other annotations', pod('atlantis-0', { 'example.com/x': 'y' }), false],
-    ['empty value', pod('atlantis-0', { [DRAIN_ANNOTATION]: '' }), false],
-    ['blank value', pod('atlantis-0', { [DRAIN_ANNOTATION]: '  ' }), false],
-    ['RFC 3339 time from the controller', pod('atlantis-0', { [DRAIN_ANNOTATION]: '2026-11-29T19:00:00Z' }), true],
-    ['"now" from kubectl annotate', pod('atlantis-0', { [DRAIN_ANNOTATION]: 'now' }), true],
-    ['another pod', pod('atlantis-1', { [DRAIN_ANNOTATION]: 'now' }), false],
+    ['empty value', pod('atlantis-0', { [ANNOTATION_DRAIN]: '' }), false],
+    ['blank value', pod('atlantis-0', { [ANNOTATION_DRAIN]: '  ' }), false],
+    ['RFC 3339 time from the controller', pod('atlantis-0', { [ANNOTATION_DRAIN]: '2026-11-29T19:00:00Z' }), true],
+    ['"now" from kubectl annotate', pod('atlantis-0', { [ANNOTATION_DRAIN]: 'now' }), true],
+    ['another pod', pod('atlantis-1', { [ANNOTATION_DRAIN]: 'now' }), false],
   ];
   for (const [name, p, want] of rows) it(name, () => assert.equal(podRequestsDrain(p, 'atlantis-0'), want));
 

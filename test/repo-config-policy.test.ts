@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { repoConfigViolation } from '../src/server/workflow/projects.js';
-import { parseRepoConfig } from '../src/server/workflow/repo-config.js';
+import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
 import { workflowPlugin } from '../src/server/workflow/plugin.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type TestServer, startTestServer } from './support/server.js';

@@ -4,17 +4,10 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import {
-  parseRepoConfig,
-  parseServerConfig,
-  serverSettingsFor,
-  loadRepoConfig,
-  projectsForChangedFiles,
-  resolveCommentTarget,
-  RepoConfigError,
-  DEFAULT_WORKFLOW,
-  type RepoConfig,
-} from '../src/server/workflow/repo-config.js';
+import { loadRepoConfig, parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
+import { projectsForChangedFiles, resolveCommentTarget } from '../src/server/workflow/repo-config/project-selection.js';
+import { parseServerSideRepoConfig, serverSettingsFor } from '../src/server/workflow/repo-config/server-side.js';
+import { DEFAULT_WORKFLOW, type RepoConfig, RepoConfigError } from '../src/server/workflow/repo-config/types.js';
 
 const FULL = `
 version: 3
@@ -243,7 +236,7 @@ test('resolveCommentTarget', () => {
 });
 
 test('server-side repo config', () => {
-  const s = parseServerConfig(`
+  const s = parseServerSideRepoConfig(`
 repos:
 - id: /.*/
   apply_requirements: [approved]
@@ -260,9 +253,9 @@ workflows:
   assert.deepEqual(serverSettingsFor(s, 'github.com/acme/other'), { applyRequirements: ['approved'], allowedOverrides: [], allowCustomWorkflows: false });
   assert.deepEqual(serverSettingsFor(s, 'github.com/acme/infra'), { applyRequirements: ['approved', 'mergeable'], workflow: 'strict', allowedOverrides: ['workflow'], allowCustomWorkflows: true });
   assert.deepEqual(serverSettingsFor(undefined, 'x'), { applyRequirements: [], allowedOverrides: [], allowCustomWorkflows: false });
-  assert.throws(() => parseServerConfig('repos:\n- id: /[/\n'), /invalid regex/);
-  assert.throws(() => parseServerConfig('repos:\n- apply_requirements: []\n'), /repos\[0\]\.id: is required/);
-  assert.throws(() => parseServerConfig('repos:\n- id: x\n  workflow: nope\n'), /workflow "nope" is not defined/);
+  assert.throws(() => parseServerSideRepoConfig('repos:\n- id: /[/\n'), /invalid regex/);
+  assert.throws(() => parseServerSideRepoConfig('repos:\n- apply_requirements: []\n'), /repos\[0\]\.id: is required/);
+  assert.throws(() => parseServerSideRepoConfig('repos:\n- id: x\n  workflow: nope\n'), /workflow "nope" is not defined/);
 });
 
 test('default projects from a real git checkout (support repos), and their terraform plans', async () => {

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { after, describe, it } from 'node:test';
-import type { StatusResponse } from '../src/server/http/app.js';
+import type { StatusBody } from '../src/contract/drain-protocol.js';
 import type { RunResult } from '../src/server/terraform/runner.js';
 import type { AtlantisServer, RunOutcome } from '../src/server/server.js';
 import { getJson, startTestServer, waitFor } from './support/server.js';
@@ -32,7 +32,7 @@ describe('server drain (in-process, real terraform)', () => {
     for (const p of server.runner.running()) assert.equal(processGroupOf(p.pid), p.pid, 'terraform leads its own process group');
 
     server.requestDrain('signal');
-    const status = await getJson<StatusResponse>(`${url}/status`);
+    const status = await getJson<StatusBody>(`${url}/status`);
     assert.equal(status.status, 200);
     assert.deepEqual(Object.keys(status.body).slice(0, 3), ['shutting_down', 'in_progress_operations', 'version']);
     assert.equal(status.body.shutting_down, true);
@@ -98,7 +98,7 @@ describe('server drain (in-process, real terraform)', () => {
     await waitFor('terraform running', () => server.runner.running().length === 1);
     server.requestDrain('signal');
     await new Promise((r) => setTimeout(r, 300));
-    assert.equal((await getJson<StatusResponse>(`${url}/status`)).body.in_progress_operations, 1, 'still waiting after one signal');
+    assert.equal((await getJson<StatusBody>(`${url}/status`)).body.in_progress_operations, 1, 'still waiting after one signal');
     server.requestDrain('signal');
     const r = await run;
     assert.ok(r.started && r.value.interrupted && !r.value.killed);
@@ -115,7 +115,7 @@ describe('server drain (in-process, real terraform)', () => {
     server.requestDrain('annotation');
     const r = await run;
     assert.ok(r.started && r.value.exitCode === 0 && !r.value.interrupted, 'no deadline for annotation drains');
-    const st = await getJson<StatusResponse>(`${url}/status`);
+    const st = await getJson<StatusBody>(`${url}/status`);
     assert.equal(st.body.shutting_down, true);
     assert.equal(st.body.in_progress_operations, 0);
     assert.equal(st.body.drain_reason, 'annotation');
@@ -132,19 +132,19 @@ describe('server drain (in-process, real terraform)', () => {
       assert.match(await res.text(), /^wait_drained must be a number of seconds from 0 to 60/, bad);
     }
     assert.equal((await fetch(`${url}/status?wait_drained=1&wait_drained=2`)).status, 400, 'given twice');
-    assert.equal((await getJson<StatusResponse>(`${url}/status?other=1`)).status, 200, 'other parameters are ignored, as Atlantis does');
+    assert.equal((await getJson<StatusBody>(`${url}/status?other=1`)).status, 200, 'other parameters are ignored, as Atlantis does');
 
     const dir = makeTerraformDir(2, 1);
     const run = apply(server, dir, 'x');
     await waitFor('terraform running', () => server.runner.running().length === 1);
     let answered = false;
-    const held = getJson<StatusResponse>(`${url}/status?wait_drained=30`).then((r) => { answered = true; return r; });
+    const held = getJson<StatusBody>(`${url}/status?wait_drained=30`).then((r) => { answered = true; return r; });
     // A wait that runs out answers with the status of that moment: serving, one operation.
-    const short = await getJson<StatusResponse>(`${url}/status?wait_drained=0.2`);
+    const short = await getJson<StatusBody>(`${url}/status?wait_drained=0.2`);
     assert.equal(short.body.shutting_down, false);
     assert.equal(short.body.in_progress_operations, 1);
     server.requestDrain('annotation');
-    const draining = await getJson<StatusResponse>(`${url}/status`);
+    const draining = await getJson<StatusBody>(`${url}/status`);
     assert.equal(draining.body.shutting_down, true);
     assert.equal(draining.body.in_progress_operations, 1);
     assert.equal(answered, false, 'held while the apply runs');
@@ -156,7 +156,7 @@ describe('server drain (in-process, real terraform)', () => {
     assert.equal(drained.body.shutting_down, true);
     assert.equal(drained.body.in_progress_operations, 0);
     // Drained is final: later waits answer at once.
-    assert.equal((await getJson<StatusResponse>(`${url}/status?wait_drained=60`)).body.in_progress_operations, 0);
+    assert.equal((await getJson<StatusBody>(`${url}/status?wait_drained=60`)).body.in_progress_operations, 0);
     server.requestDrain('signal');
     assert.equal(await server.waitForExit(), 0);
   });

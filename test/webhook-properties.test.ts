@@ -12,12 +12,13 @@ import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { parseRepoAllowlist } from '../src/server/vcs/repo-allowlist.js';
 import { type DecisionOptions, type IncomingWebhook, type WebhookDecision, decideWebhook } from '../src/server/workflow/webhook-decision.js';
+import { RUNNABLE_COMMANDS } from '../src/server/workflow/commands.js';
 import { workflowPlugin } from '../src/server/workflow/plugin.js';
 import { issueCommentPayload, pullRequestPayload, sendWebhook } from './support/github-standin.js';
 import { type TestServer, startTestServer, waitFor } from './support/server.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
 
-const ALL_COMMANDS = ['version', 'plan', 'apply', 'unlock', 'import', 'state'];
+const ALL_COMMANDS: readonly string[] = RUNNABLE_COMMANDS;
 const OPTIONS: DecisionOptions = {
   webhookSecret: WEBHOOK_SECRET,
   allowlist: parseRepoAllowlist('github.com/acme/*'),

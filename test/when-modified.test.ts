@@ -7,7 +7,8 @@ import {
   MAX_WHEN_MODIFIED_PATTERN_LENGTH, MatchBudget, MatchBudgetExceeded, compilePattern, compilePatternList, listMatches, matchesWhenModified,
 } from '../src/server/workflow/when-modified.js';
 import { goClean, goDir, goJoin, goTrimSpace } from '../src/server/workflow/go-paths.js';
-import { parseRepoConfig, projectsForChangedFiles } from '../src/server/workflow/repo-config.js';
+import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
+import { projectsForChangedFiles } from '../src/server/workflow/repo-config/project-selection.js';
 
 // [project dir, when_modified, changed file (repo-relative), Atlantis's answer, why]
 const TABLE: Array<[string, string[], string, boolean, string]> = [

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { StatusResponse } from '../src/server/http/app.js';
+import type { StatusBody } from '../src/contract/drain-protocol.js';
 import { type CliProcess, runCli, startCli } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
 import { waitFor } from './support/server.js';
@@ -23,8 +23,8 @@ async function startServer(dataDir: string, extra: string[] = []): Promise<{ p: 
   return started;
 }
 
-async function status(url: string): Promise<StatusResponse> {
-  return (await (await fetch(`${url}/status`)).json()) as StatusResponse;
+async function status(url: string): Promise<StatusBody> {
+  return (await (await fetch(`${url}/status`)).json()) as StatusBody;
 }
 
 /** Opens a PR whose apply sleeps `sleepSeconds`, waits for its plan, comments apply, and waits until terraform is applying. */

@@ -6,8 +6,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { clampTimerDelay } from '../async.js';
+import { STATUS_PATH, type StatusBody } from '../contract/drain-protocol.js';
 import { formatDuration } from '../config/duration.js';
-import type { StatusResponse } from '../server/http/app.js';
 import { isRecordedProcess, processIdentity, readPidFile } from '../server/drain/pid-file.js';
 
 export const LAST_EXIT_FILE = 'last-exit.json';
@@ -26,10 +26,10 @@ function alive(pid: number): boolean {
   try { return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { return true; }
 }
 
-async function fetchStatus(url: string): Promise<StatusResponse | undefined> {
+async function fetchStatus(url: string): Promise<StatusBody | undefined> {
   try {
-    const res = await fetch(`${url}/status`, { signal: AbortSignal.timeout(2000) });
-    return res.ok ? (await res.json()) as StatusResponse : undefined;
+    const res = await fetch(`${url}${STATUS_PATH}`, { signal: AbortSignal.timeout(2000) });
+    return res.ok ? (await res.json()) as StatusBody : undefined;
   } catch {
     return undefined;
   }

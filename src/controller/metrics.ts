@@ -4,7 +4,8 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { collectProcessMetrics } from '../process-metrics.js';
 import type { Action } from './rollout/planner.js';
 
-export type ReconcileResult = 'success' | 'error' | 'requeue';
+/** The `result` label of the reconcile metrics (the reconciler's own answer is ReconcileResult). */
+export type ReconcileOutcome = 'success' | 'error' | 'requeue';
 
 export interface ControllerMetrics {
   registry: Registry;
@@ -21,7 +22,7 @@ export interface ControllerMetrics {
   kubeApiRequests: Counter<'method' | 'code'>;
   kubeApiRequestDuration: Histogram<'method'>;
   /** Times one reconcile and counts it; `result` decides the label. */
-  observeReconcile(result: ReconcileResult, seconds: number): void;
+  observeReconcile(result: ReconcileOutcome, seconds: number): void;
   /** Call after an action of the plan was carried out (not before: a failed delete is no drain). */
   recordExecuted(action: Action): void;
   setLeader(isLeader: boolean): void;

@@ -1,6 +1,7 @@
-// Types of the AtlantisDeployment custom resource (SPEC section 6) and of the server's
-// `/status` payload (SPEC section 3). The CRD schema in crds/ is the source of truth for
-// validation and defaults; these types mirror it for the controller's code.
+// Types of the AtlantisDeployment custom resource (SPEC section 6). The CRD schema in crds/
+// is the source of truth for validation and defaults; these types mirror it for the
+// controller's code. What the controller shares with the server (the drain annotation,
+// /status, the port) is in src/contract/drain-protocol.ts.
 import type {
   V1Affinity,
   V1Condition,
@@ -10,10 +11,12 @@ import type {
   V1ResourceRequirements,
   V1Toleration,
 } from '@kubernetes/client-node';
+import { type DrainStatus, GROUP } from '../contract/drain-protocol.js';
 
-export const GROUP = 'atlantis-operator.dev';
-export const VERSION = 'v1alpha1';
-export const API_VERSION = `${GROUP}/${VERSION}`;
+export { GROUP };
+/** The CRD's version (not the program's: that is src/version.ts). */
+export const CRD_VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${CRD_VERSION}`;
 export const KIND = 'AtlantisDeployment';
 export const PLURAL = 'atlantisdeployments';
 
@@ -24,16 +27,12 @@ export const LABEL_MANAGED_BY = 'app.kubernetes.io/managed-by';
 export const LABEL_COMPONENT = 'app.kubernetes.io/component';
 export const LABEL_ORDINAL = `${GROUP}/ordinal`;
 export const LABEL_REVISION = `${GROUP}/revision`;
-/** Non-empty value = drain this pod. The controller writes an RFC 3339 time; users may write anything. */
-export const ANNOTATION_DRAIN = `${GROUP}/drain`;
 /** Written by the controller when a drain annotation's value is not a time (hand drain), so the timeout has a start. */
 export const ANNOTATION_DRAIN_STARTED_AT = `${GROUP}/drain-started-at`;
 export const APP_NAME = 'atlantis';
 export const MANAGED_BY = 'atlantis-operator';
 /** Name of the server container in every pod; used to read its waiting reason. */
 export const SERVER_CONTAINER = 'atlantis';
-/** The port the server listens on inside the pod (SPEC section 3). */
-export const SERVER_PORT = 4141;
 /** Where the PVC is mounted and the server keeps its data (ATLANTIS_DATA_DIR). */
 export const DATA_DIR = '/atlantis';
 
@@ -152,6 +151,11 @@ export interface AtlantisDeploymentStatus {
   selector: string;
   conditions: AtlantisCondition[];
   pods: PodStatusSummary[];
+  /**
+   * Pods whose drain passed drainTimeoutSeconds and that wait (onDrainTimeout Wait). The
+   * controller always writes it; absent in a status written before the field existed.
+   */
+  timedOutPods?: string[];
 }
 
 export interface AtlantisDeployment {
@@ -162,27 +166,7 @@ export interface AtlantisDeployment {
   status?: AtlantisDeploymentStatus;
 }
 
-/** One running command on a server, as listed by `/status`. */
-export interface ServerOperation {
-  id: string;
-  command: string;
-  repo: string;
-  pull: number;
-  project: string;
-  started_at: string;
-}
-
-/** The body of the server's `GET /status` (Atlantis-compatible plus our additive fields). */
-export interface ServerStatus {
-  shutting_down: boolean;
-  in_progress_operations: number;
-  version: string;
-  draining_since?: string | null;
-  drain_reason?: 'signal' | 'annotation' | 'cli' | null;
-  operations?: ServerOperation[];
-}
-
 /** The controller's last poll of a pod's `/status`. */
 export type StatusProbe =
-  | { ok: true; body: ServerStatus; at: Date }
+  | { ok: true; body: DrainStatus; at: Date }
   | { ok: false; error: string; at: Date };

@@ -12,6 +12,7 @@
 // Timers come from an injectable clock, so tests drive time without sleeping.
 
 import { clampTimerDelay } from '../async.js';
+import { backoffDelay } from '../backoff.js';
 
 export interface QueueClock {
   now(): number;
@@ -56,12 +57,7 @@ export function splitKey(key: string): { namespace: string; name: string } {
   return { namespace: key.slice(0, i), name: key.slice(i + 1) };
 }
 
-/** Exponential per-key backoff: base * 2^failures, capped at max. */
-export function backoffDelay(failures: number, baseDelayMs: number, maxDelayMs: number): number {
-  if (failures <= 0) return baseDelayMs;
-  // 2^n overflows to Infinity for large n; Math.min caps it.
-  return Math.min(maxDelayMs, baseDelayMs * 2 ** failures);
-}
+export { backoffDelay } from '../backoff.js';
 
 export class WorkQueue {
   private readonly queue: string[] = [];

@@ -16,6 +16,7 @@ import type { KubeClientConfig } from './kubeconfig.js';
 import type { Logger } from '../log.js';
 import { nullLogger } from '../log.js';
 import { kubeRequest, openKubeStream, type KubeStream } from './client.js';
+import { backoffDelay, spreadJitter } from '../backoff.js';
 
 export interface KubeObject {
   apiVersion?: string;
@@ -243,8 +244,7 @@ export class Informer<T extends KubeObject> {
   }
 
   private backoff(attempt: number): number {
-    const base = Math.min(this.maxBackoff, this.minBackoff * 2 ** Math.min(attempt, 20));
-    return Math.round(base * (0.8 + Math.random() * 0.4));
+    return spreadJitter(backoffDelay(attempt, this.minBackoff, this.maxBackoff), 0.2);
   }
 
   private startWatchdog(): void {

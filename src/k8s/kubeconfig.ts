@@ -159,6 +159,25 @@ export function currentNamespace(kc: KubeClientConfig): string {
   return kc.getContextObject(kc.getCurrentContext())?.namespace || 'default';
 }
 
+/** The credentials a kubeconfig user entry holds (kubectl's field names). */
+export type KubeconfigUser = NonNullable<NonNullable<Kubeconfig['users']>[number]['user']>;
+
+/**
+ * The text of a kubeconfig with one cluster (its CA inline), one user and one context, all
+ * named `name`: what the local cluster writes for its admin, for pods and for the controller.
+ */
+export function kubeconfigYaml(o: { name: string; server: string; caData: string; user: KubeconfigUser; namespace: string }): string {
+  const doc: Kubeconfig & { apiVersion: string; kind: string } = {
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: o.name, cluster: { server: o.server, 'certificate-authority-data': o.caData } }],
+    users: [{ name: o.name, user: o.user }],
+    contexts: [{ name: o.name, context: { cluster: o.name, user: o.name, namespace: o.namespace } }],
+    'current-context': o.name,
+  };
+  return YAML.stringify(doc, { lineWidth: 0 });
+}
+
 function readIfExists(file: string): Buffer | undefined {
   try {
     return fs.readFileSync(file);

@@ -7,22 +7,20 @@ import path from 'node:path';
 import { judgeAtlantisFlags, unhonouredAtlantisFlagSpecs } from '../config/atlantis-flags.js';
 import { MAX_DURATION_MS } from '../config/duration.js';
 import { type FlagSpec, type FlagValues, UsageError } from '../config/flags.js';
+import { SERVER_PORT } from '../contract/drain-protocol.js';
 import type { LogLevel } from '../log.js';
-import { DEFAULT_BLOCKED_EXTRA_ARGS as BLOCKED_EXTRA_ARGS_DEFAULT } from './workflow/extra-args.js';
+import { ACCEPTED_COMMAND_NAMES, type CommandName, DEFAULT_ALLOW_COMMANDS, resolveAllowCommands } from './workflow/commands.js';
+import { DEFAULT_BLOCKED_EXTRA_ARGS } from './workflow/extra-args.js';
 import { type TeamRule, TeamAllowlistError, parseTeamAllowlist } from './workflow/team-allowlist.js';
 
-export const DEFAULT_ALLOW_COMMANDS = ['version', 'plan', 'apply', 'unlock'];
-export const ALL_COMMANDS = ['version', 'plan', 'apply', 'unlock', 'import', 'state', 'approve_policies'];
 /** Atlantis's defaults: an empty --web-username/--web-password falls back to them too. */
 export const DEFAULT_WEB_USERNAME = 'atlantis';
 export const DEFAULT_WEB_PASSWORD = 'atlantis';
 export const DEFAULT_JOB_LOG_RETENTION_MS = 7 * 24 * 3600_000;
 export const DEFAULT_JOB_LOG_MAX_COUNT = 1000;
-/** Atlantis's four plus the flags the server sets itself (workflow/extra-args.ts). */
-export const DEFAULT_BLOCKED_EXTRA_ARGS: string[] = [...BLOCKED_EXTRA_ARGS_DEFAULT];
 
 export const SERVER_FLAGS: FlagSpec[] = [
-  { name: 'port', type: 'int', default: 4141, description: 'Port to bind to (0 picks a free port)' },
+  { name: 'port', type: 'int', default: SERVER_PORT, description: 'Port to bind to (0 picks a free port)' },
   { name: 'bind-address', type: 'string', default: '0.0.0.0', description: 'Address to bind to (ours; the local node sets it to the pod IP)' },
   { name: 'data-dir', type: 'string', default: path.join(homedir(), '.atlantis'), description: 'Path to directory to store Atlantis data: locks, plans, working copies, job logs' },
   { name: 'atlantis-url', type: 'string', description: 'URL that Atlantis can be reached at, used in PR comments and commit status links (default http://<hostname>:<port>)' },
@@ -35,8 +33,8 @@ export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'repo-allowlist', type: 'string', description: 'Comma separated list of repositories that Atlantis will operate on, e.g. github.com/acme/*, with ! to exclude (required)' },
   { name: 'repo-config', type: 'string', description: 'Path to a server-side repo config YAML file' },
   { name: 'repo-config-json', type: 'string', description: 'The server-side repo config as a JSON string, instead of --repo-config' },
-  { name: 'allow-commands', type: 'list', default: DEFAULT_ALLOW_COMMANDS, description: `Comma separated list of allowed commands (${ALL_COMMANDS.join(', ')}, or all)` },
-  { name: 'blocked-extra-args', type: 'list', default: DEFAULT_BLOCKED_EXTRA_ARGS, description: 'Comma separated list of terraform flags that may not be passed after --' },
+  { name: 'allow-commands', type: 'list', default: [...DEFAULT_ALLOW_COMMANDS], description: `Comma separated list of allowed commands (${ACCEPTED_COMMAND_NAMES.join(', ')}, or all)` },
+  { name: 'blocked-extra-args', type: 'list', default: [...DEFAULT_BLOCKED_EXTRA_ARGS], description: 'Comma separated list of terraform flags that may not be passed after --' },
   { name: 'executable-name', type: 'string', default: 'atlantis', description: 'Comment command executable name' },
   { name: 'parallel-pool-size', type: 'int', default: 15, description: 'Max number of projects to run in parallel' },
   { name: 'disable-autoplan', type: 'bool', default: false, description: 'Disable atlantis auto planning' },
@@ -75,7 +73,8 @@ export interface ServerConfig {
   repoConfigPath: string | undefined;
   /** --repo-config-json text; exclusive with repoConfigPath. */
   repoConfigJson: string | undefined;
-  allowCommands: string[];
+  /** What comments may run (workflow/commands.ts), after --disable-apply. */
+  allowCommands: CommandName[];
   blockedExtraArgs: string[];
   executableName: string;
   parallelPoolSize: number;
@@ -141,16 +140,14 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     throw new UsageError('--gh-webhook-secret is required (or pass --insecure-no-webhook-secret to accept unauthenticated webhooks)');
   }
 
-  const allowCommands = values['allow-commands'] as string[];
-  const allowed = allowCommands.includes('all') ? ALL_COMMANDS : allowCommands;
-  for (const c of allowed) {
-    if (!ALL_COMMANDS.includes(c)) throw new UsageError(`invalid value "${c}" for --allow-commands: must be one of ${ALL_COMMANDS.join(', ')}, all`);
-  }
+  const commands = resolveAllowCommands(values['allow-commands'] as string[]);
+  if (commands.unknown !== undefined) throw new UsageError(`invalid value "${commands.unknown}" for --allow-commands: must be one of ${ACCEPTED_COMMAND_NAMES.join(', ')}, all`);
+  const commandWarnings = commands.ignored.map((i) => `--allow-commands (ATLANTIS_ALLOW_COMMANDS) names ${i.name}, but this server ignores it: ${i.why}`);
   // As Atlantis did when it still had the flag: apply leaves the allowed commands, so an
   // apply comment gets the "unknown command" answer.
-  const expanded = values['disable-apply'] === true ? allowed.filter((c) => c !== 'apply') : allowed;
+  const expanded = values['disable-apply'] === true ? commands.allowed.filter((c) => c !== 'apply') : commands.allowed;
   let ghTeamAllowlist: TeamRule[];
-  try { ghTeamAllowlist = parseTeamAllowlist(str(values, 'gh-team-allowlist') ?? '', ALL_COMMANDS); } catch (e) {
+  try { ghTeamAllowlist = parseTeamAllowlist(str(values, 'gh-team-allowlist') ?? '', ACCEPTED_COMMAND_NAMES); } catch (e) {
     if (e instanceof TeamAllowlistError) throw new UsageError(`invalid value for --gh-team-allowlist: ${e.message}`);
     throw e;
   }
@@ -186,7 +183,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     disableAutoplan: values['disable-autoplan'] === true,
     disableApplyAll: values['disable-apply-all'] === true,
     ghTeamAllowlist,
-    flagWarnings: judged.warnings,
+    flagWarnings: [...judged.warnings, ...commandWarnings],
     logLevel: logLevel as LogLevel,
     tfBinary: values['tf-binary'] as string,
     drainTimeoutMs: values['drain-timeout'] as number,

@@ -2,6 +2,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { sleep } from '../../src/async.js';
 
 export const CLI = fileURLToPath(new URL('../../dist/atlantis-operator.mjs', import.meta.url));
 
@@ -52,7 +53,7 @@ export async function waitForHttp(url: string, timeoutMs = 15_000): Promise<void
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
     try { if ((await fetch(url, { signal: AbortSignal.timeout(1000) })).ok) return; } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   throw new Error(`${url} did not answer within ${timeoutMs} ms`);
 }

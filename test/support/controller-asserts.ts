@@ -4,7 +4,8 @@
 // unavailability budget), plus small status and /status helpers.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeClientConfig } from '../../src/k8s/kubeconfig.js';
-import type { StatusResponse } from '../../src/server/http/app.js';
+import { sleep } from '../../src/async.js';
+import type { StatusBody } from '../../src/contract/drain-protocol.js';
 import { apiPath, kubeRequestOk, openKubeStream, type KubeStream } from '../../src/k8s/client.js';
 import { KIND, type AtlantisCondition, type AtlantisDeployment, type ConditionType } from '../../src/controller/types.js';
 import { getAd, isReady, listPods } from './controller.js';
@@ -153,16 +154,14 @@ export async function recordPods(kc: KubeClientConfig, ns: string, instance: str
   };
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
+export { sleep } from '../../src/async.js';
 
 /** GET http://<ip>:4141/status; undefined when it does not answer. */
-export async function serverStatus(ip: string, timeoutMs = 1000): Promise<StatusResponse | undefined> {
+export async function serverStatus(ip: string, timeoutMs = 1000): Promise<StatusBody | undefined> {
   try {
     const r = await fetch(`http://${ip}:4141/status`, { signal: AbortSignal.timeout(timeoutMs) });
     if (r.status !== 200) return undefined;
-    return (await r.json()) as StatusResponse;
+    return (await r.json()) as StatusBody;
   } catch {
     return undefined;
   }

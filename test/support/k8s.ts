@@ -17,8 +17,9 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { type KubeClientConfig, kubeConfigFromFile } from '../../src/k8s/kubeconfig.js';
 import { execa } from 'execa';
 import { kubeRequest, kubeRequestOk } from '../../src/k8s/client.js';
-import { findPodDir, readNodeEvents, type NodeEvent } from '../../dev/local-node.js';
+import { findPodDir, readNodeEvents, type NodeEvent } from '../../dev/local-node/index.js';
 import { resolveBinaries } from '../../dev/binaries.js';
+import { sleep } from '../../src/async.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -190,7 +191,7 @@ export async function waitFor<T>(
       lastErr = err;
     }
     if (Date.now() >= deadline) break;
-    await new Promise((r) => setTimeout(r, interval));
+    await sleep(interval);
   }
   throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}${lastErr ? ` (last error: ${lastErr instanceof Error ? lastErr.message : String(lastErr)})` : ''}`);
 }

@@ -9,6 +9,7 @@ import { buildServerConfig, SERVER_FLAGS } from '../../src/server/config.js';
 import { ServerMetrics } from '../../src/server/metrics.js';
 import { type AtlantisServerOptions, AtlantisServer } from '../../src/server/server.js';
 import { TERRAFORM } from './terraform.js';
+import { sleep } from '../../src/async.js';
 
 export interface TestServer {
   server: AtlantisServer;
@@ -39,7 +40,7 @@ export async function waitFor(what: string, cond: () => boolean | Promise<boolea
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
     if (await cond()) return;
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
 }

@@ -7,6 +7,7 @@ import { type StandinComment, GitHubStandin, issueCommentPayload, pullRequestPay
 import { type FileChanges, type TestRepo, createTestRepo } from './git-repos.js';
 import { TERRAFORM } from './terraform.js';
 import { type CliProcess, startCli, waitForHttp } from './cli.js';
+import { sleep } from '../../src/async.js';
 
 export const WEBHOOK_SECRET = 'webhook-secret-for-tests';
 
@@ -64,7 +65,7 @@ export async function createWorkflowEnv(opts: { ghHost?: string } = {}): Promise
       while (Date.now() < end) {
         const found = env.commentsOn(number).slice(opts.after ?? 0).find((c) => re.test(c.body));
         if (found) return found;
-        await new Promise((r) => setTimeout(r, opts.pollMs ?? 100));
+        await sleep(opts.pollMs ?? 100);
       }
       const seen = env.commentsOn(number).map((c) => c.body.slice(0, 300)).join('\n---\n');
       throw new Error(`no comment matching ${re} on PR #${number} within ${opts.timeoutMs ?? 60_000} ms; comments:\n${seen}`);

@@ -8,6 +8,7 @@
 // up that early: a server starved of CPU can take many seconds to answer, and an answer that
 // comes late still counts (a short client timeout would drop it every time).
 // Nothing here deletes or decides anything.
+import { sleep } from '../../async.js';
 import type { StatusProbe } from '../types.js';
 import { isDrained } from '../rollout/planner.js';
 import { probeServerStatus } from './status-probe.js';
@@ -148,16 +149,4 @@ function sameAnswer(a: StatusProbe | undefined, b: StatusProbe): boolean {
   if (!a || a.ok !== b.ok) return false;
   if (!a.ok || !b.ok) return true; // both failed: the error text alone is no news
   return a.body.shutting_down === b.body.shutting_down && a.body.in_progress_operations === b.body.in_progress_operations;
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-    function done(): void {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-  });
 }

@@ -2,7 +2,8 @@
 // that carry metadata.uid: the uid is immutable, so a patch meant for a pod that has since
 // been replaced by a new pod of the same name fails instead of draining the new pod.
 import type { V1DeleteOptions } from '@kubernetes/client-node';
-import { ANNOTATION_DRAIN, ANNOTATION_DRAIN_STARTED_AT } from '../types.js';
+import { ANNOTATION_DRAIN } from '../../contract/drain-protocol.js';
+import { ANNOTATION_DRAIN_STARTED_AT } from '../types.js';
 
 export interface PodAnnotationPatch {
   metadata: { uid: string; annotations: Record<string, string> };

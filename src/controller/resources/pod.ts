@@ -1,10 +1,10 @@
 // The server pod (SPEC section 6). renderPodTemplate gives everything that does not depend
 // on the ordinal; its hash is the revision. renderPod adds the ordinal's name, labels and PVC.
 import type { V1EnvVar, V1Pod, V1PodSecurityContext, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
+import { LIVENESS_PATH, READINESS_PATH, SERVER_PORT } from '../../contract/drain-protocol.js';
 import {
   DATA_DIR,
   SERVER_CONTAINER,
-  SERVER_PORT,
   type AtlantisDeployment,
   type AtlantisDeploymentSpec,
 } from '../types.js';
@@ -94,7 +94,7 @@ export function renderPodTemplate(ad: AtlantisDeployment): PodTemplate {
         env: serverEnv(spec),
         // Drops out of the Service within seconds of a drain starting (/readyz is 503 then).
         readinessProbe: {
-          httpGet: { path: '/readyz', port: SERVER_PORT },
+          httpGet: { path: READINESS_PATH, port: SERVER_PORT },
           periodSeconds: 2,
           timeoutSeconds: 2,
           failureThreshold: 1,
@@ -104,14 +104,14 @@ export function renderPodTemplate(ad: AtlantisDeployment): PodTemplate {
         // pods start on a busy node (crash recovery, a starved CPU) gets 5 minutes instead
         // of being killed and started over, which only adds to the load.
         startupProbe: {
-          httpGet: { path: '/healthz', port: SERVER_PORT },
+          httpGet: { path: LIVENESS_PATH, port: SERVER_PORT },
           periodSeconds: 2,
           timeoutSeconds: 5,
           failureThreshold: 150,
         },
         // /healthz stays 200 while draining, so a long drain never gets the pod killed.
         livenessProbe: {
-          httpGet: { path: '/healthz', port: SERVER_PORT },
+          httpGet: { path: LIVENESS_PATH, port: SERVER_PORT },
           periodSeconds: 10,
           timeoutSeconds: 5,
           failureThreshold: 6,

@@ -1,5 +1,6 @@
 import type { V1Service } from '@kubernetes/client-node';
-import { SERVER_PORT, type AtlantisDeployment } from '../types.js';
+import { SERVER_PORT } from '../../contract/drain-protocol.js';
+import type { AtlantisDeployment } from '../types.js';
 import { withDefaults } from './defaults.js';
 import { commonLabels, ownerReference, requireName, selectorLabels, serviceName } from './names.js';
 

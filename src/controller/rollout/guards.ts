@@ -1,88 +1,96 @@
-// Named rollout guards (in the manner of ECK's upgrade predicates): each one is a reason a
-// pod is held back. The planner reports the names of every guard holding a pod, so the
-// status and logs can say *why* atlantis-0 waits, not just that it does.
+// Named rollout guards, in the manner of ECK's upgrade predicates: each guard looks at one
+// classified pod (and the budget left in this pass) and, on its own, can hold the pod's step
+// back. A pod waits while any guard holds it; the names of all that do are what the plan's
+// `waiting` and the Progressing condition report, so they say *why* atlantis-0 waits.
+import type { OnDrainTimeout } from '../types.js';
+import type { PodView } from './classify.js';
+import { isAvailable, isTerminating } from './pod-state.js';
 
 export type GuardName =
-  /** spec.paused: no new drain starts. */
   | 'Paused'
-  /**
-   * The API server refuses pods of the update revision (a dry-run create failed): the pod is
-   * not drained, deleted or created, since its replacement could not be created.
-   */
   | 'ReplacementRejected'
-  /** Starting this drain would make more than maxUnavailable pods not-ready-or-draining. */
   | 'MaxUnavailableReached'
-  /** The unavailability budget is held by the rollout of higher ordinals, which go first. */
   | 'HigherOrdinalFirst'
-  /** Drain annotation set, but the server does not report shutting_down yet. */
   | 'DrainInProgress'
-  /** The server is shutting down but still runs operations. */
   | 'OperationsInProgress'
-  /** The pod is Running but its /status did not answer (or was not polled yet). */
   | 'StatusUnreachable'
-  /** The drain passed drainTimeoutSeconds and onDrainTimeout is Wait. */
   | 'DrainTimeout'
-  /** An up-to-date pod exists but is not Ready yet. */
   | 'WaitingForReadiness'
-  /** The pod has a deletionTimestamp: kubelet is stopping it. */
   | 'Terminating'
-  /** The ordinal's old pod is still terminating, so its replacement cannot be created yet. */
   | 'WaitingForTermination';
 
-export const GUARD_NAMES: readonly GuardName[] = [
-  'Paused',
-  'ReplacementRejected',
-  'MaxUnavailableReached',
-  'HigherOrdinalFirst',
-  'DrainInProgress',
-  'OperationsInProgress',
-  'StatusUnreachable',
-  'DrainTimeout',
-  'WaitingForReadiness',
-  'Terminating',
-  'WaitingForTermination',
-];
-
-/** What the drain-start guards look at for one candidate pod. */
-export interface DrainCandidate {
-  ordinal: number;
-  /** The pod already counts as unavailable (not ready), so draining it costs no budget. */
-  alreadyUnavailable: boolean;
-  /** Its ordinal is recreated after the drain (a rollout, not a scale-down). */
-  replaced: boolean;
-}
-
-export interface DrainBudget {
+export interface GuardContext {
   paused: boolean;
-  maxUnavailable: number;
-  /** Pods not-ready-or-draining (or missing) right now, including drains planned in this pass. */
-  unavailable: number;
-  /** Ordinals currently counted in `unavailable`. */
-  unavailableOrdinals: readonly number[];
-  /** The API server refuses pods of the update revision. */
+  /** The API server refuses pods of the update revision (its dry-run create failed). */
   replacementRejected: boolean;
+  updateRevision: string;
+  maxUnavailable: number;
+  drainTimeoutSeconds: number;
+  onDrainTimeout: OnDrainTimeout;
+  /** Ordinals not-ready-or-draining (or missing) now, the drains granted earlier in this pass included. */
+  unavailable: ReadonlySet<number>;
+  podName: (ordinal: number) => string;
 }
 
-export interface DrainGuard {
+export interface Guard {
   name: GuardName;
-  /** true = this guard lets the drain start. */
-  allows(budget: DrainBudget, pod: DrainCandidate): boolean;
+  /** Why this guard holds the pod back, or null when it lets the pod's step go. */
+  holds(v: PodView, c: GuardContext): string | null;
 }
 
-const budgetLeft = (b: DrainBudget, p: DrainCandidate): boolean => p.alreadyUnavailable || b.unavailable < b.maxUnavailable;
+const disrupts = (v: PodView): boolean => v.step.kind !== 'keep';
+/** Starting this drain costs budget (the pod is still available) and none is left. */
+const budgetFull = (v: PodView, c: GuardContext): boolean =>
+  v.step.kind === 'startDrain' && !c.unavailable.has(v.pod.ordinal) && c.unavailable.size >= c.maxUnavailable;
+const higherUnavailable = (v: PodView, c: GuardContext): boolean => [...c.unavailable].some((o) => o > v.pod.ordinal);
+const budgetDetail = (c: GuardContext): string =>
+  `maxUnavailable ${c.maxUnavailable} reached, unavailable: ${[...c.unavailable].sort((a, b) => b - a).map(c.podName).join(', ')}`;
+/** A drain still running: not drained, and its timeout (if any) not passed yet. */
+const drainWaits = (v: PodView, guard: GuardName): string | null =>
+  v.drain && !v.drain.drained && !v.drain.pastTimeout && v.drain.wait.guard === guard ? v.drain.wait.detail : null;
 
-/** Checked, in order, before a new drain starts; all must allow it. */
-export const DRAIN_GUARDS: readonly DrainGuard[] = [
-  { name: 'Paused', allows: (b) => !b.paused },
-  { name: 'ReplacementRejected', allows: (b, p) => !(b.replacementRejected && p.replaced) },
-  { name: 'MaxUnavailableReached', allows: budgetLeft },
+/** Checked in this order; the order is the order of names in a pod's wait. */
+export const GUARDS: readonly Guard[] = [
+  /** spec.paused: no new drain starts, no outdated pod is replaced (drains begun go on). */
   {
-    name: 'HigherOrdinalFirst',
-    allows: (b, p) => budgetLeft(b, p) || !b.unavailableOrdinals.some((o) => o > p.ordinal),
+    name: 'Paused',
+    holds: (v, c) => (c.paused && (v.step.kind === 'startDrain' || (v.step.kind === 'delete' && v.step.rollout)) ? 'spec.paused is true' : null),
   },
+  /** The pod's ordinal could not be recreated: it is not drained or deleted. Scale-down goes on. */
+  {
+    name: 'ReplacementRejected',
+    holds: (v, c) => (c.replacementRejected && v.replace && disrupts(v) ? `the API server refuses pods of revision ${c.updateRevision}` : null),
+  },
+  /** No budget left, and none of it is held by a higher ordinal (a broken lower pod, say). */
+  { name: 'MaxUnavailableReached', holds: (v, c) => (budgetFull(v, c) && !higherUnavailable(v, c) ? budgetDetail(c) : null) },
+  /** No budget left, and higher ordinals hold some of it: they roll out first. */
+  { name: 'HigherOrdinalFirst', holds: (v, c) => (budgetFull(v, c) && higherUnavailable(v, c) ? budgetDetail(c) : null) },
+  /** Drain annotation set, but the server does not report shutting_down yet. */
+  { name: 'DrainInProgress', holds: (v) => drainWaits(v, 'DrainInProgress') },
+  /** The server is shutting down but still runs operations. */
+  { name: 'OperationsInProgress', holds: (v) => drainWaits(v, 'OperationsInProgress') },
+  /** A draining Running pod whose /status did not answer (or was not polled yet). */
+  { name: 'StatusUnreachable', holds: (v) => drainWaits(v, 'StatusUnreachable') },
+  /** Past drainTimeoutSeconds with onDrainTimeout Wait: the policy, not the server, holds it now. */
+  {
+    name: 'DrainTimeout',
+    holds: (v, c) =>
+      v.drain && !v.drain.drained && v.drain.pastTimeout && c.onDrainTimeout === 'Wait' ? `past drainTimeoutSeconds ${c.drainTimeoutSeconds}: ${v.drain.wait.detail}` : null,
+  },
+  /** An up-to-date pod that is not Ready yet. */
+  { name: 'WaitingForReadiness', holds: (v) => (v.step.kind === 'keep' && !isTerminating(v.pod) && !isAvailable(v.pod) ? 'not Ready' : null) },
+  /** A pod with a deletionTimestamp whose ordinal is not recreated (scale-down). */
+  { name: 'Terminating', holds: (v) => (isTerminating(v.pod) && !v.replace ? 'kubelet is stopping it' : null) },
+  /** The ordinal's old pod is still terminating, so its replacement cannot be created yet. */
+  { name: 'WaitingForTermination', holds: (v) => (isTerminating(v.pod) && v.replace ? 'its replacement waits until it is gone' : null) },
 ];
 
-/** Names of the guards that hold this candidate back; empty = the drain may start. */
-export function blockingGuards(budget: DrainBudget, pod: DrainCandidate): GuardName[] {
-  return DRAIN_GUARDS.filter((g) => !g.allows(budget, pod)).map((g) => g.name);
+export const GUARD_NAMES: readonly GuardName[] = GUARDS.map((g) => g.name);
+
+/** The guards holding this pod back, with why; empty = its step may go ahead. */
+export function holdingGuards(v: PodView, c: GuardContext): Array<{ name: GuardName; detail: string }> {
+  return GUARDS.flatMap((g) => {
+    const detail = g.holds(v, c);
+    return detail === null ? [] : [{ name: g.name, detail }];
+  });
 }

@@ -1,8 +1,8 @@
 // The planner's view of a pod, and how to build it from a V1Pod plus the last /status poll.
 // Kept separate so the planner never depends on client-node object details.
 import type { V1OwnerReference, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import { ANNOTATION_DRAIN } from '../../contract/drain-protocol.js';
 import {
-  ANNOTATION_DRAIN,
   ANNOTATION_DRAIN_STARTED_AT,
   LABEL_INSTANCE,
   LABEL_ORDINAL,

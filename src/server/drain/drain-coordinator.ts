@@ -2,11 +2,12 @@
 // arms the deadline and last-resort timers, interrupts terraform, and asks the server to
 // exit. All decisions live in drain-state.ts; this file only does I/O and timing.
 import { type LongTimeout, setLongTimeout } from '../../async.js';
+import type { DrainTrigger } from '../../contract/drain-protocol.js';
 import type { LogFields, Logger } from '../../log.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ProcessRunner } from '../terraform/runner.js';
 import {
-  type DrainEffect, type DrainEvent, type DrainState, type DrainTimings, type DrainTrigger,
+  type DrainEffect, type DrainEvent, type DrainState, type DrainTimings,
   initialDrainState, nextDrainState,
 } from './drain-state.js';
 import type { OperationTracker } from './operation-tracker.js';

@@ -15,7 +15,8 @@
 //   shutting_down=true / 0 operations until the pod is deleted; exiting would only make the
 //   kubelet restart the container, and the controller could miss the drained state.
 
-export type DrainTrigger = 'signal' | 'annotation' | 'cli';
+import type { DrainTrigger } from '../../contract/drain-protocol.js';
+
 export type DrainPhase = 'serving' | 'draining' | 'interrupting' | 'exited';
 
 export const EXIT_DRAINED = 0;

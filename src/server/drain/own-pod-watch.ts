@@ -6,15 +6,13 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { loadKubeConfig } from '../../k8s/kubeconfig.js';
 import { Informer } from '../../k8s/informer.js';
+import { ANNOTATION_DRAIN, drainRequested } from '../../contract/drain-protocol.js';
 import type { AtlantisServer } from '../server.js';
-
-export const DRAIN_ANNOTATION = 'atlantis-operator.dev/drain';
 
 /** The decision, pure: does this observation of our pod ask for a drain? */
 export function podRequestsDrain(pod: V1Pod | undefined, podName: string): boolean {
   if (!pod || pod.metadata?.name !== podName) return false;
-  const value = pod.metadata?.annotations?.[DRAIN_ANNOTATION];
-  return typeof value === 'string' && value.trim() !== '';
+  return drainRequested(pod.metadata?.annotations?.[ANNOTATION_DRAIN]);
 }
 
 export interface OwnPodIdentity { name: string; namespace: string }
@@ -45,7 +43,7 @@ export function ownPodWatchPlugin(server: AtlantisServer): { start?: () => Promi
         if (type !== 'DELETED' && podRequestsDrain(pod, me.name) && !server.tracker.isShuttingDown) {
           // Logged by the drain ("Drain started", with the annotation's value) once it has
           // taken effect: the held /status answers go out first.
-          server.requestDrain('annotation', { annotation: pod.metadata?.annotations?.[DRAIN_ANNOTATION] });
+          server.requestDrain('annotation', { annotation: pod.metadata?.annotations?.[ANNOTATION_DRAIN] });
         }
       });
       // Do not block startup on the API server: the Informer retries its first list (with

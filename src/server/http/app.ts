@@ -1,9 +1,10 @@
 // The server's HTTP surface (SPEC section 3). Handlers here only read state; /status in
-// particular does no I/O so it answers in well under 50 ms while terraform runs.
+// particular does no I/O so it answers at once while terraform runs.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from '../../log.js';
 import { VERSION } from '../../version.js';
+import { LIVENESS_PATH, READINESS_PATH, STATUS_PATH, type StatusBody, type StatusOperation, WAIT_DRAINED_PARAM, parseWaitDrained } from '../../contract/drain-protocol.js';
 import type { DrainState } from '../drain/drain-state.js';
 import type { Operation, OperationTracker } from '../drain/operation-tracker.js';
 import { type ServerMetrics, webhookEventLabel } from '../metrics.js';
@@ -13,16 +14,6 @@ import { UNAUTHORIZED_BODY, WWW_AUTHENTICATE, type WebAuthConfig, decideWebAuth 
 import { MAX_WEBHOOK_BYTES, WebhookIntake } from './webhook-intake.js';
 
 export { MAX_WEBHOOK_BYTES };
-
-/** The JSON of GET /status: Atlantis's three fields first, then ours. */
-export interface StatusResponse {
-  shutting_down: boolean;
-  in_progress_operations: number;
-  version: string;
-  draining_since: string | null;
-  drain_reason: 'signal' | 'annotation' | 'cli' | null;
-  operations: Array<{ id: string; command: string; repo: string; pull: number | null; project: string | null; started_at: string }>;
-}
 
 export interface WebhookRequest {
   event: string | undefined;
@@ -61,22 +52,10 @@ export interface AppDeps {
  * few milliseconds at most behind them.
  */
 export const WEBHOOK_TURN_BUDGET_MS = 3;
-export const MAX_WAIT_DRAINED_SECONDS = 60;
 /** Held `/status?wait_drained` requests at most; one per controller watching is the norm. */
 export const MAX_HELD_STATUS_REQUESTS = 256;
 
-/** The `wait_drained` query parameter in seconds (0 = do not wait), or a message saying what is wrong. */
-export function parseWaitDrained(value: unknown): number | string {
-  if (value === undefined) return 0;
-  const text = typeof value === 'string' ? value.trim() : '';
-  const seconds = /^\d+(\.\d+)?$/.test(text) ? Number(text) : NaN;
-  if (!(seconds >= 0 && seconds <= MAX_WAIT_DRAINED_SECONDS)) {
-    return `wait_drained must be a number of seconds from 0 to ${MAX_WAIT_DRAINED_SECONDS}, given once (got ${JSON.stringify(value)})`;
-  }
-  return seconds;
-}
-
-export function buildStatus(tracker: OperationTracker, drain: DrainState): StatusResponse {
+export function buildStatus(tracker: OperationTracker, drain: DrainState): StatusBody {
   return { ...statusHead(tracker, drain), operations: tracker.operations().map(operationStatus) };
 }
 
@@ -94,7 +73,7 @@ export function serializeStatus(tracker: OperationTracker, drain: DrainState, pa
   return { json, parts: next };
 }
 
-function statusHead(tracker: OperationTracker, drain: DrainState): Omit<StatusResponse, 'operations'> {
+function statusHead(tracker: OperationTracker, drain: DrainState): Omit<StatusBody, 'operations'> {
   return {
     shutting_down: tracker.isShuttingDown,
     in_progress_operations: tracker.inProgress,
@@ -104,7 +83,7 @@ function statusHead(tracker: OperationTracker, drain: DrainState): Omit<StatusRe
   };
 }
 
-function operationStatus(o: Operation): StatusResponse['operations'][number] {
+function operationStatus(o: Operation): StatusOperation {
   return { id: o.id, command: o.command, repo: o.repo, pull: o.pull, project: o.project, started_at: o.startedAt.toISOString() };
 }
 
@@ -112,14 +91,14 @@ function operationStatus(o: Operation): StatusResponse['operations'][number] {
  * The server's request listener. The two requests that come in bursts and polls, a plain
  * `GET /status` and every `POST /events`, are answered on node:http directly; everything else
  * (and /status with a query) goes through Express. Why: Express's per-request work (router,
- * request and response helpers) cost ~0.35 ms of CPU per webhook over node:http, and its
- * router allocated 14% of the server's garbage while a burst of webhooks arrived. Webhook
- * bodies never reach body-parser: it would inflate compressed ones (see webhook-intake.ts).
+ * request and response helpers) is a large part of a webhook's CPU and garbage during a burst
+ * (figures in docs/reliability.md). Webhook bodies never reach body-parser: it would inflate
+ * compressed ones (see webhook-intake.ts).
  */
 export function buildRequestListener(deps: AppDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const { app, sendStatus, intake } = buildRoutes(deps);
   return (req, res) => {
-    if (req.method === 'GET' && req.url === '/status') return sendStatus(res);
+    if (req.method === 'GET' && req.url === STATUS_PATH) return sendStatus(res);
     // As Atlantis's router, the query does not matter.
     if (req.method === 'POST' && (req.url === '/events' || req.url?.startsWith('/events?'))) return intake.receive(req, res);
     app(req, res);
@@ -150,10 +129,8 @@ function buildRoutes(deps: AppDeps): {
     res.end(UNAUTHORIZED_BODY);
   });
 
-  // GET /status?wait_drained=<seconds> (our extension; Atlantis ignores query parameters):
-  // the answer is held until the server is drained (shutting down, no operation left) or the
-  // wait is over, whichever comes first. The controller holds one per draining pod, so it
-  // learns of the end of a drain when it happens instead of at its next poll.
+  // GET /status?wait_drained=<seconds> (see the contract): the controller holds one per
+  // draining pod, so it learns of the end of a drain when it happens, not at its next poll.
   const heldStatus = new Set<() => void>();
   // Controllers and probes poll /status while hundreds of commands may be queued, each one
   // listed in the body: it is serialized once per change, not once per request.
@@ -179,8 +156,8 @@ function buildRoutes(deps: AppDeps): {
     // Whether a controller was already waiting (0: its request, if any, comes later).
     queueMicrotask(() => deps.logger.info('Drained', { heldStatusRequests: held.length }));
   });
-  app.get('/status', (req, res) => {
-    const wait = parseWaitDrained(req.query.wait_drained);
+  app.get(STATUS_PATH, (req, res) => {
+    const wait = parseWaitDrained(req.query[WAIT_DRAINED_PARAM]);
     if (typeof wait === 'string') return void res.status(400).type('text/plain').send(`${wait}\n`);
     // Past the cap, answer at once: the caller falls back to polling, memory stays bounded.
     if (wait === 0 || deps.tracker.isDrained || heldStatus.size >= MAX_HELD_STATUS_REQUESTS) return sendStatus(res);
@@ -191,11 +168,11 @@ function buildRoutes(deps: AppDeps): {
     res.on('close', release);
   });
 
-  app.get('/healthz', (_req, res) => {
+  app.get(LIVENESS_PATH, (_req, res) => {
     res.status(200).json({ status: 'ok' });
   });
 
-  app.get('/readyz', (_req, res) => {
+  app.get(READINESS_PATH, (_req, res) => {
     if (deps.tracker.isShuttingDown) return void res.status(503).json({ status: 'draining' });
     if (!deps.storeHealthy()) return void res.status(503).json({ status: 'lock store unusable' });
     res.status(200).json({ status: 'ok' });

@@ -3,6 +3,7 @@
 // (webhooks, probes and the drain status the controller reads), everything else needs the
 // configured username and password. Pure decisions here; app.ts applies them.
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { LIVENESS_PATH, READINESS_PATH, STATUS_PATH } from '../../contract/drain-protocol.js';
 
 export interface WebAuthConfig {
   username: string;
@@ -15,7 +16,7 @@ export interface WebAuthConfig {
  * `/STATUS`, needs credentials. Atlantis also leaves `/api/*` open (it has its own API secret);
  * this server has no `/api/` endpoints, so those paths are treated like any unknown path.
  */
-export const OPEN_PATHS: ReadonlySet<string> = new Set(['/events', '/healthz', '/readyz', '/status']);
+export const OPEN_PATHS: ReadonlySet<string> = new Set(['/events', LIVENESS_PATH, READINESS_PATH, STATUS_PATH]);
 
 /** Atlantis's challenge, byte for byte. */
 export const WWW_AUTHENTICATE = 'Basic realm="restricted", charset="UTF-8"';

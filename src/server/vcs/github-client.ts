@@ -21,6 +21,8 @@ import type { Logger } from '../../log.js';
 import { nullLogger } from '../../log.js';
 import { type Redactor, processRedactor } from '../secrets/redact.js';
 import { httpRequest, type HttpResponse, type ResponseHeaders } from '../../net/http-request.js';
+import { sleep } from '../../async.js';
+import { backoffDelay, equalJitter } from '../../backoff.js';
 
 export const MAX_COMMENT_LENGTH = 65536;
 /** Past this many parts the start of the output is dropped (as Atlantis does). */
@@ -178,8 +180,6 @@ interface RawResponse {
   json: unknown;
 }
 
-const defaultSleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 function errorCode(e: unknown): string | undefined {
   const seen = new Set<unknown>();
   let cur: unknown = e;
@@ -232,7 +232,7 @@ export class GitHubClient {
       maxRateLimitWaitMs: opts.retry?.maxRateLimitWaitMs ?? 120_000,
     };
     this.timeoutMs = opts.timeoutMs ?? 30_000;
-    this.sleep = opts.sleep ?? defaultSleep;
+    this.sleep = opts.sleep ?? sleep;
     this.random = opts.random ?? Math.random;
   }
 
@@ -243,9 +243,8 @@ export class GitHubClient {
   }
 
   private backoff(attempt: number): number {
-    const exp = Math.min(this.retry.maxDelayMs, this.retry.baseDelayMs * 2 ** (attempt - 1));
-    // Equal jitter: half fixed, half random, so concurrent retries spread out.
-    return Math.round(exp / 2 + (this.random() * exp) / 2);
+    // Jitter spreads concurrent retries out.
+    return equalJitter(backoffDelay(attempt - 1, this.retry.baseDelayMs, this.retry.maxDelayMs), this.random);
   }
 
   /** How long a rate-limited response asks us to wait, or undefined if it is not one. */

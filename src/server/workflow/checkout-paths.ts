@@ -7,6 +7,7 @@
 import { opendir, readlink, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { type PathArg, isInside, pathArgs, pathOutsideMessage } from './extra-args.js';
+import { cleanedRepoDir } from './repo-dir.js';
 
 /** Entries looked at in one working copy before giving up (a bound on time, not a policy). */
 export const MAX_CHECKOUT_ENTRIES = 200_000;
@@ -68,6 +69,8 @@ export async function assertNoEscapingSymlink(root: string): Promise<void> {
  * dir's lock, bypassing the lock another PR holds on the real one.
  */
 export async function projectDirInside(checkout: string, dir: string): Promise<string> {
+  // Dirs reach here cleaned by the same rule; one that is not is refused, never joined.
+  if (cleanedRepoDir(dir, 'refused') !== dir) throw new CheckoutPathError(`dir ${JSON.stringify(dir)} is not a clean directory inside the repository`);
   const realRoot = await realpath(checkout);
   const wanted = dir === '.' ? realRoot : path.join(realRoot, dir);
   let real: string;

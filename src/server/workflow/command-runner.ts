@@ -16,12 +16,13 @@ import {
   cleanPlanOutput, interruptedByShutdownComment, lockedByMessage, renderResults, statusContext, statusDescription,
 } from './messages.js';
 import { type ProjectSpec, defaultsFor, projectForPlan, readRepoConfig, selectProjects } from './projects.js';
-import type { ServerConfig as ServerRepoConfig, Workflow } from './repo-config.js';
+import type { ServerSideRepoConfig } from './repo-config/server-side.js';
+import type { Workflow } from './repo-config/types.js';
 import { assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from './checkout-paths.js';
 import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './extra-args.js';
 import { ProjectRunner } from './project-runner.js';
 import type { WorkingCopies } from './working-copy.js';
-import { buildApplyComment, buildPlanComment } from './comment-parser.js';
+import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
 import { noPermissionComment, teamAllows } from './team-allowlist.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */
@@ -55,7 +56,7 @@ export interface CommandRunnerDeps {
   logger: Logger;
   jobLogPath: (jobId: string) => string;
   /** Parsed --repo-config, if any. */
-  serverRepoConfig?: ServerRepoConfig;
+  serverRepoConfig?: ServerSideRepoConfig;
 }
 
 interface ProjectRun { view: ProjectResultView; status: JobStatus }

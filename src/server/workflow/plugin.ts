@@ -13,7 +13,8 @@ import { JobLogPruner } from './job-logs.js';
 import { JobRegistry } from './jobs.js';
 import { SHUTTING_DOWN_COMMENT, queuedCommandStartingComment, queuedDuringDrainComment } from './messages.js';
 import { ProjectRunner } from './project-runner.js';
-import { RepoConfigError, parseServerConfig, type ServerConfig as ServerRepoConfig } from './repo-config.js';
+import { type ServerSideRepoConfig, parseServerSideRepoConfig } from './repo-config/server-side.js';
+import { RepoConfigError } from './repo-config/types.js';
 import { type PullRefusal, type WorkItem, decideWebhook, gatePull } from './webhook-decision.js';
 import { mountWebUi } from './web-ui.js';
 import { WorkingCopies } from './working-copy.js';
@@ -26,15 +27,15 @@ export function workflowPlugin(server: AtlantisServer) {
     if (e instanceof AllowlistError) throw new UsageError(`invalid value for --repo-allowlist: ${e.message}`);
     throw e;
   }
-  let serverRepoConfig: ServerRepoConfig | undefined;
+  let serverRepoConfig: ServerSideRepoConfig | undefined;
   if (cfg.repoConfigJson) {
     // JSON is YAML, so the same parser and checks apply.
-    try { serverRepoConfig = parseServerConfig(cfg.repoConfigJson, '--repo-config-json'); } catch (e) {
+    try { serverRepoConfig = parseServerSideRepoConfig(cfg.repoConfigJson, '--repo-config-json'); } catch (e) {
       throw new UsageError(`invalid --repo-config-json: ${e instanceof RepoConfigError ? e.message : (e as Error).message}`);
     }
   } else if (cfg.repoConfigPath) {
     try {
-      serverRepoConfig = parseServerConfig(readFileSync(cfg.repoConfigPath, 'utf8'), cfg.repoConfigPath);
+      serverRepoConfig = parseServerSideRepoConfig(readFileSync(cfg.repoConfigPath, 'utf8'), cfg.repoConfigPath);
     } catch (e) {
       const msg = e instanceof RepoConfigError ? e.message : `${cfg.repoConfigPath}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`;
       throw new UsageError(`invalid --repo-config: ${msg}`);

@@ -5,7 +5,7 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ProcessRunner, RunResult } from '../terraform/runner.js';
-import type { Step } from './repo-config.js';
+import type { Step } from './repo-config/types.js';
 
 export interface ProjectRunContext {
   jobId: string;

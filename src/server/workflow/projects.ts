@@ -2,15 +2,15 @@
 // the server-side repo config, the changed files and the comment's -p/-d/-w. Pure apart
 // from reading atlantis.yaml from the checkout.
 import type { ParsedCommand } from './comment-parser.js';
-import {
-  type DefaultsFromServer, type ProjectSpec, type RepoConfig, type ServerConfig as ServerRepoConfig,
-  loadRepoConfig, projectsForChangedFiles, resolveCommentTarget, serverSettingsFor,
-} from './repo-config.js';
+import { loadRepoConfig } from './repo-config/atlantis-yaml.js';
+import { type DefaultsFromServer, projectsForChangedFiles, resolveCommentTarget } from './repo-config/project-selection.js';
+import { type ServerSideRepoConfig, serverSettingsFor } from './repo-config/server-side.js';
+import type { ProjectSpec, RepoConfig } from './repo-config/types.js';
 
 export type { ProjectSpec };
 
 /** The server-side defaults (--repo-config) for one repo, e.g. `github.com/acme/infra`. */
-export function defaultsFor(server: ServerRepoConfig | undefined, repoId: string): DefaultsFromServer {
+export function defaultsFor(server: ServerSideRepoConfig | undefined, repoId: string): DefaultsFromServer {
   const s = serverSettingsFor(server, repoId);
   const workflows = server?.workflows ?? {};
   return { applyRequirements: s.applyRequirements, workflow: s.workflow ? workflows[s.workflow] : undefined, workflows };
@@ -22,7 +22,7 @@ export function defaultsFor(server: ServerRepoConfig | undefined, repoId: string
  * define its own workflows (their `run` steps are shell commands on the server) nor
  * override `workflow` or `apply_requirements`.
  */
-export function readRepoConfig(checkoutDir: string, server: ServerRepoConfig | undefined, repoId: string): RepoConfig | undefined {
+export function readRepoConfig(checkoutDir: string, server: ServerSideRepoConfig | undefined, repoId: string): RepoConfig | undefined {
   const config = loadRepoConfig(checkoutDir, { serverWorkflows: Object.keys(server?.workflows ?? {}) });
   if (!config) return undefined;
   const problem = repoConfigViolation(config, serverSettingsFor(server, repoId));

@@ -1,0 +1,81 @@
+// The server-side repo config (--repo-config, --repo-config-json; Atlantis's "server side
+// repo config", repos.yaml): per-repo rules the operator sets, and the settings that apply
+// to one repo. Trusted input, still validated so a typo fails at start.
+import YAML from 'yaml';
+import { Problems, checkKeys, isObj, parseApplyRequirements, parseWorkflows, strList } from './schema.js';
+import { type ApplyRequirement, RepoConfigError, type Workflow } from './types.js';
+
+export interface ServerRepoRule {
+  /** Exact `host/owner/name`, or a regex written as `/.../`. */
+  id: string;
+  applyRequirements?: ApplyRequirement[];
+  workflow?: string;
+  allowedOverrides: string[];
+  allowCustomWorkflows: boolean;
+}
+
+export interface ServerSideRepoConfig {
+  repos: ServerRepoRule[];
+  workflows: Record<string, Workflow>;
+  warnings: string[];
+}
+
+export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): ServerSideRepoConfig {
+  const p = new Problems();
+  const warnings: string[] = [];
+  const doc = YAML.parseDocument(text, { uniqueKeys: true });
+  if (doc.errors.length > 0) throw new RepoConfigError(file, doc.errors.map((e) => `YAML: ${e.message.split('\n')[0]}`));
+  const root: unknown = doc.toJS() ?? {};
+  if (!isObj(root)) throw new RepoConfigError(file, ['must be a YAML map']);
+  checkKeys(root, ['repos', 'workflows'], ['policies', 'metrics', 'team_authz'], '', p, warnings);
+  const workflows = parseWorkflows(root.workflows, 'workflows', p, warnings);
+  const repos: ServerRepoRule[] = [];
+  if (root.repos !== undefined && !Array.isArray(root.repos)) p.add('repos', 'must be a list');
+  (Array.isArray(root.repos) ? (root.repos as unknown[]) : []).forEach((r, i) => {
+    const where = `repos[${i}]`;
+    if (!isObj(r)) {
+      p.add(where, 'must be a map');
+      return;
+    }
+    checkKeys(r, ['id', 'apply_requirements', 'workflow', 'allowed_overrides', 'allow_custom_workflows'], ['branch', 'plan_requirements', 'import_requirements', 'allowed_workflows', 'pre_workflow_hooks', 'post_workflow_hooks', 'delete_source_branch_on_merge', 'repo_locking', 'repo_locks', 'policy_check', 'custom_policy_check', 'autodiscover', 'silence_pr_comments', 'repo_config_file'], where, p, warnings);
+    if (typeof r.id !== 'string' || r.id === '') {
+      p.add(`${where}.id`, 'is required');
+      return;
+    }
+    if (r.id.startsWith('/') && r.id.endsWith('/') && r.id.length > 1) {
+      try {
+        new RegExp(r.id.slice(1, -1));
+      } catch (e) {
+        p.add(`${where}.id`, `invalid regex: ${(e as Error).message}`);
+      }
+    }
+    const rule: ServerRepoRule = { id: r.id, allowedOverrides: strList(r.allowed_overrides, `${where}.allowed_overrides`, p) ?? [], allowCustomWorkflows: r.allow_custom_workflows === true };
+    const ar = parseApplyRequirements(r.apply_requirements, `${where}.apply_requirements`, p);
+    if (ar) rule.applyRequirements = ar;
+    if (typeof r.workflow === 'string') {
+      rule.workflow = r.workflow;
+      if (r.workflow !== 'default' && !workflows[r.workflow]) p.add(`${where}.workflow`, `workflow ${JSON.stringify(r.workflow)} is not defined in workflows`);
+    }
+    repos.push(rule);
+  });
+  if (p.list.length > 0) throw new RepoConfigError(file, p.list);
+  return { repos, workflows, warnings };
+}
+
+function ruleMatches(rule: ServerRepoRule, repoId: string): boolean {
+  if (rule.id.startsWith('/') && rule.id.endsWith('/') && rule.id.length > 1) return new RegExp(rule.id.slice(1, -1)).test(repoId);
+  return rule.id === repoId;
+}
+
+/** The server-side settings that apply to `host/owner/name` (later rules win, as Atlantis). */
+export function serverSettingsFor(server: ServerSideRepoConfig | undefined, repoId: string): { applyRequirements: ApplyRequirement[]; workflow?: string; allowedOverrides: string[]; allowCustomWorkflows: boolean } {
+  const out: { applyRequirements: ApplyRequirement[]; workflow?: string; allowedOverrides: string[]; allowCustomWorkflows: boolean } = { applyRequirements: [], allowedOverrides: [], allowCustomWorkflows: false };
+  for (const r of server?.repos ?? []) {
+    if (!ruleMatches(r, repoId)) continue;
+    if (r.applyRequirements) out.applyRequirements = r.applyRequirements;
+    if (r.workflow) out.workflow = r.workflow;
+    out.allowedOverrides = r.allowedOverrides;
+    out.allowCustomWorkflows = r.allowCustomWorkflows;
+  }
+  return out;
+}

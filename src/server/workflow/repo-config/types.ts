@@ -1,0 +1,72 @@
+// The types both repo config files share (atlantis.yaml and the server-side repos.yaml) and
+// what project selection hands to the runner, with Atlantis's defaults.
+
+export const ATLANTIS_YAML = 'atlantis.yaml';
+export const DEFAULT_WORKSPACE = 'default';
+export const DEFAULT_WHEN_MODIFIED: readonly string[] = ['**/*.tf*', '**/*.tofu', '**/*.tofu.json', '**/terragrunt.hcl', '**/.terraform.lock.hcl'];
+/** Atlantis's --autoplan-file-list default, used when there is no atlantis.yaml. */
+export const DEFAULT_AUTOPLAN_FILES: readonly string[] = ['**/*.tf', '**/*.tf.json', '**/*.tfvars', '**/*.tfvars.json', '**/*.tofu', '**/*.tofu.json', '**/terragrunt.hcl', '**/.terraform.lock.hcl'];
+
+export type ApplyRequirement = 'approved' | 'mergeable' | 'undiverged';
+export const APPLY_REQUIREMENTS: readonly string[] = ['approved', 'mergeable', 'undiverged'];
+
+export type BuiltinStepName = 'init' | 'plan' | 'apply' | 'show' | 'version' | 'import' | 'state_rm';
+export const BUILTIN_STEPS: readonly string[] = ['init', 'plan', 'apply', 'show', 'version', 'import', 'state_rm'];
+
+export type Step =
+  | { kind: BuiltinStepName; extraArgs: string[] }
+  | { kind: 'run'; command: string; shell?: string; shellArgs?: string[]; output?: 'show' | 'hide' | 'strip_refreshing' }
+  | { kind: 'env'; name: string; value?: string; command?: string };
+
+export interface Workflow {
+  name: string;
+  plan: Step[];
+  apply: Step[];
+}
+
+export const DEFAULT_WORKFLOW: Workflow = {
+  name: 'default',
+  plan: [{ kind: 'init', extraArgs: [] }, { kind: 'plan', extraArgs: [] }],
+  apply: [{ kind: 'apply', extraArgs: [] }],
+};
+
+export interface ProjectConfig {
+  name?: string;
+  dir: string;
+  workspace: string;
+  autoplan: { enabled: boolean; whenModified: string[] };
+  applyRequirements?: ApplyRequirement[];
+  workflow?: string;
+  terraformVersion?: string;
+}
+
+export interface RepoConfig {
+  version: 3;
+  automerge: boolean;
+  parallelPlan: boolean;
+  parallelApply: boolean;
+  projects: ProjectConfig[];
+  workflows: Record<string, Workflow>;
+  /** Keys that Atlantis knows but this server ignores. */
+  warnings: string[];
+}
+
+/** A project to run: where, which workspace, which workflow, which apply requirements. */
+export interface ProjectSpec {
+  name?: string;
+  dir: string;
+  workspace: string;
+  workflow: Workflow;
+  applyRequirements: ApplyRequirement[];
+  autoplanEnabled: boolean;
+  /** True when it comes from atlantis.yaml, false for a default (config-less) project. */
+  configured: boolean;
+  terraformVersion?: string;
+}
+
+export class RepoConfigError extends Error {
+  constructor(readonly file: string, readonly problems: string[]) {
+    super(`${file}: ${problems.join('; ')}`);
+    this.name = 'RepoConfigError';
+  }
+}
