@@ -5,9 +5,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import http from 'node:http';
+import type http from 'node:http';
 import https from 'node:https';
-import net from 'node:net';
+import type net from 'node:net';
 import path from 'node:path';
 import { KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import { kubeRequest, kubeRequestOk, MERGE_PATCH } from '../src/k8s/client.js';

@@ -281,7 +281,7 @@ export class GitHubStandin {
     const path = u.pathname.replace(/^\/api\/v3(?=\/)/, '');
     const method = req.method ?? 'GET';
     const query = Object.fromEntries(u.searchParams.entries());
-    let body: unknown = undefined;
+    let body: unknown ;
     if (raw !== '') {
       try {
         body = JSON.parse(raw);
