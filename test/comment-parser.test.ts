@@ -271,6 +271,7 @@ const commentArb = fc.oneof(
 );
 
 test('property: never throws, and a command never carries an unsafe dir, workspace or blocked arg', () => {
+  // biome-ignore lint/nursery/noFloatingPromises: fc.assert of a synchronous property returns void
   fc.assert(
     fc.property(commentArb, (c) => {
       for (const o of [OPTS, ALL]) {
@@ -296,6 +297,7 @@ test('property: never throws, and a command never carries an unsafe dir, workspa
 });
 
 test('property: random unicode never throws', () => {
+  // biome-ignore lint/nursery/noFloatingPromises: fc.assert of a synchronous property returns void
   fc.assert(
     fc.property(fc.string({ unit: 'binary', maxLength: 300 }), (s) => {
       parseComment(s, ALL);
