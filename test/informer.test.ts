@@ -74,14 +74,18 @@ class FaultProxy {
       res.writeHead(code, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code, reason, message }));
     };
-    if (this.mode === 'refuse') return status(503, 'ServiceUnavailable', 'proxy refusing');
+    if (this.mode === 'refuse') {
+      status(503, 'ServiceUnavailable', 'proxy refusing');
+      return;
+    }
     if (isWatch) {
       this.watchRequests++;
       this.watches.add(res);
       res.on('close', () => this.watches.delete(res));
       if (this.goneOnce) {
         this.goneOnce = false;
-        return status(410, 'Expired', 'too old resource version');
+        status(410, 'Expired', 'too old resource version');
+        return;
       }
       if (this.errorEventOnce) {
         this.errorEventOnce = false;
