@@ -21,7 +21,7 @@ let exitHookInstalled = false;
 let registry = '';
 
 function ensureReaper(): void {
-  if (reaper && reaper.connected) return;
+  if (reaper?.connected) return;
   registry = path.join(os.tmpdir(), `atlantis-reaper-${process.pid}-${Date.now()}.groups`);
   fs.writeFileSync(registry, [...live.keys()].map((p) => `+${p}\n`).join(''));
   const r = spawn(process.execPath, [path.join(here, 'reaper.mjs'), registry], {

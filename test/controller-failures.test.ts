@@ -67,7 +67,7 @@ describe('rollout failures', () => {
         const pods = await listPods(cluster.kc, ns, NAME);
         const p0 = pods.find((p) => p.metadata!.name === `${NAME}-0`);
         const p1 = pods.find((p) => p.metadata!.name === `${NAME}-1`);
-        assert.equal(p0?.metadata!.uid, old0.metadata!.uid, `${NAME}-0 is still the old pod: ${describePods(pods)}`);
+        assert.equal(p0?.metadata?.uid, old0.metadata!.uid, `${NAME}-0 is still the old pod: ${describePods(pods)}`);
         assert.ok(p0 && !p0.metadata?.annotations?.[DRAIN], `${NAME}-0 is not drained: ${describePods(pods)}`);
         assert.ok(p0.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'), `${NAME}-0 stays Ready: ${describePods(pods)}`);
         const st = await serverStatus(old0.status!.podIP!);
@@ -139,9 +139,9 @@ describe('rollout failures', () => {
     assert.notEqual(badRev, rev0);
     await sleep(4000);
     let pods = await listPods(cluster.kc, ns, NAME);
-    assert.equal(pods.find((p) => p.metadata!.name === `${NAME}-0`)?.metadata!.uid, start[0]!.metadata!.uid, `${NAME}-0 is kept while ${NAME}-1 is Pending: ${describePods(pods)}`);
+    assert.equal(pods.find((p) => p.metadata!.name === `${NAME}-0`)?.metadata?.uid, start[0]!.metadata!.uid, `${NAME}-0 is kept while ${NAME}-1 is Pending: ${describePods(pods)}`);
     assert.equal(pods.find((p) => p.metadata!.name === `${NAME}-0`)?.metadata?.annotations?.[DRAIN], undefined, `${NAME}-0 not drained (maxUnavailable 1 is used by the Pending pod)`);
-    assert.equal(pods.find((p) => p.metadata!.name === `${NAME}-1`)?.metadata!.uid, stuck.metadata!.uid, 'the Pending pod at the current revision is left alone');
+    assert.equal(pods.find((p) => p.metadata!.name === `${NAME}-1`)?.metadata?.uid, stuck.metadata!.uid, 'the Pending pod at the current revision is left alone');
     // No node fits the pod: reported at once (planner: an unschedulable pod is failing).
     const waiting = await getAd(cluster.kc, ns, NAME);
     assert.equal(cond(waiting, 'Degraded')?.status, 'True', describeStatus(waiting));

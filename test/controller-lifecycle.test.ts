@@ -332,7 +332,10 @@ describe('AtlantisDeployment lifecycle', () => {
     };
     let left: string[] = [];
     try {
-      await waitFor('the garbage collector to delete every owned object', async () => (left = await remaining()).length === 0, { timeoutMs: 120_000, intervalMs: 500 });
+      await waitFor('the garbage collector to delete every owned object', async () => {
+        left = await remaining();
+        return left.length === 0;
+      }, { timeoutMs: 120_000, intervalMs: 500 });
     } catch (e) {
       throw new Error(`${(e as Error).message}; still present: ${left.join(', ')}`);
     }

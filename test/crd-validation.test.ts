@@ -43,7 +43,10 @@ function cr(name: string, mutate: (o: { metadata: Obj; spec: Obj }) => void = ()
   return o;
 }
 
-const at = (o: Obj, dotted: string): Obj => dotted.split('.').reduce((acc, k) => (acc[k] ??= {}) as Obj, o);
+const at = (o: Obj, dotted: string): Obj => dotted.split('.').reduce((acc, k) => {
+  acc[k] ??= {};
+  return acc[k] as Obj;
+}, o);
 
 interface BadCase {
   what: string;

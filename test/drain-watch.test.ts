@@ -75,7 +75,7 @@ describe('DrainWatch', () => {
 
   it('polls a server that answers at once no faster than minIntervalMs, and stops when told', async () => {
     let requests = 0;
-    const plain = http.createServer((req, res) => {
+    const plain = http.createServer((_req, res) => {
       requests++;
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify({ shutting_down: true, in_progress_operations: 1, version: 'old' }));
@@ -145,8 +145,10 @@ describe('DrainWatch', () => {
     watch.sync('ns/other', []);
     assert.equal(watch.size(), 1);
     const attempts = calls.length;
-    watch.add('ns/c', { uid: 'u3', podIP: '127.0.0.1', restarts: 0 });
-    watch.add('ns/c', { uid: 'u4', podIP: '127.0.0.1', restarts: 0 });
+    // Not awaited: add() starts the request synchronously, which is what is counted next; its
+    // promise only resolves (once the request is sent or has failed), it never rejects.
+    void watch.add('ns/c', { uid: 'u3', podIP: '127.0.0.1', restarts: 0 });
+    void watch.add('ns/c', { uid: 'u4', podIP: '127.0.0.1', restarts: 0 });
     assert.equal(watch.size(), 2);
     assert.equal(calls.length, attempts + 1, 'one new request, for u4');
     watch.stopAll();

@@ -5,9 +5,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import http from 'node:http';
+import type http from 'node:http';
 import https from 'node:https';
-import net from 'node:net';
+import type net from 'node:net';
 import path from 'node:path';
 import { KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import { kubeRequest, kubeRequestOk, MERGE_PATCH } from '../src/k8s/client.js';
@@ -74,14 +74,18 @@ class FaultProxy {
       res.writeHead(code, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code, reason, message }));
     };
-    if (this.mode === 'refuse') return status(503, 'ServiceUnavailable', 'proxy refusing');
+    if (this.mode === 'refuse') {
+      status(503, 'ServiceUnavailable', 'proxy refusing');
+      return;
+    }
     if (isWatch) {
       this.watchRequests++;
       this.watches.add(res);
       res.on('close', () => this.watches.delete(res));
       if (this.goneOnce) {
         this.goneOnce = false;
-        return status(410, 'Expired', 'too old resource version');
+        status(410, 'Expired', 'too old resource version');
+        return;
       }
       if (this.errorEventOnce) {
         this.errorEventOnce = false;

@@ -69,7 +69,7 @@ test('long plan output is folded with the summary line after it', () => {
   const long = Array.from({ length: 20 }, (_, i) => `line ${i}`).join('\n') + '\nPlan: 3 to add, 0 to change, 0 to destroy.';
   const s = renderResults({ command: 'plan', executableName: 'infra', results: [{ dir: '.', workspace: 'default', projectName: 'root', outcome: { type: 'success', output: long, applyCmd: 'infra apply -p root' } }] });
   assert.ok(s.startsWith('Ran Plan for project: `root` dir: `.` workspace: `default`\n\n<details><summary>Show Output</summary>\n\n```diff\nline 0\n'));
-  assert.match(s, /\n```\n<\/details>\n\n\* :arrow_forward: To \*\*apply\*\* this plan, comment:\n  ```shell\n  infra apply -p root\n  ```\nPlan: 3 to add, 0 to change, 0 to destroy\.\n/);
+  assert.match(s, /\n```\n<\/details>\n\n\* :arrow_forward: To \*\*apply\*\* this plan, comment:\n {2}```shell\n {2}infra apply -p root\n {2}```\nPlan: 3 to add, 0 to change, 0 to destroy\.\n/);
   assert.match(s, /\* `infra apply`/);
   assert.doesNotMatch(s, /delete\*\* this plan/);
 });

@@ -38,6 +38,7 @@ const hostileToken = fc.constantFrom(
   'atlantis', 'run', '@atlantis-bot', 'plan', 'apply', 'unlock', 'version', 'import', 'state', 'rm', 'help',
   '-d', '-w', '-p', '--dir', '--workspace', '--project', '--verbose', '--', '-d=..', '-w=..', '--dir=../..',
   '..', '../..', '../../../etc', '/etc/passwd', 'a/../../x', './../x', 'app1/../..', '..\\..', '%2e%2e%2f', '~', '~root',
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: '${IFS}' is a hostile shell token on purpose, not a template
   'default/../x', 'x/y', '.', '...', 'a..b', '$(id)', '`id`', ';', '|', '||', '&', '&&', '$HOME', '${IFS}', '>', '<',
   '\'', '"', '\\', 'x;rm -rf /', 'a|b', 'a&b', '$(touch /tmp/pwned)', '-chdir=/', '--chdir=/tmp', '-plugin-dir=/x',
   '-var=x=$(id)', '-out=/etc/x', '\n', '\t', '\u0000', 'é', '-dapp1', '-wdefault', '-w$x', '-w&', '-d/abs/path',
@@ -107,6 +108,7 @@ function decide(event: string | undefined, body: Buffer, signature: string | und
 
 describe('decideWebhook (pure) under arbitrary input', () => {
   it('without a valid signature: always 401, never work', () => {
+    // biome-ignore lint/nursery/noFloatingPromises: fc.assert of a synchronous property returns void
     fc.assert(fc.property(anyRequest('file:///nonexistent.git', fc.integer({ min: 1, max: 5 })).chain((r) => fc.record({ r: fc.constant(r), sig: badSignature(r.body) })), ({ r, sig }) => {
       const d = decide(r.event, r.body, sig);
       assert.deepEqual([d.kind, d.kind === 'respond' ? d.status : 0], ['respond', 401]);
@@ -115,6 +117,7 @@ describe('decideWebhook (pure) under arbitrary input', () => {
 
   it('with a valid signature: never throws, statuses in {200, 400, 403}, commands stay in the repo', () => {
     let work = 0;
+    // biome-ignore lint/nursery/noFloatingPromises: fc.assert of a synchronous property returns void
     fc.assert(fc.property(anyRequest('file:///nonexistent.git', fc.integer({ min: 1, max: 5 })), fc.integer({ min: 0, max: 9 }), (r, n) => {
       const event = n === 0 ? undefined : r.event; // sometimes no X-GitHub-Event header
       const d = decide(event, r.body, sign(r.body));
@@ -129,6 +132,7 @@ describe('decideWebhook (pure) under arbitrary input', () => {
   it('hostile comment texts: dir never escapes, workspace never has / or .., blocked args never pass', () => {
     let commands = 0;
     let traversalRefused = 0;
+    // biome-ignore lint/nursery/noFloatingPromises: fc.assert of a synchronous property returns void
     fc.assert(fc.property(hostileComment, (text) => {
       const body = Buffer.from(JSON.stringify(issueCommentPayload({ repo: 'acme/infra', number: 5, body: text })));
       const d = decide('issue_comment', body, sign(body));

@@ -28,6 +28,7 @@ test('verifySignature accepts the right signature only', () => {
 });
 
 test('property: verifySignature never throws and only accepts the real signature', () => {
+  // biome-ignore lint/nursery/noFloatingPromises: fc.assert of a synchronous property returns void
   fc.assert(
     fc.property(fc.string({ maxLength: 100 }), fc.uint8Array({ maxLength: 200 }), fc.option(fc.string({ maxLength: 80 })), (secret, bytes, header) => {
       const b = Buffer.from(bytes);
@@ -169,6 +170,7 @@ test('malformed bodies give a readable error', () => {
 });
 
 test('property: parseWebhook never throws on arbitrary bytes or JSON', () => {
+  // biome-ignore lint/nursery/noFloatingPromises: fc.assert of a synchronous property returns void
   fc.assert(
     fc.property(fc.constantFrom('pull_request', 'issue_comment', 'push', 'ping', ''), fc.oneof(fc.uint8Array({ maxLength: 200 }).map((a) => Buffer.from(a)), fc.jsonValue().map((v) => enc(v))), (ev, b) => {
       const r = parseWebhook(ev, b);

@@ -87,7 +87,7 @@ export async function envValue(n: NodeCtx, rt: PodRt, e: V1EnvVar, sofar: Record
 }
 
 /** mountPath -> host dir for a container, longest mountPath first. */
-export function mountMap(n: NodeCtx, rt: PodRt, c: V1Container): Array<[string, string]> {
+export function mountMap(_n: NodeCtx, rt: PodRt, c: V1Container): Array<[string, string]> {
   const out: Array<[string, string]> = [];
   for (const m of c.volumeMounts ?? ([] as V1VolumeMount[])) {
     const host = rt.mounts.get(m.name);
@@ -98,7 +98,7 @@ export function mountMap(n: NodeCtx, rt: PodRt, c: V1Container): Array<[string, 
 }
 
 export function isOurImage(n: NodeCtx, image: string | undefined): boolean {
-  return Boolean(image && image.startsWith(n.imagePrefix));
+  return Boolean(image?.startsWith(n.imagePrefix));
 }
 
 /** argv for a command line of the container (exec hook, exec probe or the entrypoint). */

@@ -282,7 +282,7 @@ export class LocalNode {
       void this.terminate(rt);
       return;
     }
-    if (rt.terminating) return;
+    if (rt.terminating !== undefined) return;
     if (!rt.setupDone) {
       try {
         await this.setup(rt);

@@ -70,7 +70,7 @@ export async function runDrainCommand(o: DrainCommandOptions): Promise<number> {
   let lastLine = '';
   for (;;) {
     const st = await fetchStatus(url);
-    if (st && st.shutting_down && st.in_progress_operations === 0) { o.out('drained: no operation in progress'); return 0; }
+    if (st?.shutting_down && st.in_progress_operations === 0) { o.out('drained: no operation in progress'); return 0; }
     if (!st && !alive(pidFile.pid)) {
       const code = lastExitCode(o.dataDir, pidFile.pid);
       o.out(code === 0 || code === undefined ? 'drained: the server has exited' : `the server exited with code ${code} (runs were interrupted)`);

@@ -215,7 +215,7 @@ export async function startController(cfg: ControllerConfig, logger: Logger): Pr
   const exited = new Promise<number>((r) => { resolveExited = r; });
 
   const ready = (): { ok: boolean; leader: boolean } => {
-    if (shuttingDown) return { ok: false, leader: false };
+    if (shuttingDown !== undefined) return { ok: false, leader: false };
     if (!elector) return { ok: runner.hasSynced(), leader: true };
     if (elector.isLeader()) return { ok: runner.hasSynced(), leader: true };
     return { ok: elector.hasRun(), leader: false };
@@ -285,7 +285,7 @@ export async function startController(cfg: ControllerConfig, logger: Logger): Pr
       retryPeriodMs: cfg.retryPeriodMs,
       logger,
       onStartedLeading: () => {
-        if (shuttingDown) return;
+        if (shuttingDown !== undefined) return;
         metrics.setLeader(true);
         startReconciler();
       },

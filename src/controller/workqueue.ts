@@ -220,7 +220,7 @@ export interface ReconcileOutcome {
 export async function runWorkers(
   queue: WorkQueue,
   workers: number,
-  handle: (key: string) => Promise<ReconcileOutcome | void>,
+  handle: (key: string) => Promise<ReconcileOutcome | undefined> | Promise<void>,
   onError: (key: string, err: unknown, retryInMs: number) => void = () => {},
   /** More workers, on top of `workers`, that take urgent keys only. */
   urgentWorkers = 0,

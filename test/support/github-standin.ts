@@ -281,7 +281,7 @@ export class GitHubStandin {
     const path = u.pathname.replace(/^\/api\/v3(?=\/)/, '');
     const method = req.method ?? 'GET';
     const query = Object.fromEntries(u.searchParams.entries());
-    let body: unknown = undefined;
+    let body: unknown ;
     if (raw !== '') {
       try {
         body = JSON.parse(raw);
@@ -421,10 +421,18 @@ export class GitHubStandin {
     const rest = m[3] as string;
     const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
     const now = new Date().toISOString();
-    let mm: RegExpExecArray | null;
+    // The routes below are anchored and tell each other apart, so at most one matches.
+    const group = (re: RegExp): string | undefined => re.exec(rest)?.[1];
+    const commentsOfPull = group(/^\/issues\/(\d+)\/comments$/);
+    const commentId = group(/^\/issues\/comments\/(\d+)$/);
+    const reactionsOf = group(/^\/issues\/comments\/(\d+)\/reactions$/);
+    const statusSha = group(/^\/statuses\/([0-9a-fA-F]{7,64})$/);
+    const pullNumber = group(/^\/pulls\/(\d+)$/);
+    const reviewsOf = group(/^\/pulls\/(\d+)\/reviews$/);
+    const filesOf = group(/^\/pulls\/(\d+)\/files$/);
 
-    if ((mm = /^\/issues\/(\d+)\/comments$/.exec(rest))) {
-      const pull = repo.pulls.get(Number(mm[1]));
+    if (commentsOfPull !== undefined) {
+      const pull = repo.pulls.get(Number(commentsOfPull));
       if (!pull) return notFound();
       if (method === 'GET') {
         // since: only comments updated at or after that time (ISO 8601), as GitHub filters.
@@ -441,8 +449,8 @@ export class GitHubStandin {
       this.commentsById.set(c.id, c);
       return [201, this.commentJson(c)];
     }
-    if ((mm = /^\/issues\/comments\/(\d+)$/.exec(rest))) {
-      const c = this.commentsById.get(Number(mm[1]));
+    if (commentId !== undefined) {
+      const c = this.commentsById.get(Number(commentId));
       if (!c || c.repo.toLowerCase() !== repo.fullName.toLowerCase()) return notFound();
       if (method === 'GET') return [200, this.commentJson(c)];
       if (method !== 'PATCH') return notFound();
@@ -452,8 +460,8 @@ export class GitHubStandin {
       c.updatedAt = now;
       return [200, this.commentJson(c)];
     }
-    if ((mm = /^\/issues\/comments\/(\d+)\/reactions$/.exec(rest)) && method === 'POST') {
-      const id = Number(mm[1]);
+    if (reactionsOf !== undefined && method === 'POST') {
+      const id = Number(reactionsOf);
       const c = this.commentsById.get(id);
       // Reactions go on the user's comment, which the stand-in may not hold: accept any id
       // on a known repo, as tests create webhook comments without posting them first.
@@ -467,31 +475,31 @@ export class GitHubStandin {
       void c;
       return [201, json];
     }
-    if ((mm = /^\/statuses\/([0-9a-fA-F]{7,64})$/.exec(rest)) && method === 'POST') {
+    if (statusSha !== undefined && method === 'POST') {
       const state = b.state;
       if (typeof state !== 'string' || !['error', 'failure', 'pending', 'success'].includes(state)) {
         return validationFailed('Status', 'state', 'state is not included in the list');
       }
-      const st: StandinStatus = { repo: repo.fullName, sha: mm[1] as string, state, context: typeof b.context === 'string' ? b.context : 'default' };
+      const st: StandinStatus = { repo: repo.fullName, sha: statusSha, state, context: typeof b.context === 'string' ? b.context : 'default' };
       if (typeof b.description === 'string') st.description = b.description;
       if (typeof b.target_url === 'string') st.target_url = b.target_url;
       this.statuses.push(st);
       return [201, { id: this.nextId++, state: st.state, context: st.context, description: st.description ?? null, target_url: st.target_url ?? null, created_at: now }];
     }
-    if ((mm = /^\/pulls\/(\d+)$/.exec(rest)) && method === 'GET') {
-      const pull = repo.pulls.get(Number(mm[1]));
+    if (pullNumber !== undefined && method === 'GET') {
+      const pull = repo.pulls.get(Number(pullNumber));
       if (!pull) return notFound();
       return [200, this.pullJson(repo, pull)];
     }
-    if ((mm = /^\/pulls\/(\d+)\/reviews$/.exec(rest)) && method === 'GET') {
-      const pull = repo.pulls.get(Number(mm[1]));
+    if (reviewsOf !== undefined && method === 'GET') {
+      const pull = repo.pulls.get(Number(reviewsOf));
       if (!pull) return notFound();
       const all = pull.reviews.map((r, i) => ({ id: i + 1, user: { login: r.user }, state: r.state, submitted_at: now }));
       const [items, h] = this.paginate(all, query, path);
       return [200, items, h];
     }
-    if ((mm = /^\/pulls\/(\d+)\/files$/.exec(rest)) && method === 'GET') {
-      const pull = repo.pulls.get(Number(mm[1]));
+    if (filesOf !== undefined && method === 'GET') {
+      const pull = repo.pulls.get(Number(filesOf));
       if (!pull) return notFound();
       const all = pull.files.map((f) => ({
         sha: crypto.createHash('sha1').update(f.filename).digest('hex'),

@@ -71,6 +71,8 @@ export function summary(plan: Plan): string[] {
         return [`deletePod ${a.podName} ${a.reason}${a.replace ? ' replace' : ''}`];
       case 'emitEvent':
         return [];
+      default:
+        return a satisfies never;
     }
   });
 }

@@ -4,7 +4,7 @@
 // its watch after disconnects, and handlers are level-based: whatever the pod says now
 // decides, so a missed event cannot leave a requested drain unnoticed.
 import type { V1Pod } from '@kubernetes/client-node';
-import { loadKubeConfig } from '../../k8s/kubeconfig.js';
+import { type KubeClientConfig, loadKubeConfig } from '../../k8s/kubeconfig.js';
 import { Informer } from '../../k8s/informer.js';
 import { ANNOTATION_DRAIN, drainRequested } from '../../contract/drain-protocol.js';
 import type { AtlantisServer } from '../server.js';
@@ -28,7 +28,7 @@ export function ownPodWatchPlugin(server: AtlantisServer): { start?: () => Promi
   let informer: Informer<V1Pod> | undefined;
   return {
     start: async () => {
-      let kc;
+      let kc: KubeClientConfig;
       try {
         kc = await loadKubeConfig();
       } catch (e) {

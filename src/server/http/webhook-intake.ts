@@ -87,7 +87,10 @@ export class WebhookIntake {
     // accounting, and an 'error' without a listener would end the process.
     req.on('error', () => undefined);
     const admission = admitWebhook(req.headers, this.requireSignature);
-    if (!admission.ok) return this.refuse(req, res, admission.status, admission.text);
+    if (!admission.ok) {
+      this.refuse(req, res, admission.status, admission.text);
+      return;
+    }
     if (this.receiving.size >= this.limits.maxReceiving) this.dropOldest(undefined);
 
     const key = {};

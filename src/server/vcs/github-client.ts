@@ -295,7 +295,7 @@ export class GitHubClient {
         continue;
       }
       const text = res.text;
-      let json: unknown = undefined;
+      let json: unknown ;
       if (text !== '') {
         try {
           json = JSON.parse(text);

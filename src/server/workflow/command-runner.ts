@@ -20,7 +20,7 @@ import type { ServerSideRepoConfig } from './repo-config/server-side.js';
 import type { Workflow } from './repo-config/types.js';
 import { assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from './checkout-paths.js';
 import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './extra-args.js';
-import { ProjectRunner } from './project-runner.js';
+import type { ProjectRunner } from './project-runner.js';
 import type { WorkingCopies } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
 import { noPermissionComment, teamAllows } from './team-allowlist.js';

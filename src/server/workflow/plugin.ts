@@ -7,7 +7,7 @@ import { LockStore } from '../locks/store.js';
 import type { AtlantisServer } from '../server.js';
 import type { WebhookRequest, WebhookResponse } from '../http/app.js';
 import { GitHubClient, type PullInfo } from '../vcs/github-client.js';
-import { AllowlistError, parseRepoAllowlist } from '../vcs/repo-allowlist.js';
+import { AllowlistError, type RepoAllowlist, parseRepoAllowlist } from '../vcs/repo-allowlist.js';
 import { CommandRunner, type PullContext } from './command-runner.js';
 import { JobLogPruner } from './job-logs.js';
 import { JobRegistry } from './jobs.js';
@@ -22,7 +22,7 @@ import { WorkingCopies } from './working-copy.js';
 export function workflowPlugin(server: AtlantisServer) {
   const cfg = server.config;
   const log = server.logger.child({ component: 'workflow' });
-  let allowlist;
+  let allowlist: RepoAllowlist;
   try { allowlist = parseRepoAllowlist(cfg.repoAllowlist); } catch (e) {
     if (e instanceof AllowlistError) throw new UsageError(`invalid value for --repo-allowlist: ${e.message}`);
     throw e;

@@ -14,6 +14,7 @@ export type CleanedRepoDir = { dir: string } | { refused: RepoDirRefusal };
  */
 export type AbsoluteDir = 'from-root' | 'refused';
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point (a dir with one is refused)
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
 export function cleanRepoDir(dir: string, absolute: AbsoluteDir): CleanedRepoDir {

@@ -83,6 +83,7 @@ const HOST_VAR = 'ATO_GIT_HOST';
  * and the token is never handed to a `store` helper.
  */
 const CREDENTIAL_HELPER = '!f() { test "$1" = get || exit 0; p=; h=; '
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: ${l#...} is shell parameter expansion for git's credential helper, not a template
   + 'while IFS= read -r l && test -n "$l"; do case "$l" in protocol=*) p="${l#protocol=}";; host=*) h="${l#host=}";; esac; done; '
   + `test "$p" = https && test "$h" = "$${HOST_VAR}" || exit 0; printf 'username=x-access-token\\npassword=%s\\n' "$${TOKEN_VAR}"; }; f`;
 
