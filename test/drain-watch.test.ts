@@ -220,4 +220,32 @@ describe('probeServerStatus', () => {
     assert.ok(Date.now() - t0 < 5000, 'the abort ends the request, not its timeout');
     plain.closeAllConnections();
   });
+
+  it('a throwing onChange ends that watch with onError, and the next sync starts it again', async () => {
+    const plain = http.createServer((_req, res) => res.end(JSON.stringify({ shutting_down: false, in_progress_operations: 1, version: 'x' })));
+    await new Promise<void>((r) => plain.listen(0, '127.0.0.1', r));
+    after(() => plain.close());
+    const port = (plain.address() as AddressInfo).port;
+    const errors: string[] = [];
+    let changes = 0;
+    const watch = new DrainWatch({
+      minIntervalMs: 50,
+      onChange: () => {
+        changes++;
+        throw new Error('listener bug');
+      },
+      onError: (key, e) => errors.push(`${key}: ${(e as Error).message}`),
+      longPoll: (ip, wait, signal) => probeServerStatus(ip, { port, waitDrainedSeconds: wait, signal }),
+    });
+    watches.push(watch);
+    const target = { uid: 'u9', podIP: '127.0.0.1', restarts: 0 };
+    watch.sync('ns/e', [target]);
+    await waitFor('the first error', () => errors.length === 1, 10_000);
+    assert.deepEqual(errors, ['ns/e: listener bug']);
+    assert.equal(watch.size(), 0, 'the failed watch is gone, not left half alive');
+    watch.sync('ns/e', [target]);
+    await waitFor('the restarted watch fails again', () => errors.length === 2, 10_000);
+    assert.equal(changes, 2);
+    plain.closeAllConnections();
+  });
 });

@@ -150,7 +150,10 @@ export class Informer<T extends KubeObject> {
     if (oldKey !== undefined && oldKey !== newKey) this.unindex(oldKey, k);
     if (newKey === undefined) return;
     let m = this.index.get(newKey);
-    if (!m) this.index.set(newKey, (m = new Map()));
+    if (!m) {
+      m = new Map();
+      this.index.set(newKey, m);
+    }
     m.set(k, obj);
   }
 

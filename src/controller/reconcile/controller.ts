@@ -79,6 +79,7 @@ export class AtlantisController {
         o.logger.debug('Server status changed', { atlantisDeployment: { namespace, name }, reachable: answer.ok, drained });
         this.enqueue(namespace, name, drained);
       },
+      onError: (key, error) => o.logger.error('Drain watch failed', { key, error: error instanceof Error ? error.message : String(error) }),
     });
     this.reconciler = new Reconciler({
       kc: o.kc, cache, logger: o.logger, metrics: o.metrics, instance: process.env.POD_NAME ?? hostname(), drainWatch: this.drainWatch, signal: this.lifetime.signal,

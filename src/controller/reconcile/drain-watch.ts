@@ -23,6 +23,8 @@ export interface DrainWatchTarget {
 export interface DrainWatchOptions {
   /** A pod's answer changed (e.g. it is drained now): look at its AtlantisDeployment again. */
   onChange: (key: string, answer: StatusProbe) => void;
+  /** A watch ended on an unexpected error (a throwing onChange); the next sync starts it again. */
+  onError?: (key: string, error: unknown) => void;
   /** How long the server may hold each request (seconds). */
   waitSeconds?: number;
   /**
@@ -70,7 +72,7 @@ export class DrainWatch {
       const t = wanted.get(uid);
       if (w.key === key && (!t || t.podIP !== w.podIP || t.restarts !== w.restarts)) this.stop(uid);
     }
-    for (const t of targets) if (!this.watches.has(t.uid)) this.start(key, t);
+    for (const t of targets) if (!this.watches.has(t.uid)) void this.start(key, t);
   }
 
   /**
@@ -117,11 +119,18 @@ export class DrainWatch {
     this.watches.delete(uid);
   }
 
-  /** Resolves when the first request is on its way, or has ended. */
+  /** Resolves when the first request is on its way, or has ended; never rejects. */
   private start(key: string, t: DrainWatchTarget): Promise<void> {
     const w: Watch = { ...t, key, abort: new AbortController() };
     this.watches.set(t.uid, w);
-    return new Promise((sent) => void this.loop(w, sent).finally(sent));
+    return new Promise((sent) => {
+      this.loop(w, sent)
+        .catch((e: unknown) => {
+          if (this.watches.get(w.uid) === w) this.watches.delete(w.uid);
+          this.o.onError?.(w.key, e);
+        })
+        .finally(sent);
+    });
   }
 
   private async loop(w: Watch, firstSent: () => void): Promise<void> {
