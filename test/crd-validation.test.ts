@@ -190,7 +190,7 @@ describe('unknown fields', () => {
       at(o.spec, 'updateStrategy').maxSurge = 2;
     }));
     assert.equal(r.status, 201, `created: ${statusOf(r.body).message}`);
-    const warning = String(r.headers.warning ?? '');
+    const warning = r.headers.get('warning') ?? '';
     assert.match(warning, /unknown field \\?"spec\.imagePullPolicy/, `the API server warns about the unknown field; warning header: ${warning}`);
     const got = (await getAd(cluster.kc, ns, 'pruned')) as unknown as { spec: Obj & { updateStrategy: Obj } };
     assert.equal(got.spec.imagePullPolicy, undefined, 'spec.imagePullPolicy pruned');

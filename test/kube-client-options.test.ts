@@ -213,3 +213,53 @@ test('ResourceClient: get of a missing object is undefined; create conflicts and
     s.close();
   }
 });
+
+test('timeoutMs bounds the silences of the socket, not the whole answer; a timeout names the request and reaches the hook as 0', async () => {
+  // /slow trickles its body past timeoutMs, never silent for long; /stall sends its headers and stops.
+  const server = http.createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    if (req.url?.startsWith('/stall')) {
+      res.flushHeaders();
+      return;
+    }
+    let n = 0;
+    res.write('[');
+    const t = setInterval(() => {
+      if (++n < 12) res.write(`${n > 1 ? ',' : ''}${n}`);
+      else { clearInterval(t); res.end(']'); }
+    }, 100);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    const kc = loopbackKubeConfig(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const seen: number[] = [];
+    configureKubeClient(kc, { onResponse: (r) => seen.push(r.status) });
+    const t0 = Date.now();
+    const slow = await kubeRequest(kc, 'GET', '/slow', undefined, { timeoutMs: 700 });
+    assert.deepEqual(slow.body, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    assert.ok(Date.now() - t0 >= 1000, 'the answer took longer than timeoutMs and was not cut');
+    await assert.rejects(kubeRequest(kc, 'GET', '/stall', undefined, { timeoutMs: 300 }), (e: Error) => e.message === 'GET /stall: timed out');
+    assert.deepEqual(seen, [200, 0]);
+  } finally {
+    server.closeAllConnections();
+    server.close();
+  }
+});
+
+test('requests of one kubeconfig share its keep-alive connection', async () => {
+  const sockets = new Set<unknown>();
+  const server = http.createServer((req, res) => {
+    sockets.add(req.socket);
+    res.setHeader('content-type', 'application/json');
+    res.end('{}');
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    const kc = loopbackKubeConfig(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    for (let i = 0; i < 3; i++) assert.equal((await kubeRequest(kc, 'GET', '/api/v1/pods')).status, 200);
+    assert.equal(sockets.size, 1, 'one connection for three requests in turn');
+  } finally {
+    server.closeAllConnections();
+    server.close();
+  }
+});

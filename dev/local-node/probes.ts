@@ -150,6 +150,7 @@ export function httpProbe(ip: string, port: number, get: V1HTTPGetAction, timeou
   return new Promise((resolve) => {
     const headers: Record<string, string> = { 'user-agent': 'kube-probe/local-node' };
     for (const h of get.httpHeaders ?? []) headers[h.name] = h.value;
+    // Not httpRequest: a kubelet opens a new connection per probe (no keep-alive agent) and reads only the status.
     const req = http.get({ host: ip, port, path: get.path ?? '/', headers, timeout: timeoutMs }, (res) => {
       res.resume();
       const code = res.statusCode ?? 0;

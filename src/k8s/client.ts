@@ -7,14 +7,16 @@
 //   openKubeStream(kc, path, onLine)       a streaming GET (watch), one callback per line
 //   configureKubeClient(kc, {qps, burst, onResponse})  optional client-side rate limit, metrics hook
 //
-// Requests go through node:https with a keep-alive agent per configuration, built from the
-// TLS material that applyToHTTPSOptions() yields; auth headers are re-read per request so
-// rotating tokens keep working.
+// Requests go through net/http-request.ts (the one request layer of the project) with a
+// keep-alive agent per configuration, built from the TLS material that applyToHTTPSOptions()
+// yields; auth headers are re-read per request so rotating tokens keep working. Watches
+// share that setup but keep their own streaming request (openKubeStream).
 import http from 'node:http';
 import https from 'node:https';
 import tls from 'node:tls';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { KubeClientConfig } from './kubeconfig.js';
+import { httpRequest, type HttpResponse, type ResponseHeaders } from '../net/http-request.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -28,7 +30,7 @@ export interface KubeResponse<T = unknown> {
   status: number;
   /** Parsed JSON body; the raw text when the body is not JSON; undefined when empty. */
   body: T;
-  headers: http.IncomingHttpHeaders;
+  headers: ResponseHeaders;
 }
 
 /** A Kubernetes `Status` object as returned with 4xx/5xx answers. */
@@ -227,7 +229,7 @@ export async function kubeRequest<T = unknown>(
   for (let retries = 0; ; retries++) {
     const res = await requestOnce<T>(kc, method, path, body, opts);
     if (res.status !== 429) return res;
-    const wait = nextRetryWaitMs(policy, retries, waited, retryAfterMs(res.headers['retry-after'], Date.now()));
+    const wait = nextRetryWaitMs(policy, retries, waited, retryAfterMs(res.headers.get('retry-after') ?? undefined, Date.now()));
     if (wait === undefined) return res;
     await delay(wait, undefined, { signal: opts.signal });
     waited += wait;
@@ -246,37 +248,34 @@ async function requestOnce<T>(kc: KubeClientConfig, method: HttpMethod, path: st
   if (body !== undefined) {
     payload = typeof body === 'string' ? body : JSON.stringify(body);
     headers['content-type'] = opts.contentType ?? (method === 'PATCH' ? MERGE_PATCH : 'application/json');
-    headers['content-length'] = Buffer.byteLength(payload);
   }
   headers.accept = 'application/json';
-  const mod = url.protocol === 'http:' ? http : https;
-  return new Promise<KubeResponse<T>>((resolve, reject) => {
-    const req = mod.request(url, { method, headers, agent: conn.agent, signal: opts.signal }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('error', reject);
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let parsed: unknown = undefined;
-        if (text.length > 0) {
-          try {
-            parsed = JSON.parse(text);
-          } catch {
-            parsed = text;
-          }
-        }
-        observe(res.statusCode ?? 0);
-        resolve({ status: res.statusCode ?? 0, body: parsed as T, headers: res.headers });
-      });
+  let res: HttpResponse;
+  try {
+    res = await httpRequest(url, {
+      method,
+      headers,
+      body: payload,
+      agent: conn.agent,
+      timeoutMs: opts.timeoutMs ?? 30_000,
+      timeoutKind: 'idle',
+      timeoutError: () => new Error(`${method} ${path}: timed out`),
+      signal: opts.signal,
     });
-    req.setTimeout(opts.timeoutMs ?? 30_000, () => req.destroy(new Error(`${method} ${path}: timed out`)));
-    req.on('error', (e) => {
-      observe(0); // no answer: counted with code "<error>"
-      reject(e);
-    });
-    if (payload !== undefined) req.write(payload);
-    req.end();
-  });
+  } catch (e) {
+    observe(0); // no answer: counted with code "<error>"
+    throw e;
+  }
+  let parsed: unknown = undefined;
+  if (res.text.length > 0) {
+    try {
+      parsed = JSON.parse(res.text);
+    } catch {
+      parsed = res.text;
+    }
+  }
+  observe(res.status);
+  return { status: res.status, body: parsed as T, headers: res.headers };
 }
 
 /** Like kubeRequest, but throws KubeApiError unless the status is 2xx; returns the body. */

@@ -1,17 +1,27 @@
-// One HTTP(S) request on node:http with keep-alive: the GitHub client's calls and the
-// controller's /status probes. fetch (undici in Node.js 20) costs more CPU and garbage per
-// request (a Request clone with a teed body stream, a WASM parser call per chunk, WHATWG
-// streams): with hundreds of GitHub calls per webhook burst that work shares the server's
-// event loop with /status, and a controller probing a hundred pods pays it per probe.
+// One HTTP(S) request on node:http with keep-alive: the GitHub client's calls, the
+// controller's /status probes and the Kubernetes API calls (k8s/client.ts, own agent per
+// cluster). fetch (undici in Node.js 20) costs more CPU and garbage per request (a Request
+// clone with a teed body stream, a WASM parser call per chunk, WHATWG streams): with hundreds
+// of GitHub calls per webhook burst that work shares the server's event loop with /status,
+// and a controller probing a hundred pods pays it per probe.
 import http from 'node:http';
 import https from 'node:https';
 
 export interface HttpRequest {
   method: string;
-  headers: Record<string, string>;
+  headers: http.OutgoingHttpHeaders;
   body?: string;
   /** The whole exchange, connect to last byte; past it the request fails with ETIMEDOUT. */
   timeoutMs: number;
+  /**
+   * 'idle': timeoutMs bounds each silence of the socket instead (req.setTimeout), so an
+   * answer that keeps coming (a large LIST) is not cut however long it takes.
+   */
+  timeoutKind?: 'exchange' | 'idle';
+  /** Makes the error a timeout fails with, instead of the ETIMEDOUT one. */
+  timeoutError?: () => Error;
+  /** Instead of the shared keep-alive agent of the URL's scheme (e.g. one with a cluster's TLS context). */
+  agent?: http.Agent;
   /** Aborting fails the request with the signal's reason (an AbortError by default). */
   signal?: AbortSignal;
   /** Called once the whole request has been handed to the OS (connected and written). */
@@ -36,15 +46,15 @@ const transports: Record<string, { request: typeof http.request; agent: http.Age
   'https:': { request: https.request, agent: new https.Agent({ keepAlive: true, maxSockets: 32 }) },
 };
 
-export function httpRequest(url: string, req: HttpRequest): Promise<HttpResponse> {
+export function httpRequest(url: string | URL, req: HttpRequest): Promise<HttpResponse> {
   const u = new URL(url);
   const transport = transports[u.protocol];
   if (!transport) return Promise.reject(new Error(`unsupported URL scheme in ${u.protocol}//${u.host}`));
-  const headers: Record<string, string> = { ...req.headers };
+  const headers: http.OutgoingHttpHeaders = { ...req.headers };
   const body = req.body === undefined ? undefined : Buffer.from(req.body);
   if (body) headers['content-length'] = String(body.length);
   return new Promise<HttpResponse>((resolve, reject) => {
-    const r = transport.request(u, { method: req.method, headers, agent: transport.agent, signal: req.signal }, (res) => {
+    const r = transport.request(u, { method: req.method, headers, agent: req.agent ?? transport.agent, signal: req.signal }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
@@ -55,11 +65,15 @@ export function httpRequest(url: string, req: HttpRequest): Promise<HttpResponse
       // A response cut short (aborted, socket destroyed) may close without an 'error'.
       res.on('close', () => { if (!res.complete) fail(Object.assign(new Error('response closed before its end'), { code: 'ECONNRESET' })); });
     });
-    const timeout = Object.assign(new Error(`no complete answer within ${req.timeoutMs} ms`), { code: 'ETIMEDOUT' });
-    let timedOut = false;
+    let timeout: Error | undefined;
     // After a timeout the request and the response may each report the destroyed socket.
-    function fail(e: Error): void { clearTimeout(timer); reject(timedOut ? timeout : e); }
-    const timer = setTimeout(() => { timedOut = true; r.destroy(timeout); }, req.timeoutMs);
+    function fail(e: Error): void { clearTimeout(timer); reject(timeout ?? e); }
+    const onTimeout = (): void => {
+      timeout = req.timeoutError?.() ?? Object.assign(new Error(`no complete answer within ${req.timeoutMs} ms`), { code: 'ETIMEDOUT' });
+      r.destroy(timeout);
+    };
+    const timer = req.timeoutKind === 'idle' ? undefined : setTimeout(onTimeout, req.timeoutMs);
+    if (req.timeoutKind === 'idle') r.setTimeout(req.timeoutMs, onTimeout);
     r.on('error', fail);
     if (req.onSent) r.once('finish', req.onSent);
     r.end(body);
