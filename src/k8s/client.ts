@@ -266,7 +266,7 @@ async function requestOnce<T>(kc: KubeClientConfig, method: HttpMethod, path: st
     observe(0); // no answer: counted with code "<error>"
     throw e;
   }
-  let parsed: unknown = undefined;
+  let parsed: unknown;
   if (res.text.length > 0) {
     try {
       parsed = JSON.parse(res.text);
@@ -340,8 +340,7 @@ export async function openKubeStream(
     res.on('data', (chunk: string) => {
       if (aborted) return;
       buf += chunk;
-      let nl: number;
-      while ((nl = buf.indexOf('\n')) >= 0) {
+      for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
         const line = buf.slice(0, nl).trim();
         buf = buf.slice(nl + 1);
         if (line) handlers.onLine(line);

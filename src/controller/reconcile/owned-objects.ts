@@ -57,7 +57,10 @@ export class AppliedVersions {
     const { uid, resourceVersion } = obj.metadata ?? {};
     if (!uid || !resourceVersion) return;
     let m = this.byKey.get(key);
-    if (!m) this.byKey.set(key, (m = new Map()));
+    if (!m) {
+      m = new Map();
+      this.byKey.set(key, m);
+    }
     m.set(uid, resourceVersion);
   }
 

@@ -103,8 +103,6 @@ export class WebhookIntake {
         finish();
         chunks.length = 0;
         this.refuse(req, res, status, text);
-        // The rest of the body is not wanted: free the socket once the answer is out.
-        res.once('finish', () => req.destroy());
       },
     };
     const finish = (): void => {
@@ -164,5 +162,23 @@ export class WebhookIntake {
     if (status === 503) headers['retry-after'] = '1';
     res.writeHead(status, headers);
     res.end(body);
+    res.once('finish', () => linger(req));
   }
+}
+
+/** How long an answered request's unwanted body is read and thrown away before the socket goes. */
+const LINGER_MS = 2000;
+
+/**
+ * Closes the connection of a request answered before its body ended. Destroying the socket
+ * while the client still sends would reset the connection, and a reset can discard our answer
+ * before the client reads it; so the rest of the body is read and dropped for a bounded time
+ * (a lingering close, as HTTP servers do), then the socket is destroyed.
+ */
+function linger(req: IncomingMessage): void {
+  if (req.complete || req.socket.destroyed) return;
+  req.resume();
+  const timer = setTimeout(() => req.destroy(), LINGER_MS);
+  timer.unref();
+  req.socket.once('close', () => clearTimeout(timer));
 }
