@@ -1,5 +1,5 @@
 # atlantis-operator — every entry point a developer or CI needs.
-#   make test   the whole test suite (installs deps, builds, builds the local control plane)
+#   make test   the style gate and the whole test suite (installs deps, builds, builds the local control plane)
 #   make run    the local demo
 #   make bench  benchmarks
 
@@ -8,7 +8,7 @@ SHELL := /usr/bin/env bash
 NODE_TEST_FLAGS ?= --test-concurrency=2 --test-timeout=600000
 TESTS ?= $(shell find test -name '*.test.ts' | sort)
 
-.PHONY: help deps build typecheck test unit-test bench run clean
+.PHONY: help deps build typecheck lint format test unit-test bench run clean
 
 help:
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -26,7 +26,13 @@ build: deps ## compile TypeScript to dist/ and bundle the CLI (dist/atlantis-ope
 typecheck: deps
 	npx tsc -p tsconfig.json --noEmit
 
-test: build k8s-bins ## run every test (node:test through tsx)
+lint: deps ## the style gate: Biome's linter and formatter check, no writes (biome.json)
+	npx biome ci .
+
+format: deps ## format the tree and apply Biome's safe fixes
+	npx biome check --write .
+
+test: lint build k8s-bins ## the style gate, then every test (node:test through tsx)
 	node --import tsx dev/with-cluster.ts -- node --import tsx --test $(NODE_TEST_FLAGS) $(TESTS)
 
 bench: build k8s-bins ## run benchmarks and print figures

@@ -46,7 +46,9 @@ export function resolveBinaries(): Record<BinaryName, string> {
     else missing.push(`${b} (looked in ${candidates.join(', ')})`);
   }
   if (missing.length > 0) {
-    throw new Error(`Local Kubernetes binaries missing: ${missing.join('; ')}. Build them with \`make k8s-bins\` (see docs/local-cluster.md).`);
+    throw new Error(
+      `Local Kubernetes binaries missing: ${missing.join('; ')}. Build them with \`make k8s-bins\` (see docs/local-cluster.md).`,
+    );
   }
   return out;
 }

@@ -32,18 +32,29 @@ async function ecKey(file: string, cwd: string): Promise<void> {
   await openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', file], cwd);
 }
 
-async function signedCert(
-  dir: string,
-  name: string,
-  subject: string,
-  ext: string,
-  days = 3650,
-): Promise<void> {
+async function signedCert(dir: string, name: string, subject: string, ext: string, days = 3650): Promise<void> {
   await ecKey(`${name}.key`, dir);
   await openssl(['req', '-new', '-key', `${name}.key`, '-subj', subject, '-out', `${name}.csr`], dir);
   await fs.writeFile(path.join(dir, `${name}.ext`), ext);
   await openssl(
-    ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-days', String(days), '-sha256', '-extfile', `${name}.ext`, '-out', `${name}.crt`],
+    [
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-days',
+      String(days),
+      '-sha256',
+      '-extfile',
+      `${name}.ext`,
+      '-out',
+      `${name}.crt`,
+    ],
     dir,
   );
 }
@@ -53,8 +64,24 @@ export async function makePki(dir: string): Promise<PkiFiles> {
   await fs.mkdir(dir, { recursive: true });
   await ecKey('ca.key', dir);
   await openssl(
-    ['req', '-x509', '-new', '-key', 'ca.key', '-subj', '/CN=atlantis-operator-local-ca', '-days', '3650', '-sha256',
-      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign,digitalSignature', '-out', 'ca.crt'],
+    [
+      'req',
+      '-x509',
+      '-new',
+      '-key',
+      'ca.key',
+      '-subj',
+      '/CN=atlantis-operator-local-ca',
+      '-days',
+      '3650',
+      '-sha256',
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
+      '-out',
+      'ca.crt',
+    ],
     dir,
   );
   // serial file races if two signings run at once: keep them sequential, the SA key in parallel
@@ -62,16 +89,24 @@ export async function makePki(dir: string): Promise<PkiFiles> {
     await ecKey('sa.key', dir);
     await openssl(['pkey', '-in', 'sa.key', '-pubout', '-out', 'sa.pub'], dir);
   })();
-  await signedCert(dir, 'apiserver', '/CN=kube-apiserver',
+  await signedCert(
+    dir,
+    'apiserver',
+    '/CN=kube-apiserver',
     [
       'basicConstraints=CA:FALSE',
       'keyUsage=critical,digitalSignature,keyEncipherment',
       'extendedKeyUsage=serverAuth',
       'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local',
       '',
-    ].join('\n'));
-  await signedCert(dir, 'admin', '/O=system:masters/CN=admin',
-    ['basicConstraints=CA:FALSE', 'keyUsage=critical,digitalSignature,keyEncipherment', 'extendedKeyUsage=clientAuth', ''].join('\n'));
+    ].join('\n'),
+  );
+  await signedCert(
+    dir,
+    'admin',
+    '/O=system:masters/CN=admin',
+    ['basicConstraints=CA:FALSE', 'keyUsage=critical,digitalSignature,keyEncipherment', 'extendedKeyUsage=clientAuth', ''].join('\n'),
+  );
   await sa;
   const f = (n: string) => path.join(dir, n);
   return {

@@ -147,10 +147,15 @@ export class LocalCluster {
       await this.writeKubeconfig(this.kubeconfigPath, this._server);
       await this.startApiServer(apiPort, etcdPort, deadline);
       await this.startControllerManager(deadline);
-      await this.waitFor('the default ServiceAccount (kube-controller-manager)', deadline, async () => {
-        const r = await kubeRequest(this.kubeConfig, 'GET', '/api/v1/namespaces/default/serviceaccounts/default');
-        return r.status === 200;
-      }, 'kube-controller-manager');
+      await this.waitFor(
+        'the default ServiceAccount (kube-controller-manager)',
+        deadline,
+        async () => {
+          const r = await kubeRequest(this.kubeConfig, 'GET', '/api/v1/namespaces/default/serviceaccounts/default');
+          return r.status === 200;
+        },
+        'kube-controller-manager',
+      );
       this.startSeconds = (Date.now() - t0) / 1000;
     } catch (err) {
       await this.stop();
@@ -172,12 +177,19 @@ export class LocalCluster {
     return proc;
   }
 
-  private async waitFor(what: string, deadline: number, check: () => Promise<boolean>, component?: 'etcd' | 'kube-apiserver' | 'kube-controller-manager'): Promise<void> {
+  private async waitFor(
+    what: string,
+    deadline: number,
+    check: () => Promise<boolean>,
+    component?: 'etcd' | 'kube-apiserver' | 'kube-controller-manager',
+  ): Promise<void> {
     let lastErr = '';
     for (let i = 0; Date.now() < deadline; i++) {
       const exited = this.procs.find((p) => !p.proc.isRunning());
       if (exited) {
-        throw new Error(`${exited.name} exited while waiting for ${what}:\n${await tail(path.join(this.dir, 'logs', `${exited.name}.log`))}`);
+        throw new Error(
+          `${exited.name} exited while waiting for ${what}:\n${await tail(path.join(this.dir, 'logs', `${exited.name}.log`))}`,
+        );
       }
       try {
         if (await check()) return;
@@ -204,7 +216,13 @@ export class LocalCluster {
       '--unsafe-no-fsync=true',
       '--log-level=warn',
     ]);
-    await this.waitFor('etcd', deadline, async () => (await httpRequest(`${client}/health`, { method: 'GET', headers: {}, timeoutMs: 2_000 })).text.includes('"health":"true"'), 'etcd');
+    await this.waitFor(
+      'etcd',
+      deadline,
+      async () =>
+        (await httpRequest(`${client}/health`, { method: 'GET', headers: {}, timeoutMs: 2_000 })).text.includes('"health":"true"'),
+      'etcd',
+    );
   }
 
   /** True while the component's process runs (false after stopApiServer() for kube-apiserver). */
@@ -262,10 +280,15 @@ export class LocalCluster {
       '--endpoint-reconciler-type=none',
       ...(this.opts.apiServerFlags ?? []),
     ]);
-    await this.waitFor('kube-apiserver /readyz', deadline, async () => {
-      const r = await kubeRequest(this.kubeConfig, 'GET', '/readyz', undefined, { timeoutMs: 2_000 });
-      return r.status === 200;
-    }, 'kube-apiserver');
+    await this.waitFor(
+      'kube-apiserver /readyz',
+      deadline,
+      async () => {
+        const r = await kubeRequest(this.kubeConfig, 'GET', '/readyz', undefined, { timeoutMs: 2_000 });
+        return r.status === 200;
+      },
+      'kube-apiserver',
+    );
   }
 
   private async startControllerManager(_deadline: number): Promise<void> {

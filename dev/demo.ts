@@ -67,15 +67,40 @@ async function main(): Promise<number> {
     // The local control plane runs no Deployment controller, so the controller runs here as
     // a process, with a token of the Deployment's own ServiceAccount: the manifests' RBAC is
     // what it gets.
-    const tr = await kubeRequestOk<{ status: { token: string } }>(kc, 'POST', '/api/v1/namespaces/atlantis-operator/serviceaccounts/atlantis-operator/token',
-      { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 86400 } });
+    const tr = await kubeRequestOk<{ status: { token: string } }>(
+      kc,
+      'POST',
+      '/api/v1/namespaces/atlantis-operator/serviceaccounts/atlantis-operator/token',
+      { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 86400 } },
+    );
     const ctrlKubeconfig = path.join(cluster.dir, 'controller.kubeconfig');
     const cl = kc.getCurrentCluster()!;
-    writeFileSync(ctrlKubeconfig, kubeconfigYaml({
-      name: 'local', server: cl.server, caData: readFileSync(cluster.pki.caCert).toString('base64'), user: { token: tr.status.token }, namespace: 'atlantis-operator',
-    }), { mode: 0o600 });
-    const ctrl = spawn(process.execPath, [path.join(repoRoot, 'dist/atlantis-operator.mjs'), 'controller', '--kubeconfig', ctrlKubeconfig,
-      '--leader-elect', '--leader-election-namespace', 'atlantis-operator', '--metrics-bind-address', '127.0.99.1:8080'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    writeFileSync(
+      ctrlKubeconfig,
+      kubeconfigYaml({
+        name: 'local',
+        server: cl.server,
+        caData: readFileSync(cluster.pki.caCert).toString('base64'),
+        user: { token: tr.status.token },
+        namespace: 'atlantis-operator',
+      }),
+      { mode: 0o600 },
+    );
+    const ctrl = spawn(
+      process.execPath,
+      [
+        path.join(repoRoot, 'dist/atlantis-operator.mjs'),
+        'controller',
+        '--kubeconfig',
+        ctrlKubeconfig,
+        '--leader-elect',
+        '--leader-election-namespace',
+        'atlantis-operator',
+        '--metrics-bind-address',
+        '127.0.99.1:8080',
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     children.push(ctrl);
     const ctrlLog = path.join(cluster.dir, 'logs', 'controller.log');
     ctrl.stderr!.pipe((await import('node:fs')).createWriteStream(ctrlLog));
@@ -87,14 +112,32 @@ async function main(): Promise<number> {
     say(`GitHub stand-in on ${gh.url}; git repository acme/infra at ${repo.cloneUrl}`);
 
     await k(['create', 'namespace', NS]);
-    await k(['-n', NS, 'create', 'secret', 'generic', 'vcs', `--from-literal=token=${gh.token}`, `--from-literal=webhook-secret=${SECRET}`]);
+    await k([
+      '-n',
+      NS,
+      'create',
+      'secret',
+      'generic',
+      'vcs',
+      `--from-literal=token=${gh.token}`,
+      `--from-literal=webhook-secret=${SECRET}`,
+    ]);
     const ad: AtlantisDeployment = {
-      apiVersion: API_VERSION, kind: 'AtlantisDeployment', metadata: { name: 'atlantis', namespace: NS },
+      apiVersion: API_VERSION,
+      kind: 'AtlantisDeployment',
+      metadata: { name: 'atlantis', namespace: NS },
       spec: {
-        image: 'atlantis-operator:v1', replicas: 2, terminationGracePeriodSeconds: 120,
+        image: 'atlantis-operator:v1',
+        replicas: 2,
+        terminationGracePeriodSeconds: 120,
         atlantis: {
-          url: 'http://atlantis.demo.local', repoAllowlist: 'github.com/acme/*',
-          github: { user: 'atlantis-bot', tokenSecretRef: { name: 'vcs', key: 'token' }, webhookSecretRef: { name: 'vcs', key: 'webhook-secret' } },
+          url: 'http://atlantis.demo.local',
+          repoAllowlist: 'github.com/acme/*',
+          github: {
+            user: 'atlantis-bot',
+            tokenSecretRef: { name: 'vcs', key: 'token' },
+            webhookSecretRef: { name: 'vcs', key: 'webhook-secret' },
+          },
           env: [{ name: 'ATLANTIS_GH_API_URL', value: gh.url }],
         },
         updateStrategy: { maxUnavailable: 1, drainTimeoutSeconds: 3600, onDrainTimeout: 'Wait' },
@@ -102,30 +145,65 @@ async function main(): Promise<number> {
     };
     await kubeRequestOk(kc, 'POST', apiPath(API_VERSION, PLURAL, NS), ad);
     say('AtlantisDeployment atlantis created (2 replicas, image atlantis-operator:v1)');
-    const pods = async () => (await kubeRequestOk<{ items: V1Pod[] }>(kc, 'GET', apiPath('v1', 'pods', NS), undefined, { query: { labelSelector: 'app.kubernetes.io/instance=atlantis' } })).items;
-    const ready = (p: V1Pod) => (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True') && !p.metadata?.deletionTimestamp;
-    const initial = await until('2 Ready pods', async () => { const ps = await pods(); return ps.length === 2 && ps.every(ready) ? ps : undefined; });
+    const pods = async () =>
+      (
+        await kubeRequestOk<{ items: V1Pod[] }>(kc, 'GET', apiPath('v1', 'pods', NS), undefined, {
+          query: { labelSelector: 'app.kubernetes.io/instance=atlantis' },
+        })
+      ).items;
+    const ready = (p: V1Pod) =>
+      (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True') && !p.metadata?.deletionTimestamp;
+    const initial = await until('2 Ready pods', async () => {
+      const ps = await pods();
+      return ps.length === 2 && ps.every(ready) ? ps : undefined;
+    });
     for (const p of initial) say(`${p.metadata!.name} Ready at ${p.status!.podIP} (a real server process on the local node)`);
 
     // A PR whose apply takes a while, sent to atlantis-1 (the first to be replaced). There is
     // no kube-proxy here, so the webhook goes to the pod IP instead of the Service.
     const busy = initial.find((p) => p.metadata!.name === 'atlantis-1')!;
     const url = `http://${busy.status!.podIP}:${SERVER_PORT}`;
-    const headSha = await repo.createBranch('slow-change', { 'network/main.tf': terraformConfig({ marker: 'vpc-v2', sleepSeconds: APPLY_SECONDS }) });
+    const headSha = await repo.createBranch('slow-change', {
+      'network/main.tf': terraformConfig({ marker: 'vpc-v2', sleepSeconds: APPLY_SECONDS }),
+    });
     gh.addPull(repo.fullName, { number: 1, headSha, headRef: 'slow-change', files: [{ filename: 'network/main.tf' }] });
-    await sendWebhook(`${url}/events`, 'pull_request', pullRequestPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, action: 'opened', number: 1, headSha, headRef: 'slow-change' }), { secret: SECRET });
+    await sendWebhook(
+      `${url}/events`,
+      'pull_request',
+      pullRequestPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, action: 'opened', number: 1, headSha, headRef: 'slow-change' }),
+      { secret: SECRET },
+    );
     say('PR #1 opened (network/main.tf changed): webhook sent to atlantis-1');
     await until('the autoplan comment', async () => gh!.comments(repo.fullName, 1).find((c) => c.body.startsWith('Ran Plan')));
     say('PR #1: atlantis posted the plan; commenting "atlantis apply"');
-    await sendWebhook(`${url}/events`, 'issue_comment', issueCommentPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, number: 1, body: 'atlantis apply' }), { secret: SECRET });
-    await until('the apply to run', async () => ((await (await fetch(`${url}${STATUS_PATH}`)).json()) as StatusBody).in_progress_operations === 1);
+    await sendWebhook(
+      `${url}/events`,
+      'issue_comment',
+      issueCommentPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, number: 1, body: 'atlantis apply' }),
+      { secret: SECRET },
+    );
+    await until(
+      'the apply to run',
+      async () => ((await (await fetch(`${url}${STATUS_PATH}`)).json()) as StatusBody).in_progress_operations === 1,
+    );
     say(`PR #1: terraform apply running on atlantis-1 (it takes ${APPLY_SECONDS}s)`);
 
     say('Upgrading: kubectl patch atd atlantis image=atlantis-operator:v2');
-    await kubeRequestOk(kc, 'PATCH', apiPath(API_VERSION, PLURAL, NS, 'atlantis'), { spec: { image: 'atlantis-operator:v2' } }, { contentType: MERGE_PATCH });
+    await kubeRequestOk(
+      kc,
+      'PATCH',
+      apiPath(API_VERSION, PLURAL, NS, 'atlantis'),
+      { spec: { image: 'atlantis-operator:v2' } },
+      { contentType: MERGE_PATCH },
+    );
 
     const seen = new Set<string>();
-    const once = (key: string, msg: string) => { if (!seen.has(key)) { seen.add(key); say(msg); } };
+    const once = (key: string, msg: string) => {
+      if (!seen.has(key)) {
+        seen.add(key);
+        say(msg);
+      }
+    };
     const oldUids = new Set(initial.map((p) => p.metadata!.uid!));
     for (let i = 0; i < 2400; i++) {
       // The result comment is posted before the operation ends, so a pod seen deleted had its
@@ -133,7 +211,11 @@ async function main(): Promise<number> {
       // deletion keeps the timeline in the order things happened.
       const checkApplied = () => {
         const applied = gh!.comments(repo.fullName, 1).find((c) => c.body.startsWith('Ran Apply'));
-        if (applied) once('applied', `PR #1: apply finished on the draining pod: ${applied.body.includes('applied vpc-v2') ? 'terraform output "applied vpc-v2", state written' : 'see the PR comment'}`);
+        if (applied)
+          once(
+            'applied',
+            `PR #1: apply finished on the draining pod: ${applied.body.includes('applied vpc-v2') ? 'terraform output "applied vpc-v2", state written' : 'see the PR comment'}`,
+          );
       };
       checkApplied();
       const ps = await pods();
@@ -143,25 +225,46 @@ async function main(): Promise<number> {
         const uid = p.metadata!.uid!;
         if (!present.has(uid) && seen.has(`drain-${uid}`)) {
           checkApplied();
-          once(`del-${uid}`, `${p.metadata!.name!}: drained (/status shutting_down=true, in_progress_operations=0), deleted by the controller`);
+          once(
+            `del-${uid}`,
+            `${p.metadata!.name!}: drained (/status shutting_down=true, in_progress_operations=0), deleted by the controller`,
+          );
         }
       }
       for (const p of ps) {
         const name = p.metadata!.name!;
         const uid = p.metadata!.uid!;
         if (oldUids.has(uid)) {
-          if (p.metadata?.annotations?.['atlantis-operator.dev/drain']) once(`drain-${uid}`, `${name}: drain started by the controller (annotation atlantis-operator.dev/drain); it stops taking new work and goes unready`);
+          if (p.metadata?.annotations?.['atlantis-operator.dev/drain'])
+            once(
+              `drain-${uid}`,
+              `${name}: drain started by the controller (annotation atlantis-operator.dev/drain); it stops taking new work and goes unready`,
+            );
           if (p.metadata?.deletionTimestamp) checkApplied();
-          if (p.metadata?.deletionTimestamp) once(`del-${uid}`, `${name}: drained (/status shutting_down=true, in_progress_operations=0), deleted by the controller`);
+          if (p.metadata?.deletionTimestamp)
+            once(`del-${uid}`, `${name}: drained (/status shutting_down=true, in_progress_operations=0), deleted by the controller`);
           if (seen.has(`drain-${uid}`) && p.status?.podIP && !p.metadata?.deletionTimestamp) {
-            const st = await fetch(`http://${p.status.podIP}:${SERVER_PORT}${STATUS_PATH}`, { signal: AbortSignal.timeout(1000) }).then((r) => r.json() as Promise<StatusBody>).catch(() => undefined);
-            if (st?.shutting_down && st.in_progress_operations > 0) once(`busy-${uid}`, `${name}: /status shutting_down=true, in_progress_operations=${st.in_progress_operations} (${st.operations.map((o) => `${o.command} ${o.repo}#${o.pull}`).join(', ')}): the controller waits`);
+            const st = await fetch(`http://${p.status.podIP}:${SERVER_PORT}${STATUS_PATH}`, { signal: AbortSignal.timeout(1000) })
+              .then((r) => r.json() as Promise<StatusBody>)
+              .catch(() => undefined);
+            if (st?.shutting_down && st.in_progress_operations > 0)
+              once(
+                `busy-${uid}`,
+                `${name}: /status shutting_down=true, in_progress_operations=${st.in_progress_operations} (${st.operations.map((o) => `${o.command} ${o.repo}#${o.pull}`).join(', ')}): the controller waits`,
+              );
           }
-        } else if (ready(p)) once(`new-${uid}`, `${name}: replaced, Ready at ${p.status?.podIP} with image ${p.spec?.containers[0]?.image}`);
+        } else if (ready(p))
+          once(`new-${uid}`, `${name}: replaced, Ready at ${p.status?.podIP} with image ${p.spec?.containers[0]?.image}`);
       }
       const a = await kubeRequestOk<AtlantisDeployment>(kc, 'GET', apiPath(API_VERSION, PLURAL, NS, 'atlantis'));
       const progressing = a.status?.conditions.find((c) => c.type === 'Progressing');
-      if (seen.has('applied') && progressing?.reason === 'RolloutComplete' && a.status?.updatedReplicas === 2 && a.status.readyReplicas === 2 && ps.every((p) => !oldUids.has(p.metadata!.uid!))) {
+      if (
+        seen.has('applied') &&
+        progressing?.reason === 'RolloutComplete' &&
+        a.status?.updatedReplicas === 2 &&
+        a.status.readyReplicas === 2 &&
+        ps.every((p) => !oldUids.has(p.metadata!.uid!))
+      ) {
         say(`Rollout complete: 2/2 pods at revision ${a.status.updateRevision}`);
         break;
       }
@@ -170,7 +273,9 @@ async function main(): Promise<number> {
     const sigkills = stack.node!.events().filter((e) => e.namespace === NS && e.type === 'SIGKILL sent').length;
     const interrupted = gh.comments(repo.fullName, 1).some((c) => c.body.includes('Interrupted'));
     say(`No terraform run killed: ${sigkills} SIGKILL sent by the node, ${interrupted ? 'an' : 'no'} interrupted run on the PR`);
-    process.stdout.write(`\nThe cluster stays up. Try:\n  ${cluster.kubectlPath} --kubeconfig ${cluster.kubeconfigPath} get atd,pods -n ${NS}\n  ${cluster.kubectlPath} --kubeconfig ${cluster.kubeconfigPath} describe atd atlantis -n ${NS}\nCtrl-C stops everything.\n`);
+    process.stdout.write(
+      `\nThe cluster stays up. Try:\n  ${cluster.kubectlPath} --kubeconfig ${cluster.kubeconfigPath} get atd,pods -n ${NS}\n  ${cluster.kubectlPath} --kubeconfig ${cluster.kubeconfigPath} describe atd atlantis -n ${NS}\nCtrl-C stops everything.\n`,
+    );
     if (exitWhenDone) {
       await stopAll();
       return sigkills === 0 && !interrupted ? 0 : 1;

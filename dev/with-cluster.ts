@@ -37,9 +37,17 @@ async function main(): Promise<number> {
   };
   try {
     // CrashLoopBackOff starts at 1 s here (kubelet: 10 s) so restart tests stay short.
-    const podCpuShares = process.env.ATLANTIS_LOCAL_NODE_POD_CPU_SHARES ? Number(process.env.ATLANTIS_LOCAL_NODE_POD_CPU_SHARES) : undefined;
-    if (podCpuShares !== undefined && !(Number.isInteger(podCpuShares) && podCpuShares >= 2 && podCpuShares <= 262_144)) throw new Error(`ATLANTIS_LOCAL_NODE_POD_CPU_SHARES must be an integer from 2 to 262144, got "${process.env.ATLANTIS_LOCAL_NODE_POD_CPU_SHARES}"`);
-    stack = await startStack({ cluster: { keepDir: process.env.ATLANTIS_KEEP_CLUSTER_DIR === '1' }, node: { crashBackoffBaseMs: 1_000, podCpuShares } });
+    const podCpuShares = process.env.ATLANTIS_LOCAL_NODE_POD_CPU_SHARES
+      ? Number(process.env.ATLANTIS_LOCAL_NODE_POD_CPU_SHARES)
+      : undefined;
+    if (podCpuShares !== undefined && !(Number.isInteger(podCpuShares) && podCpuShares >= 2 && podCpuShares <= 262_144))
+      throw new Error(
+        `ATLANTIS_LOCAL_NODE_POD_CPU_SHARES must be an integer from 2 to 262144, got "${process.env.ATLANTIS_LOCAL_NODE_POD_CPU_SHARES}"`,
+      );
+    stack = await startStack({
+      cluster: { keepDir: process.env.ATLANTIS_KEEP_CLUSTER_DIR === '1' },
+      node: { crashBackoffBaseMs: 1_000, podCpuShares },
+    });
   } catch (err) {
     process.stderr.write(`with-cluster: FAILED to start the local cluster: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
@@ -64,7 +72,9 @@ async function main(): Promise<number> {
     process.send({ ready: info });
     return new Promise<number>(() => {});
   }
-  process.stderr.write(`with-cluster: local cluster up in ${stack.startSeconds.toFixed(1)} s at ${info.server} (kubeconfig ${info.kubeconfig})\n`);
+  process.stderr.write(
+    `with-cluster: local cluster up in ${stack.startSeconds.toFixed(1)} s at ${info.server} (kubeconfig ${info.kubeconfig})\n`,
+  );
   const child = spawn(cmd[0]!, cmd.slice(1), {
     stdio: 'inherit',
     env: { ...process.env, [ENV_KUBECONFIG]: info.kubeconfig, [ENV_NODE_ROOT]: info.nodeRoot, [ENV_NODE_NAME]: info.nodeName },
@@ -82,7 +92,8 @@ async function main(): Promise<number> {
     });
     child.on('exit', (c, s) => resolve(c ?? (s ? 128 + 15 : 1)));
   });
-  if (code !== 0) process.stderr.write(`with-cluster: command failed (exit ${code}); cluster logs and local node state kept in ${info.dir}\n`);
+  if (code !== 0)
+    process.stderr.write(`with-cluster: command failed (exit ${code}); cluster logs and local node state kept in ${info.dir}\n`);
   await stack.stop({ keepDir: code !== 0 });
   return code;
 }

@@ -21,7 +21,9 @@ const ICONV_TABLES = 'iconv-lite/encodings/index.js';
 const lazyIconvTables = {
   name: 'lazy-iconv-tables',
   setup(b) {
-    b.onResolve({ filter: /^\.\.\/encodings$/ }, (args) => (/[\\/]iconv-lite[\\/]lib[\\/]/.test(args.importer) ? { path: ICONV_TABLES, external: true } : undefined));
+    b.onResolve({ filter: /^\.\.\/encodings$/ }, (args) =>
+      /[\\/]iconv-lite[\\/]lib[\\/]/.test(args.importer) ? { path: ICONV_TABLES, external: true } : undefined,
+    );
   },
 };
 
@@ -50,7 +52,9 @@ await build({
 // esbuild keeps some comments as they are; a non-ASCII character left in one would still make
 // the source two-byte. Replacing it by one ASCII character keeps every column (and so the
 // source map) right; string and regexp literals are already escaped by charset: 'ascii'.
-for (const file of [...readdirSync('dist'), ...readdirSync('dist/chunks').map((f) => `chunks/${f}`)].filter((f) => f.endsWith('.mjs')).map((f) => `dist/${f}`)) {
+for (const file of [...readdirSync('dist'), ...readdirSync('dist/chunks').map((f) => `chunks/${f}`)]
+  .filter((f) => f.endsWith('.mjs'))
+  .map((f) => `dist/${f}`)) {
   const text = readFileSync(file, 'utf8');
   // biome-ignore lint/suspicious/noControlCharactersInRegex: the class is every non-ASCII character, so its range starts at \x00
   const ascii = text.replace(/[^\x00-\x7f]/g, '?');

@@ -23,7 +23,9 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 /** Waits for `p`, at most `ms`: its value, or 'timeout'. The timer never outlives the wait. */
 export async function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
   let timer: NodeJS.Timeout | undefined;
-  const t = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), ms); });
+  const t = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), ms);
+  });
   try {
     return await Promise.race([p, t]);
   } finally {
@@ -55,7 +57,10 @@ export function setLongTimeout(fn: () => void, ms: number, opts: { unref?: boole
   let timer: NodeJS.Timeout | undefined;
   const step = (): void => {
     const left = deadline - Date.now();
-    if (left > 0) { arm(left); return; }
+    if (left > 0) {
+      arm(left);
+      return;
+    }
     timer = undefined;
     fn();
   };
@@ -64,5 +69,10 @@ export function setLongTimeout(fn: () => void, ms: number, opts: { unref?: boole
     if (opts.unref) timer.unref();
   };
   arm(Math.max(0, ms));
-  return { clear: () => { if (timer) clearTimeout(timer); timer = undefined; } };
+  return {
+    clear: () => {
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+    },
+  };
 }

@@ -28,15 +28,32 @@ Run 'atlantis-operator <command> --help' for the flags of a command.
 `;
 
 const DRAIN_FLAGS: FlagSpec[] = [
-  { name: 'timeout', type: 'duration', default: 0, maxMs: MAX_DURATION_MS, envPrefix: null, description: 'Give up waiting after this long and exit 1 (0 = wait forever); the server keeps draining' },
+  {
+    name: 'timeout',
+    type: 'duration',
+    default: 0,
+    maxMs: MAX_DURATION_MS,
+    envPrefix: null,
+    description: 'Give up waiting after this long and exit 1 (0 = wait forever); the server keeps draining',
+  },
   { name: 'url', type: 'string', envPrefix: null, description: 'Base URL of the server (default: the URL recorded in the pid file)' },
-  { name: 'data-dir', type: 'string', default: path.join(homedir(), '.atlantis'), description: 'Data dir of the server, where its pid file is' },
+  {
+    name: 'data-dir',
+    type: 'string',
+    default: path.join(homedir(), '.atlantis'),
+    description: 'Data dir of the server, where its pid file is',
+  },
   { name: 'poll-interval', type: 'duration', default: 500, envPrefix: null, hidden: true, description: 'How often to poll /status' },
 ];
 
 async function serverMain(argv: string[]): Promise<number> {
   const parsed = parseFlags(argv, SERVER_FLAGS);
-  if (parsed.help) { process.stdout.write(renderHelp('atlantis-operator server [flags]', 'Runs the Atlantis-compatible PR automation server.', SERVER_FLAGS)); return 0; }
+  if (parsed.help) {
+    process.stdout.write(
+      renderHelp('atlantis-operator server [flags]', 'Runs the Atlantis-compatible PR automation server.', SERVER_FLAGS),
+    );
+    return 0;
+  }
   if (parsed.positionals.length) throw new UsageError(`unexpected argument: ${parsed.positionals[0]}`);
   // Before the data dir is created: everything the server and its children write is private.
   process.umask(PRIVATE_UMASK);
@@ -50,7 +67,11 @@ async function serverMain(argv: string[]): Promise<number> {
     plugins: [workflowPlugin, ownPodWatchPlugin],
     onExit: (code) => {
       exiting = true;
-      try { writeFileSync(path.join(config.dataDir, LAST_EXIT_FILE), JSON.stringify({ pid: process.pid, code, at: new Date().toISOString() })); } catch { /* best effort */ }
+      try {
+        writeFileSync(path.join(config.dataDir, LAST_EXIT_FILE), JSON.stringify({ pid: process.pid, code, at: new Date().toISOString() }));
+      } catch {
+        /* best effort */
+      }
       // Give winston a tick to flush the last lines.
       setTimeout(() => process.exit(code), 50);
     },
@@ -73,7 +94,16 @@ async function serverMain(argv: string[]): Promise<number> {
 
 async function drainMain(argv: string[]): Promise<number> {
   const parsed = parseFlags(argv, DRAIN_FLAGS);
-  if (parsed.help) { process.stdout.write(renderHelp('atlantis-operator drain [--timeout D] [--url URL]', 'Drains the server on this host and waits until no operation runs.', DRAIN_FLAGS)); return 0; }
+  if (parsed.help) {
+    process.stdout.write(
+      renderHelp(
+        'atlantis-operator drain [--timeout D] [--url URL]',
+        'Drains the server on this host and waits until no operation runs.',
+        DRAIN_FLAGS,
+      ),
+    );
+    return 0;
+  }
   if (parsed.positionals.length) throw new UsageError(`unexpected argument: ${parsed.positionals[0]}`);
   return runDrainCommand({
     dataDir: path.resolve(parsed.values['data-dir'] as string),
@@ -86,7 +116,10 @@ async function drainMain(argv: string[]): Promise<number> {
 
 async function controllerMain(argv: string[]): Promise<number> {
   const parsed = parseFlags(argv, CONTROLLER_FLAGS);
-  if (parsed.help) { process.stdout.write(renderHelp('atlantis-operator controller [flags]', 'Runs the AtlantisDeployment operator.', CONTROLLER_FLAGS)); return 0; }
+  if (parsed.help) {
+    process.stdout.write(renderHelp('atlantis-operator controller [flags]', 'Runs the AtlantisDeployment operator.', CONTROLLER_FLAGS));
+    return 0;
+  }
   if (parsed.positionals.length) throw new UsageError(`unexpected argument: ${parsed.positionals[0]}`);
   return runController(parsed.values);
 }
@@ -94,17 +127,32 @@ async function controllerMain(argv: string[]): Promise<number> {
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   switch (cmd) {
-    case 'server': return serverMain(rest);
-    case 'controller': return controllerMain(rest);
-    case 'drain': return drainMain(rest);
-    case 'version': case '--version': process.stdout.write(`atlantis-operator ${VERSION}\n`); return 0;
-    case undefined: case 'help': case '--help': case '-h': process.stdout.write(TOP_HELP); return 0;
-    default: throw new UsageError(`unknown command "${cmd}" (see atlantis-operator --help)`);
+    case 'server':
+      return serverMain(rest);
+    case 'controller':
+      return controllerMain(rest);
+    case 'drain':
+      return drainMain(rest);
+    case 'version':
+    case '--version':
+      process.stdout.write(`atlantis-operator ${VERSION}\n`);
+      return 0;
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(TOP_HELP);
+      return 0;
+    default:
+      throw new UsageError(`unknown command "${cmd}" (see atlantis-operator --help)`);
   }
 }
 
 main(process.argv.slice(2)).then(
-  (code) => { process.exitCode = code; if (code !== 0) setTimeout(() => process.exit(code), 50); },
+  (code) => {
+    process.exitCode = code;
+    if (code !== 0) setTimeout(() => process.exit(code), 50);
+  },
   (e: unknown) => {
     if (e instanceof UsageError) {
       process.stderr.write(`atlantis-operator: ${e.message}\n`);

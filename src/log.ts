@@ -32,11 +32,21 @@ export interface LoggerOptions {
 
 class WinstonLogger implements Logger {
   constructor(private readonly w: winston.Logger) {}
-  error(msg: string, fields?: LogFields): void { this.w.error(msg, fields ?? {}); }
-  warn(msg: string, fields?: LogFields): void { this.w.warn(msg, fields ?? {}); }
-  info(msg: string, fields?: LogFields): void { this.w.info(msg, fields ?? {}); }
-  debug(msg: string, fields?: LogFields): void { this.w.debug(msg, fields ?? {}); }
-  child(fields: LogFields): Logger { return new WinstonLogger(this.w.child(fields)); }
+  error(msg: string, fields?: LogFields): void {
+    this.w.error(msg, fields ?? {});
+  }
+  warn(msg: string, fields?: LogFields): void {
+    this.w.warn(msg, fields ?? {});
+  }
+  info(msg: string, fields?: LogFields): void {
+    this.w.info(msg, fields ?? {});
+  }
+  debug(msg: string, fields?: LogFields): void {
+    this.w.debug(msg, fields ?? {});
+  }
+  child(fields: LogFields): Logger {
+    return new WinstonLogger(this.w.child(fields));
+  }
 }
 
 export function createLogger(opts: LoggerOptions = {}): Logger {

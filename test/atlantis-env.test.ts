@@ -15,7 +15,9 @@ import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv, tempDataDir } from
 
 let env: WorkflowEnv;
 const procs: CliProcess[] = [];
-before(async () => { env = await createWorkflowEnv({ ghHost: '127.0.163.200' }); });
+before(async () => {
+  env = await createWorkflowEnv({ ghHost: '127.0.163.200' });
+});
 after(async () => {
   for (const p of procs) p.child.kill('SIGKILL');
   await env.close();
@@ -24,9 +26,16 @@ after(async () => {
 /** Every setting as ATLANTIS_* env, none on the command line. */
 function envOnly(host: string, dataDir: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   return {
-    ATLANTIS_BIND_ADDRESS: host, ATLANTIS_PORT: '4141', ATLANTIS_DATA_DIR: dataDir, ATLANTIS_ATLANTIS_URL: `http://${host}:4141`,
-    ATLANTIS_REPO_ALLOWLIST: 'github.com/acme/*', ATLANTIS_GH_USER: 'atlantis-bot', ATLANTIS_GH_TOKEN: env.gh.token,
-    ATLANTIS_GH_WEBHOOK_SECRET: WEBHOOK_SECRET, ATLANTIS_GH_API_URL: env.gh.url, ATLANTIS_TF_BINARY: TERRAFORM,
+    ATLANTIS_BIND_ADDRESS: host,
+    ATLANTIS_PORT: '4141',
+    ATLANTIS_DATA_DIR: dataDir,
+    ATLANTIS_ATLANTIS_URL: `http://${host}:4141`,
+    ATLANTIS_REPO_ALLOWLIST: 'github.com/acme/*',
+    ATLANTIS_GH_USER: 'atlantis-bot',
+    ATLANTIS_GH_TOKEN: env.gh.token,
+    ATLANTIS_GH_WEBHOOK_SECRET: WEBHOOK_SECRET,
+    ATLANTIS_GH_API_URL: env.gh.url,
+    ATLANTIS_TF_BINARY: TERRAFORM,
     ...extra,
   };
 }
@@ -36,8 +45,20 @@ async function openPullAs(url: string, number: number, user: string, files: Reco
   const branch = `pr-${number}`;
   const headSha = await env.repo.createBranch(branch, files);
   await env.repo.publishPull(number, branch);
-  env.gh.addPull(env.repo.fullName, { number, headSha, headRef: branch, baseRef: env.repo.baseBranch, user, files: (await env.repo.changedFiles(branch)).map((filename) => ({ filename })) });
-  const r = await sendWebhook(`${url}/events`, 'pull_request', pullRequestPayload({ repo: env.repo.fullName, cloneUrl: env.repo.cloneUrl, action: 'opened', number, headSha, headRef: branch, user }), { secret: WEBHOOK_SECRET });
+  env.gh.addPull(env.repo.fullName, {
+    number,
+    headSha,
+    headRef: branch,
+    baseRef: env.repo.baseBranch,
+    user,
+    files: (await env.repo.changedFiles(branch)).map((filename) => ({ filename })),
+  });
+  const r = await sendWebhook(
+    `${url}/events`,
+    'pull_request',
+    pullRequestPayload({ repo: env.repo.fullName, cloneUrl: env.repo.cloneUrl, action: 'opened', number, headSha, headRef: branch, user }),
+    { secret: WEBHOOK_SECRET },
+  );
   assert.equal(r.status, 200);
 }
 
@@ -48,16 +69,23 @@ describe('Atlantis settings as env only, on the real server', () => {
     env.gh.addTeam('acme', 'readers', ['carol']);
     const host = '127.0.163.1';
     const dataDir = tempDataDir();
-    const p = startCli(['server'], envOnly(host, dataDir, {
-      ATLANTIS_DISABLE_APPLY: 'true',
-      ATLANTIS_GH_TEAM_ALLOWLIST: 'dev:plan,ops:*',
-      ATLANTIS_EMOJI_REACTION: 'rocket',
-      // What Kubernetes puts in a pod for a Service named "atlantis": not Atlantis flags.
-      ATLANTIS_SERVICE_HOST: '10.96.0.10', ATLANTIS_SERVICE_PORT: '4141', ATLANTIS_PORT_4141_TCP: 'tcp://10.96.0.10:4141',
-    }));
+    const p = startCli(
+      ['server'],
+      envOnly(host, dataDir, {
+        ATLANTIS_DISABLE_APPLY: 'true',
+        ATLANTIS_GH_TEAM_ALLOWLIST: 'dev:plan,ops:*',
+        ATLANTIS_EMOJI_REACTION: 'rocket',
+        // What Kubernetes puts in a pod for a Service named "atlantis": not Atlantis flags.
+        ATLANTIS_SERVICE_HOST: '10.96.0.10',
+        ATLANTIS_SERVICE_PORT: '4141',
+        ATLANTIS_PORT_4141_TCP: 'tcp://10.96.0.10:4141',
+      }),
+    );
     procs.push(p);
     const url = `http://${host}:4141`;
-    await waitForHttp(`${url}/healthz`).catch((e: Error) => { throw new Error(`${e.message}\n${p.output()}`); });
+    await waitForHttp(`${url}/healthz`).catch((e: Error) => {
+      throw new Error(`${e.message}\n${p.output()}`);
+    });
     const touched = path.join(dataDir, 'applied-marker');
 
     // bob is in dev (dev:plan): his PR is autoplanned.
@@ -66,7 +94,14 @@ describe('Atlantis settings as env only, on the real server', () => {
 
     // carol is only in readers: her PR's autoplan is refused with a log line and no comment, as Atlantis.
     await openPullAs(url, 2, 'carol', { 'app2/main.tf': terraformConfig({ marker: 'm2' }) });
-    await waitFor('the refused autoplan log line', () => /"msg":"User is not in a team allowed to run the command".*"pull":2|"pull":2.*"msg":"User is not in a team allowed to run the command"/.test(p.output()), 60_000);
+    await waitFor(
+      'the refused autoplan log line',
+      () =>
+        /"msg":"User is not in a team allowed to run the command".*"pull":2|"pull":2.*"msg":"User is not in a team allowed to run the command"/.test(
+          p.output(),
+        ),
+      60_000,
+    );
     assert.deepEqual(env.commentsOn(2), []);
 
     // carol's plan comment on PR 1: Atlantis's refusal text, nothing runs.
@@ -79,7 +114,10 @@ describe('Atlantis settings as env only, on the real server', () => {
     before = env.commentsOn(1).length;
     assert.equal((await env.comment(url, 1, 'atlantis apply', 'alice')).status, 200);
     const unknown = await env.waitForComment(1, /unknown command/, { after: before });
-    assert.equal(unknown.body, '```\nError: unknown command "apply".\nRun \'atlantis --help\' for usage.\nAvailable commands(--allow-commands): version, plan, unlock\n```');
+    assert.equal(
+      unknown.body,
+      '```\nError: unknown command "apply".\nRun \'atlantis --help\' for usage.\nAvailable commands(--allow-commands): version, plan, unlock\n```',
+    );
     before = env.commentsOn(1).length;
     assert.equal((await env.comment(url, 1, 'atlantis plan', 'alice')).status, 200);
     await env.waitForComment(1, /^Ran Plan for dir: `app1`/, { after: before });
@@ -98,10 +136,22 @@ describe('Atlantis settings as env only, on the real server', () => {
   });
 
   const refusals: Array<[string, NodeJS.ProcessEnv, RegExp]> = [
-    ['ATLANTIS_DISABLE_REPO_LOCKING', { ATLANTIS_DISABLE_REPO_LOCKING: 'true' }, /^atlantis-operator: --disable-repo-locking \(ATLANTIS_DISABLE_REPO_LOCKING\) is set, but this server does not support it/],
-    ['ATLANTIS_DISABLE_GLOBAL_APPLY_LOCK', { ATLANTIS_DISABLE_GLOBAL_APPLY_LOCK: 'true' }, /--disable-global-apply-lock \(ATLANTIS_DISABLE_GLOBAL_APPLY_LOCK\)/],
+    [
+      'ATLANTIS_DISABLE_REPO_LOCKING',
+      { ATLANTIS_DISABLE_REPO_LOCKING: 'true' },
+      /^atlantis-operator: --disable-repo-locking \(ATLANTIS_DISABLE_REPO_LOCKING\) is set, but this server does not support it/,
+    ],
+    [
+      'ATLANTIS_DISABLE_GLOBAL_APPLY_LOCK',
+      { ATLANTIS_DISABLE_GLOBAL_APPLY_LOCK: 'true' },
+      /--disable-global-apply-lock \(ATLANTIS_DISABLE_GLOBAL_APPLY_LOCK\)/,
+    ],
     ['ATLANTIS_TFE_TOKEN (a secret)', { ATLANTIS_TFE_TOKEN: 'tfe-secret-value-123' }, /--tfe-token \(ATLANTIS_TFE_TOKEN\)/],
-    ['ATLANTIS_ENABLE_POLICY_CHECKS', { ATLANTIS_ENABLE_POLICY_CHECKS: 'true', ATLANTIS_SERVICE_HOST: '10.96.0.10' }, /--enable-policy-checks/],
+    [
+      'ATLANTIS_ENABLE_POLICY_CHECKS',
+      { ATLANTIS_ENABLE_POLICY_CHECKS: 'true', ATLANTIS_SERVICE_HOST: '10.96.0.10' },
+      /--enable-policy-checks/,
+    ],
   ];
   let seq = 10;
   for (const [name, extra, re] of refusals) {

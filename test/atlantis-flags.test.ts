@@ -13,11 +13,25 @@ import { ACCEPTED_COMMAND_NAMES, RUNNABLE_COMMANDS } from '../src/server/workflo
 import { TeamAllowlistError, noPermissionComment, parseTeamAllowlist, teamAllows } from '../src/server/workflow/team-allowlist.js';
 
 const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-atlflags-'));
-const required = ['--repo-allowlist', 'github.com/acme/*', '--gh-user', 'bot', '--gh-token', 'tok', '--gh-webhook-secret', 's3cret', '--data-dir', dataDir];
-const config = (argv: string[], env: NodeJS.ProcessEnv = {}) => buildServerConfig(parseFlags([...required, ...argv], SERVER_FLAGS, env).values);
+const required = [
+  '--repo-allowlist',
+  'github.com/acme/*',
+  '--gh-user',
+  'bot',
+  '--gh-token',
+  'tok',
+  '--gh-webhook-secret',
+  's3cret',
+  '--data-dir',
+  dataDir,
+];
+const config = (argv: string[], env: NodeJS.ProcessEnv = {}) =>
+  buildServerConfig(parseFlags([...required, ...argv], SERVER_FLAGS, env).values);
 
 function usageError(fn: () => unknown): string {
-  try { fn(); } catch (e) {
+  try {
+    fn();
+  } catch (e) {
     assert.ok(e instanceof UsageError, `expected UsageError, got ${String(e)}`);
     assert.ok(!e.message.includes('\n'), 'one line');
     return e.message;
@@ -27,7 +41,9 @@ function usageError(fn: () => unknown): string {
 
 describe('the Atlantis flag table', () => {
   const fixture = readFileSync(new URL('./fixtures/atlantis-v0.47-server-flags.txt', import.meta.url), 'utf8')
-    .split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
 
   it('names every flag of Atlantis v0.47, and only those', () => {
     assert.equal(fixture.length, 125);
@@ -54,7 +70,12 @@ describe('the Atlantis flag table', () => {
 
   // [what, argv, env, expected]: 'ok' starts quietly; {refused|warn: RegExp} otherwise.
   const rows: Array<[string, string[], NodeJS.ProcessEnv, 'ok' | { refused: RegExp } | { warn: RegExp }]> = [
-    ['repo locking off by env', [], { ATLANTIS_DISABLE_REPO_LOCKING: 'true' }, { refused: /^--disable-repo-locking \(ATLANTIS_DISABLE_REPO_LOCKING\) is set, but this server does not support it/ }],
+    [
+      'repo locking off by env',
+      [],
+      { ATLANTIS_DISABLE_REPO_LOCKING: 'true' },
+      { refused: /^--disable-repo-locking \(ATLANTIS_DISABLE_REPO_LOCKING\) is set, but this server does not support it/ },
+    ],
     ['repo locking at its default', [], { ATLANTIS_DISABLE_REPO_LOCKING: 'false' }, 'ok'],
     ['global apply lock off', ['--disable-global-apply-lock'], {}, { refused: /--disable-global-apply-lock/ }],
     ['approval discarded on plan', [], { ATLANTIS_DISCARD_APPROVAL_ON_PLAN: '1' }, { refused: /--discard-approval-on-plan/ }],
@@ -66,10 +87,25 @@ describe('the Atlantis flag table', () => {
     ['GitLab', [], { ATLANTIS_GITLAB_TOKEN: 'glpat-x' }, { refused: /--gitlab-token.*only GitHub/ }],
     ['sequential plans', [], { ATLANTIS_PARALLEL_PLAN: 'false' }, { refused: /--parallel-plan/ }],
     ['parallel plans (what the server does)', [], { ATLANTIS_PARALLEL_PLAN: 'true', ATLANTIS_PARALLEL_APPLY: 'true' }, 'ok'],
-    ['an emoji', [], { ATLANTIS_EMOJI_REACTION: 'rocket' }, { warn: /^--emoji-reaction \(ATLANTIS_EMOJI_REACTION\) is set, but this server ignores it/ }],
+    [
+      'an emoji',
+      [],
+      { ATLANTIS_EMOJI_REACTION: 'rocket' },
+      { warn: /^--emoji-reaction \(ATLANTIS_EMOJI_REACTION\) is set, but this server ignores it/ },
+    ],
     ['terraform downloads', [], { ATLANTIS_TF_DOWNLOAD: 'true' }, { warn: /--tf-download/ }],
     ['no terraform downloads', [], { ATLANTIS_TF_DOWNLOAD: 'false' }, 'ok'],
-    ['Service links and other non-flags', [], { ATLANTIS_SERVICE_HOST: '10.96.0.10', ATLANTIS_SERVICE_PORT: '4141', ATLANTIS_PORT_4141_TCP: 'tcp://10.96.0.10:4141', ATLANTIS_SOMETHING_ELSE: 'x' }, 'ok'],
+    [
+      'Service links and other non-flags',
+      [],
+      {
+        ATLANTIS_SERVICE_HOST: '10.96.0.10',
+        ATLANTIS_SERVICE_PORT: '4141',
+        ATLANTIS_PORT_4141_TCP: 'tcp://10.96.0.10:4141',
+        ATLANTIS_SOMETHING_ELSE: 'x',
+      },
+      'ok',
+    ],
     ['empty env values', [], { ATLANTIS_DISABLE_REPO_LOCKING: '', ATLANTIS_REDIS_HOST: '' }, 'ok'],
   ];
   for (const [what, argv, env, expected] of rows) {
@@ -77,7 +113,10 @@ describe('the Atlantis flag table', () => {
       if (expected === 'ok') {
         assert.deepEqual(config(argv, env).flagWarnings, []);
       } else if ('refused' in expected) {
-        assert.match(usageError(() => config(argv, env)), expected.refused);
+        assert.match(
+          usageError(() => config(argv, env)),
+          expected.refused,
+        );
       } else {
         const w = config(argv, env).flagWarnings;
         assert.equal(w.length, 1, w.join('\n'));
@@ -91,19 +130,23 @@ describe('the Atlantis flag table', () => {
     const msg = usageError(() => config([], { ATLANTIS_REDIS_PASSWORD: secret }));
     assert.match(msg, /--redis-password \(ATLANTIS_REDIS_PASSWORD\)/);
     assert.ok(!msg.includes(secret));
-    const j = judgeAtlantisFlags({ 'slack-token': 'xoxb-secret', 'language': 'fr-secret' });
+    const j = judgeAtlantisFlags({ 'slack-token': 'xoxb-secret', language: 'fr-secret' });
     assert.ok(![...j.refusals, ...j.warnings].some((l) => l.includes('secret')));
   });
 
   it('keeps the unhonoured flags out of --help', () => {
-    for (const s of SERVER_FLAGS) if (ATLANTIS_FLAGS[s.name] && ATLANTIS_FLAGS[s.name]!.support !== 'honoured') assert.equal(s.hidden, true, s.name);
+    for (const s of SERVER_FLAGS)
+      if (ATLANTIS_FLAGS[s.name] && ATLANTIS_FLAGS[s.name]!.support !== 'honoured') assert.equal(s.hidden, true, s.name);
   });
 });
 
 describe('--disable-apply and --disable-autoplan', () => {
   it('ATLANTIS_DISABLE_APPLY takes apply out of the allowed commands, whatever --allow-commands says', () => {
     assert.ok(!config([], { ATLANTIS_DISABLE_APPLY: 'true' }).allowCommands.includes('apply'));
-    assert.deepEqual(config(['--allow-commands', 'all', '--disable-apply']).allowCommands, RUNNABLE_COMMANDS.filter((c) => c !== 'apply'));
+    assert.deepEqual(
+      config(['--allow-commands', 'all', '--disable-apply']).allowCommands,
+      RUNNABLE_COMMANDS.filter((c) => c !== 'apply'),
+    );
     assert.ok(config([], { ATLANTIS_DISABLE_APPLY: 'false' }).allowCommands.includes('apply'));
   });
   it('ATLANTIS_DISABLE_AUTOPLAN is read from env', () => {
@@ -113,14 +156,20 @@ describe('--disable-apply and --disable-autoplan', () => {
 });
 
 describe('--gh-team-allowlist', () => {
-  it('parses Atlantis\'s team:command format from env', () => {
-    assert.deepEqual(config([], { ATLANTIS_GH_TEAM_ALLOWLIST: 'dev:plan, ops:apply,devops:*' }).ghTeamAllowlist,
-      [{ team: 'dev', command: 'plan' }, { team: 'ops', command: 'apply' }, { team: 'devops', command: '*' }]);
+  it("parses Atlantis's team:command format from env", () => {
+    assert.deepEqual(config([], { ATLANTIS_GH_TEAM_ALLOWLIST: 'dev:plan, ops:apply,devops:*' }).ghTeamAllowlist, [
+      { team: 'dev', command: 'plan' },
+      { team: 'ops', command: 'apply' },
+      { team: 'devops', command: '*' },
+    ]);
     assert.deepEqual(config([]).ghTeamAllowlist, []);
   });
   for (const bad of ['dev', 'dev:plan:x', ':plan', 'dev:', 'dev:destroy']) {
     it(`refuses "${bad}" at start`, () => {
-      assert.match(usageError(() => config(['--gh-team-allowlist', bad])), /--gh-team-allowlist/);
+      assert.match(
+        usageError(() => config(['--gh-team-allowlist', bad])),
+        /--gh-team-allowlist/,
+      );
       assert.throws(() => parseTeamAllowlist(bad, ACCEPTED_COMMAND_NAMES), TeamAllowlistError);
     });
   }
@@ -141,21 +190,31 @@ describe('--gh-team-allowlist', () => {
   for (const [teams, cmd, ok] of cases) {
     it(`teams [${teams.join(',')}] ${ok ? 'may' : 'may not'} run ${cmd}`, () => assert.equal(teamAllows(rules, teams, cmd), ok));
   }
-  it('a *:* rule lets anyone run anything', () => assert.equal(teamAllows(parseTeamAllowlist('*:*', ACCEPTED_COMMAND_NAMES), [], 'apply'), true));
+  it('a *:* rule lets anyone run anything', () =>
+    assert.equal(teamAllows(parseTeamAllowlist('*:*', ACCEPTED_COMMAND_NAMES), [], 'apply'), true));
   it('words the refusal as Atlantis does', () => {
-    assert.equal(noPermissionComment('mallory', 'apply'), "```\nError: User @mallory does not have permissions to execute 'apply' command.\n```");
+    assert.equal(
+      noPermissionComment('mallory', 'apply'),
+      "```\nError: User @mallory does not have permissions to execute 'apply' command.\n```",
+    );
   });
 });
 
 describe('duration bounds', () => {
-  it('--drain-timeout and --terraform-interrupt-grace may exceed Node\'s timer limit (their timers chain)', () => {
+  it("--drain-timeout and --terraform-interrupt-grace may exceed Node's timer limit (their timers chain)", () => {
     const c = config(['--drain-timeout', '720h', '--terraform-interrupt-grace', '600h']);
     assert.equal(c.drainTimeoutMs, 720 * 3_600_000);
     assert.equal(c.terraformInterruptGraceMs, 600 * 3_600_000);
-    assert.match(usageError(() => config(['--drain-timeout', '87601h'])), /invalid value "87601h" for --drain-timeout: must be at most 87600h/);
-    assert.match(usageError(() => config([], { ATLANTIS_DRAIN_TIMEOUT: '99999999999999999999h' })), /ATLANTIS_DRAIN_TIMEOUT/);
+    assert.match(
+      usageError(() => config(['--drain-timeout', '87601h'])),
+      /invalid value "87601h" for --drain-timeout: must be at most 87600h/,
+    );
+    assert.match(
+      usageError(() => config([], { ATLANTIS_DRAIN_TIMEOUT: '99999999999999999999h' })),
+      /ATLANTIS_DRAIN_TIMEOUT/,
+    );
   });
-  it('any other duration flag stops at Node\'s timer limit', () => {
+  it("any other duration flag stops at Node's timer limit", () => {
     const spec = [{ name: 'retry', type: 'duration' as const, description: '', envPrefix: null }];
     assert.equal(parseFlags(['--retry', '596h'], spec, {}).values.retry, 596 * 3_600_000);
     assert.throws(() => parseFlags(['--retry', '597h'], spec, {}), /invalid value "597h" for --retry: must be at most 596h31m23s/);

@@ -17,13 +17,31 @@ test('backoffDelay doubles from the base and stops at the cap', () => {
 });
 
 test('spreadJitter stays within the spread around the delay', () => {
-  assert.equal(spreadJitter(1000, 0.2, () => 0), 800);
-  assert.equal(spreadJitter(1000, 0.2, () => 0.5), 1000);
-  assert.equal(spreadJitter(1000, 0.2, () => 0.999999), 1200);
+  assert.equal(
+    spreadJitter(1000, 0.2, () => 0),
+    800,
+  );
+  assert.equal(
+    spreadJitter(1000, 0.2, () => 0.5),
+    1000,
+  );
+  assert.equal(
+    spreadJitter(1000, 0.2, () => 0.999999),
+    1200,
+  );
 });
 
 test('equalJitter keeps half the delay fixed', () => {
-  assert.equal(equalJitter(400, () => 0), 200);
-  assert.equal(equalJitter(400, () => 0.5), 300);
-  assert.equal(equalJitter(400, () => 0.999999), 400);
+  assert.equal(
+    equalJitter(400, () => 0),
+    200,
+  );
+  assert.equal(
+    equalJitter(400, () => 0.5),
+    300,
+  );
+  assert.equal(
+    equalJitter(400, () => 0.999999),
+    400,
+  );
 });

@@ -28,8 +28,8 @@ test('findEscapingSymlink: links resolving outside the checkout, by real path, d
     { name: 'inside, relative', link: 'alias', target: () => 'app', escapes: false },
     { name: 'inside, absolute', link: 'app/vars', target: (l) => path.join(l.wc, 'common.tfvars'), escapes: false },
     { name: 'dangling, inside', link: 'app/later', target: () => 'not-yet', escapes: false },
-    { name: 'under .git (git\'s own)', link: '.git/x', target: () => '/', escapes: false },
-    { name: 'terraform\'s provider cache links', link: 'app/.terraform/providers/p', target: () => '/', escapes: false },
+    { name: "under .git (git's own)", link: '.git/x', target: () => '/', escapes: false },
+    { name: "terraform's provider cache links", link: 'app/.terraform/providers/p', target: () => '/', escapes: false },
     { name: 'a link to a dir is not followed, only checked', link: 'loop', target: () => '.', escapes: false },
   ];
   for (const c of cases) {
@@ -64,14 +64,28 @@ test('assertPathArgsInside: file arguments resolve inside the checkout, by real 
   const l = layout();
   symlinkSync(l.wc, path.join(l.wc, 'app', 'top')); // inside; but top/.. is the checkout's parent
   const app = path.join(l.wc, 'app');
-  const ok = [['-var-file=main.tf'], ['-var-file', '../common.tfvars'], ['--var-file=../common.tfvars'], ['-var=x=/etc/passwd'], ['-generate-config-out=gen.tf'], ['-backend-config=bucket=x']];
+  const ok = [
+    ['-var-file=main.tf'],
+    ['-var-file', '../common.tfvars'],
+    ['--var-file=../common.tfvars'],
+    ['-var=x=/etc/passwd'],
+    ['-generate-config-out=gen.tf'],
+    ['-backend-config=bucket=x'],
+  ];
   for (const args of ok) await assertPathArgsInside(l.wc, app, args);
   const refused = [
-    ['-var-file=../../../../../../secret'], ['-var-file', '../../2/default/app/x.tfvars'], ['-var-file=/proc/self/environ'],
+    ['-var-file=../../../../../../secret'],
+    ['-var-file', '../../2/default/app/x.tfvars'],
+    ['-var-file=/proc/self/environ'],
     ['-var-file=top/../secret'], // lexically app/secret, really beside the checkout
-    ['-generate-config-out=../../../../../../gen.tf'], ['-backend-config=../../../../../../secret'],
+    ['-generate-config-out=../../../../../../gen.tf'],
+    ['-backend-config=../../../../../../secret'],
   ];
   for (const args of refused) {
-    await assert.rejects(assertPathArgsInside(l.wc, app, args), /is not allowed in extra args: .* must name a file inside this pull request's checkout/, args.join(' '));
+    await assert.rejects(
+      assertPathArgsInside(l.wc, app, args),
+      /is not allowed in extra args: .* must name a file inside this pull request's checkout/,
+      args.join(' '),
+    );
   }
 });

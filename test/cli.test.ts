@@ -7,14 +7,31 @@ import { after, describe, it } from 'node:test';
 import { type CliProcess, runCli, startCli, waitForHttp } from './support/cli.js';
 
 const children: CliProcess[] = [];
-after(() => { for (const c of children) c.child.kill('SIGKILL'); });
+after(() => {
+  for (const c of children) c.child.kill('SIGKILL');
+});
 
 let nextHost = 10;
 function serverArgs(dataDir: string): { args: string[]; url: string } {
   const host = `127.0.33.${nextHost++}`;
   return {
     url: `http://${host}:4141`,
-    args: ['server', '--bind-address', host, '--port', '4141', '--data-dir', dataDir, '--repo-allowlist', 'github.com/acme/*', '--gh-user', 'bot', '--gh-token', 'tok', '--insecure-no-webhook-secret'],
+    args: [
+      'server',
+      '--bind-address',
+      host,
+      '--port',
+      '4141',
+      '--data-dir',
+      dataDir,
+      '--repo-allowlist',
+      'github.com/acme/*',
+      '--gh-user',
+      'bot',
+      '--gh-token',
+      'tok',
+      '--insecure-no-webhook-secret',
+    ],
   };
 }
 
@@ -39,7 +56,11 @@ describe('atlantis-operator CLI', () => {
     ['an unknown command', ['deploy'], /unknown command "deploy"/],
     ['an unknown flag', ['server', ...base, '--insecure-no-webhook-secret', '--no-such-flag'], /unknown flag: --no-such-flag/],
     ['a missing webhook secret', ['server', ...base], /--gh-webhook-secret is required/],
-    ['an unwritable data dir', ['server', ...base, '--insecure-no-webhook-secret', '--data-dir', path.join(file, 'sub')], /--data-dir .* is not a writable directory/],
+    [
+      'an unwritable data dir',
+      ['server', ...base, '--insecure-no-webhook-secret', '--data-dir', path.join(file, 'sub')],
+      /--data-dir .* is not a writable directory/,
+    ],
     ['a bad drain timeout', ['drain', '--timeout', 'later'], /--timeout/],
   ];
   for (const [name, args, re] of badCases) {
@@ -62,7 +83,11 @@ describe('atlantis-operator CLI', () => {
     const { code } = await p.exited;
     assert.equal(code, 0, p.output());
     assert.equal(existsSync(path.join(dir, 'atlantis-operator.pid')), false, 'pid file removed');
-    const logs = p.output().trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const logs = p
+      .output()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     assert.ok(logs.some((l) => l.msg === 'Drain finished' && l.exitCode === 0));
     for (const l of logs) {
       assert.deepEqual(Object.keys(l).slice(0, 3), ['level', 'time', 'msg']);

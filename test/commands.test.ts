@@ -8,18 +8,41 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { parseFlags } from '../src/config/flags.js';
 import { buildServerConfig, SERVER_FLAGS } from '../src/server/config.js';
-import { ACCEPTED_COMMAND_NAMES, ACCEPTED_NOT_RUN, DEFAULT_ALLOW_COMMANDS, RUNNABLE_COMMANDS, resolveAllowCommands } from '../src/server/workflow/commands.js';
+import {
+  ACCEPTED_COMMAND_NAMES,
+  ACCEPTED_NOT_RUN,
+  DEFAULT_ALLOW_COMMANDS,
+  RUNNABLE_COMMANDS,
+  resolveAllowCommands,
+} from '../src/server/workflow/commands.js';
 import { parseComment } from '../src/server/workflow/comment-parser.js';
 
 const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-commands-'));
-const required = ['--repo-allowlist', 'github.com/acme/*', '--gh-user', 'bot', '--gh-token', 'tok', '--gh-webhook-secret', 's3cret', '--data-dir', dataDir];
-const config = (argv: string[], env: NodeJS.ProcessEnv = {}) => buildServerConfig(parseFlags([...required, ...argv], SERVER_FLAGS, env).values);
+const required = [
+  '--repo-allowlist',
+  'github.com/acme/*',
+  '--gh-user',
+  'bot',
+  '--gh-token',
+  'tok',
+  '--gh-webhook-secret',
+  's3cret',
+  '--data-dir',
+  dataDir,
+];
+const config = (argv: string[], env: NodeJS.ProcessEnv = {}) =>
+  buildServerConfig(parseFlags([...required, ...argv], SERVER_FLAGS, env).values);
 
 /** What a comment naming `name` gets from the parser under the server's settings. */
 function commentOutcome(name: string, argv: string[]): 'runs' | 'unknown command' | string {
   const c = config(argv);
   const args = name === 'import' ? ' ADDR ID' : name === 'state' ? ' rm ADDR' : '';
-  const r = parseComment(`atlantis ${name}${args}`, { executableName: c.executableName, ghUser: c.ghUser, allowCommands: c.allowCommands, blockedExtraArgs: c.blockedExtraArgs });
+  const r = parseComment(`atlantis ${name}${args}`, {
+    executableName: c.executableName,
+    ghUser: c.ghUser,
+    allowCommands: c.allowCommands,
+    blockedExtraArgs: c.blockedExtraArgs,
+  });
   if (r.kind === 'command') return r.command.name === name ? 'runs' : `runs ${r.command.name}`;
   if (r.kind === 'reply' && r.body.startsWith('```\nError: unknown command ')) return 'unknown command';
   return JSON.stringify(r);
@@ -30,7 +53,10 @@ describe('the command registry', () => {
     const cases: Array<[string[], ReturnType<typeof resolveAllowCommands>]> = [
       [['plan', 'version'], { allowed: ['version', 'plan'], ignored: [] }],
       [['all'], { allowed: [...RUNNABLE_COMMANDS], ignored: [] }],
-      [['plan', 'approve_policies', 'approve_policies'], { allowed: ['plan'], ignored: [{ name: 'approve_policies', why: 'policy checks are not implemented' }] }],
+      [
+        ['plan', 'approve_policies', 'approve_policies'],
+        { allowed: ['plan'], ignored: [{ name: 'approve_policies', why: 'policy checks are not implemented' }] },
+      ],
       [['plan', 'destroy', 'cancel'], { allowed: ['plan'], ignored: [], unknown: 'destroy' }],
       [[], { allowed: [], ignored: [] }],
     ];
@@ -56,15 +82,19 @@ describe('the command registry', () => {
   it('approve_policies: accepted with a warning (policy checks are refused at start), never runs, not listed as available', () => {
     const c = config([], { ATLANTIS_ALLOW_COMMANDS: 'version,plan,apply,unlock,approve_policies' });
     assert.deepEqual(c.allowCommands, ['version', 'plan', 'apply', 'unlock']);
-    assert.deepEqual(c.flagWarnings, ['--allow-commands (ATLANTIS_ALLOW_COMMANDS) names approve_policies, but this server ignores it: policy checks are not implemented']);
+    assert.deepEqual(c.flagWarnings, [
+      '--allow-commands (ATLANTIS_ALLOW_COMMANDS) names approve_policies, but this server ignores it: policy checks are not implemented',
+    ]);
     const r = parseComment('atlantis approve_policies', { ghUser: c.ghUser, allowCommands: c.allowCommands });
     assert.deepEqual(r, {
       kind: 'reply',
       error: true,
-      body: "```\nError: unknown command \"approve_policies\".\nRun 'atlantis --help' for usage.\nAvailable commands(--allow-commands): version, plan, apply, unlock\n```",
+      body: '```\nError: unknown command "approve_policies".\nRun \'atlantis --help\' for usage.\nAvailable commands(--allow-commands): version, plan, apply, unlock\n```',
     });
     assert.deepEqual(config(['--allow-commands', 'all']).flagWarnings, [], '`all` names no command that runs nothing');
     // Team rules may still name it, as in Atlantis's own settings.
-    assert.deepEqual(config(['--gh-team-allowlist', 'ops:approve_policies']).ghTeamAllowlist, [{ team: 'ops', command: 'approve_policies' }]);
+    assert.deepEqual(config(['--gh-team-allowlist', 'ops:approve_policies']).ghTeamAllowlist, [
+      { team: 'ops', command: 'approve_policies' },
+    ]);
   });
 });

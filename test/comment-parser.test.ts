@@ -4,10 +4,22 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { type ParseOptions, type ParsedCommand, parseComment } from '../src/server/workflow/comment-parser.js';
 import { shellSplit } from '../src/server/workflow/comment-parser/shell-split.js';
-import { DID_YOU_MEAN_COMMENT, UNLOCK_USAGE, buildApplyComment, buildPlanComment, flagUsages, helpComment } from '../src/server/workflow/comment-parser/usage.js';
+import {
+  DID_YOU_MEAN_COMMENT,
+  UNLOCK_USAGE,
+  buildApplyComment,
+  buildPlanComment,
+  flagUsages,
+  helpComment,
+} from '../src/server/workflow/comment-parser/usage.js';
 import { cleanedRepoDir } from '../src/server/workflow/repo-dir.js';
 
-const OPTS: ParseOptions = { executableName: 'atlantis', ghUser: 'atlantis-bot', allowCommands: ['version', 'plan', 'apply', 'unlock'], blockedExtraArgs: ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'] };
+const OPTS: ParseOptions = {
+  executableName: 'atlantis',
+  ghUser: 'atlantis-bot',
+  allowCommands: ['version', 'plan', 'apply', 'unlock'],
+  blockedExtraArgs: ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'],
+};
 const ALL: ParseOptions = { ...OPTS, allowCommands: ['version', 'plan', 'apply', 'unlock', 'import', 'state'] };
 
 // Exactly Atlantis's texts (comment_parser_test.go), with "a repo config file".
@@ -37,10 +49,7 @@ test('usage tables match pflag output byte for byte', () => {
   assert.equal(flagUsages('unlock'), '');
 });
 
-type Expect =
-  | { ignore: true }
-  | { reply: string | RegExp }
-  | { cmd: Partial<ParsedCommand> };
+type Expect = { ignore: true } | { reply: string | RegExp } | { cmd: Partial<ParsedCommand> };
 
 interface Case {
   c: string;
@@ -49,7 +58,11 @@ interface Case {
 }
 
 const unknownCmd = (cmd: string, list = 'version, plan, apply, unlock'): string =>
-  '```\nError: unknown command ' + JSON.stringify(cmd) + ".\nRun 'atlantis --help' for usage.\nAvailable commands(--allow-commands): " + list + '\n```';
+  '```\nError: unknown command ' +
+  JSON.stringify(cmd) +
+  ".\nRun 'atlantis --help' for usage.\nAvailable commands(--allow-commands): " +
+  list +
+  '\n```';
 
 const cases: Case[] = [
   // ignored
@@ -97,7 +110,7 @@ const cases: Case[] = [
   { c: 'atlantis plan -d "unterminated', e: { reply: '```\nError parsing command: EOF found when expecting closing quote\n```' } },
   { c: "atlantis plan -d 'a b'", e: { cmd: { dir: 'a b' } } },
   { c: 'atlantis plan -d "x y" -- -var "a=b c"', e: { cmd: { dir: 'x y', extraArgs: ['-var', 'a=b c'] } } },
-  { c: 'atlantis plan -- -var \'foo=$(rm -rf /)\'', e: { cmd: { extraArgs: ['-var', 'foo=$(rm -rf /)'] } } },
+  { c: "atlantis plan -- -var 'foo=$(rm -rf /)'", e: { cmd: { extraArgs: ['-var', 'foo=$(rm -rf /)'] } } },
   // flags
   { c: 'atlantis plan -d dir', e: { cmd: { name: 'plan', dir: 'dir', workspace: undefined, project: undefined, verbose: false } } },
   { c: 'atlantis plan --dir dir/sub', e: { cmd: { dir: 'dir/sub' } } },
@@ -127,7 +140,11 @@ const cases: Case[] = [
   { c: 'atlantis unlock', e: { cmd: { name: 'unlock' } } },
   // import / state with allow-commands
   { c: 'atlantis import ADDR ID', o: ALL, e: { cmd: { name: 'import', args: ['ADDR', 'ID'], extraArgs: [] } } },
-  { c: 'atlantis import -d x ADDR ID -- -var a=b', o: ALL, e: { cmd: { name: 'import', dir: 'x', args: ['ADDR', 'ID'], extraArgs: ['-var', 'a=b'] } } },
+  {
+    c: 'atlantis import -d x ADDR ID -- -var a=b',
+    o: ALL,
+    e: { cmd: { name: 'import', dir: 'x', args: ['ADDR', 'ID'], extraArgs: ['-var', 'a=b'] } },
+  },
   { c: 'atlantis import ADDR', o: ALL, e: { reply: /^```\nError: unknown argument\(s\) – ADDR\.\nUsage of import ADDRESS ID:\n/ } },
   { c: 'atlantis state rm a.b c.d', o: ALL, e: { cmd: { name: 'state', subName: 'rm', args: ['a.b', 'c.d'] } } },
   { c: 'atlantis state', o: ALL, e: { reply: /^```\nError: subcommand required\.\nUsage of state:\n/ } },
@@ -145,8 +162,14 @@ const cases: Case[] = [
   { c: 'atlantis plan extra', e: { reply: err('unknown argument(s) – extra', 'plan', PLAN_USAGE) } },
   { c: 'atlantis plan a b -- c', e: { reply: err('unknown argument(s) – a b', 'plan', PLAN_USAGE) } },
   { c: 'atlantis apply -d ..', e: { reply: err('using a relative path ".." with -d/--dir is not allowed', 'apply', APPLY_USAGE) } },
-  { c: 'atlantis plan -d ../other', e: { reply: err('using a relative path "../other" with -d/--dir is not allowed', 'plan', PLAN_USAGE) } },
-  { c: 'atlantis plan -d a/../../b', e: { reply: err('using a relative path "a/../../b" with -d/--dir is not allowed', 'plan', PLAN_USAGE) } },
+  {
+    c: 'atlantis plan -d ../other',
+    e: { reply: err('using a relative path "../other" with -d/--dir is not allowed', 'plan', PLAN_USAGE) },
+  },
+  {
+    c: 'atlantis plan -d a/../../b',
+    e: { reply: err('using a relative path "a/../../b" with -d/--dir is not allowed', 'plan', PLAN_USAGE) },
+  },
   { c: 'atlantis plan -d ./..', e: { reply: /relative path "\.\/\.\." with -d\/--dir is not allowed/ } },
   { c: 'atlantis plan -w ../../etc', e: { reply: err('invalid workspace: "../../etc"', 'plan', PLAN_USAGE) } },
   { c: 'atlantis plan -w a/b', e: { reply: err('invalid workspace: "a/b"', 'plan', PLAN_USAGE) } },
@@ -154,17 +177,30 @@ const cases: Case[] = [
   { c: 'atlantis plan -w "a b"', e: { reply: err('invalid workspace: "a b"', 'plan', PLAN_USAGE) } },
   { c: 'atlantis plan -w a%2Fb', e: { reply: /invalid workspace: "a%2Fb"/ } },
   { c: 'atlantis plan -w a,b', e: { reply: /invalid workspace: "a,b"/ } },
-  { c: 'atlantis plan -p proj -d dir', e: { reply: err('cannot use -p/--project at same time as -d/--dir or -w/--workspace', 'plan', PLAN_USAGE) } },
-  { c: 'atlantis apply -p proj -w ws', e: { reply: err('cannot use -p/--project at same time as -d/--dir or -w/--workspace', 'apply', APPLY_USAGE) } },
+  {
+    c: 'atlantis plan -p proj -d dir',
+    e: { reply: err('cannot use -p/--project at same time as -d/--dir or -w/--workspace', 'plan', PLAN_USAGE) },
+  },
+  {
+    c: 'atlantis apply -p proj -w ws',
+    e: { reply: err('cannot use -p/--project at same time as -d/--dir or -w/--workspace', 'apply', APPLY_USAGE) },
+  },
   { c: 'atlantis plan -p proj -d .', e: { reply: /cannot use -p\/--project/ } },
   // --blocked-extra-args: Atlantis's rule (the flag, or the flag followed by `=`) and text.
   { c: 'atlantis plan -- -chdir=/tmp', e: { reply: err('flag "-chdir=/tmp" is not allowed in extra args', 'plan', PLAN_USAGE) } },
   { c: 'atlantis plan -- -chdir /tmp', e: { reply: /Error: flag "-chdir" is not allowed in extra args\./ } },
   { c: 'atlantis plan -- --chdir=x', e: { reply: /flag "--chdir=x" is not allowed in extra args/ } },
-  { c: 'atlantis apply -- -plugin-dir=/x', e: { reply: /^```\nError: flag "-plugin-dir=\/x" is not allowed in extra args\.\nUsage of apply:\n/ } },
+  {
+    c: 'atlantis apply -- -plugin-dir=/x',
+    e: { reply: /^```\nError: flag "-plugin-dir=\/x" is not allowed in extra args\.\nUsage of apply:\n/ },
+  },
   { c: 'atlantis plan -- --plugin-dir /x', e: { reply: /flag "--plugin-dir" is not allowed in extra args/ } },
   { c: 'atlantis plan -- -chdirx', e: { cmd: { extraArgs: ['-chdirx'] } } },
-  { c: 'atlantis plan -- -lock=false', o: { ...OPTS, blockedExtraArgs: ['-lock'] }, e: { reply: /flag "-lock=false" is not allowed in extra args/ } },
+  {
+    c: 'atlantis plan -- -lock=false',
+    o: { ...OPTS, blockedExtraArgs: ['-lock'] },
+    e: { reply: /flag "-lock=false" is not allowed in extra args/ },
+  },
   { c: 'atlantis plan -- -lock=false', o: { ...OPTS, blockedExtraArgs: [] }, e: { cmd: { extraArgs: ['-lock=false'] } } },
   { c: 'atlantis plan -- -plugin-dir=x', o: { ...OPTS, blockedExtraArgs: [] }, e: { cmd: { extraArgs: ['-plugin-dir=x'] } } },
   { c: 'atlantis import -chdir=x ID', o: ALL, e: { reply: /unknown shorthand flag: 'c' in -chdir=x/ } },
@@ -172,7 +208,11 @@ const cases: Case[] = [
   { c: 'atlantis import ADDR ID -- -chdir=x', o: ALL, e: { reply: /flag "-chdir=x" is not allowed in extra args/ } },
   // Flags the server sets itself are refused in every spelling, whatever --blocked-extra-args says.
   ...[OPTS, { ...OPTS, blockedExtraArgs: [] }].flatMap((o): Case[] => [
-    { c: 'atlantis plan -d app2 -- -out=/data/plans/acme/infra/1/app1.tfplan', o, e: { reply: /flag "-out=\/data\/plans\/acme\/infra\/1\/app1.tfplan" is not allowed in extra args/ } },
+    {
+      c: 'atlantis plan -d app2 -- -out=/data/plans/acme/infra/1/app1.tfplan',
+      o,
+      e: { reply: /flag "-out=\/data\/plans\/acme\/infra\/1\/app1.tfplan" is not allowed in extra args/ },
+    },
     { c: 'atlantis plan -- --out=../../x', o, e: { reply: /flag "--out=..\/..\/x" is not allowed in extra args/ } },
     { c: 'atlantis plan -- -out x', o, e: { reply: /flag "-out" is not allowed in extra args/ } },
     { c: 'atlantis plan -- --out x', o, e: { reply: /flag "--out" is not allowed in extra args/ } },
@@ -185,10 +225,22 @@ const cases: Case[] = [
   ]),
   { c: 'atlantis plan -- -target=terraform_data.out -outx', e: { cmd: { extraArgs: ['-target=terraform_data.out', '-outx'] } } },
   // File arguments: absolute paths can only be outside the checkout (relative ones are resolved at run time).
-  { c: 'atlantis plan -d network -- -var-file=/proc/self/environ', e: { reply: err('flag "-var-file=/proc/self/environ" is not allowed in extra args: var-file must name a file inside this pull request\'s checkout', 'plan', PLAN_USAGE) } },
+  {
+    c: 'atlantis plan -d network -- -var-file=/proc/self/environ',
+    e: {
+      reply: err(
+        'flag "-var-file=/proc/self/environ" is not allowed in extra args: var-file must name a file inside this pull request\'s checkout',
+        'plan',
+        PLAN_USAGE,
+      ),
+    },
+  },
   { c: 'atlantis plan -- --var-file /etc/passwd', e: { reply: /flag "--var-file \/etc\/passwd" is not allowed in extra args/ } },
   { c: 'atlantis plan -- -generate-config-out=/tmp/g.tf', e: { reply: /flag "-generate-config-out=\/tmp\/g.tf" is not allowed/ } },
-  { c: 'atlantis plan -- -var-file=env/staging.tfvars -var-file ../common.tfvars', e: { cmd: { extraArgs: ['-var-file=env/staging.tfvars', '-var-file', '../common.tfvars'] } } },
+  {
+    c: 'atlantis plan -- -var-file=env/staging.tfvars -var-file ../common.tfvars',
+    e: { cmd: { extraArgs: ['-var-file=env/staging.tfvars', '-var-file', '../common.tfvars'] } },
+  },
   { c: 'atlantis plan -- -var=path=/etc/passwd', e: { cmd: { extraArgs: ['-var=path=/etc/passwd'] } } },
   // unlock: any flag or argument gives the unlock usage
   { c: 'atlantis unlock -d x', e: { reply: UNLOCK_USAGE('atlantis') } },
@@ -259,10 +311,49 @@ test('shellSplit and the -d rule (cleanedRepoDir from the root)', () => {
 // ---- properties --------------------------------------------------------------------
 
 const tokens = fc.constantFrom(
-  'atlantis', 'run', '@atlantis-bot', 'plan', 'apply', 'unlock', 'version', 'import', 'state', 'rm', 'help',
-  '-d', '--dir', '-w', '--workspace', '-p', '--project', '--verbose', '--auto-merge-disabled', '--', '-h',
-  '..', '../..', '/', '/etc', 'a/b', '.', 'x', '-chdir=/', '"', "'", '\\', '-d=..', '-w=a/b', '-dx', '\n', 'terraform',
-  '-out=/x', '--out', '-input=true', '-state-out', '--backup=b', '-var-file=/proc/self/environ',
+  'atlantis',
+  'run',
+  '@atlantis-bot',
+  'plan',
+  'apply',
+  'unlock',
+  'version',
+  'import',
+  'state',
+  'rm',
+  'help',
+  '-d',
+  '--dir',
+  '-w',
+  '--workspace',
+  '-p',
+  '--project',
+  '--verbose',
+  '--auto-merge-disabled',
+  '--',
+  '-h',
+  '..',
+  '../..',
+  '/',
+  '/etc',
+  'a/b',
+  '.',
+  'x',
+  '-chdir=/',
+  '"',
+  "'",
+  '\\',
+  '-d=..',
+  '-w=a/b',
+  '-dx',
+  '\n',
+  'terraform',
+  '-out=/x',
+  '--out',
+  '-input=true',
+  '-state-out',
+  '--backup=b',
+  '-var-file=/proc/self/environ',
 );
 const commentArb = fc.oneof(
   fc.string({ maxLength: 200 }),

@@ -8,7 +8,16 @@ import { after, before, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { AtlantisController } from '../src/controller/reconcile/controller.js';
 import { createControllerMetrics } from '../src/controller/metrics.js';
-import { type CapturedLog, atlantisDeployment, captureLogger, createAd, createVcsSecret, ensureCrd, startController, type TestController } from './support/controller.js';
+import {
+  type CapturedLog,
+  atlantisDeployment,
+  captureLogger,
+  createAd,
+  createVcsSecret,
+  ensureCrd,
+  startController,
+  type TestController,
+} from './support/controller.js';
 import { deleteNamespace, freshNamespace, getCluster, waitFor, type TestCluster } from './support/k8s.js';
 import { TcpProxy } from './support/tcp-proxy.js';
 
@@ -35,7 +44,8 @@ async function proxyToApiServer(host: string): Promise<TcpProxy> {
 function silenceOnReconcile(p: TcpProxy, logs: CapturedLog[], name: string): void {
   const push = logs.push.bind(logs);
   logs.push = (...lines) => {
-    if (lines.some((l) => l.msg === 'Reconcile started' && (l.fields.atlantisDeployment as { name?: string } | undefined)?.name === name)) p.silence();
+    if (lines.some((l) => l.msg === 'Reconcile started' && (l.fields.atlantisDeployment as { name?: string } | undefined)?.name === name))
+      p.silence();
     return push(...lines);
   };
 }
@@ -44,7 +54,9 @@ function silenceOnReconcile(p: TcpProxy, logs: CapturedLog[], name: string): voi
 function viaProxy(p: TcpProxy): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromOptions({
-    clusters: [{ ...cluster.full.getCurrentCluster()!, name: 'via-proxy', server: `https://${p.address}`, tlsServerName: 'kubernetes.default.svc' }],
+    clusters: [
+      { ...cluster.full.getCurrentCluster()!, name: 'via-proxy', server: `https://${p.address}`, tlsServerName: 'kubernetes.default.svc' },
+    ],
     users: [cluster.full.getCurrentUser()!],
     contexts: [{ name: 'via-proxy', cluster: 'via-proxy', user: cluster.full.getCurrentUser()!.name }],
     currentContext: 'via-proxy',
@@ -65,7 +77,9 @@ after(async () => {
   if (ns) await deleteNamespace(ns);
 });
 
-it('stop() while a reconcile waits on an API server that no longer answers: the request is aborted, stop returns at once', { timeout: 60_000 }, async () => {
+it('stop() while a reconcile waits on an API server that no longer answers: the request is aborted, stop returns at once', {
+  timeout: 60_000,
+}, async () => {
   const proxy = await proxyToApiServer('127.0.203.7');
   ctrl = await startController(viaProxy(proxy), ns);
   const logs = ctrl.logs;
@@ -82,19 +96,36 @@ it('stop() while a reconcile waits on an API server that no longer answers: the 
   assert.ok(stopMs < 5_000, `stop() took ${stopMs} ms: the requests in flight were aborted, not waited for`);
   const aborted = logs.filter((l) => l.at >= stopStarted && (l.msg === 'Reconcile failed' || l.msg === 'Status write failed'));
   for (const l of aborted) assert.match(String(l.fields.error), /abort/i, `${l.msg}: ${String(l.fields.error)}`);
-  assert.ok(logs.some((l) => l.at >= stopStarted && l.msg === 'Reconcile failed' && /abort/i.test(String(l.fields.error))), `a reconcile was waiting and was aborted: ${JSON.stringify(logs.filter((l) => l.level !== 'debug').slice(-8).map((l) => [l.msg, l.fields.error]))}`);
+  assert.ok(
+    logs.some((l) => l.at >= stopStarted && l.msg === 'Reconcile failed' && /abort/i.test(String(l.fields.error))),
+    `a reconcile was waiting and was aborted: ${JSON.stringify(
+      logs
+        .filter((l) => l.level !== 'debug')
+        .slice(-8)
+        .map((l) => [l.msg, l.fields.error]),
+    )}`,
+  );
 });
 
 it('a reconcile stuck longer than the reconcile timeout is aborted, and its key retried', { timeout: 60_000 }, async () => {
   const logs: CapturedLog[] = [];
   const p = await proxyToApiServer('127.0.203.8');
   silenceOnReconcile(p, logs, 'slow');
-  const c = new AtlantisController({ kc: viaProxy(p), namespace: ns, logger: captureLogger(logs), metrics: createControllerMetrics(), workers: 2, reconcileTimeoutMs: 1_500 });
+  const c = new AtlantisController({
+    kc: viaProxy(p),
+    namespace: ns,
+    logger: captureLogger(logs),
+    metrics: createControllerMetrics(),
+    workers: 2,
+    reconcileTimeoutMs: 1_500,
+  });
   controllers.push(c);
   await c.start();
   await createAd(cluster.kc, atlantisDeployment(ns, 'slow', { replicas: 1 }));
   const ofSlow = (l: CapturedLog) => (l.fields.atlantisDeployment as { name?: string } | undefined)?.name === 'slow';
-  const failed = await waitFor('the stuck reconcile to be aborted', () => logs.find((l) => l.msg === 'Reconcile failed' && ofSlow(l)), { timeoutMs: 20_000 });
+  const failed = await waitFor('the stuck reconcile to be aborted', () => logs.find((l) => l.msg === 'Reconcile failed' && ofSlow(l)), {
+    timeoutMs: 20_000,
+  });
   assert.match(String(failed.fields.error), /^Reconcile aborted: reconcile timed out after 1\.5 s/);
   const started = logs.find((l) => l.msg === 'Reconcile started' && ofSlow(l))!;
   const took = failed.at - started.at;

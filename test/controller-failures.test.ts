@@ -9,8 +9,32 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { apiPath, kubeRequestOk } from '../src/k8s/client.js';
 import type { StatusBody } from '../src/contract/drain-protocol.js';
 import { assertBuilt } from './support/cli.js';
-import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, listPods, patchAdSpec, startController, type TestController } from './support/controller.js';
-import { DRAIN, REVISION, cond, eventsSince, describePods, describeStatus, recordPods, rolloutComplete, serverLog, serverStatus, sleep, waitForAd, waitForReadyPods } from './support/controller-asserts.js';
+import {
+  atlantisDeployment,
+  createAd,
+  createVcsSecret,
+  ensureCrd,
+  getAd,
+  listPods,
+  patchAdSpec,
+  startController,
+  type TestController,
+} from './support/controller.js';
+import {
+  DRAIN,
+  REVISION,
+  cond,
+  eventsSince,
+  describePods,
+  describeStatus,
+  recordPods,
+  rolloutComplete,
+  serverLog,
+  serverStatus,
+  sleep,
+  waitForAd,
+  waitForReadyPods,
+} from './support/controller-asserts.js';
 import { freshNamespace, getCluster, getLocalNode, waitFor, type TestCluster } from './support/k8s.js';
 
 let cluster: TestCluster;
@@ -37,12 +61,17 @@ const waitingReason = (p: V1Pod): string | undefined => p.status?.containerStatu
 async function healthy(name: string): Promise<{ pods: V1Pod[]; revision: string }> {
   await createAd(cluster.kc, atlantisDeployment(ns, name, { replicas: 2, terminationGracePeriodSeconds: 30 }));
   const ad = await waitForAd(cluster.kc, ns, name, `${name}: first rollout complete`, rolloutComplete(2), 120_000);
-  const pods = await waitForReadyPods(cluster.kc, ns, name, [`${name}-0`, `${name}-1`], { revision: ad.status!.updateRevision, timeoutMs: 30_000 });
+  const pods = await waitForReadyPods(cluster.kc, ns, name, [`${name}-0`, `${name}-1`], {
+    revision: ad.status!.updateRevision,
+    timeoutMs: 30_000,
+  });
   return { pods, revision: ad.status!.updateRevision };
 }
 
 describe('rollout failures', () => {
-  it('an image that never starts: one pod replaced, the other keeps serving, Degraded=True, maxUnavailable respected', { timeout: 240_000 }, async () => {
+  it('an image that never starts: one pod replaced, the other keeps serving, Degraded=True, maxUnavailable respected', {
+    timeout: 240_000,
+  }, async () => {
     const NAME = 'broken';
     const { pods: start, revision: goodRev } = await healthy(NAME);
     const old0 = start[0]!;
@@ -52,14 +81,29 @@ describe('rollout failures', () => {
     const rec = await recordPods(cluster.kc, ns, NAME, { replicas: () => 2 });
     try {
       await patchAdSpec(cluster.kc, ns, NAME, { image: 'example.invalid/atlantis:broken' });
-      const degraded = await waitForAd(cluster.kc, ns, NAME, 'Degraded=True after the broken image', (a) => cond(a, 'Degraded')?.status === 'True', 120_000);
+      const degraded = await waitForAd(
+        cluster.kc,
+        ns,
+        NAME,
+        'Degraded=True after the broken image',
+        (a) => cond(a, 'Degraded')?.status === 'True',
+        120_000,
+      );
       const badRev = degraded.status!.updateRevision;
       assert.notEqual(badRev, goodRev);
       assert.equal(cond(degraded, 'Degraded')?.reason, 'PodsFailing');
-      assert.match(cond(degraded, 'Degraded')!.message, new RegExp(`${NAME}-1: (ErrImagePull|ImagePullBackOff)`), 'the Degraded message names the failing pod and why');
+      assert.match(
+        cond(degraded, 'Degraded')!.message,
+        new RegExp(`${NAME}-1: (ErrImagePull|ImagePullBackOff)`),
+        'the Degraded message names the failing pod and why',
+      );
       assert.equal(cond(degraded, 'Progressing')?.status, 'False');
       assert.equal(cond(degraded, 'Progressing')?.reason, 'PodsFailing');
-      assert.equal(cond(degraded, 'Available')?.status, 'True', `1 of 2 available is enough with maxUnavailable 1: ${describeStatus(degraded)}`);
+      assert.equal(
+        cond(degraded, 'Available')?.status,
+        'True',
+        `1 of 2 available is enough with maxUnavailable 1: ${describeStatus(degraded)}`,
+      );
 
       // Stay a while: the controller must not touch the last serving pod.
       const end = Date.now() + 10_000;
@@ -69,7 +113,10 @@ describe('rollout failures', () => {
         const p1 = pods.find((p) => p.metadata!.name === `${NAME}-1`);
         assert.equal(p0?.metadata?.uid, old0.metadata!.uid, `${NAME}-0 is still the old pod: ${describePods(pods)}`);
         assert.ok(p0 && !p0.metadata?.annotations?.[DRAIN], `${NAME}-0 is not drained: ${describePods(pods)}`);
-        assert.ok(p0.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'), `${NAME}-0 stays Ready: ${describePods(pods)}`);
+        assert.ok(
+          p0.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+          `${NAME}-0 stays Ready: ${describePods(pods)}`,
+        );
         const st = await serverStatus(old0.status!.podIP!);
         assert.ok(st, `${NAME}-0 answers /status on ${old0.status!.podIP}`);
         assert.equal(st.shutting_down, false, `${NAME}-0 is not shutting down`);
@@ -84,7 +131,11 @@ describe('rollout failures', () => {
       const pods = await listPods(cluster.kc, ns, NAME);
       const p1 = pods.find((p) => p.metadata!.name === `${NAME}-1`)!;
       assert.notEqual(p1.metadata!.uid, old1.metadata!.uid, `${NAME}-1 (highest ordinal) was replaced`);
-      assert.match(waitingReason(p1) ?? '', /^(ErrImagePull|ImagePullBackOff)$/, `the new ${NAME}-1 waits on the image: ${describePods(pods)}`);
+      assert.match(
+        waitingReason(p1) ?? '',
+        /^(ErrImagePull|ImagePullBackOff)$/,
+        `the new ${NAME}-1 waits on the image: ${describePods(pods)}`,
+      );
       const now = await getAd(cluster.kc, ns, NAME);
       assert.equal(now.status!.readyReplicas, 1, describeStatus(now));
       assert.equal(now.status!.updatedReplicas, 1, describeStatus(now));
@@ -95,11 +146,20 @@ describe('rollout failures', () => {
     // Which pods drained: from the servers' own logs, the controller's Events and the watch.
     const node = await getLocalNode();
     const drainStarts = (p: V1Pod) => serverLog(node, ns, p.metadata!.name!, p.metadata!.uid!).filter((l) => l.msg === 'Drain started');
-    assert.deepEqual(drainStarts(old1).map((l) => l.reason), ['annotation'], `the old ${NAME}-1 drained once, because of the annotation`);
+    assert.deepEqual(
+      drainStarts(old1).map((l) => l.reason),
+      ['annotation'],
+      `the old ${NAME}-1 drained once, because of the annotation`,
+    );
     assert.deepEqual(drainStarts(old0), [], `${NAME}-0 never started a drain`);
     const drainEvents = (await newEvents()).filter((e) => e.reason === 'DrainStarted');
-    assert.deepEqual(drainEvents.map((e) => e.message.split(':')[0]), [`Draining pod ${NAME}-1`], 'one DrainStarted event, for the old pod 1');
-    for (const r of rec.drainOrder()) assert.equal(r.uid, old1.metadata!.uid, `only the old ${NAME}-1 was seen with the drain annotation, not ${r.name} (${r.uid})`);
+    assert.deepEqual(
+      drainEvents.map((e) => e.message.split(':')[0]),
+      [`Draining pod ${NAME}-1`],
+      'one DrainStarted event, for the old pod 1',
+    );
+    for (const r of rec.drainOrder())
+      assert.equal(r.uid, old1.metadata!.uid, `only the old ${NAME}-1 was seen with the drain annotation, not ${r.name} (${r.uid})`);
 
     // Fix the image: the broken pod is not Running, so it is replaced without a drain, and
     // the pod that kept serving is already at the (same) good revision: it stays.
@@ -108,7 +168,14 @@ describe('rollout failures', () => {
     try {
       brokenUid = (await listPods(cluster.kc, ns, NAME)).find((p) => p.metadata!.name === `${NAME}-1`)!.metadata!.uid!;
       await patchAdSpec(cluster.kc, ns, NAME, { image: 'atlantis-operator:v1' });
-      const fixed = await waitForAd(cluster.kc, ns, NAME, 'recovery after fixing the image', (a) => rolloutComplete(2)(a) && cond(a, 'Degraded')?.status === 'False', 120_000);
+      const fixed = await waitForAd(
+        cluster.kc,
+        ns,
+        NAME,
+        'recovery after fixing the image',
+        (a) => rolloutComplete(2)(a) && cond(a, 'Degraded')?.status === 'False',
+        120_000,
+      );
       assert.equal(fixed.status!.updateRevision, goodRev, 'the old template hashes to the old revision');
       assert.equal(cond(fixed, 'Degraded')?.reason, 'PodsHealthy');
     } finally {
@@ -130,18 +197,39 @@ describe('rollout failures', () => {
 
     // A selector no node matches: the highest ordinal is replaced and its new pod stays Pending.
     await patchAdSpec(cluster.kc, ns, NAME, { podTemplate: { spec: { nodeSelector: { 'atlantis-test/no-such-label': 'true' } } } });
-    const stuck = await waitFor(`${NAME}-1 recreated and Pending (Unschedulable)`, async () => {
-      const p = (await listPods(cluster.kc, ns, NAME)).find((x) => x.metadata!.name === `${NAME}-1`);
-      return p && p.metadata!.uid !== start[1]!.metadata!.uid && !p.metadata?.deletionTimestamp && p.status?.phase === 'Pending' &&
-        p.status.conditions?.some((c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable') ? p : undefined;
-    }, { timeoutMs: 90_000, intervalMs: 250 });
+    const stuck = await waitFor(
+      `${NAME}-1 recreated and Pending (Unschedulable)`,
+      async () => {
+        const p = (await listPods(cluster.kc, ns, NAME)).find((x) => x.metadata!.name === `${NAME}-1`);
+        return p &&
+          p.metadata!.uid !== start[1]!.metadata!.uid &&
+          !p.metadata?.deletionTimestamp &&
+          p.status?.phase === 'Pending' &&
+          p.status.conditions?.some((c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable')
+          ? p
+          : undefined;
+      },
+      { timeoutMs: 90_000, intervalMs: 250 },
+    );
     const badRev = revisionOf(stuck);
     assert.notEqual(badRev, rev0);
     await sleep(4000);
     let pods = await listPods(cluster.kc, ns, NAME);
-    assert.equal(pods.find((p) => p.metadata!.name === `${NAME}-0`)?.metadata?.uid, start[0]!.metadata!.uid, `${NAME}-0 is kept while ${NAME}-1 is Pending: ${describePods(pods)}`);
-    assert.equal(pods.find((p) => p.metadata!.name === `${NAME}-0`)?.metadata?.annotations?.[DRAIN], undefined, `${NAME}-0 not drained (maxUnavailable 1 is used by the Pending pod)`);
-    assert.equal(pods.find((p) => p.metadata!.name === `${NAME}-1`)?.metadata?.uid, stuck.metadata!.uid, 'the Pending pod at the current revision is left alone');
+    assert.equal(
+      pods.find((p) => p.metadata!.name === `${NAME}-0`)?.metadata?.uid,
+      start[0]!.metadata!.uid,
+      `${NAME}-0 is kept while ${NAME}-1 is Pending: ${describePods(pods)}`,
+    );
+    assert.equal(
+      pods.find((p) => p.metadata!.name === `${NAME}-0`)?.metadata?.annotations?.[DRAIN],
+      undefined,
+      `${NAME}-0 not drained (maxUnavailable 1 is used by the Pending pod)`,
+    );
+    assert.equal(
+      pods.find((p) => p.metadata!.name === `${NAME}-1`)?.metadata?.uid,
+      stuck.metadata!.uid,
+      'the Pending pod at the current revision is left alone',
+    );
     // No node fits the pod: reported at once (planner: an unschedulable pod is failing).
     const waiting = await getAd(cluster.kc, ns, NAME);
     assert.equal(cond(waiting, 'Degraded')?.status, 'True', describeStatus(waiting));
@@ -155,19 +243,42 @@ describe('rollout failures', () => {
     let goneAfterMs = -1;
     try {
       // A merge patch merges maps: remove the bad key explicitly.
-      await patchAdSpec(cluster.kc, ns, NAME, { podTemplate: { spec: { nodeSelector: { 'atlantis-test/no-such-label': null, 'kubernetes.io/hostname': hostname } } } });
-      await waitFor('the Pending pod to be deleted', async () => {
-        const gone = !(await listPods(cluster.kc, ns, NAME)).some((p) => p.metadata!.uid === stuck.metadata!.uid);
-        if (gone) goneAfterMs = Date.now() - fixedAt;
-        return gone;
-      }, { timeoutMs: 30_000, intervalMs: 100 });
-      const done = await waitForAd(cluster.kc, ns, NAME, 'rollout to the matching selector', (a) => a.status!.updateRevision !== badRev && a.status!.updateRevision !== rev0 && rolloutComplete(2)(a) && cond(a, 'Degraded')?.status === 'False', 150_000);
-      pods = await waitForReadyPods(cluster.kc, ns, NAME, [`${NAME}-0`, `${NAME}-1`], { revision: done.status!.updateRevision, timeoutMs: 30_000 });
+      await patchAdSpec(cluster.kc, ns, NAME, {
+        podTemplate: { spec: { nodeSelector: { 'atlantis-test/no-such-label': null, 'kubernetes.io/hostname': hostname } } },
+      });
+      await waitFor(
+        'the Pending pod to be deleted',
+        async () => {
+          const gone = !(await listPods(cluster.kc, ns, NAME)).some((p) => p.metadata!.uid === stuck.metadata!.uid);
+          if (gone) goneAfterMs = Date.now() - fixedAt;
+          return gone;
+        },
+        { timeoutMs: 30_000, intervalMs: 100 },
+      );
+      const done = await waitForAd(
+        cluster.kc,
+        ns,
+        NAME,
+        'rollout to the matching selector',
+        (a) =>
+          a.status!.updateRevision !== badRev &&
+          a.status!.updateRevision !== rev0 &&
+          rolloutComplete(2)(a) &&
+          cond(a, 'Degraded')?.status === 'False',
+        150_000,
+      );
+      pods = await waitForReadyPods(cluster.kc, ns, NAME, [`${NAME}-0`, `${NAME}-1`], {
+        revision: done.status!.updateRevision,
+        timeoutMs: 30_000,
+      });
     } finally {
       await rec.stop();
     }
     assert.equal(rec.records.get(stuck.metadata!.uid!)?.drainSeen, undefined, 'the Pending pod got no drain annotation');
-    assert.ok(goneAfterMs >= 0 && goneAfterMs < 15_000, `the Pending pod was deleted promptly (${goneAfterMs} ms), not after a drain timeout`);
+    assert.ok(
+      goneAfterMs >= 0 && goneAfterMs < 15_000,
+      `the Pending pod was deleted promptly (${goneAfterMs} ms), not after a drain timeout`,
+    );
     for (const p of pods) assert.deepEqual(p.spec!.nodeSelector, { 'kubernetes.io/hostname': hostname });
     assert.notEqual(pods[0]!.metadata!.uid, start[0]!.metadata!.uid, `${NAME}-0 was then rolled out too`);
     // The Running pod 0 was drained before it was deleted and replaced. The order comes from
@@ -178,17 +289,32 @@ describe('rollout failures', () => {
     const oldUid = start[0]!.metadata!.uid!;
     const old0 = rec.records.get(oldUid);
     assert.ok(old0?.drainSeen !== undefined, `the watch saw the drain annotation on the Running ${NAME}-0: ${JSON.stringify(old0)}`);
-    assert.ok(old0.drainSeen <= (old0.deletingSeen ?? old0.goneSeen ?? Infinity), `${NAME}-0 was annotated before it was deleted: ${JSON.stringify(old0)}`);
+    assert.ok(
+      old0.drainSeen <= (old0.deletingSeen ?? old0.goneSeen ?? Infinity),
+      `${NAME}-0 was annotated before it was deleted: ${JSON.stringify(old0)}`,
+    );
     const log0 = serverLog(node, ns, `${NAME}-0`, oldUid);
     const started0 = log0.find((l) => l.msg === 'Drain started');
-    assert.equal(started0?.reason, 'annotation', `${NAME}-0's server logged a drain started by the annotation: ${JSON.stringify(started0)}`);
+    assert.equal(
+      started0?.reason,
+      'annotation',
+      `${NAME}-0's server logged a drain started by the annotation: ${JSON.stringify(started0)}`,
+    );
     const since0 = Date.parse(String(started0!.since));
     const sigterm0 = node.events({ namespace: ns, pod: `${NAME}-0` }).find((e) => e.uid === oldUid && e.type === 'SIGTERM sent');
     assert.ok(sigterm0, `the node stopped the old ${NAME}-0`);
-    assert.ok(Number.isFinite(since0) && since0 <= Date.parse(sigterm0.time), `the drain (${started0!.since}) took effect before the node's SIGTERM (${sigterm0.time})`);
+    assert.ok(
+      Number.isFinite(since0) && since0 <= Date.parse(sigterm0.time),
+      `the drain (${started0!.since}) took effect before the node's SIGTERM (${sigterm0.time})`,
+    );
     const new0 = pods.find((p) => p.metadata!.name === `${NAME}-0`)!;
-    const started = node.events({ namespace: ns, pod: `${NAME}-0` }).find((e) => e.uid === new0.metadata!.uid && e.type === 'ContainerStarted');
-    assert.ok(started && Date.parse(started.time) >= Date.parse(sigterm0.time), `the new ${NAME}-0 started (${started?.time}) after the old one was stopped (${sigterm0.time})`);
+    const started = node
+      .events({ namespace: ns, pod: `${NAME}-0` })
+      .find((e) => e.uid === new0.metadata!.uid && e.type === 'ContainerStarted');
+    assert.ok(
+      started && Date.parse(started.time) >= Date.parse(sigterm0.time),
+      `the new ${NAME}-0 started (${started?.time}) after the old one was stopped (${sigterm0.time})`,
+    );
   });
 
   it('a pod drained by hand is replaced once drained, although its revision is current', { timeout: 180_000 }, async () => {
@@ -213,7 +339,11 @@ describe('rollout failures', () => {
     try {
       const r = await cluster.kubectl(['-n', ns, 'annotate', 'pod', `${NAME}-0`, `${DRAIN}=now`]);
       assert.equal(r.exitCode, 0, `kubectl annotate: ${r.stderr}`);
-      await waitFor(`the hand-drained ${NAME}-0 to be deleted`, async () => !(await listPods(cluster.kc, ns, NAME)).some((p) => p.metadata!.uid === target.metadata!.uid), { timeoutMs: 60_000, intervalMs: 100 });
+      await waitFor(
+        `the hand-drained ${NAME}-0 to be deleted`,
+        async () => !(await listPods(cluster.kc, ns, NAME)).some((p) => p.metadata!.uid === target.metadata!.uid),
+        { timeoutMs: 60_000, intervalMs: 100 },
+      );
       pods = await waitForReadyPods(cluster.kc, ns, NAME, [`${NAME}-0`, `${NAME}-1`], { revision, timeoutMs: 90_000 });
       await waitForAd(cluster.kc, ns, NAME, 'complete again', rolloutComplete(2), 60_000);
     } finally {
@@ -221,7 +351,10 @@ describe('rollout failures', () => {
       await poller;
       await rec.stop();
     }
-    assert.ok(seen.some((s) => !s.shutting_down), `${NAME}-0 answered /status before the drain`);
+    assert.ok(
+      seen.some((s) => !s.shutting_down),
+      `${NAME}-0 answered /status before the drain`,
+    );
     // An idle pod can drain and be deleted between two polls, so the polled answers are only
     // checked for what they say when they caught the drain; the order comes from the logs.
     for (const s of seen.filter((x) => x.shutting_down)) {
@@ -243,7 +376,10 @@ describe('rollout failures', () => {
     for (const d of deletes) {
       // 'Drained' is the planner's word for "its /status said shutting_down and 0 operations".
       assert.equal(d.fields.reason, 'Drained', 'deleted because its /status said it was drained');
-      assert.ok(d.at >= startedAt, `the delete (${new Date(d.at).toISOString()}) came after the server's drain started (${started!.since})`);
+      assert.ok(
+        d.at >= startedAt,
+        `the delete (${new Date(d.at).toISOString()}) came after the server's drain started (${started!.since})`,
+      );
     }
 
     const new0 = pods[0]!;
@@ -254,11 +390,19 @@ describe('rollout failures', () => {
     assert.equal(rec.deletionOrder().length, 1, 'exactly one pod deleted');
 
     const evs = await newEvents();
-    assert.ok(evs.some((e) => e.reason === 'Drained' && e.message.startsWith(`Pod ${NAME}-0 drained`)), `a Drained event for ${NAME}-0; got ${evs.map((e) => e.reason).join(', ')}`);
-    assert.ok(evs.some((e) => e.reason === 'PodReplaced' && e.message.includes(`${NAME}-0`)), `a PodReplaced event for ${NAME}-0; got ${evs.map((e) => e.reason).join(', ')}`);
+    assert.ok(
+      evs.some((e) => e.reason === 'Drained' && e.message.startsWith(`Pod ${NAME}-0 drained`)),
+      `a Drained event for ${NAME}-0; got ${evs.map((e) => e.reason).join(', ')}`,
+    );
+    assert.ok(
+      evs.some((e) => e.reason === 'PodReplaced' && e.message.includes(`${NAME}-0`)),
+      `a PodReplaced event for ${NAME}-0; got ${evs.map((e) => e.reason).join(', ')}`,
+    );
     assert.ok(!evs.some((e) => e.reason === 'DrainStarted'), 'the controller started no drain of its own');
     // The server exited by itself after SIGTERM, it was not killed.
-    const kills = node.events({ namespace: ns, pod: `${NAME}-0` }).filter((e) => e.uid === target.metadata!.uid && e.type === 'SIGKILL sent');
+    const kills = node
+      .events({ namespace: ns, pod: `${NAME}-0` })
+      .filter((e) => e.uid === target.metadata!.uid && e.type === 'SIGKILL sent');
     assert.deepEqual(kills, [], 'no SIGKILL for the hand-drained pod');
   });
 });

@@ -48,7 +48,14 @@ let env: WorkflowEnv;
 let adNs: string;
 let leases: Informer<Lease> | undefined;
 
-interface LeaseSeen { at: number; holder: string; transitions: number; acquireTime: string; renewTime: string; rv: string }
+interface LeaseSeen {
+  at: number;
+  holder: string;
+  transitions: number;
+  acquireTime: string;
+  renewTime: string;
+  rv: string;
+}
 const leaseLog: LeaseSeen[] = [];
 const onHolder: Array<(s: LeaseSeen) => void> = [];
 
@@ -61,11 +68,17 @@ before(async () => {
   env = await createWorkflowEnv({ ghHost: '127.0.202.1' });
   await createVcsSecret(cluster.kc, adNs, env.gh.token, WEBHOOK_SECRET);
   // Every version of the Lease, as the API server hands them out.
-  leases = new Informer<Lease>(cluster.kc, apiPath('coordination.k8s.io/v1', 'leases', op.namespace), { fieldSelector: `metadata.name=${LEASE}` });
+  leases = new Informer<Lease>(cluster.kc, apiPath('coordination.k8s.io/v1', 'leases', op.namespace), {
+    fieldSelector: `metadata.name=${LEASE}`,
+  });
   leases.onEvent((_type, l) => {
     const s: LeaseSeen = {
-      at: Date.now(), holder: l.spec?.holderIdentity ?? '', transitions: l.spec?.leaseTransitions ?? 0,
-      acquireTime: String(l.spec?.acquireTime ?? ''), renewTime: String(l.spec?.renewTime ?? ''), rv: l.metadata?.resourceVersion ?? '',
+      at: Date.now(),
+      holder: l.spec?.holderIdentity ?? '',
+      transitions: l.spec?.leaseTransitions ?? 0,
+      acquireTime: String(l.spec?.acquireTime ?? ''),
+      renewTime: String(l.spec?.renewTime ?? ''),
+      rv: l.metadata?.resourceVersion ?? '',
     };
     const prev = leaseLog[leaseLog.length - 1];
     if (prev?.rv === s.rv) return;
@@ -104,7 +117,10 @@ function ctrlLog(name: string): string {
   return readFileOr(node.logPath(op.namespace, name, 'controller', uids.get(name)));
 }
 function ctrlLines(name: string): Array<Record<string, unknown> & { msg: string; time: string }> {
-  return ctrlLog(name).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown> & { msg: string; time: string });
+  return ctrlLog(name)
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown> & { msg: string; time: string });
 }
 function logTime(name: string, msg: string): number | undefined {
   const l = ctrlLines(name).find((x) => x.msg === msg);
@@ -134,19 +150,29 @@ async function exitedCleanly(name: string): Promise<{ termToExitMs: number }> {
   const exit = evs.find((e) => e.type === 'ContainerExited');
   assert.ok(term, `${name}: SIGTERM sent`);
   assert.equal(evs.filter((e) => e.type === 'SIGKILL sent').length, 0, `${name}: no SIGKILL`);
-  assert.deepEqual([exit?.exitCode, exit?.signal ?? null], [0, null], `${name} exit: ${JSON.stringify(exit)}\n${ctrlLog(name).slice(-3000)}`);
+  assert.deepEqual(
+    [exit?.exitCode, exit?.signal ?? null],
+    [0, null],
+    `${name} exit: ${JSON.stringify(exit)}\n${ctrlLog(name).slice(-3000)}`,
+  );
   const msgs = ctrlLines(name).map((l) => l.msg);
   // A replica stopped while its acquire was in flight never logs the acquire nor starts a
   // reconciler; it still releases the Lease it took.
-  for (const m of ['Leader lease released', 'Controller stopped']) assert.ok(msgs.includes(m), `${name} logged "${m}":\n${ctrlLog(name).slice(-3000)}`);
-  if (msgs.includes('Reconciler starting')) assert.ok(msgs.includes('Reconciler stopped') && msgs.indexOf('Reconciler stopped') < msgs.indexOf('Leader lease released'), `${name}: reconciler stopped before the release`);
+  for (const m of ['Leader lease released', 'Controller stopped'])
+    assert.ok(msgs.includes(m), `${name} logged "${m}":\n${ctrlLog(name).slice(-3000)}`);
+  if (msgs.includes('Reconciler starting'))
+    assert.ok(
+      msgs.includes('Reconciler stopped') && msgs.indexOf('Reconciler stopped') < msgs.indexOf('Leader lease released'),
+      `${name}: reconciler stopped before the release`,
+    );
   return { termToExitMs: ms(exit!.time) - ms(term.time) };
 }
 
 /** The first Lease version from index `from` on whose holder satisfies `pred`. */
 async function waitHolder(from: number, pred: (h: string) => boolean, what: string, timeoutMs = 30_000): Promise<LeaseSeen> {
-  return waitFor(what, () => leaseLog.slice(from).find((s) => pred(s.holder)), { timeoutMs, intervalMs: 20 })
-    .catch((e: Error) => { throw new Error(`${e.message}; Lease history: ${JSON.stringify(holdersSince(0))}\n${allLogs()}`); });
+  return waitFor(what, () => leaseLog.slice(from).find((s) => pred(s.holder)), { timeoutMs, intervalMs: 20 }).catch((e: Error) => {
+    throw new Error(`${e.message}; Lease history: ${JSON.stringify(holdersSince(0))}\n${allLogs()}`);
+  });
 }
 
 /** The Lease history from index `from`: holders in order, consecutive duplicates dropped. */
@@ -158,48 +184,91 @@ function holdersSince(from: number): string[] {
 
 async function podStatus(ip: string): Promise<{ shutting_down: boolean; in_progress_operations: number } | undefined> {
   try {
-    return (await (await fetch(`http://${ip}:4141/status`, { signal: AbortSignal.timeout(1500) })).json()) as { shutting_down: boolean; in_progress_operations: number };
-  } catch { return undefined; }
+    return (await (await fetch(`http://${ip}:4141/status`, { signal: AbortSignal.timeout(1500) })).json()) as {
+      shutting_down: boolean;
+      in_progress_operations: number;
+    };
+  } catch {
+    return undefined;
+  }
 }
 
 describe('controller pods deleted during leader-election hand-overs', () => {
-  it('the standby takes over within the lease duration, twice, and completes the rollout: one delete per pod, no SIGKILL', { timeout: 420_000 }, async () => {
+  it('the standby takes over within the lease duration, twice, and completes the rollout: one delete per pod, no SIGKILL', {
+    timeout: 420_000,
+  }, async () => {
     // Replica 0 first, so it leads; then three standbys.
-    const start = async (name: string) => { const p = await createControllerPod(cluster, op, name, ['--namespace', adNs, ...TIMINGS]); uids.set(name, p.metadata!.uid!); };
+    const start = async (name: string) => {
+      const p = await createControllerPod(cluster, op, name, ['--namespace', adNs, ...TIMINGS]);
+      uids.set(name, p.metadata!.uid!);
+    };
     await start(REPLICAS[0]!);
-    await waitFor('replica 0 to lead', () => podOf(holder()) === REPLICAS[0], { timeoutMs: 60_000, intervalMs: 100 })
-      .catch((e: Error) => { throw new Error(`${e.message}\n${allLogs()}`); });
+    await waitFor('replica 0 to lead', () => podOf(holder()) === REPLICAS[0], { timeoutMs: 60_000, intervalMs: 100 }).catch((e: Error) => {
+      throw new Error(`${e.message}\n${allLogs()}`);
+    });
     for (const n of REPLICAS.slice(1)) await start(n);
-    await waitFor('4 controller pods Ready', async () => {
-      const ps = await Promise.all(REPLICAS.map((n) => getPod(op.namespace, n)));
-      return ps.every((p) => p && isReady(p));
-    }, { timeoutMs: 90_000, intervalMs: 250 }).catch((e: Error) => { throw new Error(`${e.message}\n${allLogs()}`); });
+    await waitFor(
+      '4 controller pods Ready',
+      async () => {
+        const ps = await Promise.all(REPLICAS.map((n) => getPod(op.namespace, n)));
+        return ps.every((p) => p && isReady(p));
+      },
+      { timeoutMs: 90_000, intervalMs: 250 },
+    ).catch((e: Error) => {
+      throw new Error(`${e.message}\n${allLogs()}`);
+    });
     assert.equal(podOf(holder()), REPLICAS[0], 'the standbys did not take the Lease');
     assert.equal(leaseLog[leaseLog.length - 1]!.transitions, 0);
     step('4 controller pods Ready, replica 0 leads');
 
-    await createAd(cluster.kc, atlantisDeployment(adNs, NAME, { replicas: 2, terminationGracePeriodSeconds: 90, atlantis: { env: [{ name: 'ATLANTIS_GH_API_URL', value: env.gh.url }] } as never }));
-    const pods = await waitFor('2 Ready server pods', async () => {
-      const ps = await listPods(cluster.kc, adNs, NAME);
-      return ps.length === 2 && ps.every(isReady) ? ps : undefined;
-    }, { timeoutMs: 120_000, intervalMs: 250 }).catch((e: Error) => { throw new Error(`${e.message}\n${allLogs()}`); });
+    await createAd(
+      cluster.kc,
+      atlantisDeployment(adNs, NAME, {
+        replicas: 2,
+        terminationGracePeriodSeconds: 90,
+        atlantis: { env: [{ name: 'ATLANTIS_GH_API_URL', value: env.gh.url }] } as never,
+      }),
+    );
+    const pods = await waitFor(
+      '2 Ready server pods',
+      async () => {
+        const ps = await listPods(cluster.kc, adNs, NAME);
+        return ps.length === 2 && ps.every(isReady) ? ps : undefined;
+      },
+      { timeoutMs: 120_000, intervalMs: 250 },
+    ).catch((e: Error) => {
+      throw new Error(`${e.message}\n${allLogs()}`);
+    });
     step('2 server pods Ready');
     const oldUids = new Map(pods.map((p) => [p.metadata!.uid!, p.metadata!.name!]));
 
     // A long apply on atl-1, the first pod the rollout drains.
     const pod1 = pods.find((p) => p.metadata!.name === `${NAME}-1`)!;
     const url = `http://${pod1.status!.podIP}:4141`;
-    const opened = await env.openPull(url, 900, 'handover-900', { 'ho900/main.tf': terraformConfig({ marker: 'ho900', sleepSeconds: APPLY_SECONDS }) });
+    const opened = await env.openPull(url, 900, 'handover-900', {
+      'ho900/main.tf': terraformConfig({ marker: 'ho900', sleepSeconds: APPLY_SECONDS }),
+    });
     assert.equal(opened.status, 200);
     await env.waitForComment(900, /^Ran Plan for dir/, { timeoutMs: 120_000 });
     assert.equal((await env.comment(url, 900, 'atlantis apply')).status, 200);
-    await waitFor('the apply to run', async () => (await podStatus(pod1.status!.podIP!))?.in_progress_operations === 1, { timeoutMs: 60_000, intervalMs: 200 });
+    await waitFor('the apply to run', async () => (await podStatus(pod1.status!.podIP!))?.in_progress_operations === 1, {
+      timeoutMs: 60_000,
+      intervalMs: 200,
+    });
     const applyStarted = Date.now();
     step('apply running on atl-1');
 
     await patchAdSpec(cluster.kc, adNs, NAME, { image: 'atlantis-operator:v2' });
-    await waitFor('replica 0 to start draining atl-1', async () => (await getPod(adNs, `${NAME}-1`))?.metadata?.annotations?.['atlantis-operator.dev/drain'], { timeoutMs: 60_000, intervalMs: 100 });
-    await waitFor('replica 0 to wait on the apply', () => /"msg":"Pod waiting".*"pod":"atl-1".*OperationsInProgress/.test(ctrlLog(REPLICAS[0]!)), { timeoutMs: 30_000, intervalMs: 100 });
+    await waitFor(
+      'replica 0 to start draining atl-1',
+      async () => (await getPod(adNs, `${NAME}-1`))?.metadata?.annotations?.['atlantis-operator.dev/drain'],
+      { timeoutMs: 60_000, intervalMs: 100 },
+    );
+    await waitFor(
+      'replica 0 to wait on the apply',
+      () => /"msg":"Pod waiting".*"pod":"atl-1".*OperationsInProgress/.test(ctrlLog(REPLICAS[0]!)),
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
 
     step('atl-1 draining, replica 0 waits on the apply');
     // ---- Hand-over 1: the leader's pod is deleted while atl-1 drains.
@@ -212,13 +281,19 @@ describe('controller pods deleted during leader-election hand-overs', () => {
     assert.deepEqual(holdersSince(h1From - 1), [REPLICAS[0], '', X], 'leader, released, next leader: nobody in between');
     const take1 = ms(x.acquireTime) - del0;
     const gap1 = ms(x.acquireTime) - ms(released0.renewTime);
-    console.log(`# hand-over 1: ${REPLICAS[0]} deleted -> ${X} acquired ${take1} ms later (${gap1} ms after the release; lease ${LEASE_MS} ms, retry ${RETRY_MS} ms)`);
+    console.log(
+      `# hand-over 1: ${REPLICAS[0]} deleted -> ${X} acquired ${take1} ms later (${gap1} ms after the release; lease ${LEASE_MS} ms, retry ${RETRY_MS} ms)`,
+    );
     assert.ok(take1 <= LEASE_MS + SLACK_MS, `acquired ${take1} ms after the delete`);
     assert.ok(gap1 >= 0 && gap1 <= RETRY_MS * 1.2 + SLACK_MS, `acquired ${gap1} ms after the release: it did not wait for an expiry`);
     assert.equal(x.transitions, 1);
     // The new leader carries on the drain it inherited: it sees the apply and waits.
-    await waitFor(`${X} to wait on the apply`, () => /"msg":"Pod waiting".*"pod":"atl-1".*OperationsInProgress/.test(ctrlLog(X)), { timeoutMs: 30_000, intervalMs: 100 })
-      .catch((e: Error) => { throw new Error(`${e.message}\n${allLogs()}`); });
+    await waitFor(`${X} to wait on the apply`, () => /"msg":"Pod waiting".*"pod":"atl-1".*OperationsInProgress/.test(ctrlLog(X)), {
+      timeoutMs: 30_000,
+      intervalMs: 100,
+    }).catch((e: Error) => {
+      throw new Error(`${e.message}\n${allLogs()}`);
+    });
 
     // ---- Hand-over 2: the leader's pod is deleted, and so is the standby that takes the
     // Lease, the moment the Lease names it (it is starting its reconciler then).
@@ -230,8 +305,11 @@ describe('controller pods deleted during leader-election hand-overs', () => {
       delY = deleteCtrl(name).then((t) => ({ name, t, lease: s }));
     });
     const delX = await deleteCtrl(X);
-    await waitFor('a standby to take the Lease from X', () => delY, { timeoutMs: LEASE_MS + SLACK_MS + 10_000, intervalMs: 20 })
-      .catch((e: Error) => { throw new Error(`${e.message}; Lease history: ${JSON.stringify(holdersSince(h2From - 1))}\n${allLogs()}`); });
+    await waitFor('a standby to take the Lease from X', () => delY, { timeoutMs: LEASE_MS + SLACK_MS + 10_000, intervalMs: 20 }).catch(
+      (e: Error) => {
+        throw new Error(`${e.message}; Lease history: ${JSON.stringify(holdersSince(h2From - 1))}\n${allLogs()}`);
+      },
+    );
     const y = await delY!;
     const Y = y.name;
     const z = await waitHolder(h2From, (h) => h !== '' && ![REPLICAS[0], X, Y].includes(podOf(h)), 'the last standby to take the Lease');
@@ -239,18 +317,27 @@ describe('controller pods deleted during leader-election hand-overs', () => {
     assert.deepEqual(holdersSince(h2From - 1), [X, '', Y, '', Z], 'each deleted leader released the Lease before the next took it');
     const takeY = ms(y.lease.acquireTime) - delX;
     const takeZ = ms(z.acquireTime) - y.t;
-    const releasedY = leaseLog.slice(h2From).filter((s) => s.holder === '').pop()!;
+    const releasedY = leaseLog
+      .slice(h2From)
+      .filter((s) => s.holder === '')
+      .pop()!;
     const gapZ = ms(z.acquireTime) - ms(releasedY.renewTime);
     const yHeld = ms(releasedY.renewTime) - ms(y.lease.acquireTime);
     const yDeletedAfter = y.t - ms(y.lease.acquireTime);
-    console.log(`# hand-over 2: ${X} deleted -> ${Y} acquired ${takeY} ms later; ${Y} deleted ${yDeletedAfter} ms after its acquire, released after holding ${yHeld} ms -> ${Z} acquired ${takeZ} ms after ${Y}'s deletion (${gapZ} ms after the release)`);
+    console.log(
+      `# hand-over 2: ${X} deleted -> ${Y} acquired ${takeY} ms later; ${Y} deleted ${yDeletedAfter} ms after its acquire, released after holding ${yHeld} ms -> ${Z} acquired ${takeZ} ms after ${Y}'s deletion (${gapZ} ms after the release)`,
+    );
     assert.ok(takeY <= LEASE_MS + SLACK_MS, `${Y} acquired ${takeY} ms after ${X}'s deletion`);
     assert.ok(takeZ <= LEASE_MS + SLACK_MS, `${Z} acquired ${takeZ} ms after ${Y}'s deletion`);
     assert.ok(gapZ >= 0 && gapZ <= RETRY_MS * 1.2 + SLACK_MS, `${Z} acquired ${gapZ} ms after the release: it did not wait for an expiry`);
     assert.equal(z.transitions, 3);
     // Both hand-overs happened while the apply ran on the draining pod.
     const still = await getPod(adNs, `${NAME}-1`);
-    assert.equal(still?.metadata?.uid, pod1.metadata!.uid, `atl-1 was not replaced during the hand-overs (apply of ${APPLY_SECONDS} s started ${Date.now() - applyStarted} ms ago)`);
+    assert.equal(
+      still?.metadata?.uid,
+      pod1.metadata!.uid,
+      `atl-1 was not replaced during the hand-overs (apply of ${APPLY_SECONDS} s started ${Date.now() - applyStarted} ms ago)`,
+    );
     assert.equal((await podStatus(pod1.status!.podIP!))?.in_progress_operations, 1, 'the apply still ran after both hand-overs');
     step('both hand-overs done while the apply runs');
 
@@ -261,10 +348,15 @@ describe('controller pods deleted during leader-election hand-overs', () => {
     const t0 = await exitedCleanly(REPLICAS[0]!);
     const tX = await exitedCleanly(X);
     const tY = await exitedCleanly(Y);
-    for (const [old, next] of [[REPLICAS[0]!, x], [X, y.lease], [Y, z]] as const) {
+    for (const [old, next] of [
+      [REPLICAS[0]!, x],
+      [X, y.lease],
+      [Y, z],
+    ] as const) {
       const stopped = logTime(old, 'Reconciler stopped');
       if (old !== Y) assert.ok(stopped !== undefined, `${old} logged "Reconciler stopped"`);
-      if (stopped !== undefined) assert.ok(stopped <= ms(next.acquireTime), `${old}'s reconciler stopped before ${podOf(next.holder)} acquired`);
+      if (stopped !== undefined)
+        assert.ok(stopped <= ms(next.acquireTime), `${old}'s reconciler stopped before ${podOf(next.holder)} acquired`);
     }
     const yMsgs = ctrlLines(Y).map((l) => l.msg);
     const yFrom = yMsgs.includes('Leader lease acquired') ? yMsgs.indexOf('Leader lease acquired') : yMsgs.indexOf('Controller stopping');
@@ -272,12 +364,22 @@ describe('controller pods deleted during leader-election hand-overs', () => {
     console.log(`# SIGTERM to exit: ${REPLICAS[0]} ${t0.termToExitMs} ms, ${X} ${tX.termToExitMs} ms, ${Y} ${tY.termToExitMs} ms`);
 
     // ---- The last replica completes the rollout.
-    const done = await waitFor('the rollout to complete', async () => {
-      const ad = await getAd(cluster.kc, adNs, NAME);
-      const ps = await listPods(cluster.kc, adNs, NAME);
-      return ad.status?.updatedReplicas === 2 && ad.status.readyReplicas === 2 && ps.length === 2 &&
-        ps.every((p) => isReady(p) && !oldUids.has(p.metadata!.uid!) && p.spec?.containers[0]?.image === 'atlantis-operator:v2') ? ad : undefined;
-    }, { timeoutMs: 180_000, intervalMs: 500 }).catch((e: Error) => { throw new Error(`${e.message}\n${allLogs()}`); });
+    const done = await waitFor(
+      'the rollout to complete',
+      async () => {
+        const ad = await getAd(cluster.kc, adNs, NAME);
+        const ps = await listPods(cluster.kc, adNs, NAME);
+        return ad.status?.updatedReplicas === 2 &&
+          ad.status.readyReplicas === 2 &&
+          ps.length === 2 &&
+          ps.every((p) => isReady(p) && !oldUids.has(p.metadata!.uid!) && p.spec?.containers[0]?.image === 'atlantis-operator:v2')
+          ? ad
+          : undefined;
+      },
+      { timeoutMs: 180_000, intervalMs: 500 },
+    ).catch((e: Error) => {
+      throw new Error(`${e.message}\n${allLogs()}`);
+    });
     assert.equal(done.status?.currentRevision, done.status?.updateRevision);
     const applied = await env.waitForComment(900, /^Ran Apply for dir/, { timeoutMs: 30_000 });
     assert.match(applied.body, /ho900/);
@@ -287,15 +389,27 @@ describe('controller pods deleted during leader-election hand-overs', () => {
 
     // One delete per old pod UID, across every controller's log; the deletes of the rollout
     // were made by the last leader (the apply outlived the others).
-    const deletes = REPLICAS.flatMap((n) => ctrlLines(n).filter((l) => l.msg === 'Deleting pod').map((l) => ({ by: n, uid: String(l.uid), pod: String(l.pod) })));
+    const deletes = REPLICAS.flatMap((n) =>
+      ctrlLines(n)
+        .filter((l) => l.msg === 'Deleting pod')
+        .map((l) => ({ by: n, uid: String(l.uid), pod: String(l.pod) })),
+    );
     assert.deepEqual(deletes.map((d) => d.uid).sort(), [...oldUids.keys()].sort(), `one delete per old pod: ${JSON.stringify(deletes)}`);
-    assert.ok(deletes.every((d) => d.by === Z), `deleted by ${Z}: ${JSON.stringify(deletes)}`);
+    assert.ok(
+      deletes.every((d) => d.by === Z),
+      `deleted by ${Z}: ${JSON.stringify(deletes)}`,
+    );
     for (const [uid, name] of oldUids) {
       const evs = node.events({ namespace: adNs, pod: name }).filter((e) => e.uid === uid);
       assert.equal(evs.filter((e) => e.type === 'SIGTERM sent').length, 1, `${name} (${uid}): one SIGTERM`);
     }
     const replaced = (await events(cluster.kc, adNs)).filter((e) => e.reason === 'PodReplaced');
-    for (const name of oldUids.values()) assert.equal(replaced.filter((e) => e.message.includes(`pod ${name} `)).length, 1, `${name} replaced once: ${JSON.stringify(replaced)}`);
+    for (const name of oldUids.values())
+      assert.equal(
+        replaced.filter((e) => e.message.includes(`pod ${name} `)).length,
+        1,
+        `${name} replaced once: ${JSON.stringify(replaced)}`,
+      );
     for (const ns of [adNs, op.namespace]) {
       const kills = node.events({ namespace: ns }).filter((e) => e.type === 'SIGKILL sent');
       assert.deepEqual(kills, [], `no SIGKILL in ${ns}`);

@@ -27,9 +27,22 @@ let leaseCounter = 0;
 before(async () => {
   cluster = await getCluster();
   // The reconciler's informers list AtlantisDeployments: the CRD must be served.
-  const r = await cluster.kubectl(['apply', '--server-side', '--force-conflicts', '--field-manager', 'atlantis-operator-tests', '-f', CRD_PATH]);
+  const r = await cluster.kubectl([
+    'apply',
+    '--server-side',
+    '--force-conflicts',
+    '--field-manager',
+    'atlantis-operator-tests',
+    '-f',
+    CRD_PATH,
+  ]);
   assert.equal(r.exitCode, 0, `CRD apply: ${r.stderr}`);
-  const w = await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/atlantisdeployments.atlantis-operator.dev']);
+  const w = await cluster.kubectl([
+    'wait',
+    '--for=condition=Established',
+    '--timeout=60s',
+    'crd/atlantisdeployments.atlantis-operator.dev',
+  ]);
   assert.equal(w.exitCode, 0, w.stderr);
   ns = await freshNamespace('ctrl-process');
 });
@@ -64,11 +77,16 @@ async function startReplica(lease: string, extra: string[] = [], leaderElect = t
   const args = [
     'controller',
     ...(leaderElect ? ['--leader-elect'] : []),
-    '--kubeconfig', cluster.kubeconfigPath,
-    '--metrics-bind-address', addr,
-    '--namespace', ns,
-    '--leader-election-namespace', ns,
-    '--leader-election-id', lease,
+    '--kubeconfig',
+    cluster.kubeconfigPath,
+    '--metrics-bind-address',
+    addr,
+    '--namespace',
+    ns,
+    '--leader-election-namespace',
+    ns,
+    '--leader-election-id',
+    lease,
     ...extra,
   ];
   const p = startCli(args);
@@ -97,7 +115,9 @@ async function getLease(name: string): Promise<Lease> {
 
 async function exitOf(r: Replica, timeoutMs: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   let timer: NodeJS.Timeout | undefined;
-  const t = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`process did not exit within ${timeoutMs} ms:\n${r.p.output()}`)), timeoutMs); });
+  const t = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`process did not exit within ${timeoutMs} ms:\n${r.p.output()}`)), timeoutMs);
+  });
   try {
     return await Promise.race([r.p.exited, t]);
   } finally {
@@ -121,10 +141,15 @@ function assertJsonLogs(output: string): Array<Record<string, unknown>> {
 /** Waits until `r` reports leader 1; fails with the process's output when it does not (or died). */
 async function leads(r: Replica, timeoutMs: number, intervalMs: number): Promise<void> {
   try {
-    await waitFor('atlantis_operator_leader 1', async () => {
-      if (r.p.child.exitCode !== null || r.p.child.signalCode !== null) throw new Error(`exited (${r.p.child.exitCode ?? r.p.child.signalCode})`);
-      return (await leaderGauge(r)) === 1;
-    }, { timeoutMs, intervalMs });
+    await waitFor(
+      'atlantis_operator_leader 1',
+      async () => {
+        if (r.p.child.exitCode !== null || r.p.child.signalCode !== null)
+          throw new Error(`exited (${r.p.child.exitCode ?? r.p.child.signalCode})`);
+        return (await leaderGauge(r)) === 1;
+      },
+      { timeoutMs, intervalMs },
+    );
   } catch (e) {
     throw new Error(`${r.url}: ${(e as Error).message}; output:\n${r.p.output().slice(-4000)}`);
   }
@@ -132,11 +157,15 @@ async function leads(r: Replica, timeoutMs: number, intervalMs: number): Promise
 
 /** Waits until exactly one of `rs` reports leader 1 and all the others 0. */
 async function oneLeader(rs: Replica[], timeoutMs: number): Promise<Replica> {
-  return waitFor('exactly one leader on /metrics', async () => {
-    const g = await Promise.all(rs.map(leaderGauge));
-    if (g.filter((x) => x === 1).length === 1 && g.filter((x) => x === 0).length === rs.length - 1) return rs[g.indexOf(1)];
-    return undefined;
-  }, { timeoutMs, intervalMs: 50 });
+  return waitFor(
+    'exactly one leader on /metrics',
+    async () => {
+      const g = await Promise.all(rs.map(leaderGauge));
+      if (g.filter((x) => x === 1).length === 1 && g.filter((x) => x === 0).length === rs.length - 1) return rs[g.indexOf(1)];
+      return undefined;
+    },
+    { timeoutMs, intervalMs: 50 },
+  );
 }
 
 describe('controller processes with --leader-elect', () => {
@@ -171,7 +200,9 @@ describe('controller processes with --leader-elect', () => {
     assert.deepEqual(ex, { code: 0, signal: null }, a.p.output());
     await leads(b, 10_000, 20);
     const takeover = Date.now() - t0;
-    console.log(`# process: leader exited ${exitedAfter} ms after SIGTERM; standby leading ${takeover} ms after SIGTERM (retry period 2 s)`);
+    console.log(
+      `# process: leader exited ${exitedAfter} ms after SIGTERM; standby leading ${takeover} ms after SIGTERM (retry period 2 s)`,
+    );
     // well under the 15 s lease duration: the standby saw the release, it did not wait for expiry
     assert.ok(takeover <= exitedAfter + 2_000 * 1.2 + 2_000, `takeover took ${takeover} ms`);
     const lease2 = await getLease(lease);
@@ -181,12 +212,26 @@ describe('controller processes with --leader-elect', () => {
 
     const logs = assertJsonLogs(a.p.output());
     const msgs = logs.map((l) => l.msg);
-    for (const m of ['Controller started', 'Leader lease acquired', 'Reconciler started', 'Reconciler stopped', 'Leader lease released', 'Controller stopped']) {
+    for (const m of [
+      'Controller started',
+      'Leader lease acquired',
+      'Reconciler started',
+      'Reconciler stopped',
+      'Leader lease released',
+      'Controller stopped',
+    ]) {
       assert.ok(msgs.includes(m), `missing log "${m}" in:\n${a.p.output()}`);
     }
     // the reconciler stops before the Lease is released
     assert.ok(msgs.indexOf('Reconciler stopped') < msgs.indexOf('Leader lease released'));
-    assert.ok(logs.some((l) => l.msg === 'Leader lease acquired' && (l.lease as { name?: string }).name === lease && (l.lease as { namespace?: string }).namespace === ns));
+    assert.ok(
+      logs.some(
+        (l) =>
+          l.msg === 'Leader lease acquired' &&
+          (l.lease as { name?: string }).name === lease &&
+          (l.lease as { namespace?: string }).namespace === ns,
+      ),
+    );
 
     b.p.child.kill('SIGTERM');
     assert.deepEqual(await exitOf(b, 30_000), { code: 0, signal: null }, b.p.output());
@@ -194,7 +239,16 @@ describe('controller processes with --leader-elect', () => {
   });
 
   // debug: a failure shows every election attempt in the output
-  const fast = ['--leader-elect-lease-duration', '3s', '--leader-elect-renew-deadline', '2s', '--leader-elect-retry-period', '250ms', '--log-level', 'debug'];
+  const fast = [
+    '--leader-elect-lease-duration',
+    '3s',
+    '--leader-elect-renew-deadline',
+    '2s',
+    '--leader-elect-retry-period',
+    '250ms',
+    '--log-level',
+    'debug',
+  ];
 
   it('a SIGKILLed leader is replaced only after the lease duration', async () => {
     const lease = `ctrl-${++leaseCounter}`;
@@ -226,10 +280,14 @@ describe('controller processes with --leader-elect', () => {
     const a = await startReplica(lease, fast);
     await leads(a, 15_000, 50);
     const p = apiPath('coordination.k8s.io/v1', 'leases', ns, lease);
-    await waitFor('lease taken by force', async () => {
-      const l = await getLease(lease);
-      return (await kubeRequest(cluster.kc, 'PUT', p, { ...l, spec: { ...l.spec, holderIdentity: 'intruder' } })).status === 200;
-    }, { timeoutMs: 10_000, intervalMs: 10 });
+    await waitFor(
+      'lease taken by force',
+      async () => {
+        const l = await getLease(lease);
+        return (await kubeRequest(cluster.kc, 'PUT', p, { ...l, spec: { ...l.spec, holderIdentity: 'intruder' } })).status === 200;
+      },
+      { timeoutMs: 10_000, intervalMs: 10 },
+    );
     const ex = await exitOf(a, 30_000);
     assert.deepEqual(ex, { code: 1, signal: null }, a.p.output());
     const msgs = assertJsonLogs(a.p.output()).map((l) => l.msg);
@@ -248,8 +306,19 @@ describe('controller process without --leader-elect and with bad flags', () => {
     assert.equal(await leaderGauge(a), 1);
     await waitFor('ready', async () => (await readyz(a)).status === 200, { timeoutMs: 15_000, intervalMs: 100 });
     const metrics = await (await fetch(`${a.url}/metrics`)).text();
-    for (const m of ['atlantis_operator_reconcile_total', 'atlantis_operator_workqueue_depth', 'atlantis_operator_workqueue_queue_duration_seconds', 'atlantis_operator_kube_api_requests_total{method="GET",code="200"}', 'process_resident_memory_bytes']) assert.match(metrics, new RegExp(m));
-    assert.equal((await kubeRequest(cluster.kc, 'GET', apiPath('coordination.k8s.io/v1', 'leases', ns, lease))).status, 404, 'no Lease without --leader-elect');
+    for (const m of [
+      'atlantis_operator_reconcile_total',
+      'atlantis_operator_workqueue_depth',
+      'atlantis_operator_workqueue_queue_duration_seconds',
+      'atlantis_operator_kube_api_requests_total{method="GET",code="200"}',
+      'process_resident_memory_bytes',
+    ])
+      assert.match(metrics, new RegExp(m));
+    assert.equal(
+      (await kubeRequest(cluster.kc, 'GET', apiPath('coordination.k8s.io/v1', 'leases', ns, lease))).status,
+      404,
+      'no Lease without --leader-elect',
+    );
     a.p.child.kill('SIGINT');
     assert.deepEqual(await exitOf(a, 30_000), { code: 0, signal: null }, a.p.output());
   });
@@ -260,7 +329,11 @@ describe('controller process without --leader-elect and with bad flags', () => {
     ['zero workers', ['--max-concurrent-reconciles', '0'], /--max-concurrent-reconciles: must be between 1 and 1000/],
     ['a bad bind address', ['--metrics-bind-address', '127.0.0.1'], /--metrics-bind-address: must be host:port/],
     ['a missing kubeconfig', ['--kubeconfig', '/nonexistent/kubeconfig'], /cannot load --kubeconfig \/nonexistent\/kubeconfig/],
-    ['a renew deadline above the lease duration', ['--leader-elect-renew-deadline', '20s'], /--leader-elect-renew-deadline.*lease duration must be greater than the renew deadline/],
+    [
+      'a renew deadline above the lease duration',
+      ['--leader-elect-renew-deadline', '20s'],
+      /--leader-elect-renew-deadline.*lease duration must be greater than the renew deadline/,
+    ],
     ['a bad log level', ['--log-level', 'loud'], /--log-level/],
     ['a watch silence timeout below 1s', ['--watch-silence-timeout', '500ms'], /--watch-silence-timeout: must be at least 1s/],
     ['a negative API rate limit', ['--kube-api-qps', '-5'], /--kube-api-qps: must be between 0 \(no limit\) and 100000/],
@@ -300,7 +373,19 @@ describe('controller flags (pure)', () => {
   it('defaults: client-go timings, 16 workers, the Lease atlantis-operator-leader in atlantis-operator', () => {
     const c = cfg([]);
     assert.deepEqual(
-      [c.host, c.port, c.leaderElect, c.leaderElectionNamespace, c.leaderElectionId, c.leaseDurationMs, c.renewDeadlineMs, c.retryPeriodMs, c.workers, c.namespace, c.kubeconfig],
+      [
+        c.host,
+        c.port,
+        c.leaderElect,
+        c.leaderElectionNamespace,
+        c.leaderElectionId,
+        c.leaseDurationMs,
+        c.renewDeadlineMs,
+        c.retryPeriodMs,
+        c.workers,
+        c.namespace,
+        c.kubeconfig,
+      ],
       ['0.0.0.0', 8080, false, 'atlantis-operator', 'atlantis-operator-leader', 15_000, 10_000, 2_000, 16, undefined, undefined],
     );
   });
@@ -310,10 +395,17 @@ describe('controller flags (pure)', () => {
     assert.equal(cfg([], { POD_NAMESPACE: 'ops', ATLANTIS_OPERATOR_LEADER_ELECTION_NAMESPACE: 'y' }).leaderElectionNamespace, 'y');
   });
   it('reads ATLANTIS_OPERATOR_* env, the command line wins', () => {
-    const env = { ATLANTIS_OPERATOR_LEADER_ELECT: 'true', ATLANTIS_OPERATOR_MAX_CONCURRENT_RECONCILES: '9', ATLANTIS_OPERATOR_LEADER_ELECT_RETRY_PERIOD: '500ms' };
+    const env = {
+      ATLANTIS_OPERATOR_LEADER_ELECT: 'true',
+      ATLANTIS_OPERATOR_MAX_CONCURRENT_RECONCILES: '9',
+      ATLANTIS_OPERATOR_LEADER_ELECT_RETRY_PERIOD: '500ms',
+    };
     const c = cfg(['--max-concurrent-reconciles', '2'], env);
     assert.deepEqual([c.leaderElect, c.workers, c.retryPeriodMs], [true, 2, 500]);
-    assert.deepEqual([cfg(['--metrics-bind-address', '[::1]:9090']).host, cfg(['--metrics-bind-address', ':9090']).host], ['::1', '0.0.0.0']);
+    assert.deepEqual(
+      [cfg(['--metrics-bind-address', '[::1]:9090']).host, cfg(['--metrics-bind-address', ':9090']).host],
+      ['::1', '0.0.0.0'],
+    );
   });
   it('watch silence timeout: 60s by default, from the flag or ATLANTIS_OPERATOR_WATCH_SILENCE_TIMEOUT', () => {
     assert.equal(cfg([]).watchSilenceTimeoutMs, 60_000);

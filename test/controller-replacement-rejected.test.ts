@@ -9,8 +9,28 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { assertBuilt } from './support/cli.js';
-import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, patchAdSpec, startController, type TestController } from './support/controller.js';
-import { cond, describeStatus, eventsSince, recordPods, rolloutComplete, serverLog, serverStatus, sleep, waitForAd, waitForReadyPods } from './support/controller-asserts.js';
+import {
+  atlantisDeployment,
+  createAd,
+  createVcsSecret,
+  ensureCrd,
+  getAd,
+  patchAdSpec,
+  startController,
+  type TestController,
+} from './support/controller.js';
+import {
+  cond,
+  describeStatus,
+  eventsSince,
+  recordPods,
+  rolloutComplete,
+  serverLog,
+  serverStatus,
+  sleep,
+  waitForAd,
+  waitForReadyPods,
+} from './support/controller-asserts.js';
 import { freshNamespace, getCluster, getLocalNode, waitFor, type TestCluster } from './support/k8s.js';
 
 let cluster: TestCluster;
@@ -31,11 +51,16 @@ after(async () => {
 });
 
 describe('a spec whose pods the API server refuses', () => {
-  it('drains and deletes nothing, reports Degraded with the API server\'s message, and rolls out once fixed', { timeout: 300_000 }, async () => {
+  it("drains and deletes nothing, reports Degraded with the API server's message, and rolls out once fixed", {
+    timeout: 300_000,
+  }, async () => {
     const NAME = 'refused';
     await createAd(cluster.kc, atlantisDeployment(ns, NAME, { replicas: 2, terminationGracePeriodSeconds: 30 }));
     const first = await waitForAd(cluster.kc, ns, NAME, 'first rollout complete', rolloutComplete(2), 120_000);
-    const start = await waitForReadyPods(cluster.kc, ns, NAME, [`${NAME}-0`, `${NAME}-1`], { revision: first.status!.updateRevision, timeoutMs: 30_000 });
+    const start = await waitForReadyPods(cluster.kc, ns, NAME, [`${NAME}-0`, `${NAME}-1`], {
+      revision: first.status!.updateRevision,
+      timeoutMs: 30_000,
+    });
     const node = await getLocalNode();
 
     // The issue's own example: the CRD takes it, a pod with it is refused.
@@ -45,11 +70,22 @@ describe('a spec whose pods the API server refuses', () => {
     try {
       await patchAdSpec(cluster.kc, ns, NAME, { podTemplate: { spec: { resources: { limits: { memory: '2GB' } } } } });
       assert.equal((await getAd(cluster.kc, ns, NAME)).spec.podTemplate?.spec?.resources?.limits?.memory, '2GB', 'the CRD accepted it');
-      const degraded = await waitForAd(cluster.kc, ns, NAME, 'Degraded=True/ReplacementRejected', (a) => cond(a, 'Degraded')?.reason === 'ReplacementRejected', 60_000);
+      const degraded = await waitForAd(
+        cluster.kc,
+        ns,
+        NAME,
+        'Degraded=True/ReplacementRejected',
+        (a) => cond(a, 'Degraded')?.reason === 'ReplacementRejected',
+        60_000,
+      );
       assert.notEqual(degraded.status!.updateRevision, first.status!.updateRevision, 'a new revision');
       assert.equal(cond(degraded, 'Degraded')?.status, 'True', describeStatus(degraded));
       degradedMessage = cond(degraded, 'Degraded')!.message;
-      assert.match(degradedMessage, /^The API server refuses pods of revision \w+, so no pod is drained or deleted for it: /, degradedMessage);
+      assert.match(
+        degradedMessage,
+        /^The API server refuses pods of revision \w+, so no pod is drained or deleted for it: /,
+        degradedMessage,
+      );
       // The API server's own words (a 400: 2GB does not even decode as a quantity).
       assert.match(degradedMessage, /cannot be handled as a Pod: quantities must match the regular expression/, degradedMessage);
       assert.equal(cond(degraded, 'Progressing')?.status, 'False');
@@ -69,18 +105,33 @@ describe('a spec whose pods the API server refuses', () => {
       assert.ok(seen, `the watch saw ${p.metadata!.name}`);
       assert.equal(seen.drainSeen, undefined, `${p.metadata!.name} never got the drain annotation`);
       assert.equal(seen.deletingSeen ?? seen.goneSeen, undefined, `${p.metadata!.name} was not deleted`);
-      assert.deepEqual(serverLog(node, ns, p.metadata!.name!, p.metadata!.uid!).filter((l) => l.msg === 'Drain started'), [], `${p.metadata!.name}'s server never started a drain`);
-      assert.equal(node.events({ namespace: ns, pod: p.metadata!.name! }).filter((e) => e.uid === p.metadata!.uid && e.type === 'SIGTERM sent').length, 0, `${p.metadata!.name} was never stopped`);
+      assert.deepEqual(
+        serverLog(node, ns, p.metadata!.name!, p.metadata!.uid!).filter((l) => l.msg === 'Drain started'),
+        [],
+        `${p.metadata!.name}'s server never started a drain`,
+      );
+      assert.equal(
+        node.events({ namespace: ns, pod: p.metadata!.name! }).filter((e) => e.uid === p.metadata!.uid && e.type === 'SIGTERM sent').length,
+        0,
+        `${p.metadata!.name} was never stopped`,
+      );
     }
     assert.equal(rec.records.size, 2, 'no other pod was created');
     assert.ok(rec.maxUnavailable() === 0, `both pods available all along; saw ${rec.maxUnavailable()} unavailable`);
     const evs = await newEvents();
-    assert.deepEqual(evs.filter((e) => e.reason === 'DrainStarted' || e.reason === 'PodReplaced'), [], 'no drain or replacement event');
+    assert.deepEqual(
+      evs.filter((e) => e.reason === 'DrainStarted' || e.reason === 'PodReplaced'),
+      [],
+      'no drain or replacement event',
+    );
     const warned = evs.filter((e) => e.reason === 'ReplacementRejected');
     assert.equal(warned.length, 1, `one ReplacementRejected event; got ${JSON.stringify(evs)}`);
     assert.equal(warned[0]!.type, 'Warning');
     assert.match(warned[0]!.message, /quantities must match the regular expression/);
-    assert.ok(ctrl.logs.some((l) => l.level === 'warn' && l.msg.startsWith('The API server refuses pods of the update revision')), 'the controller logged the refusal');
+    assert.ok(
+      ctrl.logs.some((l) => l.level === 'warn' && l.msg.startsWith('The API server refuses pods of the update revision')),
+      'the controller logged the refusal',
+    );
 
     // A drain already under way (here by hand) still ends, but the drained pod is kept: its
     // replacement could not be created, and an empty ordinal would serve nobody either.
@@ -89,8 +140,19 @@ describe('a spec whose pods the API server refuses', () => {
     try {
       const an = await cluster.kubectl(['-n', ns, 'annotate', 'pod', `${NAME}-0`, 'atlantis-operator.dev/drain=now']);
       assert.equal(an.exitCode, 0, an.stderr);
-      await waitFor(`${NAME}-0's server to log that it drained`, () => serverLog(node, ns, `${NAME}-0`, pod0.metadata!.uid!).some((l) => l.msg === 'Drained'), { timeoutMs: 30_000, intervalMs: 200 });
-      const held = await waitForAd(cluster.kc, ns, NAME, `${NAME}-0 draining in status, the rollout still held`, (a) => cond(a, 'Degraded')?.reason === 'ReplacementRejected' && a.status?.drainingReplicas === 1, 30_000);
+      await waitFor(
+        `${NAME}-0's server to log that it drained`,
+        () => serverLog(node, ns, `${NAME}-0`, pod0.metadata!.uid!).some((l) => l.msg === 'Drained'),
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+      const held = await waitForAd(
+        cluster.kc,
+        ns,
+        NAME,
+        `${NAME}-0 draining in status, the rollout still held`,
+        (a) => cond(a, 'Degraded')?.reason === 'ReplacementRejected' && a.status?.drainingReplicas === 1,
+        30_000,
+      );
       assert.equal(cond(held, 'Degraded')?.reason, 'ReplacementRejected', describeStatus(held));
       // Several reconciles pass (the drained server's answer wakes the controller at once).
       await sleep(6000);
@@ -100,7 +162,11 @@ describe('a spec whose pods the API server refuses', () => {
     const hand = recHand.records.get(pod0.metadata!.uid!);
     assert.ok(hand?.drainSeen !== undefined, `the watch saw the hand drain of ${NAME}-0`);
     assert.equal(hand.deletingSeen ?? hand.goneSeen, undefined, `the drained ${NAME}-0 was kept: ${JSON.stringify(hand)}`);
-    assert.equal(node.events({ namespace: ns, pod: `${NAME}-0` }).filter((e) => e.uid === pod0.metadata!.uid && e.type === 'SIGTERM sent').length, 0, `${NAME}-0 was not stopped`);
+    assert.equal(
+      node.events({ namespace: ns, pod: `${NAME}-0` }).filter((e) => e.uid === pod0.metadata!.uid && e.type === 'SIGTERM sent').length,
+      0,
+      `${NAME}-0 was not stopped`,
+    );
     assert.equal(recHand.records.get(pod1.metadata!.uid!)?.drainSeen, undefined, `${NAME}-1 was not drained`);
     assert.ok(await serverStatus(pod1.status!.podIP!), `${NAME}-1 still serves`);
     assert.ok(!ctrl.logs.some((l) => l.msg === 'Deleting pod'), 'the controller deleted no pod');
@@ -109,18 +175,39 @@ describe('a spec whose pods the API server refuses', () => {
     const rec2 = await recordPods(cluster.kc, ns, NAME, { replicas: () => 2 });
     let pods: V1Pod[];
     try {
-      await patchAdSpec(cluster.kc, ns, NAME, { podTemplate: { spec: { resources: { requests: { memory: '64Mi' }, limits: { memory: '1Gi' } } } } });
-      const done = await waitForAd(cluster.kc, ns, NAME, 'the fixed spec rolled out', (a) => rolloutComplete(2)(a) && cond(a, 'Degraded')?.status === 'False', 180_000);
+      await patchAdSpec(cluster.kc, ns, NAME, {
+        podTemplate: { spec: { resources: { requests: { memory: '64Mi' }, limits: { memory: '1Gi' } } } },
+      });
+      const done = await waitForAd(
+        cluster.kc,
+        ns,
+        NAME,
+        'the fixed spec rolled out',
+        (a) => rolloutComplete(2)(a) && cond(a, 'Degraded')?.status === 'False',
+        180_000,
+      );
       assert.equal(cond(done, 'Degraded')?.reason, 'PodsHealthy');
-      pods = await waitForReadyPods(cluster.kc, ns, NAME, [`${NAME}-0`, `${NAME}-1`], { revision: done.status!.updateRevision, timeoutMs: 30_000 });
+      pods = await waitForReadyPods(cluster.kc, ns, NAME, [`${NAME}-0`, `${NAME}-1`], {
+        revision: done.status!.updateRevision,
+        timeoutMs: 30_000,
+      });
     } finally {
       await rec2.stop();
     }
     for (const p of pods) assert.deepEqual(p.spec!.containers[0]!.resources, { requests: { memory: '64Mi' }, limits: { memory: '1Gi' } });
     for (const p of start) {
       const seen = rec2.records.get(p.metadata!.uid!);
-      assert.ok(seen?.drainSeen !== undefined && seen.drainSeen < (seen.deletingSeen ?? seen.goneSeen ?? Infinity), `${p.metadata!.name} was drained, then deleted: ${JSON.stringify(seen)}`);
-      assert.deepEqual(serverLog(node, ns, p.metadata!.name!, p.metadata!.uid!).filter((l) => l.msg === 'Drain started').map((l) => l.reason), ['annotation'], `${p.metadata!.name}'s server drained because of the annotation`);
+      assert.ok(
+        seen?.drainSeen !== undefined && seen.drainSeen < (seen.deletingSeen ?? seen.goneSeen ?? Infinity),
+        `${p.metadata!.name} was drained, then deleted: ${JSON.stringify(seen)}`,
+      );
+      assert.deepEqual(
+        serverLog(node, ns, p.metadata!.name!, p.metadata!.uid!)
+          .filter((l) => l.msg === 'Drain started')
+          .map((l) => l.reason),
+        ['annotation'],
+        `${p.metadata!.name}'s server drained because of the annotation`,
+      );
     }
     assert.ok(rec2.maxUnavailable() <= 1, `never more than maxUnavailable=1; saw ${rec2.maxUnavailable()}`);
   });

@@ -3,7 +3,17 @@
 // it observes, without deleting anything twice.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, events, getAd, isReady, listPods, patchAdSpec } from './support/controller.js';
+import {
+  atlantisDeployment,
+  createAd,
+  createVcsSecret,
+  ensureCrd,
+  events,
+  getAd,
+  isReady,
+  listPods,
+  patchAdSpec,
+} from './support/controller.js';
 import { terraformConfig } from './support/git-repos.js';
 import { freshNamespace, getCluster, getLocalNode, waitFor, type TestCluster } from './support/k8s.js';
 import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
@@ -23,11 +33,30 @@ before(async () => {
   env = await createWorkflowEnv();
   await createVcsSecret(cluster.kc, ns, env.gh.token, WEBHOOK_SECRET);
 });
-after(async () => { for (const p of procs) p.child.kill('SIGKILL'); await env?.close(); });
+after(async () => {
+  for (const p of procs) p.child.kill('SIGKILL');
+  await env?.close();
+});
 
 function startController(host: string): CliProcess & { metricsUrl: string } {
-  const p = startCli(['controller', '--kubeconfig', cluster.kubeconfigPath, '--namespace', ns, '--metrics-bind-address', `${host}:8080`,
-    '--leader-elect', '--leader-election-namespace', ns, '--leader-elect-lease-duration', '4s', '--leader-elect-renew-deadline', '3s', '--leader-elect-retry-period', '500ms']);
+  const p = startCli([
+    'controller',
+    '--kubeconfig',
+    cluster.kubeconfigPath,
+    '--namespace',
+    ns,
+    '--metrics-bind-address',
+    `${host}:8080`,
+    '--leader-elect',
+    '--leader-election-namespace',
+    ns,
+    '--leader-elect-lease-duration',
+    '4s',
+    '--leader-elect-renew-deadline',
+    '3s',
+    '--leader-elect-retry-period',
+    '500ms',
+  ]);
   procs.push(p);
   return Object.assign(p, { metricsUrl: `http://${host}:8080/metrics` });
 }
@@ -36,7 +65,9 @@ async function isLeader(metricsUrl: string): Promise<boolean | undefined> {
   try {
     const t = await (await fetch(metricsUrl, { signal: AbortSignal.timeout(1000) })).text();
     return /^atlantis_operator_leader 1$/m.test(t);
-  } catch { return undefined; }
+  } catch {
+    return undefined;
+  }
 }
 
 describe('controller restarts and leader election', () => {
@@ -50,11 +81,18 @@ describe('controller restarts and leader election', () => {
     const leader = await waitFor('exactly one leader', leaderOf, { timeoutMs: 30_000 });
     const standby = leader === a ? b : a;
 
-    await createAd(cluster.kc, atlantisDeployment(ns, NAME, { replicas: 2, atlantis: { env: [{ name: 'ATLANTIS_GH_API_URL', value: env.gh.url }] } as never }));
-    const pods = await waitFor('2 Ready pods', async () => {
-      const ps = await listPods(cluster.kc, ns, NAME);
-      return ps.length === 2 && ps.every(isReady) ? ps : undefined;
-    }, { timeoutMs: 90_000 });
+    await createAd(
+      cluster.kc,
+      atlantisDeployment(ns, NAME, { replicas: 2, atlantis: { env: [{ name: 'ATLANTIS_GH_API_URL', value: env.gh.url }] } as never }),
+    );
+    const pods = await waitFor(
+      '2 Ready pods',
+      async () => {
+        const ps = await listPods(cluster.kc, ns, NAME);
+        return ps.length === 2 && ps.every(isReady) ? ps : undefined;
+      },
+      { timeoutMs: 90_000 },
+    );
     assert.doesNotMatch(standby.output(), /"msg":"(Creating pod|Starting drain|Deleting pod)"/, 'the standby did nothing');
 
     // A long apply on the highest ordinal, so its drain is in progress when the leader dies.
@@ -63,19 +101,39 @@ describe('controller restarts and leader election', () => {
     await env.openPull(url, 700, 'restart-700', { 'rs700/main.tf': terraformConfig({ marker: 'rs700', sleepSeconds: 15 }) });
     await env.waitForComment(700, /^Ran Plan for dir/, { timeoutMs: 90_000 });
     await env.comment(url, 700, 'atlantis apply');
-    await waitFor('the apply to run', async () => ((await (await fetch(`${url}/status`)).json()) as { in_progress_operations: number }).in_progress_operations === 1, { timeoutMs: 60_000 });
+    await waitFor(
+      'the apply to run',
+      async () => ((await (await fetch(`${url}/status`)).json()) as { in_progress_operations: number }).in_progress_operations === 1,
+      { timeoutMs: 60_000 },
+    );
 
     await patchAdSpec(cluster.kc, ns, NAME, { image: 'atlantis-operator:v2' });
-    await waitFor('the leader to start draining atl-1', async () => (await listPods(cluster.kc, ns, NAME)).find((p) => p.metadata!.uid === pod1.metadata!.uid)?.metadata?.annotations?.['atlantis-operator.dev/drain'], { timeoutMs: 30_000 });
+    await waitFor(
+      'the leader to start draining atl-1',
+      async () =>
+        (await listPods(cluster.kc, ns, NAME)).find((p) => p.metadata!.uid === pod1.metadata!.uid)?.metadata?.annotations?.[
+          'atlantis-operator.dev/drain'
+        ],
+      { timeoutMs: 30_000 },
+    );
     leader.child.kill('SIGKILL');
     await leader.exited;
 
     await waitFor('the standby to lead', () => isLeader(standby.metricsUrl), { timeoutMs: 30_000 });
-    const done = await waitFor('the rollout to complete', async () => {
-      const ad = await getAd(cluster.kc, ns, NAME);
-      const ps = await listPods(cluster.kc, ns, NAME);
-      return ad.status?.updatedReplicas === 2 && ad.status.readyReplicas === 2 && ps.length === 2 && ps.every((p) => isReady(p) && p.spec?.containers[0]?.image === 'atlantis-operator:v2') ? ad : undefined;
-    }, { timeoutMs: 180_000 });
+    const done = await waitFor(
+      'the rollout to complete',
+      async () => {
+        const ad = await getAd(cluster.kc, ns, NAME);
+        const ps = await listPods(cluster.kc, ns, NAME);
+        return ad.status?.updatedReplicas === 2 &&
+          ad.status.readyReplicas === 2 &&
+          ps.length === 2 &&
+          ps.every((p) => isReady(p) && p.spec?.containers[0]?.image === 'atlantis-operator:v2')
+          ? ad
+          : undefined;
+      },
+      { timeoutMs: 180_000 },
+    );
     assert.equal(done.status?.currentRevision, done.status?.updateRevision);
     await env.waitForComment(700, /^Ran Apply for dir/, { timeoutMs: 30_000 });
 

@@ -20,7 +20,20 @@ import { apiPath } from '../src/k8s/client.js';
 import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
 import { gatedConfig } from './support/git-repos.js';
 import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, listPods, patchAdSpec } from './support/controller.js';
-import { DRAIN, REVISION, applyEndedAt, cond, describePods, describeStatus, parseJsonLog, rolloutComplete, serverStatus, waitForAd, waitForReadyPods, type JsonLogLine } from './support/controller-asserts.js';
+import {
+  DRAIN,
+  REVISION,
+  applyEndedAt,
+  cond,
+  describePods,
+  describeStatus,
+  parseJsonLog,
+  rolloutComplete,
+  serverStatus,
+  waitForAd,
+  waitForReadyPods,
+  type JsonLogLine,
+} from './support/controller-asserts.js';
 import { deleteNamespace, freshNamespace, getCluster, getLocalNode, readFileOr, waitFor, type TestCluster } from './support/k8s.js';
 import { TcpProxy } from './support/tcp-proxy.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
@@ -86,12 +99,25 @@ before(async () => {
   const api = new URL(cluster.server);
   proxy = new TcpProxy({ host: HOST, target: { host: api.hostname, port: Number(api.port) } });
   await proxy.listen();
-  ctrl = startCli(['controller', '--kubeconfig', proxyKubeconfig(), '--namespace', ns, '--metrics-bind-address', `${HOST}:8080`,
-    '--watch-silence-timeout', `${SILENCE_MS / 1000}s`]);
-  await waitFor('the controller to be ready', async () => {
-    if (ctrl!.child.exitCode !== null) throw new Error(`the controller exited (${ctrl!.child.exitCode}):\n${ctrl!.output()}`);
-    return (await fetch(`http://${HOST}:8080/readyz`, { signal: AbortSignal.timeout(1000) })).status === 200;
-  }, { timeoutMs: 60_000, intervalMs: 200 });
+  ctrl = startCli([
+    'controller',
+    '--kubeconfig',
+    proxyKubeconfig(),
+    '--namespace',
+    ns,
+    '--metrics-bind-address',
+    `${HOST}:8080`,
+    '--watch-silence-timeout',
+    `${SILENCE_MS / 1000}s`,
+  ]);
+  await waitFor(
+    'the controller to be ready',
+    async () => {
+      if (ctrl!.child.exitCode !== null) throw new Error(`the controller exited (${ctrl!.child.exitCode}):\n${ctrl!.output()}`);
+      return (await fetch(`http://${HOST}:8080/readyz`, { signal: AbortSignal.timeout(1000) })).status === 200;
+    },
+    { timeoutMs: 60_000, intervalMs: 200 },
+  );
 });
 
 after(async () => {
@@ -100,7 +126,10 @@ after(async () => {
     await Promise.race([ctrl.exited, new Promise((r) => setTimeout(r, 15_000))]);
     if (ctrl.child.exitCode === null) ctrl.child.kill('SIGKILL');
   }
-  if (!passed && ctrl) process.stderr.write(`controller output (last 20000 chars):\n${ctrl.output().slice(-20_000)}\nproxy: ${JSON.stringify(proxy?.stats)}\n`);
+  if (!passed && ctrl)
+    process.stderr.write(
+      `controller output (last 20000 chars):\n${ctrl.output().slice(-20_000)}\nproxy: ${JSON.stringify(proxy?.stats)}\n`,
+    );
   await proxy?.close();
   await env?.close();
   // the server pods are processes on this machine: let the garbage collector stop them
@@ -109,14 +138,28 @@ after(async () => {
 });
 
 describe('controller behind a proxy that cuts and then black-holes its connections', () => {
-  it('informers recover (errors, then the silence watchdog) and the rollout ends at the image set during the gap', { timeout: 300_000 }, async () => {
+  it('informers recover (errors, then the silence watchdog) and the rollout ends at the image set during the gap', {
+    timeout: 300_000,
+  }, async () => {
     const kc = cluster.kc;
     const node = await getLocalNode();
     const adPath = apiPath(API_VERSION, PLURAL, ns);
-    const informerPaths = [adPath, ...['pods', 'persistentvolumeclaims', 'services', 'serviceaccounts'].map((p) => apiPath('v1', p, ns)),
-      apiPath('rbac.authorization.k8s.io/v1', 'roles', ns), apiPath('rbac.authorization.k8s.io/v1', 'rolebindings', ns), apiPath('policy/v1', 'poddisruptionbudgets', ns)];
+    const informerPaths = [
+      adPath,
+      ...['pods', 'persistentvolumeclaims', 'services', 'serviceaccounts'].map((p) => apiPath('v1', p, ns)),
+      apiPath('rbac.authorization.k8s.io/v1', 'roles', ns),
+      apiPath('rbac.authorization.k8s.io/v1', 'rolebindings', ns),
+      apiPath('policy/v1', 'poddisruptionbudgets', ns),
+    ];
 
-    await createAd(kc, atlantisDeployment(ns, NAME, { replicas: 2, terminationGracePeriodSeconds: 60, atlantis: { env: [{ name: 'ATLANTIS_GH_API_URL', value: env.gh.url }] } as never }));
+    await createAd(
+      kc,
+      atlantisDeployment(ns, NAME, {
+        replicas: 2,
+        terminationGracePeriodSeconds: 60,
+        atlantis: { env: [{ name: 'ATLANTIS_GH_API_URL', value: env.gh.url }] } as never,
+      }),
+    );
     const pods = await waitForReadyPods(kc, ns, NAME, [`${NAME}-0`, `${NAME}-1`]);
     const rev1 = pods[0]!.metadata!.labels![REVISION]!;
     const pod1 = pods.find((p) => p.metadata!.name === `${NAME}-1`)!;
@@ -127,16 +170,29 @@ describe('controller behind a proxy that cuts and then black-holes its connectio
     assert.equal((await env.openPull(url1, PULL, `wp-${PULL}`, { [`wp${PULL}/main.tf`]: gatedConfig(`wp${PULL}`, gate) })).status, 200);
     await env.waitForComment(PULL, /^Ran Plan for dir/, { timeoutMs: 120_000 });
     assert.equal((await env.comment(url1, PULL, 'atlantis apply')).status, 200);
-    await waitFor('the apply to run on atl-1', async () => (await serverStatus(pod1.status!.podIP!))?.operations.some((o) => o.command === 'apply'), { timeoutMs: 60_000 });
+    await waitFor(
+      'the apply to run on atl-1',
+      async () => (await serverStatus(pod1.status!.podIP!))?.operations.some((o) => o.command === 'apply'),
+      { timeoutMs: 60_000 },
+    );
 
     // The rollout to v2 starts (through the proxy, which passes): atl-1 drains and waits for its apply.
     const tV2 = Date.now();
     await patchAdSpec(kc, ns, NAME, { image: 'atlantis-operator:v2' });
     const rev2 = podTemplateRevision(await getAd(kc, ns, NAME));
     assert.notEqual(rev2, rev1);
-    await waitForAd(kc, ns, NAME, 'the controller waiting on the apply of the draining atl-1', (ad) =>
-      ad.status?.updateRevision === rev2 && ad.status.drainingReplicas === 1 && ad.status.readyReplicas === 1
-      && /atl-1: OperationsInProgress/.test(cond(ad, 'Progressing')?.message ?? ''), 60_000);
+    await waitForAd(
+      kc,
+      ns,
+      NAME,
+      'the controller waiting on the apply of the draining atl-1',
+      (ad) =>
+        ad.status?.updateRevision === rev2 &&
+        ad.status.drainingReplicas === 1 &&
+        ad.status.readyReplicas === 1 &&
+        /atl-1: OperationsInProgress/.test(cond(ad, 'Progressing')?.message ?? ''),
+      60_000,
+    );
     const drained = (await listPods(kc, ns, NAME)).find((p) => p.metadata!.uid === pod1.metadata!.uid);
     assert.ok(drained?.metadata?.annotations?.[DRAIN], 'atl-1 carries the drain annotation');
 
@@ -147,13 +203,26 @@ describe('controller behind a proxy that cuts and then black-holes its connectio
       const tCut = Date.now();
       const cut = proxy.dropAll();
       assert.ok(cut >= informerPaths.length - 1, `cut ${round}: the proxy cut the controller's watches (${cut} connections)`);
-      await waitFor(`the watches to be open again through the proxy after cut ${round}`, () =>
-        proxy.openCounts().forwarding >= informerPaths.length && proxy.connections().filter((c) => c.acceptedAt > tCut && c.bytesDown > 0).length >= informerPaths.length,
-      { timeoutMs: 20_000 });
+      await waitFor(
+        `the watches to be open again through the proxy after cut ${round}`,
+        () =>
+          proxy.openCounts().forwarding >= informerPaths.length &&
+          proxy.connections().filter((c) => c.acceptedAt > tCut && c.bytesDown > 0).length >= informerPaths.length,
+        { timeoutMs: 20_000 },
+      );
       await new Promise((r) => setTimeout(r, 500));
     }
-    const failed = new Set(controllerLog().slice(logBeforeCut).filter((l) => l.msg === 'Watch failed, retrying').map((l) => l.informer));
-    assert.deepEqual(informerPaths.filter((p) => !failed.has(p)), [], 'every informer saw a cut watch and retried');
+    const failed = new Set(
+      controllerLog()
+        .slice(logBeforeCut)
+        .filter((l) => l.msg === 'Watch failed, retrying')
+        .map((l) => l.informer),
+    );
+    assert.deepEqual(
+      informerPaths.filter((p) => !failed.has(p)),
+      [],
+      'every informer saw a cut watch and retried',
+    );
     assert.equal(ctrl!.child.exitCode, null, 'the controller runs on after the cuts');
 
     // (b) The proxy goes silent for 2.5 watchdog periods; meanwhile the image changes to v3,
@@ -165,36 +234,78 @@ describe('controller behind a proxy that cuts and then black-holes its connectio
     await patchAdSpec(kc, ns, NAME, { image: 'atlantis-operator:v3' });
     const rev3 = podTemplateRevision(await getAd(kc, ns, NAME));
     assert.notEqual(rev3, rev2);
-    await waitFor('the watchdog to restart every silent watch', () => {
-      const silent = new Set(controllerLog().slice(logBeforeSilence).filter((l) => l.msg === 'Watch silent, restarting it').map((l) => l.informer));
-      return informerPaths.every((p) => silent.has(p));
-    }, { timeoutMs: SILENCE_MS * 3 });
+    await waitFor(
+      'the watchdog to restart every silent watch',
+      () => {
+        const silent = new Set(
+          controllerLog()
+            .slice(logBeforeSilence)
+            .filter((l) => l.msg === 'Watch silent, restarting it')
+            .map((l) => l.informer),
+        );
+        return informerPaths.every((p) => silent.has(p));
+      },
+      { timeoutMs: SILENCE_MS * 3 },
+    );
     const silentFor = SILENCE_MS * 2.5 - (Date.now() - tSilent);
     if (silentFor > 0) await new Promise((r) => setTimeout(r, silentFor));
     // Nothing got through: the controller has not seen v3 (its status still names v2).
     const during = await getAd(kc, ns, NAME);
     assert.equal(during.status?.updateRevision, rev2, `the controller did not see v3 through the black hole: ${describeStatus(during)}`);
-    assert.ok(proxy.openCounts().blackhole >= 1 && proxy.stats.blackholed >= informerPaths.length * 2, `watches hung in black holes: ${JSON.stringify(proxy.openCounts())} ${JSON.stringify(proxy.stats)}`);
-    assert.equal((await listPods(kc, ns, NAME)).find((p) => p.metadata!.uid === pod1.metadata!.uid)?.metadata?.deletionTimestamp, undefined, 'busy atl-1 not deleted');
+    assert.ok(
+      proxy.openCounts().blackhole >= 1 && proxy.stats.blackholed >= informerPaths.length * 2,
+      `watches hung in black holes: ${JSON.stringify(proxy.openCounts())} ${JSON.stringify(proxy.stats)}`,
+    );
+    assert.equal(
+      (await listPods(kc, ns, NAME)).find((p) => p.metadata!.uid === pod1.metadata!.uid)?.metadata?.deletionTimestamp,
+      undefined,
+      'busy atl-1 not deleted',
+    );
 
     // The network is back. The hung watches are restarted by the watchdog (a watch started
     // during the silence hangs for up to SILENCE_MS, checked every WATCHDOG_TICK_MS), resume
     // from their resourceVersion and bring the v3 change; the controller then writes status.
     const tPass = Date.now();
     proxy.pass();
-    const seen = await waitForAd(kc, ns, NAME, 'the controller to see v3 (updateRevision)', (ad) => ad.status?.updateRevision === rev3, 60_000);
+    const seen = await waitForAd(
+      kc,
+      ns,
+      NAME,
+      'the controller to see v3 (updateRevision)',
+      (ad) => ad.status?.updateRevision === rev3,
+      60_000,
+    );
     const recoverMs = Date.now() - tPass;
-    process.stderr.write(`controller saw the change made during the silence ${recoverMs} ms after the proxy passed again (watch silence timeout ${SILENCE_MS} ms)\n`);
+    process.stderr.write(
+      `controller saw the change made during the silence ${recoverMs} ms after the proxy passed again (watch silence timeout ${SILENCE_MS} ms)\n`,
+    );
     const bound = SILENCE_MS + WATCHDOG_TICK_MS + 6_000;
-    assert.ok(recoverMs <= bound, `the informers recovered within the watchdog interval: ${recoverMs} ms <= ${bound} ms; ${describeStatus(seen)}`);
-    assert.equal((await listPods(kc, ns, NAME)).find((p) => p.metadata!.uid === pod1.metadata!.uid)?.metadata?.deletionTimestamp, undefined, 'atl-1 still not deleted: its apply runs');
+    assert.ok(
+      recoverMs <= bound,
+      `the informers recovered within the watchdog interval: ${recoverMs} ms <= ${bound} ms; ${describeStatus(seen)}`,
+    );
+    assert.equal(
+      (await listPods(kc, ns, NAME)).find((p) => p.metadata!.uid === pod1.metadata!.uid)?.metadata?.deletionTimestamp,
+      undefined,
+      'atl-1 still not deleted: its apply runs',
+    );
 
     // The apply ends; the rollout goes on, to v3.
     const tRelease = Date.now();
     fs.writeFileSync(gate, 'go');
-    const done = await waitForAd(kc, ns, NAME, 'the rollout to complete at v3', (ad) => rolloutComplete(2)(ad) && ad.status!.updateRevision === rev3, 180_000);
+    const done = await waitForAd(
+      kc,
+      ns,
+      NAME,
+      'the rollout to complete at v3',
+      (ad) => rolloutComplete(2)(ad) && ad.status!.updateRevision === rev3,
+      180_000,
+    );
     const finalPods = await waitForReadyPods(kc, ns, NAME, [`${NAME}-0`, `${NAME}-1`], { revision: rev3 });
-    assert.ok(finalPods.every((p: V1Pod) => p.spec?.containers[0]?.image === 'atlantis-operator:v3'), describePods(finalPods));
+    assert.ok(
+      finalPods.every((p: V1Pod) => p.spec?.containers[0]?.image === 'atlantis-operator:v3'),
+      describePods(finalPods),
+    );
     assert.equal(done.status?.currentRevision, rev3);
     process.stderr.write(`rollout complete ${((Date.now() - tRelease) / 1000).toFixed(1)} s after the apply was released\n`);
 
@@ -202,20 +313,39 @@ describe('controller behind a proxy that cuts and then black-holes its connectio
     // pod it created is at v3.
     const log = controllerLog();
     const created = log.filter((l) => l.msg === 'Creating pod' && ms(l.time) >= tV2);
-    assert.deepEqual([...new Set(created.map((l) => `${l.pod}@${l.revision}`))].sort(), [`${NAME}-0@${rev3}`, `${NAME}-1@${rev3}`], 'pods created in the rollout');
+    assert.deepEqual(
+      [...new Set(created.map((l) => `${l.pod}@${l.revision}`))].sort(),
+      [`${NAME}-0@${rev3}`, `${NAME}-1@${rev3}`],
+      'pods created in the rollout',
+    );
     assert.ok(!created.some((l) => l.revision === rev2), 'no pod at the revision replaced during the gap');
 
     // The apply finished with its state, nothing was killed, atl-1 was deleted only after its apply ended.
     const applied = await env.waitForComment(PULL, /^Ran Apply for dir/, { timeoutMs: 30_000 });
     assert.match(applied.body, new RegExp(`applied wp${PULL}`));
     assert.doesNotMatch(applied.body, /Interrupted/);
-    const state = JSON.parse(fs.readFileSync(path.join(node.pvDir(ns, `${NAME}-data-1`), 'repos', 'acme/infra', String(PULL), 'default', `wp${PULL}`, 'terraform.tfstate'), 'utf8')) as { resources: Array<{ type: string }> };
-    assert.ok(state.resources.some((r) => r.type === 'terraform_data'), 'the state holds the applied resource');
+    const state = JSON.parse(
+      fs.readFileSync(
+        path.join(node.pvDir(ns, `${NAME}-data-1`), 'repos', 'acme/infra', String(PULL), 'default', `wp${PULL}`, 'terraform.tfstate'),
+        'utf8',
+      ),
+    ) as { resources: Array<{ type: string }> };
+    assert.ok(
+      state.resources.some((r) => r.type === 'terraform_data'),
+      'the state holds the applied resource',
+    );
     for (const p of pods) {
       const evs = node.events({ namespace: ns, pod: p.metadata!.name! }).filter((e) => e.uid === p.metadata!.uid);
-      assert.ok(evs.some((e) => e.type === 'SIGTERM sent'), `${p.metadata!.name} was stopped`);
+      assert.ok(
+        evs.some((e) => e.type === 'SIGTERM sent'),
+        `${p.metadata!.name} was stopped`,
+      );
     }
-    assert.deepEqual(node.events({ namespace: ns }).filter((e) => e.type === 'SIGKILL sent'), [], 'no SIGKILL in the namespace');
+    assert.deepEqual(
+      node.events({ namespace: ns }).filter((e) => e.type === 'SIGKILL sent'),
+      [],
+      'no SIGKILL in the namespace',
+    );
     const logText = readFileOr(node.logPath(ns, `${NAME}-1`, 'atlantis', pod1.metadata!.uid));
     const applyEnded = applyEndedAt(node, ns, `${NAME}-1`, pod1.metadata!.uid!);
     assert.ok(applyEnded !== undefined, 'atl-1 logged the end of its apply');
@@ -223,7 +353,9 @@ describe('controller behind a proxy that cuts and then black-holes its connectio
     assert.ok(del1, 'the controller deleted atl-1');
     assert.equal(del1.reason, 'Drained');
     assert.ok(ms(del1.time) >= applyEnded, `atl-1 deleted (${del1.time}) after its apply ended (${new Date(applyEnded).toISOString()})`);
-    const sigterm1 = node.events({ namespace: ns, pod: `${NAME}-1` }).find((e) => e.uid === pod1.metadata!.uid && e.type === 'SIGTERM sent')!;
+    const sigterm1 = node
+      .events({ namespace: ns, pod: `${NAME}-1` })
+      .find((e) => e.uid === pod1.metadata!.uid && e.type === 'SIGTERM sent')!;
     assert.ok(ms(sigterm1.time) >= applyEnded, 'SIGTERM of atl-1 after its apply ended');
     assert.ok(ms(sigterm1.time) >= tRelease, 'nothing deleted atl-1 before the apply was released');
     assert.match(logText, /"msg":"Drain finished","exitCode":0/);

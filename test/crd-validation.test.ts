@@ -35,7 +35,11 @@ function cr(name: string, mutate: (o: { metadata: Obj; spec: Obj }) => void = ()
       atlantis: {
         url: 'https://atlantis.example.com',
         repoAllowlist: 'github.com/acme/*',
-        github: { user: 'atlantis-bot', tokenSecretRef: { name: 'vcs', key: 'token' }, webhookSecretRef: { name: 'vcs', key: 'webhook-secret' } },
+        github: {
+          user: 'atlantis-bot',
+          tokenSecretRef: { name: 'vcs', key: 'token' },
+          webhookSecretRef: { name: 'vcs', key: 'webhook-secret' },
+        },
       },
     } as Obj,
   };
@@ -43,10 +47,11 @@ function cr(name: string, mutate: (o: { metadata: Obj; spec: Obj }) => void = ()
   return o;
 }
 
-const at = (o: Obj, dotted: string): Obj => dotted.split('.').reduce((acc, k) => {
-  acc[k] ??= {};
-  return acc[k] as Obj;
-}, o);
+const at = (o: Obj, dotted: string): Obj =>
+  dotted.split('.').reduce((acc, k) => {
+    acc[k] ??= {};
+    return acc[k] as Obj;
+  }, o);
 
 interface BadCase {
   what: string;
@@ -58,33 +63,133 @@ interface BadCase {
 const BAD: BadCase[] = [
   { what: 'missing image', obj: (n) => cr(n, (o) => delete o.spec.image), expect: ['spec.image', 'Required value'] },
   { what: 'empty image', obj: (n) => cr(n, (o) => (o.spec.image = '')), expect: ['spec.image', 'spec.image must not be empty'] },
-  { what: 'image with whitespace', obj: (n) => cr(n, (o) => (o.spec.image = 'atlantis-operator: v1')), expect: ['spec.image', 'must not contain whitespace'] },
+  {
+    what: 'image with whitespace',
+    obj: (n) => cr(n, (o) => (o.spec.image = 'atlantis-operator: v1')),
+    expect: ['spec.image', 'must not contain whitespace'],
+  },
   { what: 'replicas -1', obj: (n) => cr(n, (o) => (o.spec.replicas = -1)), expect: ['spec.replicas', 'spec.replicas must be 0 or more'] },
   { what: 'replicas above the maximum', obj: (n) => cr(n, (o) => (o.spec.replicas = 1001)), expect: ['spec.replicas', '1000'] },
-  { what: 'maxUnavailable 0', obj: (n) => cr(n, (o) => (at(o.spec, 'updateStrategy').maxUnavailable = 0)), expect: ['spec.updateStrategy.maxUnavailable', 'must be at least 1'] },
-  { what: 'drainTimeoutSeconds -1', obj: (n) => cr(n, (o) => (at(o.spec, 'updateStrategy').drainTimeoutSeconds = -1)), expect: ['spec.updateStrategy.drainTimeoutSeconds', 'must be 0 (no timeout) or more'] },
-  { what: 'onDrainTimeout Foo', obj: (n) => cr(n, (o) => (at(o.spec, 'updateStrategy').onDrainTimeout = 'Foo')), expect: ['spec.updateStrategy.onDrainTimeout', 'Unsupported value', '"Wait"', '"Interrupt"'] },
-  { what: 'service.port 70000', obj: (n) => cr(n, (o) => (at(o.spec, 'service').port = 70000)), expect: ['spec.service.port', 'must be between 1 and 65535'] },
-  { what: 'service.port 0', obj: (n) => cr(n, (o) => (at(o.spec, 'service').port = 0)), expect: ['spec.service.port', 'must be between 1 and 65535'] },
-  { what: 'service.type Foo', obj: (n) => cr(n, (o) => (at(o.spec, 'service').type = 'Foo')), expect: ['spec.service.type', 'Unsupported value'] },
-  { what: 'terminationGracePeriodSeconds 29 (CEL minimum 30)', obj: (n) => cr(n, (o) => (o.spec.terminationGracePeriodSeconds = 29)), expect: ['spec.terminationGracePeriodSeconds', 'must be at least 30'] },
-  { what: 'terminationGracePeriodSeconds above the maximum', obj: (n) => cr(n, (o) => (o.spec.terminationGracePeriodSeconds = 604801)), expect: ['spec.terminationGracePeriodSeconds', '604800'] },
-  { what: 'missing github.tokenSecretRef.name', obj: (n) => cr(n, (o) => delete at(o.spec, 'atlantis.github.tokenSecretRef').name), expect: ['spec.atlantis.github.tokenSecretRef.name', 'Required value'] },
-  { what: 'empty github.tokenSecretRef.name', obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis.github.tokenSecretRef').name = '')), expect: ['spec.atlantis.github.tokenSecretRef', 'needs a non-empty name and key'] },
-  { what: 'github.webhookSecretRef.key with a slash', obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis.github.webhookSecretRef').key = 'a/b')), expect: ['spec.atlantis.github.webhookSecretRef', 'may contain only letters'] },
-  { what: 'atlantis.url not http(s)', obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis').url = 'ftp://atlantis.example.com')), expect: ['spec.atlantis.url', 'must be an absolute http:// or https:// URL'] },
-  { what: 'atlantis.url relative', obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis').url = '/atlantis')), expect: ['spec.atlantis.url', 'must be an absolute http:// or https:// URL'] },
-  { what: 'env sets POD_NAME', obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis').env = [{ name: 'POD_NAME', value: 'x' }])), expect: ['spec.atlantis.env[0]', 'must not set POD_NAME'] },
-  { what: 'env item without a name', obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis').env = [{ value: 'x' }])), expect: ['spec.atlantis.env[0].name', 'Required value'] },
-  { what: 'storage.size not a quantity', obj: (n) => cr(n, (o) => (at(o.spec, 'storage').size = 'lots')), expect: ['spec.storage.size', 'must be a positive quantity'] },
-  { what: 'storage.size zero', obj: (n) => cr(n, (o) => (at(o.spec, 'storage').size = '0')), expect: ['spec.storage.size', 'must be a positive quantity'] },
-  { what: 'podTemplate label of the operator', obj: (n) => cr(n, (o) => (at(o.spec, 'podTemplate.metadata').labels = { 'app.kubernetes.io/instance': 'other' })), expect: ['spec.podTemplate.metadata.labels', 'must not set app.kubernetes.io/name, instance'] },
-  { what: 'podTemplate atlantis-operator.dev/ label', obj: (n) => cr(n, (o) => (at(o.spec, 'podTemplate.metadata').labels = { 'atlantis-operator.dev/revision': 'x' })), expect: ['spec.podTemplate.metadata.labels', 'atlantis-operator.dev/*'] },
-  { what: 'podTemplate drain annotation', obj: (n) => cr(n, (o) => (at(o.spec, 'podTemplate.metadata').annotations = { 'atlantis-operator.dev/drain': 'now' })), expect: ['spec.podTemplate.metadata.annotations', 'must not set atlantis-operator.dev/* annotations'] },
-  { what: 'toleration operator Foo', obj: (n) => cr(n, (o) => (at(o.spec, 'podTemplate.spec').tolerations = [{ key: 'a', operator: 'Foo' }])), expect: ['spec.podTemplate.spec.tolerations[0].operator', 'Unsupported value'] },
-  { what: 'replicas as a string', obj: (n) => cr(n, (o) => (o.spec.replicas = 'three')), expect: ['spec.replicas', 'must be of type integer'] },
+  {
+    what: 'maxUnavailable 0',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'updateStrategy').maxUnavailable = 0)),
+    expect: ['spec.updateStrategy.maxUnavailable', 'must be at least 1'],
+  },
+  {
+    what: 'drainTimeoutSeconds -1',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'updateStrategy').drainTimeoutSeconds = -1)),
+    expect: ['spec.updateStrategy.drainTimeoutSeconds', 'must be 0 (no timeout) or more'],
+  },
+  {
+    what: 'onDrainTimeout Foo',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'updateStrategy').onDrainTimeout = 'Foo')),
+    expect: ['spec.updateStrategy.onDrainTimeout', 'Unsupported value', '"Wait"', '"Interrupt"'],
+  },
+  {
+    what: 'service.port 70000',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'service').port = 70000)),
+    expect: ['spec.service.port', 'must be between 1 and 65535'],
+  },
+  {
+    what: 'service.port 0',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'service').port = 0)),
+    expect: ['spec.service.port', 'must be between 1 and 65535'],
+  },
+  {
+    what: 'service.type Foo',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'service').type = 'Foo')),
+    expect: ['spec.service.type', 'Unsupported value'],
+  },
+  {
+    what: 'terminationGracePeriodSeconds 29 (CEL minimum 30)',
+    obj: (n) => cr(n, (o) => (o.spec.terminationGracePeriodSeconds = 29)),
+    expect: ['spec.terminationGracePeriodSeconds', 'must be at least 30'],
+  },
+  {
+    what: 'terminationGracePeriodSeconds above the maximum',
+    obj: (n) => cr(n, (o) => (o.spec.terminationGracePeriodSeconds = 604801)),
+    expect: ['spec.terminationGracePeriodSeconds', '604800'],
+  },
+  {
+    what: 'missing github.tokenSecretRef.name',
+    obj: (n) => cr(n, (o) => delete at(o.spec, 'atlantis.github.tokenSecretRef').name),
+    expect: ['spec.atlantis.github.tokenSecretRef.name', 'Required value'],
+  },
+  {
+    what: 'empty github.tokenSecretRef.name',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis.github.tokenSecretRef').name = '')),
+    expect: ['spec.atlantis.github.tokenSecretRef', 'needs a non-empty name and key'],
+  },
+  {
+    what: 'github.webhookSecretRef.key with a slash',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis.github.webhookSecretRef').key = 'a/b')),
+    expect: ['spec.atlantis.github.webhookSecretRef', 'may contain only letters'],
+  },
+  {
+    what: 'atlantis.url not http(s)',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis').url = 'ftp://atlantis.example.com')),
+    expect: ['spec.atlantis.url', 'must be an absolute http:// or https:// URL'],
+  },
+  {
+    what: 'atlantis.url relative',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis').url = '/atlantis')),
+    expect: ['spec.atlantis.url', 'must be an absolute http:// or https:// URL'],
+  },
+  {
+    what: 'env sets POD_NAME',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis').env = [{ name: 'POD_NAME', value: 'x' }])),
+    expect: ['spec.atlantis.env[0]', 'must not set POD_NAME'],
+  },
+  {
+    what: 'env item without a name',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis').env = [{ value: 'x' }])),
+    expect: ['spec.atlantis.env[0].name', 'Required value'],
+  },
+  {
+    what: 'storage.size not a quantity',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'storage').size = 'lots')),
+    expect: ['spec.storage.size', 'must be a positive quantity'],
+  },
+  {
+    what: 'storage.size zero',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'storage').size = '0')),
+    expect: ['spec.storage.size', 'must be a positive quantity'],
+  },
+  {
+    what: 'podTemplate label of the operator',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'podTemplate.metadata').labels = { 'app.kubernetes.io/instance': 'other' })),
+    expect: ['spec.podTemplate.metadata.labels', 'must not set app.kubernetes.io/name, instance'],
+  },
+  {
+    what: 'podTemplate atlantis-operator.dev/ label',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'podTemplate.metadata').labels = { 'atlantis-operator.dev/revision': 'x' })),
+    expect: ['spec.podTemplate.metadata.labels', 'atlantis-operator.dev/*'],
+  },
+  {
+    what: 'podTemplate drain annotation',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'podTemplate.metadata').annotations = { 'atlantis-operator.dev/drain': 'now' })),
+    expect: ['spec.podTemplate.metadata.annotations', 'must not set atlantis-operator.dev/* annotations'],
+  },
+  {
+    what: 'toleration operator Foo',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'podTemplate.spec').tolerations = [{ key: 'a', operator: 'Foo' }])),
+    expect: ['spec.podTemplate.spec.tolerations[0].operator', 'Unsupported value'],
+  },
+  {
+    what: 'replicas as a string',
+    obj: (n) => cr(n, (o) => (o.spec.replicas = 'three')),
+    expect: ['spec.replicas', 'must be of type integer'],
+  },
   { what: 'paused as a string', obj: (n) => cr(n, (o) => (o.spec.paused = 'yes')), expect: ['spec.paused', 'must be of type boolean'] },
-  { what: 'missing spec', obj: (n) => { const o = cr(n); delete o.spec; return o; }, expect: ['spec', 'Required value'] },
+  {
+    what: 'missing spec',
+    obj: (n) => {
+      const o = cr(n);
+      delete o.spec;
+      return o;
+    },
+    expect: ['spec', 'Required value'],
+  },
 ];
 
 const NAME_CASES: Array<{ what: string; name: string; expect: string[] }> = [
@@ -126,10 +231,17 @@ describe('valid AtlantisDeployment', () => {
       o.spec.service = { type: 'NodePort', port: 65535 };
       o.spec.storage = { size: '100Mi', storageClassName: null };
       at(o.spec, 'atlantis').url = 'http://10.0.0.1:4141/atlantis';
-      at(o.spec, 'atlantis').env = [{ name: 'ATLANTIS_LOG_LEVEL', value: 'debug' }, { name: 'TF_TOKEN', valueFrom: { secretKeyRef: { name: 'x', key: 'y' } } }];
+      at(o.spec, 'atlantis').env = [
+        { name: 'ATLANTIS_LOG_LEVEL', value: 'debug' },
+        { name: 'TF_TOKEN', valueFrom: { secretKeyRef: { name: 'x', key: 'y' } } },
+      ];
       o.spec.podTemplate = {
         metadata: { labels: { team: 'infra' }, annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-01-01T00:00:00Z' } },
-        spec: { nodeSelector: { disk: 'ssd' }, tolerations: [{ key: 'a', operator: 'Exists', effect: 'NoSchedule' }], resources: { requests: { cpu: '100m' } } },
+        spec: {
+          nodeSelector: { disk: 'ssd' },
+          tolerations: [{ key: 'a', operator: 'Exists', effect: 'NoSchedule' }],
+          resources: { requests: { cpu: '100m' } },
+        },
       };
     });
     const r = await kubeRequest<AtlantisDeployment>(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), edge);
@@ -148,7 +260,8 @@ describe('bad AtlantisDeployments are rejected through the API with 422 and a re
       const st = statusOf(r.body);
       assert.equal(r.status, 422, `${c.what}: want 422 Invalid, got ${r.status}: ${st.message ?? JSON.stringify(r.body)}`);
       assert.equal(st.reason, 'Invalid');
-      for (const s of c.expect) assert.ok(st.message?.includes(s), `${c.what}: message should contain ${JSON.stringify(s)}; got: ${st.message}`);
+      for (const s of c.expect)
+        assert.ok(st.message?.includes(s), `${c.what}: message should contain ${JSON.stringify(s)}; got: ${st.message}`);
       // Nothing was stored.
       assert.equal((await kubeRequest(cluster.kc, 'GET', apiPath(API_VERSION, PLURAL, ns, name))).status, 404);
     });
@@ -158,25 +271,44 @@ describe('bad AtlantisDeployments are rejected through the API with 422 and a re
       const r = await kubeRequest(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), cr(c.name));
       const st = statusOf(r.body);
       assert.equal(r.status, 422, `${c.what}: want 422, got ${r.status}: ${st.message}`);
-      for (const s of c.expect) assert.ok(st.message?.includes(s), `${c.what}: message should contain ${JSON.stringify(s)}; got: ${st.message}`);
+      for (const s of c.expect)
+        assert.ok(st.message?.includes(s), `${c.what}: message should contain ${JSON.stringify(s)}; got: ${st.message}`);
     });
   }
 
   it('storage.size cannot be changed after creation (transition rule)', async () => {
     await kubeRequestOk(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), cr('immutable-size'));
-    const r = await kubeRequest(cluster.kc, 'PATCH', apiPath(API_VERSION, PLURAL, ns, 'immutable-size'), { spec: { storage: { size: '10Gi' } } }, { contentType: MERGE_PATCH });
+    const r = await kubeRequest(
+      cluster.kc,
+      'PATCH',
+      apiPath(API_VERSION, PLURAL, ns, 'immutable-size'),
+      { spec: { storage: { size: '10Gi' } } },
+      { contentType: MERGE_PATCH },
+    );
     const st = statusOf(r.body);
     assert.equal(r.status, 422, `want 422, got ${r.status}: ${st.message}`);
     assert.ok(st.message?.includes('spec.storage.size cannot be changed'), `message: ${st.message}`);
     assert.equal((await getAd(cluster.kc, ns, 'immutable-size')).spec.storage?.size, '5Gi');
     // Other fields stay mutable.
-    const ok = await kubeRequest(cluster.kc, 'PATCH', apiPath(API_VERSION, PLURAL, ns, 'immutable-size'), { spec: { replicas: 2, image: 'atlantis-operator:v2' } }, { contentType: MERGE_PATCH });
+    const ok = await kubeRequest(
+      cluster.kc,
+      'PATCH',
+      apiPath(API_VERSION, PLURAL, ns, 'immutable-size'),
+      { spec: { replicas: 2, image: 'atlantis-operator:v2' } },
+      { contentType: MERGE_PATCH },
+    );
     assert.equal(ok.status, 200, `other fields may change: ${statusOf(ok.body).message}`);
   });
 
   it('an update breaking a rule is rejected too (maxUnavailable 0 on an existing object)', async () => {
     await kubeRequestOk(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), cr('update-bad'));
-    const r = await kubeRequest(cluster.kc, 'PATCH', apiPath(API_VERSION, PLURAL, ns, 'update-bad'), { spec: { updateStrategy: { maxUnavailable: 0 } } }, { contentType: MERGE_PATCH });
+    const r = await kubeRequest(
+      cluster.kc,
+      'PATCH',
+      apiPath(API_VERSION, PLURAL, ns, 'update-bad'),
+      { spec: { updateStrategy: { maxUnavailable: 0 } } },
+      { contentType: MERGE_PATCH },
+    );
     assert.equal(r.status, 422);
     assert.match(statusOf(r.body).message ?? '', /spec\.updateStrategy\.maxUnavailable must be at least 1/);
     assert.equal((await getAd(cluster.kc, ns, 'update-bad')).spec.updateStrategy?.maxUnavailable, 1);
@@ -185,20 +317,35 @@ describe('bad AtlantisDeployments are rejected through the API with 422 and a re
 
 describe('unknown fields', () => {
   it('are pruned by the structural schema (default field validation)', async () => {
-    const r = await kubeRequest<AtlantisDeployment>(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), cr('pruned', (o) => {
-      o.spec.imagePullPolicy = 'Always';
-      at(o.spec, 'updateStrategy').maxSurge = 2;
-    }));
+    const r = await kubeRequest<AtlantisDeployment>(
+      cluster.kc,
+      'POST',
+      apiPath(API_VERSION, PLURAL, ns),
+      cr('pruned', (o) => {
+        o.spec.imagePullPolicy = 'Always';
+        at(o.spec, 'updateStrategy').maxSurge = 2;
+      }),
+    );
     assert.equal(r.status, 201, `created: ${statusOf(r.body).message}`);
     const warning = r.headers.get('warning') ?? '';
-    assert.match(warning, /unknown field \\?"spec\.imagePullPolicy/, `the API server warns about the unknown field; warning header: ${warning}`);
+    assert.match(
+      warning,
+      /unknown field \\?"spec\.imagePullPolicy/,
+      `the API server warns about the unknown field; warning header: ${warning}`,
+    );
     const got = (await getAd(cluster.kc, ns, 'pruned')) as unknown as { spec: Obj & { updateStrategy: Obj } };
     assert.equal(got.spec.imagePullPolicy, undefined, 'spec.imagePullPolicy pruned');
     assert.equal(got.spec.updateStrategy.maxSurge, undefined, 'spec.updateStrategy.maxSurge pruned');
   });
 
   it('are refused with fieldValidation=Strict', async () => {
-    const r = await kubeRequest(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), cr('strict', (o) => (o.spec.imagePullPolicy = 'Always')), { query: { fieldValidation: 'Strict' } });
+    const r = await kubeRequest(
+      cluster.kc,
+      'POST',
+      apiPath(API_VERSION, PLURAL, ns),
+      cr('strict', (o) => (o.spec.imagePullPolicy = 'Always')),
+      { query: { fieldValidation: 'Strict' } },
+    );
     const st = statusOf(r.body);
     assert.ok(r.status === 400 || r.status === 422, `want 400/422, got ${r.status}: ${st.message}`);
     assert.match(st.message ?? '', /unknown field "spec\.imagePullPolicy"/);
@@ -206,7 +353,17 @@ describe('unknown fields', () => {
 });
 
 describe('kubectl apply', () => {
-  const KUBECTL_CASES = ['missing image', 'image with whitespace', 'replicas -1', 'maxUnavailable 0', 'onDrainTimeout Foo', 'service.port 70000', 'terminationGracePeriodSeconds 29 (CEL minimum 30)', 'missing github.tokenSecretRef.name', 'env sets POD_NAME'];
+  const KUBECTL_CASES = [
+    'missing image',
+    'image with whitespace',
+    'replicas -1',
+    'maxUnavailable 0',
+    'onDrainTimeout Foo',
+    'service.port 70000',
+    'terminationGracePeriodSeconds 29 (CEL minimum 30)',
+    'missing github.tokenSecretRef.name',
+    'env sets POD_NAME',
+  ];
   for (const what of KUBECTL_CASES) {
     it(`refuses: ${what}`, async () => {
       const c = BAD.find((b) => b.what === what)!;
@@ -239,7 +396,11 @@ describe('subresources, short name, printer columns', () => {
     assert.equal(r.exitCode, 0, `kubectl scale: ${r.stderr}`);
     assert.match(r.stdout, /scaled/);
     assert.equal((await getAd(cluster.kc, ns, 'scaled')).spec.replicas, 3);
-    const scale = await kubeRequestOk<{ kind: string; spec: { replicas: number } }>(cluster.kc, 'GET', apiPath(API_VERSION, PLURAL, ns, 'scaled', 'scale'));
+    const scale = await kubeRequestOk<{ kind: string; spec: { replicas: number } }>(
+      cluster.kc,
+      'GET',
+      apiPath(API_VERSION, PLURAL, ns, 'scaled', 'scale'),
+    );
     assert.equal(scale.kind, 'Scale');
     assert.equal(scale.spec.replicas, 3);
     // The scale subresource enforces the schema too.
@@ -251,10 +412,23 @@ describe('subresources, short name, printer columns', () => {
   it('the status subresource: the main resource ignores status, /status ignores spec', async () => {
     await kubeRequestOk(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), { ...cr('columns'), status: { readyReplicas: 9 } });
     assert.equal((await getAd(cluster.kc, ns, 'columns')).status, undefined, 'status sent on create is dropped');
-    const r = await kubeRequest(cluster.kc, 'PATCH', apiPath(API_VERSION, PLURAL, ns, 'columns', 'status'), {
-      spec: { replicas: 7 },
-      status: { replicas: 3, readyReplicas: 2, updatedReplicas: 1, drainingReplicas: 1, updateRevision: 'abc123', selector: 'app.kubernetes.io/instance=columns' },
-    }, { contentType: MERGE_PATCH });
+    const r = await kubeRequest(
+      cluster.kc,
+      'PATCH',
+      apiPath(API_VERSION, PLURAL, ns, 'columns', 'status'),
+      {
+        spec: { replicas: 7 },
+        status: {
+          replicas: 3,
+          readyReplicas: 2,
+          updatedReplicas: 1,
+          drainingReplicas: 1,
+          updateRevision: 'abc123',
+          selector: 'app.kubernetes.io/instance=columns',
+        },
+      },
+      { contentType: MERGE_PATCH },
+    );
     assert.equal(r.status, 200, JSON.stringify(r.body));
     const got = await getAd(cluster.kc, ns, 'columns');
     assert.equal(got.spec.replicas, 1, 'spec is not changed through /status');

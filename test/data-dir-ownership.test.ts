@@ -11,16 +11,35 @@ import { isRecordedProcess, processIdentity, readPidFile, writePidFile } from '.
 import { type CliProcess, runCli, startCli, waitForHttp } from './support/cli.js';
 
 const children: CliProcess[] = [];
-after(() => { for (const c of children) c.child.kill('SIGKILL'); });
+after(() => {
+  for (const c of children) c.child.kill('SIGKILL');
+});
 
 function serverArgs(dataDir: string, host: string): string[] {
-  return ['server', '--bind-address', host, '--port', '4141', '--data-dir', dataDir, '--repo-allowlist', 'github.com/acme/*', '--gh-user', 'bot', '--gh-token', 'tok', '--insecure-no-webhook-secret'];
+  return [
+    'server',
+    '--bind-address',
+    host,
+    '--port',
+    '4141',
+    '--data-dir',
+    dataDir,
+    '--repo-allowlist',
+    'github.com/acme/*',
+    '--gh-user',
+    'bot',
+    '--gh-token',
+    'tok',
+    '--insecure-no-webhook-secret',
+  ];
 }
 
 async function startServer(dataDir: string, host: string): Promise<CliProcess> {
   const p = startCli(serverArgs(dataDir, host));
   children.push(p);
-  await waitForHttp(`http://${host}:4141/healthz`).catch((e: Error) => { throw new Error(`${e.message}\n${p.output()}`); });
+  await waitForHttp(`http://${host}:4141/healthz`).catch((e: Error) => {
+    throw new Error(`${e.message}\n${p.output()}`);
+  });
   return p;
 }
 
@@ -34,16 +53,20 @@ describe('pid file identity', () => {
     ['a pid file without identity', undefined, { ...a }, false],
     ['no such process', a, undefined, false],
   ];
-  for (const [what, recorded, now, ok] of rows) it(`${what}: ${ok ? 'signal' : 'do not signal'}`, () => assert.equal(isRecordedProcess(recorded, now), ok));
+  for (const [what, recorded, now, ok] of rows)
+    it(`${what}: ${ok ? 'signal' : 'do not signal'}`, () => assert.equal(isRecordedProcess(recorded, now), ok));
 
-  it('reads a live process\'s identity from /proc', () => {
+  it("reads a live process's identity from /proc", () => {
     const me = processIdentity(process.pid);
     assert.ok(me && /^\d+$/.test(me.startTicks) && /^[0-9a-f]{64}$/.test(me.cmdlineSha256));
   });
 });
 
 describe('`drain` and an unrelated process in the pid file', () => {
-  for (const [what, identity] of [['no identity (an old or forged pid file)', undefined], ['the identity of another process', 'other']] as const) {
+  for (const [what, identity] of [
+    ['no identity (an old or forged pid file)', undefined],
+    ['the identity of another process', 'other'],
+  ] as const) {
     it(`does not signal it: ${what}`, async () => {
       const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-own-'));
       // `sleep` dies of SIGUSR2 (default action), so any signal would show in its exit.
@@ -51,7 +74,12 @@ describe('`drain` and an unrelated process in the pid file', () => {
       const exited = new Promise<NodeJS.Signals | number | null>((r) => victim.on('exit', (code, sig) => r(sig ?? code)));
       try {
         const other = identity === 'other' ? processIdentity(process.pid) : undefined;
-        writePidFile(dataDir, { pid: victim.pid!, url: 'http://127.0.163.59:4141', startedAt: new Date().toISOString(), ...(other ? { identity: other } : {}) });
+        writePidFile(dataDir, {
+          pid: victim.pid!,
+          url: 'http://127.0.163.59:4141',
+          startedAt: new Date().toISOString(),
+          ...(other ? { identity: other } : {}),
+        });
         const r = runCli(['drain', '--data-dir', dataDir, '--timeout', '2s']);
         assert.equal(r.code, 1, r.stdout + r.stderr);
         assert.match(r.stdout, new RegExp(`error: process ${victim.pid} named by the pid file in .* is not the server that wrote it`));
@@ -65,7 +93,7 @@ describe('`drain` and an unrelated process in the pid file', () => {
 });
 
 describe('one server per data dir', () => {
-  it('refuses a second server on the same dir, keeps the first one\'s pid file, and a restart after kill -9 works', async () => {
+  it("refuses a second server on the same dir, keeps the first one's pid file, and a restart after kill -9 works", async () => {
     const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-own-'));
     const first = await startServer(dataDir, '127.0.163.51');
     const pid = first.child.pid!;
@@ -73,8 +101,11 @@ describe('one server per data dir', () => {
 
     const second = runCli(serverArgs(dataDir, '127.0.163.52'));
     assert.equal(second.code, 2, second.stderr + second.stdout);
-    assert.equal(second.stderr.trim(), `atlantis-operator: --data-dir ${dataDir} is in use by another atlantis-operator server (pid ${pid}): one data dir serves one server`);
-    assert.equal(readPidFile(dataDir)?.pid, pid, 'the first server\'s pid file is untouched');
+    assert.equal(
+      second.stderr.trim(),
+      `atlantis-operator: --data-dir ${dataDir} is in use by another atlantis-operator server (pid ${pid}): one data dir serves one server`,
+    );
+    assert.equal(readPidFile(dataDir)?.pid, pid, "the first server's pid file is untouched");
     assert.equal((await fetch('http://127.0.163.51:4141/healthz')).status, 200);
 
     first.child.kill('SIGKILL');

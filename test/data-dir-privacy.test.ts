@@ -4,7 +4,18 @@
 // Order is judged from the server's own log timestamps.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
@@ -17,8 +28,18 @@ const jobsDir = path.join(dataDir, 'jobs');
 const MIN = 60_000;
 const DAY = 24 * 60 * MIN;
 
-interface LogLine { level: string; time: string; msg: string; [k: string]: unknown }
-const lines = (p: CliProcess): LogLine[] => p.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as LogLine);
+interface LogLine {
+  level: string;
+  time: string;
+  msg: string;
+  [k: string]: unknown;
+}
+const lines = (p: CliProcess): LogLine[] =>
+  p
+    .output()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as LogLine);
 
 /** Starts the server with umask 000 inherited, as a careless init system might. */
 async function startServer(host: string, extra: string[]): Promise<{ p: CliProcess; url: string }> {
@@ -30,7 +51,10 @@ async function startServer(host: string, extra: string[]): Promise<{ p: CliProce
     process.umask(previous);
   }
   const url = `http://${host}:4141`;
-  await waitForHttp(`${url}/healthz`, 30_000).catch((e: Error) => { p.child.kill('SIGKILL'); throw new Error(`${e.message}\n${p.output()}`); });
+  await waitForHttp(`${url}/healthz`, 30_000).catch((e: Error) => {
+    p.child.kill('SIGKILL');
+    throw new Error(`${e.message}\n${p.output()}`);
+  });
   return { p, url };
 }
 
@@ -65,8 +89,12 @@ function oldLog(ago: number): string {
   return id;
 }
 
-before(async () => { env = await createWorkflowEnv(); });
-after(async () => { await env.close(); });
+before(async () => {
+  env = await createWorkflowEnv();
+});
+after(async () => {
+  await env.close();
+});
 
 describe('data dir privacy and job log retention', () => {
   it('0700 data dir, 0600 files with umask 000; count and age pruning at start', { timeout: 240_000 }, async () => {
@@ -82,7 +110,7 @@ describe('data dir privacy and job log retention', () => {
     writeFileSync(notALog, 'kept');
     utimesSync(notALog, new Date(Date.now() - 30 * DAY), new Date(Date.now() - 30 * DAY));
     const outside = path.join(dataDir, '..', `${path.basename(dataDir)}-outside.txt`);
-    writeFileSync(outside, 'not the server\'s');
+    writeFileSync(outside, "not the server's");
     const link = path.join(jobsDir, `${randomUUID()}.log`);
     symlinkSync(outside, link);
 
@@ -104,7 +132,7 @@ describe('data dir privacy and job log retention', () => {
       for (const id of recent.slice(0, 4)) assert.equal(mode(path.join(jobsDir, `${id}.log`)), 0o600, `${id} kept, made private`);
       assert.ok(existsSync(notALog), 'a file not named like a job log is left alone');
       assert.ok(lstatSync(link).isSymbolicLink() && existsSync(outside), 'a symlink is neither followed nor removed');
-      assert.equal(readFileSync(outside, 'utf8'), 'not the server\'s');
+      assert.equal(readFileSync(outside, 'utf8'), "not the server's");
       const prunedPage = await fetch(`${url}/jobs/${tooOld[0]}`);
       assert.equal(prunedPage.status, 404);
 
@@ -119,7 +147,10 @@ describe('data dir privacy and job log retention', () => {
       for (const f of ['atlantis-operator.pid', 'atlantis-operator.db']) assert.equal(mode(path.join(dataDir, f)), 0o600, f);
       const logs = readdirSync(jobsDir).filter((f) => f.endsWith('.log') && !lstatSync(path.join(jobsDir, f)).isSymbolicLink());
       assert.equal(logs.length, 6, 'the 4 kept logs and the 2 new ones');
-      assert.ok(readdirSync(path.join(dataDir, 'repos'), { recursive: true, encoding: 'utf8' }).some((f) => f.endsWith('main.tf')), 'a working copy exists');
+      assert.ok(
+        readdirSync(path.join(dataDir, 'repos'), { recursive: true, encoding: 'utf8' }).some((f) => f.endsWith('main.tf')),
+        'a working copy exists',
+      );
       assert.deepEqual(loosePaths(dataDir), [], 'nothing readable by others after the apply');
       assert.equal(mode(dataDir), 0o700);
     } finally {
@@ -144,7 +175,8 @@ describe('data dir privacy and job log retention', () => {
       const jobId = applyStart.jobId as string;
       // Wait until the server has pruned it (its log line says so), bounded.
       const end = Date.now() + 60_000;
-      while (!lines(p).some((l) => l.msg === 'Pruned job log' && l.jobId === jobId) && Date.now() < end) await new Promise((r) => setTimeout(r, 200));
+      while (!lines(p).some((l) => l.msg === 'Pruned job log' && l.jobId === jobId) && Date.now() < end)
+        await new Promise((r) => setTimeout(r, 200));
       const prunes = lines(p).filter((l) => l.msg === 'Pruned job log' && l.jobId === jobId);
       assert.equal(prunes.length, 1, p.output());
       const finished = lines(p).find((l) => l.msg === 'Process finished' && l.pid === applyStart.pid)!;
@@ -152,7 +184,10 @@ describe('data dir privacy and job log retention', () => {
       const prunedAt = Date.parse(prunes[0]!.time);
       const lastWritten = Date.parse(prunes[0]!.lastWritten as string);
       // The log was still being written at the end of the job, so it was not deleted while it ran...
-      assert.ok(lastWritten >= Date.parse(applyStart.time) + 9_000, `last written ${prunes[0]!.lastWritten}, apply started ${applyStart.time}`);
+      assert.ok(
+        lastWritten >= Date.parse(applyStart.time) + 9_000,
+        `last written ${prunes[0]!.lastWritten}, apply started ${applyStart.time}`,
+      );
       assert.ok(prunedAt >= Date.parse(finished.time), 'pruned after the job finished');
       // ...and deleted once older than the retention, within an interval (1.25 s) and a loaded machine's delay.
       assert.ok(prunedAt - lastWritten > RETENTION_MS, `pruned ${prunedAt - lastWritten} ms after its last write`);

@@ -13,7 +13,10 @@ describe('make run (the local demo)', () => {
   it('rolls out a busy AtlantisDeployment without killing terraform', { timeout: 420_000 }, () => {
     assertBuilt();
     const r = spawnSync(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'dev/demo.ts'), '--exit'], {
-      cwd: repoRoot, encoding: 'utf8', timeout: 400_000, env: { ...process.env, DEMO_APPLY_SECONDS: '6' },
+      cwd: repoRoot,
+      encoding: 'utf8',
+      timeout: 400_000,
+      env: { ...process.env, DEMO_APPLY_SECONDS: '6' },
     });
     const out = `${r.stdout}\n${r.stderr}`;
     assert.equal(r.status, 0, out);
@@ -23,6 +26,9 @@ describe('make run (the local demo)', () => {
     assert.match(out, /No terraform run killed: 0 SIGKILL sent by the node, no interrupted run on the PR/);
     const lines = out.split('\n');
     const idx = (re: RegExp) => lines.findIndex((l) => re.test(l));
-    assert.ok(idx(/PR #1: apply finished/) < idx(/atlantis-1: drained .* deleted by the controller/), `the busy pod is deleted only after its apply finished:\n${out}`);
+    assert.ok(
+      idx(/PR #1: apply finished/) < idx(/atlantis-1: drained .* deleted by the controller/),
+      `the busy pod is deleted only after its apply finished:\n${out}`,
+    );
   });
 });

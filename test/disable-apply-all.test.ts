@@ -15,12 +15,18 @@ let env: WorkflowEnv;
 let ts: TestServer;
 before(async () => {
   env = await createWorkflowEnv({ ghHost: '127.0.163.160' });
-  ts = await startTestServer(['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token, '--disable-apply-all'], { plugins: [workflowPlugin] });
+  ts = await startTestServer(
+    ['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token, '--disable-apply-all'],
+    { plugins: [workflowPlugin] },
+  );
 });
-after(async () => { await ts.server.close(); await env.close(); });
+after(async () => {
+  await ts.server.close();
+  await env.close();
+});
 
 describe('--disable-apply-all', () => {
-  it('refuses apply without flags with Atlantis\'s text, applies with -d', async () => {
+  it("refuses apply without flags with Atlantis's text, applies with -d", async () => {
     const marker = path.join(mkdtempSync(path.join(tmpdir(), 'ato-applyall-')), 'applied');
     await env.openPull(ts.url, 1, 'apply-all', { 'app1/main.tf': terraformConfig({ marker: 'm1', touchFile: marker }) });
     await env.waitForComment(1, /^Ran Plan for dir: `app1`/);

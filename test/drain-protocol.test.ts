@@ -37,7 +37,12 @@ describe('the drain annotation', () => {
     it(`${name}: ${want ? 'drain' : 'no drain'}, for the server and the controller alike`, () => {
       assert.equal(drainRequested(value), want);
       const pod: V1Pod = {
-        metadata: { name: 'atlantis-0', uid: 'u0', labels: { [LABEL_ORDINAL]: '0' }, annotations: value === undefined ? {} : { [ANNOTATION_DRAIN]: value } },
+        metadata: {
+          name: 'atlantis-0',
+          uid: 'u0',
+          labels: { [LABEL_ORDINAL]: '0' },
+          annotations: value === undefined ? {} : { [ANNOTATION_DRAIN]: value },
+        },
       };
       assert.equal(podRequestsDrain(pod, 'atlantis-0'), want, 'server');
       // A blank value used to count as draining for the controller only: it then waited for
@@ -82,16 +87,30 @@ describe('wait_drained', () => {
 
 describe('the /status answer, read by the controller', () => {
   const rows: Array<[string, string, ReturnType<typeof parseStatusBody>]> = [
-    ['Atlantis\'s three fields', '{"shutting_down":false,"in_progress_operations":2,"version":"0.47.0"}',
-      { ok: true, body: { shutting_down: false, in_progress_operations: 2, version: '0.47.0' } }],
-    ['without a version', '{"shutting_down":true,"in_progress_operations":0}', { ok: true, body: { shutting_down: true, in_progress_operations: 0 } }],
-    ['unchecked fields are dropped', '{"shutting_down":true,"in_progress_operations":0,"version":7,"operations":"x"}',
-      { ok: true, body: { shutting_down: true, in_progress_operations: 0 } }],
+    [
+      "Atlantis's three fields",
+      '{"shutting_down":false,"in_progress_operations":2,"version":"0.47.0"}',
+      { ok: true, body: { shutting_down: false, in_progress_operations: 2, version: '0.47.0' } },
+    ],
+    [
+      'without a version',
+      '{"shutting_down":true,"in_progress_operations":0}',
+      { ok: true, body: { shutting_down: true, in_progress_operations: 0 } },
+    ],
+    [
+      'unchecked fields are dropped',
+      '{"shutting_down":true,"in_progress_operations":0,"version":7,"operations":"x"}',
+      { ok: true, body: { shutting_down: true, in_progress_operations: 0 } },
+    ],
     ['not JSON', '<html>', { ok: false, error: 'not JSON' }],
     ['null', 'null', { ok: false, error: 'not an Atlantis /status answer' }],
     ['an array', '[]', { ok: false, error: 'not an Atlantis /status answer' }],
     ['another JSON answer', '{"status":"ok"}', { ok: false, error: 'not an Atlantis /status answer' }],
-    ['shutting_down as a string', '{"shutting_down":"true","in_progress_operations":0}', { ok: false, error: 'not an Atlantis /status answer' }],
+    [
+      'shutting_down as a string',
+      '{"shutting_down":"true","in_progress_operations":0}',
+      { ok: false, error: 'not an Atlantis /status answer' },
+    ],
     ['a negative count', '{"shutting_down":true,"in_progress_operations":-1}', { ok: false, error: 'not an Atlantis /status answer' }],
     ['a fractional count', '{"shutting_down":true,"in_progress_operations":0.5}', { ok: false, error: 'not an Atlantis /status answer' }],
   ];
@@ -127,10 +146,13 @@ describe('what may import what', () => {
       .filter((f) => f.endsWith('.ts'))
       .flatMap((f) => {
         const file = path.join(src, dir, f);
-        return [...readFileSync(file, 'utf8').matchAll(/^(?:import|export)[^;]*? from '(\.[^']+)'/gms)]
-          .map((m) => ({ file: path.relative(src, file), target: path.relative(src, path.resolve(path.dirname(file), m[1]!)) }));
+        return [...readFileSync(file, 'utf8').matchAll(/^(?:import|export)[^;]*? from '(\.[^']+)'/gms)].map((m) => ({
+          file: path.relative(src, file),
+          target: path.relative(src, path.resolve(path.dirname(file), m[1]!)),
+        }));
       });
-  const into = (edges: Array<{ file: string; target: string }>, dir: string) => edges.filter((e) => e.target.startsWith(`${dir}/`)).map((e) => `${e.file} -> ${e.target}`);
+  const into = (edges: Array<{ file: string; target: string }>, dir: string) =>
+    edges.filter((e) => e.target.startsWith(`${dir}/`)).map((e) => `${e.file} -> ${e.target}`);
 
   it('the roles meet only in src/contract, which imports neither', () => {
     const server = importsOf('server');
@@ -139,6 +161,9 @@ describe('what may import what', () => {
     assert.ok(into(server, 'contract').length > 0 && into(controller, 'contract').length > 0, 'both roles use the contract');
     assert.deepEqual(into(server, 'controller'), []);
     assert.deepEqual(into(controller, 'server'), []);
-    assert.deepEqual(importsOf('contract').filter((e) => !e.target.startsWith('contract/')), []);
+    assert.deepEqual(
+      importsOf('contract').filter((e) => !e.target.startsWith('contract/')),
+      [],
+    );
   });
 });

@@ -48,7 +48,8 @@ describe('DrainWatch', () => {
     servers.push(server);
     const dir = makeTerraformDir(3, 1);
     const run = server.runOperation({ command: 'apply', repo: 'acme/infra', pull: 1, project: 'x' }, () =>
-      server.runner.run({ jobId: 'x', args: ['apply', '-auto-approve', '-input=false', '-no-color'], cwd: dir }));
+      server.runner.run({ jobId: 'x', args: ['apply', '-auto-approve', '-input=false', '-no-color'], cwd: dir }),
+    );
     await waitFor('terraform running', () => server.runner.running().length === 1);
     server.requestDrain('annotation');
 
@@ -127,7 +128,10 @@ describe('DrainWatch', () => {
     await waitFor('the late answer', () => changes.length > 0, 10_000);
     assert.equal(answered, 1, 'the same request, not given up');
     const late = watch.observed('u5', 0, new Date(), 5000);
-    assert.ok(late !== 'pending' && late?.ok && late.body.shutting_down && late.body.in_progress_operations === 0, 'drained, from the late answer');
+    assert.ok(
+      late !== 'pending' && late?.ok && late.body.shutting_down && late.body.in_progress_operations === 0,
+      'drained, from the late answer',
+    );
     watch.stopAll();
   });
 
@@ -159,9 +163,14 @@ describe('DrainWatch', () => {
 describe('DrainWatch.add', () => {
   it('resolves once the first request is on its way, not when it is answered; and when it fails', async () => {
     let arrived = 0;
-    const silent = http.createServer(() => { arrived++; }); // takes the request, never answers
+    const silent = http.createServer(() => {
+      arrived++;
+    }); // takes the request, never answers
     await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
-    after(() => { silent.closeAllConnections(); silent.close(); });
+    after(() => {
+      silent.closeAllConnections();
+      silent.close();
+    });
     const port = (silent.address() as AddressInfo).port;
     const watch = new DrainWatch({
       waitSeconds: 30,
@@ -222,7 +231,9 @@ describe('probeServerStatus', () => {
   });
 
   it('a throwing onChange ends that watch with onError, and the next sync starts it again', async () => {
-    const plain = http.createServer((_req, res) => res.end(JSON.stringify({ shutting_down: false, in_progress_operations: 1, version: 'x' })));
+    const plain = http.createServer((_req, res) =>
+      res.end(JSON.stringify({ shutting_down: false, in_progress_operations: 1, version: 'x' })),
+    );
     await new Promise<void>((r) => plain.listen(0, '127.0.0.1', r));
     after(() => plain.close());
     const port = (plain.address() as AddressInfo).port;

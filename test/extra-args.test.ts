@@ -4,11 +4,16 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
-  ATLANTIS_BLOCKED_EXTRA_ARGS, DEFAULT_BLOCKED_EXTRA_ARGS, effectiveBlocked, firstBlockedArg, isInside, pathArgs,
+  ATLANTIS_BLOCKED_EXTRA_ARGS,
+  DEFAULT_BLOCKED_EXTRA_ARGS,
+  effectiveBlocked,
+  firstBlockedArg,
+  isInside,
+  pathArgs,
 } from '../src/server/workflow/extra-args.js';
 import { planFileName, planFileProblem } from '../src/server/locks/store.js';
 
-test('the default list is Atlantis\'s plus the server-set flags, each in both dash forms', () => {
+test("the default list is Atlantis's plus the server-set flags, each in both dash forms", () => {
   assert.deepEqual(ATLANTIS_BLOCKED_EXTRA_ARGS, ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir']);
   for (const f of ['out', 'input', 'state', 'state-out', 'backup']) {
     assert.ok(DEFAULT_BLOCKED_EXTRA_ARGS.includes(`-${f}`) && DEFAULT_BLOCKED_EXTRA_ARGS.includes(`--${f}`), f);
@@ -44,7 +49,13 @@ test('pathArgs: file-valued flags in every spelling; -var and backend key=value 
     { args: ['-var-file=a.tfvars'], want: [['var-file', 'a.tfvars']] },
     { args: ['--var-file=../x'], want: [['var-file', '../x']] },
     { args: ['-var-file', '/proc/self/environ'], want: [['var-file', '/proc/self/environ']] },
-    { args: ['--var-file', 'x', '-var-file=y'], want: [['var-file', 'x'], ['var-file', 'y']] },
+    {
+      args: ['--var-file', 'x', '-var-file=y'],
+      want: [
+        ['var-file', 'x'],
+        ['var-file', 'y'],
+      ],
+    },
     { args: ['-generate-config-out=g.tf'], want: [['generate-config-out', 'g.tf']] },
     { args: ['-backend-config=/etc/backend.hcl'], want: [['backend-config', '/etc/backend.hcl']] },
     { args: ['-backend-config=bucket=x'], want: [] },
@@ -52,7 +63,12 @@ test('pathArgs: file-valued flags in every spelling; -var and backend key=value 
     { args: ['-var-file'], want: [] },
     { args: ['-var-files=x', 'var-file=x'], want: [] },
   ];
-  for (const c of cases) assert.deepEqual(pathArgs(c.args).map((p) => [p.flag, p.value]), c.want, JSON.stringify(c));
+  for (const c of cases)
+    assert.deepEqual(
+      pathArgs(c.args).map((p) => [p.flag, p.value]),
+      c.want,
+      JSON.stringify(c),
+    );
   assert.equal(pathArgs(['-var-file', '/x'])[0]?.arg, '-var-file /x');
 });
 
@@ -70,12 +86,24 @@ test('isInside is by whole path segments', () => {
 
 test('planFileName is unique per (project, dir, workspace), one path segment, bounded', () => {
   const tuples: [string, string, string | undefined][] = [
-    ['app1', 'default', undefined], ['app1', 'default', 'a'], ['app1', 'default', 'b'],
-    ['a/b', 'default', undefined], ['a__b', 'default', undefined], ['a-b', 'default', undefined],
-    ['x-y', 'z', undefined], ['x', 'y-z', undefined], // collided before: both `x-y-z.tfplan`
-    ['a.b', 'c', undefined], ['a', 'b.c', undefined], ['.', 'default', undefined], ['_root', 'default', undefined],
-    ['a%2Fb', 'default', undefined], ['a', 'b', 'c'], ['ü', 'default', undefined], ['..', 'x', undefined],
-    ['d'.repeat(300), 'default', undefined], ['d'.repeat(301), 'default', undefined],
+    ['app1', 'default', undefined],
+    ['app1', 'default', 'a'],
+    ['app1', 'default', 'b'],
+    ['a/b', 'default', undefined],
+    ['a__b', 'default', undefined],
+    ['a-b', 'default', undefined],
+    ['x-y', 'z', undefined],
+    ['x', 'y-z', undefined], // collided before: both `x-y-z.tfplan`
+    ['a.b', 'c', undefined],
+    ['a', 'b.c', undefined],
+    ['.', 'default', undefined],
+    ['_root', 'default', undefined],
+    ['a%2Fb', 'default', undefined],
+    ['a', 'b', 'c'],
+    ['ü', 'default', undefined],
+    ['..', 'x', undefined],
+    ['d'.repeat(300), 'default', undefined],
+    ['d'.repeat(301), 'default', undefined],
   ];
   const names = tuples.map(([d, w, p]) => planFileName(d, w, p));
   assert.equal(new Set(names).size, names.length, names.join('\n'));
@@ -91,7 +119,11 @@ test('planFileProblem: only the file hashed at plan time is applied', () => {
   const base = { dir: 'app1', workspace: 'default', project: undefined as string | undefined };
   const cases: { recorded: string | undefined; actual: string | undefined; want: RegExp | undefined }[] = [
     { recorded: 'aa', actual: 'aa', want: undefined },
-    { recorded: 'aa', actual: 'bb', want: /changed after it was planned .*nothing was applied: comment `atlantis plan -d app1 -w default` to plan again/ },
+    {
+      recorded: 'aa',
+      actual: 'bb',
+      want: /changed after it was planned .*nothing was applied: comment `atlantis plan -d app1 -w default` to plan again/,
+    },
     { recorded: 'aa', actual: undefined, want: /plan file of this project is missing; nothing was applied/ },
     { recorded: undefined, actual: 'aa', want: /saved without a hash of its plan file, so it cannot be verified; nothing was applied/ },
     { recorded: undefined, actual: undefined, want: undefined },

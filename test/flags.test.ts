@@ -8,14 +8,27 @@ import { parseFlags, UsageError } from '../src/config/flags.js';
 import { buildServerConfig, SERVER_FLAGS } from '../src/server/config.js';
 
 const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-flags-'));
-const required = ['--repo-allowlist', 'github.com/acme/*', '--gh-user', 'bot', '--gh-token', 'tok', '--gh-webhook-secret', 's3cret', '--data-dir', dataDir];
+const required = [
+  '--repo-allowlist',
+  'github.com/acme/*',
+  '--gh-user',
+  'bot',
+  '--gh-token',
+  'tok',
+  '--gh-webhook-secret',
+  's3cret',
+  '--data-dir',
+  dataDir,
+];
 
 function config(argv: string[], env: NodeJS.ProcessEnv = {}) {
   return buildServerConfig(parseFlags(argv, SERVER_FLAGS, env).values);
 }
 
 function usageError(fn: () => unknown): string {
-  try { fn(); } catch (e) {
+  try {
+    fn();
+  } catch (e) {
     assert.ok(e instanceof UsageError, `expected UsageError, got ${String(e)}`);
     assert.equal(e.exitCode, 2);
     assert.ok(!e.message.includes('\n'), 'usage errors are one line');
@@ -25,7 +38,14 @@ function usageError(fn: () => unknown): string {
 }
 
 describe('durations', () => {
-  for (const [text, ms] of [['90s', 90_000], ['1h30m', 5_400_000], ['250ms', 250], ['3600', 3_600_000], ['0', 0], ['1.5s', 1500]] as const) {
+  for (const [text, ms] of [
+    ['90s', 90_000],
+    ['1h30m', 5_400_000],
+    ['250ms', 250],
+    ['3600', 3_600_000],
+    ['0', 0],
+    ['1.5s', 1500],
+  ] as const) {
     it(`parses ${text}`, () => assert.equal(parseDuration(text), ms));
   }
   for (const bad of ['', 'soon', '10 s', '-5s', '1d']) it(`rejects "${bad}"`, () => assert.equal(parseDuration(bad), undefined));
@@ -41,7 +61,22 @@ describe('server flags', () => {
     const c = config(required);
     assert.equal(c.port, 4141);
     assert.deepEqual(c.allowCommands, ['version', 'plan', 'apply', 'unlock']);
-    assert.deepEqual(c.blockedExtraArgs, ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir', '-out', '--out', '-input', '--input', '-state', '--state', '-state-out', '--state-out', '-backup', '--backup']);
+    assert.deepEqual(c.blockedExtraArgs, [
+      '-chdir',
+      '--chdir',
+      '-plugin-dir',
+      '--plugin-dir',
+      '-out',
+      '--out',
+      '-input',
+      '--input',
+      '-state',
+      '--state',
+      '-state-out',
+      '--state-out',
+      '-backup',
+      '--backup',
+    ]);
     assert.equal(c.executableName, 'atlantis');
     assert.equal(c.parallelPoolSize, 15);
     assert.equal(c.drainTimeoutMs, 0);
@@ -51,7 +86,12 @@ describe('server flags', () => {
   });
 
   it('reads ATLANTIS_* env, and the command line wins', () => {
-    const env = { ATLANTIS_PORT: '5000', ATLANTIS_DRAIN_TIMEOUT: '10m', ATLANTIS_QUEUE_DURING_DRAIN: 'true', ATLANTIS_GH_HOSTNAME: 'ghe.acme.test' };
+    const env = {
+      ATLANTIS_PORT: '5000',
+      ATLANTIS_DRAIN_TIMEOUT: '10m',
+      ATLANTIS_QUEUE_DURING_DRAIN: 'true',
+      ATLANTIS_GH_HOSTNAME: 'ghe.acme.test',
+    };
     const c = config([...required, '--port', '6000'], env);
     assert.equal(c.port, 6000);
     assert.equal(c.drainTimeoutMs, 600_000);
@@ -70,7 +110,17 @@ describe('server flags', () => {
   it('reads the token from --gh-token-file on every use', () => {
     const f = path.join(dataDir, 'token');
     writeFileSync(f, 'first\n');
-    const c = config(['--repo-allowlist', 'x', '--gh-user', 'bot', '--gh-token-file', f, '--insecure-no-webhook-secret', '--data-dir', dataDir]);
+    const c = config([
+      '--repo-allowlist',
+      'x',
+      '--gh-user',
+      'bot',
+      '--gh-token-file',
+      f,
+      '--insecure-no-webhook-secret',
+      '--data-dir',
+      dataDir,
+    ]);
     assert.equal(c.ghToken(), 'first');
     writeFileSync(f, 'rotated');
     assert.equal(c.ghToken(), 'rotated');
@@ -81,21 +131,40 @@ describe('server flags', () => {
     ['missing flag argument', [...required, '--port'], {}, /--port/],
     ['non-integer port', [...required, '--port', 'abc'], {}, /--port/],
     ['port out of range', [...required, '--port', '70000'], {}, /--port/],
-    ['bad env value names the env var and flag', required, { ATLANTIS_PARALLEL_POOL_SIZE: 'many' }, /ATLANTIS_PARALLEL_POOL_SIZE \(--parallel-pool-size\)/],
+    [
+      'bad env value names the env var and flag',
+      required,
+      { ATLANTIS_PARALLEL_POOL_SIZE: 'many' },
+      /ATLANTIS_PARALLEL_POOL_SIZE \(--parallel-pool-size\)/,
+    ],
     ['bad duration', [...required, '--drain-timeout', 'soon'], {}, /--drain-timeout/],
     ['bad boolean', [...required, '--disable-autoplan=maybe'], {}, /--disable-autoplan/],
     ['missing allowlist', required.slice(2), {}, /--repo-allowlist/],
     ['missing gh user', ['--repo-allowlist', 'x', '--gh-token', 't', '--gh-webhook-secret', 's', '--data-dir', dataDir], {}, /--gh-user/],
     ['missing token', ['--repo-allowlist', 'x', '--gh-user', 'u', '--gh-webhook-secret', 's', '--data-dir', dataDir], {}, /--gh-token/],
     ['token and token file', [...required, '--gh-token-file', '/etc/hostname'], {}, /mutually exclusive/],
-    ['unreadable token file', ['--repo-allowlist', 'x', '--gh-user', 'u', '--gh-token-file', '/nonexistent/t', '--gh-webhook-secret', 's', '--data-dir', dataDir], {}, /--gh-token-file/],
-    ['missing webhook secret', ['--repo-allowlist', 'x', '--gh-user', 'u', '--gh-token', 't', '--data-dir', dataDir], {}, /--gh-webhook-secret.*--insecure-no-webhook-secret/],
+    [
+      'unreadable token file',
+      ['--repo-allowlist', 'x', '--gh-user', 'u', '--gh-token-file', '/nonexistent/t', '--gh-webhook-secret', 's', '--data-dir', dataDir],
+      {},
+      /--gh-token-file/,
+    ],
+    [
+      'missing webhook secret',
+      ['--repo-allowlist', 'x', '--gh-user', 'u', '--gh-token', 't', '--data-dir', dataDir],
+      {},
+      /--gh-webhook-secret.*--insecure-no-webhook-secret/,
+    ],
     ['bad log level', [...required, '--log-level', 'loud'], {}, /--log-level/],
     ['bad allowed command', [...required, '--allow-commands', 'plan,destroy'], {}, /--allow-commands/],
     ['pool size zero', [...required, '--parallel-pool-size', '0'], {}, /--parallel-pool-size/],
     ['unwritable data dir', [...required, '--data-dir', '/etc/hostname/sub'], {}, /--data-dir .* is not a writable directory/],
   ];
   for (const [name, argv, env, re] of bad) {
-    it(`rejects ${name} with a one-line usage error`, () => assert.match(usageError(() => config(argv, env)), re));
+    it(`rejects ${name} with a one-line usage error`, () =>
+      assert.match(
+        usageError(() => config(argv, env)),
+        re,
+      ));
   }
 });

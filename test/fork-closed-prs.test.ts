@@ -22,7 +22,9 @@ const CLOSED_LOG = 'Refused a command on a closed pull request';
 let env: WorkflowEnv;
 const procs: CliProcess[] = [];
 
-before(async () => { env = await createWorkflowEnv({ ghHost: '127.0.164.250' }); });
+before(async () => {
+  env = await createWorkflowEnv({ ghHost: '127.0.164.250' });
+});
 after(async () => {
   for (const p of procs) p.child.kill('SIGKILL');
   await env.close();
@@ -33,7 +35,9 @@ async function startServer(host: string, envVars: NodeJS.ProcessEnv = {}): Promi
   const p = startCli(env.serverArgs(dataDir, host), envVars);
   procs.push(p);
   const url = `http://${host}:4141`;
-  await waitForHttp(`${url}/healthz`).catch((e: Error) => { throw new Error(`${e.message}\n${p.output()}`); });
+  await waitForHttp(`${url}/healthz`).catch((e: Error) => {
+    throw new Error(`${e.message}\n${p.output()}`);
+  });
   return { p, url, dataDir };
 }
 
@@ -49,26 +53,53 @@ async function openForkPull(url: string, number: number, branch: string): Promis
   await git(tmpdir(), ['clone', '--bare', '-q', env.repo.bareDir, forkDir]);
   await git(env.repo.bareDir, ['update-ref', '-d', `refs/heads/${branch}`]);
   const headCloneUrl = `file://${forkDir}`;
-  env.gh.addPull(env.repo.fullName, { number, headSha, headRef: branch, files: files.map((filename) => ({ filename })), headRepo: FORK, headCloneUrl });
-  const r = await sendWebhook(`${url}/events`, 'pull_request', pullRequestPayload({
-    repo: env.repo.fullName, cloneUrl: env.repo.cloneUrl, action: 'opened', number, headSha, headRef: branch, headRepo: FORK, headCloneUrl, user: 'mallory',
-  }), { secret: WEBHOOK_SECRET });
+  env.gh.addPull(env.repo.fullName, {
+    number,
+    headSha,
+    headRef: branch,
+    files: files.map((filename) => ({ filename })),
+    headRepo: FORK,
+    headCloneUrl,
+  });
+  const r = await sendWebhook(
+    `${url}/events`,
+    'pull_request',
+    pullRequestPayload({
+      repo: env.repo.fullName,
+      cloneUrl: env.repo.cloneUrl,
+      action: 'opened',
+      number,
+      headSha,
+      headRef: branch,
+      headRepo: FORK,
+      headCloneUrl,
+      user: 'mallory',
+    }),
+    { secret: WEBHOOK_SECRET },
+  );
   assert.equal(r.status, 200);
   return headSha;
 }
 
 /** Log lines of the server with message `msg` and pull `pull`. */
 function logLines(p: CliProcess, msg: string, pull: number): Array<Record<string, unknown>> {
-  return p.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>)
+  return p
+    .output()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
     .filter((l) => l.msg === msg && l.pull === pull);
 }
 
 async function idle(url: string): Promise<void> {
-  await waitFor('no operation in progress', async () => ((await (await fetch(`${url}/status`)).json()) as { in_progress_operations: number }).in_progress_operations === 0);
+  await waitFor(
+    'no operation in progress',
+    async () => ((await (await fetch(`${url}/status`)).json()) as { in_progress_operations: number }).in_progress_operations === 0,
+  );
 }
 
 describe('fork and closed pull requests (real server process)', () => {
-  it('by default a fork PR is not autoplanned nor commanded: Atlantis\'s reply each time, a log line, nothing cloned', async () => {
+  it("by default a fork PR is not autoplanned nor commanded: Atlantis's reply each time, a log line, nothing cloned", async () => {
     const { p, url, dataDir } = await startServer('127.0.164.1');
     const headSha = await openForkPull(url, 11, 'fork-11');
     await env.waitForComment(11, /fork pull requests/, { timeoutMs: 15_000 });
@@ -77,8 +108,14 @@ describe('fork and closed pull requests (real server process)', () => {
     await waitFor('three refusals logged', () => logLines(p, FORK_LOG, 11).length === 3, 15_000);
     await idle(url);
     await waitFor('three replies', () => env.commentsOn(11).length === 3, 15_000);
-    assert.deepEqual(env.commentsOn(11).map((c) => c.body), [FORK_PR_COMMENT, FORK_PR_COMMENT, FORK_PR_COMMENT]);
-    assert.deepEqual(logLines(p, FORK_LOG, 11).map((l) => l.command), ['autoplan', 'plan', 'apply']);
+    assert.deepEqual(
+      env.commentsOn(11).map((c) => c.body),
+      [FORK_PR_COMMENT, FORK_PR_COMMENT, FORK_PR_COMMENT],
+    );
+    assert.deepEqual(
+      logLines(p, FORK_LOG, 11).map((l) => l.command),
+      ['autoplan', 'plan', 'apply'],
+    );
     assert.equal(env.gh.statusesFor(env.repo.fullName, headSha).length, 0, 'no commit status');
     assert.ok(!existsSync(path.join(dataDir, 'repos')), 'nothing was cloned');
     assert.doesNotMatch(await (await fetch(`${url}/`)).text(), /#11 by/, 'no lock');
@@ -93,11 +130,18 @@ describe('fork and closed pull requests (real server process)', () => {
     assert.equal((await env.closePull(url, 12)).status, 200);
     await env.waitForComment(12, /Locks and plans deleted/);
     let before = env.commentsOn(12).length;
-    for (const cmd of ['atlantis plan', 'atlantis apply', 'atlantis plan -d app2']) assert.equal((await env.comment(url, 12, cmd)).status, 200);
+    for (const cmd of ['atlantis plan', 'atlantis apply', 'atlantis plan -d app2'])
+      assert.equal((await env.comment(url, 12, cmd)).status, 200);
     await waitFor('three refusals logged', () => logLines(p, CLOSED_LOG, 12).length === 3, 15_000);
     await idle(url);
     await waitFor('three replies', () => env.commentsOn(12).length === before + 3, 15_000);
-    assert.deepEqual(env.commentsOn(12).slice(before).map((c) => c.body), [CLOSED_PR_COMMENT, CLOSED_PR_COMMENT, CLOSED_PR_COMMENT]);
+    assert.deepEqual(
+      env
+        .commentsOn(12)
+        .slice(before)
+        .map((c) => c.body),
+      [CLOSED_PR_COMMENT, CLOSED_PR_COMMENT, CLOSED_PR_COMMENT],
+    );
     assert.doesNotMatch(await (await fetch(`${url}/`)).text(), /#12 by/, 'the closed PR holds no lock');
     // unlock still runs on a closed PR, as in Atlantis.
     before = env.commentsOn(12).length;
@@ -123,7 +167,11 @@ describe('fork and closed pull requests (real server process)', () => {
     await env.waitForComment(15, /^Ran Plan for dir: `app2`/, { after: before });
     await idle(url);
     assert.doesNotMatch(await (await fetch(`${url}/`)).text(), /#15 by/, 'the lock the plan took after the close was released');
-    await waitFor('the release logged', () => p.output().includes('Released what commands took while their pull request was being closed'), 5000);
+    await waitFor(
+      'the release logged',
+      () => p.output().includes('Released what commands took while their pull request was being closed'),
+      5000,
+    );
   });
 
   it('--silence-fork-pr-errors: the same refusals, logged, without a reply', async () => {
@@ -135,11 +183,18 @@ describe('fork and closed pull requests (real server process)', () => {
     // A reply the server does post, after the refusals: nothing came before it.
     await env.comment(url, 13, 'atlantis help', 'mallory');
     await env.waitForComment(13, /Commands/, { timeoutMs: 15_000 });
-    assert.equal(env.commentsOn(13).length, 1, env.commentsOn(13).map((c) => c.body.slice(0, 80)).join('\n'));
+    assert.equal(
+      env.commentsOn(13).length,
+      1,
+      env
+        .commentsOn(13)
+        .map((c) => c.body.slice(0, 80))
+        .join('\n'),
+    );
     assert.ok(!existsSync(path.join(dataDir, 'repos')), 'nothing was cloned');
   });
 
-  it('--allow-fork-prs: a fork PR is autoplanned from the fork\'s repository', async () => {
+  it("--allow-fork-prs: a fork PR is autoplanned from the fork's repository", async () => {
     const { url } = await startServer('127.0.164.3', { ATLANTIS_ALLOW_FORK_PRS: 'true' });
     await openForkPull(url, 14, 'fork-14');
     const c = await env.waitForComment(14, /^Ran Plan for dir: `app1` workspace: `default`/);

@@ -5,7 +5,15 @@ import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import net from 'node:net';
 import { GitHubStandin } from './support/github-standin.js';
-import { GitHubClient, GitHubApiError, splitComment, continuationMarkers, MAX_COMMENT_LENGTH, hostForBaseUrl, pullIsMergeable } from '../src/server/vcs/github-client.js';
+import {
+  GitHubClient,
+  GitHubApiError,
+  splitComment,
+  continuationMarkers,
+  MAX_COMMENT_LENGTH,
+  hostForBaseUrl,
+  pullIsMergeable,
+} from '../src/server/vcs/github-client.js';
 import { createLogger } from '../src/log.js';
 
 const REPO = 'acme/infra';
@@ -18,7 +26,12 @@ async function setup(opts: { maxAttempts?: number; maxRateLimitWaitMs?: number }
   const client = new GitHubClient({
     baseUrl: gh.url,
     token: gh.token,
-    retry: { maxAttempts: opts.maxAttempts ?? 4, baseDelayMs: 100, maxDelayMs: 1000, maxRateLimitWaitMs: opts.maxRateLimitWaitMs ?? 120_000 },
+    retry: {
+      maxAttempts: opts.maxAttempts ?? 4,
+      baseDelayMs: 100,
+      maxDelayMs: 1000,
+      maxRateLimitWaitMs: opts.maxRateLimitWaitMs ?? 120_000,
+    },
     sleep: async (ms) => {
       sleeps.push(ms);
     },
@@ -34,7 +47,10 @@ test('createComment posts with GitHub headers and returns the id', async () => {
     assert.equal(r.length, 1);
     assert.ok(r[0]!.id > 0);
     assert.match(r[0]!.htmlUrl ?? '', /#issuecomment-/);
-    assert.deepEqual(gh.comments(REPO, 1).map((c) => c.body), ['hello']);
+    assert.deepEqual(
+      gh.comments(REPO, 1).map((c) => c.body),
+      ['hello'],
+    );
     const call = gh.callsTo('POST', /\/issues\/1\/comments$/)[0]!;
     assert.equal(call.headers.authorization, `token ${gh.token}`);
     assert.equal(call.headers.accept, 'application/vnd.github+json');
@@ -95,10 +111,17 @@ test('bad token: 401 GitHubApiError, not retried', async () => {
 test('404 and 422 are not retried and carry GitHub message', async () => {
   const { gh, client } = await setup();
   try {
-    await assert.rejects(client.getPull(REPO, 99), (e: unknown) => e instanceof GitHubApiError && e.status === 404 && e.githubMessage === 'Not Found' && e.documentationUrl !== undefined);
+    await assert.rejects(
+      client.getPull(REPO, 99),
+      (e: unknown) =>
+        e instanceof GitHubApiError && e.status === 404 && e.githubMessage === 'Not Found' && e.documentationUrl !== undefined,
+    );
     await assert.rejects(client.getPull('acme/nope', 1), (e: unknown) => e instanceof GitHubApiError && e.status === 404);
     await assert.rejects(client.updateComment(REPO, 424242, 'x'), (e: unknown) => e instanceof GitHubApiError && e.status === 404);
-    await assert.rejects(client.setCommitStatus(REPO, 'a'.repeat(40), { state: 'bogus' as 'success', context: 'atlantis/plan' }), (e: unknown) => e instanceof GitHubApiError && e.status === 422 && e.githubMessage === 'Validation Failed');
+    await assert.rejects(
+      client.setCommitStatus(REPO, 'a'.repeat(40), { state: 'bogus' as 'success', context: 'atlantis/plan' }),
+      (e: unknown) => e instanceof GitHubApiError && e.status === 422 && e.githubMessage === 'Validation Failed',
+    );
     assert.equal(gh.calls.length, 4);
   } finally {
     await gh.close();
@@ -120,7 +143,10 @@ test('long comments are split like Atlantis, every part within the limit', async
     assert.ok(posted[1]!.startsWith(sepStart) && posted[1]!.endsWith(sepEnd));
     assert.ok(posted[2]!.startsWith(sepStart) && !posted[2]!.endsWith(sepEnd));
     // Content reassembles exactly.
-    const joined = posted.map((p, i) => (i > 0 ? p.slice(sepStart.length) : p)).map((p, i, a) => (i < a.length - 1 ? p.slice(0, -sepEnd.length) : p)).join('');
+    const joined = posted
+      .map((p, i) => (i > 0 ? p.slice(sepStart.length) : p))
+      .map((p, i, a) => (i < a.length - 1 ? p.slice(0, -sepEnd.length) : p))
+      .join('');
     assert.equal(joined, body);
   } finally {
     await gh.close();
@@ -153,10 +179,22 @@ test('updateComment, addReaction, setCommitStatus', async () => {
     await client.addReaction(REPO, 777, 'eyes');
     await client.addReaction(REPO, 777);
     assert.deepEqual(gh.reactions, [{ repo: REPO, commentId: 777, content: 'eyes' }]);
-    await client.setCommitStatus(REPO, 'a'.repeat(40), { state: 'pending', context: 'atlantis/plan', description: 'Plan in progress...', targetUrl: 'http://atlantis.example/jobs/1' });
+    await client.setCommitStatus(REPO, 'a'.repeat(40), {
+      state: 'pending',
+      context: 'atlantis/plan',
+      description: 'Plan in progress...',
+      targetUrl: 'http://atlantis.example/jobs/1',
+    });
     await client.setCommitStatus(REPO, 'a'.repeat(40), { state: 'success', context: 'atlantis/apply', description: 'd'.repeat(200) });
     const st = gh.statusesFor(REPO, 'a'.repeat(40));
-    assert.deepEqual(st[0], { repo: REPO, sha: 'a'.repeat(40), state: 'pending', context: 'atlantis/plan', description: 'Plan in progress...', target_url: 'http://atlantis.example/jobs/1' });
+    assert.deepEqual(st[0], {
+      repo: REPO,
+      sha: 'a'.repeat(40),
+      state: 'pending',
+      context: 'atlantis/plan',
+      description: 'Plan in progress...',
+      target_url: 'http://atlantis.example/jobs/1',
+    });
     assert.equal(st[1]!.description!.length, 140);
   } finally {
     await gh.close();
@@ -188,14 +226,31 @@ test('getPull, isMergeable (retries unknown state), approvals', async () => {
     assert.equal(await client.isApproved(REPO, 1), false);
     gh.updatePull(REPO, 1, { reviews: [{ user: 'alice', state: 'COMMENTED' }] });
     assert.equal(await client.isApproved(REPO, 1), false);
-    gh.updatePull(REPO, 1, { reviews: [{ user: 'alice', state: 'APPROVED' }, { user: 'alice', state: 'COMMENTED' }] });
+    gh.updatePull(REPO, 1, {
+      reviews: [
+        { user: 'alice', state: 'APPROVED' },
+        { user: 'alice', state: 'COMMENTED' },
+      ],
+    });
     assert.deepEqual(await client.getApproval(REPO, 1), { approved: true, approvedBy: ['alice'] });
-    gh.updatePull(REPO, 1, { reviews: [{ user: 'alice', state: 'APPROVED' }, { user: 'alice', state: 'DISMISSED' }] });
+    gh.updatePull(REPO, 1, {
+      reviews: [
+        { user: 'alice', state: 'APPROVED' },
+        { user: 'alice', state: 'DISMISSED' },
+      ],
+    });
     assert.equal(await client.isApproved(REPO, 1), false);
-    gh.updatePull(REPO, 1, { reviews: [{ user: 'bob', state: 'CHANGES_REQUESTED' }, { user: 'carol', state: 'APPROVED' }] });
+    gh.updatePull(REPO, 1, {
+      reviews: [
+        { user: 'bob', state: 'CHANGES_REQUESTED' },
+        { user: 'carol', state: 'APPROVED' },
+      ],
+    });
     assert.deepEqual(await client.getApproval(REPO, 1), { approved: true, approvedBy: ['carol'] });
     // many reviews: paginated
-    gh.updatePull(REPO, 1, { reviews: [...Array.from({ length: 120 }, () => ({ user: 'x', state: 'COMMENTED' as const })), { user: 'late', state: 'APPROVED' }] });
+    gh.updatePull(REPO, 1, {
+      reviews: [...Array.from({ length: 120 }, () => ({ user: 'x', state: 'COMMENTED' as const })), { user: 'late', state: 'APPROVED' }],
+    });
     assert.deepEqual((await client.getApproval(REPO, 1)).approvedBy, ['late']);
   } finally {
     await gh.close();
@@ -213,7 +268,10 @@ test('listChangedFiles follows Link pagination and includes renamed-from paths',
     assert.deepEqual(got.slice(-2), ['new/x.tf', 'old/x.tf']);
     const calls = gh.callsTo('GET', /\/pulls\/1\/files$/);
     assert.equal(calls.length, 3);
-    assert.deepEqual(calls.map((c) => c.query.page ?? '1'), ['1', '2', '3']);
+    assert.deepEqual(
+      calls.map((c) => c.query.page ?? '1'),
+      ['1', '2', '3'],
+    );
   } finally {
     await gh.close();
   }
@@ -286,13 +344,19 @@ test('createComment: retried on 500/503/rate limit; after a lost answer or a 504
     gh.failNext(1, { kind: 'status', status: 500 });
     gh.failNext(1, { kind: 'rate-limit', resetInSeconds: 0, status: 429 });
     await client.createComment(REPO, 1, 'one');
-    assert.deepEqual(gh.comments(REPO, 1).map((c) => c.body), ['one']);
+    assert.deepEqual(
+      gh.comments(REPO, 1).map((c) => c.body),
+      ['one'],
+    );
     const posts = (body: string) => gh.callsTo('POST', /comments$/).filter((c) => (c.body as { body: string }).body === body).length;
 
     // Comment created, then the connection dies before the answer: found by reading back, not posted again.
     gh.failNext(1, { kind: 'drop-after-processing' });
     const [two] = await client.createComment(REPO, 1, 'two');
-    assert.deepEqual(gh.comments(REPO, 1).map((c) => c.body), ['one', 'two']);
+    assert.deepEqual(
+      gh.comments(REPO, 1).map((c) => c.body),
+      ['one', 'two'],
+    );
     assert.equal(two?.id, gh.comments(REPO, 1)[1]?.id, 'the id of the comment that landed');
     assert.equal(posts('two'), 1);
     const readBack = gh.callsTo('GET', /\/issues\/1\/comments$/).at(-1);
@@ -302,13 +366,19 @@ test('createComment: retried on 500/503/rate limit; after a lost answer or a 504
     gh.failNext(1, { kind: 'drop' });
     await client.createComment(REPO, 1, 'three');
     assert.equal(posts('three'), 2);
-    assert.deepEqual(gh.comments(REPO, 1).map((c) => c.body), ['one', 'two', 'three']);
+    assert.deepEqual(
+      gh.comments(REPO, 1).map((c) => c.body),
+      ['one', 'two', 'three'],
+    );
 
     // A 504 (the stand-in's did not create it): read back, posted again, one comment.
     gh.failNext(1, { kind: 'status', status: 504 });
     await client.createComment(REPO, 1, 'four');
     assert.equal(posts('four'), 2);
-    assert.deepEqual(gh.comments(REPO, 1).map((c) => c.body), ['one', 'two', 'three', 'four']);
+    assert.deepEqual(
+      gh.comments(REPO, 1).map((c) => c.body),
+      ['one', 'two', 'three', 'four'],
+    );
 
     // A comment whose answer is lost on every attempt fails after maxAttempts, posted once per attempt at most.
     gh.failNext(100, { kind: 'drop' }, { method: 'POST' });
@@ -337,19 +407,36 @@ test('connection refused is retried even for createComment, then fails cleanly',
     });
   });
   const sleeps: number[] = [];
-  const c = new GitHubClient({ baseUrl: `http://127.0.0.1:${port}`, token: 'tok-refused-1234', retry: { maxAttempts: 3, baseDelayMs: 10 }, sleep: async (ms) => void sleeps.push(ms) });
-  await assert.rejects(c.createComment(REPO, 1, 'x'), (e: unknown) => e instanceof GitHubApiError && e.status === 0 && /ECONNREFUSED/.test(e.message));
+  const c = new GitHubClient({
+    baseUrl: `http://127.0.0.1:${port}`,
+    token: 'tok-refused-1234',
+    retry: { maxAttempts: 3, baseDelayMs: 10 },
+    sleep: async (ms) => void sleeps.push(ms),
+  });
+  await assert.rejects(
+    c.createComment(REPO, 1, 'x'),
+    (e: unknown) => e instanceof GitHubApiError && e.status === 0 && /ECONNREFUSED/.test(e.message),
+  );
   assert.equal(sleeps.length, 2);
 });
 
 test('a server that never answers: each attempt ends at timeoutMs (ETIMEDOUT), GETs are retried, then fail cleanly', async () => {
   // Accepts the connection and reads the request, never answers (a hung proxy).
   const held: net.Socket[] = [];
-  const s = net.createServer((sock) => { held.push(sock); sock.resume(); });
+  const s = net.createServer((sock) => {
+    held.push(sock);
+    sock.resume();
+  });
   await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
   try {
     const sleeps: number[] = [];
-    const c = new GitHubClient({ baseUrl: `http://127.0.0.1:${(s.address() as net.AddressInfo).port}`, token: 'tok-hung-1234', timeoutMs: 200, retry: { maxAttempts: 3, baseDelayMs: 10 }, sleep: async (ms) => void sleeps.push(ms) });
+    const c = new GitHubClient({
+      baseUrl: `http://127.0.0.1:${(s.address() as net.AddressInfo).port}`,
+      token: 'tok-hung-1234',
+      timeoutMs: 200,
+      retry: { maxAttempts: 3, baseDelayMs: 10 },
+      sleep: async (ms) => void sleeps.push(ms),
+    });
     const t0 = performance.now();
     await assert.rejects(c.getPull(REPO, 1), (e: unknown) => e instanceof GitHubApiError && e.status === 0 && /ETIMEDOUT/.test(e.message));
     assert.ok(performance.now() - t0 >= 3 * 200, 'three attempts of 200 ms each');
@@ -369,7 +456,12 @@ test('the token never appears in log lines, even at debug level', async () => {
   let logged = '';
   out.on('data', (d: Buffer) => (logged += d.toString()));
   try {
-    const c = new GitHubClient({ baseUrl: gh.url, token: gh.token, logger: createLogger({ level: 'debug', stream: out }), sleep: async () => {} });
+    const c = new GitHubClient({
+      baseUrl: gh.url,
+      token: gh.token,
+      logger: createLogger({ level: 'debug', stream: out }),
+      sleep: async () => {},
+    });
     gh.failNext(1, { kind: 'status', status: 502 });
     await c.getPull(REPO, 1);
     gh.failNext(1, { kind: 'status', status: 401 });
@@ -396,10 +488,18 @@ test('stand-in speaks GitHub shapes and status codes directly', async () => {
     r = await fetch(`${gh.url}/repos/${REPO}/issues/6/comments`, { method: 'POST', headers: h, body: JSON.stringify({ body: 'hi' }) });
     assert.equal(r.status, 404);
     assert.deepEqual(await r.json(), { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
-    r = await fetch(`${gh.url}/repos/${REPO}/issues/5/comments`, { method: 'POST', headers: { ...h, authorization: 'token nope' }, body: JSON.stringify({ body: 'x' }) });
+    r = await fetch(`${gh.url}/repos/${REPO}/issues/5/comments`, {
+      method: 'POST',
+      headers: { ...h, authorization: 'token nope' },
+      body: JSON.stringify({ body: 'x' }),
+    });
     assert.equal(r.status, 401);
     assert.equal(((await r.json()) as { message: string }).message, 'Bad credentials');
-    r = await fetch(`${gh.url}/repos/${REPO}/issues/5/comments`, { method: 'POST', headers: h, body: JSON.stringify({ body: 'x'.repeat(65537) }) });
+    r = await fetch(`${gh.url}/repos/${REPO}/issues/5/comments`, {
+      method: 'POST',
+      headers: h,
+      body: JSON.stringify({ body: 'x'.repeat(65537) }),
+    });
     assert.equal(r.status, 422);
     assert.match(JSON.stringify(await r.json()), /body is too long \(maximum is 65536 characters\)/);
     r = await fetch(`${gh.url}/repos/${REPO}/issues/5/comments`, { headers: h });

@@ -19,17 +19,34 @@ let env: WorkflowEnv;
 let ts: TestServer;
 let logText = '';
 
-interface LogLine { level: string; msg: string; [k: string]: unknown }
-const logLines = (): LogLine[] => logText.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as LogLine);
+interface LogLine {
+  level: string;
+  msg: string;
+  [k: string]: unknown;
+}
+const logLines = (): LogLine[] =>
+  logText
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l) as LogLine);
 
 before(async () => {
   env = await createWorkflowEnv();
-  const stream = new Writable({ write(chunk: Buffer, _enc, cb) { logText += chunk.toString(); cb(); } });
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      logText += chunk.toString();
+      cb();
+    },
+  });
   ts = await startTestServer(['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token], {
-    plugins: [workflowPlugin], logger: createLogger({ level: 'debug', stream }),
+    plugins: [workflowPlugin],
+    logger: createLogger({ level: 'debug', stream }),
   });
 });
-after(async () => { await ts.server.close(); await env.close(); });
+after(async () => {
+  await ts.server.close();
+  await env.close();
+});
 
 async function metric(name: string, labels: string): Promise<number> {
   const text = await (await fetch(`${ts.url}/metrics`)).text();
@@ -47,7 +64,9 @@ describe('GitHub faults while a PR is autoplanned and applied', () => {
   const touchFile = path.join(mkdtempSync(path.join(tmpdir(), 'ato-touch-')), 'applied');
   let headSha = '';
 
-  it('autoplan: 502 on the changed files, 429 secondary limit on a status, 403 rate limit and 503 on the comment: retried, one plan comment', { timeout: 120_000 }, async () => {
+  it('autoplan: 502 on the changed files, 429 secondary limit on a status, 403 rate limit and 503 on the comment: retried, one plan comment', {
+    timeout: 120_000,
+  }, async () => {
     const files = /\/pulls\/7\/files$/;
     const comments = /\/issues\/7\/comments$/;
     env.gh.failNext(1, { kind: 'status', status: 502 }, { method: 'GET', path: files });
@@ -65,20 +84,36 @@ describe('GitHub faults while a PR is autoplanned and applied', () => {
     assert.equal(env.commentsOn(pull).length, 1, 'exactly one comment: the plan result, not duplicated by the retries');
     // Each faulted call was retried until it worked.
     assert.deepEqual(statusesOf(env.gh.callsTo('GET', files)), [502, 200], 'changed files: 502 then 200');
-    assert.deepEqual(statusesOf(env.gh.callsTo('POST', comments).filter((c) => bodyOf(c).startsWith('Ran Plan'))), [403, 503, 201], 'plan comment: rate limit, 503, created');
+    assert.deepEqual(
+      statusesOf(env.gh.callsTo('POST', comments).filter((c) => bodyOf(c).startsWith('Ran Plan'))),
+      [403, 503, 201],
+      'plan comment: rate limit, 503, created',
+    );
     const statusCalls = env.gh.callsTo('POST', /\/statuses\//);
     assert.deepEqual(statusesOf(statusCalls), [429, 201, 201], 'pending status: 429 then created; success status created');
-    assert.deepEqual(env.gh.statusesFor(env.repo.fullName, headSha).filter((s) => s.context === 'atlantis/plan').map((s) => s.state), ['pending', 'success']);
+    assert.deepEqual(
+      env.gh
+        .statusesFor(env.repo.fullName, headSha)
+        .filter((s) => s.context === 'atlantis/plan')
+        .map((s) => s.state),
+      ['pending', 'success'],
+    );
     // The client waited as the rate limit headers told it to.
     const retries = logLines().filter((l) => l.msg === 'GitHub request will be retried');
     const limited = retries.filter((l) => l.status === 403 || l.status === 429);
     assert.equal(limited.length, 2, JSON.stringify(retries));
-    for (const l of limited) assert.ok(Number(l.waitMs) >= 1000, `waited ${String(l.waitMs)} ms after a rate limit (Retry-After / x-ratelimit-reset ask for >= 1 s)`);
+    for (const l of limited)
+      assert.ok(
+        Number(l.waitMs) >= 1000,
+        `waited ${String(l.waitMs)} ms after a rate limit (Retry-After / x-ratelimit-reset ask for >= 1 s)`,
+      );
     assert.ok(retries.some((l) => l.status === 502) && retries.some((l) => l.status === 503), 'the 5xx retries are logged');
     assert.equal(await metric('atlantis_github_request_failures_total', 'operation="set_status"'), 0, 'nothing failed for good yet');
   });
 
-  it('apply: 500 on the pull, 500 on the reaction, a status that fails all 5 attempts, 429 on the comment: applied once, failure in logs and metric', { timeout: 120_000 }, async () => {
+  it('apply: 500 on the pull, 500 on the reaction, a status that fails all 5 attempts, 429 on the comment: applied once, failure in logs and metric', {
+    timeout: 120_000,
+  }, async () => {
     env.gh.failNext(1, { kind: 'status', status: 500 }, { method: 'GET', path: /\/pulls\/7$/ });
     env.gh.failNext(1, { kind: 'status', status: 500 }, { method: 'POST', path: /\/reactions$/ });
     // The "pending" status of the apply is the first status call: every attempt fails.
@@ -97,10 +132,12 @@ describe('GitHub faults while a PR is autoplanned and applied', () => {
     // The command finished, its result was posted once, terraform applied once.
     assert.equal(env.commentsOn(pull).length, before + 1, 'exactly one new comment: the apply result');
     assert.equal(env.commentsOn(pull).filter((c) => /^Ran Apply/.test(c.body)).length, 1);
-    assert.equal(readFileSync(touchFile, 'utf8'), 'f1', 'the apply\'s local-exec ran');
+    assert.equal(readFileSync(touchFile, 'utf8'), 'f1', "the apply's local-exec ran");
     const jobLogs = readdirSync(path.join(ts.dataDir, 'jobs')).map((f) => readFileSync(path.join(ts.dataDir, 'jobs', f), 'utf8'));
     assert.equal(jobLogs.filter((l) => l.includes('Apply complete!')).length, 1, 'terraform apply ran exactly once');
-    const state = JSON.parse(readFileSync(path.join(ts.dataDir, 'repos', 'acme/infra', String(pull), 'default', dir, 'terraform.tfstate'), 'utf8')) as { resources: unknown[] };
+    const state = JSON.parse(
+      readFileSync(path.join(ts.dataDir, 'repos', 'acme/infra', String(pull), 'default', dir, 'terraform.tfstate'), 'utf8'),
+    ) as { resources: unknown[] };
     assert.equal(state.resources.length, 1);
     assert.equal(await metric('atlantis_commands_total', 'command="apply",result="success"'), 1, 'the apply counted as a success');
 
@@ -110,8 +147,17 @@ describe('GitHub faults while a PR is autoplanned and applied', () => {
     assert.deepEqual(statusesOf(calls.filter((c) => c.method === 'POST' && /\/comments$/.test(c.path))), [429, 201]);
     // The pending status failed all 5 attempts; the final status still went out.
     const statusCalls = calls.filter((c) => /\/statuses\//.test(c.path));
-    assert.deepEqual(statusCalls.map((c) => `${String((c.body as { state: string }).state)}:${c.status}`), [...Array(5).fill('pending:502'), 'success:201']);
-    assert.deepEqual(env.gh.statusesFor(env.repo.fullName, headSha).filter((s) => s.context === 'atlantis/apply').map((s) => s.state), ['success']);
+    assert.deepEqual(
+      statusCalls.map((c) => `${String((c.body as { state: string }).state)}:${c.status}`),
+      [...Array(5).fill('pending:502'), 'success:201'],
+    );
+    assert.deepEqual(
+      env.gh
+        .statusesFor(env.repo.fullName, headSha)
+        .filter((s) => s.context === 'atlantis/apply')
+        .map((s) => s.state),
+      ['success'],
+    );
 
     // The failure that outlasted the retries is in the logs and the metric.
     assert.equal(await metric('atlantis_github_request_failures_total', 'operation="set_status"'), 1);
@@ -119,11 +165,16 @@ describe('GitHub faults while a PR is autoplanned and applied', () => {
     const refused = lines.filter((l) => l.msg === 'GitHub request refused' && l.status === 502);
     assert.equal(refused.length, 1, 'one "GitHub request refused" line for the status');
     assert.equal(refused[0]?.attempt, 5);
-    assert.ok(lines.some((l) => l.msg === 'Could not set commit status' && l.level === 'warn' && /502/.test(String(l.error))), 'the lost status is logged as a warning');
+    assert.ok(
+      lines.some((l) => l.msg === 'Could not set commit status' && l.level === 'warn' && /502/.test(String(l.error))),
+      'the lost status is logged as a warning',
+    );
     assert.ok(!logText.includes(env.gh.token), 'the token is not in the logs');
   });
 
-  it('plan whose result comment fails every attempt: the command ends, the failure is logged and counted, the status is not left pending', { timeout: 120_000 }, async () => {
+  it('plan whose result comment fails every attempt: the command ends, the failure is logged and counted, the status is not left pending', {
+    timeout: 120_000,
+  }, async () => {
     // Every comment POST on the PR fails (the result, and the error comment after it).
     env.gh.failNext(20, { kind: 'status', status: 500 }, { method: 'POST', path: /\/issues\/7\/comments$/ });
     const callsBefore = env.gh.calls.length;
@@ -136,23 +187,34 @@ describe('GitHub faults while a PR is autoplanned and applied', () => {
     const calls = env.gh.calls.slice(callsBefore);
     const commentCalls = calls.filter((c) => c.method === 'POST' && /\/comments$/.test(c.path));
     assert.ok(commentCalls.length >= 5 && commentCalls.every((c) => c.status === 500), 'the result comment was tried 5 times, all failed');
-    assert.deepEqual(commentCalls.slice(0, 5).map((c) => bodyOf(c).slice(0, 8)), Array(5).fill('Ran Plan'), 'the first 5 attempts are the result comment');
+    assert.deepEqual(
+      commentCalls.slice(0, 5).map((c) => bodyOf(c).slice(0, 8)),
+      Array(5).fill('Ran Plan'),
+      'the first 5 attempts are the result comment',
+    );
     const lines = logLines().slice(linesBefore);
-    assert.ok(lines.some((l) => l.msg === 'GitHub request refused' && l.status === 500 && /\/comments$/.test(String(l.path))), 'the lost comment is logged');
+    assert.ok(
+      lines.some((l) => l.msg === 'GitHub request refused' && l.status === 500 && /\/comments$/.test(String(l.path))),
+      'the lost comment is logged',
+    );
     // Both expectations below are checked before failing, so one run reports both.
     const bugs: string[] = [];
     // Expected (issue 6: "reports failures in its logs and metrics"): a comment lost for good
     // counts in atlantis_github_request_failures_total like a lost commit status does.
-    if (await metric('atlantis_github_request_failures_total', 'operation="create_comment"') < 1) {
-      bugs.push('a result comment lost after all retries is not counted in atlantis_github_request_failures_total ' +
-        '(CommandRunner.comment, src/server/workflow/command-runner.ts:293, does not increment githubRequestFailures; only the plugin\'s own comment helper, plugin.ts:52, does)');
+    if ((await metric('atlantis_github_request_failures_total', 'operation="create_comment"')) < 1) {
+      bugs.push(
+        'a result comment lost after all retries is not counted in atlantis_github_request_failures_total ' +
+          "(CommandRunner.comment, src/server/workflow/command-runner.ts:293, does not increment githubRequestFailures; only the plugin's own comment helper, plugin.ts:52, does)",
+      );
     }
     // Expected: the plan's final commit status is still set when its comment could not be
     // posted; otherwise atlantis/plan stays "pending" on the commit forever.
     const planStatuses = calls.filter((c) => /\/statuses\//.test(c.path)).map((c) => String((c.body as { state: string }).state));
     if (planStatuses.at(-1) === 'pending') {
-      bugs.push(`after the result comment failed, the final atlantis/plan status was never sent (statuses sent: ${planStatuses.join(', ')}); ` +
-        'CommandRunner.report (src/server/workflow/command-runner.ts:268) awaits the comment before setting the status (line 272), so a thrown comment skips it');
+      bugs.push(
+        `after the result comment failed, the final atlantis/plan status was never sent (statuses sent: ${planStatuses.join(', ')}); ` +
+          'CommandRunner.report (src/server/workflow/command-runner.ts:268) awaits the comment before setting the status (line 272), so a thrown comment skips it',
+      );
     }
     assert.deepEqual(bugs, [], `BUG(s):\n- ${bugs.join('\n- ')}`);
   });

@@ -8,7 +8,12 @@ import { GitHubStandin } from './support/github-standin.js';
 
 let gh: GitHubStandin;
 const client = (opts: { baseUrl?: string; token?: string } = {}) =>
-  new GitHubClient({ baseUrl: opts.baseUrl ?? gh.url, token: opts.token ?? gh.token, retry: { maxAttempts: 3, baseDelayMs: 1 }, sleep: async () => undefined });
+  new GitHubClient({
+    baseUrl: opts.baseUrl ?? gh.url,
+    token: opts.token ?? gh.token,
+    retry: { maxAttempts: 3, baseDelayMs: 1 },
+    sleep: async () => undefined,
+  });
 
 before(async () => {
   gh = await GitHubStandin.start({ host: '127.0.163.150' });
@@ -16,10 +21,12 @@ before(async () => {
   gh.addTeam('acme', 'ops', ['alice']);
   for (let i = 0; i < 130; i++) gh.addTeam('bigorg', `team-${i}`, i % 2 === 0 ? ['eve'] : ['mallory']);
 });
-after(async () => { await gh.close(); });
+after(async () => {
+  await gh.close();
+});
 
 describe('listUserTeams', () => {
-  it('returns the slugs of the user\'s teams in the organisation', async () => {
+  it("returns the slugs of the user's teams in the organisation", async () => {
     assert.deepEqual(await client().listUserTeams('acme', 'alice'), ['dev', 'ops']);
     assert.deepEqual(await client().listUserTeams('ACME', 'Bob'), ['dev']);
     assert.deepEqual(await client().listUserTeams('acme', 'carol'), []);
@@ -29,7 +36,10 @@ describe('listUserTeams', () => {
     const teams = await client().listUserTeams('bigorg', 'eve');
     assert.equal(teams.length, 65);
     assert.equal(new Set(teams).size, 65);
-    assert.equal(teams.every((t) => Number(t.split('-')[1]) % 2 === 0), true);
+    assert.equal(
+      teams.every((t) => Number(t.split('-')[1]) % 2 === 0),
+      true,
+    );
     const calls = gh.callsTo('POST', /^\/graphql$/).filter((c) => (c.body as { variables: { org: string } }).variables.org === 'bigorg');
     assert.equal(calls.length, 1, 'eve has 65 teams: one page');
     const all = await client().listUserTeams('bigorg', 'mallory');
@@ -46,8 +56,14 @@ describe('listUserTeams', () => {
   });
 
   it('throws, never answers "no teams", for an unknown organisation, a bad token, or a failing GitHub', async () => {
-    await assert.rejects(client().listUserTeams('no-such-org', 'bob'), (e: unknown) => e instanceof GitHubApiError && /Could not resolve to an Organization/.test(e.message));
-    await assert.rejects(client({ token: 'wrong' }).listUserTeams('acme', 'bob'), (e: unknown) => e instanceof GitHubApiError && e.status === 401);
+    await assert.rejects(
+      client().listUserTeams('no-such-org', 'bob'),
+      (e: unknown) => e instanceof GitHubApiError && /Could not resolve to an Organization/.test(e.message),
+    );
+    await assert.rejects(
+      client({ token: 'wrong' }).listUserTeams('acme', 'bob'),
+      (e: unknown) => e instanceof GitHubApiError && e.status === 401,
+    );
     gh.failNext(5, { kind: 'status', status: 502 }, { path: /graphql/ });
     await assert.rejects(client().listUserTeams('acme', 'bob'), (e: unknown) => e instanceof GitHubApiError && e.status === 502);
     gh.clearFaults();

@@ -17,7 +17,9 @@ describe('Informer.stop during failing lists', () => {
     });
     const inf = new Informer(kc, '/api/v1/pods', { minBackoffMs: 5_000, maxBackoffMs: 5_000 });
     let done = false;
-    const started = inf.start().then(() => { done = true; });
+    const started = inf.start().then(() => {
+      done = true;
+    });
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(done, false, 'still retrying the list');
     const t0 = Date.now();

@@ -90,7 +90,9 @@ class FaultProxy {
       if (this.errorEventOnce) {
         this.errorEventOnce = false;
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.write(`${JSON.stringify({ type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Expired', code: 410, message: 'too old resource version' } })}\n`);
+        res.write(
+          `${JSON.stringify({ type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Expired', code: 410, message: 'too old resource version' } })}\n`,
+        );
         return; // and stay open, as a real server may
       }
       if (this.mode === 'blackhole') {
@@ -99,16 +101,19 @@ class FaultProxy {
       }
     }
     const headers = { ...req.headers, host: this.upstream.host };
-    const up = https.request({ host: this.upstream.hostname, port: this.upstream.port, path: req.url, method: req.method, headers, agent: this.agent }, (ures) => {
-      if (this.silenced.has(res)) return;
-      res.writeHead(ures.statusCode ?? 502, ures.headers);
-      ures.on('data', (d: Buffer) => {
-        if (!this.silenced.has(res)) res.write(d);
-      });
-      ures.on('end', () => {
-        if (!this.silenced.has(res)) res.end();
-      });
-    });
+    const up = https.request(
+      { host: this.upstream.hostname, port: this.upstream.port, path: req.url, method: req.method, headers, agent: this.agent },
+      (ures) => {
+        if (this.silenced.has(res)) return;
+        res.writeHead(ures.statusCode ?? 502, ures.headers);
+        ures.on('data', (d: Buffer) => {
+          if (!this.silenced.has(res)) res.write(d);
+        });
+        ures.on('end', () => {
+          if (!this.silenced.has(res)) res.end();
+        });
+      },
+    );
     up.on('error', () => res.destroy());
     res.on('close', () => up.destroy());
     req.pipe(up);
@@ -131,7 +136,11 @@ before(async () => {
     cert: Buffer.from(user.certData!, 'base64'),
     key: Buffer.from(user.keyData!, 'base64'),
   });
-  proxy = new FaultProxy(new URL(cl.server), { cert: fs.readFileSync(path.join(pki, 'apiserver.crt')), key: fs.readFileSync(path.join(pki, 'apiserver.key')) }, agent);
+  proxy = new FaultProxy(
+    new URL(cl.server),
+    { cert: fs.readFileSync(path.join(pki, 'apiserver.crt')), key: fs.readFileSync(path.join(pki, 'apiserver.key')) },
+    agent,
+  );
   await proxy.listen();
   proxyKc = new KubeConfig();
   proxyKc.loadFromOptions({
@@ -155,7 +164,12 @@ function recorder(inf: Informer<V1ConfigMap>): Ev[] {
 }
 
 async function cm(ns: string, name: string, v: string): Promise<void> {
-  await kubeRequestOk(cluster.kc, 'POST', `/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, labels: { app: 'inf' } }, data: { v } });
+  await kubeRequestOk(cluster.kc, 'POST', `/api/v1/namespaces/${ns}/configmaps`, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name, labels: { app: 'inf' } },
+    data: { v },
+  });
 }
 async function setCm(ns: string, name: string, v: string): Promise<void> {
   await kubeRequestOk(cluster.kc, 'PATCH', `/api/v1/namespaces/${ns}/configmaps/${name}`, { data: { v } }, { contentType: MERGE_PATCH });
@@ -163,27 +177,49 @@ async function setCm(ns: string, name: string, v: string): Promise<void> {
 async function delCm(ns: string, name: string): Promise<void> {
   await kubeRequestOk(cluster.kc, 'DELETE', `/api/v1/namespaces/${ns}/configmaps/${name}`);
 }
-const has = (evs: Ev[], t: WatchEventType, name: string, v?: string) => evs.some((e) => e[0] === t && e[1] === name && (v === undefined || e[2] === v));
+const has = (evs: Ev[], t: WatchEventType, name: string, v?: string) =>
+  evs.some((e) => e[0] === t && e[1] === name && (v === undefined || e[2] === v));
 
 test('lists, then watches: ADDED, MODIFIED, DELETED; label selector honoured; the index follows', async () => {
   const ns = await freshNamespace('inf-basic');
   await cm(ns, 'a', '1');
   await cm(ns, 'b', '1');
-  await kubeRequestOk(cluster.kc, 'POST', `/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'other' } });
-  const inf = new Informer<V1ConfigMap>(cluster.kc, `/api/v1/namespaces/${ns}/configmaps`, { labelSelector: 'app=inf', pageSize: 1, indexBy: (o) => o.data?.v });
+  await kubeRequestOk(cluster.kc, 'POST', `/api/v1/namespaces/${ns}/configmaps`, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'other' },
+  });
+  const inf = new Informer<V1ConfigMap>(cluster.kc, `/api/v1/namespaces/${ns}/configmaps`, {
+    labelSelector: 'app=inf',
+    pageSize: 1,
+    indexBy: (o) => o.data?.v,
+  });
   const evs = recorder(inf);
-  const indexed = (v: string) => inf.byIndex(v).map((o) => o.metadata?.name).sort();
+  const indexed = (v: string) =>
+    inf
+      .byIndex(v)
+      .map((o) => o.metadata?.name)
+      .sort();
   assert.equal(inf.hasSynced(), false);
   await inf.start();
   try {
     assert.equal(inf.hasSynced(), true);
-    assert.deepEqual(inf.list().map((o) => o.metadata?.name).sort(), ['a', 'b'], 'paginated list with the selector');
+    assert.deepEqual(
+      inf
+        .list()
+        .map((o) => o.metadata?.name)
+        .sort(),
+      ['a', 'b'],
+      'paginated list with the selector',
+    );
     assert.ok(has(evs, 'ADDED', 'a') && has(evs, 'ADDED', 'b'));
     assert.deepEqual(indexed('1'), ['a', 'b'], 'listed objects are indexed');
     await cm(ns, 'c', '1');
     await setCm(ns, 'a', '2');
     await delCm(ns, 'b');
-    await waitFor('watch events', () => has(evs, 'ADDED', 'c') && has(evs, 'MODIFIED', 'a', '2') && has(evs, 'DELETED', 'b'), { timeoutMs: 10_000 });
+    await waitFor('watch events', () => has(evs, 'ADDED', 'c') && has(evs, 'MODIFIED', 'a', '2') && has(evs, 'DELETED', 'b'), {
+      timeoutMs: 10_000,
+    });
     assert.equal(inf.get(ns, 'a')?.data?.v, '2');
     assert.equal(inf.get(ns, 'b'), undefined);
     assert.ok(!evs.some((e) => e[1] === 'other'));
@@ -199,7 +235,11 @@ test('a cut connection (proxy killed, restarted later) resumes from the last res
   const ns = await freshNamespace('inf-cut');
   await cm(ns, 'a', '1');
   await cm(ns, 'b', '1');
-  const inf = new Informer<V1ConfigMap>(proxyKc, `/api/v1/namespaces/${ns}/configmaps`, { labelSelector: 'app=inf', minBackoffMs: 100, maxBackoffMs: 500 });
+  const inf = new Informer<V1ConfigMap>(proxyKc, `/api/v1/namespaces/${ns}/configmaps`, {
+    labelSelector: 'app=inf',
+    minBackoffMs: 100,
+    maxBackoffMs: 500,
+  });
   const evs = recorder(inf);
   await inf.start();
   try {
@@ -212,8 +252,16 @@ test('a cut connection (proxy killed, restarted later) resumes from the last res
     await delCm(ns, 'b');
     await waitFor('watch failures while the proxy is down', () => inf.stats.restarts >= 2, { timeoutMs: 10_000 });
     await proxy.listen();
-    await waitFor('events of the gap', () => has(evs, 'ADDED', 'c') && has(evs, 'MODIFIED', 'a', '2') && has(evs, 'DELETED', 'b'), { timeoutMs: 15_000 });
-    assert.deepEqual(inf.list().map((o) => `${o.metadata?.name}=${o.data?.v}`).sort(), ['a=2', 'c=1']);
+    await waitFor('events of the gap', () => has(evs, 'ADDED', 'c') && has(evs, 'MODIFIED', 'a', '2') && has(evs, 'DELETED', 'b'), {
+      timeoutMs: 15_000,
+    });
+    assert.deepEqual(
+      inf
+        .list()
+        .map((o) => `${o.metadata?.name}=${o.data?.v}`)
+        .sort(),
+      ['a=2', 'c=1'],
+    );
     assert.equal(inf.stats.lists, 1, 'resumed from the resourceVersion, no re-list');
     // and it keeps working
     await setCm(ns, 'c', '3');
@@ -229,7 +277,11 @@ test('410 Gone re-lists and reports what changed during the gap (HTTP 410 and ER
   await cm(ns, 'keep', '1');
   await cm(ns, 'change', '1');
   await cm(ns, 'vanish', '1');
-  const inf = new Informer<V1ConfigMap>(proxyKc, `/api/v1/namespaces/${ns}/configmaps`, { labelSelector: 'app=inf', minBackoffMs: 100, maxBackoffMs: 500 });
+  const inf = new Informer<V1ConfigMap>(proxyKc, `/api/v1/namespaces/${ns}/configmaps`, {
+    labelSelector: 'app=inf',
+    minBackoffMs: 100,
+    maxBackoffMs: 500,
+  });
   const evs = recorder(inf);
   await inf.start();
   try {
@@ -244,9 +296,17 @@ test('410 Gone re-lists and reports what changed during the gap (HTTP 410 and ER
     proxy.goneOnce = true;
     proxy.mode = 'pass';
     await waitFor('re-list after 410', () => inf.stats.gone >= 1 && inf.stats.lists >= 2, { timeoutMs: 10_000 });
-    await waitFor('gap events', () => has(evs, 'ADDED', 'new') && has(evs, 'MODIFIED', 'change', '2') && has(evs, 'DELETED', 'vanish'), { timeoutMs: 10_000 });
+    await waitFor('gap events', () => has(evs, 'ADDED', 'new') && has(evs, 'MODIFIED', 'change', '2') && has(evs, 'DELETED', 'vanish'), {
+      timeoutMs: 10_000,
+    });
     assert.ok(has(evs, 'MODIFIED', 'keep', '1'), 'objects still there are delivered again after a re-list (level-based resync)');
-    assert.deepEqual(inf.list().map((o) => `${o.metadata?.name}=${o.data?.v}`).sort(), ['change=2', 'keep=1', 'new=1']);
+    assert.deepEqual(
+      inf
+        .list()
+        .map((o) => `${o.metadata?.name}=${o.data?.v}`)
+        .sort(),
+      ['change=2', 'keep=1', 'new=1'],
+    );
 
     // an ERROR event with code 410 inside a 200 stream
     const listsBefore = inf.stats.lists;
@@ -265,7 +325,12 @@ test('410 Gone re-lists and reports what changed during the gap (HTTP 410 and ER
 test('a watch that goes silent is restarted by the watchdog', async () => {
   const ns = await freshNamespace('inf-silent');
   await cm(ns, 'a', '1');
-  const inf = new Informer<V1ConfigMap>(proxyKc, `/api/v1/namespaces/${ns}/configmaps`, { labelSelector: 'app=inf', silenceTimeoutMs: 1_500, minBackoffMs: 100, maxBackoffMs: 500 });
+  const inf = new Informer<V1ConfigMap>(proxyKc, `/api/v1/namespaces/${ns}/configmaps`, {
+    labelSelector: 'app=inf',
+    silenceTimeoutMs: 1_500,
+    minBackoffMs: 100,
+    maxBackoffMs: 500,
+  });
   const evs = recorder(inf);
   await inf.start();
   try {

@@ -16,17 +16,78 @@ const DAY = 24 * 60 * MIN;
 const log = (id: string, ago: number): JobLogEntry => ({ id, mtimeMs: NOW - ago });
 
 describe('jobLogsToPrune', () => {
-  const table: Array<{ name: string; entries: JobLogEntry[]; retention: JobLogRetention; running?: string[]; want: Array<[string, 'age' | 'count']> }> = [
+  const table: Array<{
+    name: string;
+    entries: JobLogEntry[];
+    retention: JobLogRetention;
+    running?: string[];
+    want: Array<[string, 'age' | 'count']>;
+  }> = [
     { name: 'no limits: nothing', entries: [log('a', 400 * DAY), log('b', 0)], retention: { maxAgeMs: 0, maxCount: 0 }, want: [] },
-    { name: 'age: strictly older than the limit', entries: [log('a', 7 * DAY + 1), log('b', 7 * DAY), log('c', MIN)], retention: { maxAgeMs: 7 * DAY, maxCount: 0 }, want: [['a', 'age']] },
-    { name: 'count: the oldest go', entries: [log('old', 3 * MIN), log('new', MIN), log('mid', 2 * MIN)], retention: { maxAgeMs: 0, maxCount: 2 }, want: [['old', 'count']] },
-    { name: 'count: exactly at the limit keeps all', entries: [log('a', MIN), log('b', 2 * MIN)], retention: { maxAgeMs: 0, maxCount: 2 }, want: [] },
-    { name: 'age first, then count among the rest', entries: [log('a', 10 * DAY), log('b', 9 * DAY), log('c', 3 * MIN), log('d', 2 * MIN), log('e', MIN)], retention: { maxAgeMs: 7 * DAY, maxCount: 2 }, want: [['a', 'age'], ['b', 'age'], ['c', 'count']] },
-    { name: 'a running job is never deleted, however old its last write', entries: [log('run', 30 * DAY), log('b', MIN)], retention: { maxAgeMs: DAY, maxCount: 0 }, running: ['run'], want: [] },
-    { name: 'a running job counts towards the limit', entries: [log('run', 5 * MIN), log('a', MIN), log('b', 2 * MIN)], retention: { maxAgeMs: 0, maxCount: 2 }, running: ['run'], want: [['b', 'count']] },
-    { name: 'more running jobs than the limit: every finished one goes', entries: [log('r1', MIN), log('r2', MIN), log('a', 0)], retention: { maxAgeMs: 0, maxCount: 1 }, running: ['r1', 'r2'], want: [['a', 'count']] },
-    { name: 'equal times: by id, whatever the order given', entries: [log('b', MIN), log('c', MIN), log('a', MIN)], retention: { maxAgeMs: 0, maxCount: 1 }, want: [['b', 'count'], ['c', 'count']] },
-    { name: 'a log written in the future (clock step) is the newest', entries: [log('future', -DAY), log('a', MIN)], retention: { maxAgeMs: DAY, maxCount: 1 }, want: [['a', 'count']] },
+    {
+      name: 'age: strictly older than the limit',
+      entries: [log('a', 7 * DAY + 1), log('b', 7 * DAY), log('c', MIN)],
+      retention: { maxAgeMs: 7 * DAY, maxCount: 0 },
+      want: [['a', 'age']],
+    },
+    {
+      name: 'count: the oldest go',
+      entries: [log('old', 3 * MIN), log('new', MIN), log('mid', 2 * MIN)],
+      retention: { maxAgeMs: 0, maxCount: 2 },
+      want: [['old', 'count']],
+    },
+    {
+      name: 'count: exactly at the limit keeps all',
+      entries: [log('a', MIN), log('b', 2 * MIN)],
+      retention: { maxAgeMs: 0, maxCount: 2 },
+      want: [],
+    },
+    {
+      name: 'age first, then count among the rest',
+      entries: [log('a', 10 * DAY), log('b', 9 * DAY), log('c', 3 * MIN), log('d', 2 * MIN), log('e', MIN)],
+      retention: { maxAgeMs: 7 * DAY, maxCount: 2 },
+      want: [
+        ['a', 'age'],
+        ['b', 'age'],
+        ['c', 'count'],
+      ],
+    },
+    {
+      name: 'a running job is never deleted, however old its last write',
+      entries: [log('run', 30 * DAY), log('b', MIN)],
+      retention: { maxAgeMs: DAY, maxCount: 0 },
+      running: ['run'],
+      want: [],
+    },
+    {
+      name: 'a running job counts towards the limit',
+      entries: [log('run', 5 * MIN), log('a', MIN), log('b', 2 * MIN)],
+      retention: { maxAgeMs: 0, maxCount: 2 },
+      running: ['run'],
+      want: [['b', 'count']],
+    },
+    {
+      name: 'more running jobs than the limit: every finished one goes',
+      entries: [log('r1', MIN), log('r2', MIN), log('a', 0)],
+      retention: { maxAgeMs: 0, maxCount: 1 },
+      running: ['r1', 'r2'],
+      want: [['a', 'count']],
+    },
+    {
+      name: 'equal times: by id, whatever the order given',
+      entries: [log('b', MIN), log('c', MIN), log('a', MIN)],
+      retention: { maxAgeMs: 0, maxCount: 1 },
+      want: [
+        ['b', 'count'],
+        ['c', 'count'],
+      ],
+    },
+    {
+      name: 'a log written in the future (clock step) is the newest',
+      entries: [log('future', -DAY), log('a', MIN)],
+      retention: { maxAgeMs: DAY, maxCount: 1 },
+      want: [['a', 'count']],
+    },
     { name: 'empty dir', entries: [], retention: { maxAgeMs: DAY, maxCount: 1 }, want: [] },
   ];
   for (const t of table) {
@@ -37,7 +98,7 @@ describe('jobLogsToPrune', () => {
     });
   }
   it('keeps exactly maxCount of many, the newest', () => {
-    const entries = Array.from({ length: 2000 }, (_, i) => log(`j${String(i).padStart(4, '0')}`, (i * 7919) % 2000 * 1000));
+    const entries = Array.from({ length: 2000 }, (_, i) => log(`j${String(i).padStart(4, '0')}`, ((i * 7919) % 2000) * 1000));
     const got = new Set(jobLogsToPrune(entries, NOW, { maxAgeMs: 0, maxCount: 1000 }, new Set()).map((g) => g.id));
     const kept = entries.filter((e) => !got.has(e.id));
     assert.equal(kept.length, 1000);
@@ -61,18 +122,38 @@ describe('pruneIntervalMs', () => {
 
 describe('job log flags', () => {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-joblog-flags-'));
-  const required = ['--repo-allowlist', 'github.com/acme/*', '--gh-user', 'bot', '--gh-token', 'tok', '--gh-webhook-secret', 's3cret', '--data-dir', dataDir];
-  const config = (argv: string[], env: NodeJS.ProcessEnv = {}) => buildServerConfig(parseFlags([...required, ...argv], SERVER_FLAGS, env).values);
+  const required = [
+    '--repo-allowlist',
+    'github.com/acme/*',
+    '--gh-user',
+    'bot',
+    '--gh-token',
+    'tok',
+    '--gh-webhook-secret',
+    's3cret',
+    '--data-dir',
+    dataDir,
+  ];
+  const config = (argv: string[], env: NodeJS.ProcessEnv = {}) =>
+    buildServerConfig(parseFlags([...required, ...argv], SERVER_FLAGS, env).values);
   it('default: 7 days and 1000 logs', () => {
     const c = config([]);
     assert.deepEqual([c.jobLogRetentionMs, c.jobLogMaxCount], [7 * DAY, 1000]);
   });
   it('flags and env, 0 for no limit', () => {
-    assert.deepEqual((({ jobLogRetentionMs, jobLogMaxCount }) => [jobLogRetentionMs, jobLogMaxCount])(config(['--job-log-retention', '36h', '--job-log-max-count=0'])), [36 * 60 * MIN, 0]);
+    assert.deepEqual(
+      (({ jobLogRetentionMs, jobLogMaxCount }) => [jobLogRetentionMs, jobLogMaxCount])(
+        config(['--job-log-retention', '36h', '--job-log-max-count=0']),
+      ),
+      [36 * 60 * MIN, 0],
+    );
     const c = config([], { ATLANTIS_JOB_LOG_RETENTION: '0', ATLANTIS_JOB_LOG_MAX_COUNT: '50' });
     assert.deepEqual([c.jobLogRetentionMs, c.jobLogMaxCount], [0, 50]);
   });
   it('a negative count is a usage error naming the flag', () => {
-    assert.throws(() => config(['--job-log-max-count', '-1']), (e: unknown) => e instanceof UsageError && /--job-log-max-count/.test(e.message));
+    assert.throws(
+      () => config(['--job-log-max-count', '-1']),
+      (e: unknown) => e instanceof UsageError && /--job-log-max-count/.test(e.message),
+    );
   });
 });

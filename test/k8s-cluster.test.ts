@@ -57,7 +57,9 @@ async function ensureCrd(): Promise<void> {
   const w = await c.kubectl(['wait', '--for=condition=Established', '--timeout=30s', `crd/widgets.${GROUP}`]);
   assert.equal(w.exitCode, 0, `CRD not established: ${w.stderr}`);
   // discovery can lag the Established condition by a moment
-  await waitFor('widgets served', async () => (await kubeRequest(c.kc, 'GET', `/apis/${GROUP}/v1/widgets`)).status === 200, { timeoutMs: 20_000 });
+  await waitFor('widgets served', async () => (await kubeRequest(c.kc, 'GET', `/apis/${GROUP}/v1/widgets`)).status === 200, {
+    timeoutMs: 20_000,
+  });
 }
 
 test('kubectl applies a CRD and a custom resource, which a watch sees with its defaults', async () => {
@@ -80,8 +82,16 @@ test('kubectl applies a CRD and a custom resource, which a watch sees with its d
     assert.equal(added[1].spec?.color, 'red', 'the schema default is applied');
     assert.equal(inf.get(ns, 'w1')?.spec?.size, 3);
     // the status subresource: status changes do not bump generation
-    await kubeRequestOk(c.kc, 'PATCH', `/apis/${GROUP}/v1/namespaces/${ns}/widgets/w1/status`, { status: { observed: 1 } }, { contentType: MERGE_PATCH });
-    const mod = await waitFor('MODIFIED status', () => seen.find(([t, o]) => t === 'MODIFIED' && o.status?.observed === 1), { timeoutMs: 10_000 });
+    await kubeRequestOk(
+      c.kc,
+      'PATCH',
+      `/apis/${GROUP}/v1/namespaces/${ns}/widgets/w1/status`,
+      { status: { observed: 1 } },
+      { contentType: MERGE_PATCH },
+    );
+    const mod = await waitFor('MODIFIED status', () => seen.find(([t, o]) => t === 'MODIFIED' && o.status?.observed === 1), {
+      timeoutMs: 10_000,
+    });
     assert.equal(mod[1].metadata?.generation, 1);
     // kubectl get by short name
     const g = await c.kubectl(['get', 'wdg', '-n', ns, '-o', 'jsonpath={.items[*].metadata.name}']);
@@ -100,11 +110,19 @@ test('a stale update gets 409 Conflict', async () => {
   await ensureCrd();
   const ns = await freshNamespace('conflict');
   const base = `/apis/${GROUP}/v1/namespaces/${ns}/widgets`;
-  const created = await kubeRequestOk<Widget>(c.kc, 'POST', base, { apiVersion: `${GROUP}/v1`, kind: 'Widget', metadata: { name: 'w' }, spec: { size: 1 } });
+  const created = await kubeRequestOk<Widget>(c.kc, 'POST', base, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'Widget',
+    metadata: { name: 'w' },
+    spec: { size: 1 },
+  });
   const stale = structuredClone(created);
   // someone else updates it first
   await kubeRequestOk(c.kc, 'PUT', `${base}/w`, { ...created, spec: { size: 2, color: 'red' } });
-  const res = await kubeRequest<{ reason?: string; message?: string }>(c.kc, 'PUT', `${base}/w`, { ...stale, spec: { size: 4, color: 'red' } });
+  const res = await kubeRequest<{ reason?: string; message?: string }>(c.kc, 'PUT', `${base}/w`, {
+    ...stale,
+    spec: { size: 4, color: 'red' },
+  });
   assert.equal(res.status, 409);
   assert.equal(res.body.reason, 'Conflict');
   assert.match(res.body.message ?? '', /the object has been modified; please apply your changes to the latest version/);
@@ -118,27 +136,55 @@ test('an object that breaks the schema gets 422 with a readable message', async 
   await ensureCrd();
   const ns = await freshNamespace('invalid');
   const base = `/apis/${GROUP}/v1/namespaces/${ns}/widgets`;
-  const tooBig = await kubeRequest<{ reason?: string; message?: string; details?: { causes?: Array<{ field?: string }> } }>(c.kc, 'POST', base, {
-    apiVersion: `${GROUP}/v1`, kind: 'Widget', metadata: { name: 'big' }, spec: { size: 50 },
-  });
+  const tooBig = await kubeRequest<{ reason?: string; message?: string; details?: { causes?: Array<{ field?: string }> } }>(
+    c.kc,
+    'POST',
+    base,
+    {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'Widget',
+      metadata: { name: 'big' },
+      spec: { size: 50 },
+    },
+  );
   assert.equal(tooBig.status, 422);
   assert.equal(tooBig.body.reason, 'Invalid');
   assert.match(tooBig.body.message ?? '', /spec\.size: Invalid value: 50: spec\.size in body should be less than or equal to 10/);
   assert.ok(tooBig.body.details?.causes?.some((x) => x.field === 'spec.size'));
-  const badEnum = await kubeRequest<{ message?: string }>(c.kc, 'POST', base, { apiVersion: `${GROUP}/v1`, kind: 'Widget', metadata: { name: 'green' }, spec: { size: 1, color: 'green' } });
+  const badEnum = await kubeRequest<{ message?: string }>(c.kc, 'POST', base, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'Widget',
+    metadata: { name: 'green' },
+    spec: { size: 1, color: 'green' },
+  });
   assert.equal(badEnum.status, 422);
   assert.match(badEnum.body.message ?? '', /spec\.color: Unsupported value: "green": supported values: "red", "blue"/);
   // CEL rule
-  const cel = await kubeRequest<{ message?: string }>(c.kc, 'POST', base, { apiVersion: `${GROUP}/v1`, kind: 'Widget', metadata: { name: 'cel' }, spec: { size: 7 } });
+  const cel = await kubeRequest<{ message?: string }>(c.kc, 'POST', base, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'Widget',
+    metadata: { name: 'cel' },
+    spec: { size: 7 },
+  });
   assert.equal(cel.status, 422);
   assert.match(cel.body.message ?? '', /a widget larger than 5 must be blue/);
-  const missing = await kubeRequest<{ message?: string }>(c.kc, 'POST', base, { apiVersion: `${GROUP}/v1`, kind: 'Widget', metadata: { name: 'nosize' }, spec: {} });
+  const missing = await kubeRequest<{ message?: string }>(c.kc, 'POST', base, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'Widget',
+    metadata: { name: 'nosize' },
+    spec: {},
+  });
   assert.equal(missing.status, 422);
   assert.match(missing.body.message ?? '', /spec\.size: Required value/);
   // kubectl shows the same message and fails
-  const k = await c.kubectl(['apply', '-n', ns, '-f', '-'], { input: `apiVersion: ${GROUP}/v1\nkind: Widget\nmetadata: {name: big}\nspec: {size: 50}\n` });
+  const k = await c.kubectl(['apply', '-n', ns, '-f', '-'], {
+    input: `apiVersion: ${GROUP}/v1\nkind: Widget\nmetadata: {name: big}\nspec: {size: 50}\n`,
+  });
   assert.notEqual(k.exitCode, 0);
-  assert.match(k.stderr, /The Widget "big" is invalid:[\s\S]*spec\.size: Invalid value: 50: spec\.size in body should be less than or equal to 10/);
+  assert.match(
+    k.stderr,
+    /The Widget "big" is invalid:[\s\S]*spec\.size: Invalid value: 50: spec\.size in body should be less than or equal to 10/,
+  );
   const list = await kubeRequestOk<{ items: unknown[] }>(c.kc, 'GET', base);
   assert.equal(list.items.length, 0, 'nothing invalid was stored');
 });
@@ -147,24 +193,44 @@ test('the garbage collector deletes an owned object after its owner is deleted',
   const c = await getCluster();
   const ns = await freshNamespace('gc');
   const cms = `/api/v1/namespaces/${ns}/configmaps`;
-  const owner = await kubeRequestOk<KubeObject>(c.kc, 'POST', cms, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'owner' }, data: { a: '1' } });
+  const owner = await kubeRequestOk<KubeObject>(c.kc, 'POST', cms, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'owner' },
+    data: { a: '1' },
+  });
   const ref = { apiVersion: 'v1', kind: 'ConfigMap', name: 'owner', uid: owner.metadata!.uid!, controller: true, blockOwnerDeletion: true };
-  await kubeRequestOk(c.kc, 'POST', cms, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'owned', ownerReferences: [ref] }, data: { b: '2' } });
+  await kubeRequestOk(c.kc, 'POST', cms, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'owned', ownerReferences: [ref] },
+    data: { b: '2' },
+  });
   await kubeRequestOk(c.kc, 'POST', cms, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'unowned' }, data: { c: '3' } });
   // background deletion, as kubectl delete does by default
   const del = await c.kubectl(['delete', '-n', ns, 'configmap', 'owner']);
   assert.equal(del.exitCode, 0, del.stderr);
   const t0 = Date.now();
-  await waitFor('owned ConfigMap deleted by the GC', async () => (await kubeRequest(c.kc, 'GET', `${cms}/owned`)).status === 404, { timeoutMs: 60_000, intervalMs: 200 });
+  await waitFor('owned ConfigMap deleted by the GC', async () => (await kubeRequest(c.kc, 'GET', `${cms}/owned`)).status === 404, {
+    timeoutMs: 60_000,
+    intervalMs: 200,
+  });
   const gcSeconds = (Date.now() - t0) / 1000;
   assert.equal((await kubeRequest(c.kc, 'GET', `${cms}/unowned`)).status, 200, 'an object without owner stays');
   // foreground deletion: the owner waits for its dependents
   const owner2 = await kubeRequestOk<KubeObject>(c.kc, 'POST', cms, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'owner2' } });
-  await kubeRequestOk(c.kc, 'POST', cms, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'owned2', ownerReferences: [{ ...ref, name: 'owner2', uid: owner2.metadata!.uid! }] } });
+  await kubeRequestOk(c.kc, 'POST', cms, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'owned2', ownerReferences: [{ ...ref, name: 'owner2', uid: owner2.metadata!.uid! }] },
+  });
   await kubeRequestOk(c.kc, 'DELETE', `${cms}/owner2`, { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Foreground' });
-  await waitFor('foreground deletion of owner2 and owned2', async () =>
-    (await kubeRequest(c.kc, 'GET', `${cms}/owner2`)).status === 404 && (await kubeRequest(c.kc, 'GET', `${cms}/owned2`)).status === 404,
-  { timeoutMs: 60_000, intervalMs: 200 });
+  await waitFor(
+    'foreground deletion of owner2 and owned2',
+    async () =>
+      (await kubeRequest(c.kc, 'GET', `${cms}/owner2`)).status === 404 && (await kubeRequest(c.kc, 'GET', `${cms}/owned2`)).status === 404,
+    { timeoutMs: 60_000, intervalMs: 200 },
+  );
   process.stdout.write(`# garbage collection took ${gcSeconds.toFixed(2)} s\n`);
 });
 
@@ -172,7 +238,9 @@ test('RBAC: a service account token authenticates but is only allowed what a Rol
   const c = await getCluster();
   const ns = await freshNamespace('rbac');
   const tr = await kubeRequestOk<{ status: { token: string } }>(c.kc, 'POST', `/api/v1/namespaces/${ns}/serviceaccounts/default/token`, {
-    apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 },
+    apiVersion: 'authentication.k8s.io/v1',
+    kind: 'TokenRequest',
+    spec: { expirationSeconds: 600 },
   });
   const sa = new KubeConfig();
   const cluster = c.full.getCurrentCluster()!;
@@ -186,17 +254,28 @@ test('RBAC: a service account token authenticates but is only allowed what a Rol
   assert.equal(denied.status, 403);
   assert.match(denied.body.message ?? '', new RegExp(`"system:serviceaccount:${ns}:default" cannot list resource "configmaps"`));
   await kubeRequestOk(c.kc, 'POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles`, {
-    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'cm-reader' },
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'Role',
+    metadata: { name: 'cm-reader' },
     rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list'] }],
   });
   await kubeRequestOk(c.kc, 'POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`, {
-    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'cm-reader' },
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'RoleBinding',
+    metadata: { name: 'cm-reader' },
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'cm-reader' },
     subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: ns }],
   });
-  await waitFor('RoleBinding effective', async () => (await kubeRequest(sa, 'GET', `/api/v1/namespaces/${ns}/configmaps`)).status === 200, { timeoutMs: 10_000 });
+  await waitFor('RoleBinding effective', async () => (await kubeRequest(sa, 'GET', `/api/v1/namespaces/${ns}/configmaps`)).status === 200, {
+    timeoutMs: 10_000,
+  });
   const bad = new KubeConfig();
-  bad.loadFromOptions({ clusters: [{ name: 'c', server: cluster.server, caData: cluster.caData }], users: [{ name: 'u', token: 'not-a-token' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
+  bad.loadFromOptions({
+    clusters: [{ name: 'c', server: cluster.server, caData: cluster.caData }],
+    users: [{ name: 'u', token: 'not-a-token' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
   assert.equal((await kubeRequest(bad, 'GET', `/api/v1/namespaces/${ns}/configmaps`)).status, 401);
 });
 
@@ -225,18 +304,29 @@ test('a kubeconfig with an exec credential plugin is handed to client-node and w
     // The plugin prints an ExecCredential with the admin's client certificate, as
     // client-go's credential plugins do (e.g. for a cloud provider's short-lived certificates).
     const credential = {
-      apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential',
-      status: { clientCertificateData: Buffer.from(user.certData!, 'base64').toString(), clientKeyData: Buffer.from(user.keyData!, 'base64').toString() },
+      apiVersion: 'client.authentication.k8s.io/v1',
+      kind: 'ExecCredential',
+      status: {
+        clientCertificateData: Buffer.from(user.certData!, 'base64').toString(),
+        clientKeyData: Buffer.from(user.keyData!, 'base64').toString(),
+      },
     };
     const plugin = path.join(dir, 'plugin.sh');
     fs.writeFileSync(plugin, `#!/bin/sh\ncat <<'JSON'\n${JSON.stringify(credential)}\nJSON\n`, { mode: 0o755 });
     const file = path.join(dir, 'kubeconfig');
-    fs.writeFileSync(file, JSON.stringify({
-      apiVersion: 'v1', kind: 'Config', 'current-context': 'x',
-      clusters: [{ name: 'c', cluster: { server: cl.server, 'certificate-authority-data': cl.caData } }],
-      users: [{ name: 'u', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: plugin, interactiveMode: 'Never' } } }],
-      contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
-    }));
+    fs.writeFileSync(
+      file,
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        'current-context': 'x',
+        clusters: [{ name: 'c', cluster: { server: cl.server, 'certificate-authority-data': cl.caData } }],
+        users: [
+          { name: 'u', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: plugin, interactiveMode: 'Never' } } },
+        ],
+        contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+      }),
+    );
     const kc = await loadKubeConfig(file);
     assert.ok(kc instanceof KubeConfig, 'client-node reads an exec plugin');
     const res = await kubeRequest<{ kind: string }>(kc, 'GET', '/api/v1/namespaces/default');

@@ -6,7 +6,16 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
-import { DEFAULT_RETRY, KubeApiError, TokenBucket, configureKubeClient, kubeRequest, kubeRequestOk, nextRetryWaitMs, retryAfterMs } from '../src/k8s/client.js';
+import {
+  DEFAULT_RETRY,
+  KubeApiError,
+  TokenBucket,
+  configureKubeClient,
+  kubeRequest,
+  kubeRequestOk,
+  nextRetryWaitMs,
+  retryAfterMs,
+} from '../src/k8s/client.js';
 import { ResourceClient, isConflict, isNotFound } from '../src/k8s/resources.js';
 
 /** A kubeconfig for a plain-HTTP server on loopback, no credentials. */
@@ -63,7 +72,14 @@ test('configureKubeClient: every request reaches the hook with its method, statu
     await kubeRequest(kc, 'GET', '/api/v1/pods');
     await kubeRequest(kc, 'DELETE', '/api/v1/namespaces/a/pods/missing');
     await kubeRequest(kc, 'PATCH', '/api/v1/namespaces/a/pods/busy', { metadata: {} });
-    assert.deepEqual(seen.map((s) => [s.method, s.status]), [['GET', 200], ['DELETE', 404], ['PATCH', 429]]);
+    assert.deepEqual(
+      seen.map((s) => [s.method, s.status]),
+      [
+        ['GET', 200],
+        ['DELETE', 404],
+        ['PATCH', 429],
+      ],
+    );
     assert.ok(seen.every((s) => s.seconds >= 0 && s.seconds < 30));
     // No answer at all (connection refused) is reported as status 0.
     const closed = loopbackKubeConfig('http://127.0.0.1:1');
@@ -104,8 +120,14 @@ async function scriptedServer(answers: Array<{ status: number; retryAfter?: stri
     kc,
     seen,
     /** Resolves when the next answer has been sent. */
-    nextAnswer: () => new Promise<void>((r) => { answered = r; }),
-    close: () => { server.closeAllConnections(); server.close(); },
+    nextAnswer: () =>
+      new Promise<void>((r) => {
+        answered = r;
+      }),
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
   };
 }
 
@@ -125,15 +147,22 @@ test('retryAfterMs and nextRetryWaitMs: delta-seconds or an HTTP date; bounded i
   assert.deepEqual(DEFAULT_RETRY, { maxRetries: 5, maxWaitMs: 30_000 });
 });
 
-test('a 429 with Retry-After is sent again after that wait (by the server\'s clock) and succeeds', async () => {
-  const s = await scriptedServer([{ status: 429, retryAfter: '1' }, { status: 200, body: { kind: 'Pod' } }]);
+test("a 429 with Retry-After is sent again after that wait (by the server's clock) and succeeds", async () => {
+  const s = await scriptedServer([
+    { status: 429, retryAfter: '1' },
+    { status: 200, body: { kind: 'Pod' } },
+  ]);
   try {
     const statuses: number[] = [];
     configureKubeClient(s.kc, { onResponse: (r) => statuses.push(r.status) });
     const res = await kubeRequest(s.kc, 'PATCH', '/api/v1/namespaces/a/pods/p', { metadata: {} });
     assert.equal(res.status, 200);
     assert.deepEqual(res.body, { kind: 'Pod' });
-    assert.deepEqual(s.seen.map((x) => x.method), ['PATCH', 'PATCH'], 'the same request, twice');
+    assert.deepEqual(
+      s.seen.map((x) => x.method),
+      ['PATCH', 'PATCH'],
+      'the same request, twice',
+    );
     const gap = s.seen[1]!.arrived - s.seen[0]!.answered;
     assert.ok(gap >= 990, `the retry came ${gap} ms after the 429, not before its Retry-After of 1 s`);
     assert.ok(gap < 5000, `and not much later (${gap} ms)`);
@@ -159,7 +188,11 @@ test('429 retries are bounded: by count, and by total wait (a long Retry-After r
     assert.equal(res.status, 429, 'Retry-After 120 s is beyond the 30 s bound: the caller gets the 429');
     assert.equal(long.seen.length, 1);
     assert.ok(Date.now() - t0 < 5000);
-    await assert.rejects(kubeRequestOk(long.kc, 'GET', '/api/v1/pods'), (e: unknown) => e instanceof KubeApiError && e.status === 429, 'kubeRequestOk throws the 429 it was left with');
+    await assert.rejects(
+      kubeRequestOk(long.kc, 'GET', '/api/v1/pods'),
+      (e: unknown) => e instanceof KubeApiError && e.status === 429,
+      'kubeRequestOk throws the 429 it was left with',
+    );
     assert.equal(long.seen.length, 2);
   } finally {
     long.close();
@@ -200,15 +233,27 @@ test('ResourceClient: get of a missing object is undefined; create conflicts and
     { status: 200, body: { metadata: { name: 'x' } } },
   ]);
   try {
-    const services = new ResourceClient<{ metadata?: { name?: string; namespace?: string } }>(s.kc, { apiVersion: 'v1', plural: 'services' });
+    const services = new ResourceClient<{ metadata?: { name?: string; namespace?: string } }>(s.kc, {
+      apiVersion: 'v1',
+      plural: 'services',
+    });
     assert.equal(await services.get('a', 'x'), undefined);
-    await assert.rejects(services.create('a', { metadata: { name: 'x' } }), (e: unknown) => isConflict(e) && !isNotFound(e) && /already exists/.test((e as Error).message));
-    assert.deepEqual(await services.apply({ metadata: { name: 'x', namespace: 'a' } }, { fieldManager: 'atlantis-operator', force: true }), { metadata: { name: 'x' } });
-    assert.deepEqual(s.seen.map((x) => `${x.method} ${x.url}`), [
-      'GET /api/v1/namespaces/a/services/x',
-      'POST /api/v1/namespaces/a/services',
-      'PATCH /api/v1/namespaces/a/services/x?fieldManager=atlantis-operator&force=true',
-    ]);
+    await assert.rejects(
+      services.create('a', { metadata: { name: 'x' } }),
+      (e: unknown) => isConflict(e) && !isNotFound(e) && /already exists/.test((e as Error).message),
+    );
+    assert.deepEqual(
+      await services.apply({ metadata: { name: 'x', namespace: 'a' } }, { fieldManager: 'atlantis-operator', force: true }),
+      { metadata: { name: 'x' } },
+    );
+    assert.deepEqual(
+      s.seen.map((x) => `${x.method} ${x.url}`),
+      [
+        'GET /api/v1/namespaces/a/services/x',
+        'POST /api/v1/namespaces/a/services',
+        'PATCH /api/v1/namespaces/a/services/x?fieldManager=atlantis-operator&force=true',
+      ],
+    );
   } finally {
     s.close();
   }
@@ -226,7 +271,10 @@ test('timeoutMs bounds the silences of the socket, not the whole answer; a timeo
     res.write('[');
     const t = setInterval(() => {
       if (++n < 12) res.write(`${n > 1 ? ',' : ''}${n}`);
-      else { clearInterval(t); res.end(']'); }
+      else {
+        clearInterval(t);
+        res.end(']');
+      }
     }, 100);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -238,7 +286,10 @@ test('timeoutMs bounds the silences of the socket, not the whole answer; a timeo
     const slow = await kubeRequest(kc, 'GET', '/slow', undefined, { timeoutMs: 700 });
     assert.deepEqual(slow.body, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     assert.ok(Date.now() - t0 >= 1000, 'the answer took longer than timeoutMs and was not cut');
-    await assert.rejects(kubeRequest(kc, 'GET', '/stall', undefined, { timeoutMs: 300 }), (e: Error) => e.message === 'GET /stall: timed out');
+    await assert.rejects(
+      kubeRequest(kc, 'GET', '/stall', undefined, { timeoutMs: 300 }),
+      (e: Error) => e.message === 'GET /stall: timed out',
+    );
     assert.deepEqual(seen, [200, 0]);
   } finally {
     server.closeAllConnections();

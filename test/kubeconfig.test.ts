@@ -52,7 +52,13 @@ async function optionsOf(kc: { applyToHTTPSOptions(o: https.RequestOptions): Pro
 describe('kubeConfigFromFile', () => {
   it('reads a token user and a CA file relative to the kubeconfig', async () => {
     write('dir1/certs/ca.crt', 'CA PEM');
-    const file = write('dir1/config', kubeconfig('    token: abc.def', '    server: https://10.0.0.1:6443\n    certificate-authority: certs/ca.crt\n    tls-server-name: kubernetes.default.svc'));
+    const file = write(
+      'dir1/config',
+      kubeconfig(
+        '    token: abc.def',
+        '    server: https://10.0.0.1:6443\n    certificate-authority: certs/ca.crt\n    tls-server-name: kubernetes.default.svc',
+      ),
+    );
     const kc = kubeConfigFromFile(file);
     assert.deepEqual(kc.getCurrentCluster(), { server: 'https://10.0.0.1:6443', skipTLSVerify: false });
     assert.equal(currentNamespace(kc), 'team-a');
@@ -65,7 +71,13 @@ describe('kubeConfigFromFile', () => {
 
   it('reads client certificate data, and insecure-skip-tls-verify', async () => {
     const b64 = (s: string) => Buffer.from(s).toString('base64');
-    const file = write('certs.yaml', kubeconfig(`    client-certificate-data: ${b64('CERT')}\n    client-key-data: ${b64('KEY')}`, '    server: https://127.0.0.1:6443\n    insecure-skip-tls-verify: true'));
+    const file = write(
+      'certs.yaml',
+      kubeconfig(
+        `    client-certificate-data: ${b64('CERT')}\n    client-key-data: ${b64('KEY')}`,
+        '    server: https://127.0.0.1:6443\n    insecure-skip-tls-verify: true',
+      ),
+    );
     const kc = kubeConfigFromFile(file);
     const o = await optionsOf(kc);
     assert.equal(o.cert?.toString(), 'CERT');
@@ -85,10 +97,26 @@ describe('kubeConfigFromFile', () => {
 
   it('says what is missing in a kubeconfig it cannot use', () => {
     assert.throws(() => kubeConfigFromFile(write('nocontext.yaml', 'apiVersion: v1\nkind: Config\n')), /no current-context/);
-    assert.throws(() => kubeConfigFromFile(write('badctx.yaml', kubeconfig('    token: t').replace('current-context: ctx', 'current-context: nope'))), /context "nope" not found/);
-    assert.throws(() => kubeConfigFromFile(write('noserver.yaml', kubeconfig('    token: t', '    insecure-skip-tls-verify: true'))), /cluster "c" not found or has no server/);
-    assert.throws(() => kubeConfigFromFile(write('nofile.yaml', kubeconfig('    token: t', '    server: https://x\n    certificate-authority: missing.crt'))), /ENOENT/);
-    assert.throws(() => kubeConfigFromFile(write('exec.yaml', kubeconfig('    exec: { apiVersion: client.authentication.k8s.io/v1, command: /bin/true }'))), /uses exec/);
+    assert.throws(
+      () => kubeConfigFromFile(write('badctx.yaml', kubeconfig('    token: t').replace('current-context: ctx', 'current-context: nope'))),
+      /context "nope" not found/,
+    );
+    assert.throws(
+      () => kubeConfigFromFile(write('noserver.yaml', kubeconfig('    token: t', '    insecure-skip-tls-verify: true'))),
+      /cluster "c" not found or has no server/,
+    );
+    assert.throws(
+      () =>
+        kubeConfigFromFile(
+          write('nofile.yaml', kubeconfig('    token: t', '    server: https://x\n    certificate-authority: missing.crt')),
+        ),
+      /ENOENT/,
+    );
+    assert.throws(
+      () =>
+        kubeConfigFromFile(write('exec.yaml', kubeconfig('    exec: { apiVersion: client.authentication.k8s.io/v1, command: /bin/true }'))),
+      /uses exec/,
+    );
   });
 });
 
@@ -96,7 +124,10 @@ describe('kubeconfigYaml', () => {
   it('writes what kubeConfigFromFile and client-node read back: server, CA, credentials, namespace', async () => {
     const b64 = (s: string) => Buffer.from(s).toString('base64');
     const token = `eyJ${'x'.repeat(900)}.sig`; // longer than a YAML line: must stay one scalar
-    const file = write('built/token.yaml', kubeconfigYaml({ name: 'local', server: 'https://127.0.0.1:6443', caData: b64('CA PEM'), user: { token }, namespace: 'team-b' }));
+    const file = write(
+      'built/token.yaml',
+      kubeconfigYaml({ name: 'local', server: 'https://127.0.0.1:6443', caData: b64('CA PEM'), user: { token }, namespace: 'team-b' }),
+    );
     const kc = kubeConfigFromFile(file);
     assert.deepEqual(kc.getCurrentCluster(), { server: 'https://127.0.0.1:6443', skipTLSVerify: false });
     assert.equal(currentNamespace(kc), 'team-b');
@@ -107,13 +138,28 @@ describe('kubeconfigYaml', () => {
     full.loadFromFile(file);
     assert.equal(full.getCurrentUser()?.token, token);
 
-    const certs = kubeConfigFromFile(write('built/certs.yaml', kubeconfigYaml({
-      name: 'local', server: 'https://127.0.0.1:6443', caData: b64('CA'), user: { 'client-certificate-data': b64('CERT'), 'client-key-data': b64('KEY') }, namespace: 'default',
-    })));
+    const certs = kubeConfigFromFile(
+      write(
+        'built/certs.yaml',
+        kubeconfigYaml({
+          name: 'local',
+          server: 'https://127.0.0.1:6443',
+          caData: b64('CA'),
+          user: { 'client-certificate-data': b64('CERT'), 'client-key-data': b64('KEY') },
+          namespace: 'default',
+        }),
+      ),
+    );
     const c = await optionsOf(certs);
     assert.equal(c.cert?.toString(), 'CERT');
     assert.equal(c.key?.toString(), 'KEY');
-    assert.equal(fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.includes(token)).length, 1);
+    assert.equal(
+      fs
+        .readFileSync(file, 'utf8')
+        .split('\n')
+        .filter((l) => l.includes(token)).length,
+      1,
+    );
   });
 });
 
@@ -150,7 +196,10 @@ describe('inClusterConfig', () => {
     const o = await optionsOf(kc);
     assert.equal(o.ca?.toString(), 'SA CA');
     assert.deepEqual(o.headers, { Authorization: 'Bearer sa-token' });
-    assert.equal(inClusterConfig({ KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' }, dir).getCurrentCluster()?.server, 'https://10.96.0.1:443');
+    assert.equal(
+      inClusterConfig({ KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' }, dir).getCurrentCluster()?.server,
+      'https://10.96.0.1:443',
+    );
     assert.throws(() => inClusterConfig({}, dir), /KUBERNETES_SERVICE_HOST/);
   });
 });

@@ -80,14 +80,34 @@ describe('lease records (pure)', () => {
   it('create, acquire, renew and release write the fields client-go writes', () => {
     const old = { holderIdentity: OTHER, acquireTime: 'then', renewTime: 'then', leaseTransitions: 4, leaseDurationSeconds: 15 };
     const t = microTime(now);
-    assert.deepEqual(nextLeaseSpec('create', undefined, ME, now, 15_000),
-      { holderIdentity: ME, leaseDurationSeconds: 15, renewTime: t, acquireTime: t, leaseTransitions: 0 });
-    assert.deepEqual(nextLeaseSpec('acquire', old, ME, now, 15_000),
-      { holderIdentity: ME, leaseDurationSeconds: 15, renewTime: t, acquireTime: t, leaseTransitions: 5 });
-    assert.deepEqual(nextLeaseSpec('renew', { ...old, holderIdentity: ME }, ME, now, 15_000),
-      { holderIdentity: ME, leaseDurationSeconds: 15, renewTime: t, acquireTime: 'then', leaseTransitions: 4 });
-    assert.deepEqual(releaseSpec(old, now),
-      { holderIdentity: '', leaseDurationSeconds: 1, renewTime: t, acquireTime: t, leaseTransitions: 4 });
+    assert.deepEqual(nextLeaseSpec('create', undefined, ME, now, 15_000), {
+      holderIdentity: ME,
+      leaseDurationSeconds: 15,
+      renewTime: t,
+      acquireTime: t,
+      leaseTransitions: 0,
+    });
+    assert.deepEqual(nextLeaseSpec('acquire', old, ME, now, 15_000), {
+      holderIdentity: ME,
+      leaseDurationSeconds: 15,
+      renewTime: t,
+      acquireTime: t,
+      leaseTransitions: 5,
+    });
+    assert.deepEqual(nextLeaseSpec('renew', { ...old, holderIdentity: ME }, ME, now, 15_000), {
+      holderIdentity: ME,
+      leaseDurationSeconds: 15,
+      renewTime: t,
+      acquireTime: 'then',
+      leaseTransitions: 4,
+    });
+    assert.deepEqual(releaseSpec(old, now), {
+      holderIdentity: '',
+      leaseDurationSeconds: 1,
+      renewTime: t,
+      acquireTime: t,
+      leaseTransitions: 4,
+    });
   });
   it('renew deadline', () => {
     assert.equal(renewDeadlinePassed(1_000, 10_999, 10_000), false);
@@ -143,9 +163,15 @@ function elector(lease: string, identity: string, extra: Partial<LeaderElectionO
     renewDeadlineMs: RENEW_MS,
     retryPeriodMs: RETRY_MS,
     logger: nullLogger(),
-    onStartedLeading: () => { p.started++; },
-    onStoppedLeading: () => { p.stopped++; },
-    onNewLeader: (id) => { p.newLeaders.push(id); },
+    onStartedLeading: () => {
+      p.started++;
+    },
+    onStoppedLeading: () => {
+      p.stopped++;
+    },
+    onNewLeader: (id) => {
+      p.newLeaders.push(id);
+    },
     ...extra,
   });
   electors.push(p.elector);
@@ -285,7 +311,10 @@ describe('LeaderElector on the real API server', () => {
     assert.equal((await getLease(name)).spec?.holderIdentity, 'b');
     // Same on an update: the Lease is released, a reads it free, b takes it first: a's PUT gets 409.
     const lease = await getLease(name);
-    await kubeRequestOk(cluster.kc, 'PUT', apiPath('coordination.k8s.io/v1', 'leases', ns, name), { ...lease, spec: releaseSpec(lease.spec, new Date()) });
+    await kubeRequestOk(cluster.kc, 'PUT', apiPath('coordination.k8s.io/v1', 'leases', ns, name), {
+      ...lease,
+      spec: releaseSpec(lease.spec, new Date()),
+    });
     raced = false;
     const bNew = elector(name, 'b2');
     const a2 = elector(name, 'a2', {
@@ -322,7 +351,10 @@ describe('LeaderElector on the real API server', () => {
       beforeWrite: async (d) => {
         if (failRenews && d === 'renew') throw new Error('simulated API outage');
       },
-      onStoppedLeading: () => { lostAt = Date.now(); a.stopped++; },
+      onStoppedLeading: () => {
+        lostAt = Date.now();
+        a.stopped++;
+      },
     });
     a.elector.start();
     await waitFor('a leads', () => a.elector.isLeader(), { timeoutMs: 10_000, intervalMs: 20 });

@@ -51,7 +51,9 @@ function collectPids(cluster: LocalCluster): number[] {
 }
 
 test('process groups are killed when their owner dies, even by SIGKILL (no orphans)', async () => {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(here, 'fixtures/local-node/spawn-groups.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(here, 'fixtures/local-node/spawn-groups.ts')], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const pids = await new Promise<number[]>((resolve, reject) => {
     let buf = '';
     const t = setTimeout(() => reject(new Error('no pids within 20 s')), 20_000);

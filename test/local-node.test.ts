@@ -20,7 +20,14 @@ const PORT = 18080;
 /** A stand-in container; with `ready` it serves on PORT and is Ready only once it listens (its signal handlers are set by then). */
 function standIn(args: string[], extra: Partial<V1Container> = {}, ready = true): V1Container {
   const probe = ready ? { readinessProbe: { httpGet: { path: '/readyz', port: PORT }, periodSeconds: 1 } } : {};
-  return { name: 'main', image: IMAGE, command: ['node', STAND_IN], args: ready ? ['--port', String(PORT), ...args] : args, ...probe, ...extra };
+  return {
+    name: 'main',
+    image: IMAGE,
+    command: ['node', STAND_IN],
+    args: ready ? ['--port', String(PORT), ...args] : args,
+    ...probe,
+    ...extra,
+  };
 }
 
 async function createPod(ns: string, name: string, spec: Partial<V1Pod['spec']> & { containers: V1Container[] }): Promise<V1Pod> {
@@ -37,15 +44,24 @@ async function getPod(ns: string, name: string): Promise<V1Pod | undefined> {
 const isReady = (p: V1Pod | undefined) => p?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 
 async function waitReady(ns: string, name: string, timeoutMs = 30_000): Promise<V1Pod> {
-  return waitFor(`pod ${ns}/${name} Ready`, async () => {
-    const p = await getPod(ns, name);
-    return isReady(p) ? p : undefined;
-  }, { timeoutMs, intervalMs: 100 });
+  return waitFor(
+    `pod ${ns}/${name} Ready`,
+    async () => {
+      const p = await getPod(ns, name);
+      return isReady(p) ? p : undefined;
+    },
+    { timeoutMs, intervalMs: 100 },
+  );
 }
 
 async function deletePod(ns: string, name: string, gracePeriodSeconds?: number): Promise<void> {
   const c = await getCluster();
-  await kubeRequestOk(c.kc, 'DELETE', `/api/v1/namespaces/${ns}/pods/${name}`, gracePeriodSeconds === undefined ? undefined : { apiVersion: 'v1', kind: 'DeleteOptions', gracePeriodSeconds });
+  await kubeRequestOk(
+    c.kc,
+    'DELETE',
+    `/api/v1/namespaces/${ns}/pods/${name}`,
+    gracePeriodSeconds === undefined ? undefined : { apiVersion: 'v1', kind: 'DeleteOptions', gracePeriodSeconds },
+  );
 }
 
 async function waitGone(ns: string, name: string, timeoutMs = 30_000): Promise<void> {
@@ -63,25 +79,32 @@ test('a pod of the project image runs the real server: Running, Ready, own 127.0
   const ns = await freshNamespace('node-real');
   assert.ok(fs.existsSync(path.join(here, '../dist/atlantis-operator.mjs')), 'dist/atlantis-operator.mjs missing: run `make build` first');
   const c = await getCluster();
-  await kubeRequestOk(c.kc, 'POST', `/api/v1/namespaces/${ns}/secrets`, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'vcs' }, stringData: { token: 'ghp_not_a_real_token' } });
+  await kubeRequestOk(c.kc, 'POST', `/api/v1/namespaces/${ns}/secrets`, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'vcs' },
+    stringData: { token: 'ghp_not_a_real_token' },
+  });
   await createPod(ns, 'atlantis-0', {
-    containers: [{
-      name: 'server',
-      image: IMAGE,
-      args: ['server', '--insecure-no-webhook-secret', '--port', '4141'],
-      env: [
-        { name: 'ATLANTIS_DATA_DIR', value: '/data' },
-        { name: 'ATLANTIS_REPO_ALLOWLIST', value: 'github.com/acme/*' },
-        { name: 'ATLANTIS_GH_USER', value: 'atlantis-bot' },
-        { name: 'ATLANTIS_GH_TOKEN', valueFrom: { secretKeyRef: { name: 'vcs', key: 'token' } } },
-        { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
-        { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
-      ],
-      ports: [{ name: 'http', containerPort: 4141 }],
-      readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 1 },
-      livenessProbe: { httpGet: { path: '/healthz', port: 4141 }, initialDelaySeconds: 10, periodSeconds: 2, failureThreshold: 3 },
-      volumeMounts: [{ name: 'data', mountPath: '/data' }],
-    }],
+    containers: [
+      {
+        name: 'server',
+        image: IMAGE,
+        args: ['server', '--insecure-no-webhook-secret', '--port', '4141'],
+        env: [
+          { name: 'ATLANTIS_DATA_DIR', value: '/data' },
+          { name: 'ATLANTIS_REPO_ALLOWLIST', value: 'github.com/acme/*' },
+          { name: 'ATLANTIS_GH_USER', value: 'atlantis-bot' },
+          { name: 'ATLANTIS_GH_TOKEN', valueFrom: { secretKeyRef: { name: 'vcs', key: 'token' } } },
+          { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+          { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+        ],
+        ports: [{ name: 'http', containerPort: 4141 }],
+        readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 1 },
+        livenessProbe: { httpGet: { path: '/healthz', port: 4141 }, initialDelaySeconds: 10, periodSeconds: 2, failureThreshold: 3 },
+        volumeMounts: [{ name: 'data', mountPath: '/data' }],
+      },
+    ],
     volumes: [{ name: 'data', emptyDir: {} }],
     terminationGracePeriodSeconds: 30,
   });
@@ -114,9 +137,16 @@ test('a pod of the project image runs the real server: Running, Ready, own 127.0
   assert.equal((await status(other.status!.podIP!, PORT)).version, 'stand-in');
   // Each pod in a CPU cgroup of its own inside the node's, with kubelet's cpu.shares for its
   // requests (2 for none), where this machine lets the node make cgroups (it logs whether).
-  for (const [p, shares] of [[pod, 2], [other, 256]] as const) {
+  for (const [p, shares] of [
+    [pod, 2],
+    [other, 256],
+  ] as const) {
     const pid = node.events({ namespace: ns, pod: p.metadata!.name! }).find((e) => e.type === 'ContainerStarted')?.pid;
-    const cpuLine = fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n').find((l) => /:cpu(,[a-z]+)*:/.test(l)) ?? '';
+    const cpuLine =
+      fs
+        .readFileSync(`/proc/${pid}/cgroup`, 'utf8')
+        .split('\n')
+        .find((l) => /:cpu(,[a-z]+)*:/.test(l)) ?? '';
     if (!cpuLine.includes('atlantis-local-node-')) continue;
     const dir = cpuLine.split(':')[2]!;
     assert.ok(dir.endsWith(`/pod${p.metadata!.uid}`), `${p.metadata!.name} in its own cgroup: ${dir}`);
@@ -127,7 +157,10 @@ test('a pod of the project image runs the real server: Running, Ready, own 127.0
   await deletePod(ns, 'atlantis-0');
   await waitGone(ns, 'atlantis-0', 40_000);
   const evs = node.events({ namespace: ns, pod: 'atlantis-0' });
-  assert.ok(evs.some((e) => e.type === 'SIGTERM sent'), JSON.stringify(evs));
+  assert.ok(
+    evs.some((e) => e.type === 'SIGTERM sent'),
+    JSON.stringify(evs),
+  );
   assert.ok(!evs.some((e) => e.type === 'SIGKILL sent'), 'the server drained and exited on SIGTERM');
   const exited = evs.find((e) => e.type === 'ContainerExited');
   assert.equal(exited?.exitCode, 0, 'the server exits 0 after its drain');
@@ -184,10 +217,22 @@ test('a preStop exec hook runs to completion before SIGTERM', async () => {
   const node = await getLocalNode();
   const ns = await freshNamespace('node-prestop');
   await createPod(ns, 'p', {
-    containers: [standIn(['--data-dir', '/scratch'], {
-      volumeMounts: [{ name: 'work', mountPath: '/scratch' }],
-      lifecycle: { preStop: { exec: { command: ['sh', '-c', 'echo "prestop start $(date +%s%N)" >> /scratch/hook.log; sleep 1; echo "prestop end $(date +%s%N)" >> /scratch/hook.log'] } } },
-    })],
+    containers: [
+      standIn(['--data-dir', '/scratch'], {
+        volumeMounts: [{ name: 'work', mountPath: '/scratch' }],
+        lifecycle: {
+          preStop: {
+            exec: {
+              command: [
+                'sh',
+                '-c',
+                'echo "prestop start $(date +%s%N)" >> /scratch/hook.log; sleep 1; echo "prestop end $(date +%s%N)" >> /scratch/hook.log',
+              ],
+            },
+          },
+        },
+      }),
+    ],
     volumes: [{ name: 'work', emptyDir: {} }],
     terminationGracePeriodSeconds: 15,
   });
@@ -196,7 +241,10 @@ test('a preStop exec hook runs to completion before SIGTERM', async () => {
   await waitGone(ns, 'p', 20_000);
   const evs = node.events({ namespace: ns, pod: 'p' }).map((e) => e.type);
   const i = (t: string) => evs.indexOf(t as never);
-  assert.ok(i('PreStopStarted') >= 0 && i('PreStopStarted') < i('PreStopFinished') && i('PreStopFinished') < i('SIGTERM sent'), evs.join(', '));
+  assert.ok(
+    i('PreStopStarted') >= 0 && i('PreStopStarted') < i('PreStopFinished') && i('PreStopFinished') < i('SIGTERM sent'),
+    evs.join(', '),
+  );
   assert.ok(!evs.includes('SIGKILL sent'));
   const hook = readFileOr(path.join(node.podDir(ns, 'p')!, 'volumes', 'work', 'hook.log'));
   assert.match(hook, /prestop start \d+\nprestop end \d+/, 'the hook saw /scratch rewritten to the emptyDir');
@@ -209,7 +257,9 @@ test('a PVC is bound to a local directory whose files survive pod replacement', 
   const c = await getCluster();
   const ns = await freshNamespace('node-pvc');
   await kubeRequestOk(c.kc, 'POST', `/api/v1/namespaces/${ns}/persistentvolumeclaims`, {
-    apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: 'data-0' },
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: { name: 'data-0' },
     spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
   });
   const spec = () => ({
@@ -222,7 +272,10 @@ test('a PVC is bound to a local directory whose files survive pod replacement', 
   const pvc = await kubeRequestOk<V1PersistentVolumeClaim>(c.kc, 'GET', `/api/v1/namespaces/${ns}/persistentvolumeclaims/data-0`);
   assert.equal(pvc.status?.phase, 'Bound');
   assert.ok(pvc.spec?.volumeName);
-  const pv = await kubeRequestOk<{ spec: { hostPath?: { path: string }; claimRef?: { name?: string; uid?: string } }; status?: { phase?: string } }>(c.kc, 'GET', `/api/v1/persistentvolumes/${pvc.spec!.volumeName}`);
+  const pv = await kubeRequestOk<{
+    spec: { hostPath?: { path: string }; claimRef?: { name?: string; uid?: string } };
+    status?: { phase?: string };
+  }>(c.kc, 'GET', `/api/v1/persistentvolumes/${pvc.spec!.volumeName}`);
   assert.equal(pv.spec.claimRef?.uid, pvc.metadata?.uid);
   assert.equal(pv.status?.phase, 'Bound');
   const boots = path.join(node.pvDir(ns, 'data-0'), 'state', 'boots.log');
@@ -242,19 +295,27 @@ test('a crashed container is restarted with backoff (CrashLoopBackOff, restartCo
   const ns = await freshNamespace('node-crash');
   await createPod(ns, 'p', { containers: [standIn(['--crash-after-ms', '300'], {}, false)] });
   const seenReasons = new Set<string>();
-  const p = await waitFor('two restarts', async () => {
-    const pod = await getPod(ns, 'p');
-    const cs = pod?.status?.containerStatuses?.[0];
-    if (cs?.state?.waiting?.reason) seenReasons.add(cs.state.waiting.reason);
-    return (cs?.restartCount ?? 0) >= 2 ? pod : undefined;
-  }, { timeoutMs: 30_000, intervalMs: 100 });
+  const p = await waitFor(
+    'two restarts',
+    async () => {
+      const pod = await getPod(ns, 'p');
+      const cs = pod?.status?.containerStatuses?.[0];
+      if (cs?.state?.waiting?.reason) seenReasons.add(cs.state.waiting.reason);
+      return (cs?.restartCount ?? 0) >= 2 ? pod : undefined;
+    },
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
   const cs = p.status!.containerStatuses![0]!;
   assert.equal(cs.lastState?.terminated?.exitCode, 3);
   assert.equal(cs.lastState?.terminated?.reason, 'Error');
   assert.equal(p.status?.phase, 'Running');
   assert.ok(seenReasons.has('CrashLoopBackOff'), [...seenReasons].join(','));
   const node = await getLocalNode();
-  await waitFor('three starts in the one log', () => (readFileOr(node.logPath(ns, 'p', 'main')).match(/stand-in started/g) ?? []).length >= 3, { timeoutMs: 5_000 });
+  await waitFor(
+    'three starts in the one log',
+    () => (readFileOr(node.logPath(ns, 'p', 'main')).match(/stand-in started/g) ?? []).length >= 3,
+    { timeoutMs: 5_000 },
+  );
   const starts = node.events({ namespace: ns, pod: 'p' }).filter((e) => e.type === 'ContainerStarted');
   assert.ok(starts.length >= 3);
   const gap1 = Date.parse(starts[1]!.time) - Date.parse(starts[0]!.time);
@@ -265,11 +326,17 @@ test('a crashed container is restarted with backoff (CrashLoopBackOff, restartCo
 
 test('a pod whose nodeSelector does not match the node stays Pending and unscheduled', async () => {
   const ns = await freshNamespace('node-sel');
-  await createPod(ns, 'p', { containers: [standIn([])], nodeSelector: { 'disktype': 'ssd-that-no-node-has' } });
-  const pod = await waitFor('Unschedulable condition', async () => {
-    const x = await getPod(ns, 'p');
-    return x?.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable') ? x : undefined;
-  }, { timeoutMs: 10_000 });
+  await createPod(ns, 'p', { containers: [standIn([])], nodeSelector: { disktype: 'ssd-that-no-node-has' } });
+  const pod = await waitFor(
+    'Unschedulable condition',
+    async () => {
+      const x = await getPod(ns, 'p');
+      return x?.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable')
+        ? x
+        : undefined;
+    },
+    { timeoutMs: 10_000 },
+  );
   assert.match(pod.status?.conditions?.find((c) => c.type === 'PodScheduled')?.message ?? '', /didn't match Pod's node affinity\/selector/);
   await new Promise((r) => setTimeout(r, 2_000));
   const later = await getPod(ns, 'p');
@@ -286,14 +353,22 @@ test('a pod whose nodeSelector does not match the node stays Pending and unsched
 test('an image the node does not have never starts: ErrImagePull / ImagePullBackOff, Pending, not Ready', async () => {
   const ns = await freshNamespace('node-image');
   await createPod(ns, 'p', { containers: [{ name: 'web', image: 'nginx:1.27' }] });
-  const pod = await waitFor('image pull error', async () => {
-    const x = await getPod(ns, 'p');
-    const r = x?.status?.containerStatuses?.[0]?.state?.waiting?.reason;
-    return r === 'ErrImagePull' || r === 'ImagePullBackOff' ? x : undefined;
-  }, { timeoutMs: 15_000 });
+  const pod = await waitFor(
+    'image pull error',
+    async () => {
+      const x = await getPod(ns, 'p');
+      const r = x?.status?.containerStatuses?.[0]?.state?.waiting?.reason;
+      return r === 'ErrImagePull' || r === 'ImagePullBackOff' ? x : undefined;
+    },
+    { timeoutMs: 15_000 },
+  );
   assert.equal(pod.status?.phase, 'Pending');
   assert.equal(isReady(pod), false);
-  await waitFor('ImagePullBackOff', async () => (await getPod(ns, 'p'))?.status?.containerStatuses?.[0]?.state?.waiting?.reason === 'ImagePullBackOff', { timeoutMs: 10_000 });
+  await waitFor(
+    'ImagePullBackOff',
+    async () => (await getPod(ns, 'p'))?.status?.containerStatuses?.[0]?.state?.waiting?.reason === 'ImagePullBackOff',
+    { timeoutMs: 10_000 },
+  );
   const node = await getLocalNode();
   assert.ok(!node.events({ namespace: ns, pod: 'p' }).some((e) => e.type === 'ContainerStarted'));
   await deletePod(ns, 'p');
@@ -305,27 +380,43 @@ test('env like kubelet (value, $(VAR), fieldRef, secretKeyRef, configMapKeyRef, 
   const c = await getCluster();
   const node = await getLocalNode();
   const ns = await freshNamespace('node-env');
-  await kubeRequestOk(c.kc, 'POST', `/api/v1/namespaces/${ns}/secrets`, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 's' }, stringData: { token: 'sekret' } });
-  await kubeRequestOk(c.kc, 'POST', `/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'cm' }, data: { color: 'blue', EXTRA_ONE: 'x1' } });
+  await kubeRequestOk(c.kc, 'POST', `/api/v1/namespaces/${ns}/secrets`, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 's' },
+    stringData: { token: 'sekret' },
+  });
+  await kubeRequestOk(c.kc, 'POST', `/api/v1/namespaces/${ns}/configmaps`, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'cm' },
+    data: { color: 'blue', EXTRA_ONE: 'x1' },
+  });
   await createPod(ns, 'p', {
-    containers: [standIn([], {
-      env: [
-        { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
-        { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
-        { name: 'FROM_SECRET', valueFrom: { secretKeyRef: { name: 's', key: 'token' } } },
-        { name: 'FROM_CM', valueFrom: { configMapKeyRef: { name: 'cm', key: 'color' } } },
-        { name: 'DATA', value: '/data/$(POD_NAME)' },
-      ],
-      envFrom: [{ configMapRef: { name: 'cm' }, prefix: 'CM_' }],
-      volumeMounts: [{ name: 'd', mountPath: '/data' }],
-    })],
+    containers: [
+      standIn([], {
+        env: [
+          { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+          { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+          { name: 'FROM_SECRET', valueFrom: { secretKeyRef: { name: 's', key: 'token' } } },
+          { name: 'FROM_CM', valueFrom: { configMapKeyRef: { name: 'cm', key: 'color' } } },
+          { name: 'DATA', value: '/data/$(POD_NAME)' },
+        ],
+        envFrom: [{ configMapRef: { name: 'cm' }, prefix: 'CM_' }],
+        volumeMounts: [{ name: 'd', mountPath: '/data' }],
+      }),
+    ],
     volumes: [{ name: 'd', emptyDir: {} }],
   });
   const pod = await waitReady(ns, 'p');
-  const log = await waitFor('env line', () => {
-    const l = readFileOr(node.logPath(ns, 'p', 'main'));
-    return l.includes('env POD_NAME') ? l : undefined;
-  }, { timeoutMs: 5_000 });
+  const log = await waitFor(
+    'env line',
+    () => {
+      const l = readFileOr(node.logPath(ns, 'p', 'main'));
+      return l.includes('env POD_NAME') ? l : undefined;
+    },
+    { timeoutMs: 5_000 },
+  );
   const vol = path.join(node.podDir(ns, 'p')!, 'volumes', 'd');
   assert.match(log, new RegExp(`env POD_NAME=p POD_NAMESPACE=${ns} FROM_SECRET=sekret FROM_CM=blue DATA=${vol}/p KUBECONFIG=(\\S+)`));
   assert.match(log, new RegExp(`bind=${pod.status!.podIP!.replace(/\./g, '\\.')}`));
@@ -336,8 +427,14 @@ test('env like kubelet (value, $(VAR), fieldRef, secretKeyRef, configMapKeyRef, 
   assert.equal(r.status, 403);
   assert.match(r.body.message ?? '', new RegExp(`system:serviceaccount:${ns}:default`));
   // a missing secret: CreateContainerConfigError, the pod does not start
-  await createPod(ns, 'bad', { containers: [standIn([], { env: [{ name: 'X', valueFrom: { secretKeyRef: { name: 'nope', key: 'k' } } }] })] });
-  await waitFor('CreateContainerConfigError', async () => (await getPod(ns, 'bad'))?.status?.containerStatuses?.[0]?.state?.waiting?.reason === 'CreateContainerConfigError', { timeoutMs: 10_000 });
+  await createPod(ns, 'bad', {
+    containers: [standIn([], { env: [{ name: 'X', valueFrom: { secretKeyRef: { name: 'nope', key: 'k' } } }] })],
+  });
+  await waitFor(
+    'CreateContainerConfigError',
+    async () => (await getPod(ns, 'bad'))?.status?.containerStatuses?.[0]?.state?.waiting?.reason === 'CreateContainerConfigError',
+    { timeoutMs: 10_000 },
+  );
   await deleteNamespace(ns); // frees the pods' processes
 });
 
@@ -345,52 +442,72 @@ test("the server's own-Pod watch, for real: annotating the pod drains the server
   const c = await getCluster();
   const node = await getLocalNode();
   const ns = await freshNamespace('node-annot');
-  await kubeRequestOk(c.kc, 'POST', `/api/v1/namespaces/${ns}/secrets`, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'vcs' }, stringData: { token: 'ghp_not_a_real_token' } });
+  await kubeRequestOk(c.kc, 'POST', `/api/v1/namespaces/${ns}/secrets`, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'vcs' },
+    stringData: { token: 'ghp_not_a_real_token' },
+  });
   // what the controller's Role gives a server pod: read its own Pod
   await kubeRequestOk(c.kc, 'POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles`, {
-    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'own-pod' },
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'Role',
+    metadata: { name: 'own-pod' },
     rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] }],
   });
   await kubeRequestOk(c.kc, 'POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`, {
-    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'own-pod' },
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'RoleBinding',
+    metadata: { name: 'own-pod' },
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'own-pod' },
     subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: ns }],
   });
   await createPod(ns, 'atlantis-0', {
     restartPolicy: 'Never',
-    containers: [{
-      name: 'server',
-      image: IMAGE,
-      args: ['server', '--insecure-no-webhook-secret', '--port', '4141', '--data-dir', '/data'],
-      env: [
-        { name: 'ATLANTIS_REPO_ALLOWLIST', value: 'github.com/acme/*' },
-        { name: 'ATLANTIS_GH_USER', value: 'atlantis-bot' },
-        { name: 'ATLANTIS_GH_TOKEN', valueFrom: { secretKeyRef: { name: 'vcs', key: 'token' } } },
-        { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
-        { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
-      ],
-      readinessProbe: { httpGet: { path: '/readyz', port: 4141 }, periodSeconds: 1 },
-      volumeMounts: [{ name: 'data', mountPath: '/data' }],
-    }],
+    containers: [
+      {
+        name: 'server',
+        image: IMAGE,
+        args: ['server', '--insecure-no-webhook-secret', '--port', '4141', '--data-dir', '/data'],
+        env: [
+          { name: 'ATLANTIS_REPO_ALLOWLIST', value: 'github.com/acme/*' },
+          { name: 'ATLANTIS_GH_USER', value: 'atlantis-bot' },
+          { name: 'ATLANTIS_GH_TOKEN', valueFrom: { secretKeyRef: { name: 'vcs', key: 'token' } } },
+          { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+          { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+        ],
+        readinessProbe: { httpGet: { path: '/readyz', port: 4141 }, periodSeconds: 1 },
+        volumeMounts: [{ name: 'data', mountPath: '/data' }],
+      },
+    ],
     volumes: [{ name: 'data', emptyDir: {} }],
   });
   const pod = await waitReady(ns, 'atlantis-0', 60_000);
   const ip = pod.status!.podIP!;
   const logPath = node.logPath(ns, 'atlantis-0', 'server');
-  await waitFor('the server watches its own pod', () => /Watching own pod for the drain annotation/.test(readFileOr(logPath)), { timeoutMs: 20_000 });
+  await waitFor('the server watches its own pod', () => /Watching own pod for the drain annotation/.test(readFileOr(logPath)), {
+    timeoutMs: 20_000,
+  });
   assert.equal((await status(ip, 4141)).shutting_down, false);
   const a = await c.kubectl(['annotate', '-n', ns, 'pod', 'atlantis-0', 'atlantis-operator.dev/drain=now']);
   assert.equal(a.exitCode, 0, a.stderr);
-  const drained = await waitFor('/status shutting_down', async () => {
-    const st = await status(ip, 4141);
-    return st.shutting_down === true ? st : undefined;
-  }, { timeoutMs: 20_000, intervalMs: 100 });
+  const drained = await waitFor(
+    '/status shutting_down',
+    async () => {
+      const st = await status(ip, 4141);
+      return st.shutting_down === true ? st : undefined;
+    },
+    { timeoutMs: 20_000, intervalMs: 100 },
+  );
   assert.equal(drained.in_progress_operations, 0);
   assert.equal(drained.drain_reason, 'annotation');
   assert.match(readFileOr(logPath), /"msg":"Drain started","reason":"annotation","annotation":"[^"]+"/);
   // /readyz is 503 while draining: the readiness probe takes the pod out of Ready
   await waitFor('pod not Ready', async () => !isReady(await getPod(ns, 'atlantis-0')), { timeoutMs: 10_000 });
-  assert.ok(!node.events({ namespace: ns, pod: 'atlantis-0' }).some((e) => e.type === 'SIGTERM sent'), 'the annotation alone started the drain');
+  assert.ok(
+    !node.events({ namespace: ns, pod: 'atlantis-0' }).some((e) => e.type === 'SIGTERM sent'),
+    'the annotation alone started the drain',
+  );
   // what the controller does next: delete the drained pod
   const t0 = Date.now();
   await deletePod(ns, 'atlantis-0');

@@ -46,9 +46,18 @@ test('unlock and unlockAllForPull', () => {
   assert.equal(s.unlock(K)?.pull, 1);
   assert.equal(s.unlock(K), undefined);
   const r = s.unlockAllForPull('acme/infra', 1, { discardPlans: true });
-  assert.deepEqual(r.locks.map((l) => l.dir), ['x']);
-  assert.deepEqual(r.plans.map((p) => p.planPath), ['/p/1']);
-  assert.deepEqual(s.list().map((l) => l.dir), ['y']);
+  assert.deepEqual(
+    r.locks.map((l) => l.dir),
+    ['x'],
+  );
+  assert.deepEqual(
+    r.plans.map((p) => p.planPath),
+    ['/p/1'],
+  );
+  assert.deepEqual(
+    s.list().map((l) => l.dir),
+    ['y'],
+  );
   assert.equal(s.listPlans('acme/infra', 2).length, 1);
   // without discardPlans, plans stay
   const r2 = s.unlockAllForPull('acme/infra', 2);
@@ -79,7 +88,7 @@ test('plans: save, replace, get, delete, completeApply, paths under the data dir
   s.close();
 });
 
-test('completeApply does not release another pull\'s lock', () => {
+test("completeApply does not release another pull's lock", () => {
   const s = LockStore.open(tmpDir());
   s.tryLock(K, { pull: 3, user: 'u' });
   s.completeApply(K, 4);
@@ -92,8 +101,14 @@ test('queue: enqueue, takeAll in order, empties the queue', () => {
   for (let i = 0; i < 5; i++) s.enqueue('acme/infra', i, { comment: `atlantis plan ${i}`, n: i });
   assert.equal(s.queueLength(), 5);
   const all = s.takeAll();
-  assert.deepEqual(all.map((q) => (q.payload as { n: number }).n), [0, 1, 2, 3, 4]);
-  assert.deepEqual(all.map((q) => q.pull), [0, 1, 2, 3, 4]);
+  assert.deepEqual(
+    all.map((q) => (q.payload as { n: number }).n),
+    [0, 1, 2, 3, 4],
+  );
+  assert.deepEqual(
+    all.map((q) => q.pull),
+    [0, 1, 2, 3, 4],
+  );
   assert.equal(s.queueLength(), 0);
   assert.deepEqual(s.takeAll(), []);
   s.close();
@@ -105,9 +120,15 @@ test('job journal: unfinished jobs and recent jobs', () => {
   s.jobStarted({ id: 'j1', command: 'plan', repo: 'acme/infra', pull: 1, dir: '.', workspace: 'default' });
   s.jobStarted({ id: 'j2', command: 'apply', repo: 'acme/infra', pull: 1, project: 'p' });
   s.jobFinished('j1', 'success', 'Plan: 1 to add');
-  assert.deepEqual(s.unfinishedJobs().map((j) => j.id), ['j2']);
+  assert.deepEqual(
+    s.unfinishedJobs().map((j) => j.id),
+    ['j2'],
+  );
   const recent = s.recentJobs();
-  assert.deepEqual(recent.map((j) => j.id), ['j2', 'j1']);
+  assert.deepEqual(
+    recent.map((j) => j.id),
+    ['j2', 'j1'],
+  );
   assert.equal(recent[1]?.result, 'success');
   assert.equal(recent[1]?.summary, 'Plan: 1 to add');
   assert.equal(recent[0]?.project, 'p');
@@ -131,8 +152,14 @@ test('reopen after close keeps everything; WAL and synchronous settings', () => 
   const s2 = LockStore.open(dir);
   assert.equal(s2.getLock(K)?.project, 'prod');
   assert.equal(s2.getPlan('acme/infra', 9, K.dir, K.workspace)?.planPath, '/x.tfplan');
-  assert.deepEqual(s2.takeAll().map((q) => q.payload), [{ a: 1 }]);
-  assert.deepEqual(s2.unfinishedJobs().map((j) => j.id), ['j']);
+  assert.deepEqual(
+    s2.takeAll().map((q) => q.payload),
+    [{ a: 1 }],
+  );
+  assert.deepEqual(
+    s2.unfinishedJobs().map((j) => j.id),
+    ['j'],
+  );
   assert.equal(s2.integrityCheck(), 'ok');
   s2.close();
   const raw = new Database(path.join(dir, STORE_FILENAME));
@@ -228,7 +255,9 @@ test('plan hashes: recorded with the plan; a data dir from before hashes gains t
   const old = new Database(path.join(dir, STORE_FILENAME));
   old.exec(`CREATE TABLE plans (repo TEXT NOT NULL, pull INTEGER NOT NULL, dir TEXT NOT NULL, workspace TEXT NOT NULL,
     project TEXT, plan_path TEXT NOT NULL, head_sha TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (repo, pull, dir, workspace))`);
-  old.prepare('INSERT INTO plans VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run('acme/infra', 1, 'app1', 'default', null, '/old.tfplan', 'sha', '2026-01-01T00:00:00Z');
+  old
+    .prepare('INSERT INTO plans VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
+    .run('acme/infra', 1, 'app1', 'default', null, '/old.tfplan', 'sha', '2026-01-01T00:00:00Z');
   old.close();
   const s = LockStore.open(dir);
   const before = s.getPlan('acme/infra', 1, 'app1', 'default');

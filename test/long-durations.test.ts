@@ -14,12 +14,16 @@ import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir }
 
 const THIRTY_DAYS_MS = 720 * 3_600_000;
 
-describe('timers past Node\'s limit', () => {
+describe("timers past Node's limit", () => {
   it('setLongTimeout with 30 days does not fire at once, and a short one fires', async () => {
     let early = false;
-    const t = setLongTimeout(() => { early = true; }, THIRTY_DAYS_MS);
+    const t = setLongTimeout(() => {
+      early = true;
+    }, THIRTY_DAYS_MS);
     let fired = 0;
-    setLongTimeout(() => { fired = Date.now(); }, 20);
+    setLongTimeout(() => {
+      fired = Date.now();
+    }, 20);
     const start = Date.now();
     await new Promise((r) => setTimeout(r, 300));
     t.clear();
@@ -34,7 +38,7 @@ describe('timers past Node\'s limit', () => {
     assert.equal(clampTimerDelay(1500), 1500);
   });
 
-  it('the controller\'s work queue does not hand out a key requeued 30 days ahead (drainTimeoutSeconds 2592000)', async () => {
+  it("the controller's work queue does not hand out a key requeued 30 days ahead (drainTimeoutSeconds 2592000)", async () => {
     const q = new WorkQueue({ clock: realClock });
     q.addAfter('ns/big', THIRTY_DAYS_MS);
     q.add('ns/now');
@@ -49,7 +53,9 @@ describe('timers past Node\'s limit', () => {
 
 let env: WorkflowEnv;
 const procs: CliProcess[] = [];
-before(async () => { env = await createWorkflowEnv(); });
+before(async () => {
+  env = await createWorkflowEnv();
+});
 after(async () => {
   for (const p of procs) p.child.kill('SIGKILL');
   await env.close();
@@ -58,15 +64,27 @@ after(async () => {
 describe('--drain-timeout 720h on the real server', () => {
   it('SIGTERM waits for the running apply and exits 0; terraform is not interrupted', async () => {
     const dataDir = tempDataDir();
-    const { p, url } = await startWorkflowServer(env, dataDir, '127.0.163.101', ['--drain-timeout', '720h', '--terraform-interrupt-grace', '720h']);
+    const { p, url } = await startWorkflowServer(env, dataDir, '127.0.163.101', [
+      '--drain-timeout',
+      '720h',
+      '--terraform-interrupt-grace',
+      '720h',
+    ]);
     procs.push(p);
     await env.openPull(url, 1, 'long-1', { 'app1/main.tf': terraformConfig({ marker: 'm1', sleepSeconds: 4 }) });
     await env.waitForComment(1, /^Ran Plan for dir: `app1`/);
     assert.equal((await env.comment(url, 1, 'atlantis apply')).status, 200);
-    await waitFor('the apply to be provisioning', () => {
-      const jobs = path.join(dataDir, 'jobs');
-      return existsSync(jobs) && readdirSync(jobs).some((f) => readFileSync(path.join(jobs, f), 'utf8').includes(`Provisioning with 'local-exec'`));
-    }, 60_000);
+    await waitFor(
+      'the apply to be provisioning',
+      () => {
+        const jobs = path.join(dataDir, 'jobs');
+        return (
+          existsSync(jobs) &&
+          readdirSync(jobs).some((f) => readFileSync(path.join(jobs, f), 'utf8').includes(`Provisioning with 'local-exec'`))
+        );
+      },
+      60_000,
+    );
     p.child.kill('SIGTERM');
     const { code } = await p.exited;
     const out = p.output();

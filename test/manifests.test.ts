@@ -62,7 +62,12 @@ test('CRD identity, subresources and printer columns', () => {
   assert.equal(crd.spec.group, 'atlantis-operator.dev');
   assert.equal(crd.spec.scope, 'Namespaced');
   assert.deepEqual(
-    { kind: crd.spec.names.kind, plural: crd.spec.names.plural, shortNames: crd.spec.names.shortNames, categories: crd.spec.names.categories },
+    {
+      kind: crd.spec.names.kind,
+      plural: crd.spec.names.plural,
+      shortNames: crd.spec.names.shortNames,
+      categories: crd.spec.names.categories,
+    },
     { kind: 'AtlantisDeployment', plural: 'atlantisdeployments', shortNames: ['atd'], categories: ['atlantis'] },
   );
   assert.equal(crd.spec.versions.length, 1);
@@ -93,7 +98,8 @@ test('CRD schema is structural', () => {
     if (s.properties) assert.equal(s.type, 'object', `${at} with properties is an object`);
     if (s.items) assert.equal(s.type, 'array', `${at} with items is an array`);
     if (s.type === 'array') assert.ok(s.items, `${at} array has items`);
-    for (const banned of ['$ref', 'allOf', 'anyOf', 'oneOf', 'not'] as const) assert.equal((s as Record<string, unknown>)[banned], undefined, `${at}: ${banned}`);
+    for (const banned of ['$ref', 'allOf', 'anyOf', 'oneOf', 'not'] as const)
+      assert.equal((s as Record<string, unknown>)[banned], undefined, `${at}: ${banned}`);
     for (const v of s['x-kubernetes-validations'] ?? []) {
       assert.ok(v.rule.length > 0, `${at}: rule`);
       assert.ok(v.message || v.messageExpression, `${at}: CEL rule "${v.rule}" has a readable message`);
@@ -130,7 +136,10 @@ test('CRD CEL rules cover the documented constraints', () => {
   assert.ok(rules('image').some((r) => r.includes('matches')));
   assert.ok(rules('updateStrategy.maxUnavailable').includes('self >= 1'));
   assert.ok(rules('updateStrategy.drainTimeoutSeconds').includes('self >= 0'));
-  assert.ok(rules('terminationGracePeriodSeconds').includes(`self >= ${MIN_GRACE_SECONDS}`), 'the CEL minimum is the timing formula minimum');
+  assert.ok(
+    rules('terminationGracePeriodSeconds').includes(`self >= ${MIN_GRACE_SECONDS}`),
+    'the CEL minimum is the timing formula minimum',
+  );
   assert.ok(rules('service.port').includes('self >= 1 && self <= 65535'));
   assert.ok(rules('storage.size').includes('self == oldSelf'));
   assert.ok(rules('atlantis.github.tokenSecretRef').some((r) => r.includes('size(self.name) > 0 && size(self.key) > 0')));
@@ -141,12 +150,34 @@ test('CRD CEL rules cover the documented constraints', () => {
 
 test('status schema fits what the planner writes', () => {
   const status = schema.properties!.status!;
-  for (const f of ['observedGeneration', 'replicas', 'readyReplicas', 'updatedReplicas', 'drainingReplicas', 'currentRevision', 'updateRevision', 'selector', 'conditions', 'pods'])
+  for (const f of [
+    'observedGeneration',
+    'replicas',
+    'readyReplicas',
+    'updatedReplicas',
+    'drainingReplicas',
+    'currentRevision',
+    'updateRevision',
+    'selector',
+    'conditions',
+    'pods',
+  ])
     assert.ok(status.properties?.[f], f);
   const cond = prop(status, 'conditions');
   assert.equal(cond['x-kubernetes-list-type'], 'map');
   const reason = new RegExp(prop(cond.items!, 'reason').pattern!);
-  for (const r of ['MinimumReplicasAvailable', 'MinimumReplicasUnavailable', 'RolloutInProgress', 'RolloutComplete', 'RolloutPaused', 'DrainTimeout', 'PodsFailing', 'PodsHealthy', 'Paused', 'NotPaused'])
+  for (const r of [
+    'MinimumReplicasAvailable',
+    'MinimumReplicasUnavailable',
+    'RolloutInProgress',
+    'RolloutComplete',
+    'RolloutPaused',
+    'DrainTimeout',
+    'PodsFailing',
+    'PodsHealthy',
+    'Paused',
+    'NotPaused',
+  ])
     assert.match(r, reason);
   assert.deepEqual(prop(cond.items!, 'status').enum, ['True', 'False', 'Unknown']);
 });
@@ -191,7 +222,10 @@ test('controller Deployment: 2 replicas, leader election, probes, hardened', () 
   assert.equal(c.securityContext?.allowPrivilegeEscalation, false);
   assert.deepEqual(c.securityContext?.capabilities?.drop, ['ALL']);
   assert.ok(c.resources?.requests?.cpu && c.resources.requests.memory && c.resources.limits?.memory);
-  assert.deepEqual(c.env?.map((e) => e.name), ['POD_NAME', 'POD_NAMESPACE']);
+  assert.deepEqual(
+    c.env?.map((e) => e.name),
+    ['POD_NAME', 'POD_NAMESPACE'],
+  );
 });
 
 function allows(rules: V1PolicyRule[], group: string, resource: string, verb: string): boolean {
@@ -224,21 +258,33 @@ test('RBAC: the controller may do what it does, and nothing it does not need', (
     assert.ok(!rule.resources?.includes('secrets'), 'no secrets');
   }
   for (const r of ['persistentvolumeclaims', 'services', 'serviceaccounts']) assert.ok(!allows(rules, '', r, 'delete'), `no delete ${r}`);
-  assert.ok(!allows(rules, '', 'leases', 'get') && !allows(rules, 'coordination.k8s.io', 'leases', 'get'), 'leases only in its own namespace');
+  assert.ok(
+    !allows(rules, '', 'leases', 'get') && !allows(rules, 'coordination.k8s.io', 'leases', 'get'),
+    'leases only in its own namespace',
+  );
   const leaderRole = objs.find((o) => o.kind === 'Role') as unknown as V1Role;
   assert.equal(leaderRole.metadata?.namespace, 'atlantis-operator');
   for (const v of ['get', 'create', 'update']) assert.ok(allows(leaderRole.rules ?? [], 'coordination.k8s.io', 'leases', v), v);
 
   // RBAC refuses to create a Role granting more than the creator holds: the server pods'
   // Role must be covered by the ClusterRole.
-  const ad = { apiVersion: 'atlantis-operator.dev/v1alpha1', kind: 'AtlantisDeployment', metadata: { name: 'a', namespace: 'n', uid: 'u' }, spec: { image: 'i' } } as AtlantisDeployment;
+  const ad = {
+    apiVersion: 'atlantis-operator.dev/v1alpha1',
+    kind: 'AtlantisDeployment',
+    metadata: { name: 'a', namespace: 'n', uid: 'u' },
+    spec: { image: 'i' },
+  } as AtlantisDeployment;
   for (const rule of renderRole(ad, [0, 1]).rules ?? [])
-    for (const g of rule.apiGroups ?? []) for (const res of rule.resources ?? []) for (const v of rule.verbs) assert.ok(allows(rules, g, res, v), `grantable: ${v} ${res}`);
+    for (const g of rule.apiGroups ?? [])
+      for (const res of rule.resources ?? []) for (const v of rule.verbs) assert.ok(allows(rules, g, res, v), `grantable: ${v} ${res}`);
 });
 
 test('example AtlantisDeployment is kept out of the base and renders', () => {
   const objs = kustomize('manifests/example');
-  assert.deepEqual(objs.map((o) => o.kind), ['Namespace', 'Secret', 'AtlantisDeployment']);
+  assert.deepEqual(
+    objs.map((o) => o.kind),
+    ['Namespace', 'Secret', 'AtlantisDeployment'],
+  );
   const secret = objs.find((o) => o.kind === 'Secret') as KObj & { stringData: Record<string, string> };
   for (const v of Object.values(secret.stringData)) assert.match(v, /^REPLACE-/, 'placeholder values only');
   const ad = objs.find((o) => o.kind === 'AtlantisDeployment') as unknown as AtlantisDeployment;
@@ -248,7 +294,10 @@ test('example AtlantisDeployment is kept out of the base and renders', () => {
   const withUid: AtlantisDeployment = { ...ad, metadata: { ...ad.metadata, uid: 'example-uid' } };
   const pod = renderPod(withUid, 0);
   assert.equal(pod.metadata?.name, 'atlantis-0');
-  assert.equal(pod.spec?.containers[0]?.env?.find((e) => e.name === 'ATLANTIS_GH_TOKEN')?.valueFrom?.secretKeyRef?.name, secret.metadata.name);
+  assert.equal(
+    pod.spec?.containers[0]?.env?.find((e) => e.name === 'ATLANTIS_GH_TOKEN')?.valueFrom?.secretKeyRef?.name,
+    secret.metadata.name,
+  );
   assert.match(podTemplateRevision(withUid), /^[0-9a-f]{10}$/);
 });
 
@@ -263,12 +312,23 @@ let crdApplied: Promise<TestCluster> | undefined;
 function clusterWithCRD(): Promise<TestCluster> {
   crdApplied ??= (async () => {
     const c = await getCluster();
-    const r = await c.kubectl(['apply', '--server-side', '--force-conflicts', '--field-manager', 'atlantis-operator-tests', '-f', CRD_PATH]);
+    const r = await c.kubectl([
+      'apply',
+      '--server-side',
+      '--force-conflicts',
+      '--field-manager',
+      'atlantis-operator-tests',
+      '-f',
+      CRD_PATH,
+    ]);
     assert.equal(r.exitCode, 0, `CRD apply: ${r.stderr}`);
     const w = await c.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/atlantisdeployments.atlantis-operator.dev']);
     assert.equal(w.exitCode, 0, w.stderr);
     // Discovery can lag the Established condition by a moment.
-    await waitFor('atd in discovery', async () => (await c.kubectl(['get', 'atd', '-A'])).exitCode === 0, { timeoutMs: 30_000, intervalMs: 200 });
+    await waitFor('atd in discovery', async () => (await c.kubectl(['get', 'atd', '-A'])).exitCode === 0, {
+      timeoutMs: 30_000,
+      intervalMs: 200,
+    });
     return c;
   })();
   return crdApplied;
@@ -280,7 +340,9 @@ function cr(ns: string, spec: Record<string, unknown>, name = 'atlantis'): strin
 
 test('API server accepts the CRD and applies its defaults', async () => {
   const c = await clusterWithCRD();
-  const crdNow = JSON.parse((await c.kubectl(['get', 'crd', 'atlantisdeployments.atlantis-operator.dev', '-o', 'json'])).stdout) as V1CustomResourceDefinition;
+  const crdNow = JSON.parse(
+    (await c.kubectl(['get', 'crd', 'atlantisdeployments.atlantis-operator.dev', '-o', 'json'])).stdout,
+  ) as V1CustomResourceDefinition;
   const established = crdNow.status?.conditions?.find((x) => x.type === 'Established');
   assert.equal(established?.status, 'True');
   const ns = await freshNamespace('crd-defaults');
@@ -309,17 +371,53 @@ test('API server rejects bad AtlantisDeployments with readable messages', async 
     ['image with whitespace', { image: 'atlantis operator:1' }, /spec\.image must not contain whitespace/],
     ['negative replicas', { ...ok, replicas: -1 }, /spec\.replicas must be 0 or more/],
     ['maxUnavailable 0', { ...ok, updateStrategy: { maxUnavailable: 0 } }, /spec\.updateStrategy\.maxUnavailable must be at least 1/],
-    ['negative drain timeout', { ...ok, updateStrategy: { drainTimeoutSeconds: -1 } }, /drainTimeoutSeconds must be 0 \(no timeout\) or more/],
-    ['unknown onDrainTimeout', { ...ok, updateStrategy: { onDrainTimeout: 'Kill' } }, /onDrainTimeout: Unsupported value: "Kill": supported values: "Wait", "Interrupt"/],
-    ['grace period too small', { ...ok, terminationGracePeriodSeconds: 20 }, /terminationGracePeriodSeconds must be at least 30 so the server drain timeout/],
+    [
+      'negative drain timeout',
+      { ...ok, updateStrategy: { drainTimeoutSeconds: -1 } },
+      /drainTimeoutSeconds must be 0 \(no timeout\) or more/,
+    ],
+    [
+      'unknown onDrainTimeout',
+      { ...ok, updateStrategy: { onDrainTimeout: 'Kill' } },
+      /onDrainTimeout: Unsupported value: "Kill": supported values: "Wait", "Interrupt"/,
+    ],
+    [
+      'grace period too small',
+      { ...ok, terminationGracePeriodSeconds: 20 },
+      /terminationGracePeriodSeconds must be at least 30 so the server drain timeout/,
+    ],
     ['service port out of range', { ...ok, service: { port: 70000 } }, /spec\.service\.port must be between 1 and 65535/],
     ['unknown service type', { ...ok, service: { type: 'ExternalName' } }, /Unsupported value: "ExternalName"/],
-    ['empty secret name', { ...ok, atlantis: { github: { tokenSecretRef: { name: '', key: 'token' } } } }, /tokenSecretRef needs a non-empty name and key/],
+    [
+      'empty secret name',
+      { ...ok, atlantis: { github: { tokenSecretRef: { name: '', key: 'token' } } } },
+      /tokenSecretRef needs a non-empty name and key/,
+    ],
     ['bad url', { ...ok, atlantis: { url: 'ftp://atlantis.example.com' } }, /spec\.atlantis\.url must be an absolute http/],
     ['bad storage size', { ...ok, storage: { size: 'lots' } }, /spec\.storage\.size must be a positive quantity/],
-    ['env overrides POD_NAME', { ...ok, atlantis: { env: [{ name: 'X', value: '1' }, { name: 'POD_NAME', value: 'x' }] } }, /spec\.atlantis\.env\[1\].*spec\.atlantis\.env must not set POD_NAME: the operator sets it/],
-    ['template label hijacks the selector', { ...ok, podTemplate: { metadata: { labels: { 'app.kubernetes.io/instance': 'other' } } } }, /podTemplate\.metadata\.labels must not set/],
-    ['template sets the drain annotation', { ...ok, podTemplate: { metadata: { annotations: { 'atlantis-operator.dev/drain': 'now' } } } }, /podTemplate\.metadata\.annotations must not set atlantis-operator\.dev/],
+    [
+      'env overrides POD_NAME',
+      {
+        ...ok,
+        atlantis: {
+          env: [
+            { name: 'X', value: '1' },
+            { name: 'POD_NAME', value: 'x' },
+          ],
+        },
+      },
+      /spec\.atlantis\.env\[1\].*spec\.atlantis\.env must not set POD_NAME: the operator sets it/,
+    ],
+    [
+      'template label hijacks the selector',
+      { ...ok, podTemplate: { metadata: { labels: { 'app.kubernetes.io/instance': 'other' } } } },
+      /podTemplate\.metadata\.labels must not set/,
+    ],
+    [
+      'template sets the drain annotation',
+      { ...ok, podTemplate: { metadata: { annotations: { 'atlantis-operator.dev/drain': 'now' } } } },
+      /podTemplate\.metadata\.annotations must not set atlantis-operator\.dev/,
+    ],
     ['name that is not a DNS-1035 label', ok, /metadata\.name must start with a lowercase letter/, '1atlantis'],
   ];
   for (const [label, spec, want, name] of rows) {
@@ -334,7 +432,9 @@ test('API server rejects bad AtlantisDeployments with readable messages', async 
 test('API server: storage.size is immutable; scale subresource and printer columns work', async () => {
   const c = await clusterWithCRD();
   const ns = await freshNamespace('crd-live');
-  const created = await c.kubectl(['create', '-f', '-'], { input: cr(ns, { image: 'atlantis-operator:1', replicas: 0, storage: { size: '1Gi' } }, 'live') });
+  const created = await c.kubectl(['create', '-f', '-'], {
+    input: cr(ns, { image: 'atlantis-operator:1', replicas: 0, storage: { size: '1Gi' } }, 'live'),
+  });
   assert.equal(created.exitCode, 0, created.stderr);
   try {
     const resize = await c.kubectl(['-n', ns, 'patch', 'atd', 'live', '--type=merge', '-p', '{"spec":{"storage":{"size":"2Gi"}}}']);
@@ -383,9 +483,18 @@ test('API server: the base and the example pass server-side validation', async (
 // The rendered objects are valid for the real API server, and a server pod's Role is as
 // narrow as docs/controller.md says: its own pod by name (get, list/watch with the
 // metadata.name field selector), not a sibling's, nothing else.
-import { renderPDB, renderPodRole, renderPodRoleBinding, renderPodServiceAccount, renderPVC, renderRoleBinding, renderService, renderServiceAccount } from '../src/controller/resources/index.js';
+import {
+  renderPDB,
+  renderPodRole,
+  renderPodRoleBinding,
+  renderPodServiceAccount,
+  renderPVC,
+  renderRoleBinding,
+  renderService,
+  renderServiceAccount,
+} from '../src/controller/resources/index.js';
 
-test('API server: rendered objects pass validation; a server pod\'s Role grants only its own pod', async () => {
+test("API server: rendered objects pass validation; a server pod's Role grants only its own pod", async () => {
   const c = await clusterWithCRD();
   const ns = await freshNamespace('render');
   const ad: AtlantisDeployment = {
@@ -395,13 +504,21 @@ test('API server: rendered objects pass validation; a server pod\'s Role grants 
     spec: {
       image: 'atlantis-operator:1',
       replicas: 2,
-      atlantis: { url: 'https://atlantis.example.com', github: { user: 'bot', tokenSecretRef: { name: 'vcs', key: 'token' }, webhookSecretRef: { name: 'vcs', key: 'webhook-secret' } } },
-      podTemplate: { spec: { tolerations: [{ key: 'tf', operator: 'Exists', effect: 'NoSchedule' }], resources: { requests: { cpu: '100m' } } } },
+      atlantis: {
+        url: 'https://atlantis.example.com',
+        github: { user: 'bot', tokenSecretRef: { name: 'vcs', key: 'token' }, webhookSecretRef: { name: 'vcs', key: 'webhook-secret' } },
+      },
+      podTemplate: {
+        spec: { tolerations: [{ key: 'tf', operator: 'Exists', effect: 'NoSchedule' }], resources: { requests: { cpu: '100m' } } },
+      },
     },
   };
   // RBAC for real first (a Role cannot be checked in a dry run, and a pod needs its account).
   const perPod = [0, 1].flatMap((i) => [renderPodServiceAccount(ad, i), renderPodRole(ad, i), renderPodRoleBinding(ad, i)]);
-  const rbac = [renderServiceAccount(ad), renderRole(ad, []), renderRoleBinding(ad), ...perPod].map((o) => ({ ...o, metadata: { ...o.metadata, ownerReferences: undefined } }));
+  const rbac = [renderServiceAccount(ad), renderRole(ad, []), renderRoleBinding(ad), ...perPod].map((o) => ({
+    ...o,
+    metadata: { ...o.metadata, ownerReferences: undefined },
+  }));
   const created = await c.kubectl(['create', '-f', '-'], { input: rbac.map((o) => stringify(o)).join('---\n') });
   assert.equal(created.exitCode, 0, created.stderr);
   // Server pods meet the restricted Pod Security Standard.
@@ -425,7 +542,11 @@ test('API server: rendered objects pass validation; a server pod\'s Role grants 
   await waitFor('the Role to take effect', () => allowed(['get', 'pod', 'web-1']), { timeoutMs: 15_000, intervalMs: 200 });
   assert.equal(await allowed(['get', 'pod', 'web-1']), true, 'get its own pod (ordinal 1)');
   assert.equal(await allowed(['get', 'pods', '--field-selector', 'metadata.name=web-1']), true, 'list with the name field selector');
-  assert.equal(await allowed(['get', '--raw', `/api/v1/namespaces/${ns}/pods?fieldSelector=metadata.name%3Dweb-1&watch=true&timeoutSeconds=1`]), true, 'watch with the name field selector');
+  assert.equal(
+    await allowed(['get', '--raw', `/api/v1/namespaces/${ns}/pods?fieldSelector=metadata.name%3Dweb-1&watch=true&timeoutSeconds=1`]),
+    true,
+    'watch with the name field selector',
+  );
   assert.equal(await allowed(['get', 'pod', 'web-0']), false, 'not its sibling (ordinal 0)');
   assert.equal(await allowed(['get', 'pods', '--field-selector', 'metadata.name=web-0']), false, 'no list of its sibling');
   assert.equal(await allowed(['get', 'pod', 'web-2']), false, 'no other pod');

@@ -38,9 +38,18 @@ test('exact fixed texts', () => {
 
 test('planSummary / planHasChanges / cleanPlanOutput', () => {
   assert.equal(planSummary(PLAN_OUT), 'Plan: 1 to add, 0 to change, 0 to destroy.');
-  assert.equal(planSummary('x\nNo changes. Your infrastructure matches the configuration.\n'), 'No changes. Your infrastructure matches the configuration.');
-  assert.equal(planSummary('Plan: 1 to import, 2 to add, 0 to change, 0 to destroy.'), 'Plan: 1 to import, 2 to add, 0 to change, 0 to destroy.');
-  assert.equal(planSummary('Note: Objects have changed outside of Terraform\n...\nPlan: 0 to add, 1 to change, 0 to destroy.'), '\n**Note: Objects have changed outside of Terraform**\nPlan: 0 to add, 1 to change, 0 to destroy.');
+  assert.equal(
+    planSummary('x\nNo changes. Your infrastructure matches the configuration.\n'),
+    'No changes. Your infrastructure matches the configuration.',
+  );
+  assert.equal(
+    planSummary('Plan: 1 to import, 2 to add, 0 to change, 0 to destroy.'),
+    'Plan: 1 to import, 2 to add, 0 to change, 0 to destroy.',
+  );
+  assert.equal(
+    planSummary('Note: Objects have changed outside of Terraform\n...\nPlan: 0 to add, 1 to change, 0 to destroy.'),
+    '\n**Note: Objects have changed outside of Terraform**\nPlan: 0 to add, 1 to change, 0 to destroy.',
+  );
   assert.equal(planSummary('garbage'), '');
   assert.equal(planHasChanges(PLAN_OUT), true);
   assert.equal(planHasChanges('No changes. Your infrastructure matches the configuration.'), false);
@@ -51,12 +60,26 @@ test('planSummary / planHasChanges / cleanPlanOutput', () => {
 test('single project plan: short output is not folded, Atlantis layout', () => {
   const s = renderResults({
     command: 'plan',
-    results: [{ dir: 'envs/prod', workspace: 'default', outcome: { type: 'success', output: PLAN_OUT, applyCmd: 'atlantis apply -d envs/prod', replanCmd: 'atlantis plan -d envs/prod', lockUrl: 'http://atlantis/lock?id=1' } }],
+    results: [
+      {
+        dir: 'envs/prod',
+        workspace: 'default',
+        outcome: {
+          type: 'success',
+          output: PLAN_OUT,
+          applyCmd: 'atlantis apply -d envs/prod',
+          replanCmd: 'atlantis plan -d envs/prod',
+          lockUrl: 'http://atlantis/lock?id=1',
+        },
+      },
+    ],
   });
   assert.equal(
     s,
     'Ran Plan for dir: `envs/prod` workspace: `default`\n\n' +
-      '```diff\n' + PLAN_OUT + '\n```\n\n' +
+      '```diff\n' +
+      PLAN_OUT +
+      '\n```\n\n' +
       '* :arrow_forward: To **apply** this plan, comment:\n  ```shell\n  atlantis apply -d envs/prod\n  ```\n' +
       '* :put_litter_in_its_place: To **delete** this plan and lock, click [here](http://atlantis/lock?id=1)\n' +
       '* :repeat: To **plan** this project again, comment:\n  ```shell\n  atlantis plan -d envs/prod\n  ```\n' +
@@ -67,19 +90,41 @@ test('single project plan: short output is not folded, Atlantis layout', () => {
 
 test('long plan output is folded with the summary line after it', () => {
   const long = Array.from({ length: 20 }, (_, i) => `line ${i}`).join('\n') + '\nPlan: 3 to add, 0 to change, 0 to destroy.';
-  const s = renderResults({ command: 'plan', executableName: 'infra', results: [{ dir: '.', workspace: 'default', projectName: 'root', outcome: { type: 'success', output: long, applyCmd: 'infra apply -p root' } }] });
-  assert.ok(s.startsWith('Ran Plan for project: `root` dir: `.` workspace: `default`\n\n<details><summary>Show Output</summary>\n\n```diff\nline 0\n'));
-  assert.match(s, /\n```\n<\/details>\n\n\* :arrow_forward: To \*\*apply\*\* this plan, comment:\n {2}```shell\n {2}infra apply -p root\n {2}```\nPlan: 3 to add, 0 to change, 0 to destroy\.\n/);
+  const s = renderResults({
+    command: 'plan',
+    executableName: 'infra',
+    results: [
+      { dir: '.', workspace: 'default', projectName: 'root', outcome: { type: 'success', output: long, applyCmd: 'infra apply -p root' } },
+    ],
+  });
+  assert.ok(
+    s.startsWith(
+      'Ran Plan for project: `root` dir: `.` workspace: `default`\n\n<details><summary>Show Output</summary>\n\n```diff\nline 0\n',
+    ),
+  );
+  assert.match(
+    s,
+    /\n```\n<\/details>\n\n\* :arrow_forward: To \*\*apply\*\* this plan, comment:\n {2}```shell\n {2}infra apply -p root\n {2}```\nPlan: 3 to add, 0 to change, 0 to destroy\.\n/,
+  );
   assert.match(s, /\* `infra apply`/);
   assert.doesNotMatch(s, /delete\*\* this plan/);
 });
 
 test('plan failure (lock held) and error', () => {
-  const f = renderResults({ command: 'plan', results: [{ dir: 'a', workspace: 'default', outcome: { type: 'failure', reason: lockedByMessage(1) } }] });
+  const f = renderResults({
+    command: 'plan',
+    results: [{ dir: 'a', workspace: 'default', outcome: { type: 'failure', reason: lockedByMessage(1) } }],
+  });
   assert.equal(f, 'Ran Plan for dir: `a` workspace: `default`\n\n**Plan Failed**: ' + lockedByMessage(1) + '\n');
-  const e = renderResults({ command: 'plan', results: [{ dir: 'a', workspace: 'default', outcome: { type: 'error', error: 'exit status 1: Error: bad' } }] });
+  const e = renderResults({
+    command: 'plan',
+    results: [{ dir: 'a', workspace: 'default', outcome: { type: 'error', error: 'exit status 1: Error: bad' } }],
+  });
   assert.equal(e, 'Ran Plan for dir: `a` workspace: `default`\n\n**Plan Error**\n```\nexit status 1: Error: bad\n```\n');
-  const longErr = renderResults({ command: 'apply', results: [{ dir: 'a', workspace: 'default', outcome: { type: 'error', error: 'e\n'.repeat(20) } }] });
+  const longErr = renderResults({
+    command: 'apply',
+    results: [{ dir: 'a', workspace: 'default', outcome: { type: 'error', error: 'e\n'.repeat(20) } }],
+  });
   assert.match(longErr, /\*\*Apply Error\*\*\n<details><summary>Show Output<\/summary>/);
 });
 
@@ -88,22 +133,56 @@ test('multi-project plan with header, numbered sections and summary', () => {
     command: 'plan',
     results: [
       { dir: 'a', workspace: 'default', outcome: { type: 'success', output: PLAN_OUT, applyCmd: 'atlantis apply -d a' } },
-      { dir: 'b', workspace: 'default', outcome: { type: 'success', output: 'No changes. Your infrastructure matches the configuration.' } },
+      {
+        dir: 'b',
+        workspace: 'default',
+        outcome: { type: 'success', output: 'No changes. Your infrastructure matches the configuration.' },
+      },
       { dir: 'c', workspace: 'staging', outcome: { type: 'failure', reason: lockedByMessage(9) } },
     ],
   });
-  assert.ok(s.startsWith('Ran Plan for 3 projects:\n\n1. dir: `a` workspace: `default`\n1. dir: `b` workspace: `default`\n1. dir: `c` workspace: `staging`\n### 1. dir: `a` workspace: `default`\n```diff\n'));
+  assert.ok(
+    s.startsWith(
+      'Ran Plan for 3 projects:\n\n1. dir: `a` workspace: `default`\n1. dir: `b` workspace: `default`\n1. dir: `c` workspace: `staging`\n### 1. dir: `a` workspace: `default`\n```diff\n',
+    ),
+  );
   assert.match(s, /### 2\. dir: `b` workspace: `default`\n/);
-  assert.match(s, /### 3\. dir: `c` workspace: `staging`\n\*\*Plan Failed\*\*: This project is currently locked by an unapplied plan from pull #9\./);
+  assert.match(
+    s,
+    /### 3\. dir: `c` workspace: `staging`\n\*\*Plan Failed\*\*: This project is currently locked by an unapplied plan from pull #9\./,
+  );
   assert.match(s, /---\n### Plan Summary\n\n3 projects, 1 with changes, 1 with no changes, 1 failed\n/);
-  assert.ok(s.endsWith('* :put_litter_in_its_place: To **delete** all plans and locks from this pull request, comment:\n  ```shell\n  atlantis unlock\n  ```\n'));
-  const noAll = renderResults({ command: 'plan', disableApplyAll: true, results: [{ dir: 'a', workspace: 'default', outcome: { type: 'success', output: 'x' } }, { dir: 'b', workspace: 'default', outcome: { type: 'success', output: 'y' } }] });
+  assert.ok(
+    s.endsWith(
+      '* :put_litter_in_its_place: To **delete** all plans and locks from this pull request, comment:\n  ```shell\n  atlantis unlock\n  ```\n',
+    ),
+  );
+  const noAll = renderResults({
+    command: 'plan',
+    disableApplyAll: true,
+    results: [
+      { dir: 'a', workspace: 'default', outcome: { type: 'success', output: 'x' } },
+      { dir: 'b', workspace: 'default', outcome: { type: 'success', output: 'y' } },
+    ],
+  });
   assert.doesNotMatch(noAll, /apply\*\* all/);
 });
 
 test('apply results', () => {
-  const one = renderResults({ command: 'apply', results: [{ dir: 'a', workspace: 'default', outcome: { type: 'success', output: 'Apply complete! Resources: 1 added, 0 changed, 0 destroyed.' } }] });
-  assert.equal(one, 'Ran Apply for dir: `a` workspace: `default`\n\n```diff\nApply complete! Resources: 1 added, 0 changed, 0 destroyed.\n```\n');
+  const one = renderResults({
+    command: 'apply',
+    results: [
+      {
+        dir: 'a',
+        workspace: 'default',
+        outcome: { type: 'success', output: 'Apply complete! Resources: 1 added, 0 changed, 0 destroyed.' },
+      },
+    ],
+  });
+  assert.equal(
+    one,
+    'Ran Apply for dir: `a` workspace: `default`\n\n```diff\nApply complete! Resources: 1 added, 0 changed, 0 destroyed.\n```\n',
+  );
   const two = renderResults({
     command: 'apply',
     results: [
@@ -111,13 +190,25 @@ test('apply results', () => {
       { dir: 'b', workspace: 'default', outcome: { type: 'error', error: 'boom' } },
     ],
   });
-  assert.ok(two.startsWith('Ran Apply for 2 projects:\n\n1. dir: `a` workspace: `default`\n1. dir: `b` workspace: `default`\n\n### 1. dir: `a` workspace: `default`\n```diff\nok\n```\n\n---\n### 2.'));
+  assert.ok(
+    two.startsWith(
+      'Ran Apply for 2 projects:\n\n1. dir: `a` workspace: `default`\n1. dir: `b` workspace: `default`\n\n### 1. dir: `a` workspace: `default`\n```diff\nok\n```\n\n---\n### 2.',
+    ),
+  );
   assert.doesNotMatch(two, /Plan Summary/);
 });
 
 test('version, verbose log, zero projects, titles', () => {
-  const v = renderResults({ command: 'version', verbose: true, log: 'log line\n', results: [{ dir: '.', workspace: 'default', outcome: { type: 'success', output: 'Terraform v1.11.0' } }] });
-  assert.equal(v, 'Ran Version for dir: `.` workspace: `default`\n\n```\nTerraform v1.11.0\n```\n\n<details><summary>Log</summary>\n  <p>\n\n```\nlog line\n```\n</p></details>\n');
+  const v = renderResults({
+    command: 'version',
+    verbose: true,
+    log: 'log line\n',
+    results: [{ dir: '.', workspace: 'default', outcome: { type: 'success', output: 'Terraform v1.11.0' } }],
+  });
+  assert.equal(
+    v,
+    'Ran Version for dir: `.` workspace: `default`\n\n```\nTerraform v1.11.0\n```\n\n<details><summary>Log</summary>\n  <p>\n\n```\nlog line\n```\n</p></details>\n',
+  );
   assert.equal(renderResults({ command: 'plan', results: [] }), 'Ran Plan for 0 projects:\n\n');
   assert.equal(commandTitle('state', 'rm'), 'State rm');
 });

@@ -12,7 +12,10 @@ describe('OperationTracker', () => {
     const a = t.tryStart(info)!;
     const b = t.tryStart({ ...info, command: 'apply' })!;
     assert.equal(t.inProgress, 2);
-    assert.deepEqual(t.operations().map((o) => o.command), ['plan', 'apply']);
+    assert.deepEqual(
+      t.operations().map((o) => o.command),
+      ['plan', 'apply'],
+    );
     t.finish(a.id);
     t.finish(a.id); // idempotent
     assert.equal(t.inProgress, 1);
@@ -56,7 +59,9 @@ describe('OperationTracker', () => {
     const a = t.tryStart(info)!;
     const b = t.tryStart(info)!;
     let resolved = false;
-    const p = t.waitIdle().then(() => { resolved = true; });
+    const p = t.waitIdle().then(() => {
+      resolved = true;
+    });
     t.finish(a.id);
     await Promise.resolve();
     assert.equal(resolved, false);
@@ -69,7 +74,9 @@ describe('OperationTracker', () => {
     const t = new OperationTracker();
     const a = t.tryStart(info)!;
     let calls = 0;
-    t.onDrained(() => { calls++; });
+    t.onDrained(() => {
+      calls++;
+    });
     t.finish(a.id); // idle, but still serving: not drained
     assert.equal(calls, 0);
     const b = t.tryStart(info)!;
@@ -81,7 +88,9 @@ describe('OperationTracker', () => {
     t.finish(b.id);
     assert.equal(calls, 1, 'never twice');
     let late = 0;
-    t.onDrained(() => { late++; });
+    t.onDrained(() => {
+      late++;
+    });
     assert.equal(late, 1, 'at once once drained');
   });
 
@@ -89,11 +98,17 @@ describe('OperationTracker', () => {
     const t = new OperationTracker();
     const later: Array<() => void> = [];
     const real = globalThis.queueMicrotask;
-    globalThis.queueMicrotask = (cb) => { later.push(cb); };
+    globalThis.queueMicrotask = (cb) => {
+      later.push(cb);
+    };
     let second = 0;
     try {
-      t.onDrained(() => { throw new Error('boom'); });
-      t.onDrained(() => { second++; });
+      t.onDrained(() => {
+        throw new Error('boom');
+      });
+      t.onDrained(() => {
+        second++;
+      });
       assert.equal(t.shutDown(), true);
     } finally {
       globalThis.queueMicrotask = real;
@@ -117,7 +132,10 @@ describe('OperationTracker', () => {
 describe('serializeStatus', () => {
   it('gives the JSON of buildStatus, reusing each operation part while it lasts', () => {
     const t = new OperationTracker();
-    const ops = Array.from({ length: 5 }, (_, i) => t.tryStart({ command: 'plan', repo: 'acme/"quoted"\\repo', pull: i, project: i % 2 ? null : `dir${i}/ws` })!);
+    const ops = Array.from(
+      { length: 5 },
+      (_, i) => t.tryStart({ command: 'plan', repo: 'acme/"quoted"\\repo', pull: i, project: i % 2 ? null : `dir${i}/ws` })!,
+    );
     let parts = new Map<string, string>();
     const check = (drain: DrainState) => {
       const r = serializeStatus(t, drain, parts);

@@ -3,7 +3,14 @@
 // real-cluster check that an edit by hand is reverted is in controller-lifecycle.test.ts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { renderPDB, renderPodRole, renderRole, renderRoleBinding, renderService, renderServiceAccount } from '../src/controller/resources/index.js';
+import {
+  renderPDB,
+  renderPodRole,
+  renderRole,
+  renderRoleBinding,
+  renderService,
+  renderServiceAccount,
+} from '../src/controller/resources/index.js';
 import { AppliedVersions, covers, ownedDrift } from '../src/controller/reconcile/owned-objects.js';
 import type { AtlantisDeployment } from '../src/controller/types.js';
 import type { KubeObject } from '../src/k8s/informer.js';
@@ -13,8 +20,13 @@ const ad = {
   kind: 'AtlantisDeployment',
   metadata: { name: 'atl', namespace: 'infra', uid: 'uid-1', generation: 1 },
   spec: {
-    image: 'img:1', replicas: 2,
-    atlantis: { url: 'https://a.example.com', repoAllowlist: 'github.com/acme/*', github: { user: 'bot', tokenSecretRef: { name: 'vcs', key: 't' }, webhookSecretRef: { name: 'vcs', key: 'w' } } },
+    image: 'img:1',
+    replicas: 2,
+    atlantis: {
+      url: 'https://a.example.com',
+      repoAllowlist: 'github.com/acme/*',
+      github: { user: 'bot', tokenSecretRef: { name: 'vcs', key: 't' }, webhookSecretRef: { name: 'vcs', key: 'w' } },
+    },
   },
 } as unknown as AtlantisDeployment;
 
@@ -47,14 +59,29 @@ test('covers: maps may hold more, lists must match in length, an empty list stan
     ['x', { a: 1 }, false],
     [[1], { 0: 1 }, false],
   ];
-  for (const [actual, wanted, expected] of rows) assert.equal(covers(actual, wanted), expected, `${JSON.stringify(actual)} covers ${JSON.stringify(wanted)}`);
+  for (const [actual, wanted, expected] of rows)
+    assert.equal(covers(actual, wanted), expected, `${JSON.stringify(actual)} covers ${JSON.stringify(wanted)}`);
 });
 
 test('ownedDrift: none for what the API server stored from our render (with its defaults), for every owned kind', () => {
-  const rendered: KubeObject[] = [renderServiceAccount(ad), renderRole(ad, []), renderRole(ad, [0, 1]), renderPodRole(ad, 0), renderRoleBinding(ad), renderPDB(ad), renderService(ad)];
+  const rendered: KubeObject[] = [
+    renderServiceAccount(ad),
+    renderRole(ad, []),
+    renderRole(ad, [0, 1]),
+    renderPodRole(ad, 0),
+    renderRoleBinding(ad),
+    renderPDB(ad),
+    renderService(ad),
+  ];
   for (const r of rendered) {
     const stored = asStored(r);
-    if (r.kind === 'Service') Object.assign((stored as unknown as { spec: Record<string, unknown> }).spec, { clusterIP: '10.0.0.7', clusterIPs: ['10.0.0.7'], sessionAffinity: 'None', ipFamilies: ['IPv4'] });
+    if (r.kind === 'Service')
+      Object.assign((stored as unknown as { spec: Record<string, unknown> }).spec, {
+        clusterIP: '10.0.0.7',
+        clusterIPs: ['10.0.0.7'],
+        sessionAffinity: 'None',
+        ipFamilies: ['IPv4'],
+      });
     if (r.kind === 'Role' && ((r as { rules?: unknown[] }).rules ?? []).length === 0) delete (stored as { rules?: unknown[] }).rules;
     if (r.kind === 'PodDisruptionBudget') (stored as unknown as Record<string, unknown>).status = { currentHealthy: 2 };
     assert.equal(ownedDrift(r, stored), false, `${r.kind} ${r.metadata?.name}`);
@@ -63,13 +90,40 @@ test('ownedDrift: none for what the API server stored from our render (with its 
 });
 
 test('ownedDrift: an edit by someone else to a field we set is drift', () => {
-  const svc = renderService(ad) as unknown as KubeObject & { spec: { selector: Record<string, string>; ports: Array<Record<string, unknown>> } };
+  const svc = renderService(ad) as unknown as KubeObject & {
+    spec: { selector: Record<string, string>; ports: Array<Record<string, unknown>> };
+  };
   const edits: Array<[string, (s: typeof svc) => void]> = [
-    ['selector value', (s) => { s.spec.selector['app.kubernetes.io/instance'] = 'other'; }],
-    ['targetPort', (s) => { s.spec.ports[0]!.targetPort = 8080; }],
-    ['a port added', (s) => { s.spec.ports.push({ name: 'x', port: 81 }); }],
-    ['our label removed', (s) => { delete s.metadata!.labels!['app.kubernetes.io/managed-by']; }],
-    ['ownerReference removed', (s) => { s.metadata!.ownerReferences = []; }],
+    [
+      'selector value',
+      (s) => {
+        s.spec.selector['app.kubernetes.io/instance'] = 'other';
+      },
+    ],
+    [
+      'targetPort',
+      (s) => {
+        s.spec.ports[0]!.targetPort = 8080;
+      },
+    ],
+    [
+      'a port added',
+      (s) => {
+        s.spec.ports.push({ name: 'x', port: 81 });
+      },
+    ],
+    [
+      'our label removed',
+      (s) => {
+        delete s.metadata!.labels!['app.kubernetes.io/managed-by'];
+      },
+    ],
+    [
+      'ownerReference removed',
+      (s) => {
+        s.metadata!.ownerReferences = [];
+      },
+    ],
   ];
   for (const [what, edit] of edits) {
     const stored = asStored(svc);
@@ -81,7 +135,11 @@ test('ownedDrift: an edit by someone else to a field we set is drift', () => {
   assert.equal(ownedDrift(svc, extraLabel), false, 'a label of someone else is theirs: not drift');
   const older = asStored(svc);
   older.metadata!.annotations = { 'atlantis-operator.dev/desired-hash': 'written by an older controller' };
-  assert.equal(ownedDrift(svc, older), false, 'an annotation we do not render is not ours: objects of an older controller are not re-applied');
+  assert.equal(
+    ownedDrift(svc, older),
+    false,
+    'an annotation we do not render is not ours: objects of an older controller are not re-applied',
+  );
   const emptyRole = asStored(renderRole(ad, []));
   (emptyRole as { rules?: unknown[] }).rules = [{ apiGroups: [''], resources: ['secrets'], verbs: ['get'] }];
   assert.equal(ownedDrift(renderRole(ad, []), emptyRole), true, 'a rule added to a Role we keep empty');

@@ -24,7 +24,11 @@ const CANARY = 'CANARY-3f1c9e-not-for-prs';
 const sha256 = (f: string): string => createHash('sha256').update(readFileSync(f)).digest('hex');
 const planFilesOf = (pull: number): string[] => {
   const d = path.join(dataDir, 'plans', 'acme', 'infra', String(pull));
-  return existsSync(d) ? readdirSync(d).filter((f) => f.endsWith('.tfplan')).map((f) => path.join(d, f)) : [];
+  return existsSync(d)
+    ? readdirSync(d)
+        .filter((f) => f.endsWith('.tfplan'))
+        .map((f) => path.join(d, f))
+    : [];
 };
 const checkout = (pull: number): string => path.join(dataDir, 'repos', 'acme/infra', String(pull), 'default');
 
@@ -56,7 +60,7 @@ async function commentAndWait(pull: number, body: string, re: RegExp): Promise<s
 }
 
 describe('extra args cannot replace what the server sets', () => {
-  it('`-- -out=` at another PR\'s plan or the store is refused; that PR applies its own plan', async () => {
+  it("`-- -out=` at another PR's plan or the store is refused; that PR applies its own plan", async () => {
     await env.openPull(url, 1, 'victim', { 'app1/main.tf': terraformConfig({ marker: 'victim-v2' }) });
     await env.waitForComment(1, /^Ran Plan for dir: `app1`/);
     const [victimPlan] = planFilesOf(1);
@@ -71,7 +75,7 @@ describe('extra args cannot replace what the server sets', () => {
       const reply = await commentAndWait(2, `atlantis plan -d app2 -- ${args}`, /Error: flag/);
       assert.match(reply, /^```\nError: flag ".*" is not allowed in extra args\.\nUsage of plan:\n/);
     }
-    assert.equal(sha256(victimPlan), victimSha, 'PR 1\'s plan file is untouched');
+    assert.equal(sha256(victimPlan), victimSha, "PR 1's plan file is untouched");
     const apply = await commentAndWait(1, 'atlantis apply', /^Ran Apply for dir: `app1`/);
     assert.match(apply, /applied victim-v2/);
     assert.doesNotMatch(apply, /attacker/);
@@ -108,7 +112,7 @@ describe('extra args cannot replace what the server sets', () => {
   });
 });
 
-describe('extra_args of a workflow in the repo\'s atlantis.yaml are PR input', () => {
+describe("extra_args of a workflow in the repo's atlantis.yaml are PR input", () => {
   it('a blocked flag or a file outside the checkout in extra_args is refused before terraform runs', async () => {
     const secret = path.relative(path.join(checkout(9), 'app9'), path.join(outside, 'secret.txt'));
     const yaml = `version: 3
@@ -125,7 +129,11 @@ workflows:
     plan:
       steps: [init, {plan: {extra_args: ["-var-file=${secret}"]}}]
 `;
-    await env.openPull(url, 9, 'repo-workflow', { 'atlantis.yaml': yaml, 'app1/main.tf': terraformConfig({ marker: 'pr9' }), 'app9/main.tf': terraformConfig({ marker: 'pr9' }) });
+    await env.openPull(url, 9, 'repo-workflow', {
+      'atlantis.yaml': yaml,
+      'app1/main.tf': terraformConfig({ marker: 'pr9' }),
+      'app9/main.tf': terraformConfig({ marker: 'pr9' }),
+    });
     const c = (await env.waitForComment(9, /^Ran Plan for 2 projects/)).body;
     assert.match(c, /flag "-out" is not allowed in extra args \(extra_args of workflow "outflag" in atlantis.yaml\)/);
     assert.match(c, /var-file must name a file inside this pull request's checkout/);
@@ -139,7 +147,7 @@ workflows:
 
 describe('symlinks committed in a PR cannot reach outside its checkout', () => {
   it('-d through a link to a dir outside: refused, terraform never runs there', async () => {
-    await env.openPull(url, 4, 'link-out', { 'evil': { symlink: outside } });
+    await env.openPull(url, 4, 'link-out', { evil: { symlink: outside } });
     const c = await env.waitForComment(4, /symbolic link "evil", which points outside the repository/);
     assert.doesNotMatch(c.body, new RegExp(outside.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')), 'the target is not echoed');
     const reply = await commentAndWait(4, 'atlantis plan -d evil', /symbolic link "evil"/);
@@ -149,14 +157,20 @@ describe('symlinks committed in a PR cannot reach outside its checkout', () => {
 
   it('-d through a link inside the checkout cannot plan a dir another PR has locked', async () => {
     // PR 2 holds the lock of app2 (planned above, never applied).
-    await env.openPull(url, 5, 'link-in', { 'alias': { symlink: 'app2' } });
+    await env.openPull(url, 5, 'link-in', { alias: { symlink: 'app2' } });
     const reply = await commentAndWait(5, 'atlantis plan -d alias', /^Ran Plan for dir: `alias`/);
     assert.match(reply, /dir "alias" goes through a symbolic link \(it is really "app2"\); run the command on "app2" instead/);
-    assert.match(await commentAndWait(5, 'atlantis plan -d app2', /^Ran Plan for dir: `app2`/), /currently locked by an unapplied plan from pull #2/);
+    assert.match(
+      await commentAndWait(5, 'atlantis plan -d app2', /^Ran Plan for dir: `app2`/),
+      /currently locked by an unapplied plan from pull #2/,
+    );
   });
 
   it('atlantis.yaml as a link to a file outside is not read', async () => {
-    await env.openPull(url, 6, 'yaml-link', { 'atlantis.yaml': { symlink: path.join(outside, 'atlantis.yaml') }, 'app1/main.tf': terraformConfig({ marker: 'pr6' }) });
+    await env.openPull(url, 6, 'yaml-link', {
+      'atlantis.yaml': { symlink: path.join(outside, 'atlantis.yaml') },
+      'app1/main.tf': terraformConfig({ marker: 'pr6' }),
+    });
     const c = await env.waitForComment(6, /symbolic link|from-outside|Ran Plan/);
     assert.match(c.body, /symbolic link "atlantis.yaml", which points outside the repository/);
     assert.equal(planFilesOf(6).length, 0);

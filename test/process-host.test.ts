@@ -20,7 +20,9 @@ const dir = mkdtempSync(path.join(tmpdir(), 'process-host-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 function recordingLogger(lines: Array<{ level: string; msg: string; fields?: LogFields }>): Logger {
-  const log = (level: string) => (msg: string, fields?: LogFields) => { lines.push({ level, msg, fields }); };
+  const log = (level: string) => (msg: string, fields?: LogFields) => {
+    lines.push({ level, msg, fields });
+  };
   const logger: Logger = { error: log('error'), warn: log('warn'), info: log('info'), debug: log('debug'), child: () => logger };
   return logger;
 }
@@ -36,7 +38,11 @@ function setup(opts: { interruptGraceMs?: number; workerUrl?: URL; binary?: stri
 /** Parent pid, process group, nice value and state of a process, from /proc. */
 function procStat(pid: number): { ppid: number; pgid: number; nice: number; state: string } | undefined {
   let stat: string;
-  try { stat = readFileSync(`/proc/${pid}/stat`, 'utf8'); } catch { return undefined; }
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return { state: f[0]!, ppid: Number(f[1]), pgid: Number(f[2]), nice: Number(f[16]) };
 }
@@ -54,8 +60,12 @@ describe('process host', () => {
     const go = path.join(dir, 'stream-go');
     const chunks: string[] = [];
     const run = runner.run({
-      jobId: 'stream', args: ['-c', `echo "out $TF_IN_AUTOMATION $EXTRA"; while [ ! -e ${go} ]; do sleep 0.05; done; echo err >&2; exit 3`], cwd: dir, env: { EXTRA: 'x' },
-      logFile, onOutput: (c) => chunks.push(c),
+      jobId: 'stream',
+      args: ['-c', `echo "out $TF_IN_AUTOMATION $EXTRA"; while [ ! -e ${go} ]; do sleep 0.05; done; echo err >&2; exit 3`],
+      cwd: dir,
+      env: { EXTRA: 'x' },
+      logFile,
+      onOutput: (c) => chunks.push(c),
     });
     await waitFor('the first line, streamed while the process runs', () => chunks.join('').includes('out true x\n'));
     const [p] = runner.running();
@@ -88,7 +98,14 @@ describe('process host', () => {
   it('cancels with SIGINT to the group, then SIGKILL after the grace when SIGINT is ignored', async () => {
     const { runner, logs } = setup({ interruptGraceMs: 300 });
     let out = '';
-    const run = runner.run({ jobId: 'stubborn', args: ['-c', 'trap "" INT; echo ready; while :; do sleep 0.05; done'], cwd: dir, onOutput: (c) => { out += c; } });
+    const run = runner.run({
+      jobId: 'stubborn',
+      args: ['-c', 'trap "" INT; echo ready; while :; do sleep 0.05; done'],
+      cwd: dir,
+      onOutput: (c) => {
+        out += c;
+      },
+    });
     await waitFor('the process to trap SIGINT', () => out.includes('ready'));
     const pid = runner.running()[0]!.pid;
     runner.cancel('stubborn');
@@ -96,7 +113,13 @@ describe('process host', () => {
     assert.equal(r.signal, 'SIGKILL');
     assert.equal(r.interrupted, true);
     assert.equal(r.killed, true);
-    assert.deepEqual(logs.filter((l) => l.level === 'warn').map((l) => [l.fields?.signal, l.fields?.pid]), [['SIGINT', pid], ['SIGKILL', pid]]);
+    assert.deepEqual(
+      logs.filter((l) => l.level === 'warn').map((l) => [l.fields?.signal, l.fields?.pid]),
+      [
+        ['SIGINT', pid],
+        ['SIGKILL', pid],
+      ],
+    );
     await waitFor('no process of the group left', () => dead(pid));
   });
 
@@ -138,7 +161,13 @@ describe('process host', () => {
     const ok = await host.spawn({ command: 'git', args: ['--version'], cwd: dir, output: 'capture' });
     assert.equal(ok.exitCode, 0);
     assert.match(ok.stdout ?? '', /^git version \d/);
-    const bad = await host.spawn({ command: 'git', args: ['rev-parse', 'HEAD'], cwd: dir, env: { GIT_CEILING_DIRECTORIES: dir }, output: 'capture' });
+    const bad = await host.spawn({
+      command: 'git',
+      args: ['rev-parse', 'HEAD'],
+      cwd: dir,
+      env: { GIT_CEILING_DIRECTORIES: dir },
+      output: 'capture',
+    });
     assert.notEqual(bad.exitCode, 0);
     assert.match(bad.stderr ?? '', /not a git repository/);
     assert.equal(bad.stdout, '');
@@ -147,7 +176,14 @@ describe('process host', () => {
   it('fails the processes of a worker process that dies, kills them, logs it, and starts a new worker for later ones', async () => {
     const { host, runner, logs } = setup({ workerUrl: new URL('./fixtures/process-host/crashing-worker.mjs', import.meta.url) });
     let out = '';
-    const run = runner.run({ jobId: 'orphan', args: ['-c', 'echo ready; while :; do sleep 0.05; done'], cwd: dir, onOutput: (c) => { out += c; } });
+    const run = runner.run({
+      jobId: 'orphan',
+      args: ['-c', 'echo ready; while :; do sleep 0.05; done'],
+      cwd: dir,
+      onOutput: (c) => {
+        out += c;
+      },
+    });
     await waitFor('the process', () => out.includes('ready'));
     const pid = runner.running()[0]!.pid;
     const firstWorker = host.pid;
@@ -156,8 +192,14 @@ describe('process host', () => {
     const r = await run;
     assert.equal(r.exitCode, null);
     assert.match(r.output, new RegExp(`process host stopped unexpectedly \\(exit code 1\\) while running sh; process ${pid} was killed`));
-    assert.ok(logs.some((l) => l.msg === 'Process host failed' && l.fields?.error === 'process host bug'), JSON.stringify(logs));
-    assert.ok(logs.some((l) => l.level === 'error' && l.msg.startsWith('Process host stopped')), JSON.stringify(logs));
+    assert.ok(
+      logs.some((l) => l.msg === 'Process host failed' && l.fields?.error === 'process host bug'),
+      JSON.stringify(logs),
+    );
+    assert.ok(
+      logs.some((l) => l.level === 'error' && l.msg.startsWith('Process host stopped')),
+      JSON.stringify(logs),
+    );
     await waitFor('the orphaned process killed', () => dead(pid));
     assert.equal(runner.running().length, 0);
 
@@ -172,7 +214,10 @@ describe('process host', () => {
     // which syncBuiltinESMExports updates). The worker has its own modules.
     const original = childProcess.spawn;
     let ownSpawns = 0;
-    childProcess.spawn = ((...args: Parameters<typeof original>) => { ownSpawns++; return original(...args); }) as typeof original;
+    childProcess.spawn = ((...args: Parameters<typeof original>) => {
+      ownSpawns++;
+      return original(...args);
+    }) as typeof original;
     syncBuiltinESMExports();
     try {
       await execa('true');
@@ -198,9 +243,15 @@ describe('process host', () => {
   });
 
   it('the worker exits when its server is SIGKILLed', async () => {
-    const server = execa(process.execPath, ['--import', 'tsx', new URL('./fixtures/process-host/host-and-wait.ts', import.meta.url).pathname], { reject: false });
+    const server = execa(
+      process.execPath,
+      ['--import', 'tsx', new URL('./fixtures/process-host/host-and-wait.ts', import.meta.url).pathname],
+      { reject: false },
+    );
     let line = '';
-    server.stdout!.on('data', (c: Buffer) => { line += c.toString(); });
+    server.stdout!.on('data', (c: Buffer) => {
+      line += c.toString();
+    });
     await waitFor('the fixture server to start a child through its worker', () => line.includes('\n'), 30_000);
     const { worker, child } = JSON.parse(line) as { worker: number; child: number };
     assert.equal(procStat(child)?.ppid, worker);
@@ -209,7 +260,11 @@ describe('process host', () => {
       await server;
       await waitFor('the worker to exit after its server', () => dead(worker));
     } finally {
-      try { process.kill(child, 'SIGKILL'); } catch { /* gone */ }
+      try {
+        process.kill(child, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
     }
   });
 });

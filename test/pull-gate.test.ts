@@ -6,7 +6,13 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { describe, it } from 'node:test';
 import { CLOSED_PR_COMMENT, FORK_PR_COMMENT } from '../src/server/workflow/messages.js';
-import { type DecisionOptions, type PullFacts, type WebhookDecision, decideWebhook, gatePull } from '../src/server/workflow/webhook-decision.js';
+import {
+  type DecisionOptions,
+  type PullFacts,
+  type WebhookDecision,
+  decideWebhook,
+  gatePull,
+} from '../src/server/workflow/webhook-decision.js';
 import { parseRepoAllowlist } from '../src/server/vcs/repo-allowlist.js';
 import { type PullRequestPayloadOptions, pullRequestPayload } from './support/github-standin.js';
 
@@ -45,7 +51,14 @@ describe('gatePull', () => {
   for (const [what, pull, command, o, want] of rows) {
     it(what, () => {
       const g = gatePull(pull, command, o);
-      const got: Want = g.kind === 'run' ? 'run' : g.reason === 'closed' ? 'closed (comment)' : g.comment === undefined ? 'fork (silent)' : 'fork (comment)';
+      const got: Want =
+        g.kind === 'run'
+          ? 'run'
+          : g.reason === 'closed'
+            ? 'closed (comment)'
+            : g.comment === undefined
+              ? 'fork (silent)'
+              : 'fork (comment)';
       assert.equal(got, want);
       if (g.kind === 'refuse') {
         assert.equal(g.comment, g.reason === 'closed' ? CLOSED_PR_COMMENT : g.comment === undefined ? undefined : FORK_PR_COMMENT);
@@ -55,21 +68,40 @@ describe('gatePull', () => {
   }
 
   it("the replies are Atlantis's texts", () => {
-    assert.equal(FORK_PR_COMMENT, "Atlantis commands can't be run on fork pull requests. To enable, set --allow-fork-prs  or, to disable this message, set --silence-fork-pr-errors");
+    assert.equal(
+      FORK_PR_COMMENT,
+      "Atlantis commands can't be run on fork pull requests. To enable, set --allow-fork-prs  or, to disable this message, set --silence-fork-pr-errors",
+    );
     assert.equal(CLOSED_PR_COMMENT, "Atlantis commands can't be run on closed pull requests");
   });
 });
 
 describe('decideWebhook on pull_request events from forks', () => {
   const options = (o: Partial<DecisionOptions> = {}): DecisionOptions => ({
-    webhookSecret: undefined, allowlist: parseRepoAllowlist('github.com/acme/*'), ghHostname: 'github.com', ghUser: 'atlantis-bot',
-    executableName: 'atlantis', allowCommands: ['plan', 'apply', 'unlock', 'version'], blockedExtraArgs: [], disableAutoplan: false,
-    allowForkPrs: false, silenceForkPrErrors: false, ...o,
+    webhookSecret: undefined,
+    allowlist: parseRepoAllowlist('github.com/acme/*'),
+    ghHostname: 'github.com',
+    ghUser: 'atlantis-bot',
+    executableName: 'atlantis',
+    allowCommands: ['plan', 'apply', 'unlock', 'version'],
+    blockedExtraArgs: [],
+    disableAutoplan: false,
+    allowForkPrs: false,
+    silenceForkPrErrors: false,
+    ...o,
   });
-  const decide = (p: Partial<PullRequestPayloadOptions>, o: Partial<DecisionOptions> = {}): WebhookDecision => decideWebhook({
-    event: 'pull_request', signature: undefined, deliveryId: crypto.randomUUID(),
-    rawBody: Buffer.from(JSON.stringify(pullRequestPayload({ repo: 'acme/infra', action: 'opened', number: 7, headSha: 'a'.repeat(40), ...p }))),
-  }, options(o));
+  const decide = (p: Partial<PullRequestPayloadOptions>, o: Partial<DecisionOptions> = {}): WebhookDecision =>
+    decideWebhook(
+      {
+        event: 'pull_request',
+        signature: undefined,
+        deliveryId: crypto.randomUUID(),
+        rawBody: Buffer.from(
+          JSON.stringify(pullRequestPayload({ repo: 'acme/infra', action: 'opened', number: 7, headSha: 'a'.repeat(40), ...p })),
+        ),
+      },
+      options(o),
+    );
   type Want = 'autoplan' | 'refuse fork (comment)' | 'refuse fork (silent)' | 'close' | 'ignore';
   const summary = (d: WebhookDecision): Want | string => {
     if (d.kind === 'work') return d.item.kind;

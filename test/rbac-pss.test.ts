@@ -40,7 +40,13 @@ before(async () => {
   op = await installOperator(cluster, 'rbac-ctrl');
   adNs = await freshNamespace('rbac-ad');
   otherNs = await freshNamespace('rbac-other');
-  const l = await cluster.kubectl(['label', 'namespace', adNs, 'pod-security.kubernetes.io/enforce=restricted', 'pod-security.kubernetes.io/enforce-version=latest']);
+  const l = await cluster.kubectl([
+    'label',
+    'namespace',
+    adNs,
+    'pod-security.kubernetes.io/enforce=restricted',
+    'pod-security.kubernetes.io/enforce-version=latest',
+  ]);
   assert.equal(l.exitCode, 0, l.stderr);
   await createVcsSecret(cluster.kc, adNs);
 });
@@ -63,17 +69,25 @@ async function ctrlLog(): Promise<string> {
 }
 
 describe('Pod Security: restricted:latest enforced where the controller and the servers run', () => {
-  it('refuses non-compliant pods, admits the controller template and the server pods, which become Ready', { timeout: 240_000 }, async () => {
+  it('refuses non-compliant pods, admits the controller template and the server pods, which become Ready', {
+    timeout: 240_000,
+  }, async () => {
     // The labels: the controller's namespace has them from manifests/namespace.yaml.
     for (const ns of [op.namespace, adNs]) {
-      const labels = (await kubeRequestOk<{ metadata: { labels: Record<string, string> } }>(cluster.kc, 'GET', `/api/v1/namespaces/${ns}`)).metadata.labels;
+      const labels = (await kubeRequestOk<{ metadata: { labels: Record<string, string> } }>(cluster.kc, 'GET', `/api/v1/namespaces/${ns}`))
+        .metadata.labels;
       assert.equal(labels['pod-security.kubernetes.io/enforce'], 'restricted', ns);
       assert.equal(labels['pod-security.kubernetes.io/enforce-version'], 'latest', ns);
     }
 
     // Negative: the label is enforced. A plain pod, the controller template without its
     // securityContext, and a server pod allowing privilege escalation are all refused.
-    const bare: V1Pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'not-restricted' }, spec: { containers: [{ name: 'c', image: 'atlantis-operator:v1', args: ['version'] }] } };
+    const bare: V1Pod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'not-restricted' },
+      spec: { containers: [{ name: 'c', image: 'atlantis-operator:v1', args: ['version'] }] },
+    };
     for (const ns of [op.namespace, adNs]) {
       const r = await createPod(ns, bare);
       assert.equal(r.status, 403, `${ns}: ${r.message}`);
@@ -90,7 +104,10 @@ describe('Pod Security: restricted:latest enforced where the controller and the 
     const escalating = renderPod({ ...ad0, metadata: { ...ad0.metadata, uid: '00000000-0000-4000-8000-000000000001' } }, 0);
     escalating.spec!.serviceAccountName = 'default'; // the ServiceAccount admission plugin runs first
     escalating.metadata!.ownerReferences = undefined;
-    escalating.spec!.containers[0]!.securityContext = { ...escalating.spec!.containers[0]!.securityContext, allowPrivilegeEscalation: true };
+    escalating.spec!.containers[0]!.securityContext = {
+      ...escalating.spec!.containers[0]!.securityContext,
+      allowPrivilegeEscalation: true,
+    };
     const re = await createPod(adNs, escalating);
     assert.equal(re.status, 403, re.message);
     assert.match(re.message, PSS);
@@ -101,20 +118,36 @@ describe('Pod Security: restricted:latest enforced where the controller and the 
     const created = await createControllerPod(cluster, op, CTRL_POD, ['--namespace', adNs]);
     assert.deepEqual(created.spec?.securityContext, op.deployment.spec!.template.spec!.securityContext, 'admitted as written');
     assert.equal(created.spec?.serviceAccountName, op.serviceAccount);
-    await waitFor('the controller pod Ready', async () => {
-      const p = await kubeRequestOk<V1Pod>(cluster.kc, 'GET', apiPath('v1', 'pods', op.namespace, CTRL_POD));
-      return isReady(p) ? p : undefined;
-    }, { timeoutMs: 60_000, intervalMs: 250 }).catch(async (e: Error) => { throw new Error(`${e.message}\n${(await ctrlLog()).slice(-3000)}`); });
+    await waitFor(
+      'the controller pod Ready',
+      async () => {
+        const p = await kubeRequestOk<V1Pod>(cluster.kc, 'GET', apiPath('v1', 'pods', op.namespace, CTRL_POD));
+        return isReady(p) ? p : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 250 },
+    ).catch(async (e: Error) => {
+      throw new Error(`${e.message}\n${(await ctrlLog()).slice(-3000)}`);
+    });
     await waitFor('it to lead', async () => /"msg":"Leader lease acquired"/.test(await ctrlLog()), { timeoutMs: 30_000, intervalMs: 250 });
 
     // Its server pods, created by it in the restricted namespace, are admitted and Ready.
     await createAd(cluster.kc, atlantisDeployment(adNs, NAME, { replicas: 2 }));
-    const pods = await waitFor('2 Ready server pods', async () => {
-      const ps = await listPods(cluster.kc, adNs, NAME);
-      return ps.length === 2 && ps.every(isReady) ? ps : undefined;
-    }, { timeoutMs: 120_000, intervalMs: 250 }).catch(async (e: Error) => { throw new Error(`${e.message}\ncontroller log:\n${(await ctrlLog()).slice(-4000)}`); });
+    const pods = await waitFor(
+      '2 Ready server pods',
+      async () => {
+        const ps = await listPods(cluster.kc, adNs, NAME);
+        return ps.length === 2 && ps.every(isReady) ? ps : undefined;
+      },
+      { timeoutMs: 120_000, intervalMs: 250 },
+    ).catch(async (e: Error) => {
+      throw new Error(`${e.message}\ncontroller log:\n${(await ctrlLog()).slice(-4000)}`);
+    });
     for (const p of pods) {
-      assert.equal(p.spec?.serviceAccountName, `${p.metadata!.name!.replace(/-(\d+)$/, '-atlantis-$1')}`, 'each pod runs as its own account');
+      assert.equal(
+        p.spec?.serviceAccountName,
+        `${p.metadata!.name!.replace(/-(\d+)$/, '-atlantis-$1')}`,
+        'each pod runs as its own account',
+      );
       assert.equal(p.spec?.securityContext?.runAsNonRoot, true);
       assert.equal(p.spec?.securityContext?.seccompProfile?.type, 'RuntimeDefault');
       assert.equal(p.spec?.containers[0]?.securityContext?.allowPrivilegeEscalation, false);
@@ -127,13 +160,22 @@ describe('Pod Security: restricted:latest enforced where the controller and the 
     const node = await getLocalNode();
     const old1 = pods.find((p) => p.metadata!.name === `${NAME}-1`)!;
     const serverLog = () => readFileOr(node.logPath(adNs, `${NAME}-1`, 'atlantis', old1.metadata!.uid));
-    await waitFor('the server watching its own pod', () => /Watching own pod for the drain annotation/.test(serverLog()), { timeoutMs: 30_000, intervalMs: 250 });
+    await waitFor('the server watching its own pod', () => /Watching own pod for the drain annotation/.test(serverLog()), {
+      timeoutMs: 30_000,
+      intervalMs: 250,
+    });
     const an = await cluster.kubectl(['-n', adNs, 'annotate', 'pod', `${NAME}-1`, 'atlantis-operator.dev/drain=now']);
     assert.equal(an.exitCode, 0, an.stderr);
-    await waitFor('atl-1 replaced and Ready', async () => {
-      const p = (await listPods(cluster.kc, adNs, NAME)).find((x) => x.metadata!.name === `${NAME}-1`);
-      return p && p.metadata!.uid !== old1.metadata!.uid && isReady(p);
-    }, { timeoutMs: 90_000, intervalMs: 250 }).catch(async (e: Error) => { throw new Error(`${e.message}\ncontroller log:\n${(await ctrlLog()).slice(-4000)}\nserver log:\n${serverLog().slice(-3000)}`); });
+    await waitFor(
+      'atl-1 replaced and Ready',
+      async () => {
+        const p = (await listPods(cluster.kc, adNs, NAME)).find((x) => x.metadata!.name === `${NAME}-1`);
+        return p && p.metadata!.uid !== old1.metadata!.uid && isReady(p);
+      },
+      { timeoutMs: 90_000, intervalMs: 250 },
+    ).catch(async (e: Error) => {
+      throw new Error(`${e.message}\ncontroller log:\n${(await ctrlLog()).slice(-4000)}\nserver log:\n${serverLog().slice(-3000)}`);
+    });
     assert.match(serverLog(), /"msg":"Drain started","reason":"annotation","annotation":"[^"]+"/);
     const log = await ctrlLog();
     assert.match(log, new RegExp(`"msg":"Deleting pod".*"uid":"${old1.metadata!.uid}"`));
@@ -152,9 +194,12 @@ type Where = 'ad' | 'ctrl' | 'other' | 'kube-system' | 'cluster';
 /** [who, verb, group, resource(/subresource), where, name, allowed, why] */
 type Row = [Who, string, string, string, Where, string | undefined, boolean, string];
 
-const nsOf = (w: Where): string => (w === 'ad' ? adNs : w === 'ctrl' ? op.namespace : w === 'other' ? otherNs : w === 'kube-system' ? 'kube-system' : '');
+const nsOf = (w: Where): string =>
+  w === 'ad' ? adNs : w === 'ctrl' ? op.namespace : w === 'other' ? otherNs : w === 'kube-system' ? 'kube-system' : '';
 const userOf = (w: Who): { user: string; groups: string[] } =>
-  w === 'controller' ? { user: op.user, groups: SA_GROUPS(op.namespace) } : { user: `system:serviceaccount:${adNs}:${SERVER_SA}`, groups: SA_GROUPS(adNs) };
+  w === 'controller'
+    ? { user: op.user, groups: SA_GROUPS(op.namespace) }
+    : { user: `system:serviceaccount:${adNs}:${SERVER_SA}`, groups: SA_GROUPS(adNs) };
 
 async function sar(row: Row): Promise<{ allowed: boolean; reason?: string }> {
   const [who, verb, group, res, where, name] = row;
@@ -164,7 +209,12 @@ async function sar(row: Row): Promise<{ allowed: boolean; reason?: string }> {
     kind: 'SubjectAccessReview',
     spec: { ...userOf(who), resourceAttributes: { verb, group, resource, subresource, namespace: nsOf(where), name } },
   };
-  const r = await kubeRequestOk<{ status: { allowed: boolean; reason?: string } }>(cluster.kc, 'POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', body);
+  const r = await kubeRequestOk<{ status: { allowed: boolean; reason?: string } }>(
+    cluster.kc,
+    'POST',
+    '/apis/authorization.k8s.io/v1/subjectaccessreviews',
+    body,
+  );
   return r.status;
 }
 
@@ -192,7 +242,13 @@ function table(): Row[] {
   yes(C, ['list', 'watch', 'create'], '', 'pods', 'other', 'cluster-wide: ADs may live in any namespace');
   yes(C, ['list', 'watch'], '', 'pods', 'cluster', 'cluster-wide informer');
   yes(C, ['list', 'watch', 'create'], '', 'persistentvolumeclaims', 'ad', 'informer, one PVC per ordinal');
-  for (const [g, r] of [['', 'services'], ['', 'serviceaccounts'], [RBAC, 'roles'], [RBAC, 'rolebindings'], ['policy', 'poddisruptionbudgets']] as const) {
+  for (const [g, r] of [
+    ['', 'services'],
+    ['', 'serviceaccounts'],
+    [RBAC, 'roles'],
+    [RBAC, 'rolebindings'],
+    ['policy', 'poddisruptionbudgets'],
+  ] as const) {
     yes(C, ['list', 'watch', 'create', 'patch'], g, r, 'ad', 'owned object: informer, server-side apply (patch, and create when missing)');
   }
   yes(C, ['create'], '', 'events', 'ad', 'core/v1 Events about the AD');
@@ -202,7 +258,14 @@ function table(): Row[] {
   yes(C, ['update'], ATD, 'atlantisdeployments/status', 'ad', 'same power as patch (kept)');
   yes(C, ['patch'], '', 'events', 'ad', 'event series (kept)');
   // controller: FINDING, allowed by design of a cluster-wide operator (see the report / SECURITY.md)
-  yes(C, ['create'], '', 'pods', 'kube-system', 'FINDING: pod create in every namespace = may run a pod as any ServiceAccount and mount any Secret there');
+  yes(
+    C,
+    ['create'],
+    '',
+    'pods',
+    'kube-system',
+    'FINDING: pod create in every namespace = may run a pod as any ServiceAccount and mount any Secret there',
+  );
   // controller: must not
   no(C, ['get', 'list', 'watch'], '', 'secrets', 'ad', 'pods read Secrets through secretKeyRef, never the controller');
   no(C, ['get', 'list'], '', 'secrets', 'kube-system', 'no Secrets anywhere');
@@ -216,11 +279,18 @@ function table(): Row[] {
   no(C, ['create'], '', 'pods/portforward', 'ad', 'no port-forward');
   no(C, ['get'], '', 'pods/log', 'ad', 'no logs (terraform output)');
   no(C, ['patch', 'update'], '', 'pods/ephemeralcontainers', 'ad', 'no debug containers injected');
-  no(C, ['update', 'patch'], '', 'pods/status', 'ad', 'status is the node\'s');
+  no(C, ['update', 'patch'], '', 'pods/status', 'ad', "status is the node's");
   no(C, ['create'], '', 'pods/eviction', 'ad', 'deletes with a uid precondition instead');
   no(C, ['create'], '', 'serviceaccounts/token', 'ad', 'cannot mint tokens');
   no(C, ['create'], '', 'serviceaccounts/token', 'kube-system', 'cannot mint tokens');
-  for (const [g, r] of [['', 'persistentvolumeclaims'], ['', 'services'], ['', 'serviceaccounts'], [RBAC, 'roles'], [RBAC, 'rolebindings'], ['policy', 'poddisruptionbudgets']] as const) {
+  for (const [g, r] of [
+    ['', 'persistentvolumeclaims'],
+    ['', 'services'],
+    ['', 'serviceaccounts'],
+    [RBAC, 'roles'],
+    [RBAC, 'rolebindings'],
+    ['policy', 'poddisruptionbudgets'],
+  ] as const) {
     no(C, ['delete'], g, r, 'ad', 'owned objects go with the AD through the garbage collector');
   }
   no(C, ['update'], '', 'services', 'ad', 'server-side apply only');
@@ -253,11 +323,11 @@ function table(): Row[] {
   no(S, ['patch', 'update', 'delete'], '', 'pods', 'ad', 'cannot change or delete its own Pod', `${NAME}-0`);
   no(S, ['create'], '', 'pods', 'ad', 'no pods');
   no(S, ['create'], '', 'pods/exec', 'ad', 'no exec', `${NAME}-1`);
-  no(S, ['patch'], RBAC, 'roles', 'ad', 'cannot widen its sibling\'s Role', `${NAME}-atlantis-1`);
-  no(S, ['get'], '', 'pods/log', 'ad', 'no other pod\'s output', `${NAME}-1`);
+  no(S, ['patch'], RBAC, 'roles', 'ad', "cannot widen its sibling's Role", `${NAME}-atlantis-1`);
+  no(S, ['get'], '', 'pods/log', 'ad', "no other pod's output", `${NAME}-1`);
   no(S, ['create'], '', 'pods/eviction', 'ad', 'no evictions', `${NAME}-1`);
   no(S, ['get'], '', 'pods', 'other', 'no pods in other namespaces', `${NAME}-0`);
-  no(S, ['get'], '', 'pods', 'ctrl', 'not the controller\'s pods', CTRL_POD);
+  no(S, ['get'], '', 'pods', 'ctrl', "not the controller's pods", CTRL_POD);
   no(S, ['list'], '', 'pods', 'cluster', 'no cluster-wide pods');
   no(S, ['get'], '', 'secrets', 'ad', 'not even its own token Secret', 'vcs');
   no(S, ['list'], '', 'secrets', 'ad', 'no secrets');
@@ -271,11 +341,16 @@ function table(): Row[] {
   return rows;
 }
 
-const fmt = (r: Row) => `${r[0]}: ${r[1]} ${r[2] || 'core'}/${r[3]}${r[5] ? ` ${r[5]}` : ''} in ${r[4] === 'cluster' ? 'all namespaces' : r[4]}`;
+const fmt = (r: Row) =>
+  `${r[0]}: ${r[1]} ${r[2] || 'core'}/${r[3]}${r[5] ? ` ${r[5]}` : ''} in ${r[4] === 'cluster' ? 'all namespaces' : r[4]}`;
 
 async function token(ns: string, sa: string): Promise<KubeConfig> {
-  const tr = await kubeRequestOk<{ status: { token: string } }>(cluster.kc, 'POST', `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`,
-    { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } });
+  const tr = await kubeRequestOk<{ status: { token: string } }>(
+    cluster.kc,
+    'POST',
+    `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`,
+    { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
+  );
   const cl = cluster.full.getCurrentCluster()!;
   const kc = new KubeConfig();
   kc.loadFromOptions({
@@ -289,13 +364,24 @@ async function token(ns: string, sa: string): Promise<KubeConfig> {
 
 /** "verb group/resource[names]" for every rule SelfSubjectRulesReview lists for `kc` in `ns`. */
 async function rulesOf(kc: KubeConfig, ns: string): Promise<Set<string>> {
-  const r = await kubeRequestOk<{ status: { resourceRules: Array<{ verbs: string[]; apiGroups?: string[]; resources?: string[]; resourceNames?: string[] }>; incomplete: boolean; evaluationError?: string } }>(
-    kc, 'POST', '/apis/authorization.k8s.io/v1/selfsubjectrulesreviews', { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectRulesReview', spec: { namespace: ns } });
+  const r = await kubeRequestOk<{
+    status: {
+      resourceRules: Array<{ verbs: string[]; apiGroups?: string[]; resources?: string[]; resourceNames?: string[] }>;
+      incomplete: boolean;
+      evaluationError?: string;
+    };
+  }>(kc, 'POST', '/apis/authorization.k8s.io/v1/selfsubjectrulesreviews', {
+    apiVersion: 'authorization.k8s.io/v1',
+    kind: 'SelfSubjectRulesReview',
+    spec: { namespace: ns },
+  });
   assert.equal(r.status.incomplete, false, r.status.evaluationError);
   const out = new Set<string>();
   for (const rule of r.status.resourceRules)
-    for (const v of rule.verbs) for (const g of rule.apiGroups ?? ['']) for (const res of rule.resources ?? [])
-      out.add(`${v} ${g || 'core'}/${res}${rule.resourceNames?.length ? `[${[...rule.resourceNames].sort().join(',')}]` : ''}`);
+    for (const v of rule.verbs)
+      for (const g of rule.apiGroups ?? [''])
+        for (const res of rule.resources ?? [])
+          out.add(`${v} ${g || 'core'}/${res}${rule.resourceNames?.length ? `[${[...rule.resourceNames].sort().join(',')}]` : ''}`);
   return out;
 }
 
@@ -305,13 +391,21 @@ const expand = (spec: Array<[string, string, string[], string[]?]>): string[] =>
 describe('RBAC of the controller and of the server pods, asked of the API server', () => {
   before(async () => {
     // The per-AD objects the controller created (test above); waits in case it is run alone.
-    await waitFor('the server Roles of atl-0 and atl-1', async () => {
-      for (const i of [0, 1]) {
-        const r = await kubeRequest<V1Role>(cluster.kc, 'GET', apiPath('rbac.authorization.k8s.io/v1', 'roles', adNs, `${NAME}-atlantis-${i}`));
-        if (r.status !== 200 || JSON.stringify(r.body.rules?.[0]?.resourceNames) !== JSON.stringify([`${NAME}-${i}`])) return false;
-      }
-      return true;
-    }, { timeoutMs: 120_000, intervalMs: 500 });
+    await waitFor(
+      'the server Roles of atl-0 and atl-1',
+      async () => {
+        for (const i of [0, 1]) {
+          const r = await kubeRequest<V1Role>(
+            cluster.kc,
+            'GET',
+            apiPath('rbac.authorization.k8s.io/v1', 'roles', adNs, `${NAME}-atlantis-${i}`),
+          );
+          if (r.status !== 200 || JSON.stringify(r.body.rules?.[0]?.resourceNames) !== JSON.stringify([`${NAME}-${i}`])) return false;
+        }
+        return true;
+      },
+      { timeoutMs: 120_000, intervalMs: 500 },
+    );
   });
 
   it('the controller created a ServiceAccount, Role and RoleBinding per server pod, owned by the AD', async () => {
@@ -326,7 +420,9 @@ describe('RBAC of the controller and of the server pods, asked of the API server
       const account = `${NAME}-atlantis-${i}`;
       const { sa, role, rb } = await get(account);
       for (const o of [sa, role, rb]) assert.deepEqual(owner(o), [`AtlantisDeployment/${NAME}/true`]);
-      assert.deepEqual(role.rules, [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'], resourceNames: [`${NAME}-${i}`] }]);
+      assert.deepEqual(role.rules, [
+        { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'], resourceNames: [`${NAME}-${i}`] },
+      ]);
       assert.deepEqual(rb.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: account });
       assert.deepEqual(rb.subjects, [{ kind: 'ServiceAccount', name: account, namespace: adNs }]);
     }
@@ -342,8 +438,15 @@ describe('RBAC of the controller and of the server pods, asked of the API server
       const batch = rows.slice(i, i + 16);
       results.push(...(await Promise.all(batch.map(async (row) => ({ row, ...(await sar(row)) })))));
     }
-    const wrong = results.filter((r) => r.allowed !== r.row[6]).map((r) => `${fmt(r.row)}: expected ${r.row[6] ? 'allowed' : 'denied'}, got ${r.allowed ? 'allowed' : 'denied'} (${r.row[7]})${r.reason ? ` [${r.reason}]` : ''}`);
-    console.log(`# RBAC table: ${rows.length} rows, ${rows.filter((r) => r[6]).length} allowed, ${rows.filter((r) => !r[6]).length} denied, ${wrong.length} wrong`);
+    const wrong = results
+      .filter((r) => r.allowed !== r.row[6])
+      .map(
+        (r) =>
+          `${fmt(r.row)}: expected ${r.row[6] ? 'allowed' : 'denied'}, got ${r.allowed ? 'allowed' : 'denied'} (${r.row[7]})${r.reason ? ` [${r.reason}]` : ''}`,
+      );
+    console.log(
+      `# RBAC table: ${rows.length} rows, ${rows.filter((r) => r[6]).length} allowed, ${rows.filter((r) => !r[6]).length} denied, ${wrong.length} wrong`,
+    );
     assert.deepEqual(wrong, []);
 
     // The same answers through impersonation (kubectl auth can-i --as), for a sample.
@@ -352,7 +455,15 @@ describe('RBAC of the controller and of the server pods, asked of the API server
       const [who, verb, group, res, where, name, allowed] = row;
       const [resource, sub] = res.split('/');
       const target = `${resource}${group ? `.${group}` : ''}${name ? `/${name}` : ''}`;
-      const args = ['auth', 'can-i', verb, target, `--as=${userOf(who).user}`, ...(sub ? [`--subresource=${sub}`] : []), ...(where === 'cluster' ? ['--all-namespaces'] : ['-n', nsOf(where)])];
+      const args = [
+        'auth',
+        'can-i',
+        verb,
+        target,
+        `--as=${userOf(who).user}`,
+        ...(sub ? [`--subresource=${sub}`] : []),
+        ...(where === 'cluster' ? ['--all-namespaces'] : ['-n', nsOf(where)]),
+      ];
       const r = await cluster.kubectl(args);
       assert.equal(r.stdout.trim(), allowed ? 'yes' : 'no', `kubectl ${args.join(' ')}: ${r.stdout} ${r.stderr}`);
     }
@@ -410,37 +521,91 @@ describe('RBAC of the controller and of the server pods, asked of the API server
   it('real requests with the real tokens: refused with 403, or allowed', async () => {
     const ctrlKc = await token(op.namespace, op.serviceAccount);
     const serverKc = await token(adNs, SERVER_SA);
-    const status = async (kc: KubeConfig, method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown, query?: Record<string, string>) =>
-      (await kubeRequest(kc, method, path, body, { query, contentType: method === 'PATCH' ? MERGE_PATCH : undefined })).status;
+    const status = async (
+      kc: KubeConfig,
+      method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+      path: string,
+      body?: unknown,
+      query?: Record<string, string>,
+    ) => (await kubeRequest(kc, method, path, body, { query, contentType: method === 'PATCH' ? MERGE_PATCH : undefined })).status;
     const pod0 = apiPath('v1', 'pods', adNs, `${NAME}-0`);
     const rows: Array<[string, () => Promise<number>, number]> = [
       ['controller reads the vcs Secret', () => status(ctrlKc, 'GET', apiPath('v1', 'secrets', adNs, 'vcs')), 403],
       ['controller lists Secrets cluster-wide', () => status(ctrlKc, 'GET', '/api/v1/secrets'), 403],
-      ['controller mints a token for the server account', () => status(ctrlKc, 'POST', `/api/v1/namespaces/${adNs}/serviceaccounts/${SERVER_SA}/token`, { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: {} }), 403],
-      ['controller binds cluster-admin in another namespace', () => status(ctrlKc, 'POST', apiPath('rbac.authorization.k8s.io/v1', 'rolebindings', otherNs), {
-        apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'escalate' },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' }, subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: otherNs }],
-      }), 403],
-      ['controller creates a Role granting Secrets', () => status(ctrlKc, 'POST', apiPath('rbac.authorization.k8s.io/v1', 'roles', otherNs), {
-        apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'escalate' }, rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get'] }],
-      }), 403],
-      ['controller creates a ClusterRoleBinding', () => status(ctrlKc, 'POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
-        apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: `escalate-${otherNs}` },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' }, subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: otherNs }],
-      }), 403],
+      [
+        'controller mints a token for the server account',
+        () =>
+          status(ctrlKc, 'POST', `/api/v1/namespaces/${adNs}/serviceaccounts/${SERVER_SA}/token`, {
+            apiVersion: 'authentication.k8s.io/v1',
+            kind: 'TokenRequest',
+            spec: {},
+          }),
+        403,
+      ],
+      [
+        'controller binds cluster-admin in another namespace',
+        () =>
+          status(ctrlKc, 'POST', apiPath('rbac.authorization.k8s.io/v1', 'rolebindings', otherNs), {
+            apiVersion: 'rbac.authorization.k8s.io/v1',
+            kind: 'RoleBinding',
+            metadata: { name: 'escalate' },
+            roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' },
+            subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: otherNs }],
+          }),
+        403,
+      ],
+      [
+        'controller creates a Role granting Secrets',
+        () =>
+          status(ctrlKc, 'POST', apiPath('rbac.authorization.k8s.io/v1', 'roles', otherNs), {
+            apiVersion: 'rbac.authorization.k8s.io/v1',
+            kind: 'Role',
+            metadata: { name: 'escalate' },
+            rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get'] }],
+          }),
+        403,
+      ],
+      [
+        'controller creates a ClusterRoleBinding',
+        () =>
+          status(ctrlKc, 'POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+            apiVersion: 'rbac.authorization.k8s.io/v1',
+            kind: 'ClusterRoleBinding',
+            metadata: { name: `escalate-${otherNs}` },
+            roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' },
+            subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: otherNs }],
+          }),
+        403,
+      ],
       ['controller deletes the server Service', () => status(ctrlKc, 'DELETE', apiPath('v1', 'services', adNs, NAME)), 403],
       ['controller lists pods cluster-wide', () => status(ctrlKc, 'GET', '/api/v1/pods', undefined, { limit: '1' }), 200],
       ['controller reads its Lease', () => status(ctrlKc, 'GET', apiPath('coordination.k8s.io/v1', 'leases', op.namespace, LEASE)), 200],
       ['server reads its own Pod', () => status(serverKc, 'GET', pod0), 200],
       ['server 0 reads its sibling pod 1', () => status(serverKc, 'GET', apiPath('v1', 'pods', adNs, `${NAME}-1`)), 403],
-      ['server 0 lists its sibling pod 1 by field selector', () => status(serverKc, 'GET', apiPath('v1', 'pods', adNs), undefined, { fieldSelector: `metadata.name=${NAME}-1` }), 403],
-      ['server lists its own Pod by field selector', () => status(serverKc, 'GET', apiPath('v1', 'pods', adNs), undefined, { fieldSelector: `metadata.name=${NAME}-0` }), 200],
+      [
+        'server 0 lists its sibling pod 1 by field selector',
+        () => status(serverKc, 'GET', apiPath('v1', 'pods', adNs), undefined, { fieldSelector: `metadata.name=${NAME}-1` }),
+        403,
+      ],
+      [
+        'server lists its own Pod by field selector',
+        () => status(serverKc, 'GET', apiPath('v1', 'pods', adNs), undefined, { fieldSelector: `metadata.name=${NAME}-0` }),
+        200,
+      ],
       ['server lists all pods', () => status(serverKc, 'GET', apiPath('v1', 'pods', adNs)), 403],
-      ['server annotates its own Pod (could cancel or start drains)', () => status(serverKc, 'PATCH', pod0, { metadata: { annotations: { x: 'y' } } }), 403],
+      [
+        'server annotates its own Pod (could cancel or start drains)',
+        () => status(serverKc, 'PATCH', pod0, { metadata: { annotations: { x: 'y' } } }),
+        403,
+      ],
       ['server deletes its own Pod', () => status(serverKc, 'DELETE', pod0), 403],
       ['server reads the vcs Secret', () => status(serverKc, 'GET', apiPath('v1', 'secrets', adNs, 'vcs')), 403],
       ['server reads a pod of another namespace', () => status(serverKc, 'GET', apiPath('v1', 'pods', op.namespace, CTRL_POD)), 403],
-      ['server reads its AtlantisDeployment', () => status(serverKc, 'GET', apiPath('atlantis-operator.dev/v1alpha1', 'atlantisdeployments', adNs, NAME)), 403],
+      [
+        'server reads its AtlantisDeployment',
+        () => status(serverKc, 'GET', apiPath('atlantis-operator.dev/v1alpha1', 'atlantisdeployments', adNs, NAME)),
+        403,
+      ],
     ];
     const wrong: string[] = [];
     for (const [label, f, want] of rows) {

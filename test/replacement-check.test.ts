@@ -7,10 +7,25 @@ import { REJECTED_RECHECK_MS, rejectionOf, usableVerdict, type ReplacementVerdic
 test('rejectionOf: invalid, malformed and admission refusals are rejections; quota, conflicts and server errors are not', () => {
   const status = (message: string) => ({ kind: 'Status', status: 'Failure', message });
   const rows: Array<[string, number, unknown, string | null]> = [
-    ['422 Invalid (2GB)', 422, status('Pod "x-1" is invalid: spec.containers[0].resources.limits[memory]: Invalid value: "2GB"'), 'Pod "x-1" is invalid: spec.containers[0].resources.limits[memory]: Invalid value: "2GB"'],
+    [
+      '422 Invalid (2GB)',
+      422,
+      status('Pod "x-1" is invalid: spec.containers[0].resources.limits[memory]: Invalid value: "2GB"'),
+      'Pod "x-1" is invalid: spec.containers[0].resources.limits[memory]: Invalid value: "2GB"',
+    ],
     ['400 BadRequest', 400, status('quantities must match the regular expression'), 'quantities must match the regular expression'],
-    ['403 PodSecurity', 403, status('pods "x-1" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false'), 'pods "x-1" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false'],
-    ['403 quota: the dry-run pod is one too many, a replacement is not', 403, status('pods "x-1" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2'), null],
+    [
+      '403 PodSecurity',
+      403,
+      status('pods "x-1" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false'),
+      'pods "x-1" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false',
+    ],
+    [
+      '403 quota: the dry-run pod is one too many, a replacement is not',
+      403,
+      status('pods "x-1" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2'),
+      null,
+    ],
     ['409 AlreadyExists', 409, status('pods "x-1" already exists'), null],
     ['500', 500, status('etcdserver: request timed out'), null],
     ['422 without a Status body', 422, undefined, 'HTTP 422'],

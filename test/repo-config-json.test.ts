@@ -24,14 +24,21 @@ workflows:
 
 let env: WorkflowEnv;
 const servers: TestServer[] = [];
-before(async () => { env = await createWorkflowEnv({ ghHost: '127.0.163.170' }); });
-after(async () => { for (const s of servers) await s.server.close(); await env.close(); });
+before(async () => {
+  env = await createWorkflowEnv({ ghHost: '127.0.163.170' });
+});
+after(async () => {
+  for (const s of servers) await s.server.close();
+  await env.close();
+});
 
 const base = () => ['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token, '--disable-autoplan'];
 
 describe('--repo-config-json', () => {
   it('allows a custom workflow when the JSON says so', async () => {
-    await env.openPull('http://127.0.0.1:9', 50, 'json-wf', { 'atlantis.yaml': withWorkflow, 'custom/main.tf': terraformConfig({ marker: 'j1' }) }).catch(() => undefined);
+    await env
+      .openPull('http://127.0.0.1:9', 50, 'json-wf', { 'atlantis.yaml': withWorkflow, 'custom/main.tf': terraformConfig({ marker: 'j1' }) })
+      .catch(() => undefined);
     const json = JSON.stringify({ repos: [{ id: '/.*/', allowed_overrides: ['workflow'], allow_custom_workflows: true }] });
     const ts = await startTestServer([...base(), '--repo-config-json', json], { plugins: [workflowPlugin] });
     servers.push(ts);
@@ -41,9 +48,13 @@ describe('--repo-config-json', () => {
   });
 
   it('refuses both flags at once, and bad JSON, with one line', async () => {
-    await assert.rejects(startTestServer([...base(), '--repo-config', '/dev/null', '--repo-config-json', '{}'], { plugins: [workflowPlugin] }),
-      (e: unknown) => e instanceof UsageError && e.message === 'cannot use --repo-config and --repo-config-json at the same time');
-    await assert.rejects(startTestServer([...base(), '--repo-config-json', '{"repos": [}'], { plugins: [workflowPlugin] }),
-      (e: unknown) => e instanceof UsageError && /^invalid --repo-config-json: /.test(e.message) && !e.message.includes('\n'));
+    await assert.rejects(
+      startTestServer([...base(), '--repo-config', '/dev/null', '--repo-config-json', '{}'], { plugins: [workflowPlugin] }),
+      (e: unknown) => e instanceof UsageError && e.message === 'cannot use --repo-config and --repo-config-json at the same time',
+    );
+    await assert.rejects(
+      startTestServer([...base(), '--repo-config-json', '{"repos": [}'], { plugins: [workflowPlugin] }),
+      (e: unknown) => e instanceof UsageError && /^invalid --repo-config-json: /.test(e.message) && !e.message.includes('\n'),
+    );
   });
 });

@@ -28,14 +28,23 @@ workflows:
 describe('repo config permissions (pure)', () => {
   const cfg = parseRepoConfig(withWorkflow);
   const rows: Array<[string, { allowedOverrides: string[]; allowCustomWorkflows: boolean }, RegExp | undefined]> = [
-    ['default server settings refuse custom workflows', { allowedOverrides: [], allowCustomWorkflows: false }, /not allowed to define custom workflows/],
-    ['custom workflows allowed but not the workflow key', { allowedOverrides: [], allowCustomWorkflows: true }, /not allowed to set 'workflow' key/],
+    [
+      'default server settings refuse custom workflows',
+      { allowedOverrides: [], allowCustomWorkflows: false },
+      /not allowed to define custom workflows/,
+    ],
+    [
+      'custom workflows allowed but not the workflow key',
+      { allowedOverrides: [], allowCustomWorkflows: true },
+      /not allowed to set 'workflow' key/,
+    ],
     ['both allowed', { allowedOverrides: ['workflow'], allowCustomWorkflows: true }, undefined],
   ];
   for (const [name, settings, want] of rows) {
     it(name, () => {
       const got = repoConfigViolation(cfg, settings);
-      if (want) assert.match(got ?? '', want); else assert.equal(got, undefined);
+      if (want) assert.match(got ?? '', want);
+      else assert.equal(got, undefined);
     });
   }
   it('apply_requirements needs allowed_overrides', () => {
@@ -48,22 +57,41 @@ describe('repo config permissions (pure)', () => {
 describe('repo config permissions (server with real terraform)', () => {
   let env: WorkflowEnv;
   const servers: TestServer[] = [];
-  before(async () => { env = await createWorkflowEnv(); });
-  after(async () => { for (const s of servers) await s.server.close(); await env.close(); });
+  before(async () => {
+    env = await createWorkflowEnv();
+  });
+  after(async () => {
+    for (const s of servers) await s.server.close();
+    await env.close();
+  });
 
   async function server(extra: string[]): Promise<TestServer> {
-    const ts = await startTestServer(['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token, '--disable-autoplan', ...extra], { plugins: [workflowPlugin] });
+    const ts = await startTestServer(
+      ['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token, '--disable-autoplan', ...extra],
+      { plugins: [workflowPlugin] },
+    );
     servers.push(ts);
     return ts;
   }
 
   it('refuses a custom workflow without server-side permission, runs it with', async () => {
-    await env.openPull('http://127.0.0.1:9', 40, 'custom-wf', { 'atlantis.yaml': withWorkflow, 'custom/main.tf': terraformConfig({ marker: 'c1' }) }).catch(() => undefined);
+    await env
+      .openPull('http://127.0.0.1:9', 40, 'custom-wf', {
+        'atlantis.yaml': withWorkflow,
+        'custom/main.tf': terraformConfig({ marker: 'c1' }),
+      })
+      .catch(() => undefined);
     const denied = await server([]);
     await env.comment(denied.url, 40, 'atlantis plan -d custom');
     const err = await env.waitForComment(40, /repo config not allowed to define custom workflows/);
     assert.ok(err);
-    assert.doesNotMatch(env.commentsOn(40).map((c) => c.body).join('\n'), /Ran Plan/);
+    assert.doesNotMatch(
+      env
+        .commentsOn(40)
+        .map((c) => c.body)
+        .join('\n'),
+      /Ran Plan/,
+    );
 
     const serverConfig = path.join(mkdtempSync(path.join(tmpdir(), 'repo-cfg-')), 'repos.yaml');
     writeFileSync(serverConfig, 'repos:\n  - id: /.*/\n    allowed_overrides: [workflow]\n    allow_custom_workflows: true\n');

@@ -59,11 +59,18 @@ test('parses a full v3 config', () => {
   assert.equal(c.projects.length, 3);
   const [prod, staging, manual] = c.projects;
   assert.deepEqual(prod, {
-    name: 'prod', dir: 'envs/prod', workspace: 'default',
+    name: 'prod',
+    dir: 'envs/prod',
+    workspace: 'default',
     autoplan: { enabled: true, whenModified: ['*.tf', '../../modules/**/*.tf'] },
-    applyRequirements: ['approved', 'mergeable'], workflow: 'custom',
+    applyRequirements: ['approved', 'mergeable'],
+    workflow: 'custom',
   });
-  assert.deepEqual(staging, { dir: 'envs/staging', workspace: 'staging', autoplan: { enabled: true, whenModified: ['**/*.tf*', '**/*.tofu', '**/*.tofu.json', '**/terragrunt.hcl', '**/.terraform.lock.hcl'] } });
+  assert.deepEqual(staging, {
+    dir: 'envs/staging',
+    workspace: 'staging',
+    autoplan: { enabled: true, whenModified: ['**/*.tf*', '**/*.tofu', '**/*.tofu.json', '**/terragrunt.hcl', '**/.terraform.lock.hcl'] },
+  });
   assert.equal(manual?.autoplan.enabled, false);
   const wf = c.workflows.custom!;
   assert.deepEqual(wf.plan, [
@@ -99,9 +106,15 @@ const bad: [string, RegExp][] = [
   ['version: 3\nprojects:\n- dir: /abs', /projects\[0\]\.dir: "\/abs" must be a relative path/],
   ['version: 3\nprojects:\n- dir: x\n  workspace: a/b', /projects\[0\]\.workspace: "a\/b" is not a valid workspace name/],
   ['version: 3\nprojects:\n- dir: x\n  workspace: ".."', /is not a valid workspace name/],
-  ['version: 3\nprojects:\n- dir: x\n  apply_requirements: [approved, signed]', /"signed" is not a valid apply_requirement, only "approved", "mergeable" and "undiverged" are supported/],
+  [
+    'version: 3\nprojects:\n- dir: x\n  apply_requirements: [approved, signed]',
+    /"signed" is not a valid apply_requirement, only "approved", "mergeable" and "undiverged" are supported/,
+  ],
   ['version: 3\nprojects:\n- dir: x\n  workflow: nope', /projects\[0\]\.workflow: workflow "nope" is not defined in workflows/],
-  ['version: 3\nprojects:\n- dir: x\n  name: a\n- dir: y\n  name: a', /found two or more projects with name "a"; project names must be unique/],
+  [
+    'version: 3\nprojects:\n- dir: x\n  name: a\n- dir: y\n  name: a',
+    /found two or more projects with name "a"; project names must be unique/,
+  ],
   ['version: 3\nprojects:\n- dir: x\n- dir: x', /two or more projects with dir: "x" workspace: "default" that are not all named/],
   ['version: 3\nprojects:\n- dir: x\n  bogus: 1', /projects\[0\]: unknown key "bogus"/],
   ['version: 3\nwhat: 1', /unknown key "what"/],
@@ -120,12 +133,15 @@ const bad: [string, RegExp][] = [
 
 for (const [text, msg] of bad) {
   test(`invalid config → ${msg.source}`, () => {
-    assert.throws(() => parseRepoConfig(text), (e: unknown) => {
-      assert.ok(e instanceof RepoConfigError);
-      assert.match(e.message, /^atlantis\.yaml: /);
-      assert.match(e.message, msg);
-      return true;
-    });
+    assert.throws(
+      () => parseRepoConfig(text),
+      (e: unknown) => {
+        assert.ok(e instanceof RepoConfigError);
+        assert.match(e.message, /^atlantis\.yaml: /);
+        assert.match(e.message, msg);
+        return true;
+      },
+    );
   });
 }
 
@@ -159,9 +175,20 @@ test('loadRepoConfig reads atlantis.yaml or atlantis.yml, undefined without', ()
 // The matching itself is table-tested in when-modified.test.ts; here, how the config uses it.
 test('when_modified: patterns are checked and bounded when atlantis.yaml is read, naming the key', () => {
   const yaml = (wm: string[]) => `version: 3\nprojects:\n- dir: app\n  autoplan:\n    when_modified: ${JSON.stringify(wm)}\n`;
-  const refused = (wm: string[], re: RegExp) => assert.throws(() => parseRepoConfig(yaml(wm)), (e: unknown) => e instanceof RepoConfigError && re.test(e.message), `${JSON.stringify(wm).slice(0, 80)} → ${re.source}`);
-  refused(Array.from({ length: 101 }, (_, i) => `f${i}.tf`), /projects\[0\]\.autoplan\.when_modified: at most 100 patterns are allowed, got 101/);
-  refused(['*.tf', 'x'.repeat(1025)], /projects\[0\]\.autoplan\.when_modified\[1\]: a pattern may be at most 1024 characters long, got 1025/);
+  const refused = (wm: string[], re: RegExp) =>
+    assert.throws(
+      () => parseRepoConfig(yaml(wm)),
+      (e: unknown) => e instanceof RepoConfigError && re.test(e.message),
+      `${JSON.stringify(wm).slice(0, 80)} → ${re.source}`,
+    );
+  refused(
+    Array.from({ length: 101 }, (_, i) => `f${i}.tf`),
+    /projects\[0\]\.autoplan\.when_modified: at most 100 patterns are allowed, got 101/,
+  );
+  refused(
+    ['*.tf', 'x'.repeat(1025)],
+    /projects\[0\]\.autoplan\.when_modified\[1\]: a pattern may be at most 1024 characters long, got 1025/,
+  );
   refused(['*.tf', '[a'], /projects\[0\]\.autoplan\.when_modified\[1\]: "\[a" is not a valid pattern: unclosed \[/);
   refused(['[[:digit:]].tf'], /when_modified\[0\]: .*\[: inside \[\.\.\.\] is not supported/);
   // At the bounds, and the pathological shape itself, are fine.
@@ -185,11 +212,28 @@ test('projectsForChangedFiles with a config: when_modified relative to the proje
 });
 
 test('projectsForChangedFiles without config: dirs of changed terraform files', () => {
-  const got = projectsForChangedFiles(undefined, ['b/main.tf', 'a/vars.tfvars', 'a/other.tf', 'docs/x.md', 'main.tf', 'c/env/dev.tfvars', 'd/x.tfvars.json', 'e/.terraform.lock.hcl', 'f/x.tofu', 'g/x.tf.json']);
-  assert.deepEqual(got.map((p) => p.dir), ['.', 'a', 'b', 'c', 'd', 'e', 'f', 'g']);
+  const got = projectsForChangedFiles(undefined, [
+    'b/main.tf',
+    'a/vars.tfvars',
+    'a/other.tf',
+    'docs/x.md',
+    'main.tf',
+    'c/env/dev.tfvars',
+    'd/x.tfvars.json',
+    'e/.terraform.lock.hcl',
+    'f/x.tofu',
+    'g/x.tf.json',
+  ]);
+  assert.deepEqual(
+    got.map((p) => p.dir),
+    ['.', 'a', 'b', 'c', 'd', 'e', 'f', 'g'],
+  );
   assert.ok(got.every((p) => p.workspace === 'default' && p.workflow === DEFAULT_WORKFLOW && !p.configured));
   assert.deepEqual(projectsForChangedFiles(undefined, ['x/README.md']), []);
-  assert.deepEqual(projectsForChangedFiles(undefined, ['stack/modules/vpc/main.tf']).map((p) => p.dir), ['stack']);
+  assert.deepEqual(
+    projectsForChangedFiles(undefined, ['stack/modules/vpc/main.tf']).map((p) => p.dir),
+    ['stack'],
+  );
 });
 
 test('projectsForChangedFiles without config and with the checkout: deleted dirs and module-only changes skipped', () => {
@@ -199,7 +243,10 @@ test('projectsForChangedFiles without config and with the checkout: deleted dirs
   fs.mkdirSync(path.join(d, 'lib/modules/m'), { recursive: true });
   fs.writeFileSync(path.join(d, 'lib/modules/m/main.tf'), '');
   const got = projectsForChangedFiles(undefined, ['live/main.tf', 'gone/main.tf', 'lib/modules/m/main.tf'], { repoDir: d });
-  assert.deepEqual(got.map((p) => p.dir), ['live']);
+  assert.deepEqual(
+    got.map((p) => p.dir),
+    ['live'],
+  );
 });
 
 test('server-side defaults apply to projects that do not set their own', () => {
@@ -220,8 +267,14 @@ test('resolveCommentTarget', () => {
   assert.deepEqual(resolveCommentTarget(undefined, {}), { kind: 'all' });
   const p = resolveCommentTarget(c, { project: 'prod' });
   assert.equal(p.kind === 'projects' && p.projects[0]?.dir, 'envs/prod');
-  assert.deepEqual(resolveCommentTarget(c, { project: 'nope' }), { kind: 'error', message: 'no project with name "nope" is defined in atlantis.yaml' });
-  assert.deepEqual(resolveCommentTarget(undefined, { project: 'x' }), { kind: 'error', message: 'cannot specify a project name unless an atlantis.yaml file exists to configure projects' });
+  assert.deepEqual(resolveCommentTarget(c, { project: 'nope' }), {
+    kind: 'error',
+    message: 'no project with name "nope" is defined in atlantis.yaml',
+  });
+  assert.deepEqual(resolveCommentTarget(undefined, { project: 'x' }), {
+    kind: 'error',
+    message: 'cannot specify a project name unless an atlantis.yaml file exists to configure projects',
+  });
   const d = resolveCommentTarget(c, { dir: 'envs/staging', workspace: 'staging' });
   assert.equal(d.kind === 'projects' && d.projects[0]?.configured, true);
   // configured dir, other workspace → default project there
@@ -231,7 +284,10 @@ test('resolveCommentTarget', () => {
   const w = resolveCommentTarget(undefined, { workspace: 'qa' });
   assert.ok(w.kind === 'projects' && w.projects[0]?.dir === '.' && w.projects[0]?.workspace === 'qa');
   const two = parseRepoConfig('version: 3\nprojects:\n- {name: a, dir: x}\n- {name: b, dir: x}\n');
-  assert.deepEqual(resolveCommentTarget(two, { dir: 'x' }), { kind: 'error', message: 'must specify project name: more than one project defined in atlantis.yaml matched dir: "x" workspace: "default"' });
+  assert.deepEqual(resolveCommentTarget(two, { dir: 'x' }), {
+    kind: 'error',
+    message: 'must specify project name: more than one project defined in atlantis.yaml matched dir: "x" workspace: "default"',
+  });
   assert.equal(resolveCommentTarget(undefined, { dir: '../x' }).kind, 'error');
 });
 
@@ -250,8 +306,17 @@ workflows:
     plan:
       steps: [init, plan]
 `);
-  assert.deepEqual(serverSettingsFor(s, 'github.com/acme/other'), { applyRequirements: ['approved'], allowedOverrides: [], allowCustomWorkflows: false });
-  assert.deepEqual(serverSettingsFor(s, 'github.com/acme/infra'), { applyRequirements: ['approved', 'mergeable'], workflow: 'strict', allowedOverrides: ['workflow'], allowCustomWorkflows: true });
+  assert.deepEqual(serverSettingsFor(s, 'github.com/acme/other'), {
+    applyRequirements: ['approved'],
+    allowedOverrides: [],
+    allowCustomWorkflows: false,
+  });
+  assert.deepEqual(serverSettingsFor(s, 'github.com/acme/infra'), {
+    applyRequirements: ['approved', 'mergeable'],
+    workflow: 'strict',
+    allowedOverrides: ['workflow'],
+    allowCustomWorkflows: true,
+  });
   assert.deepEqual(serverSettingsFor(undefined, 'x'), { applyRequirements: [], allowedOverrides: [], allowCustomWorkflows: false });
   assert.throws(() => parseServerSideRepoConfig('repos:\n- id: /[/\n'), /invalid regex/);
   assert.throws(() => parseServerSideRepoConfig('repos:\n- apply_requirements: []\n'), /repos\[0\]\.id: is required/);
@@ -262,7 +327,11 @@ test('default projects from a real git checkout (support repos), and their terra
   const { createTestRepo, terraformConfig, git } = await import('./support/git-repos.js');
   const { execa } = await import('execa');
   const repo = await createTestRepo();
-  const head = await repo.createBranch('pr-1', { 'app1/main.tf': terraformConfig({ marker: 'app1-v2' }), 'docs/notes.md': 'x\n', 'app2/main.tf': null });
+  const head = await repo.createBranch('pr-1', {
+    'app1/main.tf': terraformConfig({ marker: 'app1-v2' }),
+    'docs/notes.md': 'x\n',
+    'app2/main.tf': null,
+  });
   assert.match(head, /^[0-9a-f]{40}$/);
   assert.equal(await repo.publishPull(1, 'pr-1'), head);
   assert.deepEqual((await repo.changedFiles('pr-1')).sort(), ['app1/main.tf', 'app2/main.tf', 'docs/notes.md']);
@@ -274,7 +343,10 @@ test('default projects from a real git checkout (support repos), and their terra
   assert.equal(await git(wd, ['rev-parse', 'HEAD']), head);
   // app2 was deleted by the PR: not a project; docs are not terraform.
   const projects = projectsForChangedFiles(undefined, await repo.changedFiles('pr-1'), { repoDir: wd });
-  assert.deepEqual(projects.map((p) => p.dir), ['app1']);
+  assert.deepEqual(
+    projects.map((p) => p.dir),
+    ['app1'],
+  );
   // The generated config is valid terraform that plans one resource, offline.
   const dir = path.join(wd, 'app1');
   const env = { TF_IN_AUTOMATION: '1', TF_INPUT: '0', CHECKPOINT_DISABLE: '1' };

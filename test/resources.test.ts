@@ -122,7 +122,11 @@ test('revision: what changes it and what does not', async (t) => {
     ['storage size and class', { storage: { size: '50Gi', storageClassName: 'fast' } }, false],
     ['image tag', { image: 'ghcr.io/acme/atlantis-operator:1.0.1' }, true],
     ['grace period (drain timeout env changes too)', { terminationGracePeriodSeconds: 300 }, true],
-    ['podTemplate annotation (rollout restart)', { podTemplate: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-01-01T00:00:00Z' } } } }, true],
+    [
+      'podTemplate annotation (rollout restart)',
+      { podTemplate: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-01-01T00:00:00Z' } } } },
+      true,
+    ],
     ['podTemplate label', { podTemplate: { metadata: { labels: { team: 'infra' } } } }, true],
     ['resources', { podTemplate: { spec: { resources: { requests: { cpu: '1' } } } } }, true],
     ['nodeSelector', { podTemplate: { spec: { nodeSelector: { pool: 'x' } } } }, true],
@@ -139,7 +143,10 @@ test('revision: what changes it and what does not', async (t) => {
 });
 
 test('pod for an ordinal', () => {
-  const a = ad({ terminationGracePeriodSeconds: 120, podTemplate: { metadata: { labels: { team: 'infra', 'app.kubernetes.io/instance': 'hijack' }, annotations: { note: 'x' } } } });
+  const a = ad({
+    terminationGracePeriodSeconds: 120,
+    podTemplate: { metadata: { labels: { team: 'infra', 'app.kubernetes.io/instance': 'hijack' }, annotations: { note: 'x' } } },
+  });
   const rev = podTemplateRevision(a);
   const pod = renderPod(a, 2);
   assert.equal(pod.metadata?.name, 'atlantis-2');
@@ -154,7 +161,14 @@ test('pod for an ordinal', () => {
   });
   assert.deepEqual(pod.metadata?.annotations, { note: 'x' });
   assert.deepEqual(pod.metadata?.ownerReferences, [
-    { apiVersion: 'atlantis-operator.dev/v1alpha1', kind: 'AtlantisDeployment', name: 'atlantis', uid: 'uid-1', controller: true, blockOwnerDeletion: true },
+    {
+      apiVersion: 'atlantis-operator.dev/v1alpha1',
+      kind: 'AtlantisDeployment',
+      name: 'atlantis',
+      uid: 'uid-1',
+      controller: true,
+      blockOwnerDeletion: true,
+    },
   ]);
   const spec = pod.spec!;
   assert.equal(spec.terminationGracePeriodSeconds, 120);
@@ -170,7 +184,11 @@ test('pod for an ordinal', () => {
   assert.deepEqual(c.readinessProbe?.httpGet, { path: '/readyz', port: 4141 });
   assert.deepEqual(c.livenessProbe?.httpGet, { path: '/healthz', port: 4141 });
   assert.deepEqual(c.startupProbe?.httpGet, { path: '/healthz', port: 4141 });
-  assert.equal((c.startupProbe?.periodSeconds ?? 0) * (c.startupProbe?.failureThreshold ?? 0), 300, 'a slow start gets 5 minutes before liveness counts');
+  assert.equal(
+    (c.startupProbe?.periodSeconds ?? 0) * (c.startupProbe?.failureThreshold ?? 0),
+    300,
+    'a slow start gets 5 minutes before liveness counts',
+  );
   assert.deepEqual(c.securityContext?.capabilities?.drop, ['ALL']);
   assert.equal(c.securityContext?.allowPrivilegeEscalation, false);
   assert.deepEqual(
@@ -210,7 +228,12 @@ test('pods of two ordinals differ only in per-ordinal parts and share the revisi
 
 test('user env is appended last and podTemplate fields are applied', () => {
   const a = ad({
-    atlantis: { env: [{ name: 'ATLANTIS_LOG_LEVEL', value: 'debug' }, { name: 'ATLANTIS_GH_USER', value: 'other-bot' }] },
+    atlantis: {
+      env: [
+        { name: 'ATLANTIS_LOG_LEVEL', value: 'debug' },
+        { name: 'ATLANTIS_GH_USER', value: 'other-bot' },
+      ],
+    },
     podTemplate: {
       spec: {
         resources: { requests: { cpu: '250m', memory: '256Mi' } },
@@ -223,7 +246,10 @@ test('user env is appended last and podTemplate fields are applied', () => {
   });
   const pod = renderPod(a, 0);
   const env = pod.spec!.containers[0]!.env!;
-  assert.deepEqual(env.slice(-2), [{ name: 'ATLANTIS_LOG_LEVEL', value: 'debug' }, { name: 'ATLANTIS_GH_USER', value: 'other-bot' }]);
+  assert.deepEqual(env.slice(-2), [
+    { name: 'ATLANTIS_LOG_LEVEL', value: 'debug' },
+    { name: 'ATLANTIS_GH_USER', value: 'other-bot' },
+  ]);
   assert.equal(envOf(env, 'ATLANTIS_ATLANTIS_URL'), undefined, 'unset settings are not rendered');
   assert.deepEqual(pod.spec!.containers[0]!.resources, { requests: { cpu: '250m', memory: '256Mi' } });
   assert.deepEqual(pod.spec!.nodeSelector, { pool: 'tf' });
@@ -261,7 +287,9 @@ test('ServiceAccount, Role, RoleBinding', () => {
   const a = ad({}, 'web');
   assert.equal(renderServiceAccount(a).metadata?.name, 'web-atlantis');
   const role = renderRole(a, roleOrdinals(2, [3, 1]));
-  assert.deepEqual(role.rules, [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'], resourceNames: ['web-0', 'web-1', 'web-3'] }]);
+  assert.deepEqual(role.rules, [
+    { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'], resourceNames: ['web-0', 'web-1', 'web-3'] },
+  ]);
   assert.deepEqual(renderRole(a, []).rules, [], 'no pods: no rule (an empty resourceNames would grant all pods)');
   const rb = renderRoleBinding(a);
   assert.deepEqual(rb.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'web-atlantis' });
@@ -272,7 +300,9 @@ test('ServiceAccount, Role, RoleBinding', () => {
 test('per-pod ServiceAccount, Role, RoleBinding: a pod reads its own Pod and no sibling', () => {
   const a = ad({}, 'web');
   assert.equal(renderPodServiceAccount(a, 1).metadata?.name, 'web-atlantis-1');
-  assert.deepEqual(renderPodRole(a, 1).rules, [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'], resourceNames: ['web-1'] }]);
+  assert.deepEqual(renderPodRole(a, 1).rules, [
+    { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'], resourceNames: ['web-1'] },
+  ]);
   const rb = renderPodRoleBinding(a, 1);
   assert.deepEqual(rb.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'web-atlantis-1' });
   assert.deepEqual(rb.subjects, [{ kind: 'ServiceAccount', name: 'web-atlantis-1', namespace: 'infra' }]);
@@ -284,12 +314,18 @@ test('per-pod ServiceAccount, Role, RoleBinding: a pod reads its own Pod and no 
   // pods still running as the instance-wide account (made before accounts were per pod).
   const legacy = renderPod(a, 3);
   legacy.spec!.serviceAccountName = 'web-atlantis';
-  const existing = [{ ordinal: 0, pod: renderPod(a, 0) }, { ordinal: 3, pod: legacy }];
+  const existing = [
+    { ordinal: 0, pod: renderPod(a, 0) },
+    { ordinal: 3, pod: legacy },
+  ];
   assert.deepEqual(serverAccess(a, 2, existing), { shared: [3], perPod: [0, 1, 3] });
   assert.deepEqual(serverAccess(a, 2, [{ ordinal: 0, pod: renderPod(a, 0) }]), { shared: [], perPod: [0, 1] });
   assert.deepEqual(renderRole(a, serverAccess(a, 2, []).shared).rules, [], 'no legacy pod: the shared Role grants nothing');
   // The account is per ordinal, not in the revision: the template is the same for every ordinal.
-  assert.equal(renderPod(a, 0).metadata?.labels?.['atlantis-operator.dev/revision'], renderPod(a, 5).metadata?.labels?.['atlantis-operator.dev/revision']);
+  assert.equal(
+    renderPod(a, 0).metadata?.labels?.['atlantis-operator.dev/revision'],
+    renderPod(a, 5).metadata?.labels?.['atlantis-operator.dev/revision'],
+  );
 });
 
 test('PodDisruptionBudget', () => {
@@ -304,7 +340,16 @@ test('PodDisruptionBudget', () => {
 });
 
 test('ordinal label parsing', () => {
-  const rows: Array<[string | undefined, number | null]> = [['0', 0], ['12', 12], ['-1', null], ['01', null], ['a', null], ['', null], [undefined, null], ['1.5', null]];
+  const rows: Array<[string | undefined, number | null]> = [
+    ['0', 0],
+    ['12', 12],
+    ['-1', null],
+    ['01', null],
+    ['a', null],
+    ['', null],
+    [undefined, null],
+    ['1.5', null],
+  ];
   for (const [input, want] of rows) assert.equal(parseOrdinal(input), want, String(input));
 });
 
@@ -318,10 +363,23 @@ test('Event about the AtlantisDeployment', () => {
   const a = ad();
   a.metadata.resourceVersion = '42';
   const now = new Date('2026-06-01T12:00:00Z');
-  const ev = renderEvent(a, { eventType: 'Warning', reason: 'DrainTimeout', message: 'x'.repeat(2000) }, now, '18a2b3c4d5e6f7a8', 'atlantis-operator-abc');
+  const ev = renderEvent(
+    a,
+    { eventType: 'Warning', reason: 'DrainTimeout', message: 'x'.repeat(2000) },
+    now,
+    '18a2b3c4d5e6f7a8',
+    'atlantis-operator-abc',
+  );
   assert.equal(ev.metadata?.name, 'atlantis.18a2b3c4d5e6f7a8');
   assert.equal(ev.metadata?.namespace, 'infra');
-  assert.deepEqual(ev.involvedObject, { apiVersion: 'atlantis-operator.dev/v1alpha1', kind: 'AtlantisDeployment', name: 'atlantis', namespace: 'infra', uid: 'uid-1', resourceVersion: '42' });
+  assert.deepEqual(ev.involvedObject, {
+    apiVersion: 'atlantis-operator.dev/v1alpha1',
+    kind: 'AtlantisDeployment',
+    name: 'atlantis',
+    namespace: 'infra',
+    uid: 'uid-1',
+    resourceVersion: '42',
+  });
   assert.equal(ev.type, 'Warning');
   assert.equal(ev.reason, 'DrainTimeout');
   assert.equal(ev.message?.length, 1024, 'long messages are cut to the API limit');
@@ -331,7 +389,11 @@ test('Event about the AtlantisDeployment', () => {
 });
 
 test('pod patches carry the uid; deletes have a uid precondition', () => {
-  assert.deepEqual(drainPatch('u1', '2026-06-01T12:00:00Z'), { metadata: { uid: 'u1', annotations: { 'atlantis-operator.dev/drain': '2026-06-01T12:00:00Z' } } });
-  assert.deepEqual(drainStartedPatch('u1', 't'), { metadata: { uid: 'u1', annotations: { 'atlantis-operator.dev/drain-started-at': 't' } } });
+  assert.deepEqual(drainPatch('u1', '2026-06-01T12:00:00Z'), {
+    metadata: { uid: 'u1', annotations: { 'atlantis-operator.dev/drain': '2026-06-01T12:00:00Z' } },
+  });
+  assert.deepEqual(drainStartedPatch('u1', 't'), {
+    metadata: { uid: 'u1', annotations: { 'atlantis-operator.dev/drain-started-at': 't' } },
+  });
   assert.deepEqual(podDeleteOptions('u1'), { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: 'u1' } });
 });

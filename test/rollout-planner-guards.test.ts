@@ -2,9 +2,30 @@
 // and events come from the change of the structured status, never from condition messages.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { actionsOf, GUARD_NAMES, planRollout, waitingFor, type GuardName, type ObservedState, type Plan } from '../src/controller/rollout/index.js';
+import {
+  actionsOf,
+  GUARD_NAMES,
+  planRollout,
+  waitingFor,
+  type GuardName,
+  type ObservedState,
+  type Plan,
+} from '../src/controller/rollout/index.js';
 import type { AtlantisDeploymentStatus } from '../src/controller/types.js';
-import { NOW, DRAINED, ago, draining, events, observed, old, pod, probe, rejectedState, summary, unreachable } from './support/rollout-planner.js';
+import {
+  NOW,
+  DRAINED,
+  ago,
+  draining,
+  events,
+  observed,
+  old,
+  pod,
+  probe,
+  rejectedState,
+  summary,
+  unreachable,
+} from './support/rollout-planner.js';
 
 interface Alone {
   guard: GuardName;
@@ -18,7 +39,13 @@ interface Alone {
 
 const ops = probe(true, 1);
 const alone: Alone[] = [
-  { guard: 'Paused', pod: 'atlantis-2', held: observed([old(0), old(1), old(2)], { paused: true }), released: observed([old(0), old(1), old(2)]), then: 'startDrain atlantis-2' },
+  {
+    guard: 'Paused',
+    pod: 'atlantis-2',
+    held: observed([old(0), old(1), old(2)], { paused: true }),
+    released: observed([old(0), old(1), old(2)]),
+    then: 'startDrain atlantis-2',
+  },
   {
     guard: 'ReplacementRejected',
     pod: 'atlantis-2',
@@ -91,7 +118,8 @@ const alone: Alone[] = [
   },
 ];
 
-const actsOn = (plan: Plan, name: string): string[] => summary(plan).filter((a) => a.endsWith(` ${name}`) || a.includes(` ${name} `) || a.startsWith(`createPod ${name}@`));
+const actsOn = (plan: Plan, name: string): string[] =>
+  summary(plan).filter((a) => a.endsWith(` ${name}`) || a.includes(` ${name} `) || a.startsWith(`createPod ${name}@`));
 
 test('every guard holds a pod back on its own', async (t) => {
   assert.deepEqual(alone.map((a) => a.guard).sort(), [...GUARD_NAMES].sort(), 'one case per guard');
@@ -108,7 +136,10 @@ test('every guard holds a pod back on its own', async (t) => {
 });
 
 /** The status as written, with every condition message reworded. */
-const reworded = (s: AtlantisDeploymentStatus): AtlantisDeploymentStatus => ({ ...s, conditions: s.conditions.map((c) => ({ ...c, message: `reworded: ${c.message.toUpperCase()}` })) });
+const reworded = (s: AtlantisDeploymentStatus): AtlantisDeploymentStatus => ({
+  ...s,
+  conditions: s.conditions.map((c) => ({ ...c, message: `reworded: ${c.message.toUpperCase()}` })),
+});
 
 test('rewording a condition message fires no event: events come from the structured status', () => {
   const states: Array<{ state: ObservedState; first: string[] }> = [
@@ -143,7 +174,10 @@ test('DrainTimeout fires per pod as it joins timedOutPods', () => {
   const prevOne: AtlantisDeploymentStatus = { ...first.status, timedOutPods: ['atlantis-1'] };
   const plan = planRollout({ ...both, previousStatus: prevOne }, NOW);
   const timeouts = actionsOf(plan, 'emitEvent').filter((e) => e.reason === 'DrainTimeout');
-  assert.deepEqual(timeouts.map((e) => e.podName), ['atlantis-2']);
+  assert.deepEqual(
+    timeouts.map((e) => e.podName),
+    ['atlantis-2'],
+  );
   assert.match(timeouts[0]!.message, /status unreachable \(connect ECONNREFUSED\)/);
   // A status written before the field existed: each timed-out pod is reported once more.
   const { timedOutPods: _, ...legacy } = first.status;

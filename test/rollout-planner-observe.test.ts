@@ -15,7 +15,22 @@ import {
   type PodObservation,
 } from '../src/controller/rollout/index.js';
 import type { AtlantisDeployment } from '../src/controller/types.js';
-import { NOW, OLD, NEW, ago, probe, DRAINED, unreachable, pod, old, draining, observed, summary, REJECTED, completeStatus } from './support/rollout-planner.js';
+import {
+  NOW,
+  OLD,
+  NEW,
+  ago,
+  probe,
+  DRAINED,
+  unreachable,
+  pod,
+  old,
+  draining,
+  observed,
+  summary,
+  REJECTED,
+  completeStatus,
+} from './support/rollout-planner.js';
 
 test('observePod reads a V1Pod', () => {
   const v1: V1Pod = {
@@ -30,7 +45,9 @@ test('observePod reads a V1Pod', () => {
     status: {
       phase: 'Running',
       conditions: [{ type: 'Ready', status: 'False' }],
-      containerStatuses: [{ name: 'atlantis', ready: false, restartCount: 3, image: 'x', imageID: '', state: { waiting: { reason: 'CrashLoopBackOff' } } }],
+      containerStatuses: [
+        { name: 'atlantis', ready: false, restartCount: 3, image: 'x', imageID: '', state: { waiting: { reason: 'CrashLoopBackOff' } } },
+      ],
     },
   };
   const o = observePod(v1, DRAINED)!;
@@ -43,7 +60,10 @@ test('observePod reads a V1Pod', () => {
   assert.deepEqual(o.deletionTimestamp, ago(1));
   assert.equal(o.status, DRAINED);
   assert.equal(observePod({ metadata: { name: 'x', uid: 'u', labels: {} } }), null, 'no ordinal label: not ours');
-  const ready = observePod({ metadata: { name: 'web-0', uid: 'u', labels: { 'atlantis-operator.dev/ordinal': '0' } }, status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } })!;
+  const ready = observePod({
+    metadata: { name: 'web-0', uid: 'u', labels: { 'atlantis-operator.dev/ordinal': '0' } },
+    status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
+  })!;
   assert.equal(ready.ready, true);
   assert.equal(ready.revision, null);
   assert.equal(ready.unschedulable, false);
@@ -66,7 +86,12 @@ const arbPod = (ordinal: number): fc.Arbitrary<PodObservation> =>
       terminating: fc.boolean(),
       drainAgo: fc.option(fc.integer({ min: 0, max: 10_000 })),
       waitingReason: fc.option(fc.constantFrom('CrashLoopBackOff', 'ImagePullBackOff', 'ContainerCreating')),
-      status: fc.option(fc.oneof(fc.constant(unreachable), fc.record({ s: fc.boolean(), n: fc.integer({ min: 0, max: 3 }) }).map((x) => probe(x.s, x.n)))),
+      status: fc.option(
+        fc.oneof(
+          fc.constant(unreachable),
+          fc.record({ s: fc.boolean(), n: fc.integer({ min: 0, max: 3 }) }).map((x) => probe(x.s, x.n)),
+        ),
+      ),
     })
     .map((r) =>
       pod(ordinal, {
@@ -93,7 +118,13 @@ const arbState = fc
     fc.tuple(...s.present.map((present, i) => (present ? arbPod(i).map((p): PodObservation | null => p) : fc.constant(null)))).map((pods) =>
       observed(
         pods.filter((p): p is PodObservation => p !== null),
-        { replicas: s.replicas, maxUnavailable: s.maxUnavailable, paused: s.paused, onDrainTimeout: s.onDrainTimeout, drainTimeoutSeconds: 3600 },
+        {
+          replicas: s.replicas,
+          maxUnavailable: s.maxUnavailable,
+          paused: s.paused,
+          onDrainTimeout: s.onDrainTimeout,
+          drainTimeoutSeconds: 3600,
+        },
         { replacementRejected: s.rejected ? REJECTED : null },
       ),
     ),
@@ -133,8 +164,16 @@ test('invariants hold for any observed state', () => {
       }
       // A refused replacement: no pod of a desired ordinal is drained, deleted or created.
       if (o.replacementRejected) {
-        assert.deepEqual(drains.filter((d) => d.ordinal < o.spec.replicas), [], 'no rollout drain');
-        assert.deepEqual(actionsOf(plan, 'deletePod').filter((d) => d.replace), [], 'no delete of a pod to be replaced');
+        assert.deepEqual(
+          drains.filter((d) => d.ordinal < o.spec.replicas),
+          [],
+          'no rollout drain',
+        );
+        assert.deepEqual(
+          actionsOf(plan, 'deletePod').filter((d) => d.replace),
+          [],
+          'no delete of a pod to be replaced',
+        );
         assert.deepEqual(actionsOf(plan, 'createPod'), [], 'no create');
       }
       // A pod is either acted on or explained; never both drained and deleted in one plan.
@@ -172,25 +211,56 @@ test('observeDeployment builds the planner input from informer objects', () => {
     metadata: {
       name: `web-${ordinal}`,
       uid,
-      labels: { 'app.kubernetes.io/instance': 'web', 'atlantis-operator.dev/ordinal': String(ordinal), 'atlantis-operator.dev/revision': NEW },
-      ownerReferences: [{ apiVersion: 'atlantis-operator.dev/v1alpha1', kind: 'AtlantisDeployment', name: 'web', uid: 'ad-uid', controller: true }],
+      labels: {
+        'app.kubernetes.io/instance': 'web',
+        'atlantis-operator.dev/ordinal': String(ordinal),
+        'atlantis-operator.dev/revision': NEW,
+      },
+      ownerReferences: [
+        { apiVersion: 'atlantis-operator.dev/v1alpha1', kind: 'AtlantisDeployment', name: 'web', uid: 'ad-uid', controller: true },
+      ],
     },
     status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
   });
-  const foreign: V1Pod = { ...mine(2, 'p-foreign'), metadata: { ...mine(2, 'p-foreign').metadata, ownerReferences: [{ apiVersion: 'v1', kind: 'X', name: 'x', uid: 'other' }] } };
-  const otherInstance: V1Pod = { ...mine(3, 'p-other'), metadata: { ...mine(3, 'p-other').metadata, labels: { 'app.kubernetes.io/instance': 'api', 'atlantis-operator.dev/ordinal': '3' } } };
+  const foreign: V1Pod = {
+    ...mine(2, 'p-foreign'),
+    metadata: { ...mine(2, 'p-foreign').metadata, ownerReferences: [{ apiVersion: 'v1', kind: 'X', name: 'x', uid: 'other' }] },
+  };
+  const otherInstance: V1Pod = {
+    ...mine(3, 'p-other'),
+    metadata: { ...mine(3, 'p-other').metadata, labels: { 'app.kubernetes.io/instance': 'api', 'atlantis-operator.dev/ordinal': '3' } },
+  };
   const o = observeDeployment(
     ad,
     NEW,
     [mine(1, 'p1'), mine(0, 'p0'), foreign, otherInstance],
-    [{ metadata: { name: 'web-data-1' } }, { metadata: { name: 'web-data-0' } }, { metadata: { name: 'web-data-x' } }, { metadata: { name: 'api-data-5' } }, { metadata: { name: 'web-data-2', deletionTimestamp: NOW } }],
+    [
+      { metadata: { name: 'web-data-1' } },
+      { metadata: { name: 'web-data-0' } },
+      { metadata: { name: 'web-data-x' } },
+      { metadata: { name: 'api-data-5' } },
+      { metadata: { name: 'web-data-2', deletionTimestamp: NOW } },
+    ],
     new Map([['p1', DRAINED]]),
   );
   assert.equal(o.name, 'web');
   assert.equal(o.namespace, 'infra');
   assert.equal(o.generation, 4);
-  assert.deepEqual(o.spec, { replicas: 2, updateRevision: NEW, maxUnavailable: 1, paused: true, drainTimeoutSeconds: 3600, onDrainTimeout: 'Interrupt' });
-  assert.deepEqual(o.pods.map((p) => [p.name, p.status === DRAINED]), [['web-1', true], ['web-0', false]]);
+  assert.deepEqual(o.spec, {
+    replicas: 2,
+    updateRevision: NEW,
+    maxUnavailable: 1,
+    paused: true,
+    drainTimeoutSeconds: 3600,
+    onDrainTimeout: 'Interrupt',
+  });
+  assert.deepEqual(
+    o.pods.map((p) => [p.name, p.status === DRAINED]),
+    [
+      ['web-1', true],
+      ['web-0', false],
+    ],
+  );
   assert.deepEqual(o.pvcOrdinals, [0, 1]);
   assert.equal(o.previousStatus?.currentRevision, OLD);
   const plan = planRollout(o, NOW);

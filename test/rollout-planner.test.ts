@@ -1,14 +1,22 @@
 // The rollout planner, table-driven: every rule of SPEC section 7 and every guard.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { actionsOf, GUARD_NAMES, planRollout, waitingFor, type ObservedState } from '../src/controller/rollout/index.js';
 import {
-  actionsOf,
-  GUARD_NAMES,
-  planRollout,
-  waitingFor,
-  type ObservedState,
-} from '../src/controller/rollout/index.js';
-import { NOW, OLD, NEW, ago, probe, unreachable, pod, old, draining, observed, type Row, completeStatus, checkRow } from './support/rollout-planner.js';
+  NOW,
+  OLD,
+  NEW,
+  ago,
+  probe,
+  unreachable,
+  pod,
+  old,
+  draining,
+  observed,
+  type Row,
+  completeStatus,
+  checkRow,
+} from './support/rollout-planner.js';
 import { rolloutRows } from './support/rollout-rows.js';
 import { podRows } from './support/rollout-rows-pods.js';
 
@@ -27,7 +35,14 @@ test('the table exercises every guard, event, delete reason and action', () => {
   const guards = new Set(plans.flatMap((p) => p.waiting.flatMap((w) => w.guards)));
   assert.deepEqual([...guards].sort(), [...GUARD_NAMES].sort());
   const reasons = new Set(plans.flatMap((p) => actionsOf(p, 'emitEvent').map((e) => e.reason)));
-  assert.deepEqual([...reasons].sort(), ['DrainStarted', 'DrainTimeout', 'Drained', 'PodReplaced', 'ReplacementRejected', 'RolloutComplete']);
+  assert.deepEqual([...reasons].sort(), [
+    'DrainStarted',
+    'DrainTimeout',
+    'Drained',
+    'PodReplaced',
+    'ReplacementRejected',
+    'RolloutComplete',
+  ]);
   const deletes = new Set(plans.flatMap((p) => actionsOf(p, 'deletePod').map((d) => d.reason)));
   assert.deepEqual([...deletes].sort(), ['DrainTimeout', 'Drained', 'Failed', 'NotRunning']);
   const types = new Set(plans.flatMap((p) => p.actions.map((a) => a.type)));
@@ -56,12 +71,18 @@ test('the planner says why atlantis-0 waits', () => {
   assert.deepEqual(waitingFor(plan, 'atlantis-0'), ['HigherOrdinalFirst']);
   assert.deepEqual(waitingFor(plan, 'atlantis-2'), ['OperationsInProgress']);
   const progressing = plan.status.conditions.find((c) => c.type === 'Progressing')!;
-  assert.equal(progressing.message, 'Waiting: atlantis-2: OperationsInProgress; atlantis-1: HigherOrdinalFirst; atlantis-0: HigherOrdinalFirst');
+  assert.equal(
+    progressing.message,
+    'Waiting: atlantis-2: OperationsInProgress; atlantis-1: HigherOrdinalFirst; atlantis-0: HigherOrdinalFirst',
+  );
   assert.match(plan.waiting.find((w) => w.podName === 'atlantis-0')!.message, /unavailable: atlantis-2/);
 });
 
 test('status fields', () => {
-  const plan = planRollout(observed([pod(0), draining(1, 60, probe(true, 2)), old(2), old(3, { deletionTimestamp: ago(1), ready: false })], { replicas: 3 }), NOW);
+  const plan = planRollout(
+    observed([pod(0), draining(1, 60, probe(true, 2)), old(2), old(3, { deletionTimestamp: ago(1), ready: false })], { replicas: 3 }),
+    NOW,
+  );
   const s = plan.status;
   assert.equal(s.observedGeneration, 7);
   assert.equal(s.replicas, 3, 'terminating pods are not counted');
@@ -81,7 +102,10 @@ test('status fields', () => {
     assert.equal(c.observedGeneration, 7);
     assert.match(c.reason, /^[A-Z][A-Za-z]*$/, 'CamelCase reason');
   }
-  assert.deepEqual(s.conditions.map((c) => c.type), ['Available', 'Progressing', 'Paused', 'Degraded']);
+  assert.deepEqual(
+    s.conditions.map((c) => c.type),
+    ['Available', 'Progressing', 'Paused', 'Degraded'],
+  );
 });
 
 test('status is stable while nothing changes: the same observation later gives the same status', () => {

@@ -96,8 +96,15 @@ workflows:
 `;
 
 function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).map((f) => path.join(dir, f))
-    .filter((f) => { try { return statSync(f).isFile() && statSync(f).size < 8 * 1024 * 1024; } catch { return false; } });
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .map((f) => path.join(dir, f))
+    .filter((f) => {
+      try {
+        return statSync(f).isFile() && statSync(f).size < 8 * 1024 * 1024;
+      } catch {
+        return false;
+      }
+    });
 }
 
 /** Every base64 decoding of `text`'s base64-looking runs (line breaks removed), at every start. */
@@ -106,7 +113,10 @@ function base64Decodings(text: string): string[] {
   for (const run of text.match(/[A-Za-z0-9+/_=\r\n-]{16,}/g) ?? []) {
     const flat = run.replace(/[\r\n=]/g, '');
     for (let start = 0; start < 4; start++) {
-      out.push(Buffer.from(flat.slice(start), 'base64').toString('latin1'), Buffer.from(flat.slice(start).replace(/-/g, '+').replace(/_/g, '/'), 'base64').toString('latin1'));
+      out.push(
+        Buffer.from(flat.slice(start), 'base64').toString('latin1'),
+        Buffer.from(flat.slice(start).replace(/-/g, '+').replace(/_/g, '/'), 'base64').toString('latin1'),
+      );
     }
   }
   return out;
@@ -126,7 +136,9 @@ before(async () => {
   writeFileSync(serverConfig, 'repos:\n  - id: /.*/\n    allowed_overrides: [workflow]\n    allow_custom_workflows: true\n');
   // The secrets come as environment, not flags, as the operator's pods get them.
   const args = env.serverArgs(dataDir, host, ['--log-level', 'debug', '--repo-config', serverConfig]);
-  const withoutSecretFlags = args.filter((a, i) => !['--gh-token', '--gh-webhook-secret'].includes(a) && !['--gh-token', '--gh-webhook-secret'].includes(args[i - 1] ?? ''));
+  const withoutSecretFlags = args.filter(
+    (a, i) => !['--gh-token', '--gh-webhook-secret'].includes(a) && !['--gh-token', '--gh-webhook-secret'].includes(args[i - 1] ?? ''),
+  );
   server = startCli(withoutSecretFlags, {
     ATLANTIS_GH_TOKEN: env.gh.token,
     ATLANTIS_GH_WEBHOOK_SECRET: WEBHOOK_SECRET,
@@ -134,9 +146,14 @@ before(async () => {
     AWS_REGION: 'eu-attack-1',
     TF_VAR_probe: 'probe-from-server-env',
   });
-  await waitForHttp(`${url}/healthz`).catch((e: Error) => { throw new Error(`${e.message}\n${server.output()}`); });
+  await waitForHttp(`${url}/healthz`).catch((e: Error) => {
+    throw new Error(`${e.message}\n${server.output()}`);
+  });
 });
-after(async () => { server.child.kill('SIGKILL'); await env.close(); });
+after(async () => {
+  server.child.kill('SIGKILL');
+  await env.close();
+});
 
 describe('an attacker cannot get the secrets out', () => {
   it('through terraform, local-exec, run steps and extra args; children get a clean environment', { timeout: 180_000 }, async () => {
@@ -154,32 +171,50 @@ describe('an attacker cannot get the secrets out', () => {
     await env.waitForComment(PR, /\S/, { after: afterApply, timeoutMs: 90_000 });
 
     // The attack ran: its output reached the PR (scrubbed) and its dumps were written.
-    const allComments = env.commentsOn(PR).map((c) => c.body).join('\n');
+    const allComments = env
+      .commentsOn(PR)
+      .map((c) => c.body)
+      .join('\n');
     assert.match(allComments, /probe-from-server-env/, 'TF_VAR_probe from the server env reached terraform');
     for (const dump of [tfDump, runDump]) {
       const text = readFileSync(dump, 'utf8');
       const names = text.split('\n').map((l) => l.split('=')[0]!);
-      assert.ok(names.includes('AWS_REGION') && text.includes('AWS_REGION=eu-attack-1'), `${dump}: AWS_REGION reaches the children\n${text}`);
+      assert.ok(
+        names.includes('AWS_REGION') && text.includes('AWS_REGION=eu-attack-1'),
+        `${dump}: AWS_REGION reaches the children\n${text}`,
+      );
       assert.ok(text.includes('TF_VAR_probe=probe-from-server-env'), `${dump}: TF_VAR_* reaches the children`);
       assert.ok(names.includes('PATH') && names.includes('HOME'), `${dump}: PATH and HOME reach the children`);
-      assert.deepEqual(names.filter((n) => n.startsWith('ATLANTIS_')), [], `${dump}: no ATLANTIS_* variable in a child's environment`);
+      assert.deepEqual(
+        names.filter((n) => n.startsWith('ATLANTIS_')),
+        [],
+        `${dump}: no ATLANTIS_* variable in a child's environment`,
+      );
       assert.ok(!names.includes('GITHUB_TOKEN'), `${dump}: GITHUB_TOKEN (holding the token) is withheld`);
       assert.equal(leak(text, token), undefined, `${dump}: the token is in a child's environment`);
       assert.equal(leak(text, WEBHOOK_SECRET), undefined, `${dump}: the webhook secret is in a child's environment`);
     }
 
-    const jobIds = readdirSync(path.join(dataDir, 'jobs')).filter((f) => f.endsWith('.log')).map((f) => f.slice(0, -4));
+    const jobIds = readdirSync(path.join(dataDir, 'jobs'))
+      .filter((f) => f.endsWith('.log'))
+      .map((f) => f.slice(0, -4));
     // plan and apply; the -var-file comment is refused before a job starts (a path outside the checkout)
     assert.ok(jobIds.length >= 2, `job logs: ${jobIds.join(', ')}`);
     const jobLogs = jobIds.map((id) => readFileSync(path.join(dataDir, 'jobs', `${id}.log`), 'utf8')).join('\n');
     assert.match(jobLogs, /stolen=\S{20}/, 'the run steps ran (their output is in the job logs)');
-    const jobPages = await Promise.all(jobIds.map(async (id): Promise<[string, string]> => [`job page ${id}`, await (await fetch(`${url}/jobs/${id}`)).text()]));
+    const jobPages = await Promise.all(
+      jobIds.map(async (id): Promise<[string, string]> => [`job page ${id}`, await (await fetch(`${url}/jobs/${id}`)).text()]),
+    );
     const page = await (await fetch(`${url}/`)).text();
     const statusJson = await (await fetch(`${url}/status`)).text();
     server.child.kill('SIGTERM');
     assert.equal((await server.exited).code, 0);
     const log = server.output();
-    assert.match(log, /Environment variables withheld from child processes.*ATLANTIS_GH_TOKEN.*GITHUB_TOKEN/, 'the server says which variables it withheld');
+    assert.match(
+      log,
+      /Environment variables withheld from child processes.*ATLANTIS_GH_TOKEN.*GITHUB_TOKEN/,
+      'the server says which variables it withheld',
+    );
 
     const places: Array<[string, string]> = [
       ['server log', log],
@@ -188,17 +223,29 @@ describe('an attacker cannot get the secrets out', () => {
       ...jobPages,
       ...env.commentsOn(PR).map((c, i): [string, string] => [`PR comment ${i}`, c.body]),
       ...env.gh.statuses.map((s, i): [string, string] => [`commit status ${i}`, JSON.stringify(s)]),
-      ...env.gh.calls.map((c, i): [string, string] => [`request ${i} to GitHub: ${c.method} ${c.path}`, JSON.stringify({ path: c.path, query: c.query, body: c.body })]),
+      ...env.gh.calls.map((c, i): [string, string] => [
+        `request ${i} to GitHub: ${c.method} ${c.path}`,
+        JSON.stringify({ path: c.path, query: c.query, body: c.body }),
+      ]),
       ...filesUnder(dataDir).map((f): [string, string] => [f, readFileSync(f, 'latin1')]),
     ];
-    assert.ok(places.some(([w]) => w.includes(`${path.sep}jobs${path.sep}`)), 'job logs on disk are searched');
-    assert.ok(places.some(([w]) => w.includes(`${path.sep}repos${path.sep}`)), 'working copies are searched');
+    assert.ok(
+      places.some(([w]) => w.includes(`${path.sep}jobs${path.sep}`)),
+      'job logs on disk are searched',
+    );
+    assert.ok(
+      places.some(([w]) => w.includes(`${path.sep}repos${path.sep}`)),
+      'working copies are searched',
+    );
     // The server's own /proc/<pid>/environ still holds what it was started with: what the
     // local-exec printed of it reached the PR scrubbed.
-    assert.match(allComments, /ATLANTIS_GH_TOKEN=\[REDACTED\]/, 'the server\'s own environ, printed by the attacker, was scrubbed');
+    assert.match(allComments, /ATLANTIS_GH_TOKEN=\[REDACTED\]/, "the server's own environ, printed by the attacker, was scrubbed");
     const leaks: string[] = [];
     for (const [where, text] of places) {
-      for (const [what, secret] of [['the GitHub token', token], ['the webhook secret', WEBHOOK_SECRET]] as const) {
+      for (const [what, secret] of [
+        ['the GitHub token', token],
+        ['the webhook secret', WEBHOOK_SECRET],
+      ] as const) {
         const how = leak(text, secret);
         if (how) leaks.push(`${what} appears ${how} in ${where}`);
       }

@@ -16,7 +16,9 @@ const host = '127.0.46.1';
 const url = `http://${host}:4141`;
 
 function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).map((f) => path.join(dir, f)).filter((f) => statSync(f).isFile());
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .map((f) => path.join(dir, f))
+    .filter((f) => statSync(f).isFile());
 }
 
 before(async () => {
@@ -24,7 +26,10 @@ before(async () => {
   server = startCli(env.serverArgs(dataDir, host, ['--log-level', 'debug']));
   await waitForHttp(`${url}/healthz`);
 });
-after(async () => { server.child.kill('SIGKILL'); await env.close(); });
+after(async () => {
+  server.child.kill('SIGKILL');
+  await env.close();
+});
 
 describe('secrets never leak', () => {
   it('after plan, apply, a forged webhook and a drain, no secret is anywhere', { timeout: 120_000 }, async () => {
@@ -36,7 +41,12 @@ describe('secrets never leak', () => {
     await env.waitForComment(60, /^Ran Apply/);
     await env.comment(url, 60, 'atlantis plan -d ../x');
     await env.waitForComment(60, /relative path/);
-    const forged = await sendWebhook(`${url}/events`, 'issue_comment', issueCommentPayload({ repo: env.repo.fullName, number: 60, body: 'atlantis plan' }), { secret: 'wrong' });
+    const forged = await sendWebhook(
+      `${url}/events`,
+      'issue_comment',
+      issueCommentPayload({ repo: env.repo.fullName, number: 60, body: 'atlantis plan' }),
+      { secret: 'wrong' },
+    );
     assert.equal(forged.status, 401);
     const status = await (await fetch(`${url}/status`)).text();
     const page = await (await fetch(`${url}/`)).text();
@@ -50,7 +60,9 @@ describe('secrets never leak', () => {
       ['web page', page],
       ['/metrics', metrics],
       ...env.commentsOn(60).map((c, i): [string, string] => [`PR comment ${i}`, c.body]),
-      ...filesUnder(dataDir).filter((f) => !f.endsWith('.db') && !f.includes('/.terraform/') && !f.endsWith('.tfplan')).map((f): [string, string] => [f, readFileSync(f, 'utf8')]),
+      ...filesUnder(dataDir)
+        .filter((f) => !f.endsWith('.db') && !f.includes('/.terraform/') && !f.endsWith('.tfplan'))
+        .map((f): [string, string] => [f, readFileSync(f, 'utf8')]),
     ];
     assert.ok(server.output().includes('"level":"debug"'), 'debug logging was on');
     assert.ok(places.length > 10);

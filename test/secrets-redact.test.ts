@@ -17,7 +17,14 @@ describe('redactor', () => {
   const cases: Array<[string, string]> = [
     ['verbatim', `token=${TOKEN} end`],
     ['encodeURIComponent', `https://x/?t=${encodeURIComponent(TOKEN)}`],
-    ['encodeURIComponent, lower-case hex', `t=${encodeURIComponent(TOKEN).toLowerCase().replace(/ghp_sx9/, 'ghp_Sx9').replace(/token/, 'Token').replace(/value/, 'Value')}`],
+    [
+      'encodeURIComponent, lower-case hex',
+      `t=${encodeURIComponent(TOKEN)
+        .toLowerCase()
+        .replace(/ghp_sx9/, 'ghp_Sx9')
+        .replace(/token/, 'Token')
+        .replace(/value/, 'Value')}`,
+    ],
     ['JSON-escaped', JSON.stringify({ s: HOOK })],
     ['base64 alone', b64(TOKEN)],
     ['base64 URL-safe alone', b64url(TOKEN)],
@@ -35,7 +42,8 @@ describe('redactor', () => {
       const out = r.redact(text);
       assert.ok(out.includes(REDACTED), `${name}: ${out}`);
       for (const s of [TOKEN, HOOK]) {
-        for (const form of [s, encodeURIComponent(s), ...base64Fragments(Buffer.from(s))]) assert.ok(!out.replace(/\r?\n/g, '').includes(form), `${name}: ${out}`);
+        for (const form of [s, encodeURIComponent(s), ...base64Fragments(Buffer.from(s))])
+          assert.ok(!out.replace(/\r?\n/g, '').includes(form), `${name}: ${out}`);
       }
       assert.ok(!out.includes(SHORT), `${name}: ${out}`);
     });
@@ -55,7 +63,12 @@ describe('redactor', () => {
     current = 'second-token-value-5678';
     await new Promise((res) => setTimeout(res, 30));
     assert.equal(rot.redact('first-token-value-1234 second-token-value-5678'), `${REDACTED} ${REDACTED}`);
-    const failing = new Redactor([() => { throw new Error('file gone'); }, () => ['still-here-secret']]);
+    const failing = new Redactor([
+      () => {
+        throw new Error('file gone');
+      },
+      () => ['still-here-secret'],
+    ]);
     assert.equal(failing.redact('still-here-secret'), REDACTED);
   });
 
@@ -101,13 +114,18 @@ describe('children environment', () => {
     it(`${name}=${value.slice(0, 20)}… is ${kept ? 'passed on' : 'withheld'}`, () => {
       const { env, withheld } = childEnv({ [name]: value, UNSET: undefined }, secrets);
       assert.equal(env[name], kept ? value : undefined);
-      assert.equal(withheld.some((w) => w.name === name), !kept);
+      assert.equal(
+        withheld.some((w) => w.name === name),
+        !kept,
+      );
       assert.equal('UNSET' in env, false);
     });
   }
   it('gives the reason, never the value', () => {
     assert.deepEqual(childEnv({ ATLANTIS_PORT: '1', GH_TOKEN: TOKEN }, secrets).withheld, [
-      { name: 'ATLANTIS_PORT', reason: 'server-setting' }, { name: 'GH_TOKEN', reason: 'holds-secret' }]);
+      { name: 'ATLANTIS_PORT', reason: 'server-setting' },
+      { name: 'GH_TOKEN', reason: 'holds-secret' },
+    ]);
   });
 });
 
@@ -125,7 +143,10 @@ describe('git authentication', () => {
       const a = gitAuth(url, token);
       assert.deepEqual(a.args.slice(0, 2), ['-c', 'credential.helper='], 'configured helpers are cleared');
       assert.equal(a.args.length, helper ? 4 : 2);
-      assert.ok(a.args.every((x) => !token || !x.includes(token)), 'never the token in argv');
+      assert.ok(
+        a.args.every((x) => !token || !x.includes(token)),
+        'never the token in argv',
+      );
       assert.equal(a.env.ATO_GIT_TOKEN, helper ? token : undefined);
       if (helper) assert.equal(a.env.ATO_GIT_HOST, new URL(url).host);
     });

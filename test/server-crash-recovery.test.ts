@@ -22,11 +22,19 @@ async function startServer(dataDir: string): Promise<{ p: CliProcess; url: strin
   const p = startCli(env.serverArgs(dataDir, host));
   procs.push(p);
   const url = `http://${host}:4141`;
-  await waitForHttp(`${url}/healthz`, 60_000).catch((e: Error) => { throw new Error(`${e.message}\n${p.output()}`); });
+  await waitForHttp(`${url}/healthz`, 60_000).catch((e: Error) => {
+    throw new Error(`${e.message}\n${p.output()}`);
+  });
   return { p, url };
 }
 
-interface ProcInfo { pid: number; pgid: number; state: string; cmdline: string[]; cwd: string }
+interface ProcInfo {
+  pid: number;
+  pgid: number;
+  state: string;
+  cmdline: string[];
+  cwd: string;
+}
 
 /** Every live process we can read in /proc (zombies count as dead). */
 function processes(): ProcInfo[] {
@@ -38,22 +46,34 @@ function processes(): ProcInfo[] {
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       const state = fields[0] ?? '?';
       if (state === 'Z' || state === 'X') continue;
-      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0').filter((s) => s !== '');
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8')
+        .split('\0')
+        .filter((s) => s !== '');
       let cwd = '';
-      try { cwd = readlinkSync(`/proc/${name}/cwd`); } catch { /* not ours */ }
+      try {
+        cwd = readlinkSync(`/proc/${name}/cwd`);
+      } catch {
+        /* not ours */
+      }
       out.push({ pid: Number(name), pgid: Number(fields[2]), state, cmdline, cwd });
-    } catch { /* exited meanwhile */ }
+    } catch {
+      /* exited meanwhile */
+    }
   }
   return out;
 }
 
 /** The process group of the `terraform apply` running in a working copy under `dataDir`. */
 function terraformApplyGroup(dataDir: string): number | undefined {
-  const tf = processes().find((p) => p.cmdline.includes('apply') && /terraform|tofu/.test(path.basename(p.cmdline[0] ?? '')) && p.cwd.startsWith(dataDir));
+  const tf = processes().find(
+    (p) => p.cmdline.includes('apply') && /terraform|tofu/.test(path.basename(p.cmdline[0] ?? '')) && p.cwd.startsWith(dataDir),
+  );
   return tf?.pgid;
 }
 
-before(async () => { env = await createWorkflowEnv(); });
+before(async () => {
+  env = await createWorkflowEnv();
+});
 after(async () => {
   for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
   await env.close();
@@ -70,10 +90,17 @@ describe('server SIGKILLed mid-apply, restarted on the same data dir', () => {
     await env.openPull(first.url, pull, 'crash-mid-apply', { [`${dir}/main.tf`]: terraformConfig({ marker: 'c1', sleepSeconds: 20 }) });
     await env.waitForComment(pull, new RegExp(`^Ran Plan for dir: \`${dir}\` workspace: \`default\``));
     assert.equal((await env.comment(first.url, pull, 'atlantis apply')).status, 200);
-    await waitFor('terraform to be provisioning the local-exec', () => {
-      const jobs = path.join(dataDir, 'jobs');
-      return existsSync(jobs) && readdirSync(jobs).some((f) => readFileSync(path.join(jobs, f), 'utf8').includes(`Provisioning with 'local-exec'`));
-    }, 120_000);
+    await waitFor(
+      'terraform to be provisioning the local-exec',
+      () => {
+        const jobs = path.join(dataDir, 'jobs');
+        return (
+          existsSync(jobs) &&
+          readdirSync(jobs).some((f) => readFileSync(path.join(jobs, f), 'utf8').includes(`Provisioning with 'local-exec'`))
+        );
+      },
+      120_000,
+    );
     const pgid = terraformApplyGroup(dataDir);
     assert.ok(pgid !== undefined, 'found the running terraform apply under the data dir');
     const commentsBeforeCrash = env.commentsOn(pull).length;
@@ -88,7 +115,7 @@ describe('server SIGKILLed mid-apply, restarted on the same data dir', () => {
     first.p.child.kill('SIGKILL');
     assert.equal((await first.p.exited).signal, 'SIGKILL');
     process.kill(-pgid, 'SIGKILL');
-    await waitFor('terraform\'s process group to be gone', () => !processes().some((p) => p.pgid === pgid), 30_000);
+    await waitFor("terraform's process group to be gone", () => !processes().some((p) => p.pgid === pgid), 30_000);
     assert.equal(env.commentsOn(pull).length, commentsBeforeCrash, 'the killed server posted nothing after the kill');
     assert.ok(!env.commentsOn(pull).some((c) => /^Ran Apply/.test(c.body)), 'no apply result was posted before the crash');
 
@@ -103,7 +130,11 @@ describe('server SIGKILLed mid-apply, restarted on the same data dir', () => {
 
     // The project stays locked by this PR: the web page lists the lock ...
     const page = await (await fetch(`${second.url}/`)).text();
-    assert.match(page, new RegExp(`<td>acme/infra</td><td>${dir}</td><td>default</td><td>#${pull} by dev</td>`), 'the web page lists the lock of the crashed PR');
+    assert.match(
+      page,
+      new RegExp(`<td>acme/infra</td><td>${dir}</td><td>default</td><td>#${pull} by dev</td>`),
+      'the web page lists the lock of the crashed PR',
+    );
     // ... and another PR planning the same dir gets the lock message.
     const other = 72;
     await env.openPull(second.url, other, 'crash-other', { [`${dir}/main.tf`]: terraformConfig({ marker: 'c2' }) });
@@ -113,8 +144,15 @@ describe('server SIGKILLed mid-apply, restarted on the same data dir', () => {
     // What the comment says to do works: the PR plans again (still holding its lock).
     const beforeReplan = env.commentsOn(pull).length;
     await env.comment(second.url, pull, 'atlantis plan');
-    const replan = await env.waitForComment(pull, /^Ran Plan|Plan Failed|Plan Error|\*\*Error\*\*/, { after: beforeReplan, timeoutMs: 90_000 });
-    assert.match(replan.body, new RegExp(`^Ran Plan for dir: \`${dir}\` workspace: \`default\``), `re-plan after the crash: ${replan.body.slice(0, 800)}`);
+    const replan = await env.waitForComment(pull, /^Ran Plan|Plan Failed|Plan Error|\*\*Error\*\*/, {
+      after: beforeReplan,
+      timeoutMs: 90_000,
+    });
+    assert.match(
+      replan.body,
+      new RegExp(`^Ran Plan for dir: \`${dir}\` workspace: \`default\``),
+      `re-plan after the crash: ${replan.body.slice(0, 800)}`,
+    );
 
     second.p.child.kill('SIGTERM');
     assert.equal((await second.p.exited).code, 0, second.p.output());
@@ -128,9 +166,17 @@ describe('server SIGKILLed mid-apply, restarted on the same data dir', () => {
     // give it ample time to (wrongly) post one.
     await new Promise((r) => setTimeout(r, 3000));
     assert.equal(env.commentsOn(pull).length, commentsBeforeThird, 'a third start posted no new comment');
-    assert.equal(env.gh.calls.slice(callsBeforeThird).filter((c) => c.method === 'POST' && /\/comments$/.test(c.path)).length, 0, 'no comment POST at all on the third start');
+    assert.equal(
+      env.gh.calls.slice(callsBeforeThird).filter((c) => c.method === 'POST' && /\/comments$/.test(c.path)).length,
+      0,
+      'no comment POST at all on the third start',
+    );
     assert.doesNotMatch(third.p.output(), /Found a job interrupted/);
-    assert.match(await (await fetch(`${third.url}/`)).text(), new RegExp(`#${pull} by dev`), 'the lock is still there after another restart');
+    assert.match(
+      await (await fetch(`${third.url}/`)).text(),
+      new RegExp(`#${pull} by dev`),
+      'the lock is still there after another restart',
+    );
     third.p.child.kill('SIGTERM');
     assert.equal((await third.p.exited).code, 0, third.p.output());
 

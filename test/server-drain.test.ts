@@ -10,11 +10,19 @@ import { getJson, startTestServer, waitFor } from './support/server.js';
 import { lockFileExists, makeTerraformDir, readState } from './support/terraform.js';
 
 const servers: AtlantisServer[] = [];
-after(async () => { for (const s of servers) await s.close(); });
+after(async () => {
+  for (const s of servers) await s.close();
+});
 
 function apply(server: AtlantisServer, dir: string, project: string): Promise<RunOutcome<RunResult>> {
   return server.runOperation({ command: 'apply', repo: 'acme/infra', pull: 7, project }, (op) =>
-    server.runner.run({ jobId: op.id, args: ['apply', '-auto-approve', '-input=false', '-no-color'], cwd: dir, logFile: server.jobLogPath(op.id) }));
+    server.runner.run({
+      jobId: op.id,
+      args: ['apply', '-auto-approve', '-input=false', '-no-color'],
+      cwd: dir,
+      logFile: server.jobLogPath(op.id),
+    }),
+  );
 }
 
 function processGroupOf(pid: number): number {
@@ -59,7 +67,10 @@ describe('server drain (in-process, real terraform)', () => {
     const state = readState(dirs[0]!);
     const steps = state.resources?.find((r) => r.type === 'terraform_data');
     assert.equal(steps?.instances.length, 2);
-    assert.ok(steps?.instances.every((i) => i.status === undefined), 'no instance tainted');
+    assert.ok(
+      steps?.instances.every((i) => i.status === undefined),
+      'no instance tainted',
+    );
     assert.equal(readState(dirs[1]!).resources?.length, 1);
     assert.equal(lockFileExists(dirs[0]!), false);
   });
@@ -138,7 +149,10 @@ describe('server drain (in-process, real terraform)', () => {
     const run = apply(server, dir, 'x');
     await waitFor('terraform running', () => server.runner.running().length === 1);
     let answered = false;
-    const held = getJson<StatusBody>(`${url}/status?wait_drained=30`).then((r) => { answered = true; return r; });
+    const held = getJson<StatusBody>(`${url}/status?wait_drained=30`).then((r) => {
+      answered = true;
+      return r;
+    });
     // A wait that runs out answers with the status of that moment: serving, one operation.
     const short = await getJson<StatusBody>(`${url}/status?wait_drained=0.2`);
     assert.equal(short.body.shutting_down, false);
@@ -166,7 +180,8 @@ describe('server drain (in-process, real terraform)', () => {
     servers.push(server);
     // A "terraform" that ignores SIGINT, to prove the escalation path.
     const run = server.runOperation({ command: 'apply', repo: 'acme/infra', pull: 1, project: 'stubborn' }, (op) =>
-      server.runner.run({ jobId: op.id, command: 'sh', args: ['-c', "trap '' INT; sleep 30"], cwd: '/tmp' }));
+      server.runner.run({ jobId: op.id, command: 'sh', args: ['-c', "trap '' INT; sleep 30"], cwd: '/tmp' }),
+    );
     await waitFor('process running', () => server.runner.running().length === 1);
     server.requestDrain('signal');
     const r = await run;

@@ -24,18 +24,32 @@ after(async () => {
 
 function status(readyReplicas: number): AtlantisDeploymentStatus {
   return {
-    observedGeneration: 1, replicas: 3, readyReplicas, updatedReplicas: 0, drainingReplicas: 0,
-    currentRevision: 'r1', updateRevision: 'r1', selector: 'app=x', conditions: [], pods: [],
+    observedGeneration: 1,
+    replicas: 3,
+    readyReplicas,
+    updatedReplicas: 0,
+    drainingReplicas: 0,
+    currentRevision: 'r1',
+    updateRevision: 'r1',
+    selector: 'app=x',
+    conditions: [],
+    pods: [],
   };
 }
 
 describe('StatusWriter', () => {
   it('writes in the background, one at a time, newest wins; pendingFor shows the status until it lands', async () => {
-    const ad = await kubeRequestOk<AtlantisDeployment>(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), atlantisDeployment(ns, 'sw', { replicas: 3 }));
+    const ad = await kubeRequestOk<AtlantisDeployment>(
+      cluster.kc,
+      'POST',
+      apiPath(API_VERSION, PLURAL, ns),
+      atlantisDeployment(ns, 'sw', { replicas: 3 }),
+    );
     const written: number[] = [];
     const failed: string[] = [];
     const writer = new StatusWriter({
-      kc: cluster.kc, logger: createLogger({ level: 'error' }),
+      kc: cluster.kc,
+      logger: createLogger({ level: 'error' }),
       onWritten: (_key, obj) => written.push(obj.status!.readyReplicas),
       onFailed: (key) => failed.push(key),
     });
@@ -54,9 +68,19 @@ describe('StatusWriter', () => {
   });
 
   it('reports a write the API server refuses, and gives up nothing silently', async () => {
-    const ad = await kubeRequestOk<AtlantisDeployment>(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), atlantisDeployment(ns, 'sw-bad', { replicas: 1 }));
+    const ad = await kubeRequestOk<AtlantisDeployment>(
+      cluster.kc,
+      'POST',
+      apiPath(API_VERSION, PLURAL, ns),
+      atlantisDeployment(ns, 'sw-bad', { replicas: 1 }),
+    );
     const failed: Array<{ key: string; message: string }> = [];
-    const writer = new StatusWriter({ kc: cluster.kc, logger: createLogger({ level: 'error' }), onWritten: () => {}, onFailed: (key, e) => failed.push({ key, message: e.message }) });
+    const writer = new StatusWriter({
+      kc: cluster.kc,
+      logger: createLogger({ level: 'error' }),
+      onWritten: () => {},
+      onFailed: (key, e) => failed.push({ key, message: e.message }),
+    });
     // readyReplicas must be an integer (the CRD's status schema): a 422.
     writer.submit(ad, { ...status(1), readyReplicas: 'x' as unknown as number });
     await waitFor('the failure to be reported', () => failed.length === 1, { timeoutMs: 30_000 });

@@ -19,12 +19,27 @@ import { ServerMetrics } from '../src/server/metrics.js';
 function turnCounter(): { readonly turn: number; stop: () => void } {
   let turn = 0;
   let stopped = false;
-  const tick = () => { turn++; if (!stopped) setImmediate(tick); };
+  const tick = () => {
+    turn++;
+    if (!stopped) setImmediate(tick);
+  };
   setImmediate(tick);
-  return { get turn() { return turn; }, stop: () => { stopped = true; } };
+  return {
+    get turn() {
+      return turn;
+    },
+    stop: () => {
+      stopped = true;
+    },
+  };
 }
 
-const spin = (ms: number) => { const end = performance.now() + ms; while (performance.now() < end) { /* busy, as a handler's CPU work */ } };
+const spin = (ms: number) => {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    /* busy, as a handler's CPU work */
+  }
+};
 
 describe('TurnQueue', () => {
   it('starts tasks in order, never in the turn that queued them, a budget of them per turn', async () => {
@@ -32,14 +47,26 @@ describe('TurnQueue', () => {
     const q = new TurnQueue(3, () => clock);
     const counter = turnCounter();
     const started: Array<{ task: number; turn: number }> = [];
-    const done = Array.from({ length: 10 }, (_, i) => q.run(async () => { started.push({ task: i, turn: counter.turn }); clock += 1; return i; }));
+    const done = Array.from({ length: 10 }, (_, i) =>
+      q.run(async () => {
+        started.push({ task: i, turn: counter.turn });
+        clock += 1;
+        return i;
+      }),
+    );
     assert.equal(started.length, 0, 'nothing runs in the turn that queued it');
     assert.equal(q.pending, 10);
     assert.deepEqual(await Promise.all(done), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     counter.stop();
-    assert.deepEqual(started.map((s) => s.task), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert.deepEqual(
+      started.map((s) => s.task),
+      [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+    );
     const perTurn: number[] = [];
-    started.forEach((s, i) => { if (i > 0 && s.turn === started[i - 1]!.turn) perTurn[perTurn.length - 1]!++; else perTurn.push(1); });
+    started.forEach((s, i) => {
+      if (i > 0 && s.turn === started[i - 1]!.turn) perTurn[perTurn.length - 1]!++;
+      else perTurn.push(1);
+    });
     assert.deepEqual(perTurn, [3, 3, 3, 1], 'three 1 ms tasks fill a 3 ms budget');
   });
 
@@ -48,7 +75,14 @@ describe('TurnQueue', () => {
     const q = new TurnQueue(3, () => clock);
     const counter = turnCounter();
     const turns: number[] = [];
-    await Promise.all([0, 1, 2].map(() => q.run(async () => { turns.push(counter.turn); clock += 10; })));
+    await Promise.all(
+      [0, 1, 2].map(() =>
+        q.run(async () => {
+          turns.push(counter.turn);
+          clock += 10;
+        }),
+      ),
+    );
     counter.stop();
     assert.equal(new Set(turns).size, 3);
   });
@@ -57,34 +91,55 @@ describe('TurnQueue', () => {
     const q = new TurnQueue(3);
     let startedWhenTimerFired = -1;
     let started = 0;
-    await Promise.all(Array.from({ length: 30 }, () => q.run(async () => {
-      // The first task sets a timer: it is due once the 1 ms tasks of this turn are done.
-      if (started++ === 0) setTimeout(() => { startedWhenTimerFired = started; }, 0);
-      spin(1);
-    })));
-    assert.ok(startedWhenTimerFired >= 1 && startedWhenTimerFired < 30, `the timer fired after ${startedWhenTimerFired} of 30 tasks had started`);
+    await Promise.all(
+      Array.from({ length: 30 }, () =>
+        q.run(async () => {
+          // The first task sets a timer: it is due once the 1 ms tasks of this turn are done.
+          if (started++ === 0)
+            setTimeout(() => {
+              startedWhenTimerFired = started;
+            }, 0);
+          spin(1);
+        }),
+      ),
+    );
+    assert.ok(
+      startedWhenTimerFired >= 1 && startedWhenTimerFired < 30,
+      `the timer fired after ${startedWhenTimerFired} of 30 tasks had started`,
+    );
   });
 
   it('fails only the task that throws, synchronously or not', async () => {
     const q = new TurnQueue(3);
     const results = await Promise.allSettled([
       q.run(async () => 'a'),
-      q.run(() => { throw new Error('sync'); }),
-      q.run(async () => { throw new Error('async'); }),
+      q.run(() => {
+        throw new Error('sync');
+      }),
+      q.run(async () => {
+        throw new Error('async');
+      }),
       q.run(async () => 'd'),
     ]);
-    assert.deepEqual(results.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as Error).message)), ['a', 'sync', 'async', 'd']);
+    assert.deepEqual(
+      results.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as Error).message)),
+      ['a', 'sync', 'async', 'd'],
+    );
   });
 
   it('idle() resolves once nothing waits and nothing runs', async () => {
     const q = new TurnQueue(3);
     await q.idle(); // empty: at once
     let release!: () => void;
-    const blocker = new Promise<void>((r) => { release = r; });
+    const blocker = new Promise<void>((r) => {
+      release = r;
+    });
     let finished = false;
     void q.run(() => blocker);
     void q.run(async () => 'second');
-    const idle = q.idle().then(() => { finished = true; });
+    const idle = q.idle().then(() => {
+      finished = true;
+    });
     await new Promise((r) => setTimeout(r, 20));
     assert.equal(q.pending, 0, 'both started');
     assert.equal(finished, false, 'the first still runs');
@@ -126,7 +181,10 @@ setTimeout(async () => {
 
 describe('webhooks take their turn on the HTTP surface', () => {
   // Both ways GitHub could send a body (it sends a Content-Length).
-  for (const [name, body] of [['body with a Content-Length', '{}'], ['chunked body', undefined]] as const) {
+  for (const [name, body] of [
+    ['body with a Content-Length', '{}'],
+    ['chunked body', undefined],
+  ] as const) {
     it(`answers a /status sent after a burst of 40 slow webhooks before they have all been handled: ${name}`, async () => {
       let handled = 0;
       const listener = buildRequestListener({
@@ -138,7 +196,11 @@ describe('webhooks take their turn on the HTTP surface', () => {
         webhookQueue: new TurnQueue(WEBHOOK_TURN_BUDGET_MS),
         // 10 ms of CPU each, a slow webhook: 400 ms for the burst, so that a client delayed by a
         // busy machine still sends its /status well before the last one is handled.
-        onWebhook: async (req) => { spin(10); handled++; return { status: 200, body: `Ignoring ${req.rawBody.length}\n` }; },
+        onWebhook: async (req) => {
+          spin(10);
+          handled++;
+          return { status: 200, body: `Ignoring ${req.rawBody.length}\n` };
+        },
       });
       const server = http.createServer(listener).listen(0, '127.0.0.1');
       await new Promise((r) => server.once('listening', r));

@@ -21,7 +21,7 @@ const WRONG: Array<[string, string]> = [
   ['no credentials', ''],
   ['a wrong password', basic(USER, 'wrong-pass-1b2e')],
   ['a wrong username', basic('admin', PASSWORD)],
-  ['Atlantis\'s default credentials', basic('atlantis', 'atlantis')],
+  ["Atlantis's default credentials", basic('atlantis', 'atlantis')],
   ['a bearer token', `Bearer ${PASSWORD}`],
 ];
 
@@ -42,17 +42,32 @@ function assertRefused(r: { status: number; headers: Headers; body: string }, wh
 
 before(async () => {
   env = await createWorkflowEnv();
-  server = startCli(env.serverArgs(dataDir, host), { ATLANTIS_WEB_BASIC_AUTH: 'true', ATLANTIS_WEB_USERNAME: USER, ATLANTIS_WEB_PASSWORD: PASSWORD });
-  await waitForHttp(`${url}/healthz`, 30_000).catch((e: Error) => { throw new Error(`${e.message}\n${server.output()}`); });
+  server = startCli(env.serverArgs(dataDir, host), {
+    ATLANTIS_WEB_BASIC_AUTH: 'true',
+    ATLANTIS_WEB_USERNAME: USER,
+    ATLANTIS_WEB_PASSWORD: PASSWORD,
+  });
+  await waitForHttp(`${url}/healthz`, 30_000).catch((e: Error) => {
+    throw new Error(`${e.message}\n${server.output()}`);
+  });
 });
-after(async () => { server.child.kill('SIGKILL'); await env.close(); });
+after(async () => {
+  server.child.kill('SIGKILL');
+  await env.close();
+});
 
 describe('web basic auth on a real server', () => {
-  it('protects the page, jobs, job logs, live streams and /metrics; leaves /events, /healthz, /readyz, /status open', { timeout: 240_000 }, async () => {
+  it('protects the page, jobs, job logs, live streams and /metrics; leaves /events, /healthz, /readyz, /status open', {
+    timeout: 240_000,
+  }, async () => {
     // /events is open: a signed webhook is handled, an unsigned one is refused by the signature check, not by basic auth.
     const opened = await env.openPull(url, 7, 'web-auth', { 'web/main.tf': terraformConfig({ marker: 'w1', sleepSeconds: 6 }) });
     assert.equal(opened.status, 200);
-    const unsigned = await sendWebhook(`${url}/events`, 'issue_comment', issueCommentPayload({ repo: env.repo.fullName, number: 7, body: 'atlantis plan' }));
+    const unsigned = await sendWebhook(
+      `${url}/events`,
+      'issue_comment',
+      issueCommentPayload({ repo: env.repo.fullName, number: 7, body: 'atlantis plan' }),
+    );
     assert.equal(unsigned.status, 401);
     assert.equal(unsigned.headers.get('www-authenticate'), null, 'a webhook is never asked for a password');
     assert.match(unsigned.body, /X-Hub-Signature-256/);
@@ -83,7 +98,16 @@ describe('web basic auth on a real server', () => {
     const logFiles = readdirSync(path.join(dataDir, 'jobs'));
     assert.ok(logFiles.includes(`${jobId}.log`), 'the apply has a job log');
     const planJob = logFiles.map((f) => f.slice(0, -4)).find((id) => id !== jobId)!;
-    const protectedPaths = ['/', `/jobs/${jobId}`, `/jobs/${planJob}`, `/jobs/${jobId}/stream`, '/metrics', '/no-such-page', '/status/', '/STATUS'];
+    const protectedPaths = [
+      '/',
+      `/jobs/${jobId}`,
+      `/jobs/${planJob}`,
+      `/jobs/${jobId}/stream`,
+      '/metrics',
+      '/no-such-page',
+      '/status/',
+      '/STATUS',
+    ];
     for (const p of protectedPaths) {
       for (const [what, auth] of WRONG) assertRefused(await get(p, auth || undefined), `${p}, ${what}`);
       const head = await get(p, undefined, 'HEAD');

@@ -60,7 +60,7 @@ describe('parseBasicAuth', () => {
     assert.deepEqual(parseBasicAuth(basic('', 'x')), { username: '', password: 'x' });
     assert.deepEqual(parseBasicAuth(basic('ünï', 'cödé')), { username: 'ünï', password: 'cödé' });
   });
-  it('refuses base64 that Go\'s strict decoder refuses (no padding, junk)', () => {
+  it("refuses base64 that Go's strict decoder refuses (no padding, junk)", () => {
     assert.deepEqual(parseBasicAuth('Basic YTpiYw=='), { username: 'a', password: 'bc' });
     assert.equal(parseBasicAuth('Basic YTpiYw'), undefined, 'padding missing');
     assert.equal(parseBasicAuth('Basic YTpi*Yw=='), undefined, 'a character outside the alphabet');
@@ -70,10 +70,22 @@ describe('parseBasicAuth', () => {
 
 describe('web basic auth flags', () => {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-webauth-flags-'));
-  const required = ['--repo-allowlist', 'github.com/acme/*', '--gh-user', 'bot', '--gh-token', 'tok', '--gh-webhook-secret', 's3cret', '--data-dir', dataDir];
-  const config = (argv: string[], env: NodeJS.ProcessEnv = {}) => buildServerConfig(parseFlags([...required, ...argv], SERVER_FLAGS, env).values);
+  const required = [
+    '--repo-allowlist',
+    'github.com/acme/*',
+    '--gh-user',
+    'bot',
+    '--gh-token',
+    'tok',
+    '--gh-webhook-secret',
+    's3cret',
+    '--data-dir',
+    dataDir,
+  ];
+  const config = (argv: string[], env: NodeJS.ProcessEnv = {}) =>
+    buildServerConfig(parseFlags([...required, ...argv], SERVER_FLAGS, env).values);
 
-  it('is off by default, with Atlantis\'s default username and password', () => {
+  it("is off by default, with Atlantis's default username and password", () => {
     const c = config([]);
     assert.equal(c.webBasicAuth, false);
     assert.equal(c.webUsername, 'atlantis');

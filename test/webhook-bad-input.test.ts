@@ -14,10 +14,20 @@ let ts: TestServer;
 
 before(async () => {
   env = await createWorkflowEnv();
-  ts = await startTestServer(['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token], { plugins: [workflowPlugin] });
-  env.gh.addPull(env.repo.fullName, { number: 5, headSha: env.repo.baseSha, headRef: env.repo.baseBranch, files: [{ filename: 'app1/main.tf' }] });
+  ts = await startTestServer(['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token], {
+    plugins: [workflowPlugin],
+  });
+  env.gh.addPull(env.repo.fullName, {
+    number: 5,
+    headSha: env.repo.baseSha,
+    headRef: env.repo.baseBranch,
+    files: [{ filename: 'app1/main.tf' }],
+  });
 });
-after(async () => { await ts.server.close(); await env.close(); });
+after(async () => {
+  await ts.server.close();
+  await env.close();
+});
 
 const events = () => `${ts.url}/events`;
 const comment = (body: string, extra: Partial<Parameters<typeof issueCommentPayload>[0]> = {}) =>
@@ -62,7 +72,10 @@ describe('bad webhooks', () => {
   });
 
   it('rejects a body over 25 MiB with 413', async () => {
-    const r = await sendWebhook(events(), 'issue_comment', null, { secret: WEBHOOK_SECRET, rawBody: Buffer.alloc(25 * 1024 * 1024 + 10, 'a') });
+    const r = await sendWebhook(events(), 'issue_comment', null, {
+      secret: WEBHOOK_SECRET,
+      rawBody: Buffer.alloc(25 * 1024 * 1024 + 10, 'a'),
+    });
     assert.equal(r.status, 413);
     nothingRan();
   });
@@ -77,16 +90,28 @@ describe('bad webhooks', () => {
   });
 
   it('refuses a repo outside the allowlist with 403', async () => {
-    const r = await sendWebhook(events(), 'issue_comment', issueCommentPayload({ repo: 'evil/infra', number: 5, body: 'atlantis plan' }), { secret: WEBHOOK_SECRET });
+    const r = await sendWebhook(events(), 'issue_comment', issueCommentPayload({ repo: 'evil/infra', number: 5, body: 'atlantis plan' }), {
+      secret: WEBHOOK_SECRET,
+    });
     assert.equal(r.status, 403);
-    const p = await sendWebhook(events(), 'pull_request', pullRequestPayload({ repo: 'evil/infra', action: 'opened', number: 1, headSha: 'a'.repeat(40) }), { secret: WEBHOOK_SECRET });
+    const p = await sendWebhook(
+      events(),
+      'pull_request',
+      pullRequestPayload({ repo: 'evil/infra', action: 'opened', number: 1, headSha: 'a'.repeat(40) }),
+      { secret: WEBHOOK_SECRET },
+    );
     assert.equal(p.status, 403);
     nothingRan();
     assert.equal(env.gh.comments('evil/infra').length, 0);
   });
 
   it('ignores edited comments, issue comments and comments of its own user', async () => {
-    for (const payload of [comment('atlantis plan', { action: 'edited' }), comment('atlantis plan', { onPullRequest: false }), comment('atlantis plan', { user: 'atlantis-bot' }), comment('looks good to me')]) {
+    for (const payload of [
+      comment('atlantis plan', { action: 'edited' }),
+      comment('atlantis plan', { onPullRequest: false }),
+      comment('atlantis plan', { user: 'atlantis-bot' }),
+      comment('looks good to me'),
+    ]) {
       const r = await sendWebhook(events(), 'issue_comment', payload, { secret: WEBHOOK_SECRET });
       assert.equal(r.status, 200);
       assert.match(r.body, /Ignoring/);

@@ -20,7 +20,12 @@ describe('admitWebhook', () => {
       ['empty body', { 'content-length': '0', 'x-hub-signature-256': SIG }, true, 'ok'],
       ['exactly the limit', { 'content-length': String(MAX_WEBHOOK_BYTES), 'x-hub-signature-256': SIG }, true, 'ok'],
       ['one byte over the limit', { 'content-length': String(MAX_WEBHOOK_BYTES + 1), 'x-hub-signature-256': SIG }, true, 413],
-      ['chunked (no Content-Length): its size is checked as it comes', { 'transfer-encoding': 'chunked', 'x-hub-signature-256': SIG }, true, 'ok'],
+      [
+        'chunked (no Content-Length): its size is checked as it comes',
+        { 'transfer-encoding': 'chunked', 'x-hub-signature-256': SIG },
+        true,
+        'ok',
+      ],
       ['identity encoding', { 'content-length': '10', 'content-encoding': 'identity', 'x-hub-signature-256': SIG }, true, 'ok'],
       ['identity, other case', { 'content-length': '10', 'content-encoding': ' Identity ', 'x-hub-signature-256': SIG }, true, 'ok'],
       ['gzip', { 'content-length': '10', 'content-encoding': 'gzip', 'x-hub-signature-256': SIG }, true, 415],
@@ -52,18 +57,30 @@ describe('WebhookIntake on a real server (small limits)', () => {
   let server: http.Server;
   let port: number;
   before(async () => {
-    intake = new WebhookIntake(true, {
-      onBody: async (_req, body, res) => { res.writeHead(200, { 'content-type': 'text/plain' }); res.end(`got ${body.length}\n`); },
-      onRefused: (_req, status) => void refused.push(status),
-    }, limits);
+    intake = new WebhookIntake(
+      true,
+      {
+        onBody: async (_req, body, res) => {
+          res.writeHead(200, { 'content-type': 'text/plain' });
+          res.end(`got ${body.length}\n`);
+        },
+        onRefused: (_req, status) => void refused.push(status),
+      },
+      limits,
+    );
     server = http.createServer((req, res) => intake.receive(req, res)).listen(0, HOST);
     await new Promise((r) => server.once('listening', r));
     port = (server.address() as AddressInfo).port;
   });
-  after(async () => { server.closeAllConnections(); await new Promise((r) => server.close(r)); });
+  after(async () => {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
 
   const headers = (length: number | 'chunked', extra: Record<string, string> = {}) => ({
-    ...(length === 'chunked' ? { 'Transfer-Encoding': 'chunked' } : { 'Content-Length': length }), 'X-Hub-Signature-256': SIG, ...extra,
+    ...(length === 'chunked' ? { 'Transfer-Encoding': 'chunked' } : { 'Content-Length': length }),
+    'X-Hub-Signature-256': SIG,
+    ...extra,
   });
   const settled = () => waitFor('nothing held', () => intake.held.bytes === 0 && intake.held.receiving === 0, 5000);
 
@@ -76,7 +93,10 @@ describe('WebhookIntake on a real server (small limits)', () => {
   });
 
   it('refuses gzip and unsigned bodies before reading them, and closes the connection', async () => {
-    for (const [h, want] of [[headers(100, { 'Content-Encoding': 'gzip' }), 415], [{ 'Content-Length': 100 }, 401]] as const) {
+    for (const [h, want] of [
+      [headers(100, { 'Content-Encoding': 'gzip' }), 415],
+      [{ 'Content-Length': 100 }, 401],
+    ] as const) {
       const r = rawRequest(HOST, port, { headers: h }, Buffer.alloc(10));
       assert.equal(await r.status, want);
       await r.closed;
@@ -121,7 +141,10 @@ describe('WebhookIntake on a real server (small limits)', () => {
     const big = new WebhookIntake(true, { onBody: async (_q, _b, res) => void res.end(), onRefused: () => undefined });
     const server2 = http.createServer((req, res) => big.receive(req, res)).listen(0, HOST);
     await new Promise((r) => server2.once('listening', r));
-    after(async () => { server2.closeAllConnections(); await new Promise((r) => server2.close(r)); });
+    after(async () => {
+      server2.closeAllConnections();
+      await new Promise((r) => server2.close(r));
+    });
     const r = rawRequest(HOST, (server2.address() as AddressInfo).port, { headers: headers('chunked') });
     const chunk = Buffer.alloc(1024 * 1024, 'x');
     let sent = 0;

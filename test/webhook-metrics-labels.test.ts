@@ -34,13 +34,24 @@ describe('atlantis_webhooks_total under unsigned requests with made-up event nam
   let ts: TestServer;
   before(async () => {
     env = await createWorkflowEnv({ ghHost: '127.0.163.2' });
-    ts = await startTestServer(['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token, '--bind-address', '127.0.163.1'], { plugins: [workflowPlugin] });
+    ts = await startTestServer(
+      ['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token, '--bind-address', '127.0.163.1'],
+      { plugins: [workflowPlugin] },
+    );
   });
-  after(async () => { await ts.server.close(); await env.close(); });
+  after(async () => {
+    await ts.server.close();
+    await env.close();
+  });
 
   it('200 made-up names (signed wrongly or not at all) add one `other` series, not 200', async () => {
     for (let i = 0; i < 200; i++) {
-      const r = await sendWebhook(`${ts.url}/events`, `made-up-${i}`, { zen: i }, i % 2 === 0 ? { secret: 'not-the-secret' } : { signature: null });
+      const r = await sendWebhook(
+        `${ts.url}/events`,
+        `made-up-${i}`,
+        { zen: i },
+        i % 2 === 0 ? { secret: 'not-the-secret' } : { signature: null },
+      );
       assert.equal(r.status, 401);
     }
     // A signed ping still gets its own label.

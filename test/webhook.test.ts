@@ -30,12 +30,17 @@ test('verifySignature accepts the right signature only', () => {
 test('property: verifySignature never throws and only accepts the real signature', () => {
   // biome-ignore lint/nursery/noFloatingPromises: fc.assert of a synchronous property returns void
   fc.assert(
-    fc.property(fc.string({ maxLength: 100 }), fc.uint8Array({ maxLength: 200 }), fc.option(fc.string({ maxLength: 80 })), (secret, bytes, header) => {
-      const b = Buffer.from(bytes);
-      const h = header ?? undefined;
-      const ok = verifySignature(secret, b, h);
-      if (ok) assert.equal(h?.trim().toLowerCase(), signBody(secret, b));
-    }),
+    fc.property(
+      fc.string({ maxLength: 100 }),
+      fc.uint8Array({ maxLength: 200 }),
+      fc.option(fc.string({ maxLength: 80 })),
+      (secret, bytes, header) => {
+        const b = Buffer.from(bytes);
+        const h = header ?? undefined;
+        const ok = verifySignature(secret, b, h);
+        if (ok) assert.equal(h?.trim().toLowerCase(), signBody(secret, b));
+      },
+    ),
     { numRuns: 500 },
   );
 });
@@ -78,7 +83,18 @@ const enc = (o: unknown): Buffer => Buffer.from(JSON.stringify(o));
 
 test('pull_request events: opened, synchronize, ready_for_review, closed', () => {
   for (const action of ['opened', 'synchronize', 'ready_for_review', 'closed'] as const) {
-    const p = pullRequestPayload({ repo: 'acme/infra', action, number: 7, headSha: 'b'.repeat(40), headRef: 'feat', baseRef: 'main', user: 'alice', merged: action === 'closed', installationId: 42, cloneUrl: 'file:///tmp/x.git' });
+    const p = pullRequestPayload({
+      repo: 'acme/infra',
+      action,
+      number: 7,
+      headSha: 'b'.repeat(40),
+      headRef: 'feat',
+      baseRef: 'main',
+      user: 'alice',
+      merged: action === 'closed',
+      installationId: 42,
+      cloneUrl: 'file:///tmp/x.git',
+    });
     const r = parseWebhook('pull_request', enc(p), 'dlv-1');
     assert.equal(r.kind, 'pull_request');
     if (r.kind !== 'pull_request') continue;
@@ -102,16 +118,32 @@ test('pull_request events: opened, synchronize, ready_for_review, closed', () =>
 });
 
 test('draft PRs are not autoplanned, but their close still parses', () => {
-  const opened = parseWebhook('pull_request', enc(pullRequestPayload({ repo: 'a/b', action: 'opened', number: 1, headSha: 'c'.repeat(40), draft: true })));
+  const opened = parseWebhook(
+    'pull_request',
+    enc(pullRequestPayload({ repo: 'a/b', action: 'opened', number: 1, headSha: 'c'.repeat(40), draft: true })),
+  );
   assert.equal(opened.kind === 'pull_request' && opened.autoplan, false);
-  const closed = parseWebhook('pull_request', enc(pullRequestPayload({ repo: 'a/b', action: 'closed', number: 1, headSha: 'c'.repeat(40), draft: true })));
+  const closed = parseWebhook(
+    'pull_request',
+    enc(pullRequestPayload({ repo: 'a/b', action: 'closed', number: 1, headSha: 'c'.repeat(40), draft: true })),
+  );
   assert.equal(closed.kind, 'pull_request');
-  const ready = parseWebhook('pull_request', enc(pullRequestPayload({ repo: 'a/b', action: 'ready_for_review', number: 1, headSha: 'c'.repeat(40), draft: false })));
+  const ready = parseWebhook(
+    'pull_request',
+    enc(pullRequestPayload({ repo: 'a/b', action: 'ready_for_review', number: 1, headSha: 'c'.repeat(40), draft: false })),
+  );
   assert.equal(ready.kind === 'pull_request' && ready.autoplan, true);
 });
 
 test('issue_comment created on a PR', () => {
-  const p = issueCommentPayload({ repo: 'acme/infra', number: 12, body: 'atlantis plan -d x', commentId: 99, user: 'bob', installationId: 5 });
+  const p = issueCommentPayload({
+    repo: 'acme/infra',
+    number: 12,
+    body: 'atlantis plan -d x',
+    commentId: 99,
+    user: 'bob',
+    installationId: 5,
+  });
   const r = parseWebhook('issue_comment', enc(p));
   assert.equal(r.kind, 'issue_comment');
   if (r.kind !== 'issue_comment') return;
@@ -155,12 +187,28 @@ test('malformed bodies give a readable error', () => {
     ['pull_request', Buffer.from('[]'), /body must be an object/],
     ['pull_request', Buffer.from('null'), /body must be an object/],
     ['pull_request', enc({ ...good, pull_request: undefined }), /pull_request must be an object/],
-    ['pull_request', enc({ ...good, repository: { ...(good.repository as object), full_name: 'nope' } }), /full_name must look like owner\/name/],
+    [
+      'pull_request',
+      enc({ ...good, repository: { ...(good.repository as object), full_name: 'nope' } }),
+      /full_name must look like owner\/name/,
+    ],
     ['pull_request', enc({ ...good, action: 5 }), /body\.action must be a string/],
-    ['pull_request', enc({ ...good, pull_request: { ...(good.pull_request as object), head: { ref: 'x' } } }), /pull_request\.head\.sha must be a string/],
+    [
+      'pull_request',
+      enc({ ...good, pull_request: { ...(good.pull_request as object), head: { ref: 'x' } } }),
+      /pull_request\.head\.sha must be a string/,
+    ],
     ['issue_comment', enc({ action: 'created', issue: { number: 'x' } }), /issue\.number must be an integer/],
-    ['issue_comment', enc({ ...issueCommentPayload({ repo: 'a/b', number: 1, body: 'x' }), comment: { id: 1, user: { login: 'u' } } }), /comment\.body must be a string/],
-    ['issue_comment', enc({ ...issueCommentPayload({ repo: 'a/b', number: 1, body: 'x' }), sender: undefined }), /sender must be an object/],
+    [
+      'issue_comment',
+      enc({ ...issueCommentPayload({ repo: 'a/b', number: 1, body: 'x' }), comment: { id: 1, user: { login: 'u' } } }),
+      /comment\.body must be a string/,
+    ],
+    [
+      'issue_comment',
+      enc({ ...issueCommentPayload({ repo: 'a/b', number: 1, body: 'x' }), sender: undefined }),
+      /sender must be an object/,
+    ],
   ];
   for (const [ev, b, msg] of cases) {
     const r = parseWebhook(ev, b);
@@ -172,10 +220,17 @@ test('malformed bodies give a readable error', () => {
 test('property: parseWebhook never throws on arbitrary bytes or JSON', () => {
   // biome-ignore lint/nursery/noFloatingPromises: fc.assert of a synchronous property returns void
   fc.assert(
-    fc.property(fc.constantFrom('pull_request', 'issue_comment', 'push', 'ping', ''), fc.oneof(fc.uint8Array({ maxLength: 200 }).map((a) => Buffer.from(a)), fc.jsonValue().map((v) => enc(v))), (ev, b) => {
-      const r = parseWebhook(ev, b);
-      assert.ok(['ignored', 'malformed', 'pull_request', 'issue_comment'].includes(r.kind));
-    }),
+    fc.property(
+      fc.constantFrom('pull_request', 'issue_comment', 'push', 'ping', ''),
+      fc.oneof(
+        fc.uint8Array({ maxLength: 200 }).map((a) => Buffer.from(a)),
+        fc.jsonValue().map((v) => enc(v)),
+      ),
+      (ev, b) => {
+        const r = parseWebhook(ev, b);
+        assert.ok(['ignored', 'malformed', 'pull_request', 'issue_comment'].includes(r.kind));
+      },
+    ),
     { numRuns: 1000 },
   );
 });

@@ -30,8 +30,19 @@ async function openPull(number: number, files: Record<string, string>, extraList
   const headSha = await env.repo.createBranch(branch, files);
   await env.repo.publishPull(number, branch);
   const listed = [...(await env.repo.changedFiles(branch)), ...extraListed];
-  env.gh.addPull(env.repo.fullName, { number, headSha, headRef: branch, baseRef: env.repo.baseBranch, files: listed.map((filename) => ({ filename })) });
-  const r = await sendWebhook(`${url}/events`, 'pull_request', pullRequestPayload({ repo: env.repo.fullName, cloneUrl: env.repo.cloneUrl, action: 'opened', number, headSha, headRef: branch }), { secret: WEBHOOK_SECRET, timeoutMs: 10_000 });
+  env.gh.addPull(env.repo.fullName, {
+    number,
+    headSha,
+    headRef: branch,
+    baseRef: env.repo.baseBranch,
+    files: listed.map((filename) => ({ filename })),
+  });
+  const r = await sendWebhook(
+    `${url}/events`,
+    'pull_request',
+    pullRequestPayload({ repo: env.repo.fullName, cloneUrl: env.repo.cloneUrl, action: 'opened', number, headSha, headRef: branch }),
+    { secret: WEBHOOK_SECRET, timeoutMs: 10_000 },
+  );
   return r.status;
 }
 
@@ -57,9 +68,17 @@ function atlantisYaml(app1Patterns: string[]): string {
   return `version: 3\nprojects:\n- dir: app1\n  autoplan:\n    when_modified: ${JSON.stringify(app1Patterns)}\n- dir: app2\n`;
 }
 
-interface LogLine { time: string; msg: string; [k: string]: unknown }
+interface LogLine {
+  time: string;
+  msg: string;
+  [k: string]: unknown;
+}
 function logLines(): LogLine[] {
-  return server.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as LogLine);
+  return server
+    .output()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as LogLine);
 }
 
 before(async () => {
@@ -74,7 +93,11 @@ after(async () => {
 
 describe('hostile when_modified (real server process)', { timeout: 180_000 }, () => {
   it('the pathological pattern on a 10k-char path: /healthz answers, only the matching project plans', async () => {
-    const status = await openPull(1, { 'atlantis.yaml': atlantisYaml([PATHOLOGICAL]), 'app2/main.tf': terraformConfig({ marker: 'app2-wm' }) }, [LONG_PATH]);
+    const status = await openPull(
+      1,
+      { 'atlantis.yaml': atlantisYaml([PATHOLOGICAL]), 'app2/main.tf': terraformConfig({ marker: 'app2-wm' }) },
+      [LONG_PATH],
+    );
     assert.equal(status, 200);
     assert.ok((await probeHealthzUntilComment(1)) > 0);
     const c = await env.waitForComment(1, /^Ran Plan for dir: `app2` workspace: `default`/);
@@ -83,7 +106,11 @@ describe('hostile when_modified (real server process)', { timeout: 180_000 }, ()
   });
 
   it('the same path also planning app1 when its last char makes the pattern match', async () => {
-    const status = await openPull(2, { 'atlantis.yaml': atlantisYaml([PATHOLOGICAL]), 'app1/main.tf': terraformConfig({ marker: 'app1-wm' }) }, [LONG_PATH.slice(0, -1)]);
+    const status = await openPull(
+      2,
+      { 'atlantis.yaml': atlantisYaml([PATHOLOGICAL]), 'app1/main.tf': terraformConfig({ marker: 'app1-wm' }) },
+      [LONG_PATH.slice(0, -1)],
+    );
     assert.equal(status, 200);
     await probeHealthzUntilComment(2);
     const c = await env.waitForComment(2, /^Ran Plan for dir: `app1` workspace: `default`/);
@@ -92,11 +119,18 @@ describe('hostile when_modified (real server process)', { timeout: 180_000 }, ()
 
   it('100 long pathological patterns: the step budget refuses with a comment, the server stays up', async () => {
     const patterns = Array.from({ length: 100 }, () => LONG_PATHOLOGICAL);
-    const status = await openPull(3, { 'atlantis.yaml': atlantisYaml(patterns), 'app2/main.tf': terraformConfig({ marker: 'app2-budget' }) }, [LONG_PATH]);
+    const status = await openPull(
+      3,
+      { 'atlantis.yaml': atlantisYaml(patterns), 'app2/main.tf': terraformConfig({ marker: 'app2-budget' }) },
+      [LONG_PATH],
+    );
     assert.equal(status, 200);
     await probeHealthzUntilComment(3);
     const c = await env.waitForComment(3, /^\*\*Error\*\*: /);
-    assert.match(c.body, /when_modified matching needed more than 20000000 steps for this pull request's changed files; plan projects with -d\/-p instead/);
+    assert.match(
+      c.body,
+      /when_modified matching needed more than 20000000 steps for this pull request's changed files; plan projects with -d\/-p instead/,
+    );
   });
 
   it('a config over the bounds is refused naming the key', async () => {
@@ -110,7 +144,9 @@ describe('hostile when_modified (real server process)', { timeout: 180_000 }, ()
     const patterns = Array.from({ length: 100 }, () => LONG_PATHOLOGICAL);
     const status = await openPull(5, { 'atlantis.yaml': atlantisYaml(patterns) }, [LONG_PATH]);
     assert.equal(status, 200);
-    const accepted = logLines().filter((l) => l.pull === 5).at(0);
+    const accepted = logLines()
+      .filter((l) => l.pull === 5)
+      .at(0);
     assert.ok(accepted, `the server logged PR 5's event:\n${server.output().slice(-2000)}`);
     server.child.kill('SIGTERM');
     const exit = await server.exited;

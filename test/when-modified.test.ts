@@ -4,7 +4,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
-  MAX_WHEN_MODIFIED_PATTERN_LENGTH, MatchBudget, MatchBudgetExceeded, compilePattern, compilePatternList, listMatches, matchesWhenModified,
+  MAX_WHEN_MODIFIED_PATTERN_LENGTH,
+  MatchBudget,
+  MatchBudgetExceeded,
+  compilePattern,
+  compilePatternList,
+  listMatches,
+  matchesWhenModified,
 } from '../src/server/workflow/when-modified.js';
 import { goClean, goDir, goJoin, goTrimSpace } from '../src/server/workflow/go-paths.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
@@ -12,94 +18,104 @@ import { projectsForChangedFiles } from '../src/server/workflow/repo-config/proj
 
 // [project dir, when_modified, changed file (repo-relative), Atlantis's answer, why]
 const TABLE: Array<[string, string[], string, boolean, string]> = [
-  [".", ["**/*.tf*", "**/*.tofu", "**/*.tofu.json", "**/terragrunt.hcl", "**/.terraform.lock.hcl"], "main.tf", true, "default: a .tf file at the root"],
-  [".", ["**/*.tf*"], "sub/dir/vars.tfvars", true, "default: .tfvars deep down"],
-  [".", ["**/*.tf*"], "README.md", false, "default: not terraform"],
-  [".", ["**/*.tf*"], "main.tf/README.md", true, "a dir named like a match matches all below it"],
-  [".", ["**/*.tofu"], "x/a.tofu", true, "tofu"],
-  ["app", ["**/*.tf*"], "app/main.tf", true, "relative to the project dir"],
-  ["app", ["**/*.tf*"], "other/main.tf", false, "another dir"],
-  ["app", ["**/*.tf*"], "app2/main.tf", false, "a sibling dir with the same prefix"],
-  ["app", ["*.tf"], "app/main.tf", true, "* at the project root"],
-  ["app", ["*.tf"], "app/sub/main.tf", false, "* stays in one dir"],
-  ["envs/prod", ["../../modules/**/*.tf"], "modules/vpc/main.tf", true, "../ climbs out of the project dir"],
-  ["envs/prod", ["../../modules/**/*.tf"], "envs/modules/vpc/main.tf", false, "../ is joined, not searched"],
-  ["infra", ["../modules/**"], "modules/vpc/main.tf", true, "../modules/** from infra"],
-  ["infra", ["../modules/**"], "modules", false, "modules/** does not match the dir itself"],
-  [".", ["../x/*.tf"], "x/a.tf", false, "../ above the repo root matches nothing"],
-  [".", ["**/*.tf", "!test/**"], "test/x.tf", false, "exclusion"],
-  [".", ["**/*.tf", "!test/**"], "src/x.tf", true, "exclusion elsewhere"],
-  [".", ["!test/**", "**/*.tf"], "test/x.tf", true, "a later include wins"],
-  [".", ["**/*.tf", "!test/**", "test/keep.tf"], "test/keep.tf", true, "re-included after an exclusion"],
-  [".", ["**/*.tf", "!test/**", "test/keep.tf"], "test/drop.tf", false, "still excluded"],
-  [".", ["!**/*.tf"], "a.tf", false, "an exclusion alone matches nothing"],
-  ["app", ["**/*.tf", "!"], "app/a.tf", false, "a bare ! excludes the whole project dir"],
-  [".", ["**/*.tf", "!"], "a.tf", true, "a bare ! at the root excludes nothing"],
-  ["app", [""], "app/x/y.md", true, "an empty pattern is the project dir itself"],
-  [".", [""], "x/y.md", false, "an empty pattern at the root matches nothing"],
-  [".", ["config"], "config/a/b.yaml", true, "a dir pattern matches everything below"],
-  [".", ["config"], "configs/a.yaml", false, "but not a longer name"],
-  [".", ["a?.tf"], "ab.tf", true, "? is one char"],
-  [".", ["a?.tf"], "a/.tf", false, "? is not a slash"],
-  [".", ["a?.tf"], "abc.tf", false, "? is exactly one char"],
-  [".", ["a.tf"], "aXtf", false, ". is literal"],
-  [".", ["a+b(c)|{d}$.tf"], "a+b(c)|{d}$.tf", true, "regexp chars are literal"],
-  [".", ["[a-c]*.tf"], "b1.tf", true, "a range"],
-  [".", ["[a-c]*.tf"], "d1.tf", false, "outside the range"],
-  [".", ["[^a]x"], "bx", true, "^ negates"],
-  [".", ["[^a]x"], "ax", false, "^ negates (excluded char)"],
-  [".", ["a[^x]b"], "a/b", true, "a negated class matches a slash"],
-  [".", ["[!a]x"], "bx", false, "! in a class is a literal, not a negation"],
-  [".", ["[!a]x"], "!x", true, "! in a class is a literal"],
-  [".", ["[!a]x"], "ax", true, "! in a class: a is in it"],
-  [".", ["a[/]b"], "a/b", true, "a class holding a slash"],
-  [".", ["[\\]]x"], "]x", true, "an escaped ] in a class"],
-  [".", ["\\*.tf"], "*.tf", true, "an escaped * is literal"],
-  [".", ["\\*.tf"], "a.tf", false, "an escaped * is not a wildcard"],
-  [".", ["\\[a\\].tf"], "[a].tf", true, "escaped brackets"],
-  [".", ["**"], "any/thing/at/all.md", true, "** alone matches everything"],
-  [".", ["**/main.tf"], "main.tf", true, "**/x matches x at the root"],
-  [".", ["**/main.tf"], "a/b/main.tf", true, "**/x matches x deep down"],
-  [".", ["**/main.tf"], "a/bmain.tf", false, "**/x needs the slash"],
-  [".", ["**main.tf"], "a/bmain.tf", true, "**x without slash is a plain suffix"],
-  [".", ["**.tf"], "x/y/z.tf", true, "**.tf is any path ending in .tf"],
-  [".", ["a/**"], "a/b/c", true, "a/** prefix"],
-  [".", ["a/**"], "ab/c", false, "a/** needs the slash"],
-  [".", ["a**"], "ab/c", true, "a** is a plain prefix"],
-  [".", ["a/**/b"], "a/b", true, "a/**/b with nothing between"],
-  [".", ["a/**/b"], "a/x/y/b", true, "a/**/b deep"],
-  [".", ["a**b"], "axb", false, "a**b needs a slash before b"],
-  [".", ["a**b"], "ax/b", true, "a**b across dirs"],
-  [".", ["a**b"], "ab", true, "a**b with nothing between"],
-  [".", ["*/**"], "x/y", true, "*/** after a wildcard"],
-  [".", ["*/**"], "x", false, "*/** needs a dir"],
-  [".", ["*.tf"], "a\nb.tf", true, "* matches a newline"],
-  [".", ["**/*.tf"], "a\nb/c.tf", false, "** as (.*/)? does not cross a newline"],
-  [".", ["**main.tf"], "a\nb/main.tf", true, "a plain suffix does"],
-  [".", ["^a"], "^a", true, "^ in an exact pattern is literal"],
-  [".", ["^a*"], "abc", true, "^ in a regexp pattern anchors"],
-  [".", ["^a*"], "^abc", false, "^ in a regexp pattern is not a literal"],
-  [".", ["x^a*"], "x^abc", false, "^ in the middle never matches"],
-  [".", ["a]"], "a]", true, "a lone ] is literal"],
-  [".", ["  *.tf  "], "a.tf", true, "spaces around are trimmed"],
-  [".", [" !*.tf", "*.md"], "a.md", true, "trim before the ! test"],
-  [".", ["*.tf", "./!a.tf"], "a.tf", false, "./!a becomes !a: an exclusion"],
-  [".", ["*.tf", "!!a.tf"], "a.tf", true, "!!x excludes the file named !x"],
-  [".", ["*.tf", "!!a.tf"], "!a.tf", false, "!!x excludes the file named !x (2)"],
-  ["app", ["/abs/*.tf"], "app/abs/x.tf", true, "a leading / is joined under the project dir"],
-  ["app", ["sub/"], "app/sub/x", true, "a trailing slash is cleaned away"],
-  ["app", ["./sub/../x.tf"], "app/x.tf", true, "the pattern is cleaned"],
-  [".", ["é?.tf"], "éü.tf", true, "? is one code point"],
-  [".", ["[à-ÿ].tf"], "é.tf", true, "non-ASCII ranges"],
-  [".", ["a/*/c"], "a/b/c/d.tf", true, "a parent dir matching"],
-  [".", ["a/*/c"], "a/b/cd/e.tf", false, "parent dirs match whole names"],
-  [".", ["*"], "x/y/z", true, "* matches the first dir"],
-  [".", ["?"], "ab/c", false, "? matches no dir of two chars"],
+  [
+    '.',
+    ['**/*.tf*', '**/*.tofu', '**/*.tofu.json', '**/terragrunt.hcl', '**/.terraform.lock.hcl'],
+    'main.tf',
+    true,
+    'default: a .tf file at the root',
+  ],
+  ['.', ['**/*.tf*'], 'sub/dir/vars.tfvars', true, 'default: .tfvars deep down'],
+  ['.', ['**/*.tf*'], 'README.md', false, 'default: not terraform'],
+  ['.', ['**/*.tf*'], 'main.tf/README.md', true, 'a dir named like a match matches all below it'],
+  ['.', ['**/*.tofu'], 'x/a.tofu', true, 'tofu'],
+  ['app', ['**/*.tf*'], 'app/main.tf', true, 'relative to the project dir'],
+  ['app', ['**/*.tf*'], 'other/main.tf', false, 'another dir'],
+  ['app', ['**/*.tf*'], 'app2/main.tf', false, 'a sibling dir with the same prefix'],
+  ['app', ['*.tf'], 'app/main.tf', true, '* at the project root'],
+  ['app', ['*.tf'], 'app/sub/main.tf', false, '* stays in one dir'],
+  ['envs/prod', ['../../modules/**/*.tf'], 'modules/vpc/main.tf', true, '../ climbs out of the project dir'],
+  ['envs/prod', ['../../modules/**/*.tf'], 'envs/modules/vpc/main.tf', false, '../ is joined, not searched'],
+  ['infra', ['../modules/**'], 'modules/vpc/main.tf', true, '../modules/** from infra'],
+  ['infra', ['../modules/**'], 'modules', false, 'modules/** does not match the dir itself'],
+  ['.', ['../x/*.tf'], 'x/a.tf', false, '../ above the repo root matches nothing'],
+  ['.', ['**/*.tf', '!test/**'], 'test/x.tf', false, 'exclusion'],
+  ['.', ['**/*.tf', '!test/**'], 'src/x.tf', true, 'exclusion elsewhere'],
+  ['.', ['!test/**', '**/*.tf'], 'test/x.tf', true, 'a later include wins'],
+  ['.', ['**/*.tf', '!test/**', 'test/keep.tf'], 'test/keep.tf', true, 're-included after an exclusion'],
+  ['.', ['**/*.tf', '!test/**', 'test/keep.tf'], 'test/drop.tf', false, 'still excluded'],
+  ['.', ['!**/*.tf'], 'a.tf', false, 'an exclusion alone matches nothing'],
+  ['app', ['**/*.tf', '!'], 'app/a.tf', false, 'a bare ! excludes the whole project dir'],
+  ['.', ['**/*.tf', '!'], 'a.tf', true, 'a bare ! at the root excludes nothing'],
+  ['app', [''], 'app/x/y.md', true, 'an empty pattern is the project dir itself'],
+  ['.', [''], 'x/y.md', false, 'an empty pattern at the root matches nothing'],
+  ['.', ['config'], 'config/a/b.yaml', true, 'a dir pattern matches everything below'],
+  ['.', ['config'], 'configs/a.yaml', false, 'but not a longer name'],
+  ['.', ['a?.tf'], 'ab.tf', true, '? is one char'],
+  ['.', ['a?.tf'], 'a/.tf', false, '? is not a slash'],
+  ['.', ['a?.tf'], 'abc.tf', false, '? is exactly one char'],
+  ['.', ['a.tf'], 'aXtf', false, '. is literal'],
+  ['.', ['a+b(c)|{d}$.tf'], 'a+b(c)|{d}$.tf', true, 'regexp chars are literal'],
+  ['.', ['[a-c]*.tf'], 'b1.tf', true, 'a range'],
+  ['.', ['[a-c]*.tf'], 'd1.tf', false, 'outside the range'],
+  ['.', ['[^a]x'], 'bx', true, '^ negates'],
+  ['.', ['[^a]x'], 'ax', false, '^ negates (excluded char)'],
+  ['.', ['a[^x]b'], 'a/b', true, 'a negated class matches a slash'],
+  ['.', ['[!a]x'], 'bx', false, '! in a class is a literal, not a negation'],
+  ['.', ['[!a]x'], '!x', true, '! in a class is a literal'],
+  ['.', ['[!a]x'], 'ax', true, '! in a class: a is in it'],
+  ['.', ['a[/]b'], 'a/b', true, 'a class holding a slash'],
+  ['.', ['[\\]]x'], ']x', true, 'an escaped ] in a class'],
+  ['.', ['\\*.tf'], '*.tf', true, 'an escaped * is literal'],
+  ['.', ['\\*.tf'], 'a.tf', false, 'an escaped * is not a wildcard'],
+  ['.', ['\\[a\\].tf'], '[a].tf', true, 'escaped brackets'],
+  ['.', ['**'], 'any/thing/at/all.md', true, '** alone matches everything'],
+  ['.', ['**/main.tf'], 'main.tf', true, '**/x matches x at the root'],
+  ['.', ['**/main.tf'], 'a/b/main.tf', true, '**/x matches x deep down'],
+  ['.', ['**/main.tf'], 'a/bmain.tf', false, '**/x needs the slash'],
+  ['.', ['**main.tf'], 'a/bmain.tf', true, '**x without slash is a plain suffix'],
+  ['.', ['**.tf'], 'x/y/z.tf', true, '**.tf is any path ending in .tf'],
+  ['.', ['a/**'], 'a/b/c', true, 'a/** prefix'],
+  ['.', ['a/**'], 'ab/c', false, 'a/** needs the slash'],
+  ['.', ['a**'], 'ab/c', true, 'a** is a plain prefix'],
+  ['.', ['a/**/b'], 'a/b', true, 'a/**/b with nothing between'],
+  ['.', ['a/**/b'], 'a/x/y/b', true, 'a/**/b deep'],
+  ['.', ['a**b'], 'axb', false, 'a**b needs a slash before b'],
+  ['.', ['a**b'], 'ax/b', true, 'a**b across dirs'],
+  ['.', ['a**b'], 'ab', true, 'a**b with nothing between'],
+  ['.', ['*/**'], 'x/y', true, '*/** after a wildcard'],
+  ['.', ['*/**'], 'x', false, '*/** needs a dir'],
+  ['.', ['*.tf'], 'a\nb.tf', true, '* matches a newline'],
+  ['.', ['**/*.tf'], 'a\nb/c.tf', false, '** as (.*/)? does not cross a newline'],
+  ['.', ['**main.tf'], 'a\nb/main.tf', true, 'a plain suffix does'],
+  ['.', ['^a'], '^a', true, '^ in an exact pattern is literal'],
+  ['.', ['^a*'], 'abc', true, '^ in a regexp pattern anchors'],
+  ['.', ['^a*'], '^abc', false, '^ in a regexp pattern is not a literal'],
+  ['.', ['x^a*'], 'x^abc', false, '^ in the middle never matches'],
+  ['.', ['a]'], 'a]', true, 'a lone ] is literal'],
+  ['.', ['  *.tf  '], 'a.tf', true, 'spaces around are trimmed'],
+  ['.', [' !*.tf', '*.md'], 'a.md', true, 'trim before the ! test'],
+  ['.', ['*.tf', './!a.tf'], 'a.tf', false, './!a becomes !a: an exclusion'],
+  ['.', ['*.tf', '!!a.tf'], 'a.tf', true, '!!x excludes the file named !x'],
+  ['.', ['*.tf', '!!a.tf'], '!a.tf', false, '!!x excludes the file named !x (2)'],
+  ['app', ['/abs/*.tf'], 'app/abs/x.tf', true, 'a leading / is joined under the project dir'],
+  ['app', ['sub/'], 'app/sub/x', true, 'a trailing slash is cleaned away'],
+  ['app', ['./sub/../x.tf'], 'app/x.tf', true, 'the pattern is cleaned'],
+  ['.', ['é?.tf'], 'éü.tf', true, '? is one code point'],
+  ['.', ['[à-ÿ].tf'], 'é.tf', true, 'non-ASCII ranges'],
+  ['.', ['a/*/c'], 'a/b/c/d.tf', true, 'a parent dir matching'],
+  ['.', ['a/*/c'], 'a/b/cd/e.tf', false, 'parent dirs match whole names'],
+  ['.', ['*'], 'x/y/z', true, '* matches the first dir'],
+  ['.', ['?'], 'ab/c', false, '? matches no dir of two chars'],
 ];
 
 test('when_modified: the table of Atlantis v0.47 answers', () => {
   for (const [dir, patterns, file, want, why] of TABLE) {
-    assert.equal(matchesWhenModified(dir, patterns, file), want, `${why}: dir ${dir} ${JSON.stringify(patterns)} on ${JSON.stringify(file)}`);
+    assert.equal(
+      matchesWhenModified(dir, patterns, file),
+      want,
+      `${why}: dir ${dir} ${JSON.stringify(patterns)} on ${JSON.stringify(file)}`,
+    );
   }
 });
 
@@ -207,19 +223,28 @@ test('when_modified: work grows linearly with the path (property over seeded ran
       const budget = new MatchBudget(Number.MAX_SAFE_INTEGER);
       listMatches(list, file, budget);
       // Steps per char are bounded by the instruction count: no path makes it worse.
-      assert.ok(budget.spent <= (file.length + 2) * 3 * (insts + 2), `${p}: ${budget.spent} steps for ${file.length} chars, ${insts} insts`);
+      assert.ok(
+        budget.spent <= (file.length + 2) * 3 * (insts + 2),
+        `${p}: ${budget.spent} steps for ${file.length} chars, ${insts} insts`,
+      );
     }
   }
 });
 
 test('when_modified: a budget stops matching that would take too long, with a clear error', () => {
-  const patterns = Array.from({ length: 100 }, (_, i) => ('*a'.repeat(500) + '*c').slice(0, MAX_WHEN_MODIFIED_PATTERN_LENGTH - 2) + `${i % 10}c`);
+  const patterns = Array.from(
+    { length: 100 },
+    (_, i) => ('*a'.repeat(500) + '*c').slice(0, MAX_WHEN_MODIFIED_PATTERN_LENGTH - 2) + `${i % 10}c`,
+  );
   const list = compilePatternList('.', patterns);
   assert.ok(!('problems' in list));
   const file = 'a'.repeat(10_000) + 'c0cx';
   const budget = new MatchBudget(5_000_000);
   const t0 = process.cpuUsage();
-  assert.throws(() => listMatches(list, file, budget), (e: unknown) => e instanceof MatchBudgetExceeded && /more than 5000000 steps/.test(e.message) && /-d\/-p/.test(e.message));
+  assert.throws(
+    () => listMatches(list, file, budget),
+    (e: unknown) => e instanceof MatchBudgetExceeded && /more than 5000000 steps/.test(e.message) && /-d\/-p/.test(e.message),
+  );
   // It stops within one character's work of one pattern (~1000 instructions) past the limit.
   assert.ok(budget.spent <= 5_000_000 + 3 * 1_024, `spent ${budget.spent}`);
   const cpuMs = (process.cpuUsage(t0).user + process.cpuUsage(t0).system) / 1000;
@@ -227,12 +252,21 @@ test('when_modified: a budget stops matching that would take too long, with a cl
 });
 
 test('when_modified: many files x many projects: every pattern tried is charged, the result stays right', () => {
-  const yaml = 'version: 3\nprojects:\n' + Array.from({ length: 200 }, (_, i) => `- dir: stacks/s${i}\n  autoplan:\n    when_modified: ["**/*.tf*", "../../modules/net/**/*.tf", "!test/**", "config/*.yaml"]\n`).join('');
+  const yaml =
+    'version: 3\nprojects:\n' +
+    Array.from(
+      { length: 200 },
+      (_, i) =>
+        `- dir: stacks/s${i}\n  autoplan:\n    when_modified: ["**/*.tf*", "../../modules/net/**/*.tf", "!test/**", "config/*.yaml"]\n`,
+    ).join('');
   const cfg = parseRepoConfig(yaml);
   // Mostly files no project cares about, then one file of s199.
   const files = [...Array.from({ length: 1_000 }, (_, i) => `docs/area${i}/README.md`), 'stacks/s199/main.tf'];
   const budget = new MatchBudget(Number.MAX_SAFE_INTEGER);
-  assert.deepEqual(projectsForChangedFiles(cfg, files, { budget }).map((p) => p.dir), ['stacks/s199']);
+  assert.deepEqual(
+    projectsForChangedFiles(cfg, files, { budget }).map((p) => p.dir),
+    ['stacks/s199'],
+  );
   // 200 projects x 1001 files x 3 includes tried; string compares and prefilters are cheap.
   assert.ok(budget.spent >= 200 * 1_000 * 3, `spent ${budget.spent}`);
   assert.ok(budget.spent <= 200 * 1_001 * 3 * 4, `spent ${budget.spent}`);

@@ -34,10 +34,17 @@ async function startLongApply(url: string, dataDir: string, sleepSeconds: number
   await env.openPull(url, pull, `long-${pull}`, { [`${dir}/main.tf`]: terraformConfig({ marker: `m${pull}`, sleepSeconds }) });
   await env.waitForComment(pull, new RegExp(`^Ran Plan for dir: \`${dir}\``));
   assert.equal((await env.comment(url, pull, 'atlantis apply')).status, 200);
-  await waitFor('the apply to be provisioning', () => {
-    const jobs = path.join(dataDir, 'jobs');
-    return existsSync(jobs) && readdirSync(jobs).some((f) => readFileSync(path.join(jobs, f), 'utf8').includes(`Provisioning with 'local-exec'`));
-  }, 60_000);
+  await waitFor(
+    'the apply to be provisioning',
+    () => {
+      const jobs = path.join(dataDir, 'jobs');
+      return (
+        existsSync(jobs) &&
+        readdirSync(jobs).some((f) => readFileSync(path.join(jobs, f), 'utf8').includes(`Provisioning with 'local-exec'`))
+      );
+    },
+    60_000,
+  );
   return pull;
 }
 
@@ -53,14 +60,16 @@ function stateDir(dataDir: string, pull: number): string {
   return path.join(dataDir, 'repos', 'acme/infra', String(pull), 'default', `app${pull}`);
 }
 
-before(async () => { env = await createWorkflowEnv(); });
+before(async () => {
+  env = await createWorkflowEnv();
+});
 after(async () => {
   for (const p of procs) p.child.kill('SIGKILL');
   await env.close();
 });
 
 describe('drain of the real server process with webhooks', () => {
-  it('SIGTERM: refuses new commands with Atlantis\'s text, is unready, finishes the apply, exits 0', async () => {
+  it("SIGTERM: refuses new commands with Atlantis's text, is unready, finishes the apply, exits 0", async () => {
     const dataDir = tempDataDir();
     const { p, url } = await startServer(dataDir);
     const other = await plannedPull(url);

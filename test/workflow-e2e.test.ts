@@ -19,7 +19,9 @@ async function startServer(dataDir: string, extra: string[] = []): Promise<{ p: 
   return started;
 }
 
-before(async () => { env = await createWorkflowEnv(); });
+before(async () => {
+  env = await createWorkflowEnv();
+});
 after(async () => {
   for (const p of procs) p.child.kill('SIGKILL');
   await env.close();
@@ -42,9 +44,14 @@ describe('PR workflow end to end (real server process)', () => {
     assert.match(c.body, /dir: `app2` workspace: `default`/);
     assert.match(c.body, /2 projects, 2 with changes/);
     // The final status follows the result comment: wait for it rather than race it.
-    await waitFor('the final atlantis/plan status', () => env.gh.statusesFor(env.repo.fullName, headSha).some((s) => s.context === 'atlantis/plan' && s.state !== 'pending'));
+    await waitFor('the final atlantis/plan status', () =>
+      env.gh.statusesFor(env.repo.fullName, headSha).some((s) => s.context === 'atlantis/plan' && s.state !== 'pending'),
+    );
     const statuses = env.gh.statusesFor(env.repo.fullName, headSha).filter((s) => s.context === 'atlantis/plan');
-    assert.deepEqual(statuses.map((s) => s.state), ['pending', 'success']);
+    assert.deepEqual(
+      statuses.map((s) => s.state),
+      ['pending', 'success'],
+    );
   });
 
   it('a second PR planning a locked dir gets the lock message', async () => {
@@ -53,19 +60,24 @@ describe('PR workflow end to end (real server process)', () => {
     assert.match(c.body, /This project is currently locked by an unapplied plan from pull #1/);
   });
 
-  it('`atlantis apply` applies the PR\'s plans, writes state and releases the locks', async () => {
+  it("`atlantis apply` applies the PR's plans, writes state and releases the locks", async () => {
     const before = env.commentsOn(1).length;
     const r = await env.comment(url, 1, 'atlantis apply');
     assert.equal(r.status, 200);
     const c = await env.waitForComment(1, /^Ran Apply for 2 projects/, { after: before });
     assert.match(c.body, /applied app1-v2/);
     for (const app of ['app1', 'app2']) {
-      const state = JSON.parse(readFileSync(path.join(dataDir, 'repos', 'acme/infra', '1', 'default', app, 'terraform.tfstate'), 'utf8')) as { resources: unknown[] };
+      const state = JSON.parse(
+        readFileSync(path.join(dataDir, 'repos', 'acme/infra', '1', 'default', app, 'terraform.tfstate'), 'utf8'),
+      ) as { resources: unknown[] };
       assert.equal(state.resources.length, 1);
     }
     const page = await (await fetch(`${url}/`)).text();
     assert.doesNotMatch(page, /#1 by/, 'no lock of PR 1 remains');
-    assert.ok(env.gh.reactions.some((x) => x.content === 'eyes'), 'the command comment got a reaction');
+    assert.ok(
+      env.gh.reactions.some((x) => x.content === 'eyes'),
+      'the command comment got a reaction',
+    );
   });
 
   it('the second PR can plan once the lock is gone; unlock and close release its lock', async () => {

@@ -102,10 +102,16 @@ test('get({ urgentOnly }) takes urgent keys only, and is served first when one c
   const { q } = mk();
   q.add('a/1');
   let urgentTaken: string | undefined = 'none yet';
-  const lane = q.get({ urgentOnly: true }).then((k) => { urgentTaken = k; return k; });
+  const lane = q.get({ urgentOnly: true }).then((k) => {
+    urgentTaken = k;
+    return k;
+  });
   await Promise.resolve();
   assert.equal(urgentTaken, 'none yet', 'a plain key is not for the urgent lane');
-  const plainWaiter = (async () => { const k = await q.get(); return k; })();
+  const plainWaiter = (async () => {
+    const k = await q.get();
+    return k;
+  })();
   assert.equal(await plainWaiter, 'a/1');
   const secondPlain = q.get();
   q.add('a/2', { urgent: true }); // both kinds wait: the urgent lane gets it
@@ -131,11 +137,19 @@ test('runWorkers: urgent-only workers take an urgent key while every other worke
   const { q } = mk();
   const order: string[] = [];
   let release!: () => void;
-  const blocked = new Promise<void>((r) => { release = r; });
-  const done = runWorkers(q, 1, async (key) => {
-    order.push(key);
-    if (key === 'a/slow') await blocked;
-  }, () => {}, 1);
+  const blocked = new Promise<void>((r) => {
+    release = r;
+  });
+  const done = runWorkers(
+    q,
+    1,
+    async (key) => {
+      order.push(key);
+      if (key === 'a/slow') await blocked;
+    },
+    () => {},
+    1,
+  );
   q.add('a/slow');
   q.add('a/plain');
   await new Promise((r) => setImmediate(r));
@@ -299,7 +313,15 @@ test('controller metrics: names of SPEC section 8, own registry, depth read at s
   m.observeReconcile('error', 0.5);
   m.setLeader(true);
   m.recordExecuted({ type: 'deletePod', ordinal: 2, podName: 'x-2', uid: 'u', reason: 'Drained', replace: true, drainDurationSeconds: 42 });
-  m.recordExecuted({ type: 'deletePod', ordinal: 1, podName: 'x-1', uid: 'u', reason: 'NotRunning', replace: true, drainDurationSeconds: null });
+  m.recordExecuted({
+    type: 'deletePod',
+    ordinal: 1,
+    podName: 'x-1',
+    uid: 'u',
+    reason: 'NotRunning',
+    replace: true,
+    drainDurationSeconds: null,
+  });
   m.recordExecuted({ type: 'emitEvent', eventType: 'Warning', reason: 'DrainTimeout', message: '', podName: 'x-0' });
   m.recordExecuted({ type: 'emitEvent', eventType: 'Normal', reason: 'RolloutComplete', message: '', podName: null });
   const text = await m.registry.metrics();

@@ -61,7 +61,7 @@ export function podCgroupOf(n: NodeCtx, rt: PodRt): string {
     fs.writeFileSync(path.join(dir, 'cpu.shares'), String(podCpuShares(rt.pod)));
     rt.cgroupProcs = path.join(dir, 'cgroup.procs');
   } catch (e) {
-    n.log.warn('No CPU cgroup of its own for a pod (it shares the pods\' one)', { pod: rt.name, err: errMsg(e) });
+    n.log.warn("No CPU cgroup of its own for a pod (it shares the pods' one)", { pod: rt.name, err: errMsg(e) });
     rt.cgroupProcs = shared;
   }
   return rt.cgroupProcs;

@@ -58,7 +58,15 @@ export async function startContainer(n: NodeCtx, rt: PodRt, c: CRt): Promise<voi
   c.started = !c.spec.startupProbe;
   c.waitingReason = '';
   c.waitingMessage = undefined;
-  n.record({ type: 'ContainerStarted', namespace: rt.namespace, pod: rt.name, uid: rt.uid, container: c.spec.name, pid: proc.pid, message: argv.join(' ') });
+  n.record({
+    type: 'ContainerStarted',
+    namespace: rt.namespace,
+    pod: rt.name,
+    uid: rt.uid,
+    container: c.spec.name,
+    pid: proc.pid,
+    message: argv.join(' '),
+  });
   void proc.exited.then(({ code, signal }) => onExit(n, rt, c, proc, code, signal));
   startProbes(n, rt, c);
   n.scheduleStatus(rt);
@@ -68,7 +76,7 @@ export function onExit(n: NodeCtx, rt: PodRt, c: CRt, proc: GroupProcess, code: 
   if (c.proc !== proc) return;
   c.proc = undefined;
   stopProbes(c);
-  const exitCode = code ?? 128 + (signal ? SIGNUM[signal] ?? 0 : 0);
+  const exitCode = code ?? 128 + (signal ? (SIGNUM[signal] ?? 0) : 0);
   c.terminated = {
     exitCode,
     ...(signal ? { signal: SIGNUM[signal] ?? 0 } : {}),
@@ -80,7 +88,16 @@ export function onExit(n: NodeCtx, rt: PodRt, c: CRt, proc: GroupProcess, code: 
   c.state = 'terminated';
   c.ready = false;
   c.started = false;
-  n.record({ type: 'ContainerExited', namespace: rt.namespace, pod: rt.name, uid: rt.uid, container: c.spec.name, pid: proc.pid, exitCode: code, signal });
+  n.record({
+    type: 'ContainerExited',
+    namespace: rt.namespace,
+    pod: rt.name,
+    uid: rt.uid,
+    container: c.spec.name,
+    pid: proc.pid,
+    exitCode: code,
+    signal,
+  });
   n.scheduleStatus(rt);
   if (rt.terminating || n.stopped) return;
   const policy = rt.pod.spec?.restartPolicy ?? 'Always';
@@ -116,7 +133,8 @@ export async function stopContainer(n: NodeCtx, rt: PodRt, c: CRt): Promise<void
     try {
       const left = rt.deadline - Date.now();
       if (hook.exec) result = `exit code ${await runExec(n, rt, c, hook.exec, left, 'prestop')}`;
-      else if (hook.httpGet) result = `http ${(await httpProbe(rt.ip, portOf(c.spec, hook.httpGet.port), hook.httpGet as V1HTTPGetAction, left)) ? 'ok' : 'failed'}`;
+      else if (hook.httpGet)
+        result = `http ${(await httpProbe(rt.ip, portOf(c.spec, hook.httpGet.port), hook.httpGet as V1HTTPGetAction, left)) ? 'ok' : 'failed'}`;
       else if (hook.sleep) await sleep(Math.min(left, hook.sleep.seconds * 1000));
     } catch (err) {
       result = `failed: ${errMsg(err)}`;

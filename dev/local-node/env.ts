@@ -42,8 +42,12 @@ export async function resolveEnv(n: NodeCtx, rt: PodRt, c: V1Container): Promise
   for (const from of c.envFrom ?? []) {
     const prefix = from.prefix ?? '';
     if (from.configMapRef) {
-      const cm = await getObj<{ data?: Record<string, string> }>(n, `/api/v1/namespaces/${rt.namespace}/configmaps/${from.configMapRef.name}`);
-      if (!cm && !from.configMapRef.optional) throw new SetupError('CreateContainerConfigError', `configmap "${from.configMapRef.name}" not found`);
+      const cm = await getObj<{ data?: Record<string, string> }>(
+        n,
+        `/api/v1/namespaces/${rt.namespace}/configmaps/${from.configMapRef.name}`,
+      );
+      if (!cm && !from.configMapRef.optional)
+        throw new SetupError('CreateContainerConfigError', `configmap "${from.configMapRef.name}" not found`);
       for (const [k, v] of Object.entries(cm?.data ?? {})) put(prefix + k, v);
     } else if (from.secretRef) {
       const s = await getObj<{ data?: Record<string, string> }>(n, `/api/v1/namespaces/${rt.namespace}/secrets/${from.secretRef.name}`);
@@ -64,16 +68,29 @@ export async function envValue(n: NodeCtx, rt: PodRt, e: V1EnvVar, sofar: Record
     const v = s?.data?.[vf.secretKeyRef.key];
     if (v === undefined) {
       if (vf.secretKeyRef.optional) return '';
-      throw new SetupError('CreateContainerConfigError', s ? `couldn't find key ${vf.secretKeyRef.key} in Secret ${rt.namespace}/${vf.secretKeyRef.name}` : `secret "${vf.secretKeyRef.name}" not found`);
+      throw new SetupError(
+        'CreateContainerConfigError',
+        s
+          ? `couldn't find key ${vf.secretKeyRef.key} in Secret ${rt.namespace}/${vf.secretKeyRef.name}`
+          : `secret "${vf.secretKeyRef.name}" not found`,
+      );
     }
     return Buffer.from(v, 'base64').toString('utf8');
   }
   if (vf.configMapKeyRef) {
-    const cm = await getObj<{ data?: Record<string, string> }>(n, `/api/v1/namespaces/${rt.namespace}/configmaps/${vf.configMapKeyRef.name}`);
+    const cm = await getObj<{ data?: Record<string, string> }>(
+      n,
+      `/api/v1/namespaces/${rt.namespace}/configmaps/${vf.configMapKeyRef.name}`,
+    );
     const v = cm?.data?.[vf.configMapKeyRef.key];
     if (v === undefined) {
       if (vf.configMapKeyRef.optional) return '';
-      throw new SetupError('CreateContainerConfigError', cm ? `couldn't find key ${vf.configMapKeyRef.key} in ConfigMap ${rt.namespace}/${vf.configMapKeyRef.name}` : `configmap "${vf.configMapKeyRef.name}" not found`);
+      throw new SetupError(
+        'CreateContainerConfigError',
+        cm
+          ? `couldn't find key ${vf.configMapKeyRef.key} in ConfigMap ${rt.namespace}/${vf.configMapKeyRef.name}`
+          : `configmap "${vf.configMapKeyRef.name}" not found`,
+      );
     }
     return v;
   }

@@ -10,7 +10,10 @@ export class NodeEventLog {
   private readonly listeners: Array<(e: NodeEvent) => void> = [];
   private readonly file: string;
 
-  constructor(root: string, private readonly log: Logger) {
+  constructor(
+    root: string,
+    private readonly log: Logger,
+  ) {
     this.file = path.join(root, 'events.jsonl');
   }
 

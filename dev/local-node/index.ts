@@ -118,11 +118,22 @@ export class LocalNode {
   async start(): Promise<void> {
     this.n.podCgroup = makePodCgroup(this.n);
     await registerNode(this.n);
-    this.heartbeat = setInterval(() => void postNodeStatus(this.n).catch((e) => this.n.log.warn('Node heartbeat failed', { err: errMsg(e) })), this.heartbeatMs);
+    this.heartbeat = setInterval(
+      () => void postNodeStatus(this.n).catch((e) => this.n.log.warn('Node heartbeat failed', { err: errMsg(e) })),
+      this.heartbeatMs,
+    );
     this.heartbeat.unref();
-    this.mine = new Informer<V1Pod>(this.kc, '/api/v1/pods', { fieldSelector: `spec.nodeName=${this.name}`, logger: this.n.log, silenceTimeoutMs: 30_000 });
+    this.mine = new Informer<V1Pod>(this.kc, '/api/v1/pods', {
+      fieldSelector: `spec.nodeName=${this.name}`,
+      logger: this.n.log,
+      silenceTimeoutMs: 30_000,
+    });
     this.mine.onEvent((type, pod) => this.onMyPod(type, pod));
-    this.unscheduled = new Informer<V1Pod>(this.kc, '/api/v1/pods', { fieldSelector: 'spec.nodeName=', logger: this.n.log, silenceTimeoutMs: 30_000 });
+    this.unscheduled = new Informer<V1Pod>(this.kc, '/api/v1/pods', {
+      fieldSelector: 'spec.nodeName=',
+      logger: this.n.log,
+      silenceTimeoutMs: 30_000,
+    });
     this.unscheduled.onEvent((type, pod) => {
       if (type !== 'DELETED') void schedule(this.n, pod, this.scheduling);
     });
@@ -289,7 +300,8 @@ export class LocalNode {
         rt.setupDone = true;
         rt.setupError = undefined;
       } catch (err) {
-        rt.setupError = err instanceof SetupError ? { reason: err.reason, message: err.message } : { reason: 'ContainerCreating', message: errMsg(err) };
+        rt.setupError =
+          err instanceof SetupError ? { reason: err.reason, message: err.message } : { reason: 'ContainerCreating', message: errMsg(err) };
         this.scheduleStatus(rt);
         return;
       }
@@ -372,7 +384,9 @@ export class LocalNode {
     if (rt.statusTimer || this.n.stopped) return;
     rt.statusTimer = setTimeout(() => {
       rt.statusTimer = undefined;
-      void writeStatus(this.n, rt).catch((e) => this.n.log.warn('Pod status update failed', { pod: `${rt.namespace}/${rt.name}`, err: errMsg(e) }));
+      void writeStatus(this.n, rt).catch((e) =>
+        this.n.log.warn('Pod status update failed', { pod: `${rt.namespace}/${rt.name}`, err: errMsg(e) }),
+      );
     }, 10);
     rt.statusTimer.unref();
   }

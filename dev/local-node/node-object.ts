@@ -52,4 +52,3 @@ export async function postNodeStatus(n: NodeCtx): Promise<void> {
   if (n.stopped) return;
   await kubeRequestOk(n.kc, 'PATCH', `/api/v1/nodes/${n.name}/status`, { status: nodeStatus(n) }, { contentType: STRATEGIC_MERGE_PATCH });
 }
-

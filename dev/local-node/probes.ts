@@ -92,14 +92,40 @@ export function startProbes(n: NodeCtx, rt: PodRt, c: CRt): void {
 export async function killForRestart(n: NodeCtx, rt: PodRt, c: CRt, why: string, probe: V1Probe): Promise<void> {
   const proc = c.proc;
   if (!proc) return;
-  n.record({ type: 'LivenessFailed', namespace: rt.namespace, pod: rt.name, uid: rt.uid, container: c.spec.name, pid: proc.pid, message: why });
+  n.record({
+    type: 'LivenessFailed',
+    namespace: rt.namespace,
+    pod: rt.name,
+    uid: rt.uid,
+    container: c.spec.name,
+    pid: proc.pid,
+    message: why,
+  });
   const grace = (probe.terminationGracePeriodSeconds ?? rt.pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
   stopProbes(c);
   c.ready = false;
   n.scheduleStatus(rt);
-  if (proc.signal('SIGTERM')) n.record({ type: 'SIGTERM sent', namespace: rt.namespace, pod: rt.name, uid: rt.uid, container: c.spec.name, pid: proc.pid, message: why });
+  if (proc.signal('SIGTERM'))
+    n.record({
+      type: 'SIGTERM sent',
+      namespace: rt.namespace,
+      pod: rt.name,
+      uid: rt.uid,
+      container: c.spec.name,
+      pid: proc.pid,
+      message: why,
+    });
   const t = setTimeout(() => {
-    if (proc.isRunning() && proc.signal('SIGKILL')) n.record({ type: 'SIGKILL sent', namespace: rt.namespace, pod: rt.name, uid: rt.uid, container: c.spec.name, pid: proc.pid, message: why });
+    if (proc.isRunning() && proc.signal('SIGKILL'))
+      n.record({
+        type: 'SIGKILL sent',
+        namespace: rt.namespace,
+        pod: rt.name,
+        uid: rt.uid,
+        container: c.spec.name,
+        pid: proc.pid,
+        message: why,
+      });
   }, grace);
   t.unref();
   await proc.exited;
@@ -128,7 +154,14 @@ export function portOf(c: V1Container, port: number | string | object): number {
 }
 
 /** Runs an exec action (hook or probe) like the container's process: same env, cwd, mounts. Resolves with the exit code (null when killed at the timeout). */
-export async function runExec(n: NodeCtx, rt: PodRt, c: CRt, action: V1ExecAction, timeoutMs: number, logPrefix?: string): Promise<number | null> {
+export async function runExec(
+  n: NodeCtx,
+  rt: PodRt,
+  c: CRt,
+  action: V1ExecAction,
+  timeoutMs: number,
+  logPrefix?: string,
+): Promise<number | null> {
   const env = await processEnv(n, rt, c.spec);
   const argv = mapCommand(n, action.command ?? [], mountMap(n, rt, c.spec));
   const logFile = path.join(rt.dir, 'logs', `${c.spec.name}${logPrefix ? `.${logPrefix}` : '.exec'}.log`);

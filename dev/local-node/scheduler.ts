@@ -10,7 +10,11 @@ export function fits(n: NodeCtx, pod: V1Pod): { ok: boolean; why?: string } {
   }
   const terms = pod.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms;
   if (terms && terms.length > 0) {
-    const any = terms.some((t) => (t.matchExpressions ?? []).every((e) => matchExpr(n, e)) && (t.matchFields ?? []).every((e) => e.key !== 'metadata.name' || matchExpr(n, { ...e, key: '__name' })));
+    const any = terms.some(
+      (t) =>
+        (t.matchExpressions ?? []).every((e) => matchExpr(n, e)) &&
+        (t.matchFields ?? []).every((e) => e.key !== 'metadata.name' || matchExpr(n, { ...e, key: '__name' })),
+    );
     if (!any) return { ok: false, why: "node(s) didn't match Pod's node affinity/selector" };
   }
   return { ok: true };
@@ -54,9 +58,27 @@ export async function schedule(n: NodeCtx, pod: V1Pod, inFlight: Set<string>): P
       const msg = `0/1 nodes are available: 1 ${fit.why}. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.`;
       const cur = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
       if (cur?.status === 'False' && cur.message === msg) return;
-      await kubeRequest(n.kc, 'PATCH', `/api/v1/namespaces/${ns}/pods/${md.name}/status`,
-        { status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: msg, lastProbeTime: null, lastTransitionTime: now() }] } },
-        { contentType: STRATEGIC_MERGE_PATCH });
+      await kubeRequest(
+        n.kc,
+        'PATCH',
+        `/api/v1/namespaces/${ns}/pods/${md.name}/status`,
+        {
+          status: {
+            phase: 'Pending',
+            conditions: [
+              {
+                type: 'PodScheduled',
+                status: 'False',
+                reason: 'Unschedulable',
+                message: msg,
+                lastProbeTime: null,
+                lastTransitionTime: now(),
+              },
+            ],
+          },
+        },
+        { contentType: STRATEGIC_MERGE_PATCH },
+      );
       return;
     }
     const res = await kubeRequest(n.kc, 'POST', `/api/v1/namespaces/${ns}/pods/${md.name}/binding`, {
@@ -76,4 +98,3 @@ export async function schedule(n: NodeCtx, pod: V1Pod, inFlight: Set<string>): P
     inFlight.delete(key);
   }
 }
-

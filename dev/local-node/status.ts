@@ -6,11 +6,27 @@ import { isOurImage } from './env.js';
 import { now, type CRt, type NodeCtx, type PodRt, type TerminatedInfo } from './types.js';
 
 export function containerStatus(n: NodeCtx, rt: PodRt, c: CRt): V1ContainerStatus {
-  const term = (t: TerminatedInfo) => ({ exitCode: t.exitCode, signal: t.signal, reason: t.reason, message: t.message, startedAt: t.startedAt, finishedAt: t.finishedAt, containerID: t.containerID });
+  const term = (t: TerminatedInfo) => ({
+    exitCode: t.exitCode,
+    signal: t.signal,
+    reason: t.reason,
+    message: t.message,
+    startedAt: t.startedAt,
+    finishedAt: t.finishedAt,
+    containerID: t.containerID,
+  });
   let state: Record<string, unknown>;
   if (c.state === 'running') state = { running: { startedAt: c.startedAt }, waiting: null, terminated: null };
   else if (c.state === 'terminated' && c.terminated) state = { terminated: term(c.terminated), waiting: null, running: null };
-  else state = { waiting: { reason: c.waitingReason || rt.setupError?.reason || 'ContainerCreating', ...(c.waitingMessage || rt.setupError?.message ? { message: c.waitingMessage ?? rt.setupError?.message } : {}) }, running: null, terminated: null };
+  else
+    state = {
+      waiting: {
+        reason: c.waitingReason || rt.setupError?.reason || 'ContainerCreating',
+        ...(c.waitingMessage || rt.setupError?.message ? { message: c.waitingMessage ?? rt.setupError?.message } : {}),
+      },
+      running: null,
+      terminated: null,
+    };
   const last = c.lastTerminated ? { terminated: term(c.lastTerminated), waiting: null, running: null } : {};
   const ours = isOurImage(n, c.spec.image);
   return {
@@ -38,7 +54,9 @@ export function podStatus(n: NodeCtx, rt: PodRt): Record<string, unknown> {
     phase = allOk ? 'Succeeded' : policy === 'Never' ? 'Failed' : 'Running';
   } else if (anyRunning || everRan) phase = 'Running';
   const notReady = cs.filter((c) => !c.ready).map((c) => c.spec.name);
-  const gates = (rt.pod.spec?.readinessGates ?? []).every((g) => rt.pod.status?.conditions?.some((x) => x.type === g.conditionType && x.status === 'True'));
+  const gates = (rt.pod.spec?.readinessGates ?? []).every((g) =>
+    rt.pod.status?.conditions?.some((x) => x.type === g.conditionType && x.status === 'True'),
+  );
   const containersReady = notReady.length === 0 && !rt.terminating;
   const ready = containersReady && gates;
   const prev = rt.pod.status?.conditions ?? [];
@@ -60,7 +78,12 @@ export function podStatus(n: NodeCtx, rt: PodRt): Record<string, unknown> {
     cond('PodReadyToStartContainers', rt.setupDone),
     cond('Initialized', true),
     cond('ContainersReady', containersReady, containersReady ? undefined : 'ContainersNotReady', containersReady ? undefined : unready),
-    cond('Ready', ready, ready ? undefined : containersReady ? 'ReadinessGatesNotReady' : 'ContainersNotReady', ready ? undefined : containersReady ? 'the status of pod readiness gate is not "True"' : unready),
+    cond(
+      'Ready',
+      ready,
+      ready ? undefined : containersReady ? 'ReadinessGatesNotReady' : 'ContainersNotReady',
+      ready ? undefined : containersReady ? 'the status of pod readiness gate is not "True"' : unready,
+    ),
     cond('PodScheduled', true),
   ];
   const status: Record<string, unknown> = {
@@ -91,7 +114,13 @@ export async function writeStatus(n: NodeCtx, rt: PodRt): Promise<void> {
       const status = podStatus(n, rt);
       const key = JSON.stringify(status, (k, v: unknown) => (k === 'lastTransitionTime' ? undefined : v));
       if (key !== rt.lastStatus) {
-        const res = await kubeRequest<V1Pod>(n.kc, 'PATCH', `/api/v1/namespaces/${rt.namespace}/pods/${rt.name}/status`, { metadata: { uid: rt.uid }, status }, { contentType: STRATEGIC_MERGE_PATCH });
+        const res = await kubeRequest<V1Pod>(
+          n.kc,
+          'PATCH',
+          `/api/v1/namespaces/${rt.namespace}/pods/${rt.name}/status`,
+          { metadata: { uid: rt.uid }, status },
+          { contentType: STRATEGIC_MERGE_PATCH },
+        );
         if (res.status === 200) {
           rt.lastStatus = key;
           if (res.body?.metadata?.uid === rt.uid) rt.pod = { ...rt.pod, status: res.body.status };

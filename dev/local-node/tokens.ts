@@ -7,17 +7,27 @@ import { kubeRequest } from '../../src/k8s/client.js';
 import { kubeconfigYaml } from '../../src/k8s/kubeconfig.js';
 import { SetupError, type NodeCtx, type PodRt } from './types.js';
 
-export async function requestToken(n: NodeCtx, rt: PodRt, audience: string | undefined, expirationSeconds: number | undefined): Promise<string> {
+export async function requestToken(
+  n: NodeCtx,
+  rt: PodRt,
+  audience: string | undefined,
+  expirationSeconds: number | undefined,
+): Promise<string> {
   const sa = rt.pod.spec?.serviceAccountName || 'default';
-  const res = await kubeRequest<{ status?: { token?: string } }>(n.kc, 'POST', `/api/v1/namespaces/${rt.namespace}/serviceaccounts/${sa}/token`, {
-    apiVersion: 'authentication.k8s.io/v1',
-    kind: 'TokenRequest',
-    spec: {
-      ...(audience ? { audiences: [audience] } : {}),
-      expirationSeconds: expirationSeconds ?? 86_400,
-      boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: rt.name, uid: rt.uid },
+  const res = await kubeRequest<{ status?: { token?: string } }>(
+    n.kc,
+    'POST',
+    `/api/v1/namespaces/${rt.namespace}/serviceaccounts/${sa}/token`,
+    {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: {
+        ...(audience ? { audiences: [audience] } : {}),
+        expirationSeconds: expirationSeconds ?? 86_400,
+        boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: rt.name, uid: rt.uid },
+      },
     },
-  });
+  );
   if (res.status !== 201 || !res.body.status?.token) {
     throw new SetupError('CreateContainerConfigError', `cannot get a token for serviceaccount ${rt.namespace}/${sa}: HTTP ${res.status}`);
   }

@@ -146,7 +146,10 @@ export const now = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
 export const errMsg = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
 export class SetupError extends Error {
-  constructor(readonly reason: string, message: string) {
+  constructor(
+    readonly reason: string,
+    message: string,
+  ) {
     super(message);
   }
 }

@@ -28,7 +28,10 @@ export async function setupVolume(n: NodeCtx, rt: PodRt, v: V1Volume): Promise<s
     }
   };
   const cmData = async (name: string, optional?: boolean) => {
-    const cm = await getObj<{ data?: Record<string, string>; binaryData?: Record<string, string> }>(n, `/api/v1/namespaces/${rt.namespace}/configmaps/${name}`);
+    const cm = await getObj<{ data?: Record<string, string>; binaryData?: Record<string, string> }>(
+      n,
+      `/api/v1/namespaces/${rt.namespace}/configmaps/${name}`,
+    );
     if (!cm) {
       if (optional) return {};
       throw new SetupError('ContainerCreating', `configmap "${name}" not found`);
@@ -56,7 +59,10 @@ export async function setupVolume(n: NodeCtx, rt: PodRt, v: V1Volume): Promise<s
         await writeItems({ token: tok }, [{ key: 'token', path: src.serviceAccountToken.path }]);
       } else if (src.configMap) {
         // kube-root-ca.crt is published by kube-controller-manager; fall back to the node's CA
-        const data = src.configMap.name === 'kube-root-ca.crt' ? { 'ca.crt': caPem(n) } : await cmData(src.configMap.name ?? '', src.configMap.optional);
+        const data =
+          src.configMap.name === 'kube-root-ca.crt'
+            ? { 'ca.crt': caPem(n) }
+            : await cmData(src.configMap.name ?? '', src.configMap.optional);
         await writeItems(data, src.configMap.items);
       } else if (src.secret) {
         await writeItems(await secretData(src.secret.name ?? '', src.secret.optional), src.secret.items);
@@ -109,7 +115,11 @@ export async function bindClaim(n: NodeCtx, rt: PodRt, claim: string): Promise<s
   const pvRes = await kubeRequest(n.kc, 'POST', '/api/v1/persistentvolumes', {
     apiVersion: 'v1',
     kind: 'PersistentVolume',
-    metadata: { name: pvName, annotations: { 'pv.kubernetes.io/provisioned-by': 'atlantis-operator.dev/local-node' }, labels: { 'atlantis-operator.dev/local-node': n.name } },
+    metadata: {
+      name: pvName,
+      annotations: { 'pv.kubernetes.io/provisioned-by': 'atlantis-operator.dev/local-node' },
+      labels: { 'atlantis-operator.dev/local-node': n.name },
+    },
     spec: {
       capacity: { storage },
       accessModes: pvc.spec?.accessModes?.length ? pvc.spec.accessModes : ['ReadWriteOnce'],
@@ -118,27 +128,47 @@ export async function bindClaim(n: NodeCtx, rt: PodRt, claim: string): Promise<s
       volumeMode: pvc.spec?.volumeMode ?? 'Filesystem',
       hostPath: { path: dir, type: 'DirectoryOrCreate' },
       claimRef: { apiVersion: 'v1', kind: 'PersistentVolumeClaim', namespace: ns, name: claim, uid: pvc.metadata?.uid },
-      nodeAffinity: { required: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [n.name] }] }] } },
+      nodeAffinity: {
+        required: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [n.name] }] }] },
+      },
     },
   });
-  if (pvRes.status !== 201 && pvRes.status !== 409) throw new Error(`create PV ${pvName}: HTTP ${pvRes.status} ${JSON.stringify(pvRes.body).slice(0, 300)}`);
-  await kubeRequestOk(n.kc, 'PATCH', `/api/v1/namespaces/${ns}/persistentvolumeclaims/${claim}`, {
-    metadata: { annotations: { 'pv.kubernetes.io/bind-completed': 'yes', 'pv.kubernetes.io/bound-by-controller': 'yes' } },
-    spec: { volumeName: pvName },
-  }, { contentType: MERGE_PATCH });
-  await kubeRequest(n.kc, 'PATCH', `/api/v1/persistentvolumes/${pvName}/status`, { status: { phase: 'Bound' } }, { contentType: MERGE_PATCH });
+  if (pvRes.status !== 201 && pvRes.status !== 409)
+    throw new Error(`create PV ${pvName}: HTTP ${pvRes.status} ${JSON.stringify(pvRes.body).slice(0, 300)}`);
+  await kubeRequestOk(
+    n.kc,
+    'PATCH',
+    `/api/v1/namespaces/${ns}/persistentvolumeclaims/${claim}`,
+    {
+      metadata: { annotations: { 'pv.kubernetes.io/bind-completed': 'yes', 'pv.kubernetes.io/bound-by-controller': 'yes' } },
+      spec: { volumeName: pvName },
+    },
+    { contentType: MERGE_PATCH },
+  );
+  await kubeRequest(
+    n.kc,
+    'PATCH',
+    `/api/v1/persistentvolumes/${pvName}/status`,
+    { status: { phase: 'Bound' } },
+    { contentType: MERGE_PATCH },
+  );
   await markClaimBound(n, pvc, pvName);
   return dir;
 }
 
 export async function markClaimBound(n: NodeCtx, pvc: V1PersistentVolumeClaim, _pv: string): Promise<void> {
   const ns = pvc.metadata?.namespace;
-  await kubeRequestOk(n.kc, 'PATCH', `/api/v1/namespaces/${ns}/persistentvolumeclaims/${pvc.metadata?.name}/status`, {
-    status: {
-      phase: 'Bound',
-      accessModes: pvc.spec?.accessModes?.length ? pvc.spec.accessModes : ['ReadWriteOnce'],
-      capacity: { storage: pvc.spec?.resources?.requests?.storage ?? '1Gi' },
+  await kubeRequestOk(
+    n.kc,
+    'PATCH',
+    `/api/v1/namespaces/${ns}/persistentvolumeclaims/${pvc.metadata?.name}/status`,
+    {
+      status: {
+        phase: 'Bound',
+        accessModes: pvc.spec?.accessModes?.length ? pvc.spec.accessModes : ['ReadWriteOnce'],
+        capacity: { storage: pvc.spec?.resources?.requests?.storage ?? '1Gi' },
+      },
     },
-  }, { contentType: MERGE_PATCH });
+    { contentType: MERGE_PATCH },
+  );
 }
-

@@ -21,15 +21,23 @@ export interface DrainCommandOptions {
 }
 
 function alive(pid: number): boolean {
-  try { process.kill(pid, 0); } catch { return false; }
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
   // An exited process not yet reaped by its parent (a zombie) still accepts signal 0.
-  try { return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { return true; }
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return true;
+  }
 }
 
 async function fetchStatus(url: string): Promise<StatusBody | undefined> {
   try {
     const res = await fetch(`${url}${STATUS_PATH}`, { signal: AbortSignal.timeout(2000) });
-    return res.ok ? (await res.json()) as StatusBody : undefined;
+    return res.ok ? ((await res.json()) as StatusBody) : undefined;
   } catch {
     return undefined;
   }
@@ -47,7 +55,10 @@ function lastExitCode(dataDir: string, pid: number): number | undefined {
 /** Returns the process exit code: 0 drained, 1 timeout or no server. */
 export async function runDrainCommand(o: DrainCommandOptions): Promise<number> {
   const pidFile = readPidFile(o.dataDir);
-  if (!pidFile) { o.out(`error: no running server found: no pid file in ${o.dataDir}`); return 1; }
+  if (!pidFile) {
+    o.out(`error: no running server found: no pid file in ${o.dataDir}`);
+    return 1;
+  }
   const url = (o.url ?? pidFile.url).replace(/\/+$/, '');
   // A pid file left by a server killed with -9 may name a pid now reused by another process.
   const now = processIdentity(pidFile.pid);
@@ -56,7 +67,9 @@ export async function runDrainCommand(o: DrainCommandOptions): Promise<number> {
     return 1;
   }
   if (!isRecordedProcess(pidFile.identity, now)) {
-    o.out(`error: process ${pidFile.pid} named by the pid file in ${o.dataDir} is not the server that wrote it (start time or command line differ); not signalling it`);
+    o.out(
+      `error: process ${pidFile.pid} named by the pid file in ${o.dataDir} is not the server that wrote it (start time or command line differ); not signalling it`,
+    );
     return 1;
   }
   try {
@@ -70,18 +83,28 @@ export async function runDrainCommand(o: DrainCommandOptions): Promise<number> {
   let lastLine = '';
   for (;;) {
     const st = await fetchStatus(url);
-    if (st?.shutting_down && st.in_progress_operations === 0) { o.out('drained: no operation in progress'); return 0; }
+    if (st?.shutting_down && st.in_progress_operations === 0) {
+      o.out('drained: no operation in progress');
+      return 0;
+    }
     if (!st && !alive(pidFile.pid)) {
       const code = lastExitCode(o.dataDir, pidFile.pid);
-      o.out(code === 0 || code === undefined ? 'drained: the server has exited' : `the server exited with code ${code} (runs were interrupted)`);
+      o.out(
+        code === 0 || code === undefined ? 'drained: the server has exited' : `the server exited with code ${code} (runs were interrupted)`,
+      );
       return code === 0 || code === undefined ? 0 : 1;
     }
     const line = st
       ? `draining: ${st.in_progress_operations} operation(s) in progress${st.operations.length ? ': ' + st.operations.map((op) => `${op.command} ${op.repo}${op.pull ? '#' + op.pull : ''}${op.project ? ' ' + op.project : ''}`).join(', ') : ''}`
       : 'waiting: /status did not answer';
-    if (line !== lastLine) { o.out(line); lastLine = line; }
+    if (line !== lastLine) {
+      o.out(line);
+      lastLine = line;
+    }
     if (o.timeoutMs > 0 && Date.now() - started >= o.timeoutMs) {
-      o.out(`timeout: still ${st ? st.in_progress_operations : 'unknown'} operation(s) in progress after ${formatDuration(o.timeoutMs)}; the server keeps draining`);
+      o.out(
+        `timeout: still ${st ? st.in_progress_operations : 'unknown'} operation(s) in progress after ${formatDuration(o.timeoutMs)}; the server keeps draining`,
+      );
       return 1;
     }
     await sleep(clampTimerDelay(o.pollIntervalMs));

@@ -22,15 +22,22 @@ export interface AtlantisFlag {
 }
 
 const H: AtlantisFlag = { support: 'honoured' };
-const refused = (type: 'string' | 'int' | 'bool', accepts: string | number | boolean | Array<string | number | boolean>, why: string): AtlantisFlag =>
-  ({ support: 'refused', type, accepts: Array.isArray(accepts) ? accepts : [accepts], why });
-const warn = (type: 'string' | 'int' | 'bool', accepts: string | number | boolean | Array<string | number | boolean>, why: string): AtlantisFlag =>
-  ({ support: 'cosmetic-warn', type, accepts: Array.isArray(accepts) ? accepts : [accepts], why });
+const refused = (
+  type: 'string' | 'int' | 'bool',
+  accepts: string | number | boolean | Array<string | number | boolean>,
+  why: string,
+): AtlantisFlag => ({ support: 'refused', type, accepts: Array.isArray(accepts) ? accepts : [accepts], why });
+const warn = (
+  type: 'string' | 'int' | 'bool',
+  accepts: string | number | boolean | Array<string | number | boolean>,
+  why: string,
+): AtlantisFlag => ({ support: 'cosmetic-warn', type, accepts: Array.isArray(accepts) ? accepts : [accepts], why });
 
 const NOT_GITHUB = 'only GitHub is supported';
 const NO_REDIS = 'locks live in the SQLite store of --data-dir; Redis is not supported';
 const NOT_YET = 'not implemented yet';
-const ATLANTIS_AUTOPLAN_FILES = '**/*.tf,**/*.tf.json,**/*.tfvars,**/*.tfvars.json,**/*.tofu,**/*.tofu.json,**/terragrunt.hcl,**/.terraform.lock.hcl';
+const ATLANTIS_AUTOPLAN_FILES =
+  '**/*.tf,**/*.tf.json,**/*.tfvars,**/*.tfvars.json,**/*.tofu,**/*.tofu.json,**/terragrunt.hcl,**/.terraform.lock.hcl';
 
 /** Keyed by flag name; the env name is ATLANTIS_ + upper snake case of it. */
 export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
@@ -40,7 +47,7 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'api-secret': refused('string', '', 'this server has no /api endpoints'),
   'atlantis-url': H,
   'autodiscover-mode': refused('string', 'auto', 'projects are always discovered as in mode auto'),
-  'automerge': refused('bool', false, 'automerge is not implemented'),
+  automerge: refused('bool', false, 'automerge is not implemented'),
   'automerge-method': refused('string', '', 'automerge is not implemented'),
   'autoplan-file-list': refused('string', ATLANTIS_AUTOPLAN_FILES, 'only the default file list is supported'),
   'autoplan-modules': refused('bool', false, 'module dependency autoplan is not implemented'),
@@ -58,7 +65,7 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'blocked-extra-args': H,
   'checkout-depth': refused('int', 0, 'only checkout strategy branch is supported'),
   'checkout-strategy': refused('string', 'branch', 'only checkout strategy branch is supported'),
-  'config': refused('string', '', 'a flags YAML file is not read; give flags on the command line or as ATLANTIS_* env'),
+  config: refused('string', '', 'a flags YAML file is not read; give flags on the command line or as ATLANTIS_* env'),
   'data-dir': H,
   'default-tf-distribution': refused('string', 'terraform', 'the binary run is --tf-binary'),
   'default-tf-version': refused('string', '', 'terraform is not downloaded; the binary run is --tf-binary'),
@@ -109,7 +116,7 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'hide-unchanged-plan-comments': warn('bool', false, 'no-change plan comments are posted'),
   'ignore-vcs-status-names': refused('string', '', NOT_YET),
   'include-git-untracked-files': refused('bool', false, NOT_YET),
-  'language': warn('string', 'en', 'comments are in English'),
+  language: warn('string', 'en', 'comments are in English'),
   'language-config-file': warn('string', '', 'comments are in English'),
   'locking-db-type': refused('string', 'boltdb', NO_REDIS),
   'log-level': H,
@@ -119,7 +126,7 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'parallel-plan': refused('bool', true, 'the projects of a command always run in parallel, bounded by --parallel-pool-size'),
   'parallel-pool-size': H,
   'pending-apply-status': warn('bool', false, 'Atlantis supports it on GitLab only'),
-  'port': H,
+  port: H,
   'quiet-policy-checks': warn('bool', false, 'policy checks are not implemented'),
   'redis-cluster-addresses': refused('string', '', NO_REDIS),
   'redis-db': refused('int', 0, NO_REDIS),

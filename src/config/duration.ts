@@ -27,7 +27,9 @@ export function formatDuration(ms: number): string {
   if (ms === 0) return '0s';
   if (ms % 1000 !== 0) return `${ms}ms`;
   let s = ms / 1000;
-  const h = Math.floor(s / 3600); s -= h * 3600;
-  const m = Math.floor(s / 60); s -= m * 60;
+  const h = Math.floor(s / 3600);
+  s -= h * 3600;
+  const m = Math.floor(s / 60);
+  s -= m * 60;
   return `${h ? `${h}h` : ''}${m ? `${m}m` : ''}${s ? `${s}s` : ''}`;
 }

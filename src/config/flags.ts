@@ -52,11 +52,15 @@ function convert(spec: FlagSpec, raw: string, origin: string): FlagValue {
       const ms = parseDuration(raw);
       if (ms === undefined) throw new UsageError(`invalid value "${raw}" for ${origin}: must be a duration like 90s, 10m or 1h`);
       const max = spec.maxMs ?? MAX_TIMER_DELAY_MS;
-      if (ms > max) throw new UsageError(`invalid value "${raw}" for ${origin}: must be at most ${formatDuration(Math.floor(max / 1000) * 1000)}`);
+      if (ms > max)
+        throw new UsageError(`invalid value "${raw}" for ${origin}: must be at most ${formatDuration(Math.floor(max / 1000) * 1000)}`);
       return ms;
     }
     case 'list':
-      return raw.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+      return raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s.length > 0);
   }
 }
 
@@ -74,9 +78,18 @@ export function parseFlags(argv: string[], specs: FlagSpec[], env: NodeJS.Proces
   let help = false;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
-    if (arg === '--help' || arg === '-h') { help = true; continue; }
-    if (arg === '--') { positionals.push(...argv.slice(i + 1)); break; }
-    if (!arg.startsWith('-') || arg === '-') { positionals.push(arg); continue; }
+    if (arg === '--help' || arg === '-h') {
+      help = true;
+      continue;
+    }
+    if (arg === '--') {
+      positionals.push(...argv.slice(i + 1));
+      break;
+    }
+    if (!arg.startsWith('-') || arg === '-') {
+      positionals.push(arg);
+      continue;
+    }
     const body = arg.replace(/^--?/, '');
     const eq = body.indexOf('=');
     const name = eq >= 0 ? body.slice(0, eq) : body;
@@ -116,12 +129,16 @@ function showDefault(s: FlagSpec): string {
 
 /** Renders the --help text of one subcommand. */
 export function renderHelp(usage: string, summary: string, specs: FlagSpec[]): string {
-  const rows = specs.filter((s) => !s.hidden).map((s) => {
-    const arg = s.type === 'bool' ? '' : ` ${s.type === 'list' ? 'a,b' : s.type}`;
-    const def = s.default === undefined || s.default === '' || (Array.isArray(s.default) && s.default.length === 0)
-      ? '' : ` (default ${showDefault(s)})`;
-    const env = s.envPrefix === null ? '' : `  [$${envNameFor(s.name, s.envPrefix ?? 'ATLANTIS_')}]`;
-    return `  --${s.name}${arg}\n      ${s.description}${def}${env}`;
-  });
+  const rows = specs
+    .filter((s) => !s.hidden)
+    .map((s) => {
+      const arg = s.type === 'bool' ? '' : ` ${s.type === 'list' ? 'a,b' : s.type}`;
+      const def =
+        s.default === undefined || s.default === '' || (Array.isArray(s.default) && s.default.length === 0)
+          ? ''
+          : ` (default ${showDefault(s)})`;
+      const env = s.envPrefix === null ? '' : `  [$${envNameFor(s.name, s.envPrefix ?? 'ATLANTIS_')}]`;
+      return `  --${s.name}${arg}\n      ${s.description}${def}${env}`;
+    });
   return `${summary}\n\nUsage:\n  ${usage}\n\nFlags:\n${rows.join('\n')}\n  --help\n      show this help\n`;
 }

@@ -99,12 +99,7 @@ export function leaseValid(obs: LeaseObservation, nowMs: number, fallbackLeaseDu
  * What a candidate should do given what it observed (undefined = the Lease does not exist).
  * Pure; the caller writes the result with the resourceVersion it read.
  */
-export function decideLease(
-  obs: LeaseObservation | undefined,
-  identity: string,
-  nowMs: number,
-  leaseDurationMs: number,
-): LeaseDecision {
+export function decideLease(obs: LeaseObservation | undefined, identity: string, nowMs: number, leaseDurationMs: number): LeaseDecision {
   if (!obs) return 'create';
   const holder = obs.spec.holderIdentity ?? '';
   if (holder === identity) return 'renew';
@@ -285,11 +280,14 @@ export class LeaderElector {
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
       this.wake = resolve;
-      this.sleepTimer = setTimeout(() => {
-        this.sleepTimer = undefined;
-        this.wake = undefined;
-        resolve();
-      }, Math.max(0, ms));
+      this.sleepTimer = setTimeout(
+        () => {
+          this.sleepTimer = undefined;
+          this.wake = undefined;
+          resolve();
+        },
+        Math.max(0, ms),
+      );
     });
   }
 
@@ -399,7 +397,8 @@ export class LeaderElector {
     const res = await kubeRequest<Lease>(this.o.kc, 'GET', this.path, undefined, { timeoutMs: this.requestTimeoutMs() });
     let observed: Lease | undefined;
     if (res.status === 200) observed = res.body;
-    else if (res.status !== 404) return { ok: false, decision: 'error', conflict: false, holder: this.leader(), error: `GET lease: ${res.status}` };
+    else if (res.status !== 404)
+      return { ok: false, decision: 'error', conflict: false, holder: this.leader(), error: `GET lease: ${res.status}` };
     const now = this.nowMs();
     if (observed) this.observation = observeLease(this.observation, observed.spec ?? {}, now);
     else this.observation = undefined;

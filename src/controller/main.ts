@@ -41,19 +41,90 @@ const STOP_TIMEOUT_MS = 20_000;
 const DEFAULT_WATCH_SILENCE_TIMEOUT_MS = 60_000;
 
 export const CONTROLLER_FLAGS: FlagSpec[] = [
-  { name: 'metrics-bind-address', type: 'string', default: '0.0.0.0:8080', envPrefix: P, description: 'Address for /healthz, /readyz and /metrics' },
-  { name: 'leader-elect', type: 'bool', default: false, envPrefix: P, description: 'Use a coordination.k8s.io Lease so only one replica acts' },
-  { name: 'leader-election-namespace', type: 'string', envPrefix: P, description: `Namespace of the leader election Lease (default: $POD_NAMESPACE, else ${DEFAULT_LEADER_ELECTION_NAMESPACE})` },
-  { name: 'leader-election-id', type: 'string', default: 'atlantis-operator-leader', envPrefix: P, description: 'Name of the leader election Lease' },
-  { name: 'leader-elect-lease-duration', type: 'duration', default: DEFAULT_LEASE_DURATION_MS, envPrefix: P, description: 'How long a standby waits, after the last renewal it saw, before it takes the Lease over' },
-  { name: 'leader-elect-renew-deadline', type: 'duration', default: DEFAULT_RENEW_DEADLINE_MS, envPrefix: P, description: 'How long the leader retries renewing the Lease before it gives up and exits' },
-  { name: 'leader-elect-retry-period', type: 'duration', default: DEFAULT_RETRY_PERIOD_MS, envPrefix: P, description: 'Interval between leader election attempts' },
+  {
+    name: 'metrics-bind-address',
+    type: 'string',
+    default: '0.0.0.0:8080',
+    envPrefix: P,
+    description: 'Address for /healthz, /readyz and /metrics',
+  },
+  {
+    name: 'leader-elect',
+    type: 'bool',
+    default: false,
+    envPrefix: P,
+    description: 'Use a coordination.k8s.io Lease so only one replica acts',
+  },
+  {
+    name: 'leader-election-namespace',
+    type: 'string',
+    envPrefix: P,
+    description: `Namespace of the leader election Lease (default: $POD_NAMESPACE, else ${DEFAULT_LEADER_ELECTION_NAMESPACE})`,
+  },
+  {
+    name: 'leader-election-id',
+    type: 'string',
+    default: 'atlantis-operator-leader',
+    envPrefix: P,
+    description: 'Name of the leader election Lease',
+  },
+  {
+    name: 'leader-elect-lease-duration',
+    type: 'duration',
+    default: DEFAULT_LEASE_DURATION_MS,
+    envPrefix: P,
+    description: 'How long a standby waits, after the last renewal it saw, before it takes the Lease over',
+  },
+  {
+    name: 'leader-elect-renew-deadline',
+    type: 'duration',
+    default: DEFAULT_RENEW_DEADLINE_MS,
+    envPrefix: P,
+    description: 'How long the leader retries renewing the Lease before it gives up and exits',
+  },
+  {
+    name: 'leader-elect-retry-period',
+    type: 'duration',
+    default: DEFAULT_RETRY_PERIOD_MS,
+    envPrefix: P,
+    description: 'Interval between leader election attempts',
+  },
   { name: 'namespace', type: 'string', envPrefix: P, description: 'Only watch this namespace (default: all namespaces)' },
-  { name: 'kubeconfig', type: 'string', envPrefix: P, description: 'Path to a kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster service account)' },
-  { name: 'max-concurrent-reconciles', type: 'int', default: 16, envPrefix: P, description: 'AtlantisDeployments reconciled in parallel (a reconcile mostly waits on the API server and on /status probes)' },
-  { name: 'kube-api-qps', type: 'int', default: 0, envPrefix: P, description: 'Client-side limit of Kubernetes API requests per second (0: none, rely on the API server\'s Priority and Fairness)' },
-  { name: 'kube-api-burst', type: 'int', default: 0, envPrefix: P, description: 'Requests allowed at once above --kube-api-qps (default: the qps value)' },
-  { name: 'watch-silence-timeout', type: 'duration', default: DEFAULT_WATCH_SILENCE_TIMEOUT_MS, envPrefix: P, description: 'Restart a watch that delivered nothing, not even a bookmark, for this long (a half-open connection); watches are also renewed before this; at least 1s' },
+  {
+    name: 'kubeconfig',
+    type: 'string',
+    envPrefix: P,
+    description: 'Path to a kubeconfig file (default: $KUBECONFIG or ~/.kube/config, else the in-cluster service account)',
+  },
+  {
+    name: 'max-concurrent-reconciles',
+    type: 'int',
+    default: 16,
+    envPrefix: P,
+    description: 'AtlantisDeployments reconciled in parallel (a reconcile mostly waits on the API server and on /status probes)',
+  },
+  {
+    name: 'kube-api-qps',
+    type: 'int',
+    default: 0,
+    envPrefix: P,
+    description: "Client-side limit of Kubernetes API requests per second (0: none, rely on the API server's Priority and Fairness)",
+  },
+  {
+    name: 'kube-api-burst',
+    type: 'int',
+    default: 0,
+    envPrefix: P,
+    description: 'Requests allowed at once above --kube-api-qps (default: the qps value)',
+  },
+  {
+    name: 'watch-silence-timeout',
+    type: 'duration',
+    default: DEFAULT_WATCH_SILENCE_TIMEOUT_MS,
+    envPrefix: P,
+    description:
+      'Restart a watch that delivered nothing, not even a bookmark, for this long (a half-open connection); watches are also renewed before this; at least 1s',
+  },
   { name: 'log-level', type: 'string', default: 'info', envPrefix: P, description: 'Log level: debug, info, warn or error' },
 ];
 
@@ -79,15 +150,19 @@ export interface ControllerConfig {
 /** Checks the flag values; every problem is a one-line UsageError naming the flag (exit 2). */
 export function buildControllerConfig(values: FlagValues, env: NodeJS.ProcessEnv = process.env): ControllerConfig {
   const logLevel = values['log-level'] as string;
-  if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) throw new UsageError(`invalid value "${logLevel}" for --log-level: must be debug, info, warn or error`);
+  if (!['debug', 'info', 'warn', 'error'].includes(logLevel))
+    throw new UsageError(`invalid value "${logLevel}" for --log-level: must be debug, info, warn or error`);
   const bindAddress = values['metrics-bind-address'] as string;
   const [host, port] = splitHostPort(bindAddress);
   const workers = values['max-concurrent-reconciles'] as number;
-  if (!(workers >= 1 && workers <= 1000)) throw new UsageError(`invalid value "${workers}" for --max-concurrent-reconciles: must be between 1 and 1000`);
+  if (!(workers >= 1 && workers <= 1000))
+    throw new UsageError(`invalid value "${workers}" for --max-concurrent-reconciles: must be between 1 and 1000`);
   const kubeApiQps = values['kube-api-qps'] as number;
-  if (!(kubeApiQps >= 0 && kubeApiQps <= 100_000)) throw new UsageError(`invalid value "${kubeApiQps}" for --kube-api-qps: must be between 0 (no limit) and 100000`);
+  if (!(kubeApiQps >= 0 && kubeApiQps <= 100_000))
+    throw new UsageError(`invalid value "${kubeApiQps}" for --kube-api-qps: must be between 0 (no limit) and 100000`);
   const kubeApiBurst = values['kube-api-burst'] as number;
-  if (!(kubeApiBurst >= 0 && kubeApiBurst <= 100_000)) throw new UsageError(`invalid value "${kubeApiBurst}" for --kube-api-burst: must be between 0 and 100000`);
+  if (!(kubeApiBurst >= 0 && kubeApiBurst <= 100_000))
+    throw new UsageError(`invalid value "${kubeApiBurst}" for --kube-api-burst: must be between 0 and 100000`);
   const leaseDurationMs = values['leader-elect-lease-duration'] as number;
   const renewDeadlineMs = values['leader-elect-renew-deadline'] as number;
   const retryPeriodMs = values['leader-elect-retry-period'] as number;
@@ -95,10 +170,13 @@ export function buildControllerConfig(values: FlagValues, env: NodeJS.ProcessEnv
     validateDurations(leaseDurationMs, renewDeadlineMs, retryPeriodMs);
   } catch (e) {
     const msg = (e as Error).message;
-    throw new UsageError(`invalid leader election timings (--leader-elect-lease-duration, --leader-elect-renew-deadline, --leader-elect-retry-period): ${msg.charAt(0).toLowerCase()}${msg.slice(1)}`);
+    throw new UsageError(
+      `invalid leader election timings (--leader-elect-lease-duration, --leader-elect-renew-deadline, --leader-elect-retry-period): ${msg.charAt(0).toLowerCase()}${msg.slice(1)}`,
+    );
   }
   const watchSilenceTimeoutMs = values['watch-silence-timeout'] as number;
-  if (!(watchSilenceTimeoutMs >= 1_000)) throw new UsageError(`invalid value "${values['watch-silence-timeout']}ms" for --watch-silence-timeout: must be at least 1s`);
+  if (!(watchSilenceTimeoutMs >= 1_000))
+    throw new UsageError(`invalid value "${values['watch-silence-timeout']}ms" for --watch-silence-timeout: must be at least 1s`);
   const nonEmpty = (v: unknown) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined);
   const leaderElectionId = nonEmpty(values['leader-election-id']);
   if (!leaderElectionId) throw new UsageError('--leader-election-id must not be empty');
@@ -107,7 +185,8 @@ export function buildControllerConfig(values: FlagValues, env: NodeJS.ProcessEnv
     port,
     bindAddress,
     leaderElect: values['leader-elect'] === true,
-    leaderElectionNamespace: nonEmpty(values['leader-election-namespace']) ?? nonEmpty(env.POD_NAMESPACE) ?? DEFAULT_LEADER_ELECTION_NAMESPACE,
+    leaderElectionNamespace:
+      nonEmpty(values['leader-election-namespace']) ?? nonEmpty(env.POD_NAMESPACE) ?? DEFAULT_LEADER_ELECTION_NAMESPACE,
     leaderElectionId,
     leaseDurationMs,
     renewDeadlineMs,
@@ -205,14 +284,24 @@ export async function startController(cfg: ControllerConfig, logger: Logger): Pr
     },
   });
   const runner = new ReconcilerRunner(
-    () => new AtlantisController({ kc, namespace: cfg.namespace, logger, metrics, workers: cfg.workers, watchSilenceTimeoutMs: cfg.watchSilenceTimeoutMs }),
+    () =>
+      new AtlantisController({
+        kc,
+        namespace: cfg.namespace,
+        logger,
+        metrics,
+        workers: cfg.workers,
+        watchSilenceTimeoutMs: cfg.watchSilenceTimeoutMs,
+      }),
     logger,
   );
   let elector: LeaderElector | undefined;
   const lostLeaseStopMs = Math.max(500, cfg.leaseDurationMs - cfg.renewDeadlineMs - cfg.retryPeriodMs);
   let shuttingDown: Promise<number> | undefined;
   let resolveExited!: (code: number) => void;
-  const exited = new Promise<number>((r) => { resolveExited = r; });
+  const exited = new Promise<number>((r) => {
+    resolveExited = r;
+  });
 
   const ready = (): { ok: boolean; leader: boolean } => {
     if (shuttingDown !== undefined) return { ok: false, leader: false };

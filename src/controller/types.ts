@@ -167,6 +167,4 @@ export interface AtlantisDeployment {
 }
 
 /** The controller's last poll of a pod's `/status`. */
-export type StatusProbe =
-  | { ok: true; body: DrainStatus; at: Date }
-  | { ok: false; error: string; at: Date };
+export type StatusProbe = { ok: true; body: DrainStatus; at: Date } | { ok: false; error: string; at: Date };

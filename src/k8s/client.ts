@@ -105,7 +105,12 @@ export function retryAfterMs(header: string | string[] | undefined, now: number)
 }
 
 /** The wait before the next try after a 429, or undefined (give up and return the 429). */
-export function nextRetryWaitMs(policy: RetryPolicy, retriesDone: number, waitedMs: number, retryAfter: number | undefined): number | undefined {
+export function nextRetryWaitMs(
+  policy: RetryPolicy,
+  retriesDone: number,
+  waitedMs: number,
+  retryAfter: number | undefined,
+): number | undefined {
   if (retryAfter === undefined || retriesDone >= policy.maxRetries) return undefined;
   return waitedMs + retryAfter > policy.maxWaitMs ? undefined : retryAfter;
 }
@@ -127,7 +132,10 @@ const clientOptions = new WeakMap<KubeClientConfig, { opts: KubeClientOptions; b
 /** Applies `opts` to every later request made with `kc`. */
 export function configureKubeClient(kc: KubeClientConfig, opts: KubeClientOptions): void {
   const limited = (opts.qps ?? 0) > 0;
-  clientOptions.set(kc, { opts, bucket: limited ? new TokenBucket(opts.qps!, Math.max(1, opts.burst ?? Math.ceil(opts.qps!))) : undefined });
+  clientOptions.set(kc, {
+    opts,
+    bucket: limited ? new TokenBucket(opts.qps!, Math.max(1, opts.burst ?? Math.ceil(opts.qps!))) : undefined,
+  });
 }
 
 /** client-go's token bucket: `burst` requests at once, then `qps` per second; waiters in order. */
@@ -139,7 +147,10 @@ export class TokenBucket {
   constructor(
     private readonly qps: number,
     private readonly burst: number,
-    private readonly clock: { now(): number; sleep(ms: number): Promise<void> } = { now: Date.now, sleep: (ms) => new Promise((r) => setTimeout(r, ms)) },
+    private readonly clock: { now(): number; sleep(ms: number): Promise<void> } = {
+      now: Date.now,
+      sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+    },
   ) {
     this.tokens = burst;
     this.last = clock.now();
@@ -190,9 +201,10 @@ async function connFor(kc: KubeClientConfig): Promise<{ conn: Conn; headers: htt
     const server = new URL(cluster.server);
     // One secure context for every connection: given only the PEM options, each new TLS
     // connection (watches are one each) parses the CA and the client key again.
-    const secureContext = server.protocol === 'https:'
-      ? tls.createSecureContext({ ca: opts.ca, cert: opts.cert, key: opts.key, pfx: opts.pfx, passphrase: opts.passphrase })
-      : undefined;
+    const secureContext =
+      server.protocol === 'https:'
+        ? tls.createSecureContext({ ca: opts.ca, cert: opts.cert, key: opts.key, pfx: opts.pfx, passphrase: opts.passphrase })
+        : undefined;
     const agentOptions: https.AgentOptions = { keepAlive: true, secureContext, servername: opts.servername };
     if (cluster.skipTLSVerify) agentOptions.rejectUnauthorized = false;
     const agent = server.protocol === 'http:' ? new http.Agent({ keepAlive: true }) : new https.Agent(agentOptions);
@@ -236,14 +248,21 @@ export async function kubeRequest<T = unknown>(
   }
 }
 
-async function requestOnce<T>(kc: KubeClientConfig, method: HttpMethod, path: string, body: unknown, opts: RequestOptions): Promise<KubeResponse<T>> {
+async function requestOnce<T>(
+  kc: KubeClientConfig,
+  method: HttpMethod,
+  path: string,
+  body: unknown,
+  opts: RequestOptions,
+): Promise<KubeResponse<T>> {
   opts.signal?.throwIfAborted();
   const client = clientOptions.get(kc);
   await client?.bucket?.take();
   const { conn, headers } = await connFor(kc);
   const url = buildPath(conn, path, opts.query);
   const started = process.hrtime.bigint();
-  const observe = (status: number) => client?.opts.onResponse?.({ method, status, seconds: Number(process.hrtime.bigint() - started) / 1e9 });
+  const observe = (status: number) =>
+    client?.opts.onResponse?.({ method, status, seconds: Number(process.hrtime.bigint() - started) / 1e9 });
   let payload: string | undefined;
   if (body !== undefined) {
     payload = typeof body === 'string' ? body : JSON.stringify(body);
@@ -356,7 +375,8 @@ export async function openKubeStream(
     res.on('close', () => finish(res.complete ? undefined : new Error('Watch connection closed')));
   });
   req.on('error', (e) => {
-    if (!done && !aborted && !answered) client?.opts.onResponse?.({ method: 'WATCH', status: 0, seconds: Number(process.hrtime.bigint() - started) / 1e9 });
+    if (!done && !aborted && !answered)
+      client?.opts.onResponse?.({ method: 'WATCH', status: 0, seconds: Number(process.hrtime.bigint() - started) / 1e9 });
     finish(e);
   });
   req.end();

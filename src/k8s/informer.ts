@@ -315,7 +315,13 @@ export class Informer<T extends KubeObject> {
       const stream = await openKubeStream(
         this.kc,
         this.listPath,
-        { ...this.query(), watch: 'true', resourceVersion: this.rv || undefined, allowWatchBookmarks: 'true', timeoutSeconds: serverTimeout },
+        {
+          ...this.query(),
+          watch: 'true',
+          resourceVersion: this.rv || undefined,
+          allowWatchBookmarks: 'true',
+          timeoutSeconds: serverTimeout,
+        },
         {
           onResponse: (s) => {
             status = s;

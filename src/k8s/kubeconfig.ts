@@ -30,8 +30,20 @@ const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 /** A token file is read again after this long: projected service-account tokens rotate. */
 const TOKEN_FILE_TTL_MS = 60_000;
 
-interface StaticCluster { server: string; skipTLSVerify: boolean; ca?: Buffer; servername?: string }
-interface StaticUser { token?: string; tokenFile?: string; cert?: Buffer; key?: Buffer; username?: string; password?: string }
+interface StaticCluster {
+  server: string;
+  skipTLSVerify: boolean;
+  ca?: Buffer;
+  servername?: string;
+}
+interface StaticUser {
+  token?: string;
+  tokenFile?: string;
+  cert?: Buffer;
+  key?: Buffer;
+  username?: string;
+  password?: string;
+}
 
 /** A configuration fully known at load time (plus a token file, re-read as it rotates). */
 class StaticKubeConfig implements KubeClientConfig {
@@ -70,7 +82,8 @@ class StaticKubeConfig implements KubeClientConfig {
 
   private tokenFromFile(file: string): string {
     const now = Date.now();
-    if (!this.token || now - this.token.readAt > TOKEN_FILE_TTL_MS) this.token = { value: fs.readFileSync(file, 'utf8').trim(), readAt: now };
+    if (!this.token || now - this.token.readAt > TOKEN_FILE_TTL_MS)
+      this.token = { value: fs.readFileSync(file, 'utf8').trim(), readAt: now };
     return this.token.value;
   }
 }
@@ -99,7 +112,12 @@ export function kubeConfigFromFile(file: string): KubeClientConfig {
     f ? fs.readFileSync(path.resolve(dir, f)) : data ? Buffer.from(data, 'base64') : undefined;
   return new StaticKubeConfig(
     contextName,
-    { server: c.server, skipTLSVerify: c['insecure-skip-tls-verify'] === true, ca: fileOrData(c['certificate-authority'], c['certificate-authority-data']), servername: c['tls-server-name'] },
+    {
+      server: c.server,
+      skipTLSVerify: c['insecure-skip-tls-verify'] === true,
+      ca: fileOrData(c['certificate-authority'], c['certificate-authority-data']),
+      servername: c['tls-server-name'],
+    },
     {
       token: u.token,
       tokenFile: u.tokenFile ? path.resolve(dir, u.tokenFile) : undefined,
@@ -120,7 +138,11 @@ export function inClusterConfig(env: NodeJS.ProcessEnv = process.env, dir = SERV
   const namespace = readIfExists(path.join(dir, 'namespace'))?.toString('utf8').trim();
   return new StaticKubeConfig(
     'inClusterContext',
-    { server: `https://${net.isIPv6(host) ? `[${host}]` : host}:${port}`, skipTLSVerify: false, ca: readIfExists(path.join(dir, 'ca.crt')) },
+    {
+      server: `https://${net.isIPv6(host) ? `[${host}]` : host}:${port}`,
+      skipTLSVerify: false,
+      ca: readIfExists(path.join(dir, 'ca.crt')),
+    },
     { tokenFile: path.join(dir, 'token') },
     namespace,
   );
@@ -197,24 +219,30 @@ function named<T extends { name?: string }>(list: T[] | undefined, name: string,
 interface Kubeconfig {
   'current-context'?: string;
   contexts?: Array<{ name?: string; context?: { cluster: string; user?: string; namespace?: string } }>;
-  clusters?: Array<{ name?: string; cluster?: {
-    server?: string;
-    'certificate-authority'?: string;
-    'certificate-authority-data'?: string;
-    'insecure-skip-tls-verify'?: boolean;
-    'tls-server-name'?: string;
-    'proxy-url'?: string;
-  } }>;
-  users?: Array<{ name?: string; user?: {
-    token?: string;
-    tokenFile?: string;
-    'client-certificate'?: string;
-    'client-certificate-data'?: string;
-    'client-key'?: string;
-    'client-key-data'?: string;
-    username?: string;
-    password?: string;
-    exec?: unknown;
-    'auth-provider'?: unknown;
-  } }>;
+  clusters?: Array<{
+    name?: string;
+    cluster?: {
+      server?: string;
+      'certificate-authority'?: string;
+      'certificate-authority-data'?: string;
+      'insecure-skip-tls-verify'?: boolean;
+      'tls-server-name'?: string;
+      'proxy-url'?: string;
+    };
+  }>;
+  users?: Array<{
+    name?: string;
+    user?: {
+      token?: string;
+      tokenFile?: string;
+      'client-certificate'?: string;
+      'client-certificate-data'?: string;
+      'client-key'?: string;
+      'client-key-data'?: string;
+      username?: string;
+      password?: string;
+      exec?: unknown;
+      'auth-provider'?: unknown;
+    };
+  }>;
 }

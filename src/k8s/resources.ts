@@ -7,13 +7,18 @@
 import { APPLY_PATCH, type HttpMethod, KubeApiError, MERGE_PATCH, type RequestOptions, apiPath, kubeRequestOk } from './client.js';
 import type { KubeClientConfig } from './kubeconfig.js';
 
-export interface ResourceKind { apiVersion: string; plural: string }
+export interface ResourceKind {
+  apiVersion: string;
+  plural: string;
+}
 
 /** What a ResourceClient call accepts besides its arguments. */
 export type CallOptions = Pick<RequestOptions, 'signal' | 'timeoutMs' | 'retry'>;
 
 /** Objects with at least the metadata this client needs. */
-export interface NamedObject { metadata?: { name?: string; namespace?: string } }
+export interface NamedObject {
+  metadata?: { name?: string; namespace?: string };
+}
 
 export function isNotFound(e: unknown): boolean {
   return e instanceof KubeApiError && e.status === 404;
@@ -40,8 +45,15 @@ export class ResourceClient<T extends NamedObject> {
     }
   }
 
-  async list(namespace: string | undefined, query: { labelSelector?: string; fieldSelector?: string } = {}, o: CallOptions = {}): Promise<T[]> {
-    const r = await this.call<{ items?: T[] }>('GET', apiPath(this.kind.apiVersion, this.kind.plural, namespace), undefined, { ...o, query });
+  async list(
+    namespace: string | undefined,
+    query: { labelSelector?: string; fieldSelector?: string } = {},
+    o: CallOptions = {},
+  ): Promise<T[]> {
+    const r = await this.call<{ items?: T[] }>('GET', apiPath(this.kind.apiVersion, this.kind.plural, namespace), undefined, {
+      ...o,
+      query,
+    });
     return r.items ?? [];
   }
 
@@ -50,8 +62,17 @@ export class ResourceClient<T extends NamedObject> {
     return this.call<T>('POST', apiPath(this.kind.apiVersion, this.kind.plural, namespace), obj, o);
   }
 
-  patch(namespace: string | undefined, name: string, body: unknown, contentType = MERGE_PATCH, o: CallOptions & { subresource?: string } = {}): Promise<T> {
-    return this.call<T>('PATCH', apiPath(this.kind.apiVersion, this.kind.plural, namespace, name, o.subresource), body, { ...o, contentType });
+  patch(
+    namespace: string | undefined,
+    name: string,
+    body: unknown,
+    contentType = MERGE_PATCH,
+    o: CallOptions & { subresource?: string } = {},
+  ): Promise<T> {
+    return this.call<T>('PATCH', apiPath(this.kind.apiVersion, this.kind.plural, namespace, name, o.subresource), body, {
+      ...o,
+      contentType,
+    });
   }
 
   /**
@@ -64,7 +85,9 @@ export class ResourceClient<T extends NamedObject> {
     if (!name) throw new Error(`apply ${this.kind.plural}: the object has no name`);
     // JSON is YAML, so the apply content type takes the JSON body as it is.
     return this.call<T>('PATCH', apiPath(this.kind.apiVersion, this.kind.plural, namespace, name), obj, {
-      ...o, contentType: APPLY_PATCH, query: { fieldManager: o.fieldManager, force: o.force ? 'true' : undefined },
+      ...o,
+      contentType: APPLY_PATCH,
+      query: { fieldManager: o.fieldManager, force: o.force ? 'true' : undefined },
     });
   }
 

@@ -63,11 +63,16 @@ export function httpRequest(url: string | URL, req: HttpRequest): Promise<HttpRe
       });
       res.on('error', fail);
       // A response cut short (aborted, socket destroyed) may close without an 'error'.
-      res.on('close', () => { if (!res.complete) fail(Object.assign(new Error('response closed before its end'), { code: 'ECONNRESET' })); });
+      res.on('close', () => {
+        if (!res.complete) fail(Object.assign(new Error('response closed before its end'), { code: 'ECONNRESET' }));
+      });
     });
     let timeout: Error | undefined;
     // After a timeout the request and the response may each report the destroyed socket.
-    function fail(e: Error): void { clearTimeout(timer); reject(timeout ?? e); }
+    function fail(e: Error): void {
+      clearTimeout(timer);
+      reject(timeout ?? e);
+    }
     const onTimeout = (): void => {
       timeout = req.timeoutError?.() ?? Object.assign(new Error(`no complete answer within ${req.timeoutMs} ms`), { code: 'ETIMEDOUT' });
       r.destroy(timeout);

@@ -21,39 +21,144 @@ export const DEFAULT_JOB_LOG_MAX_COUNT = 1000;
 
 export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'port', type: 'int', default: SERVER_PORT, description: 'Port to bind to (0 picks a free port)' },
-  { name: 'bind-address', type: 'string', default: '0.0.0.0', description: 'Address to bind to (ours; the local node sets it to the pod IP)' },
-  { name: 'data-dir', type: 'string', default: path.join(homedir(), '.atlantis'), description: 'Path to directory to store Atlantis data: locks, plans, working copies, job logs' },
-  { name: 'atlantis-url', type: 'string', description: 'URL that Atlantis can be reached at, used in PR comments and commit status links (default http://<hostname>:<port>)' },
+  {
+    name: 'bind-address',
+    type: 'string',
+    default: '0.0.0.0',
+    description: 'Address to bind to (ours; the local node sets it to the pod IP)',
+  },
+  {
+    name: 'data-dir',
+    type: 'string',
+    default: path.join(homedir(), '.atlantis'),
+    description: 'Path to directory to store Atlantis data: locks, plans, working copies, job logs',
+  },
+  {
+    name: 'atlantis-url',
+    type: 'string',
+    description: 'URL that Atlantis can be reached at, used in PR comments and commit status links (default http://<hostname>:<port>)',
+  },
   { name: 'gh-user', type: 'string', description: 'GitHub username of API user (required)' },
   { name: 'gh-token', type: 'string', description: 'GitHub token of API user (this or --gh-token-file is required)' },
-  { name: 'gh-token-file', type: 'string', description: 'File containing the GitHub token; re-read on every use so a rotated Secret takes effect' },
+  {
+    name: 'gh-token-file',
+    type: 'string',
+    description: 'File containing the GitHub token; re-read on every use so a rotated Secret takes effect',
+  },
   { name: 'gh-webhook-secret', type: 'string', description: 'Secret used to validate GitHub webhooks (X-Hub-Signature-256)' },
-  { name: 'gh-hostname', type: 'string', default: 'github.com', description: 'Hostname of your GitHub Enterprise installation; the API is https://<host>/api/v3' },
+  {
+    name: 'gh-hostname',
+    type: 'string',
+    default: 'github.com',
+    description: 'Hostname of your GitHub Enterprise installation; the API is https://<host>/api/v3',
+  },
   { name: 'gh-api-url', type: 'string', description: 'GitHub REST API base URL (ours; overrides the one derived from --gh-hostname)' },
-  { name: 'repo-allowlist', type: 'string', description: 'Comma separated list of repositories that Atlantis will operate on, e.g. github.com/acme/*, with ! to exclude (required)' },
+  {
+    name: 'repo-allowlist',
+    type: 'string',
+    description: 'Comma separated list of repositories that Atlantis will operate on, e.g. github.com/acme/*, with ! to exclude (required)',
+  },
   { name: 'repo-config', type: 'string', description: 'Path to a server-side repo config YAML file' },
   { name: 'repo-config-json', type: 'string', description: 'The server-side repo config as a JSON string, instead of --repo-config' },
-  { name: 'allow-commands', type: 'list', default: [...DEFAULT_ALLOW_COMMANDS], description: `Comma separated list of allowed commands (${ACCEPTED_COMMAND_NAMES.join(', ')}, or all)` },
-  { name: 'blocked-extra-args', type: 'list', default: [...DEFAULT_BLOCKED_EXTRA_ARGS], description: 'Comma separated list of terraform flags that may not be passed after --' },
+  {
+    name: 'allow-commands',
+    type: 'list',
+    default: [...DEFAULT_ALLOW_COMMANDS],
+    description: `Comma separated list of allowed commands (${ACCEPTED_COMMAND_NAMES.join(', ')}, or all)`,
+  },
+  {
+    name: 'blocked-extra-args',
+    type: 'list',
+    default: [...DEFAULT_BLOCKED_EXTRA_ARGS],
+    description: 'Comma separated list of terraform flags that may not be passed after --',
+  },
   { name: 'executable-name', type: 'string', default: 'atlantis', description: 'Comment command executable name' },
   { name: 'parallel-pool-size', type: 'int', default: 15, description: 'Max number of projects to run in parallel' },
   { name: 'disable-autoplan', type: 'bool', default: false, description: 'Disable atlantis auto planning' },
-  { name: 'disable-apply-all', type: 'bool', default: false, description: 'Refuse "apply" without -p, -d or -w (apply all); a project, dir or workspace must be named' },
-  { name: 'disable-apply', type: 'bool', default: false, description: 'Refuse every apply command, as if apply were left out of --allow-commands (Atlantis before v0.27)' },
-  { name: 'gh-team-allowlist', type: 'string', description: 'Comma separated team:command pairs, e.g. dev:plan,ops:apply,devops:*; with it set, a user runs a command only as a member of a listed GitHub team (of the repo\'s organisation) allowed that command (needs read:org)' },
+  {
+    name: 'disable-apply-all',
+    type: 'bool',
+    default: false,
+    description: 'Refuse "apply" without -p, -d or -w (apply all); a project, dir or workspace must be named',
+  },
+  {
+    name: 'disable-apply',
+    type: 'bool',
+    default: false,
+    description: 'Refuse every apply command, as if apply were left out of --allow-commands (Atlantis before v0.27)',
+  },
+  {
+    name: 'gh-team-allowlist',
+    type: 'string',
+    description:
+      "Comma separated team:command pairs, e.g. dev:plan,ops:apply,devops:*; with it set, a user runs a command only as a member of a listed GitHub team (of the repo's organisation) allowed that command (needs read:org)",
+  },
   { name: 'log-level', type: 'string', default: 'info', description: 'Log level: debug, info, warn or error' },
-  { name: 'tf-binary', type: 'string', default: 'terraform', description: 'terraform (or tofu) executable to run, a name on PATH or a path' },
-  { name: 'drain-timeout', type: 'duration', default: 0, maxMs: MAX_DURATION_MS, description: 'After a signal starts a drain, how long to wait for running operations before interrupting terraform (0 = wait forever)' },
-  { name: 'terraform-interrupt-grace', type: 'duration', default: 60_000, maxMs: MAX_DURATION_MS, description: 'After interrupting terraform with SIGINT, how long to wait before SIGKILL' },
-  { name: 'queue-during-drain', type: 'bool', default: false, description: 'Queue commands that arrive while draining, and run them first on the next start on this data dir' },
-  { name: 'allow-fork-prs', type: 'bool', default: false, description: 'Allow Atlantis to run on pull requests from forks. A security issue for public repos.' },
-  { name: 'silence-fork-pr-errors', type: 'bool', default: false, description: 'Silences the posting of fork pull requests not allowed error comments.' },
-  { name: 'insecure-no-webhook-secret', type: 'bool', default: false, description: 'Allow starting without --gh-webhook-secret (webhooks are then not authenticated)' },
-  { name: 'web-basic-auth', type: 'bool', default: false, description: 'Require HTTP Basic authentication for the web page, job pages, job logs and /metrics (/events, /healthz, /readyz and /status stay open)' },
+  {
+    name: 'tf-binary',
+    type: 'string',
+    default: 'terraform',
+    description: 'terraform (or tofu) executable to run, a name on PATH or a path',
+  },
+  {
+    name: 'drain-timeout',
+    type: 'duration',
+    default: 0,
+    maxMs: MAX_DURATION_MS,
+    description: 'After a signal starts a drain, how long to wait for running operations before interrupting terraform (0 = wait forever)',
+  },
+  {
+    name: 'terraform-interrupt-grace',
+    type: 'duration',
+    default: 60_000,
+    maxMs: MAX_DURATION_MS,
+    description: 'After interrupting terraform with SIGINT, how long to wait before SIGKILL',
+  },
+  {
+    name: 'queue-during-drain',
+    type: 'bool',
+    default: false,
+    description: 'Queue commands that arrive while draining, and run them first on the next start on this data dir',
+  },
+  {
+    name: 'allow-fork-prs',
+    type: 'bool',
+    default: false,
+    description: 'Allow Atlantis to run on pull requests from forks. A security issue for public repos.',
+  },
+  {
+    name: 'silence-fork-pr-errors',
+    type: 'bool',
+    default: false,
+    description: 'Silences the posting of fork pull requests not allowed error comments.',
+  },
+  {
+    name: 'insecure-no-webhook-secret',
+    type: 'bool',
+    default: false,
+    description: 'Allow starting without --gh-webhook-secret (webhooks are then not authenticated)',
+  },
+  {
+    name: 'web-basic-auth',
+    type: 'bool',
+    default: false,
+    description:
+      'Require HTTP Basic authentication for the web page, job pages, job logs and /metrics (/events, /healthz, /readyz and /status stay open)',
+  },
   { name: 'web-username', type: 'string', default: DEFAULT_WEB_USERNAME, description: 'Username for --web-basic-auth' },
   { name: 'web-password', type: 'string', default: DEFAULT_WEB_PASSWORD, description: 'Password for --web-basic-auth' },
-  { name: 'job-log-retention', type: 'duration', default: DEFAULT_JOB_LOG_RETENTION_MS, description: 'Delete job logs older than this, at start and periodically (ours; 0 = keep regardless of age)' },
-  { name: 'job-log-max-count', type: 'int', default: DEFAULT_JOB_LOG_MAX_COUNT, description: 'Keep at most this many job logs, the newest (ours; 0 = no limit)' },
+  {
+    name: 'job-log-retention',
+    type: 'duration',
+    default: DEFAULT_JOB_LOG_RETENTION_MS,
+    description: 'Delete job logs older than this, at start and periodically (ours; 0 = keep regardless of age)',
+  },
+  {
+    name: 'job-log-max-count',
+    type: 'int',
+    default: DEFAULT_JOB_LOG_MAX_COUNT,
+    description: 'Keep at most this many job logs, the newest (ours; 0 = no limit)',
+  },
   // Atlantis flags this server does not honour: parsed (hidden) only to be refused or warned about.
   ...unhonouredAtlantisFlagSpecs(),
 ];
@@ -118,7 +223,8 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
   const pool = values['parallel-pool-size'] as number;
   if (pool < 1) throw new UsageError(`invalid value ${pool} for --parallel-pool-size: must be at least 1`);
   const logLevel = values['log-level'] as string;
-  if (!LOG_LEVELS.includes(logLevel as LogLevel)) throw new UsageError(`invalid value "${logLevel}" for --log-level: must be one of ${LOG_LEVELS.join(', ')}`);
+  if (!LOG_LEVELS.includes(logLevel as LogLevel))
+    throw new UsageError(`invalid value "${logLevel}" for --log-level: must be one of ${LOG_LEVELS.join(', ')}`);
 
   const repoAllowlist = str(values, 'repo-allowlist');
   if (!repoAllowlist) throw new UsageError('--repo-allowlist must be set for security purposes (e.g. github.com/acme/*)');
@@ -129,11 +235,14 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
   if (token && tokenFile) throw new UsageError('--gh-token and --gh-token-file are mutually exclusive');
   if (!token && !tokenFile) throw new UsageError('--gh-token or --gh-token-file is required');
   if (tokenFile) {
-    try { readFileSync(tokenFile, 'utf8'); } catch (e) {
+    try {
+      readFileSync(tokenFile, 'utf8');
+    } catch (e) {
       throw new UsageError(`--gh-token-file ${tokenFile} cannot be read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
     }
   }
-  if (str(values, 'repo-config') && str(values, 'repo-config-json')) throw new UsageError('cannot use --repo-config and --repo-config-json at the same time');
+  if (str(values, 'repo-config') && str(values, 'repo-config-json'))
+    throw new UsageError('cannot use --repo-config and --repo-config-json at the same time');
   const ghWebhookSecret = str(values, 'gh-webhook-secret');
   const insecure = values['insecure-no-webhook-secret'] === true;
   if (!ghWebhookSecret && !insecure) {
@@ -141,13 +250,20 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
   }
 
   const commands = resolveAllowCommands(values['allow-commands'] as string[]);
-  if (commands.unknown !== undefined) throw new UsageError(`invalid value "${commands.unknown}" for --allow-commands: must be one of ${ACCEPTED_COMMAND_NAMES.join(', ')}, all`);
-  const commandWarnings = commands.ignored.map((i) => `--allow-commands (ATLANTIS_ALLOW_COMMANDS) names ${i.name}, but this server ignores it: ${i.why}`);
+  if (commands.unknown !== undefined)
+    throw new UsageError(
+      `invalid value "${commands.unknown}" for --allow-commands: must be one of ${ACCEPTED_COMMAND_NAMES.join(', ')}, all`,
+    );
+  const commandWarnings = commands.ignored.map(
+    (i) => `--allow-commands (ATLANTIS_ALLOW_COMMANDS) names ${i.name}, but this server ignores it: ${i.why}`,
+  );
   // As Atlantis did when it still had the flag: apply leaves the allowed commands, so an
   // apply comment gets the "unknown command" answer.
   const expanded = values['disable-apply'] === true ? commands.allowed.filter((c) => c !== 'apply') : commands.allowed;
   let ghTeamAllowlist: TeamRule[];
-  try { ghTeamAllowlist = parseTeamAllowlist(str(values, 'gh-team-allowlist') ?? '', ACCEPTED_COMMAND_NAMES); } catch (e) {
+  try {
+    ghTeamAllowlist = parseTeamAllowlist(str(values, 'gh-team-allowlist') ?? '', ACCEPTED_COMMAND_NAMES);
+  } catch (e) {
     if (e instanceof TeamAllowlistError) throw new UsageError(`invalid value for --gh-team-allowlist: ${e.message}`);
     throw e;
   }
@@ -159,9 +275,17 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
   ensureWritableDir(dataDir);
   const ghHostname = values['gh-hostname'] as string;
   const ghApiUrl = str(values, 'gh-api-url') ?? (ghHostname === 'github.com' ? 'https://api.github.com' : `https://${ghHostname}/api/v3`);
-  try { new URL(ghApiUrl); } catch { throw new UsageError(`invalid value "${ghApiUrl}" for --gh-api-url: not a URL`); }
+  try {
+    new URL(ghApiUrl);
+  } catch {
+    throw new UsageError(`invalid value "${ghApiUrl}" for --gh-api-url: not a URL`);
+  }
   const atlantisUrl = str(values, 'atlantis-url') ?? `http://${hostname()}:${port}`;
-  try { new URL(atlantisUrl); } catch { throw new UsageError(`invalid value "${atlantisUrl}" for --atlantis-url: not a URL`); }
+  try {
+    new URL(atlantisUrl);
+  } catch {
+    throw new UsageError(`invalid value "${atlantisUrl}" for --atlantis-url: not a URL`);
+  }
 
   return {
     port,

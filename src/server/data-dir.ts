@@ -25,7 +25,11 @@ export function secureDataDir(dataDir: string): string | undefined {
     const file = path.join(dataDir, name);
     const st = lstatSync(file, { throwIfNoEntry: false });
     if (st?.isFile() && (st.mode & 0o077) !== 0) {
-      try { chmodSync(file, 0o600); } catch (e) { problem ??= `${name}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`; }
+      try {
+        chmodSync(file, 0o600);
+      } catch (e) {
+        problem ??= `${name}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`;
+      }
     }
   }
   return problem;

@@ -19,16 +19,43 @@ export function webhookEventLabel(header: string | undefined): string {
 
 export class ServerMetrics {
   readonly registry = new Registry();
-  readonly operationsInProgress = new Gauge({ name: 'atlantis_operations_in_progress', help: 'Operations (webhook-triggered commands) currently running', registers: [this.registry] });
-  readonly draining = new Gauge({ name: 'atlantis_draining', help: '1 while the server is draining, else 0', registers: [this.registry] });
-  readonly commandsTotal = new Counter({ name: 'atlantis_commands_total', help: 'Commands run, by command and result', labelNames: ['command', 'result'] as const, registers: [this.registry] });
-  readonly commandDuration = new Histogram({
-    name: 'atlantis_command_duration_seconds', help: 'Wall time of commands, from acceptance to the last PR comment',
-    labelNames: ['command'] as const, buckets: [0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600], registers: [this.registry],
+  readonly operationsInProgress = new Gauge({
+    name: 'atlantis_operations_in_progress',
+    help: 'Operations (webhook-triggered commands) currently running',
+    registers: [this.registry],
   });
-  readonly commandsRefused = new Counter({ name: 'atlantis_commands_refused_total', help: 'Commands refused, by reason', labelNames: ['reason'] as const, registers: [this.registry] });
-  readonly webhooksTotal = new Counter({ name: 'atlantis_webhooks_total', help: 'Webhook requests, by event and HTTP status code', labelNames: ['event', 'code'] as const, registers: [this.registry] });
-  readonly githubRequestFailures = new Counter({ name: 'atlantis_github_request_failures_total', help: 'GitHub API requests that failed after retries, by operation', labelNames: ['operation'] as const, registers: [this.registry] });
+  readonly draining = new Gauge({ name: 'atlantis_draining', help: '1 while the server is draining, else 0', registers: [this.registry] });
+  readonly commandsTotal = new Counter({
+    name: 'atlantis_commands_total',
+    help: 'Commands run, by command and result',
+    labelNames: ['command', 'result'] as const,
+    registers: [this.registry],
+  });
+  readonly commandDuration = new Histogram({
+    name: 'atlantis_command_duration_seconds',
+    help: 'Wall time of commands, from acceptance to the last PR comment',
+    labelNames: ['command'] as const,
+    buckets: [0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600],
+    registers: [this.registry],
+  });
+  readonly commandsRefused = new Counter({
+    name: 'atlantis_commands_refused_total',
+    help: 'Commands refused, by reason',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly webhooksTotal = new Counter({
+    name: 'atlantis_webhooks_total',
+    help: 'Webhook requests, by event and HTTP status code',
+    labelNames: ['event', 'code'] as const,
+    registers: [this.registry],
+  });
+  readonly githubRequestFailures = new Counter({
+    name: 'atlantis_github_request_failures_total',
+    help: 'GitHub API requests that failed after retries, by operation',
+    labelNames: ['operation'] as const,
+    registers: [this.registry],
+  });
 
   constructor(opts: { defaults?: boolean } = {}) {
     if (opts.defaults !== false) collectProcessMetrics(this.registry);

@@ -28,7 +28,12 @@ export interface AtlantisServerOptions {
   /** Called once when a drain ends; the CLI exits the process with the code. */
   onExit?: (code: number) => void;
   /** Extra wiring (the workflow) that needs the core parts. */
-  plugins?: Array<(server: AtlantisServer) => Partial<Pick<AppDeps, 'onWebhook' | 'extraRoutes' | 'storeHealthy'>> & { close?: () => Promise<void> | void; start?: () => Promise<void> | void }>;
+  plugins?: Array<
+    (server: AtlantisServer) => Partial<Pick<AppDeps, 'onWebhook' | 'extraRoutes' | 'storeHealthy'>> & {
+      close?: () => Promise<void> | void;
+      start?: () => Promise<void> | void;
+    }
+  >;
   /** Metrics registry; tests pass one without default metrics. */
   metrics?: ServerMetrics;
 }
@@ -65,17 +70,30 @@ export class AtlantisServer {
     this.metrics = opts.metrics ?? new ServerMetrics();
     // Before any plugin opens the store or writes a file there.
     const dataDirProblem = secureDataDir(opts.config.dataDir);
-    if (dataDirProblem) opts.logger.warn('Could not make the data dir private (0700); files the server creates in it are still 0600', { dataDir: opts.config.dataDir, error: dataDirProblem });
+    if (dataDirProblem)
+      opts.logger.warn('Could not make the data dir private (0700); files the server creates in it are still 0600', {
+        dataDir: opts.config.dataDir,
+        error: dataDirProblem,
+      });
     // Log lines, PR comments, job output and pages scrub these (secrets/redact.ts).
     processRedactor.addSource(() => serverSecretValues(opts.config));
     this.processHost = new ProcessHost({ logger: opts.logger, env: () => this.childEnv() });
-    this.runner = new ProcessRunner({ host: this.processHost, binary: opts.config.tfBinary, interruptGraceMs: opts.config.terraformInterruptGraceMs, logger: opts.logger });
+    this.runner = new ProcessRunner({
+      host: this.processHost,
+      binary: opts.config.tfBinary,
+      interruptGraceMs: opts.config.terraformInterruptGraceMs,
+      logger: opts.logger,
+    });
     this.drain = new DrainCoordinator({
       tracker: this.tracker,
       runner: this.runner,
       metrics: this.metrics,
       logger: opts.logger,
-      timings: { drainTimeoutMs: opts.config.drainTimeoutMs, interruptGraceMs: opts.config.terraformInterruptGraceMs, forceExitMarginMs: 5_000 },
+      timings: {
+        drainTimeoutMs: opts.config.drainTimeoutMs,
+        interruptGraceMs: opts.config.terraformInterruptGraceMs,
+        forceExitMarginMs: 5_000,
+      },
       onExit: (code) => void this.finish(code),
     });
     try {
@@ -94,7 +112,11 @@ export class AtlantisServer {
   /** The environment of every child process: the server's without its settings and secrets. */
   private childEnv(): Record<string, string> {
     const { env, withheld } = childEnv(process.env, processRedactor.values());
-    if (withheld.length) this.logger.info('Environment variables withheld from child processes', { names: withheld.map((w) => w.name), reasons: withheld.map((w) => w.reason) });
+    if (withheld.length)
+      this.logger.info('Environment variables withheld from child processes', {
+        names: withheld.map((w) => w.name),
+        reasons: withheld.map((w) => w.reason),
+      });
     return env;
   }
 
@@ -116,10 +138,22 @@ export class AtlantisServer {
     this.http = createServer(listener).listen(this.config.port, this.config.bindAddress);
     await once(this.http, 'listening');
     const url = this.url;
-    writePidFile(this.config.dataDir, { pid: process.pid, url, startedAt: new Date().toISOString(), identity: processIdentity(process.pid) });
-    this.logger.info('Server started', { url, dataDir: this.config.dataDir, atlantisUrl: this.config.atlantisUrl, webBasicAuth: this.config.webBasicAuth });
+    writePidFile(this.config.dataDir, {
+      pid: process.pid,
+      url,
+      startedAt: new Date().toISOString(),
+      identity: processIdentity(process.pid),
+    });
+    this.logger.info('Server started', {
+      url,
+      dataDir: this.config.dataDir,
+      atlantisUrl: this.config.atlantisUrl,
+      webBasicAuth: this.config.webBasicAuth,
+    });
     if (this.config.webBasicAuth && this.config.webPassword === DEFAULT_WEB_PASSWORD) {
-      this.logger.warn('--web-basic-auth is on with the default --web-password: anyone who knows Atlantis can read the web page and job logs');
+      this.logger.warn(
+        '--web-basic-auth is on with the default --web-password: anyone who knows Atlantis can read the web page and job logs',
+      );
     }
     return url;
   }
@@ -177,7 +211,8 @@ export class AtlantisServer {
    * "shutting down" reply to a refused command. close() waits for it (bounded).
    */
   trackBackground(p: Promise<unknown>): void {
-    const wrapped = p.catch((e: unknown) => this.logger.error('Background task failed', { error: e instanceof Error ? e.message : String(e) }))
+    const wrapped = p
+      .catch((e: unknown) => this.logger.error('Background task failed', { error: e instanceof Error ? e.message : String(e) }))
       .finally(() => this.background.delete(wrapped));
     this.background.add(wrapped);
   }

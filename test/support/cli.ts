@@ -10,9 +10,17 @@ export function assertBuilt(): void {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run 'make build' (make test does it)`);
 }
 
-export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 30_000): { code: number | null; stdout: string; stderr: string } {
+export function runCli(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  timeoutMs = 30_000,
+): { code: number | null; stdout: string; stderr: string } {
   assertBuilt();
-  const r = spawnSync(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, encoding: 'utf8', timeout: timeoutMs });
+  const r = spawnSync(process.execPath, [CLI, ...args], {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+    encoding: 'utf8',
+    timeout: timeoutMs,
+  });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -36,15 +44,24 @@ export function startCli(args: string[], env: NodeJS.ProcessEnv = {}, opts: { lo
   const fd = opts.logFile ? openSync(opts.logFile, 'a') : undefined;
   let child: ChildProcess;
   try {
-    child = spawn(process.execPath, [cli, ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', fd ?? 'pipe', fd ?? 'pipe'] });
+    child = spawn(process.execPath, [cli, ...args], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+      stdio: ['ignore', fd ?? 'pipe', fd ?? 'pipe'],
+    });
   } finally {
     if (fd !== undefined) closeSync(fd);
   }
   let out = '';
-  child.stdout?.on('data', (d: Buffer) => { out += d.toString(); });
-  child.stderr?.on('data', (d: Buffer) => { out += d.toString(); });
+  child.stdout?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
   const file = opts.logFile;
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
   return { child, output: () => (file ? readFileSync(file, 'utf8') : out), exited };
 }
 
@@ -52,7 +69,11 @@ export function startCli(args: string[], env: NodeJS.ProcessEnv = {}, opts: { lo
 export async function waitForHttp(url: string, timeoutMs = 15_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
-    try { if ((await fetch(url, { signal: AbortSignal.timeout(1000) })).ok) return; } catch { /* not up yet */ }
+    try {
+      if ((await fetch(url, { signal: AbortSignal.timeout(1000) })).ok) return;
+    } catch {
+      /* not up yet */
+    }
     await sleep(100);
   }
   throw new Error(`${url} did not answer within ${timeoutMs} ms`);

@@ -39,8 +39,14 @@ export interface PodRecorder {
   stop(): Promise<void>;
 }
 
-interface PodList { metadata: { resourceVersion: string }; items: V1Pod[] }
-interface WatchEvent { type: string; object: V1Pod & { code?: number } }
+interface PodList {
+  metadata: { resourceVersion: string };
+  items: V1Pod[];
+}
+interface WatchEvent {
+  type: string;
+  object: V1Pod & { code?: number };
+}
 
 /**
  * Watches the pods of `instance` (a list, then a watch from its resourceVersion, resumed
@@ -51,7 +57,12 @@ interface WatchEvent { type: string; object: V1Pod & { code?: number } }
  * watch is open: what happens after that is recorded. `replicas` gives the desired count
  * for the unavailability count (it may change during a test).
  */
-export async function recordPods(kc: KubeClientConfig, ns: string, instance: string, opts: { replicas: () => number }): Promise<PodRecorder> {
+export async function recordPods(
+  kc: KubeClientConfig,
+  ns: string,
+  instance: string,
+  opts: { replicas: () => number },
+): Promise<PodRecorder> {
   const records = new Map<string, PodRecord>();
   const current = new Map<string, V1Pod>();
   let seq = 0;
@@ -105,20 +116,37 @@ export async function recordPods(kc: KubeClientConfig, ns: string, instance: str
     let end!: (why: 'gone' | 'closed') => void;
     const ended = new Promise<'gone' | 'closed'>((r) => (end = r));
     closed = () => end('closed');
-    return openKubeStream(kc, apiPath('v1', 'pods', ns), { labelSelector, watch: true, resourceVersion: rv, allowWatchBookmarks: true, timeoutSeconds: 60 }, {
-      onResponse: (status) => { open(status === 200); if (status === 410) end('gone'); },
-      onLine: (line) => {
-        const ev = JSON.parse(line) as WatchEvent;
-        if (ev.type === 'ERROR') { if (ev.object.code === 410) end('gone'); return; }
-        if (ev.object.metadata?.resourceVersion) rv = ev.object.metadata.resourceVersion;
-        if (ev.type === 'BOOKMARK') return;
-        seq++;
-        if (ev.type === 'DELETED') gone(ev.object.metadata!.uid!);
-        else see(ev.object);
-        account();
+    return openKubeStream(
+      kc,
+      apiPath('v1', 'pods', ns),
+      { labelSelector, watch: true, resourceVersion: rv, allowWatchBookmarks: true, timeoutSeconds: 60 },
+      {
+        onResponse: (status) => {
+          open(status === 200);
+          if (status === 410) end('gone');
+        },
+        onLine: (line) => {
+          const ev = JSON.parse(line) as WatchEvent;
+          if (ev.type === 'ERROR') {
+            if (ev.object.code === 410) end('gone');
+            return;
+          }
+          if (ev.object.metadata?.resourceVersion) rv = ev.object.metadata.resourceVersion;
+          if (ev.type === 'BOOKMARK') return;
+          seq++;
+          if (ev.type === 'DELETED') gone(ev.object.metadata!.uid!);
+          else see(ev.object);
+          account();
+        },
+        onClose: () => {
+          open(false);
+          end('closed');
+        },
       },
-      onClose: () => { open(false); end('closed'); },
-    }).then((st) => { stream = st; return { opened, ended }; });
+    ).then((st) => {
+      stream = st;
+      return { opened, ended };
+    });
   };
 
   const first = await watchOnce();
@@ -176,18 +204,31 @@ export function describeStatus(ad: AtlantisDeployment | undefined): string {
   if (!ad) return '(no object)';
   const s = ad.status;
   if (!s) return `generation ${ad.metadata.generation}, no status`;
-  const conds = (s.conditions ?? []).map((c) => `${c.type}=${c.status}/${c.reason}${c.status !== 'True' || c.type === 'Degraded' ? ` (${c.message})` : ''}`).join(', ');
+  const conds = (s.conditions ?? [])
+    .map((c) => `${c.type}=${c.status}/${c.reason}${c.status !== 'True' || c.type === 'Degraded' ? ` (${c.message})` : ''}`)
+    .join(', ');
   return `generation ${ad.metadata.generation} observed ${s.observedGeneration}; replicas ${s.replicas} ready ${s.readyReplicas} updated ${s.updatedReplicas} draining ${s.drainingReplicas}; rev ${s.currentRevision}->${s.updateRevision}; ${conds}`;
 }
 
 /** Waits until the AtlantisDeployment's status satisfies `pred` (with its generation observed). */
-export async function waitForAd(kc: KubeClientConfig, ns: string, name: string, what: string, pred: (ad: AtlantisDeployment) => boolean, timeoutMs = 90_000): Promise<AtlantisDeployment> {
+export async function waitForAd(
+  kc: KubeClientConfig,
+  ns: string,
+  name: string,
+  what: string,
+  pred: (ad: AtlantisDeployment) => boolean,
+  timeoutMs = 90_000,
+): Promise<AtlantisDeployment> {
   let last: AtlantisDeployment | undefined;
   try {
-    return await waitFor(what, async () => {
-      last = await getAd(kc, ns, name);
-      return last.status?.observedGeneration === last.metadata.generation && pred(last) ? last : undefined;
-    }, { timeoutMs, intervalMs: 250 });
+    return await waitFor(
+      what,
+      async () => {
+        last = await getAd(kc, ns, name);
+        return last.status?.observedGeneration === last.metadata.generation && pred(last) ? last : undefined;
+      },
+      { timeoutMs, intervalMs: 250 },
+    );
   } catch (e) {
     throw new Error(`${(e as Error).message}; last status: ${describeStatus(last)}`);
   }
@@ -198,41 +239,79 @@ export function rolloutComplete(replicas: number): (ad: AtlantisDeployment) => b
   return (ad) => {
     const p = cond(ad, 'Progressing');
     const s = ad.status!;
-    return p?.status === 'True' && p.reason === 'RolloutComplete' && s.readyReplicas === replicas && s.updatedReplicas === replicas && s.replicas === replicas && s.currentRevision === s.updateRevision;
+    return (
+      p?.status === 'True' &&
+      p.reason === 'RolloutComplete' &&
+      s.readyReplicas === replicas &&
+      s.updatedReplicas === replicas &&
+      s.replicas === replicas &&
+      s.currentRevision === s.updateRevision
+    );
   };
 }
 
 /** Pods of `instance`, waiting until exactly `names` exist, all Ready, none terminating/draining, all at `revision` when given. */
-export async function waitForReadyPods(kc: KubeClientConfig, ns: string, instance: string, names: string[], opts: { revision?: string; timeoutMs?: number } = {}): Promise<V1Pod[]> {
+export async function waitForReadyPods(
+  kc: KubeClientConfig,
+  ns: string,
+  instance: string,
+  names: string[],
+  opts: { revision?: string; timeoutMs?: number } = {},
+): Promise<V1Pod[]> {
   let last: V1Pod[] = [];
   try {
-    return await waitFor(`pods ${names.join(', ')} Ready${opts.revision ? ` at revision ${opts.revision}` : ''}`, async () => {
-      last = await listPods(kc, ns, instance);
-      const ok =
-        last.length === names.length &&
-        last.every((p, i) => p.metadata?.name === [...names].sort()[i] && isReady(p) && !p.metadata?.annotations?.[DRAIN] && (!opts.revision || p.metadata?.labels?.[REVISION] === opts.revision));
-      return ok ? last : undefined;
-    }, { timeoutMs: opts.timeoutMs ?? 90_000, intervalMs: 200 });
+    return await waitFor(
+      `pods ${names.join(', ')} Ready${opts.revision ? ` at revision ${opts.revision}` : ''}`,
+      async () => {
+        last = await listPods(kc, ns, instance);
+        const ok =
+          last.length === names.length &&
+          last.every(
+            (p, i) =>
+              p.metadata?.name === [...names].sort()[i] &&
+              isReady(p) &&
+              !p.metadata?.annotations?.[DRAIN] &&
+              (!opts.revision || p.metadata?.labels?.[REVISION] === opts.revision),
+          );
+        return ok ? last : undefined;
+      },
+      { timeoutMs: opts.timeoutMs ?? 90_000, intervalMs: 200 },
+    );
   } catch (e) {
     throw new Error(`${(e as Error).message}; pods: ${describePods(last)}`);
   }
 }
 
 export function describePods(pods: V1Pod[]): string {
-  return pods
-    .map((p) => {
-      const cs = p.status?.containerStatuses?.[0];
-      const waiting = cs?.state?.waiting?.reason;
-      return `${p.metadata?.name}(${p.status?.phase}${waiting ? `/${waiting}` : ''}${isReady(p) ? ',Ready' : ''}${p.metadata?.annotations?.[DRAIN] ? ',draining' : ''}${p.metadata?.deletionTimestamp ? ',deleting' : ''},rev ${p.metadata?.labels?.[REVISION]})`;
-    })
-    .join(' ') || '(none)';
+  return (
+    pods
+      .map((p) => {
+        const cs = p.status?.containerStatuses?.[0];
+        const waiting = cs?.state?.waiting?.reason;
+        return `${p.metadata?.name}(${p.status?.phase}${waiting ? `/${waiting}` : ''}${isReady(p) ? ',Ready' : ''}${p.metadata?.annotations?.[DRAIN] ? ',draining' : ''}${p.metadata?.deletionTimestamp ? ',deleting' : ''},rev ${p.metadata?.labels?.[REVISION]})`;
+      })
+      .join(' ') || '(none)'
+  );
 }
 
-export interface AdEvent { name: string; reason: string; message: string; type: string }
+export interface AdEvent {
+  name: string;
+  reason: string;
+  message: string;
+  type: string;
+}
 
 /** core/v1 Events about one AtlantisDeployment (involvedObject kind and name), in creation order. */
 export async function adEvents(kc: KubeClientConfig, ns: string, name: string): Promise<AdEvent[]> {
-  const r = await kubeRequestOk<{ items: Array<{ metadata: { name: string; creationTimestamp?: string; resourceVersion?: string }; reason: string; message: string; type: string; involvedObject: { kind: string; name: string } }> }>(kc, 'GET', apiPath('v1', 'events', ns));
+  const r = await kubeRequestOk<{
+    items: Array<{
+      metadata: { name: string; creationTimestamp?: string; resourceVersion?: string };
+      reason: string;
+      message: string;
+      type: string;
+      involvedObject: { kind: string; name: string };
+    }>;
+  }>(kc, 'GET', apiPath('v1', 'events', ns));
   return r.items
     .filter((e) => e.involvedObject.kind === KIND && e.involvedObject.name === name)
     .sort((a, b) => Number(a.metadata.resourceVersion ?? 0) - Number(b.metadata.resourceVersion ?? 0))
@@ -246,7 +325,12 @@ export async function eventsSince(kc: KubeClientConfig, ns: string, name: string
 }
 
 /** One JSON log line (a server's or the controller's), with its `time` as epoch ms in `at`. */
-export interface JsonLogLine { msg: string; time: string; at: number; [field: string]: unknown }
+export interface JsonLogLine {
+  msg: string;
+  time: string;
+  at: number;
+  [field: string]: unknown;
+}
 
 /** The JSON lines of a log's text; a line cut short (by a kill) is skipped: not evidence of anything. */
 export function parseJsonLog(text: string): JsonLogLine[] {

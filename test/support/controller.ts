@@ -22,19 +22,30 @@ export function ensureCrd(cluster: TestCluster): Promise<void> {
   crdApplied ??= (async () => {
     const r = await cluster.kubectl(['apply', '--server-side', '--force-conflicts', '-f', CRD_FILE]);
     if (r.exitCode !== 0) throw new Error(`kubectl apply of the CRD failed: ${r.stderr}`);
-    const w = await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/atlantisdeployments.atlantis-operator.dev']);
+    const w = await cluster.kubectl([
+      'wait',
+      '--for=condition=Established',
+      '--timeout=60s',
+      'crd/atlantisdeployments.atlantis-operator.dev',
+    ]);
     if (w.exitCode !== 0) throw new Error(`the CRD did not become Established: ${w.stderr}`);
   })();
   return crdApplied;
 }
 
 /** One log line; `at` is Date.now() when it was written (same clock as the node's and servers' logs). */
-export interface CapturedLog { level: string; msg: string; fields: LogFields; at: number }
+export interface CapturedLog {
+  level: string;
+  msg: string;
+  fields: LogFields;
+  at: number;
+}
 
 /** A logger that keeps every line in memory (and prints nothing). */
 export function captureLogger(lines: CapturedLog[], base: LogFields = {}): Logger {
   const mk = (fields: LogFields): Logger => {
-    const at = (level: string) => (msg: string, f?: LogFields) => void lines.push({ level, msg, fields: { ...fields, ...f }, at: Date.now() });
+    const at = (level: string) => (msg: string, f?: LogFields) =>
+      void lines.push({ level, msg, fields: { ...fields, ...f }, at: Date.now() });
     return { error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug'), child: (f) => mk({ ...fields, ...f }) };
   };
   return mk(base);
@@ -57,13 +68,26 @@ export async function startController(kc: KubeClientConfig, namespace: string, o
 }
 
 /** A Secret `vcs` with a token and a webhook secret, as the AtlantisDeployment examples expect. */
-export async function createVcsSecret(kc: KubeClientConfig, namespace: string, token = 'test-token', webhookSecret = 'webhook-secret-for-tests'): Promise<void> {
+export async function createVcsSecret(
+  kc: KubeClientConfig,
+  namespace: string,
+  token = 'test-token',
+  webhookSecret = 'webhook-secret-for-tests',
+): Promise<void> {
   await kubeRequestOk(kc, 'POST', apiPath('v1', 'secrets', namespace), {
-    apiVersion: 'v1', kind: 'Secret', metadata: { name: 'vcs', namespace }, type: 'Opaque', stringData: { token, 'webhook-secret': webhookSecret },
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'vcs', namespace },
+    type: 'Opaque',
+    stringData: { token, 'webhook-secret': webhookSecret },
   });
 }
 
-export function atlantisDeployment(namespace: string, name: string, spec: Partial<AtlantisDeploymentSpecInput> & { image?: string }): AtlantisDeployment {
+export function atlantisDeployment(
+  namespace: string,
+  name: string,
+  spec: Partial<AtlantisDeploymentSpecInput> & { image?: string },
+): AtlantisDeployment {
   return {
     apiVersion: API_VERSION,
     kind: KIND,
@@ -76,7 +100,11 @@ export function atlantisDeployment(namespace: string, name: string, spec: Partia
       atlantis: {
         url: 'http://atlantis.test',
         repoAllowlist: 'github.com/acme/*',
-        github: { user: 'atlantis-bot', tokenSecretRef: { name: 'vcs', key: 'token' }, webhookSecretRef: { name: 'vcs', key: 'webhook-secret' } },
+        github: {
+          user: 'atlantis-bot',
+          tokenSecretRef: { name: 'vcs', key: 'token' },
+          webhookSecretRef: { name: 'vcs', key: 'webhook-secret' },
+        },
         ...spec.atlantis,
       },
     } as AtlantisDeploymentSpecInput,
@@ -96,7 +124,9 @@ export async function patchAdSpec(kc: KubeClientConfig, namespace: string, name:
 }
 
 export async function listPods(kc: KubeClientConfig, namespace: string, instance: string): Promise<V1Pod[]> {
-  const r = await kubeRequestOk<{ items: V1Pod[] }>(kc, 'GET', apiPath('v1', 'pods', namespace), undefined, { query: { labelSelector: `app.kubernetes.io/instance=${instance}` } });
+  const r = await kubeRequestOk<{ items: V1Pod[] }>(kc, 'GET', apiPath('v1', 'pods', namespace), undefined, {
+    query: { labelSelector: `app.kubernetes.io/instance=${instance}` },
+  });
   return r.items.sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''));
 }
 
@@ -105,6 +135,10 @@ export function isReady(p: V1Pod): boolean {
 }
 
 export async function events(kc: KubeClientConfig, namespace: string): Promise<Array<{ reason: string; message: string; type: string }>> {
-  const r = await kubeRequest<{ items: Array<{ reason: string; message: string; type: string; involvedObject: { kind: string } }> }>(kc, 'GET', apiPath('v1', 'events', namespace));
+  const r = await kubeRequest<{ items: Array<{ reason: string; message: string; type: string; involvedObject: { kind: string } }> }>(
+    kc,
+    'GET',
+    apiPath('v1', 'events', namespace),
+  );
   return (r.body.items ?? []).filter((e) => e.involvedObject.kind === KIND);
 }

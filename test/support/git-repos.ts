@@ -116,7 +116,14 @@ export async function createTestRepo(opts: CreateRepoOptions = {}): Promise<Test
   fs.mkdirSync(work, { recursive: true });
   await git(work, ['init', '-q', '-b', baseBranch]);
   await git(work, ['remote', 'add', 'origin', bareDir]);
-  writeFiles(work, opts.files ?? { 'README.md': '# infra\n', 'app1/main.tf': terraformConfig({ marker: 'app1-v1' }), 'app2/main.tf': terraformConfig({ marker: 'app2-v1' }) });
+  writeFiles(
+    work,
+    opts.files ?? {
+      'README.md': '# infra\n',
+      'app1/main.tf': terraformConfig({ marker: 'app1-v1' }),
+      'app2/main.tf': terraformConfig({ marker: 'app2-v1' }),
+    },
+  );
   await git(work, ['add', '-A']);
   await git(work, ['commit', '-q', '-m', 'Initial commit']);
   await git(work, ['push', '-q', 'origin', baseBranch]);

@@ -50,16 +50,31 @@ export function answerGraphql(body: unknown, orgs: StandinOrgs): [number, unknow
   const teams = /teams\s*\(([^)]*)\)/.exec(b.query);
   if (!org || !teams) return gqlError('stand-in: only organization { teams(userLogins:) } queries are supported');
   const login = args(org[1]!, vars).login;
-  if (typeof login !== 'string') return gqlError("Variable $org of type String! was provided invalid value");
+  if (typeof login !== 'string') return gqlError('Variable $org of type String! was provided invalid value');
   const all = orgs.get(login.toLowerCase());
   if (!all) {
-    return [200, { data: { organization: null }, errors: [{ type: 'NOT_FOUND', path: ['organization'], locations: [{ line: 1, column: 1 }], message: `Could not resolve to an Organization with the login of '${login}'.` }] }];
+    return [
+      200,
+      {
+        data: { organization: null },
+        errors: [
+          {
+            type: 'NOT_FOUND',
+            path: ['organization'],
+            locations: [{ line: 1, column: 1 }],
+            message: `Could not resolve to an Organization with the login of '${login}'.`,
+          },
+        ],
+      },
+    ];
   }
   const a = args(teams[1]!, vars);
   const first = typeof a.first === 'number' ? a.first : undefined;
   if (first === undefined) return gqlError('You must provide a `first` or `last` value to properly paginate the `teams` connection.');
   if (first > 100) return gqlError(`Requesting ${first} records on the \`teams\` connection exceeds the \`first\` limit of 100 records.`);
-  const logins = Array.isArray(a.userLogins) ? a.userLogins.filter((x): x is string => typeof x === 'string').map((x) => x.toLowerCase()) : undefined;
+  const logins = Array.isArray(a.userLogins)
+    ? a.userLogins.filter((x): x is string => typeof x === 'string').map((x) => x.toLowerCase())
+    : undefined;
   const matching = all.filter((t) => !logins || logins.some((l) => t.members.has(l)));
   let start = 0;
   if (typeof a.after === 'string') {

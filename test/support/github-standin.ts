@@ -246,7 +246,16 @@ export class GitHubStandin {
   holdNext(match: { method?: string; path?: RegExp }): { reached: Promise<void>; release: () => void } {
     let reached!: () => void;
     let release!: () => void;
-    const hold = { match, reached: new Promise<void>((r) => { reached = r; }), arrived: () => reached(), gate: new Promise<void>((r) => { release = r; }) };
+    const hold = {
+      match,
+      reached: new Promise<void>((r) => {
+        reached = r;
+      }),
+      arrived: () => reached(),
+      gate: new Promise<void>((r) => {
+        release = r;
+      }),
+    };
     this.holds.push(hold);
     return { reached: hold.reached, release };
   }
@@ -281,7 +290,7 @@ export class GitHubStandin {
     const path = u.pathname.replace(/^\/api\/v3(?=\/)/, '');
     const method = req.method ?? 'GET';
     const query = Object.fromEntries(u.searchParams.entries());
-    let body: unknown ;
+    let body: unknown;
     if (raw !== '') {
       try {
         body = JSON.parse(raw);
@@ -312,11 +321,17 @@ export class GitHubStandin {
         headers['x-ratelimit-remaining'] = '0';
         headers['x-ratelimit-used'] = '5000';
         headers['x-ratelimit-reset'] = String(Math.floor(Date.now() / 1000) + (fault.resetInSeconds ?? 1));
-        payload = { message: 'API rate limit exceeded for user ID 1.', documentation_url: 'https://docs.github.com/rest/overview/rate-limits-for-the-rest-api' };
+        payload = {
+          message: 'API rate limit exceeded for user ID 1.',
+          documentation_url: 'https://docs.github.com/rest/overview/rate-limits-for-the-rest-api',
+        };
       } else {
         status = fault.status ?? 403;
         headers['retry-after'] = String(fault.retryAfterSeconds);
-        payload = { message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.', documentation_url: DOCS_URL };
+        payload = {
+          message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.',
+          documentation_url: DOCS_URL,
+        };
       }
       call.status = status;
       res.writeHead(status, headers).end(JSON.stringify(payload));
@@ -437,7 +452,8 @@ export class GitHubStandin {
       if (method === 'GET') {
         // since: only comments updated at or after that time (ISO 8601), as GitHub filters.
         const since = query.since === undefined ? undefined : Date.parse(query.since);
-        if (since !== undefined && Number.isNaN(since)) return validationFailed('IssueComment', 'since', 'since is not a valid ISO 8601 timestamp');
+        if (since !== undefined && Number.isNaN(since))
+          return validationFailed('IssueComment', 'since', 'since is not a valid ISO 8601 timestamp');
         const all = this.comments(repo.fullName, pull.number).filter((c) => since === undefined || Date.parse(c.updatedAt) >= since);
         const [items, h] = this.paginate(all, query, path);
         return [200, items.map((c) => this.commentJson(c)), h];
@@ -445,7 +461,15 @@ export class GitHubStandin {
       if (method !== 'POST') return notFound();
       if (typeof b.body !== 'string' || b.body === '') return validationFailed('IssueComment', 'body', 'body cannot be blank');
       if (b.body.length > 65536) return validationFailed('IssueComment', 'body', 'body is too long (maximum is 65536 characters)');
-      const c: StandinComment = { id: this.nextId++, repo: repo.fullName, pull: pull.number, body: b.body, user: this.botLogin, createdAt: now, updatedAt: now };
+      const c: StandinComment = {
+        id: this.nextId++,
+        repo: repo.fullName,
+        pull: pull.number,
+        body: b.body,
+        user: this.botLogin,
+        createdAt: now,
+        updatedAt: now,
+      };
       this.commentsById.set(c.id, c);
       return [201, this.commentJson(c)];
     }
@@ -467,7 +491,8 @@ export class GitHubStandin {
       // on a known repo, as tests create webhook comments without posting them first.
       const content = b.content;
       const valid = ['+1', '-1', 'laugh', 'confused', 'heart', 'hooray', 'rocket', 'eyes'];
-      if (typeof content !== 'string' || !valid.includes(content)) return validationFailed('Reaction', 'content', 'content is not included in the list');
+      if (typeof content !== 'string' || !valid.includes(content))
+        return validationFailed('Reaction', 'content', 'content is not included in the list');
       const existing = this.reactions.find((r) => r.commentId === id && r.content === content);
       const json = { id: id * 10, content, user: { login: this.botLogin }, created_at: now };
       if (existing) return [200, json];
@@ -480,11 +505,26 @@ export class GitHubStandin {
       if (typeof state !== 'string' || !['error', 'failure', 'pending', 'success'].includes(state)) {
         return validationFailed('Status', 'state', 'state is not included in the list');
       }
-      const st: StandinStatus = { repo: repo.fullName, sha: statusSha, state, context: typeof b.context === 'string' ? b.context : 'default' };
+      const st: StandinStatus = {
+        repo: repo.fullName,
+        sha: statusSha,
+        state,
+        context: typeof b.context === 'string' ? b.context : 'default',
+      };
       if (typeof b.description === 'string') st.description = b.description;
       if (typeof b.target_url === 'string') st.target_url = b.target_url;
       this.statuses.push(st);
-      return [201, { id: this.nextId++, state: st.state, context: st.context, description: st.description ?? null, target_url: st.target_url ?? null, created_at: now }];
+      return [
+        201,
+        {
+          id: this.nextId++,
+          state: st.state,
+          context: st.context,
+          description: st.description ?? null,
+          target_url: st.target_url ?? null,
+          created_at: now,
+        },
+      ];
     }
     if (pullNumber !== undefined && method === 'GET') {
       const pull = repo.pulls.get(Number(pullNumber));
@@ -537,7 +577,12 @@ export interface WebhookResponse {
 }
 
 /** POSTs a webhook the way GitHub does. */
-export async function sendWebhook(targetUrl: string, event: string, payload: unknown, opts: SendWebhookOptions = {}): Promise<WebhookResponse> {
+export async function sendWebhook(
+  targetUrl: string,
+  event: string,
+  payload: unknown,
+  opts: SendWebhookOptions = {},
+): Promise<WebhookResponse> {
   const raw = opts.rawBody !== undefined ? Buffer.from(opts.rawBody) : Buffer.from(JSON.stringify(payload));
   const deliveryId = opts.deliveryId ?? crypto.randomUUID();
   const headers: Record<string, string> = {
@@ -583,7 +628,13 @@ function repoPayload(o: RepoPayloadOptions): Record<string, unknown> {
 /** A fork's repository object, as GitHub puts it in a PR's `head.repo`: another owner, `fork: true`. */
 function forkPayload(fullName: string, cloneUrl?: string): Record<string, unknown> {
   const [owner] = fullName.split('/');
-  return { ...repoPayload({ repo: fullName, cloneUrl }), id: 7_000_001, node_id: 'R_fork', owner: { login: owner, id: 7, type: 'User' }, fork: true };
+  return {
+    ...repoPayload({ repo: fullName, cloneUrl }),
+    id: 7_000_001,
+    node_id: 'R_fork',
+    owner: { login: owner, id: 7, type: 'User' },
+    fork: true,
+  };
 }
 
 export interface PullRequestPayloadOptions extends RepoPayloadOptions {

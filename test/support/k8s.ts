@@ -153,17 +153,26 @@ let nsCounter = 0;
  */
 export async function freshNamespace(prefix = 't'): Promise<string> {
   const c = await getCluster();
-  const clean = prefix.toLowerCase().replace(/[^a-z0-9-]/g, '-').slice(0, 30).replace(/^-+|-+$/g, '') || 't';
+  const clean =
+    prefix
+      .toLowerCase()
+      .replace(/[^a-z0-9-]/g, '-')
+      .slice(0, 30)
+      .replace(/^-+|-+$/g, '') || 't';
   const name = `${clean}-${process.pid}-${++nsCounter}-${Math.random().toString(36).slice(2, 7)}`;
   await kubeRequestOk(c.kc, 'POST', '/api/v1/namespaces', {
     apiVersion: 'v1',
     kind: 'Namespace',
     metadata: { name, labels: { 'atlantis-operator.dev/test': 'true' } },
   });
-  await waitFor(`ServiceAccount ${name}/default`, async () => {
-    const r = await kubeRequest(c.kc, 'GET', `/api/v1/namespaces/${name}/serviceaccounts/default`);
-    return r.status === 200;
-  }, { timeoutMs: 20_000, intervalMs: 20 });
+  await waitFor(
+    `ServiceAccount ${name}/default`,
+    async () => {
+      const r = await kubeRequest(c.kc, 'GET', `/api/v1/namespaces/${name}/serviceaccounts/default`);
+      return r.status === 200;
+    },
+    { timeoutMs: 20_000, intervalMs: 20 },
+  );
   return name;
 }
 
@@ -193,7 +202,9 @@ export async function waitFor<T>(
     if (Date.now() >= deadline) break;
     await sleep(interval);
   }
-  throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}${lastErr ? ` (last error: ${lastErr instanceof Error ? lastErr.message : String(lastErr)})` : ''}`);
+  throw new Error(
+    `Timed out after ${timeoutMs} ms waiting for ${what}${lastErr ? ` (last error: ${lastErr instanceof Error ? lastErr.message : String(lastErr)})` : ''}`,
+  );
 }
 
 /** Reads a file, '' when it does not exist. */

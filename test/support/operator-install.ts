@@ -18,7 +18,12 @@ import type { TestCluster } from './k8s.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-export type KObj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> }; [k: string]: unknown };
+export type KObj = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+  [k: string]: unknown;
+};
 
 export interface OperatorInstall {
   /** the controller's namespace (the manifests' atlantis-operator, renamed) */
@@ -38,7 +43,9 @@ export interface OperatorInstall {
 export async function renderKustomization(cluster: TestCluster, dir: string): Promise<KObj[]> {
   const r = await cluster.kubectl(['kustomize', path.join(repoRoot, dir)]);
   if (r.exitCode !== 0) throw new Error(`kubectl kustomize ${dir}: ${r.stderr}`);
-  return parseAllDocuments(r.stdout).map((d) => d.toJSON() as KObj).filter(Boolean);
+  return parseAllDocuments(r.stdout)
+    .map((d) => d.toJSON() as KObj)
+    .filter(Boolean);
 }
 
 /**
@@ -55,7 +62,11 @@ export async function installOperator(cluster: TestCluster, prefix: string): Pro
       const c = structuredClone(o);
       if (c.kind === 'Namespace') {
         c.metadata.name = ns;
-        c.metadata.labels = { ...c.metadata.labels, 'pod-security.kubernetes.io/enforce-version': 'latest', 'atlantis-operator.dev/test': 'true' };
+        c.metadata.labels = {
+          ...c.metadata.labels,
+          'pod-security.kubernetes.io/enforce-version': 'latest',
+          'atlantis-operator.dev/test': 'true',
+        };
       }
       if (c.metadata.namespace) c.metadata.namespace = ns;
       if (c.kind === 'ClusterRole' || c.kind === 'ClusterRoleBinding') c.metadata.name = clusterRole;
@@ -64,7 +75,17 @@ export async function installOperator(cluster: TestCluster, prefix: string): Pro
       return c;
     });
   const kinds = objects.map((o) => o.kind).sort();
-  const want = ['ClusterRole', 'ClusterRoleBinding', 'Deployment', 'Namespace', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'Service', 'ServiceAccount'];
+  const want = [
+    'ClusterRole',
+    'ClusterRoleBinding',
+    'Deployment',
+    'Namespace',
+    'PodDisruptionBudget',
+    'Role',
+    'RoleBinding',
+    'Service',
+    'ServiceAccount',
+  ];
   if (kinds.join() !== want.join()) throw new Error(`manifests/ renders ${kinds.join(', ')}; expected ${want.join(', ')}`);
   // The Namespace first, so the namespaced objects have somewhere to go.
   const ordered = [...objects.filter((o) => o.kind === 'Namespace'), ...objects.filter((o) => o.kind !== 'Namespace')];
@@ -104,6 +125,11 @@ export function controllerPod(install: OperatorInstall, name: string, extraArgs:
 }
 
 /** Creates a controller pod; throws with the API server's answer when it is refused. */
-export async function createControllerPod(cluster: TestCluster, install: OperatorInstall, name: string, extraArgs: string[]): Promise<V1Pod> {
+export async function createControllerPod(
+  cluster: TestCluster,
+  install: OperatorInstall,
+  name: string,
+  extraArgs: string[],
+): Promise<V1Pod> {
   return kubeRequestOk<V1Pod>(cluster.kc, 'POST', apiPath('v1', 'pods', install.namespace), controllerPod(install, name, extraArgs));
 }

@@ -13,12 +13,24 @@ export interface RawRequest {
   response: () => string;
 }
 
-export function rawRequest(host: string, port: number, head: { method?: string; path?: string; headers: Record<string, string | number> }, body: Buffer = Buffer.alloc(0)): RawRequest {
+export function rawRequest(
+  host: string,
+  port: number,
+  head: { method?: string; path?: string; headers: Record<string, string | number> },
+  body: Buffer = Buffer.alloc(0),
+): RawRequest {
   const socket = net.connect({ host, port });
   let received = '';
   let resolveStatus!: (s: number | null) => void;
-  const status = new Promise<number | null>((r) => { resolveStatus = r; });
-  const closed = new Promise<void>((r) => socket.once('close', () => { resolveStatus(null); r(); }));
+  const status = new Promise<number | null>((r) => {
+    resolveStatus = r;
+  });
+  const closed = new Promise<void>((r) =>
+    socket.once('close', () => {
+      resolveStatus(null);
+      r();
+    }),
+  );
   socket.on('data', (d: Buffer) => {
     received += d.toString('latin1');
     const m = /^HTTP\/1\.1 (\d{3}) /.exec(received);
@@ -26,7 +38,11 @@ export function rawRequest(host: string, port: number, head: { method?: string; 
   });
   // The server may drop the connection while the body is still being written.
   socket.on('error', () => undefined);
-  const lines = [`${head.method ?? 'POST'} ${head.path ?? '/events'} HTTP/1.1`, `Host: ${host}:${port}`, ...Object.entries(head.headers).map(([k, v]) => `${k}: ${v}`)];
+  const lines = [
+    `${head.method ?? 'POST'} ${head.path ?? '/events'} HTTP/1.1`,
+    `Host: ${host}:${port}`,
+    ...Object.entries(head.headers).map(([k, v]) => `${k}: ${v}`),
+  ];
   socket.write(`${lines.join('\r\n')}\r\n\r\n`);
   if (body.length > 0) socket.write(body);
   return { socket, status, closed, response: () => received };

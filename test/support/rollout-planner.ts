@@ -16,7 +16,11 @@ export const OLD = 'aaaaaaaaaa';
 export const NEW = 'bbbbbbbbbb';
 export const ago = (s: number): Date => new Date(NOW.getTime() - s * 1000);
 
-export const probe = (shutting: boolean, ops: number): StatusProbe => ({ ok: true, at: NOW, body: { shutting_down: shutting, in_progress_operations: ops, version: '1' } });
+export const probe = (shutting: boolean, ops: number): StatusProbe => ({
+  ok: true,
+  at: NOW,
+  body: { shutting_down: shutting, in_progress_operations: ops, version: '1' },
+});
 export const DRAINED = probe(true, 0);
 export const unreachable: StatusProbe = { ok: false, error: 'connect ECONNREFUSED', at: NOW };
 
@@ -39,8 +43,12 @@ export function pod(ordinal: number, o: Partial<PodObservation> = {}): PodObserv
 }
 export const old = (ordinal: number, o: Partial<PodObservation> = {}): PodObservation => pod(ordinal, { revision: OLD, ...o });
 /** A pod whose drain annotation was set `secondsAgo` (a draining server is not Ready). */
-export const draining = (ordinal: number, secondsAgo: number, status: StatusProbe | null, o: Partial<PodObservation> = {}): PodObservation =>
-  old(ordinal, { drainAnnotation: formatTime(ago(secondsAgo)), ready: false, status, ...o });
+export const draining = (
+  ordinal: number,
+  secondsAgo: number,
+  status: StatusProbe | null,
+  o: Partial<PodObservation> = {},
+): PodObservation => old(ordinal, { drainAnnotation: formatTime(ago(secondsAgo)), ready: false, status, ...o });
 
 export function observed(pods: PodObservation[], spec: Partial<RolloutSpec> = {}, extra: Partial<ObservedState> = {}): ObservedState {
   const replicas = spec.replicas ?? 3;
@@ -76,7 +84,8 @@ export function summary(plan: Plan): string[] {
     }
   });
 }
-export const events = (plan: Plan): string[] => actionsOf(plan, 'emitEvent').map((e) => `${e.eventType} ${e.reason}${e.podName ? ` ${e.podName}` : ''}`);
+export const events = (plan: Plan): string[] =>
+  actionsOf(plan, 'emitEvent').map((e) => `${e.eventType} ${e.reason}${e.podName ? ` ${e.podName}` : ''}`);
 export const cond = (plan: Plan, type: string): string => {
   const c = plan.status.conditions.find((x) => x.type === type);
   return c ? `${c.status}/${c.reason}` : 'missing';
@@ -103,10 +112,38 @@ export const completeStatus = (rev: string): AtlantisDeploymentStatus => ({
   updateRevision: rev,
   selector: 'app.kubernetes.io/name=atlantis,app.kubernetes.io/instance=atlantis',
   conditions: [
-    { type: 'Available', status: 'True', reason: 'MinimumReplicasAvailable', message: '', lastTransitionTime: '2026-01-01T00:00:00Z', observedGeneration: 6 },
-    { type: 'Progressing', status: 'True', reason: 'RolloutComplete', message: '', lastTransitionTime: '2026-01-01T00:00:00Z', observedGeneration: 6 },
-    { type: 'Paused', status: 'False', reason: 'NotPaused', message: '', lastTransitionTime: '2026-01-01T00:00:00Z', observedGeneration: 6 },
-    { type: 'Degraded', status: 'False', reason: 'PodsHealthy', message: '', lastTransitionTime: '2026-01-01T00:00:00Z', observedGeneration: 6 },
+    {
+      type: 'Available',
+      status: 'True',
+      reason: 'MinimumReplicasAvailable',
+      message: '',
+      lastTransitionTime: '2026-01-01T00:00:00Z',
+      observedGeneration: 6,
+    },
+    {
+      type: 'Progressing',
+      status: 'True',
+      reason: 'RolloutComplete',
+      message: '',
+      lastTransitionTime: '2026-01-01T00:00:00Z',
+      observedGeneration: 6,
+    },
+    {
+      type: 'Paused',
+      status: 'False',
+      reason: 'NotPaused',
+      message: '',
+      lastTransitionTime: '2026-01-01T00:00:00Z',
+      observedGeneration: 6,
+    },
+    {
+      type: 'Degraded',
+      status: 'False',
+      reason: 'PodsHealthy',
+      message: '',
+      lastTransitionTime: '2026-01-01T00:00:00Z',
+      observedGeneration: 6,
+    },
   ],
   pods: [],
 });
@@ -114,10 +151,15 @@ export const completeStatus = (rev: string): AtlantisDeploymentStatus => ({
 /** Held by the budget that higher ordinals (rolling out first) hold. */
 export const HELD: GuardName[] = ['HigherOrdinalFirst'];
 /** What the API server answered a dry-run create of a pod with `limits.memory: 2GB`. */
-export const REJECTED = 'Pod in version "v1" cannot be handled as a Pod: quantities must match the regular expression \'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$\'';
+export const REJECTED =
+  'Pod in version "v1" cannot be handled as a Pod: quantities must match the regular expression \'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$\'';
 export const rejectedState = (pods: PodObservation[], spec: Partial<RolloutSpec> = {}, extra: Partial<ObservedState> = {}): ObservedState =>
   observed(pods, spec, { replacementRejected: REJECTED, ...extra });
-export const REJECTED_CONDITIONS = { Available: 'True/MinimumReplicasAvailable', Progressing: 'False/ReplacementRejected', Degraded: 'True/ReplacementRejected' };
+export const REJECTED_CONDITIONS = {
+  Available: 'True/MinimumReplicasAvailable',
+  Progressing: 'False/ReplacementRejected',
+  Degraded: 'True/ReplacementRejected',
+};
 
 /** Plans a row and checks what it states. */
 export function checkRow(row: Row, plan: Plan, assert: typeof import('node:assert/strict')): void {
@@ -127,4 +169,3 @@ export function checkRow(row: Row, plan: Plan, assert: typeof import('node:asser
   for (const [type, want] of Object.entries(row.conditions ?? {})) assert.equal(cond(plan, type), want, `condition ${type}`);
   row.check?.(plan);
 }
-

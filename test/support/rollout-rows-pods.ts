@@ -1,7 +1,24 @@
 // Rollout planner table, part 2: pods not Running, hand drains, scaling, a refused replacement.
 import assert from 'node:assert/strict';
 import { actionsOf, formatTime } from '../../src/controller/rollout/index.js';
-import { OLD, NEW, ago, probe, DRAINED, unreachable, pod, old, draining, observed, type Row, completeStatus, HELD, REJECTED, rejectedState, REJECTED_CONDITIONS } from './rollout-planner.js';
+import {
+  OLD,
+  NEW,
+  ago,
+  probe,
+  DRAINED,
+  unreachable,
+  pod,
+  old,
+  draining,
+  observed,
+  type Row,
+  completeStatus,
+  HELD,
+  REJECTED,
+  rejectedState,
+  REJECTED_CONDITIONS,
+} from './rollout-planner.js';
 
 export const podRows: Row[] = [
   // ---- pods that are not Running
@@ -49,7 +66,11 @@ export const podRows: Row[] = [
   },
   {
     name: 'fixed image after a bad one: the failing pod (now outdated) is replaced at once',
-    state: observed([old(0), old(1), old(2, { revision: 'cccccccccc', phase: 'Pending', ready: false, waitingReason: 'ImagePullBackOff' })]),
+    state: observed([
+      old(0),
+      old(1),
+      old(2, { revision: 'cccccccccc', phase: 'Pending', ready: false, waitingReason: 'ImagePullBackOff' }),
+    ]),
     actions: ['deletePod atlantis-2 NotRunning replace'],
   },
   {
@@ -58,7 +79,11 @@ export const podRows: Row[] = [
     actions: [],
     waiting: { 'atlantis-2': ['WaitingForReadiness'] },
     conditions: { Degraded: 'True/PodsFailing', Available: 'True/MinimumReplicasAvailable' },
-    check: (p) => assert.equal(p.status.conditions.find((c) => c.type === 'Degraded')!.message, 'Pods failing: atlantis-2: not Ready within 600s of creation'),
+    check: (p) =>
+      assert.equal(
+        p.status.conditions.find((c) => c.type === 'Degraded')!.message,
+        'Pods failing: atlantis-2: not Ready within 600s of creation',
+      ),
   },
   {
     name: 'up-to-date pod that cannot be scheduled: Degraded at once, old pods keep serving',
@@ -97,15 +122,26 @@ export const podRows: Row[] = [
   },
   {
     name: 'hand-drained pod, drained: replaced regardless of revision',
-    state: observed([pod(0), pod(1, { drainAnnotation: 'now', drainStartedAtAnnotation: formatTime(ago(20)), ready: false, status: DRAINED }), pod(2)]),
+    state: observed([
+      pod(0),
+      pod(1, { drainAnnotation: 'now', drainStartedAtAnnotation: formatTime(ago(20)), ready: false, status: DRAINED }),
+      pod(2),
+    ]),
     actions: ['deletePod atlantis-1 Drained replace'],
     events: ['Normal Drained atlantis-1', 'Normal PodReplaced atlantis-1'],
   },
   {
     name: 'hand drain timed out (from the stamp), Interrupt',
-    state: observed([pod(0), pod(1, { drainAnnotation: 'true', drainStartedAtAnnotation: formatTime(ago(4000)), ready: false, status: probe(true, 1) }), pod(2)], {
-      onDrainTimeout: 'Interrupt',
-    }),
+    state: observed(
+      [
+        pod(0),
+        pod(1, { drainAnnotation: 'true', drainStartedAtAnnotation: formatTime(ago(4000)), ready: false, status: probe(true, 1) }),
+        pod(2),
+      ],
+      {
+        onDrainTimeout: 'Interrupt',
+      },
+    ),
     actions: ['deletePod atlantis-1 DrainTimeout replace'],
   },
   {
@@ -184,9 +220,19 @@ export const podRows: Row[] = [
   },
   {
     name: 'replacement rejected, already reported for this revision: no second event',
-    state: rejectedState([old(0), old(1), old(2)], {}, {
-      previousStatus: { ...completeStatus(OLD), updateRevision: NEW, conditions: completeStatus(OLD).conditions.map((c) => (c.type === 'Progressing' ? { ...c, status: 'False' as const, reason: 'ReplacementRejected' } : c)) },
-    }),
+    state: rejectedState(
+      [old(0), old(1), old(2)],
+      {},
+      {
+        previousStatus: {
+          ...completeStatus(OLD),
+          updateRevision: NEW,
+          conditions: completeStatus(OLD).conditions.map((c) =>
+            c.type === 'Progressing' ? { ...c, status: 'False' as const, reason: 'ReplacementRejected' } : c,
+          ),
+        },
+      },
+    ),
     actions: [],
     events: [],
   },
@@ -203,7 +249,11 @@ export const podRows: Row[] = [
     actions: [],
     events: ['Warning ReplacementRejected'],
     waiting: { 'atlantis-2': ['ReplacementRejected'], 'atlantis-1': ['ReplacementRejected', 'HigherOrdinalFirst'] },
-    conditions: { Available: 'True/MinimumReplicasAvailable', Progressing: 'False/ReplacementRejected', Degraded: 'True/ReplacementRejected' },
+    conditions: {
+      Available: 'True/MinimumReplicasAvailable',
+      Progressing: 'False/ReplacementRejected',
+      Degraded: 'True/ReplacementRejected',
+    },
     check: (p) => assert.equal(p.status.drainingReplicas, 1),
   },
   {

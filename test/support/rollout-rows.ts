@@ -1,7 +1,21 @@
 // Rollout planner table, part 1: creation, rollout order and budget, drains, timeouts, pausing.
 import assert from 'node:assert/strict';
 import { actionsOf, formatTime } from '../../src/controller/rollout/index.js';
-import { OLD, NEW, ago, probe, DRAINED, unreachable, pod, old, draining, observed, type Row, completeStatus, HELD } from './rollout-planner.js';
+import {
+  OLD,
+  NEW,
+  ago,
+  probe,
+  DRAINED,
+  unreachable,
+  pod,
+  old,
+  draining,
+  observed,
+  type Row,
+  completeStatus,
+  HELD,
+} from './rollout-planner.js';
 
 export const rolloutRows: Row[] = [
   // ---- steady state and creation
@@ -10,7 +24,12 @@ export const rolloutRows: Row[] = [
     state: observed([pod(0), pod(1), pod(2)], {}, { previousStatus: completeStatus(NEW) }),
     actions: [],
     events: [],
-    conditions: { Available: 'True/MinimumReplicasAvailable', Progressing: 'True/RolloutComplete', Paused: 'False/NotPaused', Degraded: 'False/PodsHealthy' },
+    conditions: {
+      Available: 'True/MinimumReplicasAvailable',
+      Progressing: 'True/RolloutComplete',
+      Paused: 'False/NotPaused',
+      Degraded: 'False/PodsHealthy',
+    },
     check: (p) => {
       assert.equal(p.complete, true);
       assert.equal(p.requeueAfterMs, null);
@@ -26,7 +45,14 @@ export const rolloutRows: Row[] = [
   {
     name: 'new deployment: PVC then pod for every ordinal',
     state: observed([], {}, { pvcOrdinals: [] }),
-    actions: ['createPVC atlantis-data-0', `createPod atlantis-0@${NEW}`, 'createPVC atlantis-data-1', `createPod atlantis-1@${NEW}`, 'createPVC atlantis-data-2', `createPod atlantis-2@${NEW}`],
+    actions: [
+      'createPVC atlantis-data-0',
+      `createPod atlantis-0@${NEW}`,
+      'createPVC atlantis-data-1',
+      `createPod atlantis-1@${NEW}`,
+      'createPVC atlantis-data-2',
+      `createPod atlantis-2@${NEW}`,
+    ],
     conditions: { Available: 'False/MinimumReplicasUnavailable', Progressing: 'True/RolloutInProgress' },
   },
   {
@@ -114,7 +140,10 @@ export const rolloutRows: Row[] = [
     waiting: { 'atlantis-2': ['OperationsInProgress'], 'atlantis-1': HELD, 'atlantis-0': HELD },
     check: (p) => {
       assert.equal(p.requeueAfterMs, 500);
-      assert.deepEqual(p.status.pods.map((x) => x.inProgressOperations), [null, null, 2]);
+      assert.deepEqual(
+        p.status.pods.map((x) => x.inProgressOperations),
+        [null, null, 2],
+      );
       assert.equal(p.status.pods[2]!.drainingSince, formatTime(ago(600)));
     },
   },
@@ -184,9 +213,16 @@ export const rolloutRows: Row[] = [
   },
   {
     name: 'rollout finished: RolloutComplete when the previous status was in progress',
-    state: observed([pod(0), pod(1), pod(2)], {}, {
-      previousStatus: { ...completeStatus(OLD), conditions: completeStatus(OLD).conditions.map((c) => (c.type === 'Progressing' ? { ...c, reason: 'RolloutInProgress' } : c)) },
-    }),
+    state: observed(
+      [pod(0), pod(1), pod(2)],
+      {},
+      {
+        previousStatus: {
+          ...completeStatus(OLD),
+          conditions: completeStatus(OLD).conditions.map((c) => (c.type === 'Progressing' ? { ...c, reason: 'RolloutInProgress' } : c)),
+        },
+      },
+    ),
     actions: [],
     events: ['Normal RolloutComplete'],
     check: (p) => assert.equal(p.status.currentRevision, NEW),
@@ -208,13 +244,26 @@ export const rolloutRows: Row[] = [
   },
   {
     name: 'timeout, Wait, already reported: no second event',
-    state: observed([old(0), old(1), draining(2, 4000, probe(true, 1))], {}, {
-      previousStatus: {
-        ...completeStatus(OLD),
-        conditions: [{ type: 'Progressing', status: 'False', reason: 'DrainTimeout', message: 'Drains past drainTimeoutSeconds, waiting (onDrainTimeout=Wait): atlantis-2', lastTransitionTime: '2026-06-01T11:00:00Z', observedGeneration: 7 }],
-        timedOutPods: ['atlantis-2'],
+    state: observed(
+      [old(0), old(1), draining(2, 4000, probe(true, 1))],
+      {},
+      {
+        previousStatus: {
+          ...completeStatus(OLD),
+          conditions: [
+            {
+              type: 'Progressing',
+              status: 'False',
+              reason: 'DrainTimeout',
+              message: 'Drains past drainTimeoutSeconds, waiting (onDrainTimeout=Wait): atlantis-2',
+              lastTransitionTime: '2026-06-01T11:00:00Z',
+              observedGeneration: 7,
+            },
+          ],
+          timedOutPods: ['atlantis-2'],
+        },
       },
-    }),
+    ),
     actions: [],
     events: [],
     conditions: { Progressing: 'False/DrainTimeout' },
@@ -281,5 +330,4 @@ export const rolloutRows: Row[] = [
     state: observed([pod(0), pod(1), pod(2, { phase: 'Failed', ready: false })], { paused: true }),
     actions: ['deletePod atlantis-2 Failed replace'],
   },
-
 ];

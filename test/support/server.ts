@@ -17,15 +17,36 @@ export interface TestServer {
   dataDir: string;
 }
 
-export async function startTestServer(extraArgs: string[] = [], opts: Partial<AtlantisServerOptions> & { logger?: Logger } = {}): Promise<TestServer> {
+export async function startTestServer(
+  extraArgs: string[] = [],
+  opts: Partial<AtlantisServerOptions> & { logger?: Logger } = {},
+): Promise<TestServer> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-server-'));
   const argv = [
-    '--port', '0', '--bind-address', '127.0.0.1', '--data-dir', dataDir,
-    '--repo-allowlist', 'github.com/acme/*', '--gh-user', 'atlantis-bot', '--gh-token', 'test-token',
-    '--insecure-no-webhook-secret', '--tf-binary', TERRAFORM, ...extraArgs,
+    '--port',
+    '0',
+    '--bind-address',
+    '127.0.0.1',
+    '--data-dir',
+    dataDir,
+    '--repo-allowlist',
+    'github.com/acme/*',
+    '--gh-user',
+    'atlantis-bot',
+    '--gh-token',
+    'test-token',
+    '--insecure-no-webhook-secret',
+    '--tf-binary',
+    TERRAFORM,
+    ...extraArgs,
   ];
   const config = buildServerConfig(parseFlags(argv, SERVER_FLAGS, {}).values);
-  const server = new AtlantisServer({ config, logger: opts.logger ?? nullLogger(), metrics: new ServerMetrics({ defaults: false }), ...opts });
+  const server = new AtlantisServer({
+    config,
+    logger: opts.logger ?? nullLogger(),
+    metrics: new ServerMetrics({ defaults: false }),
+    ...opts,
+  });
   const url = await server.start();
   return { server, url, dataDir };
 }

@@ -113,7 +113,14 @@ export class TcpProxy {
 
   /** Connections accepted so far (open and closed), oldest first. */
   connections(): ProxyConnection[] {
-    return this.history.map(({ id, acceptedAt, state, bytesUp, bytesDown, bytesDiscarded }) => ({ id, acceptedAt, state, bytesUp, bytesDown, bytesDiscarded }));
+    return this.history.map(({ id, acceptedAt, state, bytesUp, bytesDown, bytesDiscarded }) => ({
+      id,
+      acceptedAt,
+      state,
+      bytesUp,
+      bytesDown,
+      bytesDiscarded,
+    }));
   }
 
   /** Open connections by state. */
@@ -139,7 +146,16 @@ export class TcpProxy {
 
   private accept(client: net.Socket): void {
     this.stats.accepted++;
-    const c: Conn = { id: this.nextId++, acceptedAt: Date.now(), state: 'connecting', bytesUp: 0, bytesDown: 0, bytesDiscarded: 0, client, pending: [] };
+    const c: Conn = {
+      id: this.nextId++,
+      acceptedAt: Date.now(),
+      state: 'connecting',
+      bytesUp: 0,
+      bytesDown: 0,
+      bytesDiscarded: 0,
+      client,
+      pending: [],
+    };
     this.conns.add(c);
     this.history.push(c);
     if (this.history.length > 10_000) this.history.splice(0, 1_000);

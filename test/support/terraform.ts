@@ -41,11 +41,17 @@ export function makeTerraformDir(sleepSeconds: number, count = 1, parent?: strin
   const dir = parent ? mkdtempSync(path.join(base, 'tf-')) : base;
   mkdirSync(dir, { recursive: true });
   writeFileSync(path.join(dir, 'main.tf'), sleepyConfig(sleepSeconds, count));
-  execFileSync(TERRAFORM, ['init', '-input=false', '-no-color'], { cwd: dir, stdio: 'pipe', env: { ...process.env, TF_IN_AUTOMATION: '1' } });
+  execFileSync(TERRAFORM, ['init', '-input=false', '-no-color'], {
+    cwd: dir,
+    stdio: 'pipe',
+    env: { ...process.env, TF_IN_AUTOMATION: '1' },
+  });
   return dir;
 }
 
-export interface TfState { resources?: Array<{ type: string; name: string; instances: Array<{ status?: string; attributes?: Record<string, unknown> }> }> }
+export interface TfState {
+  resources?: Array<{ type: string; name: string; instances: Array<{ status?: string; attributes?: Record<string, unknown> }> }>;
+}
 
 export function readState(dir: string): TfState {
   return JSON.parse(readFileSync(path.join(dir, 'terraform.tfstate'), 'utf8')) as TfState;

@@ -35,26 +35,73 @@ export async function createWorkflowEnv(opts: { ghHost?: string } = {}): Promise
     repo,
     serverArgs(dataDir, host, extra = []) {
       return [
-        'server', '--bind-address', host, '--port', '4141', '--data-dir', dataDir, '--atlantis-url', `http://${host}:4141`,
-        '--repo-allowlist', 'github.com/acme/*', '--gh-user', 'atlantis-bot', '--gh-token', gh.token,
-        '--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', gh.url, '--tf-binary', TERRAFORM, ...extra,
+        'server',
+        '--bind-address',
+        host,
+        '--port',
+        '4141',
+        '--data-dir',
+        dataDir,
+        '--atlantis-url',
+        `http://${host}:4141`,
+        '--repo-allowlist',
+        'github.com/acme/*',
+        '--gh-user',
+        'atlantis-bot',
+        '--gh-token',
+        gh.token,
+        '--gh-webhook-secret',
+        WEBHOOK_SECRET,
+        '--gh-api-url',
+        gh.url,
+        '--tf-binary',
+        TERRAFORM,
+        ...extra,
       ];
     },
     async openPull(serverUrl, number, branch, files) {
       const headSha = await repo.createBranch(branch, files);
       await repo.publishPull(number, branch);
-      gh.addPull(repo.fullName, { number, headSha, headRef: branch, baseRef: repo.baseBranch, files: (await repo.changedFiles(branch)).map((filename) => ({ filename })) });
-      const r = await sendWebhook(`${serverUrl}/events`, 'pull_request', pullRequestPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, action: 'opened', number, headSha, headRef: branch }), { secret: WEBHOOK_SECRET });
+      gh.addPull(repo.fullName, {
+        number,
+        headSha,
+        headRef: branch,
+        baseRef: repo.baseBranch,
+        files: (await repo.changedFiles(branch)).map((filename) => ({ filename })),
+      });
+      const r = await sendWebhook(
+        `${serverUrl}/events`,
+        'pull_request',
+        pullRequestPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, action: 'opened', number, headSha, headRef: branch }),
+        { secret: WEBHOOK_SECRET },
+      );
       return { status: r.status, headSha };
     },
     async comment(serverUrl, number, body, user = 'dev') {
-      const r = await sendWebhook(`${serverUrl}/events`, 'issue_comment', issueCommentPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, number, body, user }), { secret: WEBHOOK_SECRET });
+      const r = await sendWebhook(
+        `${serverUrl}/events`,
+        'issue_comment',
+        issueCommentPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, number, body, user }),
+        { secret: WEBHOOK_SECRET },
+      );
       return { status: r.status, body: r.body };
     },
     async closePull(serverUrl, number) {
       const pr = gh.getPull(repo.fullName, number)!;
       gh.updatePull(repo.fullName, number, { state: 'closed' });
-      const r = await sendWebhook(`${serverUrl}/events`, 'pull_request', pullRequestPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, action: 'closed', number, headSha: pr.headSha, headRef: pr.headRef }), { secret: WEBHOOK_SECRET });
+      const r = await sendWebhook(
+        `${serverUrl}/events`,
+        'pull_request',
+        pullRequestPayload({
+          repo: repo.fullName,
+          cloneUrl: repo.cloneUrl,
+          action: 'closed',
+          number,
+          headSha: pr.headSha,
+          headRef: pr.headRef,
+        }),
+        { secret: WEBHOOK_SECRET },
+      );
       return { status: r.status };
     },
     commentsOn(number) {
@@ -63,11 +110,17 @@ export async function createWorkflowEnv(opts: { ghHost?: string } = {}): Promise
     async waitForComment(number, re, opts = {}) {
       const end = Date.now() + (opts.timeoutMs ?? 60_000);
       while (Date.now() < end) {
-        const found = env.commentsOn(number).slice(opts.after ?? 0).find((c) => re.test(c.body));
+        const found = env
+          .commentsOn(number)
+          .slice(opts.after ?? 0)
+          .find((c) => re.test(c.body));
         if (found) return found;
         await sleep(opts.pollMs ?? 100);
       }
-      const seen = env.commentsOn(number).map((c) => c.body.slice(0, 300)).join('\n---\n');
+      const seen = env
+        .commentsOn(number)
+        .map((c) => c.body.slice(0, 300))
+        .join('\n---\n');
       throw new Error(`no comment matching ${re} on PR #${number} within ${opts.timeoutMs ?? 60_000} ms; comments:\n${seen}`);
     },
     close: () => gh.close(),
@@ -80,9 +133,17 @@ export function tempDataDir(): string {
 }
 
 /** Starts the real server process on `host`:4141 for this env; fails with its output if it does not come up. */
-export async function startWorkflowServer(env: WorkflowEnv, dataDir: string, host: string, extra: string[] = []): Promise<{ p: CliProcess; url: string }> {
+export async function startWorkflowServer(
+  env: WorkflowEnv,
+  dataDir: string,
+  host: string,
+  extra: string[] = [],
+): Promise<{ p: CliProcess; url: string }> {
   const p = startCli(env.serverArgs(dataDir, host, extra));
   const url = `http://${host}:4141`;
-  await waitForHttp(`${url}/healthz`).catch((e: Error) => { p.child.kill('SIGKILL'); throw new Error(`${e.message}\n${p.output()}`); });
+  await waitForHttp(`${url}/healthz`).catch((e: Error) => {
+    p.child.kill('SIGKILL');
+    throw new Error(`${e.message}\n${p.output()}`);
+  });
   return { p, url };
 }

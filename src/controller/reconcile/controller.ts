@@ -51,19 +51,33 @@ export class AtlantisController {
   private readonly lifetime = new AbortController();
 
   constructor(private readonly o: ControllerOptions) {
-    this.queue = new WorkQueue({ baseDelayMs: 100, maxDelayMs: 60_000, onTake: (ms) => o.metrics.workqueueQueueDuration.observe(ms / 1000) });
+    this.queue = new WorkQueue({
+      baseDelayMs: 100,
+      maxDelayMs: 60_000,
+      onTake: (ms) => o.metrics.workqueueQueueDuration.observe(ms / 1000),
+    });
     const informerOpts = { logger: o.logger.child({ component: 'informer' }), silenceTimeoutMs: o.watchSilenceTimeoutMs };
     const owned = { ...informerOpts, labelSelector: MANAGED };
     // Pods and PVCs by the AtlantisDeployment they belong to: its key, from the instance label.
-    const instanceKey = (x: KubeObject) => { const i = x.metadata?.labels?.[LABEL_INSTANCE]; return i === undefined ? undefined : objectKey(x.metadata?.namespace ?? '', i); };
+    const instanceKey = (x: KubeObject) => {
+      const i = x.metadata?.labels?.[LABEL_INSTANCE];
+      return i === undefined ? undefined : objectKey(x.metadata?.namespace ?? '', i);
+    };
     const byInstanceLabel = { ...owned, indexBy: instanceKey };
     this.ads = new Informer<AtlantisDeployment>(o.kc, apiPath(API_VERSION, PLURAL, o.namespace), informerOpts);
     this.pods = new Informer<V1Pod>(o.kc, apiPath('v1', 'pods', o.namespace), byInstanceLabel);
     this.pvcs = new Informer<V1PersistentVolumeClaim>(o.kc, apiPath('v1', 'persistentvolumeclaims', o.namespace), byInstanceLabel);
-    this.owned = Object.fromEntries(Object.entries(OWNED_KINDS).map(([k, kind]) =>
-      [k, new Informer<KubeObject>(o.kc, apiPath(kind.apiVersion, kind.plural, o.namespace), owned)])) as Record<OwnedKindName, Informer<KubeObject>>;
+    this.owned = Object.fromEntries(
+      Object.entries(OWNED_KINDS).map(([k, kind]) => [
+        k,
+        new Informer<KubeObject>(o.kc, apiPath(kind.apiVersion, kind.plural, o.namespace), owned),
+      ]),
+    ) as Record<OwnedKindName, Informer<KubeObject>>;
 
-    const byInstance = <T extends KubeObject>(inf: Informer<T>) => (namespace: string, instance: string): T[] => inf.byIndex(objectKey(namespace, instance));
+    const byInstance =
+      <T extends KubeObject>(inf: Informer<T>) =>
+      (namespace: string, instance: string): T[] =>
+        inf.byIndex(objectKey(namespace, instance));
     const cache: ClusterCache = {
       atlantisDeployment: (ns, name) => this.ads.get(ns, name),
       pods: byInstance(this.pods),
@@ -82,7 +96,13 @@ export class AtlantisController {
       onError: (key, error) => o.logger.error('Drain watch failed', { key, error: error instanceof Error ? error.message : String(error) }),
     });
     this.reconciler = new Reconciler({
-      kc: o.kc, cache, logger: o.logger, metrics: o.metrics, instance: process.env.POD_NAME ?? hostname(), drainWatch: this.drainWatch, signal: this.lifetime.signal,
+      kc: o.kc,
+      cache,
+      logger: o.logger,
+      metrics: o.metrics,
+      instance: process.env.POD_NAME ?? hostname(),
+      drainWatch: this.drainWatch,
+      signal: this.lifetime.signal,
       onStatusWriteFailed: (key, error) => {
         const retryInMs = this.queue.addRateLimited(key);
         o.logger.error('Status write failed', { atlantisDeployment: splitKey(key), error: error.message, retryInMs });
@@ -101,13 +121,21 @@ export class AtlantisController {
     await Promise.all([this.ads, this.pods, this.pvcs, ...Object.values(this.owned)].map((i) => i.start()));
     this.synced = true;
     this.o.logger.info('Controller caches synced', { atlantisDeployments: this.ads.list().length, pods: this.pods.list().length });
-    this.workers = runWorkers(this.queue, this.o.workers, (key) => this.reconcileKey(key), (key, err, retryInMs) => {
-      const { namespace, name } = splitKey(key);
-      this.o.logger.error('Reconcile failed', { atlantisDeployment: { namespace, name }, error: (err as Error).message, retryInMs });
-    }, urgentWorkers(this.o.workers));
+    this.workers = runWorkers(
+      this.queue,
+      this.o.workers,
+      (key) => this.reconcileKey(key),
+      (key, err, retryInMs) => {
+        const { namespace, name } = splitKey(key);
+        this.o.logger.error('Reconcile failed', { atlantisDeployment: { namespace, name }, error: (err as Error).message, retryInMs });
+      },
+      urgentWorkers(this.o.workers),
+    );
   }
 
-  hasSynced(): boolean { return this.synced; }
+  hasSynced(): boolean {
+    return this.synced;
+  }
 
   /**
    * Stops taking keys, aborts the API requests in flight (a reconcile ends at its next

@@ -59,7 +59,9 @@ export class DrainWatch {
   private readonly longPoll: NonNullable<DrainWatchOptions['longPoll']>;
 
   constructor(private readonly o: DrainWatchOptions) {
-    this.longPoll = o.longPoll ?? ((ip, wait, signal, onSent) => probeServerStatus(ip, { waitDrainedSeconds: wait, timeoutMs: GIVE_UP_AFTER_MS, signal, onSent }));
+    this.longPoll =
+      o.longPoll ??
+      ((ip, wait, signal, onSent) => probeServerStatus(ip, { waitDrainedSeconds: wait, timeoutMs: GIVE_UP_AFTER_MS, signal, onSent }));
   }
 
   /**

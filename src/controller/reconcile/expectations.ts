@@ -38,12 +38,18 @@ export function isMet(e: Expectation, view: CacheView): boolean {
 export class Expectations {
   private readonly byKey = new Map<string, { items: Expectation[]; expiresAt: number }>();
 
-  constructor(private readonly ttlMs = 15_000, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly ttlMs = 15_000,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   expect(key: string, e: Expectation): void {
     const cur = this.byKey.get(key);
     const expiresAt = this.now() + this.ttlMs;
-    if (cur) { cur.items.push(e); cur.expiresAt = expiresAt; } else this.byKey.set(key, { items: [e], expiresAt });
+    if (cur) {
+      cur.items.push(e);
+      cur.expiresAt = expiresAt;
+    } else this.byKey.set(key, { items: [e], expiresAt });
   }
 
   /** True when the cache shows every write of this key (or they expired); clears them then. */

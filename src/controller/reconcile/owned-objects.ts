@@ -83,7 +83,12 @@ export class AppliedVersions {
  * Returns 'created' / 'applied' when a request was sent, 'none' otherwise.
  */
 export async function applyOwned(
-  client: ResourceClient<KubeObject>, key: string, applied: AppliedVersions, desired: KubeObject, current: KubeObject | undefined, o: CallOptions = {},
+  client: ResourceClient<KubeObject>,
+  key: string,
+  applied: AppliedVersions,
+  desired: KubeObject,
+  current: KubeObject | undefined,
+  o: CallOptions = {},
 ): Promise<'created' | 'applied' | 'none'> {
   if (current && (applied.ours(key, current) || !ownedDrift(desired, current))) return 'none';
   applied.record(key, await client.apply(desired, { ...o, fieldManager: FIELD_MANAGER, force: true }));

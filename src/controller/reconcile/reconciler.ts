@@ -12,11 +12,35 @@ import type { KubeObject } from '../../k8s/informer.js';
 import type { Logger } from '../../log.js';
 import type { ControllerMetrics } from '../metrics.js';
 import {
-  drainPatch, drainStartedPatch, podDeleteOptions, podTemplateRevision, renderEvent, renderPDB, renderPod, renderPodRole,
-  renderPodRoleBinding, renderPodServiceAccount, renderPVC, renderRole, renderRoleBinding, renderService, renderServiceAccount,
-  serverAccess, withDefaults,
+  drainPatch,
+  drainStartedPatch,
+  podDeleteOptions,
+  podTemplateRevision,
+  renderEvent,
+  renderPDB,
+  renderPod,
+  renderPodRole,
+  renderPodRoleBinding,
+  renderPodServiceAccount,
+  renderPVC,
+  renderRole,
+  renderRoleBinding,
+  renderService,
+  renderServiceAccount,
+  serverAccess,
+  withDefaults,
 } from '../resources/index.js';
-import { type Action, type ObservedState, type Plan, isDraining, isRunning, observeDeployment, observePod, planRollout, replacementNeeded } from '../rollout/index.js';
+import {
+  type Action,
+  type ObservedState,
+  type Plan,
+  isDraining,
+  isRunning,
+  observeDeployment,
+  observePod,
+  planRollout,
+  replacementNeeded,
+} from '../rollout/index.js';
 import { canonicalJSON } from '../resources/revision.js';
 import type { AtlantisDeployment, StatusProbe } from '../types.js';
 import { AppliedVersions, applyOwned } from './owned-objects.js';
@@ -75,7 +99,10 @@ const POLL_WITH_DRAIN_WATCH_MS = 5000;
 /** How long the drain PATCH waits for the watch's first request to go out (DrainWatch.add). */
 const WATCH_FIRST_MS = 1000;
 
-export interface ReconcileResult { requeueAfterMs: number | null; plan?: Plan }
+export interface ReconcileResult {
+  requeueAfterMs: number | null;
+  plan?: Plan;
+}
 
 export class Reconciler {
   private readonly probe: (podIP: string) => Promise<StatusProbe>;
@@ -99,9 +126,14 @@ export class Reconciler {
     this.podClient = new ResourceClient(o.kc, { apiVersion: 'v1', plural: 'pods' });
     this.pvcClient = new ResourceClient(o.kc, { apiVersion: 'v1', plural: 'persistentvolumeclaims' });
     this.eventClient = new ResourceClient(o.kc, { apiVersion: 'v1', plural: 'events' });
-    this.ownedClients = Object.fromEntries(Object.entries(OWNED_KINDS).map(([k, kind]) => [k, new ResourceClient(o.kc, kind)])) as Record<OwnedKindName, ResourceClient<KubeObject>>;
+    this.ownedClients = Object.fromEntries(Object.entries(OWNED_KINDS).map(([k, kind]) => [k, new ResourceClient(o.kc, kind)])) as Record<
+      OwnedKindName,
+      ResourceClient<KubeObject>
+    >;
     this.statusWriter = new StatusWriter({
-      kc: o.kc, logger: o.logger, signal: o.signal,
+      kc: o.kc,
+      logger: o.logger,
+      signal: o.signal,
       onWritten: (key, ad) => this.written.record(key, ad),
       onFailed: (key, e) => o.onStatusWriteFailed?.(key, e),
     });
@@ -166,7 +198,11 @@ export class Reconciler {
         if (isNotFound(e) || isConflict(e)) {
           // Our cache was behind the cluster (pod already replaced, already deleted, changed
           // since): skip what depends on it and look again shortly.
-          log.info('Action skipped: cluster changed', { action: action.type, pod: 'podName' in action ? action.podName : undefined, status: (e as KubeApiError).status });
+          log.info('Action skipped: cluster changed', {
+            action: action.type,
+            pod: 'podName' in action ? action.podName : undefined,
+            status: (e as KubeApiError).status,
+          });
           if ('podName' in action && action.podName) failedPods.add(action.podName);
           plan.requeueAfterMs = Math.min(plan.requeueAfterMs ?? 1000, 1000);
           continue;
@@ -189,7 +225,13 @@ export class Reconciler {
    * The API server's refusal of a pod at the update revision, or null: asked (dry-run create)
    * only when the plan may replace or create a pod, once per revision while accepted.
    */
-  private async checkReplacement(key: string, ad: AtlantisDeployment, observed: ObservedState, log: Logger, call: CallOptions): Promise<string | null> {
+  private async checkReplacement(
+    key: string,
+    ad: AtlantisDeployment,
+    observed: ObservedState,
+    log: Logger,
+    call: CallOptions,
+  ): Promise<string | null> {
     if (!replacementNeeded(observed)) return null;
     const uid = ad.metadata.uid!;
     const revision = observed.spec.updateRevision;
@@ -207,7 +249,8 @@ export class Reconciler {
     const changed = !before || before.revision !== revision || before.rejected !== rejected;
     this.verdicts.set(key, { uid: ad.metadata.uid!, revision, rejected, at: this.now().getTime() });
     if (!changed) return;
-    if (rejected !== null) log.warn('The API server refuses pods of the update revision: no pod is drained or deleted for it', { revision, error: rejected });
+    if (rejected !== null)
+      log.warn('The API server refuses pods of the update revision: no pod is drained or deleted for it', { revision, error: rejected });
     else log.info('Pods of the update revision are accepted (dry-run create)', { revision });
   }
 
@@ -238,22 +281,27 @@ export class Reconciler {
     const targets = pods.flatMap((p) => drainWatchTarget(p) ?? []);
     this.o.drainWatch?.sync(key, targets);
     const now = this.now();
-    await Promise.all(targets.map(async ({ uid, podIP: ip, restarts }) => {
-      const watched = this.o.drainWatch?.observed(uid, restarts, now, WATCHED_ANSWER_MAX_AGE_MS);
-      if (watched === 'pending') return; // no answer to plan with yet; it enqueues us when it comes
-      if (watched) return void probes.set(uid, watched);
-      const started = process.hrtime.bigint();
-      const probe = await this.probe(ip);
-      this.o.metrics.statusProbeDuration.observe({ result: probe.ok ? 'ok' : 'error' }, Number(process.hrtime.bigint() - started) / 1e9);
-      probes.set(uid, probe);
-    }));
+    await Promise.all(
+      targets.map(async ({ uid, podIP: ip, restarts }) => {
+        const watched = this.o.drainWatch?.observed(uid, restarts, now, WATCHED_ANSWER_MAX_AGE_MS);
+        if (watched === 'pending') return; // no answer to plan with yet; it enqueues us when it comes
+        if (watched) return void probes.set(uid, watched);
+        const started = process.hrtime.bigint();
+        const probe = await this.probe(ip);
+        this.o.metrics.statusProbeDuration.observe({ result: probe.ok ? 'ok' : 'error' }, Number(process.hrtime.bigint() - started) / 1e9);
+        probes.set(uid, probe);
+      }),
+    );
     return probes;
   }
 
   private async ensureOwnedObjects(ad: AtlantisDeployment, pods: V1Pod[], log: Logger, call: CallOptions): Promise<void> {
     const { name, namespace } = { name: ad.metadata.name!, namespace: ad.metadata.namespace! };
     const spec = withDefaults(ad.spec);
-    const existing = pods.flatMap((pod) => { const o = observePod(pod); return o ? [{ ordinal: o.ordinal, pod }] : []; });
+    const existing = pods.flatMap((pod) => {
+      const o = observePod(pod);
+      return o ? [{ ordinal: o.ordinal, pod }] : [];
+    });
     const access = serverAccess(ad, spec.replicas, existing);
     // Accounts before Roles before bindings, and all of them before a pod that runs as one.
     // Per-ordinal objects of a scale-down stay, like its PVCs, until the AD is deleted.
@@ -261,16 +309,25 @@ export class Reconciler {
       ['serviceaccounts', renderServiceAccount(ad)],
       ['roles', renderRole(ad, access.shared)],
       ['rolebindings', renderRoleBinding(ad)],
-      ...access.perPod.flatMap((i): Array<[OwnedKindName, KubeObject]> => [
-        ['serviceaccounts', renderPodServiceAccount(ad, i)],
-        ['roles', renderPodRole(ad, i)],
-        ['rolebindings', renderPodRoleBinding(ad, i)],
-      ]),
+      ...access.perPod.flatMap(
+        (i): Array<[OwnedKindName, KubeObject]> => [
+          ['serviceaccounts', renderPodServiceAccount(ad, i)],
+          ['roles', renderPodRole(ad, i)],
+          ['rolebindings', renderPodRoleBinding(ad, i)],
+        ],
+      ),
       ['services', renderService(ad)],
       ['poddisruptionbudgets', renderPDB(ad)],
     ];
     for (const [kind, obj] of desired) {
-      const change = await applyOwned(this.ownedClients[kind], `${namespace}/${name}`, this.applied, obj, this.o.cache.owned(kind, namespace, obj.metadata?.name ?? ''), call);
+      const change = await applyOwned(
+        this.ownedClients[kind],
+        `${namespace}/${name}`,
+        this.applied,
+        obj,
+        this.o.cache.owned(kind, namespace, obj.metadata?.name ?? ''),
+        call,
+      );
       if (change !== 'none') log.info('Owned object written', { kind, name: obj.metadata?.name, change, owner: name });
     }
   }
@@ -302,7 +359,13 @@ export class Reconciler {
         // cannot restart a drain's clock.
         const rv = observed?.metadata?.resourceVersion;
         const body = drainPatch(a.uid, a.value);
-        const patched = await this.podClient.patch(ns, a.podName, rv ? { metadata: { ...body.metadata, resourceVersion: rv } } : body, MERGE_PATCH, call);
+        const patched = await this.podClient.patch(
+          ns,
+          a.podName,
+          rv ? { metadata: { ...body.metadata, resourceVersion: rv } } : body,
+          MERGE_PATCH,
+          call,
+        );
         this.written.record(key, patched);
         return;
       }
@@ -310,14 +373,25 @@ export class Reconciler {
         this.written.record(key, await this.podClient.patch(ns, a.podName, drainStartedPatch(a.uid, a.value), MERGE_PATCH, call));
         return;
       case 'deletePod':
-        log.info('Deleting pod', { pod: a.podName, uid: a.uid, reason: a.reason, replace: a.replace, drainDurationSeconds: a.drainDurationSeconds });
+        log.info('Deleting pod', {
+          pod: a.podName,
+          uid: a.uid,
+          reason: a.reason,
+          replace: a.replace,
+          drainDurationSeconds: a.drainDurationSeconds,
+        });
         await this.podClient.delete(ns, a.podName, podDeleteOptions(a.uid), call);
         return;
       case 'emitEvent': {
         // Not awaited, like client-go's event recorder: an Event is a best-effort record, and
         // a slow API server must not hold up the next drain decision for this key.
         const suffix = `${Date.now().toString(16)}${randomBytes(3).toString('hex')}`;
-        void this.eventClient.create(ns, renderEvent(ad, { eventType: a.eventType, reason: a.reason, message: a.message }, this.now(), suffix, this.o.instance), call)
+        void this.eventClient
+          .create(
+            ns,
+            renderEvent(ad, { eventType: a.eventType, reason: a.reason, message: a.message }, this.now(), suffix, this.o.instance),
+            call,
+          )
           .catch((e: unknown) => log.warn('Could not record event', { reason: a.reason, error: (e as Error).message }));
         return;
       }

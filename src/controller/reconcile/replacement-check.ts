@@ -40,7 +40,12 @@ export function rejectionOf(status: number, body: unknown): string | null {
 }
 
 /** The verdict to plan with when it is still good for this object and revision; else undefined (ask again). */
-export function usableVerdict(v: ReplacementVerdict | undefined, uid: string, revision: string, now: number): ReplacementVerdict | undefined {
+export function usableVerdict(
+  v: ReplacementVerdict | undefined,
+  uid: string,
+  revision: string,
+  now: number,
+): ReplacementVerdict | undefined {
   if (!v || v.uid !== uid || v.revision !== revision) return undefined;
   if (v.rejected !== null && now - v.at >= REJECTED_RECHECK_MS) return undefined;
   return v;
@@ -52,7 +57,12 @@ export function usableVerdict(v: ReplacementVerdict | undefined, uid: string, re
  * answer that says nothing about the pod (5xx, 404 namespace gone, network error): no drain
  * starts on a guess.
  */
-export async function dryRunCreate(pods: ResourceClient<V1Pod>, namespace: string, pod: V1Pod, o: CallOptions = {}): Promise<string | null> {
+export async function dryRunCreate(
+  pods: ResourceClient<V1Pod>,
+  namespace: string,
+  pod: V1Pod,
+  o: CallOptions = {},
+): Promise<string | null> {
   const { name, ...metadata } = pod.metadata ?? {};
   const body: V1Pod = { ...pod, metadata: { ...metadata, generateName: `${name ?? 'pod'}-dry-run-` } };
   try {

@@ -21,7 +21,13 @@ export async function probeServerStatus(podIP: string, o: ProbeOptions = {}): Pr
   const wait = o.waitDrainedSeconds ?? 0;
   const url = `http://${host}:${o.port ?? SERVER_PORT}${statusRequestPath(wait)}`;
   try {
-    const res = await httpRequest(url, { method: 'GET', headers: { accept: 'application/json' }, timeoutMs: (o.timeoutMs ?? 1500) + wait * 1000, signal: o.signal, onSent: o.onSent });
+    const res = await httpRequest(url, {
+      method: 'GET',
+      headers: { accept: 'application/json' },
+      timeoutMs: (o.timeoutMs ?? 1500) + wait * 1000,
+      signal: o.signal,
+      onSent: o.onSent,
+    });
     const at = new Date();
     if (res.status !== 200) return { ok: false, error: `HTTP ${res.status}`, at };
     return { ...parseStatusBody(res.text), at };

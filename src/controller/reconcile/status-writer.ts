@@ -23,7 +23,12 @@ export interface StatusWriterOptions {
   signal?: AbortSignal;
 }
 
-interface Job { namespace: string; name: string; uid: string; status: AtlantisDeploymentStatus }
+interface Job {
+  namespace: string;
+  name: string;
+  uid: string;
+  status: AtlantisDeploymentStatus;
+}
 
 export class StatusWriter {
   /** Waiting to be written, per key; at most one. */
@@ -83,12 +88,20 @@ export class StatusWriter {
     let written: AtlantisDeployment;
     try {
       // A whole-object merge patch: nested lists (conditions, pods) are replaced, not merged.
-      written = await this.client.patch(job.namespace, job.name, { status: job.status }, MERGE_PATCH, { subresource: 'status', signal: this.o.signal });
+      written = await this.client.patch(job.namespace, job.name, { status: job.status }, MERGE_PATCH, {
+        subresource: 'status',
+        signal: this.o.signal,
+      });
     } catch (e) {
       if (isNotFound(e)) return; // deleted: nothing to write to
       throw e;
     }
     this.o.onWritten(key, written);
-    this.o.logger.debug('Status written', { atlantisDeployment: { namespace: job.namespace, name: job.name }, readyReplicas: job.status.readyReplicas, updatedReplicas: job.status.updatedReplicas, drainingReplicas: job.status.drainingReplicas });
+    this.o.logger.debug('Status written', {
+      atlantisDeployment: { namespace: job.namespace, name: job.name },
+      readyReplicas: job.status.readyReplicas,
+      updatedReplicas: job.status.updatedReplicas,
+      drainingReplicas: job.status.drainingReplicas,
+    });
   }
 }

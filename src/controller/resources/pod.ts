@@ -2,12 +2,7 @@
 // on the ordinal; its hash is the revision. renderPod adds the ordinal's name, labels and PVC.
 import type { V1EnvVar, V1Pod, V1PodSecurityContext, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
 import { LIVENESS_PATH, READINESS_PATH, SERVER_PORT } from '../../contract/drain-protocol.js';
-import {
-  DATA_DIR,
-  SERVER_CONTAINER,
-  type AtlantisDeployment,
-  type AtlantisDeploymentSpec,
-} from '../types.js';
+import { DATA_DIR, SERVER_CONTAINER, type AtlantisDeployment, type AtlantisDeploymentSpec } from '../types.js';
 import { withDefaults } from './defaults.js';
 import { commonLabels, ownerReference, podAccountName, podLabels, podName, pvcName, requireName } from './names.js';
 import { hashRevision } from './revision.js';
@@ -128,7 +123,10 @@ export function renderPodTemplate(ad: AtlantisDeployment): PodTemplate {
   };
   return {
     // Our labels are applied over the user's so a template can never break the selector.
-    metadata: { labels: { ...(user.metadata?.labels ?? {}), ...commonLabels(name) }, annotations: { ...(user.metadata?.annotations ?? {}) } },
+    metadata: {
+      labels: { ...(user.metadata?.labels ?? {}), ...commonLabels(name) },
+      annotations: { ...(user.metadata?.annotations ?? {}) },
+    },
     spec: podSpec,
   };
 }

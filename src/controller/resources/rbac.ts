@@ -32,7 +32,12 @@ export function renderServiceAccount(ad: AtlantisDeployment): V1ServiceAccount {
 export function renderRole(ad: AtlantisDeployment, ordinals: Iterable<number>): V1Role {
   const { name } = requireName(ad);
   const names = [...new Set(ordinals)].sort((a, b) => a - b).map((o) => podName(name, o));
-  return { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: meta(ad, serverAccountName(name)), rules: ownPodRules(names) };
+  return {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'Role',
+    metadata: meta(ad, serverAccountName(name)),
+    rules: ownPodRules(names),
+  };
 }
 
 /** The ordinals that have or should have a pod: desired ones and any existing pod's. */
@@ -62,7 +67,12 @@ export function renderPodServiceAccount(ad: AtlantisDeployment, ordinal: number)
 /** The ordinal's Role: its own Pod, by name, nothing else. */
 export function renderPodRole(ad: AtlantisDeployment, ordinal: number): V1Role {
   const { name } = requireName(ad);
-  return { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: meta(ad, podAccountName(name, ordinal)), rules: ownPodRules([podName(name, ordinal)]) };
+  return {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'Role',
+    metadata: meta(ad, podAccountName(name, ordinal)),
+    rules: ownPodRules([podName(name, ordinal)]),
+  };
 }
 
 export function renderPodRoleBinding(ad: AtlantisDeployment, ordinal: number): V1RoleBinding {
@@ -95,9 +105,22 @@ export interface ServerAccess {
  * covers only pods still running as `<name>-atlantis` (made before accounts were per pod),
  * so they keep seeing their drain annotation until they are replaced.
  */
-export function serverAccess(ad: AtlantisDeployment, replicas: number, existing: ReadonlyArray<{ ordinal: number; pod: V1Pod }>): ServerAccess {
-  const all = roleOrdinals(replicas, existing.map((e) => e.ordinal));
+export function serverAccess(
+  ad: AtlantisDeployment,
+  replicas: number,
+  existing: ReadonlyArray<{ ordinal: number; pod: V1Pod }>,
+): ServerAccess {
+  const all = roleOrdinals(
+    replicas,
+    existing.map((e) => e.ordinal),
+  );
   if (customAccount(ad) !== undefined) return { shared: all, perPod: [] };
   const legacy = serverAccountName(requireName(ad).name);
-  return { shared: existing.filter((e) => e.pod.spec?.serviceAccountName === legacy).map((e) => e.ordinal).sort((a, b) => a - b), perPod: all };
+  return {
+    shared: existing
+      .filter((e) => e.pod.spec?.serviceAccountName === legacy)
+      .map((e) => e.ordinal)
+      .sort((a, b) => a - b),
+    perPod: all,
+  };
 }

@@ -67,7 +67,12 @@ export function classifyPod(p: PodObservation, c: ClassifyContext): PodView {
   if (isDraining(p)) {
     const observedStart = drainStartTime(p);
     if (!isRunning(p))
-      return { ...base, drainingSince: observedStart ?? c.now, step: { kind: 'delete', reason: 'NotRunning', rollout: false }, summary: `draining and ${phaseOf(p)}` };
+      return {
+        ...base,
+        drainingSince: observedStart ?? c.now,
+        step: { kind: 'delete', reason: 'NotRunning', rollout: false },
+        summary: `draining and ${phaseOf(p)}`,
+      };
     const start = observedStart ?? c.now;
     const elapsedMs = c.now.getTime() - start.getTime();
     const drained = isDrained(p.status);
@@ -83,12 +88,14 @@ export function classifyPod(p: PodObservation, c: ClassifyContext): PodView {
     };
   }
   if (!replace) {
-    if (!isRunning(p)) return { ...base, step: { kind: 'delete', reason: 'NotRunning', rollout: false }, summary: `extra and ${phaseOf(p)}` };
+    if (!isRunning(p))
+      return { ...base, step: { kind: 'delete', reason: 'NotRunning', rollout: false }, summary: `extra and ${phaseOf(p)}` };
     return { ...base, step: { kind: 'startDrain', why: `scale down to ${c.replicas}` }, summary: `scale down to ${c.replicas}` };
   }
   if (p.revision === c.updateRevision) return { ...base, step: { kind: 'keep' }, summary: `pod ${phaseOf(p)}` };
   // Pending, crash-looping, image-pull errors: no terraform to protect, replace without a drain.
-  if (!isRunning(p)) return { ...base, step: { kind: 'delete', reason: 'NotRunning', rollout: true }, summary: `outdated and ${phaseOf(p)}` };
+  if (!isRunning(p))
+    return { ...base, step: { kind: 'delete', reason: 'NotRunning', rollout: true }, summary: `outdated and ${phaseOf(p)}` };
   const why = `revision ${p.revision ?? 'none'} is outdated (want ${c.updateRevision})`;
   return { ...base, step: { kind: 'startDrain', why }, summary: why };
 }

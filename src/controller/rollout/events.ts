@@ -37,9 +37,19 @@ export function transitionEvents(prev: AtlantisDeploymentStatus | null, next: At
   const was = progressing(prev);
   const now = progressing(next);
   if (now?.reason === 'RolloutComplete' && !(was?.status === 'True' && was.reason === 'RolloutComplete'))
-    events.push({ type: 'emitEvent', eventType: 'Normal', reason: 'RolloutComplete', message: `All ${f.replicas} pod(s) at revision ${f.updateRevision} and Ready`, podName: null });
+    events.push({
+      type: 'emitEvent',
+      eventType: 'Normal',
+      reason: 'RolloutComplete',
+      message: `All ${f.replicas} pod(s) at revision ${f.updateRevision} and Ready`,
+      podName: null,
+    });
   // Once per refused revision: the previous status already said so otherwise.
-  if (f.rejected !== null && now?.reason === 'ReplacementRejected' && !(was?.reason === 'ReplacementRejected' && prev?.updateRevision === f.updateRevision))
+  if (
+    f.rejected !== null &&
+    now?.reason === 'ReplacementRejected' &&
+    !(was?.reason === 'ReplacementRejected' && prev?.updateRevision === f.updateRevision)
+  )
     events.push({
       type: 'emitEvent',
       eventType: 'Warning',

@@ -44,7 +44,10 @@ const budgetFull = (v: PodView, c: GuardContext): boolean =>
   v.step.kind === 'startDrain' && !c.unavailable.has(v.pod.ordinal) && c.unavailable.size >= c.maxUnavailable;
 const higherUnavailable = (v: PodView, c: GuardContext): boolean => [...c.unavailable].some((o) => o > v.pod.ordinal);
 const budgetDetail = (c: GuardContext): string =>
-  `maxUnavailable ${c.maxUnavailable} reached, unavailable: ${[...c.unavailable].sort((a, b) => b - a).map(c.podName).join(', ')}`;
+  `maxUnavailable ${c.maxUnavailable} reached, unavailable: ${[...c.unavailable]
+    .sort((a, b) => b - a)
+    .map(c.podName)
+    .join(', ')}`;
 /** A drain still running: not drained, and its timeout (if any) not passed yet. */
 const drainWaits = (v: PodView, guard: GuardName): string | null =>
   v.drain && !v.drain.drained && !v.drain.pastTimeout && v.drain.wait.guard === guard ? v.drain.wait.detail : null;
@@ -54,12 +57,14 @@ export const GUARDS: readonly Guard[] = [
   /** spec.paused: no new drain starts, no outdated pod is replaced (drains begun go on). */
   {
     name: 'Paused',
-    holds: (v, c) => (c.paused && (v.step.kind === 'startDrain' || (v.step.kind === 'delete' && v.step.rollout)) ? 'spec.paused is true' : null),
+    holds: (v, c) =>
+      c.paused && (v.step.kind === 'startDrain' || (v.step.kind === 'delete' && v.step.rollout)) ? 'spec.paused is true' : null,
   },
   /** The pod's ordinal could not be recreated: it is not drained or deleted. Scale-down goes on. */
   {
     name: 'ReplacementRejected',
-    holds: (v, c) => (c.replacementRejected && v.replace && disrupts(v) ? `the API server refuses pods of revision ${c.updateRevision}` : null),
+    holds: (v, c) =>
+      c.replacementRejected && v.replace && disrupts(v) ? `the API server refuses pods of revision ${c.updateRevision}` : null,
   },
   /** No budget left, and none of it is held by a higher ordinal (a broken lower pod, say). */
   { name: 'MaxUnavailableReached', holds: (v, c) => (budgetFull(v, c) && !higherUnavailable(v, c) ? budgetDetail(c) : null) },
@@ -75,10 +80,15 @@ export const GUARDS: readonly Guard[] = [
   {
     name: 'DrainTimeout',
     holds: (v, c) =>
-      v.drain && !v.drain.drained && v.drain.pastTimeout && c.onDrainTimeout === 'Wait' ? `past drainTimeoutSeconds ${c.drainTimeoutSeconds}: ${v.drain.wait.detail}` : null,
+      v.drain && !v.drain.drained && v.drain.pastTimeout && c.onDrainTimeout === 'Wait'
+        ? `past drainTimeoutSeconds ${c.drainTimeoutSeconds}: ${v.drain.wait.detail}`
+        : null,
   },
   /** An up-to-date pod that is not Ready yet. */
-  { name: 'WaitingForReadiness', holds: (v) => (v.step.kind === 'keep' && !isTerminating(v.pod) && !isAvailable(v.pod) ? 'not Ready' : null) },
+  {
+    name: 'WaitingForReadiness',
+    holds: (v) => (v.step.kind === 'keep' && !isTerminating(v.pod) && !isAvailable(v.pod) ? 'not Ready' : null),
+  },
   /** A pod with a deletionTimestamp whose ordinal is not recreated (scale-down). */
   { name: 'Terminating', holds: (v) => (isTerminating(v.pod) && !v.replace ? 'kubelet is stopping it' : null) },
   /** The ordinal's old pod is still terminating, so its replacement cannot be created yet. */

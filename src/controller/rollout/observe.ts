@@ -71,7 +71,9 @@ export function observePod(pod: V1Pod, status: StatusProbe | null = null): PodOb
     drainStartedAtAnnotation: md.annotations?.[ANNOTATION_DRAIN_STARTED_AT] ?? null,
     waitingReason: server?.state?.waiting?.reason ?? null,
     restarts: server?.restartCount ?? 0,
-    unschedulable: (pod.status?.conditions ?? []).some((c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable'),
+    unschedulable: (pod.status?.conditions ?? []).some(
+      (c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable',
+    ),
     createdAt: asDate(md.creationTimestamp),
     status,
   };

@@ -89,4 +89,3 @@ export interface Plan {
   /** Every desired pod exists, is up to date, Ready and not draining; nothing extra is left. */
   complete: boolean;
 }
-

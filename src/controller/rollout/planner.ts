@@ -74,7 +74,13 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
     const p = v.pod;
     if (v.stamp) actions.push({ type: 'stampDrainStart', ordinal: p.ordinal, podName: p.name, uid: p.uid, value: nowIso });
     const held = holdingGuards(v, guardContext);
-    if (held.length > 0) waits.push({ ordinal: p.ordinal, podName: p.name, guards: held.map((h) => h.name), message: `${v.summary}: ${held.map((h) => h.detail).join('; ')}` });
+    if (held.length > 0)
+      waits.push({
+        ordinal: p.ordinal,
+        podName: p.name,
+        guards: held.map((h) => h.name),
+        message: `${v.summary}: ${held.map((h) => h.detail).join('; ')}`,
+      });
     else {
       actions.push(...stepActions(v, { now, updateRevision: U, drainTimeoutSeconds }));
       if (v.step.kind === 'delete') deleted.add(p.name);
@@ -113,15 +119,33 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
   for (let i = 0; i < R; i++) {
     if (pods.some((p) => p.ordinal === i)) continue;
     if (!pvcs.has(i)) actions.push({ type: 'createPVC', ordinal: i, name: pvcName(o.name, i) });
-    if (rejected !== null) waits.push({ ordinal: i, podName: podName(o.name, i), guards: ['ReplacementRejected'], message: `not created: the API server refuses pods of revision ${U}` });
+    if (rejected !== null)
+      waits.push({
+        ordinal: i,
+        podName: podName(o.name, i),
+        guards: ['ReplacementRejected'],
+        message: `not created: the API server refuses pods of revision ${U}`,
+      });
     else actions.push({ type: 'createPod', ordinal: i, name: podName(o.name, i), revision: U });
   }
 
   const timedOut = waits.filter((w) => w.guards.includes('DrainTimeout')).map((w) => w.podName);
   const drainingSince = new Map(views.map((v) => [v.pod.name, v.drainingSince ?? (drainsStarted.has(v.pod.name) ? now : null)]));
-  const { status, complete } = computeStatus(o, now, { R, M, U, rejected, timedOut, failing: [...failingNow, ...notReadyInTime], drainingSince, drainsStarted, waits });
+  const { status, complete } = computeStatus(o, now, {
+    R,
+    M,
+    U,
+    rejected,
+    timedOut,
+    failing: [...failingNow, ...notReadyInTime],
+    drainingSince,
+    drainsStarted,
+    waits,
+  });
   const drainDetail = new Map(views.flatMap((v) => (v.drain ? [[v.pod.name, v.drain.wait.detail] as const] : [])));
-  actions.push(...transitionEvents(o.previousStatus ?? null, status, { replicas: R, updateRevision: U, drainTimeoutSeconds, rejected, drainDetail }));
+  actions.push(
+    ...transitionEvents(o.previousStatus ?? null, status, { replicas: R, updateRevision: U, drainTimeoutSeconds, rejected, drainDetail }),
+  );
 
   const waiting = waits.sort((a, b) => b.ordinal - a.ordinal);
   const requeueAfterMs = wakeups.length > 0 ? Math.max(0, Math.ceil(Math.min(...wakeups))) : null;
@@ -131,18 +155,49 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
 /** The actions (and the events reporting them) of a pod's step that no guard holds. */
 function stepActions(v: PodView, c: { now: Date; updateRevision: string; drainTimeoutSeconds: number }): Action[] {
   const p = v.pod;
-  const event = (eventType: 'Normal' | 'Warning', reason: EventReason, message: string): Action => ({ type: 'emitEvent', eventType, reason, message, podName: p.name });
+  const event = (eventType: 'Normal' | 'Warning', reason: EventReason, message: string): Action => ({
+    type: 'emitEvent',
+    eventType,
+    reason,
+    message,
+    podName: p.name,
+  });
   if (v.step.kind === 'startDrain')
-    return [{ type: 'startDrain', ordinal: p.ordinal, podName: p.name, uid: p.uid, value: formatTime(c.now) }, event('Normal', 'DrainStarted', `Draining pod ${p.name}: ${v.step.why}`)];
+    return [
+      { type: 'startDrain', ordinal: p.ordinal, podName: p.name, uid: p.uid, value: formatTime(c.now) },
+      event('Normal', 'DrainStarted', `Draining pod ${p.name}: ${v.step.why}`),
+    ];
   if (v.step.kind === 'keep') return [];
   const { reason } = v.step;
   const drainStart = reason === 'Drained' || reason === 'DrainTimeout' ? (v.drain?.start ?? null) : null;
   const drainDurationSeconds = drainStart ? Math.max(0, (c.now.getTime() - drainStart.getTime()) / 1000) : null;
-  const out: Action[] = [{ type: 'deletePod', ordinal: p.ordinal, podName: p.name, uid: p.uid, reason, replace: v.replace, drainDurationSeconds }];
-  if (reason === 'Drained') out.push(event('Normal', 'Drained', `Pod ${p.name} drained${drainDurationSeconds !== null ? ` after ${Math.round(drainDurationSeconds)}s` : ''}: no operation in progress`));
+  const out: Action[] = [
+    { type: 'deletePod', ordinal: p.ordinal, podName: p.name, uid: p.uid, reason, replace: v.replace, drainDurationSeconds },
+  ];
+  if (reason === 'Drained')
+    out.push(
+      event(
+        'Normal',
+        'Drained',
+        `Pod ${p.name} drained${drainDurationSeconds !== null ? ` after ${Math.round(drainDurationSeconds)}s` : ''}: no operation in progress`,
+      ),
+    );
   if (reason === 'DrainTimeout')
-    out.push(event('Warning', 'DrainTimeout', `Pod ${p.name} still draining after ${c.drainTimeoutSeconds}s; deleting it (onDrainTimeout=Interrupt), the server interrupts terraform cleanly`));
-  if (v.replace) out.push(event('Normal', 'PodReplaced', `Deleting pod ${p.name} (revision ${p.revision ?? 'none'}, ${reason}) to recreate it at revision ${c.updateRevision}`));
+    out.push(
+      event(
+        'Warning',
+        'DrainTimeout',
+        `Pod ${p.name} still draining after ${c.drainTimeoutSeconds}s; deleting it (onDrainTimeout=Interrupt), the server interrupts terraform cleanly`,
+      ),
+    );
+  if (v.replace)
+    out.push(
+      event(
+        'Normal',
+        'PodReplaced',
+        `Deleting pod ${p.name} (revision ${p.revision ?? 'none'}, ${reason}) to recreate it at revision ${c.updateRevision}`,
+      ),
+    );
   return out;
 }
 
@@ -153,7 +208,15 @@ function stepActions(v: PodView, c: { now: Date; updateRevision: string; drainTi
 export function replacementNeeded(o: ObservedState): boolean {
   const R = Math.max(0, Math.floor(o.spec.replicas));
   for (let i = 0; i < R; i++) {
-    const current = o.pods.some((p) => p.ordinal === i && p.revision === o.spec.updateRevision && !isTerminating(p) && !isDraining(p) && p.phase !== 'Failed' && p.phase !== 'Succeeded');
+    const current = o.pods.some(
+      (p) =>
+        p.ordinal === i &&
+        p.revision === o.spec.updateRevision &&
+        !isTerminating(p) &&
+        !isDraining(p) &&
+        p.phase !== 'Failed' &&
+        p.phase !== 'Succeeded',
+    );
     if (!current) return true;
   }
   return false;

@@ -36,31 +36,64 @@ export function computeStatus(o: ObservedState, now: Date, s: StatusInputs): { s
   for (const p of live) if (p.revision && p.revision !== U) outdatedRevs.set(p.revision, (outdatedRevs.get(p.revision) ?? 0) + 1);
   let currentRevision = U;
   if (!complete) {
-    if (prev?.currentRevision && (prev.currentRevision === U || outdatedRevs.has(prev.currentRevision))) currentRevision = prev.currentRevision;
-    else if (outdatedRevs.size > 0) currentRevision = [...outdatedRevs.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))[0]![0];
+    if (prev?.currentRevision && (prev.currentRevision === U || outdatedRevs.has(prev.currentRevision)))
+      currentRevision = prev.currentRevision;
+    else if (outdatedRevs.size > 0)
+      currentRevision = [...outdatedRevs.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))[0]![0];
     else currentRevision = prev?.currentRevision || U;
   }
 
   const conds: Array<Omit<AtlantisCondition, 'lastTransitionTime' | 'observedGeneration'>> = [];
   conds.push(
     desiredAvailable >= R - M
-      ? { type: 'Available', status: 'True', reason: 'MinimumReplicasAvailable', message: `${desiredAvailable} of ${R} pod(s) available (maxUnavailable ${M})` }
-      : { type: 'Available', status: 'False', reason: 'MinimumReplicasUnavailable', message: `${desiredAvailable} of ${R} pod(s) available, need ${R - M} (maxUnavailable ${M})` },
+      ? {
+          type: 'Available',
+          status: 'True',
+          reason: 'MinimumReplicasAvailable',
+          message: `${desiredAvailable} of ${R} pod(s) available (maxUnavailable ${M})`,
+        }
+      : {
+          type: 'Available',
+          status: 'False',
+          reason: 'MinimumReplicasUnavailable',
+          message: `${desiredAvailable} of ${R} pod(s) available, need ${R - M} (maxUnavailable ${M})`,
+        },
   );
   const waitSummary = s.waits
     .slice()
     .sort((a, b) => b.ordinal - a.ordinal)
     .map((w) => `${w.podName}: ${w.guards.join(', ')}`)
     .join('; ');
-  const rejectedMessage = s.rejected === null ? '' : `The API server refuses pods of revision ${U}, so no pod is drained or deleted for it: ${s.rejected}`;
+  const rejectedMessage =
+    s.rejected === null ? '' : `The API server refuses pods of revision ${U}, so no pod is drained or deleted for it: ${s.rejected}`;
   let progressing: Omit<AtlantisCondition, 'lastTransitionTime' | 'observedGeneration'>;
   // First: nothing moves until the spec is fixed, whatever else waits.
   if (s.rejected !== null) progressing = { type: 'Progressing', status: 'False', reason: 'ReplacementRejected', message: rejectedMessage };
-  else if (s.timedOut.length > 0) progressing = { type: 'Progressing', status: 'False', reason: 'DrainTimeout', message: `Drains past drainTimeoutSeconds, waiting (onDrainTimeout=Wait): ${s.timedOut.join(', ')}` };
-  else if (complete) progressing = { type: 'Progressing', status: 'True', reason: 'RolloutComplete', message: `All ${R} pod(s) at revision ${U} and Ready` };
-  else if (s.failing.length > 0) progressing = { type: 'Progressing', status: 'False', reason: 'PodsFailing', message: `Pods failing: ${s.failing.join('; ')}` };
-  else if (o.spec.paused) progressing = { type: 'Progressing', status: 'Unknown', reason: 'RolloutPaused', message: `Rollout paused${waitSummary ? `; waiting: ${waitSummary}` : ''}` };
-  else progressing = { type: 'Progressing', status: 'True', reason: 'RolloutInProgress', message: waitSummary ? `Waiting: ${waitSummary}` : 'Applying changes' };
+  else if (s.timedOut.length > 0)
+    progressing = {
+      type: 'Progressing',
+      status: 'False',
+      reason: 'DrainTimeout',
+      message: `Drains past drainTimeoutSeconds, waiting (onDrainTimeout=Wait): ${s.timedOut.join(', ')}`,
+    };
+  else if (complete)
+    progressing = { type: 'Progressing', status: 'True', reason: 'RolloutComplete', message: `All ${R} pod(s) at revision ${U} and Ready` };
+  else if (s.failing.length > 0)
+    progressing = { type: 'Progressing', status: 'False', reason: 'PodsFailing', message: `Pods failing: ${s.failing.join('; ')}` };
+  else if (o.spec.paused)
+    progressing = {
+      type: 'Progressing',
+      status: 'Unknown',
+      reason: 'RolloutPaused',
+      message: `Rollout paused${waitSummary ? `; waiting: ${waitSummary}` : ''}`,
+    };
+  else
+    progressing = {
+      type: 'Progressing',
+      status: 'True',
+      reason: 'RolloutInProgress',
+      message: waitSummary ? `Waiting: ${waitSummary}` : 'Applying changes',
+    };
   conds.push(progressing);
   conds.push(
     o.spec.paused
@@ -69,7 +102,12 @@ export function computeStatus(o: ObservedState, now: Date, s: StatusInputs): { s
   );
   conds.push(
     s.rejected !== null
-      ? { type: 'Degraded', status: 'True', reason: 'ReplacementRejected', message: `${rejectedMessage}${s.failing.length > 0 ? `; pods failing: ${s.failing.join('; ')}` : ''}` }
+      ? {
+          type: 'Degraded',
+          status: 'True',
+          reason: 'ReplacementRejected',
+          message: `${rejectedMessage}${s.failing.length > 0 ? `; pods failing: ${s.failing.join('; ')}` : ''}`,
+        }
       : s.failing.length > 0
         ? { type: 'Degraded', status: 'True', reason: 'PodsFailing', message: `Pods failing: ${s.failing.join('; ')}` }
         : { type: 'Degraded', status: 'False', reason: 'PodsHealthy', message: 'No pod is failing' },

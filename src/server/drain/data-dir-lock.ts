@@ -26,7 +26,9 @@ export class DataDirLock {
       db.close();
       if ((e as { code?: string }).code !== 'SQLITE_BUSY' && (e as { code?: string }).code !== 'SQLITE_LOCKED') throw e;
       const holder = readPidFile(dataDir)?.pid;
-      throw new UsageError(`--data-dir ${dataDir} is in use by another atlantis-operator server${holder ? ` (pid ${holder})` : ''}: one data dir serves one server`);
+      throw new UsageError(
+        `--data-dir ${dataDir} is in use by another atlantis-operator server${holder ? ` (pid ${holder})` : ''}: one data dir serves one server`,
+      );
     }
     return new DataDirLock(db);
   }

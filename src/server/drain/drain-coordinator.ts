@@ -6,10 +6,7 @@ import type { DrainTrigger } from '../../contract/drain-protocol.js';
 import type { LogFields, Logger } from '../../log.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ProcessRunner } from '../terraform/runner.js';
-import {
-  type DrainEffect, type DrainEvent, type DrainState, type DrainTimings,
-  initialDrainState, nextDrainState,
-} from './drain-state.js';
+import { type DrainEffect, type DrainEvent, type DrainState, type DrainTimings, initialDrainState, nextDrainState } from './drain-state.js';
 import type { OperationTracker } from './operation-tracker.js';
 
 export interface DrainCoordinatorDeps {
@@ -28,7 +25,9 @@ export class DrainCoordinator {
 
   constructor(private readonly deps: DrainCoordinatorDeps) {}
 
-  get state(): DrainState { return this.current; }
+  get state(): DrainState {
+    return this.current;
+  }
 
   /**
    * A drain request from a signal, the pod annotation, or the `drain` command; `details`
@@ -65,7 +64,12 @@ export class DrainCoordinator {
         // that answer can cost a time slice. `since` is when the drain took effect.
         tracker.shutDown();
         metrics.draining.set(1);
-        logger.info('Drain started', { reason: this.current.reason, ...details, since: this.current.since?.toISOString(), inProgressOperations: tracker.inProgress });
+        logger.info('Drain started', {
+          reason: this.current.reason,
+          ...details,
+          since: this.current.since?.toISOString(),
+          inProgressOperations: tracker.inProgress,
+        });
         // No operation can start any more, so the first idle moment is final.
         void tracker.waitIdle().then(() => this.dispatch({ type: 'idle', at: new Date() }));
         break;
@@ -73,7 +77,10 @@ export class DrainCoordinator {
         this.arm(effect.at, () => this.dispatch({ type: 'deadline', at: new Date(), inProgress: tracker.inProgress }));
         break;
       case 'interruptTerraform':
-        logger.warn('Drain deadline reached, interrupting terraform', { inProgressOperations: tracker.inProgress, processes: runner.running().length });
+        logger.warn('Drain deadline reached, interrupting terraform', {
+          inProgressOperations: tracker.inProgress,
+          processes: runner.running().length,
+        });
         runner.interruptAll();
         break;
       case 'armForceExit':
@@ -89,7 +96,13 @@ export class DrainCoordinator {
 
   private arm(at: Date, fn: () => void): void {
     // A long --drain-timeout (720h) must not overflow Node's timer and fire at once.
-    const t = setLongTimeout(() => { this.timers.delete(t); fn(); }, Math.max(0, at.getTime() - Date.now()));
+    const t = setLongTimeout(
+      () => {
+        this.timers.delete(t);
+        fn();
+      },
+      Math.max(0, at.getTime() - Date.now()),
+    );
     this.timers.add(t);
   }
 }

@@ -57,18 +57,31 @@ export interface DrainTimings {
 }
 
 export const initialDrainState: DrainState = {
-  phase: 'serving', reason: null, since: null, signals: 0, deadlineAt: null, exitWhenIdle: false, interrupted: false,
+  phase: 'serving',
+  reason: null,
+  since: null,
+  signals: 0,
+  deadlineAt: null,
+  exitWhenIdle: false,
+  interrupted: false,
 };
 
-export interface Transition { state: DrainState; effects: DrainEffect[] }
+export interface Transition {
+  state: DrainState;
+  effects: DrainEffect[];
+}
 
 export function nextDrainState(state: DrainState, event: DrainEvent, t: DrainTimings): Transition {
   if (state.phase === 'exited') return { state, effects: [] };
   switch (event.type) {
-    case 'trigger': return onTrigger(state, event.trigger, event.at, event.inProgress, t);
-    case 'deadline': return reachDeadline(state, event.at, event.inProgress, t);
-    case 'idle': return exitIfIdle(state, []);
-    case 'forceExit': return { state: { ...state, phase: 'exited' }, effects: [{ type: 'exit', code: EXIT_INTERRUPTED }] };
+    case 'trigger':
+      return onTrigger(state, event.trigger, event.at, event.inProgress, t);
+    case 'deadline':
+      return reachDeadline(state, event.at, event.inProgress, t);
+    case 'idle':
+      return exitIfIdle(state, []);
+    case 'forceExit':
+      return { state: { ...state, phase: 'exited' }, effects: [{ type: 'exit', code: EXIT_INTERRUPTED }] };
   }
 }
 

@@ -54,11 +54,19 @@ export class OperationTracker {
   }
 
   /** Goes up on every change of what /status shows, so its body can be serialized once per change. */
-  get version(): number { return this.changes; }
-  get isShuttingDown(): boolean { return this.shuttingDown; }
-  get inProgress(): number { return this.running.size; }
+  get version(): number {
+    return this.changes;
+  }
+  get isShuttingDown(): boolean {
+    return this.shuttingDown;
+  }
+  get inProgress(): number {
+    return this.running.size;
+  }
   /** Shutting down with nothing left running: final (no operation can start any more). */
-  get isDrained(): boolean { return this.shuttingDown && this.running.size === 0; }
+  get isDrained(): boolean {
+    return this.shuttingDown && this.running.size === 0;
+  }
 
   /** The running operations, oldest first, for /status and the web page. */
   operations(): Operation[] {
@@ -89,7 +97,13 @@ export class OperationTracker {
     for (const l of listeners) {
       // A listener's error must not stop the caller (shutDown, finish) half way: it is
       // thrown again after the current statement sequence, as a promise callback's was.
-      try { l(); } catch (e) { queueMicrotask(() => { throw e; }); }
+      try {
+        l();
+      } catch (e) {
+        queueMicrotask(() => {
+          throw e;
+        });
+      }
     }
   }
 }

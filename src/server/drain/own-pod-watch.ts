@@ -15,7 +15,10 @@ export function podRequestsDrain(pod: V1Pod | undefined, podName: string): boole
   return drainRequested(pod.metadata?.annotations?.[ANNOTATION_DRAIN]);
 }
 
-export interface OwnPodIdentity { name: string; namespace: string }
+export interface OwnPodIdentity {
+  name: string;
+  namespace: string;
+}
 
 export function ownPodIdentity(env: NodeJS.ProcessEnv = process.env): OwnPodIdentity | undefined {
   return env.POD_NAME && env.POD_NAMESPACE ? { name: env.POD_NAME, namespace: env.POD_NAMESPACE } : undefined;
@@ -49,7 +52,9 @@ export function ownPodWatchPlugin(server: AtlantisServer): { start?: () => Promi
       // Do not block startup on the API server: the Informer retries its first list (with
       // backoff) until it works or is stopped.
       informer.start().then(
-        () => { if (informer?.hasSynced()) server.logger.info('Watching own pod for the drain annotation', { pod: me }); },
+        () => {
+          if (informer?.hasSynced()) server.logger.info('Watching own pod for the drain annotation', { pod: me });
+        },
         (e: unknown) => server.logger.error('Own pod watch failed', { pod: me, error: (e as Error).message }),
       );
     },

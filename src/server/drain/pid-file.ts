@@ -37,7 +37,9 @@ export function processIdentity(pid: number): ProcessIdentity | undefined {
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     const startTicks = fields[19];
     if (!startTicks) return undefined;
-    const cmdlineSha256 = createHash('sha256').update(readFileSync(`/proc/${pid}/cmdline`)).digest('hex');
+    const cmdlineSha256 = createHash('sha256')
+      .update(readFileSync(`/proc/${pid}/cmdline`))
+      .digest('hex');
     return fields[0] === 'Z' ? { startTicks, cmdlineSha256, zombie: true } : { startTicks, cmdlineSha256 };
   } catch {
     return undefined;
@@ -57,7 +59,8 @@ export function readPidFile(dataDir: string): PidFileContent | undefined {
     if (typeof parsed.pid !== 'number' || typeof parsed.url !== 'string') return undefined;
     const out: PidFileContent = { pid: parsed.pid, url: parsed.url, startedAt: String(parsed.startedAt ?? '') };
     const id = parsed.identity;
-    if (id && typeof id.startTicks === 'string' && typeof id.cmdlineSha256 === 'string') out.identity = { startTicks: id.startTicks, cmdlineSha256: id.cmdlineSha256 };
+    if (id && typeof id.startTicks === 'string' && typeof id.cmdlineSha256 === 'string')
+      out.identity = { startTicks: id.startTicks, cmdlineSha256: id.cmdlineSha256 };
     return out;
   } catch {
     return undefined;

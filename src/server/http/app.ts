@@ -4,7 +4,15 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from '../../log.js';
 import { VERSION } from '../../version.js';
-import { LIVENESS_PATH, READINESS_PATH, STATUS_PATH, type StatusBody, type StatusOperation, WAIT_DRAINED_PARAM, parseWaitDrained } from '../../contract/drain-protocol.js';
+import {
+  LIVENESS_PATH,
+  READINESS_PATH,
+  STATUS_PATH,
+  type StatusBody,
+  type StatusOperation,
+  WAIT_DRAINED_PARAM,
+  parseWaitDrained,
+} from '../../contract/drain-protocol.js';
 import type { DrainState } from '../drain/drain-state.js';
 import type { Operation, OperationTracker } from '../drain/operation-tracker.js';
 import { type ServerMetrics, webhookEventLabel } from '../metrics.js';
@@ -22,7 +30,10 @@ export interface WebhookRequest {
   rawBody: Buffer;
 }
 
-export interface WebhookResponse { status: number; body: string }
+export interface WebhookResponse {
+  status: number;
+  body: string;
+}
 
 export interface AppDeps {
   tracker: OperationTracker;
@@ -65,7 +76,11 @@ export function buildStatus(tracker: OperationTracker, drain: DrainState): Statu
  * each change would be most of the cost of a /status answer, and an operation's part never
  * changes. Returns the parts of the current operations, for the next call.
  */
-export function serializeStatus(tracker: OperationTracker, drain: DrainState, parts: ReadonlyMap<string, string>): { json: string; parts: Map<string, string> } {
+export function serializeStatus(
+  tracker: OperationTracker,
+  drain: DrainState,
+  parts: ReadonlyMap<string, string>,
+): { json: string; parts: Map<string, string> } {
   const next = new Map<string, string>();
   for (const o of tracker.operations()) next.set(o.id, parts.get(o.id) ?? JSON.stringify(operationStatus(o)));
   // The head's closing brace makes way for the operations, the last field as in buildStatus.
@@ -121,9 +136,12 @@ function buildRoutes(deps: AppDeps): {
     const decision = decideWebAuth(req.path, req.headers.authorization, deps.webAuth);
     if (decision.kind === 'open' || decision.kind === 'allowed') return next();
     // As Atlantis: a wrong password is logged (never what was sent), a missing one is not.
-    if (decision.kind === 'wrong') deps.logger.info('Web login refused: wrong username or password', { method: req.method, path: req.path });
+    if (decision.kind === 'wrong')
+      deps.logger.info('Web login refused: wrong username or password', { method: req.method, path: req.path });
     res.writeHead(401, {
-      'www-authenticate': WWW_AUTHENTICATE, 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff',
+      'www-authenticate': WWW_AUTHENTICATE,
+      'content-type': 'text/plain; charset=utf-8',
+      'x-content-type-options': 'nosniff',
       'content-length': Buffer.byteLength(UNAUTHORIZED_BODY),
     });
     res.end(UNAUTHORIZED_BODY);
@@ -161,8 +179,14 @@ function buildRoutes(deps: AppDeps): {
     if (typeof wait === 'string') return void res.status(400).type('text/plain').send(`${wait}\n`);
     // Past the cap, answer at once: the caller falls back to polling, memory stays bounded.
     if (wait === 0 || deps.tracker.isDrained || heldStatus.size >= MAX_HELD_STATUS_REQUESTS) return sendStatus(res);
-    const release = () => { clearTimeout(timer); heldStatus.delete(answer); };
-    const answer = () => { release(); if (!res.writableEnded) sendStatus(res); };
+    const release = () => {
+      clearTimeout(timer);
+      heldStatus.delete(answer);
+    };
+    const answer = () => {
+      release();
+      if (!res.writableEnded) sendStatus(res);
+    };
     const timer = setTimeout(answer, wait * 1000);
     heldStatus.add(answer);
     res.on('close', release);
@@ -206,12 +230,14 @@ function buildRoutes(deps: AppDeps): {
     }
     let out: WebhookResponse;
     try {
-      out = await deps.webhookQueue.run(() => onWebhook({
-        event: header(req, 'x-github-event'),
-        deliveryId: header(req, 'x-github-delivery'),
-        signature: header(req, 'x-hub-signature-256'),
-        rawBody,
-      }));
+      out = await deps.webhookQueue.run(() =>
+        onWebhook({
+          event: header(req, 'x-github-event'),
+          deliveryId: header(req, 'x-github-delivery'),
+          signature: header(req, 'x-hub-signature-256'),
+          rawBody,
+        }),
+      );
     } catch (e) {
       countWebhook(req, 500);
       deps.logger.error('Request failed', { path: '/events', error: (e as Error).message });
@@ -231,7 +257,10 @@ function buildRoutes(deps: AppDeps): {
     // The rest of an oversized or broken body is never read: close the connection, so the
     // client does not send its next request on a socket the server is about to drop.
     if (err.type === 'entity.too.large' || status === 400) res.set('Connection', 'close');
-    res.status(status).type('text/plain').send(processRedactor.redact(`${err.message}\n`));
+    res
+      .status(status)
+      .type('text/plain')
+      .send(processRedactor.redact(`${err.message}\n`));
   });
 
   return { app, sendStatus, intake };

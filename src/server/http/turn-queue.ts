@@ -25,8 +25,15 @@ export class TurnQueue {
       this.waiting.push(() => {
         this.running++;
         let p: Promise<T>;
-        try { p = task(); } catch (e) { p = Promise.reject(e); }
-        p.then(resolve, reject).finally(() => { this.running--; this.notifyIdle(); });
+        try {
+          p = task();
+        } catch (e) {
+          p = Promise.reject(e);
+        }
+        p.then(resolve, reject).finally(() => {
+          this.running--;
+          this.notifyIdle();
+        });
       });
       this.schedule();
     });

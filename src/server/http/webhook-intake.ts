@@ -111,13 +111,18 @@ export class WebhookIntake {
       this.receiving.delete(key);
       this.heldBytes -= entry.bytes;
     };
-    const timer = setTimeout(() => entry.drop(408, `Request body not received within ${this.limits.bodyTimeoutMs / 1000} s`), this.limits.bodyTimeoutMs);
+    const timer = setTimeout(
+      () => entry.drop(408, `Request body not received within ${this.limits.bodyTimeoutMs / 1000} s`),
+      this.limits.bodyTimeoutMs,
+    );
     this.receiving.set(key, entry);
 
     req.on('data', (c: Buffer) => {
       if (done) return;
       if (entry.bytes + c.length > MAX_WEBHOOK_BYTES) return entry.drop(413, `Request body is larger than ${MAX_WEBHOOK_BYTES} bytes`);
-      while (this.heldBytes + c.length > this.limits.maxHeldBytes && this.dropOldest(key)) { /* made room */ }
+      while (this.heldBytes + c.length > this.limits.maxHeldBytes && this.dropOldest(key)) {
+        /* made room */
+      }
       if (this.heldBytes + c.length > this.limits.maxHeldBytes) return entry.drop(503, 'Too many webhook bodies at once, try again later');
       entry.bytes += c.length;
       this.heldBytes += c.length;
@@ -133,7 +138,12 @@ export class WebhookIntake {
       const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
       chunks.length = 0;
       // onBody answers its own errors; a rejection here must not end the process either.
-      void this.events.onBody(req, body, res).catch(() => undefined).finally(() => { this.heldBytes -= bytes; });
+      void this.events
+        .onBody(req, body, res)
+        .catch(() => undefined)
+        .finally(() => {
+          this.heldBytes -= bytes;
+        });
     });
     // A connection that broke mid-body: nobody to answer.
     req.on('close', () => {
@@ -158,7 +168,11 @@ export class WebhookIntake {
     this.events.onRefused(req, status);
     if (res.headersSent) return;
     const body = `${text}\n`;
-    const headers: Record<string, string | number> = { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' };
+    const headers: Record<string, string | number> = {
+      'content-type': 'text/plain; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      connection: 'close',
+    };
     if (status === 503) headers['retry-after'] = '1';
     res.writeHead(status, headers);
     res.end(body);

@@ -161,7 +161,9 @@ export function parseLockId(id: string): LockKey | undefined {
 // Escapes every byte but [A-Za-z0-9_-], so `.` can separate the parts: the name is
 // injective in (project, dir, workspace) and never contains `/` or `..`.
 const escapePart = (s: string): string =>
-  Array.from(Buffer.from(s, 'utf8'), (b) => (/[A-Za-z0-9_-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`)).join('');
+  Array.from(Buffer.from(s, 'utf8'), (b) =>
+    /[A-Za-z0-9_-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`,
+  ).join('');
 
 /**
  * A project's plan file name, unique per (dir, workspace, project name):
@@ -187,7 +189,11 @@ export async function fileSha256(file: string): Promise<string> {
  * Why a saved plan may not be applied, or undefined when it may: `actualSha256` is the hash
  * of the file now (undefined when it is gone). Pure; the texts go to the PR.
  */
-export function planFileProblem(plan: Pick<PlanRecord, 'dir' | 'workspace' | 'project' | 'planSha256'>, actualSha256: string | undefined, executableName: string): string | undefined {
+export function planFileProblem(
+  plan: Pick<PlanRecord, 'dir' | 'workspace' | 'project' | 'planSha256'>,
+  actualSha256: string | undefined,
+  executableName: string,
+): string | undefined {
   const again = `comment \`${executableName} plan${plan.project ? ` -p ${plan.project}` : ` -d ${plan.dir} -w ${plan.workspace}`}\` to plan again`;
   if (plan.planSha256 === undefined) {
     // No hash: only a workflow that wrote no plan file (nothing to tamper with), or a plan
@@ -210,8 +216,13 @@ const toLock = (r: LockRow): LockRecord => {
 
 const toPlan = (r: PlanRow): PlanRecord => {
   const p: PlanRecord = {
-    repo: r.repo, pull: r.pull, dir: r.dir, workspace: r.workspace,
-    planPath: r.plan_path, headSha: r.head_sha, createdAt: r.created_at,
+    repo: r.repo,
+    pull: r.pull,
+    dir: r.dir,
+    workspace: r.workspace,
+    planPath: r.plan_path,
+    headSha: r.head_sha,
+    createdAt: r.created_at,
   };
   if (r.project !== null) p.project = r.project;
   if (r.plan_sha256 !== null) p.planSha256 = r.plan_sha256;
@@ -281,15 +292,23 @@ export class LockStore {
    */
   tryLock(key: LockKey, holder: { pull: number; user: string; project?: string }): TryLockResult {
     const run = this.db.transaction((): TryLockResult => {
-      const row = this.sql('SELECT * FROM locks WHERE repo = ? AND dir = ? AND workspace = ?')
-        .get(key.repo, key.dir, key.workspace) as LockRow | undefined;
+      const row = this.sql('SELECT * FROM locks WHERE repo = ? AND dir = ? AND workspace = ?').get(key.repo, key.dir, key.workspace) as
+        | LockRow
+        | undefined;
       if (row) {
         if (row.pull === holder.pull) return { acquired: true, lock: toLock(row) };
         return { acquired: false, holder: toLock(row) };
       }
       const time = this.ts();
-      this.sql('INSERT INTO locks (repo, dir, workspace, pull, user, project, time) VALUES (?, ?, ?, ?, ?, ?, ?)')
-        .run(key.repo, key.dir, key.workspace, holder.pull, holder.user, holder.project ?? null, time);
+      this.sql('INSERT INTO locks (repo, dir, workspace, pull, user, project, time) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
+        key.repo,
+        key.dir,
+        key.workspace,
+        holder.pull,
+        holder.user,
+        holder.project ?? null,
+        time,
+      );
       const lock: LockRecord = { ...key, pull: holder.pull, user: holder.user, time };
       if (holder.project !== undefined) lock.project = holder.project;
       return { acquired: true, lock };
@@ -299,8 +318,9 @@ export class LockStore {
   }
 
   getLock(key: LockKey): LockRecord | undefined {
-    const row = this.sql('SELECT * FROM locks WHERE repo = ? AND dir = ? AND workspace = ?')
-      .get(key.repo, key.dir, key.workspace) as LockRow | undefined;
+    const row = this.sql('SELECT * FROM locks WHERE repo = ? AND dir = ? AND workspace = ?').get(key.repo, key.dir, key.workspace) as
+      | LockRow
+      | undefined;
     return row ? toLock(row) : undefined;
   }
 
@@ -321,7 +341,9 @@ export class LockStore {
    */
   unlockAllForPull(repo: string, pull: number, opts: { discardPlans?: boolean } = {}): { locks: LockRecord[]; plans: PlanRecord[] } {
     const run = this.db.transaction(() => {
-      const locks = (this.sql('SELECT * FROM locks WHERE repo = ? AND pull = ? ORDER BY dir, workspace').all(repo, pull) as LockRow[]).map(toLock);
+      const locks = (this.sql('SELECT * FROM locks WHERE repo = ? AND pull = ? ORDER BY dir, workspace').all(repo, pull) as LockRow[]).map(
+        toLock,
+      );
       this.sql('DELETE FROM locks WHERE repo = ? AND pull = ?').run(repo, pull);
       let plans: PlanRecord[] = [];
       if (opts.discardPlans) {
@@ -335,9 +357,11 @@ export class LockStore {
 
   /** All locks, or those of one repo, ordered by repo, dir, workspace. */
   list(repo?: string): LockRecord[] {
-    const rows = (repo === undefined
-      ? this.sql('SELECT * FROM locks ORDER BY repo, dir, workspace').all()
-      : this.sql('SELECT * FROM locks WHERE repo = ? ORDER BY dir, workspace').all(repo)) as LockRow[];
+    const rows = (
+      repo === undefined
+        ? this.sql('SELECT * FROM locks ORDER BY repo, dir, workspace').all()
+        : this.sql('SELECT * FROM locks WHERE repo = ? ORDER BY dir, workspace').all(repo)
+    ) as LockRow[];
     return rows.map(toLock);
   }
 
@@ -345,7 +369,10 @@ export class LockStore {
 
   /** Where a pull's plan files should be written: `<dataDir>/plans/<owner>/<name>/<pull>/`. */
   planDir(repo: string, pull: number): string {
-    const safe = repo.split('/').map((s) => encodeURIComponent(s)).join(path.sep);
+    const safe = repo
+      .split('/')
+      .map((s) => encodeURIComponent(s))
+      .join(path.sep);
     return path.join(this.dataDir, 'plans', safe, String(pull));
   }
 
@@ -358,17 +385,17 @@ export class LockStore {
   savePlan(rec: Omit<PlanRecord, 'createdAt'> & { createdAt?: string }): PlanRecord {
     const createdAt = rec.createdAt ?? this.ts();
     this.sql(
-        `INSERT INTO plans (repo, pull, dir, workspace, project, plan_path, head_sha, plan_sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO plans (repo, pull, dir, workspace, project, plan_path, head_sha, plan_sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (repo, pull, dir, workspace) DO UPDATE SET project = excluded.project, plan_path = excluded.plan_path,
          head_sha = excluded.head_sha, plan_sha256 = excluded.plan_sha256, created_at = excluded.created_at`,
-      )
-      .run(rec.repo, rec.pull, rec.dir, rec.workspace, rec.project ?? null, rec.planPath, rec.headSha, rec.planSha256 ?? null, createdAt);
+    ).run(rec.repo, rec.pull, rec.dir, rec.workspace, rec.project ?? null, rec.planPath, rec.headSha, rec.planSha256 ?? null, createdAt);
     return { ...rec, createdAt };
   }
 
   getPlan(repo: string, pull: number, dir: string, workspace: string): PlanRecord | undefined {
-    const row = this.sql('SELECT * FROM plans WHERE repo = ? AND pull = ? AND dir = ? AND workspace = ?')
-      .get(repo, pull, dir, workspace) as PlanRow | undefined;
+    const row = this.sql('SELECT * FROM plans WHERE repo = ? AND pull = ? AND dir = ? AND workspace = ?').get(repo, pull, dir, workspace) as
+      | PlanRow
+      | undefined;
     return row ? toPlan(row) : undefined;
   }
 
@@ -401,17 +428,33 @@ export class LockStore {
 
   /** Stores a command received while draining. Returns its position id. */
   enqueue(repo: string, pull: number, payload: unknown): number {
-    const r = this.sql('INSERT INTO queue (repo, pull, payload, enqueued_at) VALUES (?, ?, ?, ?)')
-      .run(repo, pull, JSON.stringify(payload ?? null), this.ts());
+    const r = this.sql('INSERT INTO queue (repo, pull, payload, enqueued_at) VALUES (?, ?, ?, ?)').run(
+      repo,
+      pull,
+      JSON.stringify(payload ?? null),
+      this.ts(),
+    );
     return Number(r.lastInsertRowid);
   }
 
   /** Removes and returns every queued command, oldest first, in one transaction. */
   takeAll(): QueuedCommand[] {
     const run = this.db.transaction(() => {
-      const rows = this.sql('SELECT * FROM queue ORDER BY id').all() as { id: number; repo: string; pull: number; payload: string; enqueued_at: string }[];
+      const rows = this.sql('SELECT * FROM queue ORDER BY id').all() as {
+        id: number;
+        repo: string;
+        pull: number;
+        payload: string;
+        enqueued_at: string;
+      }[];
       this.sql('DELETE FROM queue').run();
-      return rows.map((r) => ({ id: r.id, repo: r.repo, pull: r.pull, payload: JSON.parse(r.payload) as unknown, enqueuedAt: r.enqueued_at }));
+      return rows.map((r) => ({
+        id: r.id,
+        repo: r.repo,
+        pull: r.pull,
+        payload: JSON.parse(r.payload) as unknown,
+        enqueuedAt: r.enqueued_at,
+      }));
     });
     return run.immediate();
   }
@@ -424,8 +467,9 @@ export class LockStore {
 
   jobStarted(job: JobStart): JobRecord {
     const startedAt = this.ts();
-    this.sql('INSERT OR REPLACE INTO jobs (id, command, repo, pull, project, dir, workspace, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
-      .run(job.id, job.command, job.repo, job.pull, job.project ?? null, job.dir ?? null, job.workspace ?? null, startedAt);
+    this.sql(
+      'INSERT OR REPLACE INTO jobs (id, command, repo, pull, project, dir, workspace, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    ).run(job.id, job.command, job.repo, job.pull, job.project ?? null, job.dir ?? null, job.workspace ?? null, startedAt);
     return { ...job, startedAt };
   }
 
@@ -444,8 +488,9 @@ export class LockStore {
 
   /** Drops finished jobs beyond the newest `keep`, so the journal does not grow forever. */
   pruneJobs(keep = 1000): number {
-    return this.sql('DELETE FROM jobs WHERE finished_at IS NOT NULL AND id NOT IN (SELECT id FROM jobs ORDER BY started_at DESC LIMIT ?)')
-      .run(keep).changes;
+    return this.sql(
+      'DELETE FROM jobs WHERE finished_at IS NOT NULL AND id NOT IN (SELECT id FROM jobs ORDER BY started_at DESC LIMIT ?)',
+    ).run(keep).changes;
   }
 
   // ---- health ---------------------------------------------------------------------

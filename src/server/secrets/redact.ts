@@ -48,11 +48,17 @@ export function base64Fragments(bytes: Buffer): string[] {
 export function secretForms(secret: string): Form[] {
   if (secret === '') return [];
   const forms = new Map<string, Form>();
-  const add = (plain: string, source: string, maxLength: number, wrapped = false) => { if (!forms.has(source)) forms.set(source, { source, plain, maxLength, wrapped }); };
+  const add = (plain: string, source: string, maxLength: number, wrapped = false) => {
+    if (!forms.has(source)) forms.set(source, { source, plain, maxLength, wrapped });
+  };
   add(secret, escapeRe(secret), secret.length);
   const uri = encodeURIComponent(secret);
   // %2f and %2F decode the same.
-  add(uri, escapeRe(uri).replace(/%([0-9A-F])([0-9A-F])/g, (_m, a: string, b: string) => `%${hexClass(a)}${hexClass(b)}`), uri.length);
+  add(
+    uri,
+    escapeRe(uri).replace(/%([0-9A-F])([0-9A-F])/g, (_m, a: string, b: string) => `%${hexClass(a)}${hexClass(b)}`),
+    uri.length,
+  );
   const json = JSON.stringify(secret).slice(1, -1);
   add(json, escapeRe(json), json.length);
   if (secret.length >= MIN_ENCODED_LENGTH) {
@@ -89,7 +95,10 @@ export class Redactor {
   private compiled: Compiled = { key: '', re: undefined, forms: [], maxLength: 0, starts: new Set() };
 
   /** `refreshMs`: how long values read from the sources are used before asking them again. */
-  constructor(sources: SecretSource[] = [], private readonly refreshMs = 1000) {
+  constructor(
+    sources: SecretSource[] = [],
+    private readonly refreshMs = 1000,
+  ) {
     for (const s of sources) this.addSource(s);
   }
 
@@ -121,7 +130,8 @@ export class Redactor {
     if (key !== this.compiled.key) {
       const forms = this.remembered.flatMap(secretForms).sort((a, b) => b.plain.length - a.plain.length);
       this.compiled = {
-        key, forms,
+        key,
+        forms,
         re: forms.length ? new RegExp(forms.map((f) => f.source).join('|'), 'g') : undefined,
         maxLength: Math.max(0, ...forms.map((f) => f.maxLength)),
         starts: new Set(forms.map((f) => f.plain[0]!)),
@@ -136,7 +146,11 @@ export class Redactor {
     this.readAt = now;
     for (const source of this.sources) {
       let values: Iterable<string | undefined>;
-      try { values = source(); } catch { continue; } // e.g. a token file being replaced: keep what we had
+      try {
+        values = source();
+      } catch {
+        continue;
+      } // e.g. a token file being replaced: keep what we had
       for (const v of values) this.remember(v);
     }
   }
@@ -163,7 +177,10 @@ export class StreamRedactor {
     const text = this.carry + chunk;
     const compiled = this.redactor.current();
     const { re, maxLength } = compiled;
-    if (!re) { this.carry = ''; return text; }
+    if (!re) {
+      this.carry = '';
+      return text;
+    }
     let cut = heldFrom(text, compiled, Math.max(0, text.length - maxLength));
     // A match across the cut is emitted whole; what follows it may be held again.
     for (let i = 0; i < 8; i++) {

@@ -11,7 +11,11 @@ export function serverSecretValues(cfg: SecretSettings): Array<string | undefine
 
 /** The token now (--gh-token-file is read on each call); undefined while the file cannot be read. */
 function currentToken(token: () => string): string | undefined {
-  try { return token(); } catch { return undefined; }
+  try {
+    return token();
+  } catch {
+    return undefined;
+  }
 }
 
 /** The default password is no secret, and scrubbing "atlantis" would blank most log lines. */

@@ -47,7 +47,12 @@ async function run(id: number, spec: SpawnSpec): Promise<void> {
     exit = await spawn(id, spec);
   } catch (e) {
     // execa reports spawn failures in its result; this is anything unexpected on our side.
-    exit = { exitCode: null, signal: null, durationMs: 0, error: `Could not run ${spec.command}: ${e instanceof Error ? e.message : String(e)}` };
+    exit = {
+      exitCode: null,
+      signal: null,
+      durationMs: 0,
+      error: `Could not run ${spec.command}: ${e instanceof Error ? e.message : String(e)}`,
+    };
   }
   post({ type: 'exit', id, exit });
 }
@@ -56,7 +61,12 @@ async function spawn(id: number, spec: SpawnSpec): Promise<SpawnExit> {
   const stream = spec.output === 'stream';
   const child = execa(spec.command, spec.args, {
     // extendEnv: on top of this process's environment, which the server made clean (no secrets).
-    cwd: spec.cwd, env: spec.env, extendEnv: true, detached: spec.detached ?? false, stdin: spec.stdin ?? 'pipe', reject: false,
+    cwd: spec.cwd,
+    env: spec.env,
+    extendEnv: true,
+    detached: spec.detached ?? false,
+    stdin: spec.stdin ?? 'pipe',
+    reject: false,
     // 'stream': combined output passed on as it comes, nothing kept; 'capture': kept for the exit.
     ...(stream ? { all: true, buffer: false, stripFinalNewline: false } : {}),
   });
@@ -82,11 +92,14 @@ async function spawn(id: number, spec: SpawnSpec): Promise<SpawnExit> {
  * Best effort: the file is absent without autogroup support.
  */
 function niceSession(pid: number): void {
-  try { writeFileSync(`/proc/${pid}/autogroup`, String(NICE)); } catch { /* no autogroup here, or the child is gone */ }
+  try {
+    writeFileSync(`/proc/${pid}/autogroup`, String(NICE));
+  } catch {
+    /* no autogroup here, or the child is gone */
+  }
 }
 
 /** execa's message when the process never ran (no exit code, no signal: e.g. ENOENT). */
 function spawnError(r: { failed: boolean; exitCode?: number; signal?: string; message?: string }): string | undefined {
   return r.failed && r.exitCode === undefined && !r.signal ? r.message : undefined;
 }
-

@@ -138,7 +138,11 @@ export class ProcessHost {
     this.worker = undefined; // the next spawn starts a new one
     if (this.inFlight.size === 0) return;
     const how = code !== null ? `exit code ${code}` : `signal ${signal}`;
-    this.opts.logger.error('Process host stopped; failing the processes it supervised', { exitCode: code, signal, processes: this.inFlight.size });
+    this.opts.logger.error('Process host stopped; failing the processes it supervised', {
+      exitCode: code,
+      signal,
+      processes: this.inFlight.size,
+    });
     for (const [id, f] of [...this.inFlight]) {
       let what = 'it did not start';
       if (f.pid !== undefined) {
@@ -146,11 +150,14 @@ export class ProcessHost {
         try {
           process.kill(f.spec.detached ? -f.pid : f.pid, 'SIGKILL');
         } catch (e) {
-          if ((e as NodeJS.ErrnoException).code !== 'ESRCH') this.opts.logger.error('Could not kill process', { pid: f.pid, error: (e as Error).message });
+          if ((e as NodeJS.ErrnoException).code !== 'ESRCH')
+            this.opts.logger.error('Could not kill process', { pid: f.pid, error: (e as Error).message });
         }
       }
       this.settle(id, {
-        exitCode: null, signal: null, durationMs: Math.round(performance.now() - f.startedAt),
+        exitCode: null,
+        signal: null,
+        durationMs: Math.round(performance.now() - f.startedAt),
         error: `The server's process host stopped unexpectedly (${how}) while running ${f.spec.command}; ${what}.`,
       });
     }
@@ -159,7 +166,13 @@ export class ProcessHost {
 
 /** Whether the worker (its process and its IPC channel) keeps the server's event loop alive. */
 function keepAlive(worker: ChildProcess, on: boolean): void {
-  if (on) { worker.ref(); worker.channel?.ref(); } else { worker.unref(); worker.channel?.unref(); }
+  if (on) {
+    worker.ref();
+    worker.channel?.ref();
+  } else {
+    worker.unref();
+    worker.channel?.unref();
+  }
 }
 
 /**

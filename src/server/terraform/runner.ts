@@ -84,12 +84,25 @@ export class ProcessRunner {
     const command = o.command ?? this.opts.binary;
     if (this.refusing) {
       // An operation that was mid-way through its steps must not start the next one.
-      return { exitCode: null, signal: null, durationMs: 0, output: 'Not started: the server is shutting down.\n', interrupted: true, killed: false };
+      return {
+        exitCode: null,
+        signal: null,
+        durationMs: 0,
+        output: 'Not started: the server is shutting down.\n',
+        interrupted: true,
+        killed: false,
+      };
     }
     const log = o.logFile ? openLog(o.logFile) : undefined;
     // Registered before the spawn request so that a cancel or interruptAll meanwhile is kept.
     const entry: Entry = {
-      jobId: o.jobId, command, args: o.args, startedAt: new Date(), signalsSent: [], interruptPending: false, done: false,
+      jobId: o.jobId,
+      command,
+      args: o.args,
+      startedAt: new Date(),
+      signalsSent: [],
+      interruptPending: false,
+      done: false,
     };
     this.entries.add(entry);
 
@@ -104,17 +117,25 @@ export class ProcessRunner {
       log?.write(chunk);
       o.onOutput?.(chunk);
     };
-    const r = await this.opts.host.spawn({
-      command, args: o.args, cwd: o.cwd, env: { TF_IN_AUTOMATION: 'true', TF_INPUT: 'false', ...o.env },
-      detached: true, stdin: 'ignore', output: 'stream',
-    }, {
-      onStart: (pid) => {
-        entry.pid = pid;
-        this.opts.logger.debug('Process started', { jobId: o.jobId, pid, command, args: o.args });
-        if (entry.interruptPending) this.interrupt(entry);
+    const r = await this.opts.host.spawn(
+      {
+        command,
+        args: o.args,
+        cwd: o.cwd,
+        env: { TF_IN_AUTOMATION: 'true', TF_INPUT: 'false', ...o.env },
+        detached: true,
+        stdin: 'ignore',
+        output: 'stream',
       },
-      onOutput: (chunk) => take(scrub.push(chunk)),
-    });
+      {
+        onStart: (pid) => {
+          entry.pid = pid;
+          this.opts.logger.debug('Process started', { jobId: o.jobId, pid, command, args: o.args });
+          if (entry.interruptPending) this.interrupt(entry);
+        },
+        onOutput: (chunk) => take(scrub.push(chunk)),
+      },
+    );
     take(scrub.flush());
     entry.done = true;
     entry.killTimer?.clear();
@@ -130,14 +151,21 @@ export class ProcessRunner {
     };
     // Spawn failure (binary missing) or a lost process host: make it visible in the output the user sees.
     if (r.error) result.output += (this.opts.redactor ?? processRedactor).redact(`\n${r.error}\n`);
-    this.opts.logger.debug('Process finished', { jobId: o.jobId, pid: entry.pid, exitCode: result.exitCode, signal: result.signal, durationMs: result.durationMs });
+    this.opts.logger.debug('Process finished', {
+      jobId: o.jobId,
+      pid: entry.pid,
+      exitCode: result.exitCode,
+      signal: result.signal,
+      durationMs: result.durationMs,
+    });
     return result;
   }
 
   /** Processes that have started (a pid), not those still being spawned. */
   running(): RunningProcess[] {
     return [...this.entries].flatMap(({ jobId, pid, command, args, startedAt, signalsSent }) =>
-      pid === undefined ? [] : [{ jobId, pid, command, args, startedAt, signalsSent: [...signalsSent] }]);
+      pid === undefined ? [] : [{ jobId, pid, command, args, startedAt, signalsSent: [...signalsSent] }],
+    );
   }
 
   /** SIGINT to every running process group, SIGKILL after the interrupt grace. */
@@ -159,12 +187,18 @@ export class ProcessRunner {
       return;
     }
     this.signal(e, pid, 'SIGINT');
-    e.killTimer = setLongTimeout(() => { if (!e.done) this.signal(e, pid, 'SIGKILL'); }, this.opts.interruptGraceMs);
+    e.killTimer = setLongTimeout(() => {
+      if (!e.done) this.signal(e, pid, 'SIGKILL');
+    }, this.opts.interruptGraceMs);
   }
 
   private signal(e: Entry, pid: number, sig: 'SIGINT' | 'SIGKILL'): void {
     e.signalsSent.push(sig);
-    this.opts.logger.warn(sig === 'SIGKILL' ? 'Killing terraform after interrupt grace' : 'Interrupting terraform', { jobId: e.jobId, pid, signal: sig });
+    this.opts.logger.warn(sig === 'SIGKILL' ? 'Killing terraform after interrupt grace' : 'Interrupting terraform', {
+      jobId: e.jobId,
+      pid,
+      signal: sig,
+    });
     try {
       process.kill(-pid, sig); // negative pid: the whole process group
     } catch (err) {

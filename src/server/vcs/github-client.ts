@@ -123,9 +123,11 @@ export function hostForBaseUrl(baseUrl: string): string {
 
 export function continuationMarkers(command?: string): { sepStart: string; sepEnd: string; truncationHeader: string } {
   const sepEnd = '\n```\n</details>\n<br>\n\n**Warning**: Output length greater than max comment size. Continued in next comment.';
-  const sepStart = (command ? `Continued ${command} output from previous comment.` : 'Continued from previous comment.') +
+  const sepStart =
+    (command ? `Continued ${command} output from previous comment.` : 'Continued from previous comment.') +
     '\n<details><summary>Show Output</summary>\n\n```diff\n';
-  const truncationHeader = '\n```\n</details>\n<br>\n\n**Warning**: Command output is larger than the maximum number of comments per command. Output truncated.\n\n[..]\n';
+  const truncationHeader =
+    '\n```\n</details>\n<br>\n\n**Warning**: Command output is larger than the maximum number of comments per command. Output truncated.\n\n[..]\n';
   return { sepStart, sepEnd, truncationHeader };
 }
 
@@ -264,7 +266,7 @@ export class GitHubClient {
 
   private async request(method: string, pathOrUrl: string, opts: RequestOptions): Promise<RawResponse> {
     const url = pathOrUrl.startsWith('http') ? pathOrUrl : this.baseUrl + pathOrUrl;
-    const logPath = pathOrUrl.startsWith('http') ? new URL(pathOrUrl).pathname : pathOrUrl.split('?')[0] ?? pathOrUrl;
+    const logPath = pathOrUrl.startsWith('http') ? new URL(pathOrUrl).pathname : (pathOrUrl.split('?')[0] ?? pathOrUrl);
     let attempt = 0;
     for (;;) {
       attempt++;
@@ -287,15 +289,23 @@ export class GitHubClient {
         const code = errorCode(e);
         const surelyNotSent = code === 'ECONNREFUSED';
         const retryable = surelyNotSent || opts.idempotent;
-        this.log.warn('GitHub request failed without response', { method, path: logPath, attempt, errorCode: code ?? 'unknown', willRetry: retryable && attempt < this.retry.maxAttempts });
+        this.log.warn('GitHub request failed without response', {
+          method,
+          path: logPath,
+          attempt,
+          errorCode: code ?? 'unknown',
+          willRetry: retryable && attempt < this.retry.maxAttempts,
+        });
         if (!retryable || attempt >= this.retry.maxAttempts) {
-          throw Object.assign(new GitHubApiError(method, logPath, 0, `request failed: ${code ?? (e as Error).name}`), { notSent: surelyNotSent });
+          throw Object.assign(new GitHubApiError(method, logPath, 0, `request failed: ${code ?? (e as Error).name}`), {
+            notSent: surelyNotSent,
+          });
         }
         await this.sleep(this.backoff(attempt));
         continue;
       }
       const text = res.text;
-      let json: unknown ;
+      let json: unknown;
       if (text !== '') {
         try {
           json = JSON.parse(text);
@@ -316,11 +326,22 @@ export class GitHubClient {
         // 504 (and unknown 5xx) may come after the backend did the work.
         if (opts.idempotent || res.status <= 503) wait = this.backoff(attempt);
       }
-      const o = (typeof json === 'object' && json !== null ? json : {}) as { message?: unknown; documentation_url?: unknown; errors?: unknown };
+      const o = (typeof json === 'object' && json !== null ? json : {}) as {
+        message?: unknown;
+        documentation_url?: unknown;
+        errors?: unknown;
+      };
       const message = typeof o.message === 'string' ? o.message : typeof json === 'string' ? json.slice(0, 200) : '';
       if (wait === undefined || attempt >= this.retry.maxAttempts) {
         this.log.warn('GitHub request refused', { method, path: logPath, status: res.status, attempt, githubMessage: message });
-        throw new GitHubApiError(method, logPath, res.status, message, typeof o.documentation_url === 'string' ? o.documentation_url : undefined, o.errors);
+        throw new GitHubApiError(
+          method,
+          logPath,
+          res.status,
+          message,
+          typeof o.documentation_url === 'string' ? o.documentation_url : undefined,
+          o.errors,
+        );
       }
       this.log.info('GitHub request will be retried', { method, path: logPath, status: res.status, attempt, waitMs: wait });
       await this.sleep(wait);
@@ -353,7 +374,8 @@ export class GitHubClient {
    */
   private async postComment(repo: string, pull: number, body: string): Promise<CreatedComment> {
     const path = `${this.repoPath(repo)}/issues/${pull}/comments`;
-    const created = (j: { id: number; html_url?: string }): CreatedComment => (typeof j.html_url === 'string' ? { id: j.id, htmlUrl: j.html_url } : { id: j.id });
+    const created = (j: { id: number; html_url?: string }): CreatedComment =>
+      typeof j.html_url === 'string' ? { id: j.id, htmlUrl: j.html_url } : { id: j.id };
     for (let attempt = 1; ; attempt++) {
       // created_at has whole seconds, and our clock and GitHub's differ a little.
       const since = new Date(Date.now() - 5000).toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -361,8 +383,11 @@ export class GitHubClient {
         const r = await this.request('POST', path, { body: { body }, idempotent: false });
         return created(r.json as { id: number; html_url?: string });
       } catch (e) {
-        if (!(e instanceof GitHubApiError) || e.notSent || (e.status !== 0 && e.status !== 504) || attempt >= this.retry.maxAttempts) throw e;
-        const landed = (await this.paginate<{ id: number; body?: string; html_url?: string }>(`${path}?since=${since}&per_page=100`)).find((c) => c.body === body);
+        if (!(e instanceof GitHubApiError) || e.notSent || (e.status !== 0 && e.status !== 504) || attempt >= this.retry.maxAttempts)
+          throw e;
+        const landed = (await this.paginate<{ id: number; body?: string; html_url?: string }>(`${path}?since=${since}&per_page=100`)).find(
+          (c) => c.body === body,
+        );
         this.log.warn('GitHub comment answer lost, read back', { path, attempt, status: e.status, found: landed !== undefined });
         if (landed) return created(landed);
         await this.sleep(this.backoff(attempt));
@@ -398,7 +423,12 @@ export class GitHubClient {
   async getPull(repo: string, pull: number): Promise<PullInfo> {
     const r = await this.request('GET', `${this.repoPath(repo)}/pulls/${pull}`, { idempotent: true });
     const j = r.json as {
-      number: number; state: string; draft?: boolean; merged?: boolean; mergeable?: boolean | null; mergeable_state?: string;
+      number: number;
+      state: string;
+      draft?: boolean;
+      merged?: boolean;
+      mergeable?: boolean | null;
+      mergeable_state?: string;
       head: { sha: string; ref: string; repo?: { clone_url?: string; full_name?: string } | null };
       base: { ref: string; repo?: { clone_url?: string; full_name?: string } | null };
       user?: { login?: string };
@@ -439,7 +469,9 @@ export class GitHubClient {
 
   /** Reviews API: approved when some reviewer's latest decisive review is APPROVED. */
   async getApproval(repo: string, pull: number): Promise<Approval> {
-    const reviews = await this.paginate<{ user?: { login?: string } | null; state: string }>(`${this.repoPath(repo)}/pulls/${pull}/reviews?per_page=100`);
+    const reviews = await this.paginate<{ user?: { login?: string } | null; state: string }>(
+      `${this.repoPath(repo)}/pulls/${pull}/reviews?per_page=100`,
+    );
     const latest = new Map<string, string>();
     for (const r of reviews) {
       const who = r.user?.login;
@@ -447,7 +479,10 @@ export class GitHubClient {
       // COMMENTED and PENDING reviews do not change a reviewer's decision.
       if (r.state === 'APPROVED' || r.state === 'CHANGES_REQUESTED' || r.state === 'DISMISSED') latest.set(who, r.state);
     }
-    const approvedBy = [...latest.entries()].filter(([, s]) => s === 'APPROVED').map(([u]) => u).sort();
+    const approvedBy = [...latest.entries()]
+      .filter(([, s]) => s === 'APPROVED')
+      .map(([u]) => u)
+      .sort();
     return { approved: approvedBy.length > 0, approvedBy };
   }
 
@@ -457,7 +492,9 @@ export class GitHubClient {
 
   /** Every changed file of the PR; renamed files also give their old path (as Atlantis). */
   async listChangedFiles(repo: string, pull: number): Promise<string[]> {
-    const files = await this.paginate<{ filename: string; status?: string; previous_filename?: string }>(`${this.repoPath(repo)}/pulls/${pull}/files?per_page=100`);
+    const files = await this.paginate<{ filename: string; status?: string; previous_filename?: string }>(
+      `${this.repoPath(repo)}/pulls/${pull}/files?per_page=100`,
+    );
     const out: string[] = [];
     for (const f of files) {
       out.push(f.filename);
@@ -471,7 +508,8 @@ export class GitHubClient {
    * asks (organization.teams with userLogins). Needs read:org; any GraphQL error throws.
    */
   async listUserTeams(org: string, login: string, maxPages = 20): Promise<string[]> {
-    const query = 'query($org: String!, $logins: [String!], $after: String) { organization(login: $org) { teams(first: 100, after: $after, userLogins: $logins) { nodes { slug } pageInfo { hasNextPage endCursor } } } }';
+    const query =
+      'query($org: String!, $logins: [String!], $after: String) { organization(login: $org) { teams(first: 100, after: $after, userLogins: $logins) { nodes { slug } pageInfo { hasNextPage endCursor } } } }';
     // api.github.com/graphql; GitHub Enterprise's /api/v3 has its GraphQL at /api/graphql.
     const url = /\/api\/v3$/.test(this.baseUrl) ? this.baseUrl.replace(/\/v3$/, '/graphql') : `${this.baseUrl}/graphql`;
     const slugs: string[] = [];
@@ -481,7 +519,8 @@ export class GitHubClient {
       type Teams = { nodes?: Array<{ slug?: unknown }>; pageInfo?: { hasNextPage?: unknown; endCursor?: unknown } };
       const j = (r.json ?? {}) as { data?: { organization?: { teams?: Teams } | null }; errors?: Array<{ message?: unknown }> };
       const teams = j.data?.organization?.teams;
-      if (j.errors?.length || !teams) throw new GitHubApiError('POST', new URL(url).pathname, r.status, String(j.errors?.[0]?.message ?? 'no teams in the answer'));
+      if (j.errors?.length || !teams)
+        throw new GitHubApiError('POST', new URL(url).pathname, r.status, String(j.errors?.[0]?.message ?? 'no teams in the answer'));
       for (const n of teams.nodes ?? []) if (typeof n.slug === 'string') slugs.push(n.slug);
       if (teams.pageInfo?.hasNextPage !== true || typeof teams.pageInfo.endCursor !== 'string') return slugs;
       after = teams.pageInfo.endCursor;

@@ -17,7 +17,10 @@ export interface RepoAllowlist {
 export class AllowlistError extends Error {}
 
 function globToRegExp(rule: string): RegExp {
-  const parts = rule.toLowerCase().split('*').map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&'));
+  const parts = rule
+    .toLowerCase()
+    .split('*')
+    .map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&'));
   return new RegExp('^' + parts.join('.*') + '$', 's');
 }
 

@@ -41,7 +41,10 @@ export async function findEscapingSymlink(root: string): Promise<{ link: string;
     const rel = stack.pop() as string;
     const dir = await opendir(path.join(realRoot, rel));
     for await (const e of dir) {
-      if (++seen > MAX_CHECKOUT_ENTRIES) throw new CheckoutPathError(`the pull request's checkout has more than ${MAX_CHECKOUT_ENTRIES} files and directories; refusing to run terraform in it`);
+      if (++seen > MAX_CHECKOUT_ENTRIES)
+        throw new CheckoutPathError(
+          `the pull request's checkout has more than ${MAX_CHECKOUT_ENTRIES} files and directories; refusing to run terraform in it`,
+        );
       const childRel = rel === '' ? e.name : `${rel}/${e.name}`;
       if (e.isSymbolicLink()) {
         const target = await linkTarget(path.join(realRoot, childRel));
@@ -59,7 +62,9 @@ export async function findEscapingSymlink(root: string): Promise<{ link: string;
 export async function assertNoEscapingSymlink(root: string): Promise<void> {
   const found = await findEscapingSymlink(root);
   if (found) {
-    throw new CheckoutPathError(`the pull request contains the symbolic link ${JSON.stringify(found.link)}, which points outside the repository; remove it (the server runs nothing in a checkout with such a link)`);
+    throw new CheckoutPathError(
+      `the pull request contains the symbolic link ${JSON.stringify(found.link)}, which points outside the repository; remove it (the server runs nothing in a checkout with such a link)`,
+    );
   }
 }
 
@@ -70,20 +75,24 @@ export async function assertNoEscapingSymlink(root: string): Promise<void> {
  */
 export async function projectDirInside(checkout: string, dir: string): Promise<string> {
   // Dirs reach here cleaned by the same rule; one that is not is refused, never joined.
-  if (cleanedRepoDir(dir, 'refused') !== dir) throw new CheckoutPathError(`dir ${JSON.stringify(dir)} is not a clean directory inside the repository`);
+  if (cleanedRepoDir(dir, 'refused') !== dir)
+    throw new CheckoutPathError(`dir ${JSON.stringify(dir)} is not a clean directory inside the repository`);
   const realRoot = await realpath(checkout);
   const wanted = dir === '.' ? realRoot : path.join(realRoot, dir);
   let real: string;
   try {
     real = await realpath(wanted);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new CheckoutPathError(`dir ${JSON.stringify(dir)} does not exist in this pull request`);
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT')
+      throw new CheckoutPathError(`dir ${JSON.stringify(dir)} does not exist in this pull request`);
     throw e;
   }
   if (!isInside(realRoot, real)) throw new CheckoutPathError(`dir ${JSON.stringify(dir)} resolves outside the repository`);
   if (real !== wanted) {
     const to = path.relative(realRoot, real) || '.';
-    throw new CheckoutPathError(`dir ${JSON.stringify(dir)} goes through a symbolic link (it is really ${JSON.stringify(to)}); run the command on ${JSON.stringify(to)} instead`);
+    throw new CheckoutPathError(
+      `dir ${JSON.stringify(dir)} goes through a symbolic link (it is really ${JSON.stringify(to)}); run the command on ${JSON.stringify(to)} instead`,
+    );
   }
   return real;
 }

@@ -12,8 +12,17 @@ import type { ParsedCommand } from './comment-parser.js';
 import { KeyedMutex, Semaphore } from './concurrency.js';
 import type { JobRegistry, JobStatus } from './jobs.js';
 import {
-  APPROVAL_REQUIRED, MERGEABLE_REQUIRED, type ProjectResultView, type ResultCommand, UNLOCKED_COMMENT,
-  cleanPlanOutput, interruptedByShutdownComment, lockedByMessage, renderResults, statusContext, statusDescription,
+  APPROVAL_REQUIRED,
+  MERGEABLE_REQUIRED,
+  type ProjectResultView,
+  type ResultCommand,
+  UNLOCKED_COMMENT,
+  cleanPlanOutput,
+  interruptedByShutdownComment,
+  lockedByMessage,
+  renderResults,
+  statusContext,
+  statusDescription,
 } from './messages.js';
 import { type ProjectSpec, defaultsFor, projectForPlan, readRepoConfig, selectProjects } from './projects.js';
 import type { ServerSideRepoConfig } from './repo-config/server-side.js';
@@ -26,7 +35,8 @@ import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
 import { noPermissionComment, teamAllows } from './team-allowlist.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */
-export const APPLY_ALL_DISABLED_COMMENT = '**Error:** Running `atlantis apply` without flags is disabled.' +
+export const APPLY_ALL_DISABLED_COMMENT =
+  '**Error:** Running `atlantis apply` without flags is disabled.' +
   ' You must specify which project to apply via the `-d <dir>`, `-w <workspace>` or `-p <project name>` flags.';
 
 /** What the server knows about a pull request when a command starts. */
@@ -59,7 +69,10 @@ export interface CommandRunnerDeps {
   serverRepoConfig?: ServerSideRepoConfig;
 }
 
-interface ProjectRun { view: ProjectResultView; status: JobStatus }
+interface ProjectRun {
+  view: ProjectResultView;
+  status: JobStatus;
+}
 
 export class CommandRunner {
   private readonly pool: Semaphore;
@@ -78,9 +91,12 @@ export class CommandRunner {
     const log = this.d.logger.child({ repo: req.ctx.repo, pull: req.ctx.pull, command: name });
     if (!(await this.teamPermits(req, name, log))) return;
     // The reaction is cosmetic: it must not delay terraform, only the end of the operation.
-    const reaction = req.kind === 'comment' && req.commentId !== undefined
-      ? this.d.github.addReaction(req.ctx.repo, req.commentId, 'eyes').catch((e: unknown) => log.warn('Could not react to comment', { error: (e as Error).message }))
-      : Promise.resolve();
+    const reaction =
+      req.kind === 'comment' && req.commentId !== undefined
+        ? this.d.github
+            .addReaction(req.ctx.repo, req.commentId, 'eyes')
+            .catch((e: unknown) => log.warn('Could not react to comment', { error: (e as Error).message }))
+        : Promise.resolve();
     try {
       const result = await this.dispatch(req);
       await reaction;
@@ -121,12 +137,18 @@ export class CommandRunner {
     if (req.kind === 'autoplan') return this.plan(req.ctx, undefined, true);
     const c = req.command;
     switch (c.name) {
-      case 'plan': return this.plan(req.ctx, c, false);
-      case 'apply': return this.apply(req.ctx, c);
-      case 'unlock': return this.unlock(req.ctx);
-      case 'version': return this.simple(req.ctx, c, 'version');
-      case 'import': return this.simple(req.ctx, c, 'import');
-      case 'state': return this.simple(req.ctx, c, 'state');
+      case 'plan':
+        return this.plan(req.ctx, c, false);
+      case 'apply':
+        return this.apply(req.ctx, c);
+      case 'unlock':
+        return this.unlock(req.ctx);
+      case 'version':
+        return this.simple(req.ctx, c, 'version');
+      case 'import':
+        return this.simple(req.ctx, c, 'import');
+      case 'state':
+        return this.simple(req.ctx, c, 'state');
     }
   }
 
@@ -154,7 +176,10 @@ export class CommandRunner {
     } catch (e) {
       return this.error(p, (e as Error).message);
     }
-    const lock = this.d.store.tryLock({ repo: ctx.repo, dir: p.dir, workspace: p.workspace }, { pull: ctx.pull, user: ctx.user, project: p.name });
+    const lock = this.d.store.tryLock(
+      { repo: ctx.repo, dir: p.dir, workspace: p.workspace },
+      { pull: ctx.pull, user: ctx.user, project: p.name },
+    );
     if (!lock.acquired && lock.holder.pull !== ctx.pull) {
       return this.failure(p, lockedByMessage(lock.holder.pull, this.d.config.executableName));
     }
@@ -168,15 +193,30 @@ export class CommandRunner {
       if (r.interrupted) return this.interrupted(p, 'plan');
       if (!r.ok) return this.error(p, r.output);
       // The hash is checked before apply. A workflow whose steps write no plan file records none.
-      const planSha256 = await fileSha256(jobCtx.planFile).catch((e: NodeJS.ErrnoException) => { if (e.code === 'ENOENT') return undefined; throw e; });
-      this.d.store.savePlan({ repo: ctx.repo, pull: ctx.pull, dir: p.dir, workspace: p.workspace, project: p.name, planPath: jobCtx.planFile, headSha: ctx.headSha, planSha256 });
+      const planSha256 = await fileSha256(jobCtx.planFile).catch((e: NodeJS.ErrnoException) => {
+        if (e.code === 'ENOENT') return undefined;
+        throw e;
+      });
+      this.d.store.savePlan({
+        repo: ctx.repo,
+        pull: ctx.pull,
+        dir: p.dir,
+        workspace: p.workspace,
+        project: p.name,
+        planPath: jobCtx.planFile,
+        headSha: ctx.headSha,
+        planSha256,
+      });
       const exe = this.d.config.executableName;
       return {
         status: 'success',
         view: {
-          dir: p.dir, workspace: p.workspace, projectName: p.name,
+          dir: p.dir,
+          workspace: p.workspace,
+          projectName: p.name,
           outcome: {
-            type: 'success', output: cleanPlanOutput(r.output),
+            type: 'success',
+            output: cleanPlanOutput(r.output),
             applyCmd: buildApplyComment(exe, p.dir, p.workspace, p.name),
             replanCmd: buildPlanComment(exe, p.dir, p.workspace, p.name, c?.extraArgs ?? []),
             lockUrl: `${this.d.config.atlantisUrl}/`,
@@ -200,10 +240,12 @@ export class CommandRunner {
     }
     const { config, defaults } = this.repoSettings(ctx, await this.checkout(ctx, 'default'));
     void this.status(ctx, 'apply', 'pending', statusDescription('apply', 'pending'));
-    const runs = await Promise.all(plans.map((pl) => {
-      const p = projectForPlan(config, pl.dir, pl.workspace, defaults);
-      return this.guarded(ctx, p, () => this.applyProject(ctx, p, pl));
-    }));
+    const runs = await Promise.all(
+      plans.map((pl) => {
+        const p = projectForPlan(config, pl.dir, pl.workspace, defaults);
+        return this.guarded(ctx, p, () => this.applyProject(ctx, p, pl));
+      }),
+    );
     return this.report(ctx, 'apply', runs, c);
   }
 
@@ -213,18 +255,28 @@ export class CommandRunner {
       if (req === 'mergeable' && !(await this.d.github.isMergeable(ctx.repo, ctx.pull))) return this.failure(p, MERGEABLE_REQUIRED);
     }
     if (plan.headSha !== ctx.headSha) {
-      return this.failure(p, `the pull request was updated after this plan was made; comment \`${this.d.config.executableName} plan\` to plan again`);
+      return this.failure(
+        p,
+        `the pull request was updated after this plan was made; comment \`${this.d.config.executableName} plan\` to plan again`,
+      );
     }
     return this.job(ctx, p, 'apply', [], async (jobCtx) => {
       const tampered = planFileProblem(plan, await fileSha256(plan.planPath).catch(() => undefined), this.d.config.executableName);
       if (tampered) {
         // Never apply a plan other than the one shown on the PR; it cannot be used again.
         this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
-        this.d.logger.warn('Refused apply: plan file does not match its recorded hash', { repo: ctx.repo, pull: ctx.pull, dir: p.dir, workspace: p.workspace });
+        this.d.logger.warn('Refused apply: plan file does not match its recorded hash', {
+          repo: ctx.repo,
+          pull: ctx.pull,
+          dir: p.dir,
+          workspace: p.workspace,
+        });
         return this.failure(p, tampered);
       }
       // A working copy re-cloned after a restart has no .terraform yet.
-      const steps = this.d.projectRunner.isInitialised(jobCtx.projectDir) ? p.workflow.apply : [...p.workflow.plan.filter((s) => s.kind === 'init'), ...p.workflow.apply];
+      const steps = this.d.projectRunner.isInitialised(jobCtx.projectDir)
+        ? p.workflow.apply
+        : [...p.workflow.plan.filter((s) => s.kind === 'init'), ...p.workflow.apply];
       const r = await this.d.projectRunner.runSteps(steps, { ...jobCtx, planFile: plan.planPath });
       const key = { repo: ctx.repo, dir: p.dir, workspace: p.workspace };
       if (r.interrupted) {
@@ -235,7 +287,10 @@ export class CommandRunner {
       }
       if (!r.ok) return this.error(p, r.output);
       this.d.store.completeApply(key, ctx.pull);
-      return { status: 'success', view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'success', output: r.output.trim() } } };
+      return {
+        status: 'success',
+        view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'success', output: r.output.trim() } },
+      };
     });
   }
 
@@ -249,15 +304,24 @@ export class CommandRunner {
 
   private async simple(ctx: PullContext, c: ParsedCommand, cmd: 'version' | 'import' | 'state'): Promise<string> {
     const projects = await this.projectsFor(ctx, c);
-    const runs = await Promise.all(projects.map((p) => this.guarded(ctx, p, () => this.job(ctx, p, cmd, c.extraArgs, async (jobCtx) => {
-      const init = this.d.projectRunner.isInitialised(jobCtx.projectDir) ? [] : p.workflow.plan.filter((s) => s.kind === 'init');
-      const extra = cmd === 'version' ? { version: true } : cmd === 'import' ? { importArgs: c.args } : { stateRmArgs: c.args };
-      const r = await this.d.projectRunner.runSteps(init, jobCtx, extra);
-      if (r.interrupted) return this.interrupted(p, cmd);
-      if (!r.ok) return this.error(p, r.output);
-      if (cmd !== 'version') this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace); // state changed: plan is stale
-      return { status: 'success', view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'success', output: r.output.trim() } } };
-    }))));
+    const runs = await Promise.all(
+      projects.map((p) =>
+        this.guarded(ctx, p, () =>
+          this.job(ctx, p, cmd, c.extraArgs, async (jobCtx) => {
+            const init = this.d.projectRunner.isInitialised(jobCtx.projectDir) ? [] : p.workflow.plan.filter((s) => s.kind === 'init');
+            const extra = cmd === 'version' ? { version: true } : cmd === 'import' ? { importArgs: c.args } : { stateRmArgs: c.args };
+            const r = await this.d.projectRunner.runSteps(init, jobCtx, extra);
+            if (r.interrupted) return this.interrupted(p, cmd);
+            if (!r.ok) return this.error(p, r.output);
+            if (cmd !== 'version') this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace); // state changed: plan is stale
+            return {
+              status: 'success',
+              view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'success', output: r.output.trim() } },
+            };
+          }),
+        ),
+      ),
+    );
     return this.report(ctx, cmd, runs, c);
   }
 
@@ -288,7 +352,14 @@ export class CommandRunner {
   /** The PR's working copy, refused when a symlink in it leads outside (checked before anything reads it). */
   private async checkout(ctx: PullContext, workspace: string): Promise<string> {
     return this.checkoutMutex.run(`${ctx.repo}#${ctx.pull}#${workspace}`, async () => {
-      const dir = await this.d.copies.checkout({ repo: ctx.repo, pull: ctx.pull, workspace, cloneUrl: ctx.cloneUrl, headRef: ctx.headRef, headSha: ctx.headSha });
+      const dir = await this.d.copies.checkout({
+        repo: ctx.repo,
+        pull: ctx.pull,
+        workspace,
+        cloneUrl: ctx.cloneUrl,
+        headRef: ctx.headRef,
+        headSha: ctx.headSha,
+      });
       await assertNoEscapingSymlink(dir);
       return dir;
     });
@@ -305,13 +376,20 @@ export class CommandRunner {
       ? [...p.workflow.plan, ...p.workflow.apply].flatMap((s) => ('extraArgs' in s ? s.extraArgs : []))
       : [];
     const bad = firstBlockedArg(repoArgs, effectiveBlocked(this.d.config.blockedExtraArgs));
-    if (bad !== undefined) throw new Error(`${blockedArgMessage(bad)} (extra_args of workflow ${JSON.stringify(p.workflow.name)} in atlantis.yaml)`);
+    if (bad !== undefined)
+      throw new Error(`${blockedArgMessage(bad)} (extra_args of workflow ${JSON.stringify(p.workflow.name)} in atlantis.yaml)`);
     await assertPathArgsInside(wc, projectDir, [...commentArgs, ...repoArgs]);
     return projectDir;
   }
 
   /** Runs one project command as a job: journal, live output, log file. */
-  private async job(ctx: PullContext, p: ProjectSpec, command: string, commentArgs: string[], fn: (jc: import('./project-runner.js').ProjectRunContext) => Promise<ProjectRun>): Promise<ProjectRun> {
+  private async job(
+    ctx: PullContext,
+    p: ProjectSpec,
+    command: string,
+    commentArgs: string[],
+    fn: (jc: import('./project-runner.js').ProjectRunContext) => Promise<ProjectRun>,
+  ): Promise<ProjectRun> {
     const id = randomUUID();
     const wc = await this.checkout(ctx, p.workspace);
     const logFile = this.d.jobLogPath(id);
@@ -321,10 +399,21 @@ export class CommandRunner {
     try {
       const projectDir = await this.checkedProjectDir(wc, p, commentArgs);
       run = await fn({
-        jobId: id, projectDir, dir: p.dir, workspace: p.workspace, projectName: p.name,
+        jobId: id,
+        projectDir,
+        dir: p.dir,
+        workspace: p.workspace,
+        projectName: p.name,
         planFile: this.d.store.planPath({ repo: ctx.repo, dir: p.dir, workspace: p.workspace }, ctx.pull, p.name),
-        repo: ctx.repo, pull: ctx.pull, user: ctx.user, headSha: ctx.headSha, headRef: ctx.headRef, baseRef: ctx.baseRef,
-        commentArgs, logFile, onOutput: (chunk) => this.d.jobs.append(id, chunk),
+        repo: ctx.repo,
+        pull: ctx.pull,
+        user: ctx.user,
+        headSha: ctx.headSha,
+        headRef: ctx.headRef,
+        baseRef: ctx.baseRef,
+        commentArgs,
+        logFile,
+        onOutput: (chunk) => this.d.jobs.append(id, chunk),
       });
     } catch (e) {
       run = this.error(p, (e as Error).message);
@@ -336,7 +425,13 @@ export class CommandRunner {
   }
 
   private async report(ctx: PullContext, cmd: ResultCommand, runs: ProjectRun[], c: ParsedCommand | undefined): Promise<string> {
-    const body = renderResults({ command: cmd, subName: c?.subName, results: runs.map((r) => r.view), executableName: this.d.config.executableName, verbose: c?.verbose });
+    const body = renderResults({
+      command: cmd,
+      subName: c?.subName,
+      results: runs.map((r) => r.view),
+      executableName: this.d.config.executableName,
+      verbose: c?.verbose,
+    });
     const interrupted = runs.filter((r) => r.status === 'interrupted');
     // The final status is set even when the comment is lost, so the commit never stays
     // "pending"; the lost comment is logged and counted by comment().
@@ -355,13 +450,21 @@ export class CommandRunner {
   }
 
   private error(p: ProjectSpec, output: string): ProjectRun {
-    return { status: 'failure', view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'error', error: output.trim() } } };
+    return {
+      status: 'failure',
+      view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'error', error: output.trim() } },
+    };
   }
 
   private interrupted(p: ProjectSpec, cmd: ResultCommand): ProjectRun {
     return {
       status: 'interrupted',
-      view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'failure', reason: interruptedByShutdownComment(cmd, p.dir, p.workspace, p.name, this.d.config.executableName) } },
+      view: {
+        dir: p.dir,
+        workspace: p.workspace,
+        projectName: p.name,
+        outcome: { type: 'failure', reason: interruptedByShutdownComment(cmd, p.dir, p.workspace, p.name, this.d.config.executableName) },
+      },
     };
   }
 
@@ -383,14 +486,21 @@ export class CommandRunner {
     const key = `${ctx.repo}@${ctx.headSha}`;
     const next = (this.statusChains.get(key) ?? Promise.resolve()).then(async () => {
       try {
-        await this.d.github.setCommitStatus(ctx.repo, ctx.headSha, { state, context: statusContext(cmd), description, targetUrl: this.d.config.atlantisUrl });
+        await this.d.github.setCommitStatus(ctx.repo, ctx.headSha, {
+          state,
+          context: statusContext(cmd),
+          description,
+          targetUrl: this.d.config.atlantisUrl,
+        });
       } catch (e) {
         this.d.metrics.githubRequestFailures.inc({ operation: 'set_status' });
         this.d.logger.warn('Could not set commit status', { repo: ctx.repo, pull: ctx.pull, error: (e as Error).message });
       }
     });
     this.statusChains.set(key, next);
-    void next.then(() => { if (this.statusChains.get(key) === next) this.statusChains.delete(key); });
+    void next.then(() => {
+      if (this.statusChains.get(key) === next) this.statusChains.delete(key);
+    });
     return next;
   }
 }
@@ -401,4 +511,3 @@ function matchesPlan(pl: PlanRecord, c: ParsedCommand): boolean {
   if (c.workspace !== undefined && pl.workspace !== c.workspace) return false;
   return true;
 }
-

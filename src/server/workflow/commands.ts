@@ -47,7 +47,9 @@ export const COMMANDS: readonly CommandSpec[] = [
     flags: [
       WS('Switch to this Terraform workspace before planning.'),
       DIR("Which directory to run plan in relative to root of repo, ex. 'child/dir'."),
-      PROJ('Which project to run plan for. Refers to the name of the project configured in a repo config file. Cannot be used at same time as workspace or dir flags.'),
+      PROJ(
+        'Which project to run plan for. Refers to the name of the project configured in a repo config file. Cannot be used at same time as workspace or dir flags.',
+      ),
       VERBOSE,
     ],
   },
@@ -58,7 +60,9 @@ export const COMMANDS: readonly CommandSpec[] = [
     flags: [
       WS('Apply the plan for this Terraform workspace.'),
       DIR("Apply the plan for this directory, relative to root of repo, ex. 'child/dir'."),
-      PROJ('Apply the plan for this project. Refers to the name of the project configured in a repo config file. Cannot be used at same time as workspace or dir flags.'),
+      PROJ(
+        'Apply the plan for this project. Refers to the name of the project configured in a repo config file. Cannot be used at same time as workspace or dir flags.',
+      ),
       AUTOMERGE,
       VERBOSE,
     ],
@@ -71,7 +75,9 @@ export const COMMANDS: readonly CommandSpec[] = [
     flags: [
       WS('Switch to this Terraform workspace before importing.'),
       DIR("Which directory to run import in relative to root of repo, ex. 'child/dir'."),
-      PROJ('Which project to run import for. Refers to the name of the project configured in a repo config file. Cannot be used at same time as workspace or dir flags.'),
+      PROJ(
+        'Which project to run import for. Refers to the name of the project configured in a repo config file. Cannot be used at same time as workspace or dir flags.',
+      ),
       VERBOSE,
     ],
   },
@@ -82,7 +88,9 @@ export const COMMANDS: readonly CommandSpec[] = [
     flags: [
       WS('Switch to this Terraform workspace before processing tfstate.'),
       DIR("Which directory to run state command in relative to root of repo, ex. 'child/dir'."),
-      PROJ('Which project to run state command for. Refers to the name of the project configured in a repo config file. Cannot be used at same time as workspace or dir flags.'),
+      PROJ(
+        'Which project to run state command for. Refers to the name of the project configured in a repo config file. Cannot be used at same time as workspace or dir flags.',
+      ),
       VERBOSE,
     ],
   },

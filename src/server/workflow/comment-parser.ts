@@ -12,7 +12,14 @@ import { parseFlags } from './comment-parser/pflag.js';
 import { shellSplit } from './comment-parser/shell-split.js';
 import { DID_YOU_MEAN_COMMENT, UNLOCK_USAGE, errMarkdown, flagUsages, helpComment } from './comment-parser/usage.js';
 import { cleanRepoDir, isValidWorkspace } from './repo-dir.js';
-import { DEFAULT_BLOCKED_EXTRA_ARGS, blockedArgMessage, effectiveBlocked, firstBlockedArg, pathArgs, pathOutsideMessage } from './extra-args.js';
+import {
+  DEFAULT_BLOCKED_EXTRA_ARGS,
+  blockedArgMessage,
+  effectiveBlocked,
+  firstBlockedArg,
+  pathArgs,
+  pathOutsideMessage,
+} from './extra-args.js';
 
 export interface ParsedCommand {
   name: CommandName;
@@ -100,7 +107,11 @@ export function parseComment(rawComment: string, opts: ParseOptions): ParseResul
   if (!(allowList as readonly string[]).includes(cmd)) {
     return {
       kind: 'reply',
-      body: '```\nError: unknown command ' + JSON.stringify(cmd) + `.\nRun '${exe} --help' for usage.\nAvailable commands(--allow-commands): ${allowList.join(', ')}\n` + '```',
+      body:
+        '```\nError: unknown command ' +
+        JSON.stringify(cmd) +
+        `.\nRun '${exe} --help' for usage.\nAvailable commands(--allow-commands): ${allowList.join(', ')}\n` +
+        '```',
       error: true,
     };
   }
@@ -126,8 +137,7 @@ export function parseComment(rawComment: string, opts: ParseOptions): ParseResul
     subName = 'rm';
     commandArgs = commandArgs.slice(1);
   }
-  const countOk =
-    name === 'import' ? commandArgs.length === 2 : name === 'state' ? commandArgs.length >= 1 : commandArgs.length === 0;
+  const countOk = name === 'import' ? commandArgs.length === 2 : name === 'state' ? commandArgs.length >= 1 : commandArgs.length === 0;
   if (!countOk) {
     if (name === 'unlock') return { kind: 'reply', body: UNLOCK_USAGE(exe), error: true };
     return {
@@ -144,9 +154,10 @@ export function parseComment(rawComment: string, opts: ParseOptions): ParseResul
   if (rawDir !== '') {
     const cleaned = cleanRepoDir(rawDir, 'from-root');
     if ('refused' in cleaned) {
-      const why = cleaned.refused === 'control-characters'
-        ? `invalid dir ${JSON.stringify(rawDir)}: control characters are not allowed`
-        : `using a relative path ${JSON.stringify(rawDir)} with -d/--dir is not allowed`;
+      const why =
+        cleaned.refused === 'control-characters'
+          ? `invalid dir ${JSON.stringify(rawDir)}: control characters are not allowed`
+          : `using a relative path ${JSON.stringify(rawDir)} with -d/--dir is not allowed`;
       return { kind: 'reply', body: errMarkdown(why, name, name), error: true };
     }
     dir = cleaned.dir;

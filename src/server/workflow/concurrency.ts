@@ -15,13 +15,18 @@ export class Semaphore {
       return await fn();
     } finally {
       const next = this.waiting.shift();
-      if (next) next(); // hand our slot over directly
+      if (next)
+        next(); // hand our slot over directly
       else this.active--;
     }
   }
 
-  get inUse(): number { return this.active; }
-  get queued(): number { return this.waiting.length; }
+  get inUse(): number {
+    return this.active;
+  }
+  get queued(): number {
+    return this.waiting.length;
+  }
 }
 
 export class KeyedMutex {
@@ -30,7 +35,9 @@ export class KeyedMutex {
   async run<T>(key: string, fn: () => Promise<T>): Promise<T> {
     const prev = this.tails.get(key) ?? Promise.resolve();
     let release!: () => void;
-    const mine = new Promise<void>((r) => { release = r; });
+    const mine = new Promise<void>((r) => {
+      release = r;
+    });
     const tail = prev.then(() => mine);
     this.tails.set(key, tail);
     await prev;

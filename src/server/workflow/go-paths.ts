@@ -6,7 +6,10 @@ const SLASH = 0x2f;
 
 // ---- Go's path helpers (strings.TrimSpace, filepath.Clean/Join/Dir) -----------------------
 
-const GO_SPACE = new Set([0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x20, 0x85, 0xa0, 0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200a, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000]);
+const GO_SPACE = new Set([
+  0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x20, 0x85, 0xa0, 0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009,
+  0x200a, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000,
+]);
 
 /** strings.TrimSpace: Go's Unicode white space (JavaScript's trim() differs on U+0085 and U+FEFF). */
 export function goTrimSpace(s: string): string {
@@ -109,7 +112,12 @@ function matchChunk(chunk: number[], s: number[]): number | undefined | string {
   let j = 0;
   const rangeEnd = (): number | string => {
     const c: number | undefined = chunk[i];
-    if (c === undefined || c === 0x2d || c === 0x5d) return c === 0x2d ? 'a "-" in [...] must sit between two characters or be escaped' : c === 0x5d ? 'empty [] or a range without its end' : 'unclosed [';
+    if (c === undefined || c === 0x2d || c === 0x5d)
+      return c === 0x2d
+        ? 'a "-" in [...] must sit between two characters or be escaped'
+        : c === 0x5d
+          ? 'empty [] or a range without its end'
+          : 'unclosed [';
     if (c === 0x5c) i++;
     const r = chunk[i++];
     if (r === undefined || i >= chunk.length) return 'unclosed [';

@@ -27,8 +27,14 @@ export type PruneReason = 'age' | 'count';
  * Which logs to delete and why. A running job's log is never deleted (it still counts towards
  * maxCount); the age limit goes first, then the oldest of the rest go until maxCount remain.
  */
-export function jobLogsToPrune(entries: readonly JobLogEntry[], now: number, retention: JobLogRetention, running: ReadonlySet<string>): Array<{ id: string; reason: PruneReason }> {
-  const idle = entries.filter((e) => !running.has(e.id))
+export function jobLogsToPrune(
+  entries: readonly JobLogEntry[],
+  now: number,
+  retention: JobLogRetention,
+  running: ReadonlySet<string>,
+): Array<{ id: string; reason: PruneReason }> {
+  const idle = entries
+    .filter((e) => !running.has(e.id))
     // Newest first; equal times by id, so that the answer does not depend on readdir's order.
     .sort((a, b) => b.mtimeMs - a.mtimeMs || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   const room = retention.maxCount > 0 ? Math.max(0, retention.maxCount - (entries.length - idle.length)) : Infinity;
@@ -89,9 +95,13 @@ export class JobLogPruner {
 
   /** One pass; never throws (a failed pass is logged, the next one tries again). */
   pruneOnce(): Promise<void> {
-    this.current ??= this.pass().catch((e: unknown) => {
-      this.opts.logger.warn('Could not prune job logs', { dir: this.opts.dir, error: (e as Error).message });
-    }).finally(() => { this.current = undefined; });
+    this.current ??= this.pass()
+      .catch((e: unknown) => {
+        this.opts.logger.warn('Could not prune job logs', { dir: this.opts.dir, error: (e as Error).message });
+      })
+      .finally(() => {
+        this.current = undefined;
+      });
     return this.current;
   }
 
@@ -126,7 +136,9 @@ export class JobLogPruner {
     if (doomed.length === 0) return;
     const mtimes = new Map(entries.map((e) => [e.id, e.mtimeMs]));
     for (const { id, reason } of doomed) {
-      await unlink(path.join(this.opts.dir, `${id}.log`)).catch((e: NodeJS.ErrnoException) => { if (e.code !== 'ENOENT') throw e; });
+      await unlink(path.join(this.opts.dir, `${id}.log`)).catch((e: NodeJS.ErrnoException) => {
+        if (e.code !== 'ENOENT') throw e;
+      });
       this.opts.onPruned?.(id);
       this.opts.logger.debug('Pruned job log', { jobId: id, reason, lastWritten: new Date(mtimes.get(id)!).toISOString() });
     }

@@ -69,7 +69,10 @@ export class JobRegistry {
   }
 
   recent(): JobView[] {
-    return [...this.jobs.values()].filter((j) => j.status !== 'running').reverse().map(strip);
+    return [...this.jobs.values()]
+      .filter((j) => j.status !== 'running')
+      .reverse()
+      .map(strip);
   }
 
   /** Drops a finished job (its log was pruned): the web page then lists it no more. */
@@ -81,7 +84,10 @@ export class JobRegistry {
   subscribe(id: string, onChunk: (chunk: string) => void, onDone: (status: JobStatus) => void): () => void {
     this.events.on(`output:${id}`, onChunk);
     this.events.once(`done:${id}`, onDone);
-    return () => { this.events.off(`output:${id}`, onChunk); this.events.off(`done:${id}`, onDone); };
+    return () => {
+      this.events.off(`output:${id}`, onChunk);
+      this.events.off(`done:${id}`, onDone);
+    };
   }
 
   private prune(): void {

@@ -5,7 +5,8 @@
 export const SHUTTING_DOWN_COMMENT = 'Atlantis server is shutting down, please try again later.';
 
 /** Atlantis's reply to a command on a PR from a fork (its two spaces before "or" included). */
-export const FORK_PR_COMMENT = "Atlantis commands can't be run on fork pull requests. To enable, set --allow-fork-prs  or, to disable this message, set --silence-fork-pr-errors";
+export const FORK_PR_COMMENT =
+  "Atlantis commands can't be run on fork pull requests. To enable, set --allow-fork-prs  or, to disable this message, set --silence-fork-pr-errors";
 /** Atlantis's reply to a command other than unlock on a closed PR. */
 export const CLOSED_PR_COMMENT = "Atlantis commands can't be run on closed pull requests";
 export const UNLOCKED_COMMENT = 'All Atlantis locks for this PR have been unlocked and plans discarded';
@@ -44,7 +45,13 @@ export function queuedCommandStartingComment(commandLine: string): string {
 }
 
 /** Ours: terraform was interrupted because the drain deadline passed. */
-export function interruptedByShutdownComment(cmd: ResultCommand, dir: string, workspace: string, project?: string, executableName = 'atlantis'): string {
+export function interruptedByShutdownComment(
+  cmd: ResultCommand,
+  dir: string,
+  workspace: string,
+  project?: string,
+  executableName = 'atlantis',
+): string {
   const what = `${project ? `project: \`${project}\` ` : ''}dir: \`${dir}\` workspace: \`${workspace}\``;
   const again = cmd === 'apply' ? `${executableName} plan` : `${executableName} ${cmd}`;
   return (
@@ -63,7 +70,10 @@ export function planSummary(output: string): string {
   let note = '';
   const n = /Note: Objects have changed outside of Terraform/.exec(output);
   if (n) note = `\n**${n[0]}**\n`;
-  const m = /Plan: \d+ to import, \d+ to add, \d+ to change, \d+ to destroy\.|Plan: \d+ to add, \d+ to change, \d+ to destroy\.|Changes to Outputs:|No changes\. (Infrastructure is up-to-date|Your infrastructure matches the configuration)\./.exec(output);
+  const m =
+    /Plan: \d+ to import, \d+ to add, \d+ to change, \d+ to destroy\.|Plan: \d+ to add, \d+ to change, \d+ to destroy\.|Changes to Outputs:|No changes\. (Infrastructure is up-to-date|Your infrastructure matches the configuration)\./.exec(
+      output,
+    );
   return note + (m ? m[0] : '');
 }
 
@@ -74,7 +84,11 @@ export function planHasChanges(output: string): boolean {
 /** Drops terraform's "Refreshing state..." noise before the plan, as Atlantis does. */
 export function cleanPlanOutput(output: string): string {
   const lines = output.replace(/\r\n/g, '\n').split('\n');
-  const start = lines.findIndex((l) => /^(Terraform used the selected providers|An execution plan has been generated|No changes\.|Terraform will perform|Changes to Outputs:)/.test(l));
+  const start = lines.findIndex((l) =>
+    /^(Terraform used the selected providers|An execution plan has been generated|No changes\.|Terraform will perform|Changes to Outputs:)/.test(
+      l,
+    ),
+  );
   return (start > 0 ? lines.slice(start) : lines).join('\n').trim();
 }
 

@@ -23,21 +23,26 @@ export function workflowPlugin(server: AtlantisServer) {
   const cfg = server.config;
   const log = server.logger.child({ component: 'workflow' });
   let allowlist: RepoAllowlist;
-  try { allowlist = parseRepoAllowlist(cfg.repoAllowlist); } catch (e) {
+  try {
+    allowlist = parseRepoAllowlist(cfg.repoAllowlist);
+  } catch (e) {
     if (e instanceof AllowlistError) throw new UsageError(`invalid value for --repo-allowlist: ${e.message}`);
     throw e;
   }
   let serverRepoConfig: ServerSideRepoConfig | undefined;
   if (cfg.repoConfigJson) {
     // JSON is YAML, so the same parser and checks apply.
-    try { serverRepoConfig = parseServerSideRepoConfig(cfg.repoConfigJson, '--repo-config-json'); } catch (e) {
+    try {
+      serverRepoConfig = parseServerSideRepoConfig(cfg.repoConfigJson, '--repo-config-json');
+    } catch (e) {
       throw new UsageError(`invalid --repo-config-json: ${e instanceof RepoConfigError ? e.message : (e as Error).message}`);
     }
   } else if (cfg.repoConfigPath) {
     try {
       serverRepoConfig = parseServerSideRepoConfig(readFileSync(cfg.repoConfigPath, 'utf8'), cfg.repoConfigPath);
     } catch (e) {
-      const msg = e instanceof RepoConfigError ? e.message : `${cfg.repoConfigPath}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`;
+      const msg =
+        e instanceof RepoConfigError ? e.message : `${cfg.repoConfigPath}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`;
       throw new UsageError(`invalid --repo-config: ${msg}`);
     }
   }
@@ -46,25 +51,45 @@ export function workflowPlugin(server: AtlantisServer) {
   const copies = new WorkingCopies(cfg.dataDir, cfg.ghToken, log, server.processHost);
   const jobs = new JobRegistry();
   const jobLogPruner = new JobLogPruner({
-    dir: server.jobLogDir, retention: { maxAgeMs: cfg.jobLogRetentionMs, maxCount: cfg.jobLogMaxCount },
-    running: () => new Set(jobs.running().map((j) => j.id)), onPruned: (id) => jobs.forget(id), logger: log,
+    dir: server.jobLogDir,
+    retention: { maxAgeMs: cfg.jobLogRetentionMs, maxCount: cfg.jobLogMaxCount },
+    running: () => new Set(jobs.running().map((j) => j.id)),
+    onPruned: (id) => jobs.forget(id),
+    logger: log,
   });
   const runner = new CommandRunner({
-    config: cfg, store, github, copies, jobs, projectRunner: new ProjectRunner(server.runner), metrics: server.metrics,
-    logger: log, jobLogPath: (id) => server.jobLogPath(id), serverRepoConfig,
+    config: cfg,
+    store,
+    github,
+    copies,
+    jobs,
+    projectRunner: new ProjectRunner(server.runner),
+    metrics: server.metrics,
+    logger: log,
+    jobLogPath: (id) => server.jobLogPath(id),
+    serverRepoConfig,
   });
   const decisionOptions = {
     webhookSecret: cfg.insecureNoWebhookSecret && !cfg.ghWebhookSecret ? undefined : cfg.ghWebhookSecret,
-    allowlist, ghHostname: cfg.ghHostname, ghUser: cfg.ghUser, executableName: cfg.executableName,
-    allowCommands: cfg.allowCommands, blockedExtraArgs: cfg.blockedExtraArgs, disableAutoplan: cfg.disableAutoplan,
-    allowForkPrs: cfg.allowForkPrs, silenceForkPrErrors: cfg.silenceForkPrErrors,
+    allowlist,
+    ghHostname: cfg.ghHostname,
+    ghUser: cfg.ghUser,
+    executableName: cfg.executableName,
+    allowCommands: cfg.allowCommands,
+    blockedExtraArgs: cfg.blockedExtraArgs,
+    disableAutoplan: cfg.disableAutoplan,
+    allowForkPrs: cfg.allowForkPrs,
+    silenceForkPrErrors: cfg.silenceForkPrErrors,
   };
 
   const comment = (repo: string, pull: number, body: string): Promise<void> =>
-    github.createComment(repo, pull, body).then(() => undefined, (e: unknown) => {
-      server.metrics.githubRequestFailures.inc({ operation: 'create_comment' });
-      throw e;
-    });
+    github.createComment(repo, pull, body).then(
+      () => undefined,
+      (e: unknown) => {
+        server.metrics.githubRequestFailures.inc({ operation: 'create_comment' });
+        throw e;
+      },
+    );
 
   /** A command the PR may not run: the log line, the metric, and the reply unless silenced. */
   function refuse(repo: string, pull: number, command: string, gate: PullRefusal): Promise<void> {
@@ -85,16 +110,33 @@ export function workflowPlugin(server: AtlantisServer) {
     }
     // A comment's payload says neither where the head is nor (reliably) whether the PR is
     // still open: GitHub's answer does, as Atlantis reads it.
-    const gate = gatePull({ state: pr.state, headRepo: pr.headRepo, baseRepo: pr.baseRepo ?? item.repo }, item.command.name, decisionOptions);
+    const gate = gatePull(
+      { state: pr.state, headRepo: pr.headRepo, baseRepo: pr.baseRepo ?? item.repo },
+      item.command.name,
+      decisionOptions,
+    );
     if (gate.kind === 'refuse') return refuse(item.repo, item.pull, item.command.name, gate);
-    const ctx: PullContext = { repo: item.repo, pull: item.pull, user: item.user, cloneUrl: pr.headCloneUrl ?? item.cloneUrl, headSha: pr.headSha, headRef: pr.headRef, baseRef: pr.baseRef };
+    const ctx: PullContext = {
+      repo: item.repo,
+      pull: item.pull,
+      user: item.user,
+      cloneUrl: pr.headCloneUrl ?? item.cloneUrl,
+      headSha: pr.headSha,
+      headRef: pr.headRef,
+      baseRef: pr.baseRef,
+    };
     return runner.run({ kind: 'comment', ctx, command: item.command, commentId: item.commentId });
   }
 
   function operationInfo(item: WorkItem) {
     if (item.kind === 'autoplan') return { command: 'autoplan', repo: item.ctx.repo, pull: item.ctx.pull, project: null };
     const c = item.command;
-    return { command: c.name, repo: item.repo, pull: item.pull, project: c.project ?? (c.dir !== undefined ? `${c.dir}${c.workspace ? `/${c.workspace}` : ''}` : null) };
+    return {
+      command: c.name,
+      repo: item.repo,
+      pull: item.pull,
+      project: c.project ?? (c.dir !== undefined ? `${c.dir}${c.workspace ? `/${c.workspace}` : ''}` : null),
+    };
   }
 
   /** Accepts work as an operation, or refuses / queues it when draining. Synchronous decision. */
@@ -117,8 +159,12 @@ export function workflowPlugin(server: AtlantisServer) {
     const entry = running.get(key) ?? { count: 0, closed: false };
     entry.count++;
     running.set(key, entry);
-    void execute(item).catch((e: unknown) => log.error('Command crashed', { error: (e as Error).message }))
-      .finally(() => { commandDone(repo, pull); server.finishOperation(op); });
+    void execute(item)
+      .catch((e: unknown) => log.error('Command crashed', { error: (e as Error).message }))
+      .finally(() => {
+        commandDone(repo, pull);
+        server.finishOperation(op);
+      });
     return { status: 200, body: 'Processing...\n' };
   }
 
@@ -148,7 +194,9 @@ export function workflowPlugin(server: AtlantisServer) {
     if (!server.tracker.isShuttingDown && !running.has(pullKey(repo, pull))) copies.remove(repo, pull);
     if (locks.length > 0) {
       const lines = locks.map((l) => `- dir: \`${l.dir}\` workspaces: \`${l.workspace}\``).join('\n');
-      server.trackBackground(comment(repo, pull, `Locks and plans deleted for the projects and workspaces modified in this pull request:\n\n${lines}`));
+      server.trackBackground(
+        comment(repo, pull, `Locks and plans deleted for the projects and workspaces modified in this pull request:\n\n${lines}`),
+      );
     }
     return locks.length;
   }
@@ -165,7 +213,8 @@ export function workflowPlugin(server: AtlantisServer) {
     const d = decideWebhook(req, decisionOptions);
     switch (d.kind) {
       case 'respond':
-        if (d.status >= 400) log.warn('Webhook rejected', { status: d.status, reason: d.body, event: req.event, deliveryId: req.deliveryId });
+        if (d.status >= 400)
+          log.warn('Webhook rejected', { status: d.status, reason: d.body, event: req.event, deliveryId: req.deliveryId });
         return { status: d.status, body: `${d.body}\n` };
       case 'reply':
         server.trackBackground(comment(d.repo, d.pull, d.body));
@@ -187,10 +236,15 @@ export function workflowPlugin(server: AtlantisServer) {
       if (j.command === 'apply') store.deletePlan(j.repo, j.pull, j.dir ?? '.', j.workspace ?? 'default');
       log.warn('Found a job interrupted by a server crash', { jobId: j.id, repo: j.repo, pull: j.pull, command: j.command });
       const what = `dir: \`${j.dir ?? '.'}\` workspace: \`${j.workspace ?? 'default'}\``;
-      server.trackBackground(comment(j.repo, j.pull,
-        `**${j.command} Interrupted** for ${what}\n\nThe Atlantis server stopped unexpectedly while this ran (it was not drained). ` +
-        `terraform may have left its state partly written and its state lock held; the project stays locked by this pull request.\n\n` +
-        `Check the state (and \`terraform force-unlock\` if needed), then comment \`${cfg.executableName} plan\` to plan again.`));
+      server.trackBackground(
+        comment(
+          j.repo,
+          j.pull,
+          `**${j.command} Interrupted** for ${what}\n\nThe Atlantis server stopped unexpectedly while this ran (it was not drained). ` +
+            `terraform may have left its state partly written and its state lock held; the project stays locked by this pull request.\n\n` +
+            `Check the state (and \`terraform force-unlock\` if needed), then comment \`${cfg.executableName} plan\` to plan again.`,
+        ),
+      );
     }
   }
 
@@ -207,15 +261,21 @@ export function workflowPlugin(server: AtlantisServer) {
   return {
     onWebhook,
     storeHealthy: () => store.isHealthy(),
-    extraRoutes: (app: import('express').Express) => mountWebUi(app, {
-      store, jobs, jobLogPath: (id) => server.jobLogPath(id),
-      drainStatus: () => ({ shuttingDown: server.tracker.isShuttingDown, inProgress: server.tracker.inProgress }),
-    }),
+    extraRoutes: (app: import('express').Express) =>
+      mountWebUi(app, {
+        store,
+        jobs,
+        jobLogPath: (id) => server.jobLogPath(id),
+        drainStatus: () => ({ shuttingDown: server.tracker.isShuttingDown, inProgress: server.tracker.inProgress }),
+      }),
     start: async () => {
       await recoverCrashedJobs();
       await jobLogPruner.start();
       replayQueue();
     },
-    close: async () => { await jobLogPruner.stop(); store.close(); },
+    close: async () => {
+      await jobLogPruner.stop();
+      store.close();
+    },
   };
 }

@@ -42,10 +42,20 @@ export interface StepsResult {
 /** Env of `run` steps, with the names Atlantis documents for custom workflows. */
 function stepEnv(c: ProjectRunContext): Record<string, string> {
   return {
-    WORKSPACE: c.workspace, DIR: c.projectDir, PLANFILE: c.planFile, SHOWFILE: c.planFile.replace(/\.tfplan$/, '.json'),
-    PROJECT_NAME: c.projectName ?? '', PULL_NUM: String(c.pull), PULL_AUTHOR: c.user, HEAD_COMMIT: c.headSha,
-    HEAD_BRANCH_NAME: c.headRef, BASE_BRANCH_NAME: c.baseRef, BASE_REPO_OWNER: c.repo.split('/')[0] ?? '',
-    BASE_REPO_NAME: c.repo.split('/')[1] ?? '', USER_NAME: c.user, COMMENT_ARGS: c.commentArgs.join(','),
+    WORKSPACE: c.workspace,
+    DIR: c.projectDir,
+    PLANFILE: c.planFile,
+    SHOWFILE: c.planFile.replace(/\.tfplan$/, '.json'),
+    PROJECT_NAME: c.projectName ?? '',
+    PULL_NUM: String(c.pull),
+    PULL_AUTHOR: c.user,
+    HEAD_COMMIT: c.headSha,
+    HEAD_BRANCH_NAME: c.headRef,
+    BASE_BRANCH_NAME: c.baseRef,
+    BASE_REPO_OWNER: c.repo.split('/')[0] ?? '',
+    BASE_REPO_NAME: c.repo.split('/')[1] ?? '',
+    USER_NAME: c.user,
+    COMMENT_ARGS: c.commentArgs.join(','),
     TF_WORKSPACE: '', // unset: workspaces are selected explicitly, TF_WORKSPACE would override that
   };
 }
@@ -53,7 +63,11 @@ function stepEnv(c: ProjectRunContext): Record<string, string> {
 export class ProjectRunner {
   constructor(private readonly runner: ProcessRunner) {}
 
-  async runSteps(steps: Step[], c: ProjectRunContext, extra?: { importArgs?: string[]; stateRmArgs?: string[]; version?: boolean }): Promise<StepsResult> {
+  async runSteps(
+    steps: Step[],
+    c: ProjectRunContext,
+    extra?: { importArgs?: string[]; stateRmArgs?: string[]; version?: boolean },
+  ): Promise<StepsResult> {
     let log = '';
     let last = '';
     const env: Record<string, string> = {};
@@ -61,7 +75,8 @@ export class ProjectRunner {
       if (step.kind === 'plan' || step.kind === 'apply') {
         const ws = await this.selectWorkspace(c);
         log += ws.output;
-        if (ws.interrupted || ws.exitCode !== 0) return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
+        if (ws.interrupted || ws.exitCode !== 0)
+          return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
       }
       const r = await this.runStep(step, c, env);
       log += r.output;
@@ -78,13 +93,23 @@ export class ProjectRunner {
     if (extra?.importArgs || extra?.stateRmArgs) {
       const ws = await this.selectWorkspace(c);
       log += ws.output;
-      if (ws.interrupted || ws.exitCode !== 0) return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
+      if (ws.interrupted || ws.exitCode !== 0)
+        return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
       const [sub, args] = extra.importArgs
         ? [['import'], ['-input=false', ...c.commentArgs, ...extra.importArgs]]
-        : [['state', 'rm'], [...c.commentArgs, ...extra.stateRmArgs!]];
+        : [
+            ['state', 'rm'],
+            [...c.commentArgs, ...extra.stateRmArgs!],
+          ];
       const r = await this.tf(c, sub, args);
       log += r.output;
-      return { ok: r.exitCode === 0, output: r.output, log, interrupted: r.interrupted, failedStep: r.exitCode === 0 ? undefined : sub.join(' ') };
+      return {
+        ok: r.exitCode === 0,
+        output: r.output,
+        log,
+        interrupted: r.interrupted,
+        failedStep: r.exitCode === 0 ? undefined : sub.join(' '),
+      };
     }
     return { ok: true, output: last, log, interrupted: false };
   }
@@ -115,16 +140,30 @@ export class ProjectRunner {
         // These belong to import/state workflows, run through the import and state commands.
         return { exitCode: 0, signal: null, durationMs: 0, output: '', interrupted: false, killed: false };
       case 'env': {
-        if (step.value !== undefined) { env[step.name] = step.value; return { exitCode: 0, signal: null, durationMs: 0, output: '', interrupted: false, killed: false }; }
-        const r = await this.runner.run({ jobId: c.jobId, command: 'sh', args: ['-c', step.command ?? ''], cwd: c.projectDir, env: { ...stepEnv(c), ...env } });
+        if (step.value !== undefined) {
+          env[step.name] = step.value;
+          return { exitCode: 0, signal: null, durationMs: 0, output: '', interrupted: false, killed: false };
+        }
+        const r = await this.runner.run({
+          jobId: c.jobId,
+          command: 'sh',
+          args: ['-c', step.command ?? ''],
+          cwd: c.projectDir,
+          env: { ...stepEnv(c), ...env },
+        });
         if (r.exitCode === 0) env[step.name] = r.output.trim();
         return { ...r, output: '' };
       }
       case 'run':
         // A repo owner's own command, as Atlantis runs it: through a shell, in the project dir.
         return this.runner.run({
-          jobId: c.jobId, command: step.shell ?? 'sh', args: [...(step.shellArgs ?? ['-c']), step.command], cwd: c.projectDir,
-          env: { ...stepEnv(c), ...env }, logFile: c.logFile, onOutput: c.onOutput,
+          jobId: c.jobId,
+          command: step.shell ?? 'sh',
+          args: [...(step.shellArgs ?? ['-c']), step.command],
+          cwd: c.projectDir,
+          env: { ...stepEnv(c), ...env },
+          logFile: c.logFile,
+          onOutput: c.onOutput,
         });
     }
   }
@@ -141,6 +180,12 @@ export class ProjectRunner {
 
   /** terraform <subcommand...> -no-color <args...> in the project dir. */
   private tf(c: ProjectRunContext, subcommand: string[], args: string[]): Promise<RunResult> {
-    return this.runner.run({ jobId: c.jobId, args: [...subcommand, '-no-color', ...args], cwd: c.projectDir, logFile: c.logFile, onOutput: c.onOutput });
+    return this.runner.run({
+      jobId: c.jobId,
+      args: [...subcommand, '-no-color', ...args],
+      cwd: c.projectDir,
+      logFile: c.logFile,
+      onOutput: c.onOutput,
+    });
   }
 }

@@ -31,7 +31,10 @@ export function readRepoConfig(checkoutDir: string, server: ServerSideRepoConfig
 }
 
 /** Pure: the first thing the repo config does that the server-side settings forbid. */
-export function repoConfigViolation(config: RepoConfig, s: { allowedOverrides: string[]; allowCustomWorkflows: boolean }): string | undefined {
+export function repoConfigViolation(
+  config: RepoConfig,
+  s: { allowedOverrides: string[]; allowCustomWorkflows: boolean },
+): string | undefined {
   if (Object.keys(config.workflows).length > 0 && !s.allowCustomWorkflows) {
     return "repo config not allowed to define custom workflows: server-side config needs 'allow_custom_workflows: true'";
   }
@@ -51,7 +54,11 @@ export function repoConfigViolation(config: RepoConfig, s: { allowedOverrides: s
  * modifies. With -p/-d/-w: exactly that target (an error when it names nothing valid).
  */
 export function selectProjects(
-  config: RepoConfig | undefined, checkoutDir: string, changedFiles: string[], c: ParsedCommand | undefined, defaults: DefaultsFromServer,
+  config: RepoConfig | undefined,
+  checkoutDir: string,
+  changedFiles: string[],
+  c: ParsedCommand | undefined,
+  defaults: DefaultsFromServer,
 ): ProjectSpec[] {
   if (c) {
     const t = resolveCommentTarget(config, { dir: c.dir, workspace: c.workspace, project: c.project }, defaults);

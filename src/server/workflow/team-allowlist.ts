@@ -39,5 +39,5 @@ export function teamAllows(rules: readonly TeamRule[], teams: readonly string[],
 
 /** Atlantis's comment for a refused user, word for word. */
 export function noPermissionComment(user: string, command: string): string {
-  return "```\nError: User @" + user + " does not have permissions to execute '" + command + "' command.\n```";
+  return '```\nError: User @' + user + " does not have permissions to execute '" + command + "' command.\n```";
 }

@@ -26,20 +26,37 @@ td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:left}pre{background:#
 
 function jobRows(jobs: JobView[]): string {
   if (jobs.length === 0) return '<tr><td colspan="6">none</td></tr>';
-  return jobs.map((j) => `<tr><td><a href="/jobs/${esc(j.id)}">${esc(j.command)}</a></td><td>${esc(j.repo)}#${esc(j.pull)}</td><td>${esc(j.project ?? '')}</td><td>${esc(j.dir)}</td><td>${esc(j.workspace)}</td><td>${esc(j.status)}</td></tr>`).join('');
+  return jobs
+    .map(
+      (j) =>
+        `<tr><td><a href="/jobs/${esc(j.id)}">${esc(j.command)}</a></td><td>${esc(j.repo)}#${esc(j.pull)}</td><td>${esc(j.project ?? '')}</td><td>${esc(j.dir)}</td><td>${esc(j.workspace)}</td><td>${esc(j.status)}</td></tr>`,
+    )
+    .join('');
 }
 
 export function mountWebUi(app: express.Express, d: WebUiDeps): void {
   app.get('/', (_req, res) => {
     const locks = d.store.list();
     const st = d.drainStatus();
-    const lockRows = locks.length === 0 ? '<tr><td colspan="5">none</td></tr>'
-      : locks.map((l) => `<tr><td>${esc(l.repo)}</td><td>${esc(l.dir)}</td><td>${esc(l.workspace)}</td><td>#${esc(l.pull)} by ${esc(l.user)}</td><td>${esc(l.time)}</td></tr>`).join('');
+    const lockRows =
+      locks.length === 0
+        ? '<tr><td colspan="5">none</td></tr>'
+        : locks
+            .map(
+              (l) =>
+                `<tr><td>${esc(l.repo)}</td><td>${esc(l.dir)}</td><td>${esc(l.workspace)}</td><td>#${esc(l.pull)} by ${esc(l.user)}</td><td>${esc(l.time)}</td></tr>`,
+            )
+            .join('');
     const head = '<tr><th>command</th><th>pull request</th><th>project</th><th>dir</th><th>workspace</th><th>status</th></tr>';
-    res.type('html').send(page('atlantis', `<h1>atlantis <span class="badge ${st.shuttingDown ? 'draining' : ''}">${st.shuttingDown ? 'draining' : 'serving'}, ${st.inProgress} operation(s) in progress</span></h1>
+    res.type('html').send(
+      page(
+        'atlantis',
+        `<h1>atlantis <span class="badge ${st.shuttingDown ? 'draining' : ''}">${st.shuttingDown ? 'draining' : 'serving'}, ${st.inProgress} operation(s) in progress</span></h1>
 <h2>Locks</h2><table><tr><th>repo</th><th>dir</th><th>workspace</th><th>held by</th><th>since</th></tr>${lockRows}</table>
 <h2>Running jobs</h2><table>${head}${jobRows(d.jobs.running())}</table>
-<h2>Recent jobs</h2><table>${head}${jobRows(d.jobs.recent())}</table>`));
+<h2>Recent jobs</h2><table>${head}${jobRows(d.jobs.recent())}</table>`,
+      ),
+    );
   });
 
   app.get('/jobs/:id', (req, res) => {
@@ -48,12 +65,21 @@ export function mountWebUi(app: express.Express, d: WebUiDeps): void {
     const log = d.jobLogPath(id);
     if (!job && !(/^[0-9a-f-]{36}$/.test(id) && existsSync(log))) return void res.status(404).type('text/plain').send('job not found\n');
     const title = job ? `${job.command} ${job.repo}#${job.pull} ${job.dir} ${job.workspace}` : `job ${id}`;
-    const initial = job ? d.jobs.output(id) ?? '' : readFileSync(log, 'utf8');
+    const initial = job ? (d.jobs.output(id) ?? '') : readFileSync(log, 'utf8');
     const live = job?.status === 'running';
-    res.type('html').send(page(title, `<p><a href="/">all jobs</a></p><h1>${esc(title)}</h1><p id="status">${esc(job?.status ?? 'finished')}</p><pre id="out">${esc(initial)}</pre>
-${live ? `<script>const out=document.getElementById('out');const es=new EventSource('/jobs/${esc(id)}/stream');
+    res.type('html').send(
+      page(
+        title,
+        `<p><a href="/">all jobs</a></p><h1>${esc(title)}</h1><p id="status">${esc(job?.status ?? 'finished')}</p><pre id="out">${esc(initial)}</pre>
+${
+  live
+    ? `<script>const out=document.getElementById('out');const es=new EventSource('/jobs/${esc(id)}/stream');
 es.addEventListener('output',e=>{out.textContent+=JSON.parse(e.data);out.scrollTop=out.scrollHeight});
-es.addEventListener('done',e=>{document.getElementById('status').textContent=JSON.parse(e.data);es.close()});</script>` : ''}`));
+es.addEventListener('done',e=>{document.getElementById('status').textContent=JSON.parse(e.data);es.close()});</script>`
+    : ''
+}`,
+      ),
+    );
   });
 
   app.get('/jobs/:id/stream', (req, res) => {
@@ -65,9 +91,14 @@ es.addEventListener('done',e=>{document.getElementById('status').textContent=JSO
       res.end(`event: done\ndata: ${JSON.stringify(job.status)}\n\n`);
       return;
     }
-    const unsubscribe = d.jobs.subscribe(id,
+    const unsubscribe = d.jobs.subscribe(
+      id,
       (chunk) => res.write(`event: output\ndata: ${JSON.stringify(processRedactor.redact(chunk))}\n\n`),
-      (status) => { res.end(`event: done\ndata: ${JSON.stringify(status)}\n\n`); unsubscribe(); });
+      (status) => {
+        res.end(`event: done\ndata: ${JSON.stringify(status)}\n\n`);
+        unsubscribe();
+      },
+    );
     req.on('close', unsubscribe);
   });
 }

@@ -10,7 +10,16 @@ import { CLOSED_PR_COMMENT, FORK_PR_COMMENT } from './messages.js';
 /** A unit of work that becomes one operation (and can be queued during a drain). */
 export type WorkItem =
   | { kind: 'autoplan'; ctx: PullContext }
-  | { kind: 'comment'; repo: string; pull: number; user: string; cloneUrl: string; command: ParsedCommand; commentId: number; commandLine: string };
+  | {
+      kind: 'comment';
+      repo: string;
+      pull: number;
+      user: string;
+      cloneUrl: string;
+      command: ParsedCommand;
+      commentId: number;
+      commandLine: string;
+    };
 
 export type WebhookDecision =
   | { kind: 'respond'; status: number; body: string }
@@ -61,7 +70,8 @@ export function decideWebhook(req: IncomingWebhook, o: DecisionOptions): Webhook
     // Before --disable-autoplan, as Atlantis: a fork PR gets its reply even then.
     const gate = gatePull(pullFactsOf(ev), 'autoplan', o);
     if (gate.kind === 'refuse') {
-      const body = gate.reason === 'fork' ? 'Ignoring pull request from a fork: --allow-fork-prs is not set' : 'Ignoring closed pull request';
+      const body =
+        gate.reason === 'fork' ? 'Ignoring pull request from a fork: --allow-fork-prs is not set' : 'Ignoring closed pull request';
       return { kind: 'refuse', repo, pull: ev.number, gate, status: 200, body };
     }
     if (o.disableAutoplan) return { kind: 'respond', status: 200, body: 'Ignoring: autoplan is disabled' };
@@ -70,28 +80,49 @@ export function decideWebhook(req: IncomingWebhook, o: DecisionOptions): Webhook
       item: {
         kind: 'autoplan',
         ctx: {
-          repo, pull: ev.number, user: pr.user.login, cloneUrl: pr.head.repo?.clone_url ?? ev.repository.clone_url,
-          headSha: pr.head.sha, headRef: pr.head.ref, baseRef: pr.base.ref,
+          repo,
+          pull: ev.number,
+          user: pr.user.login,
+          cloneUrl: pr.head.repo?.clone_url ?? ev.repository.clone_url,
+          headSha: pr.head.sha,
+          headRef: pr.head.ref,
+          baseRef: pr.base.ref,
         },
       },
     };
   }
   // issue_comment on a pull request
   const parsed = parseComment(ev.comment.body, {
-    executableName: o.executableName, ghUser: o.ghUser, allowCommands: o.allowCommands, blockedExtraArgs: o.blockedExtraArgs,
+    executableName: o.executableName,
+    ghUser: o.ghUser,
+    allowCommands: o.allowCommands,
+    blockedExtraArgs: o.blockedExtraArgs,
   });
   if (ev.comment.user.login.toLowerCase() === o.ghUser.toLowerCase()) {
     return { kind: 'respond', status: 200, body: 'Ignoring comment from our own user' };
   }
   if (parsed.kind === 'ignore') return { kind: 'respond', status: 200, body: 'Ignoring non-command comment' };
   if (parsed.kind === 'reply') {
-    return { kind: 'reply', repo, pull: ev.pull, body: parsed.body, status: 200, responseBody: parsed.error ? 'Commenting back on pull request: invalid command' : 'Commenting back on pull request' };
+    return {
+      kind: 'reply',
+      repo,
+      pull: ev.pull,
+      body: parsed.body,
+      status: 200,
+      responseBody: parsed.error ? 'Commenting back on pull request: invalid command' : 'Commenting back on pull request',
+    };
   }
   return {
     kind: 'work',
     item: {
-      kind: 'comment', repo, pull: ev.pull, user: ev.comment.user.login, cloneUrl: ev.repository.clone_url,
-      command: parsed.command, commentId: ev.comment.id, commandLine: ev.comment.body.trim(),
+      kind: 'comment',
+      repo,
+      pull: ev.pull,
+      user: ev.comment.user.login,
+      cloneUrl: ev.repository.clone_url,
+      command: parsed.command,
+      commentId: ev.comment.id,
+      commandLine: ev.comment.body.trim(),
     },
   };
 }
@@ -133,7 +164,12 @@ function ownerOf(fullName: string): string {
 export function gatePull(pull: PullFacts, command: string, o: Pick<DecisionOptions, 'allowForkPrs' | 'silenceForkPrErrors'>): PullGate {
   const fork = pull.headRepo === null || ownerOf(pull.headRepo) !== ownerOf(pull.baseRepo);
   if (fork && !o.allowForkPrs) {
-    return { kind: 'refuse', reason: 'fork', log: 'Refused a command on a pull request from a fork', comment: o.silenceForkPrErrors ? undefined : FORK_PR_COMMENT };
+    return {
+      kind: 'refuse',
+      reason: 'fork',
+      log: 'Refused a command on a pull request from a fork',
+      comment: o.silenceForkPrErrors ? undefined : FORK_PR_COMMENT,
+    };
   }
   if (pull.state !== 'open' && command !== 'unlock') {
     return { kind: 'refuse', reason: 'closed', log: 'Refused a command on a closed pull request', comment: CLOSED_PR_COMMENT };

@@ -26,7 +26,9 @@ export const DEFAULT_MATCH_BUDGET = 20_000_000;
 
 export class MatchBudgetExceeded extends Error {
   constructor(readonly budget: number) {
-    super(`when_modified matching needed more than ${budget} steps for this pull request's changed files; plan projects with -d/-p instead`);
+    super(
+      `when_modified matching needed more than ${budget} steps for this pull request's changed files; plan projects with -d/-p instead`,
+    );
     this.name = 'MatchBudgetExceeded';
   }
 }
@@ -359,7 +361,8 @@ function matchesFileOrParent(p: CompiledPattern, cp: ChangedPath, budget: MatchB
       const sfx = p.text;
       // Go: strings.HasSuffix(path, sfx), or path == sfx without its leading slash.
       const bare = sfx.startsWith('/') ? sfx.slice(1) : undefined;
-      const endsHere = (s: string, end: number): boolean => startsWithAt(s, sfx, end - sfx.length, budget) || (bare !== undefined && end === bare.length && startsWithAt(s, bare, 0, budget));
+      const endsHere = (s: string, end: number): boolean =>
+        startsWithAt(s, sfx, end - sfx.length, budget) || (bare !== undefined && end === bare.length && startsWithAt(s, bare, 0, budget));
       if (endsHere(file, file.length)) return true;
       if (!hasParents) return false;
       for (let k = parent.indexOf('/'); k >= 0; k = parent.indexOf('/', k + 1)) if (endsHere(parent, k)) return true;
@@ -386,7 +389,10 @@ export interface CompiledPatternList {
  * `dir` is `.` for patterns already relative to the repo root (--autoplan-file-list).
  * Returns the problems (with the pattern's index) when any pattern is refused.
  */
-export function compilePatternList(dir: string, patterns: readonly string[]): CompiledPatternList | { problems: { index: number; message: string }[] } {
+export function compilePatternList(
+  dir: string,
+  patterns: readonly string[],
+): CompiledPatternList | { problems: { index: number; message: string }[] } {
   const items: CompiledPatternList['items'] = [];
   const problems: { index: number; message: string }[] = [];
   patterns.forEach((raw, index) => {
@@ -429,7 +435,12 @@ export function listMatches(list: CompiledPatternList, file: string | ChangedPat
 }
 
 /** Convenience for callers and tests: compile (throwing on a refused pattern) and match. */
-export function matchesWhenModified(dir: string, patterns: readonly string[], file: string, budget: MatchBudget = new MatchBudget()): boolean {
+export function matchesWhenModified(
+  dir: string,
+  patterns: readonly string[],
+  file: string,
+  budget: MatchBudget = new MatchBudget(),
+): boolean {
   const list = compilePatternList(dir, patterns);
   if ('problems' in list) throw new Error(list.problems.map((p) => p.message).join('; '));
   return listMatches(list, file, budget);

@@ -22,7 +22,12 @@ export interface CheckoutRequest {
 }
 
 export class WorkingCopies {
-  constructor(private readonly dataDir: string, private readonly token: () => string, private readonly logger: Logger, private readonly host: ProcessHost) {}
+  constructor(
+    private readonly dataDir: string,
+    private readonly token: () => string,
+    private readonly logger: Logger,
+    private readonly host: ProcessHost,
+  ) {}
 
   dirFor(repo: string, pull: number, workspace: string): string {
     return path.join(this.dataDir, 'repos', repo, String(pull), workspace);
@@ -63,11 +68,19 @@ export class WorkingCopies {
   private async git(cwd: string, args: string[], cloneUrl: string): Promise<void> {
     // The token is read now: a rotated --gh-token-file takes effect on the next git command.
     const auth = gitAuth(cloneUrl, this.token());
-    const r = await this.host.spawn({ command: 'git', args: [...auth.args, ...args], cwd, env: { GIT_TERMINAL_PROMPT: '0', ...auth.env }, output: 'capture' });
+    const r = await this.host.spawn({
+      command: 'git',
+      args: [...auth.args, ...args],
+      cwd,
+      env: { GIT_TERMINAL_PROMPT: '0', ...auth.env },
+      output: 'capture',
+    });
     if (r.exitCode !== 0) {
       // stderr, or why git never ran (not installed, process host lost); scrubbed of secrets
       const safe = (s: string) => processRedactor.redact(s.split(auth.env[TOKEN_VAR] || '\u0000').join('[REDACTED]'));
-      throw new Error(`git ${safe(args.filter((a) => !a.includes('://')).join(' '))} for ${withoutCredentials(cloneUrl)} failed: ${safe((r.stderr || r.error || '').trim())}`);
+      throw new Error(
+        `git ${safe(args.filter((a) => !a.includes('://')).join(' '))} for ${withoutCredentials(cloneUrl)} failed: ${safe((r.stderr || r.error || '').trim())}`,
+      );
     }
   }
 }
@@ -82,10 +95,11 @@ const HOST_VAR = 'ATO_GIT_HOST';
  * The helper list from any git config file is cleared first, so no stored credential is used
  * and the token is never handed to a `store` helper.
  */
-const CREDENTIAL_HELPER = '!f() { test "$1" = get || exit 0; p=; h=; '
+const CREDENTIAL_HELPER =
+  '!f() { test "$1" = get || exit 0; p=; h=; ' +
   // biome-ignore lint/suspicious/noTemplateCurlyInString: ${l#...} is shell parameter expansion for git's credential helper, not a template
-  + 'while IFS= read -r l && test -n "$l"; do case "$l" in protocol=*) p="${l#protocol=}";; host=*) h="${l#host=}";; esac; done; '
-  + `test "$p" = https && test "$h" = "$${HOST_VAR}" || exit 0; printf 'username=x-access-token\\npassword=%s\\n' "$${TOKEN_VAR}"; }; f`;
+  'while IFS= read -r l && test -n "$l"; do case "$l" in protocol=*) p="${l#protocol=}";; host=*) h="${l#host=}";; esac; done; ' +
+  `test "$p" = https && test "$h" = "$${HOST_VAR}" || exit 0; printf 'username=x-access-token\\npassword=%s\\n' "$${TOKEN_VAR}"; }; f`;
 
 /**
  * How one git command authenticates (pure): `-c` options for the command line and variables
@@ -95,7 +109,11 @@ const CREDENTIAL_HELPER = '!f() { test "$1" = get || exit 0; p=; h=; '
 export function gitAuth(cloneUrl: string, token: string): { args: string[]; env: Record<string, string> } {
   const args = ['-c', 'credential.helper='];
   let url: URL;
-  try { url = new URL(cloneUrl); } catch { return { args, env: {} }; }
+  try {
+    url = new URL(cloneUrl);
+  } catch {
+    return { args, env: {} };
+  }
   if (!token || url.protocol !== 'https:') return { args, env: {} };
   return { args: [...args, '-c', `credential.helper=${CREDENTIAL_HELPER}`], env: { [TOKEN_VAR]: token, [HOST_VAR]: url.host } };
 }

@@ -51,7 +51,8 @@ export function parseFlags(defs: readonly FlagDef[], args: string[]): FlagOutcom
         const v = body.slice(eq + 1);
         if (def.kind === 'bool') {
           const b = parseBool(v);
-          if (b === undefined) return { error: `invalid argument "${v}" for "--${name}" flag: strconv.ParseBool: parsing "${v}": invalid syntax` };
+          if (b === undefined)
+            return { error: `invalid argument "${v}" for "--${name}" flag: strconv.ParseBool: parsing "${v}": invalid syntax` };
           values.set(def.long, b);
         } else values.set(def.long, v);
       } else if (def.kind === 'bool') {
@@ -76,7 +77,8 @@ export function parseFlags(defs: readonly FlagDef[], args: string[]): FlagOutcom
         const v = shorthands.slice(2);
         if (def.kind === 'bool') {
           const b = parseBool(v);
-          if (b === undefined) return { error: `invalid argument "${v}" for "-${c}, --${def.long}" flag: strconv.ParseBool: parsing "${v}": invalid syntax` };
+          if (b === undefined)
+            return { error: `invalid argument "${v}" for "-${c}, --${def.long}" flag: strconv.ParseBool: parsing "${v}": invalid syntax` };
           values.set(def.long, b);
         } else values.set(def.long, v);
         shorthands = '';

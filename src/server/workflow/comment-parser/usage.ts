@@ -3,8 +3,7 @@
 // plan results. Pure.
 import { type CommandName, commandSpec } from '../commands.js';
 
-export const DID_YOU_MEAN_COMMENT = (exe: string, given: string): string =>
-  `Did you mean to use \`${exe}\` instead of \`${given}\`?`;
+export const DID_YOU_MEAN_COMMENT = (exe: string, given: string): string => `Did you mean to use \`${exe}\` instead of \`${given}\`?`;
 
 export const UNLOCK_USAGE = (exe: string): string =>
   '`Usage of unlock:`\n\n ```cmake\n' +
@@ -67,7 +66,7 @@ export function flagUsages(name: CommandName): string {
   let out = '';
   defs.forEach((f, idx) => {
     const head = lines[idx] ?? '';
-    const spacing = ' '.repeat(maxlen - (head.length));
+    const spacing = ' '.repeat(maxlen - head.length);
     out += `${head} ${spacing} ${wrap(maxlen + 2, USAGE_COLS, f.usage)}\n`;
   });
   return out;
@@ -83,30 +82,53 @@ export function helpComment(executableName: string, allowCommands: readonly stri
   const allow = (c: string): boolean => allowCommands.includes(c);
   let s = '```cmake\natlantis\nTerraform Pull Request Automation\n\nUsage:\n';
   s += `  ${exe} <command> [options] -- [terraform options]\n\nExamples:\n  # show atlantis help\n  ${exe} help`;
-  if (allow('plan')) s += `\n\n  # run plan in the root directory passing the -target flag to terraform\n  ${exe} plan -d . -- -target=resource`;
+  if (allow('plan'))
+    s += `\n\n  # run plan in the root directory passing the -target flag to terraform\n  ${exe} plan -d . -- -target=resource`;
   if (allow('apply')) {
     s += `\n\n  # apply all unapplied plans from this pull request\n  ${exe} apply`;
     s += `\n\n  # apply the plan for the root directory and staging workspace\n  ${exe} apply -d . -w staging`;
   }
   s += '\n\nCommands:';
-  if (allow('plan')) s += "\n  plan     Runs 'terraform plan' for the changes in this pull request.\n           To plan a specific project, use the -d, -w and -p flags.";
-  if (allow('apply')) s += "\n  apply    Runs 'terraform apply' on all unapplied plans from this pull request.\n           To only apply a specific plan, use the -d, -w and -p flags.";
-  if (allow('unlock')) s += '\n  unlock   Removes all atlantis locks and discards all plans for this PR.\n           To unlock a specific plan you can use the Atlantis UI.';
+  if (allow('plan'))
+    s +=
+      "\n  plan     Runs 'terraform plan' for the changes in this pull request.\n           To plan a specific project, use the -d, -w and -p flags.";
+  if (allow('apply'))
+    s +=
+      "\n  apply    Runs 'terraform apply' on all unapplied plans from this pull request.\n           To only apply a specific plan, use the -d, -w and -p flags.";
+  if (allow('unlock'))
+    s +=
+      '\n  unlock   Removes all atlantis locks and discards all plans for this PR.\n           To unlock a specific plan you can use the Atlantis UI.';
   if (allow('version')) s += "\n  version  Print the output of 'terraform version'";
-  if (allow('import')) s += "\n  import ADDRESS ID\n           Runs 'terraform import' for the passed address resource.\n           To import a specific project, use the -d, -w and -p flags.";
-  if (allow('state')) s += "\n  state rm ADDRESS...\n           Runs 'terraform state rm' for the passed address resource.\n           To remove a specific project resource, use the -d, -w and -p flags.";
+  if (allow('import'))
+    s +=
+      "\n  import ADDRESS ID\n           Runs 'terraform import' for the passed address resource.\n           To import a specific project, use the -d, -w and -p flags.";
+  if (allow('state'))
+    s +=
+      "\n  state rm ADDRESS...\n           Runs 'terraform state rm' for the passed address resource.\n           To remove a specific project resource, use the -d, -w and -p flags.";
   s += `\n  help     View help.\n\nFlags:\n  -h, --help   help for atlantis\n\nUse "${exe} [command] --help" for more information about a command.`;
   return s + '\n```';
 }
 
 /** The comment a user types to plan a project again (shown under plan results). */
-export function buildPlanComment(exe: string, dir: string, workspace: string, project: string | undefined, extraArgs: string[] = []): string {
+export function buildPlanComment(
+  exe: string,
+  dir: string,
+  workspace: string,
+  project: string | undefined,
+  extraArgs: string[] = [],
+): string {
   const tail = extraArgs.length > 0 ? ` -- ${extraArgs.join(' ')}` : '';
   return `${exe} plan${buildFlags(dir, workspace, project, false)}${tail}`;
 }
 
 /** The comment a user types to apply a project (shown under plan results). */
-export function buildApplyComment(exe: string, dir: string, workspace: string, project: string | undefined, autoMergeDisabled = false): string {
+export function buildApplyComment(
+  exe: string,
+  dir: string,
+  workspace: string,
+  project: string | undefined,
+  autoMergeDisabled = false,
+): string {
   return `${exe} apply${buildFlags(dir, workspace, project, autoMergeDisabled)}`;
 }
 

@@ -19,7 +19,10 @@ function whenModifiedOk(dir: string, wm: string[], where: string, p: Problems): 
   }
   const long = wm.findIndex((w) => w.length > MAX_WHEN_MODIFIED_PATTERN_LENGTH);
   if (long >= 0) {
-    p.add(`${where}[${long}]`, `a pattern may be at most ${MAX_WHEN_MODIFIED_PATTERN_LENGTH} characters long, got ${(wm[long] as string).length}`);
+    p.add(
+      `${where}[${long}]`,
+      `a pattern may be at most ${MAX_WHEN_MODIFIED_PATTERN_LENGTH} characters long, got ${(wm[long] as string).length}`,
+    );
     return false;
   }
   const list = compilePatternList(dir, wm);
@@ -28,9 +31,30 @@ function whenModifiedOk(dir: string, wm: string[], where: string, p: Problems): 
 }
 
 const PROJECT_KEYS = ['name', 'dir', 'workspace', 'autoplan', 'apply_requirements', 'workflow', 'terraform_version'];
-const PROJECT_IGNORED = ['branch', 'execution_order_group', 'delete_source_branch_on_merge', 'repo_locking', 'repo_locks', 'custom_policy_check', 'plan_requirements', 'import_requirements', 'silence_pr_comments', 'depends_on', 'terraform_distribution', 'policy_check'];
+const PROJECT_IGNORED = [
+  'branch',
+  'execution_order_group',
+  'delete_source_branch_on_merge',
+  'repo_locking',
+  'repo_locks',
+  'custom_policy_check',
+  'plan_requirements',
+  'import_requirements',
+  'silence_pr_comments',
+  'depends_on',
+  'terraform_distribution',
+  'policy_check',
+];
 const TOP_KEYS = ['version', 'projects', 'workflows', 'automerge', 'parallel_plan', 'parallel_apply'];
-const TOP_IGNORED = ['allowed_regexp_prefixes', 'abort_on_execution_order_fail', 'delete_source_branch_on_merge', 'autodiscover', 'parallel_policy_check', 'repo_locks', 'policies'];
+const TOP_IGNORED = [
+  'allowed_regexp_prefixes',
+  'abort_on_execution_order_fail',
+  'delete_source_branch_on_merge',
+  'autodiscover',
+  'parallel_policy_check',
+  'repo_locks',
+  'policies',
+];
 
 /**
  * Parses `atlantis.yaml`. Throws RepoConfigError listing every problem found, each with
@@ -40,7 +64,11 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
   const p = new Problems();
   const warnings: string[] = [];
   const doc = YAML.parseDocument(text, { uniqueKeys: true });
-  if (doc.errors.length > 0) throw new RepoConfigError(file, doc.errors.map((e) => `YAML: ${e.message.split('\n')[0]}`));
+  if (doc.errors.length > 0)
+    throw new RepoConfigError(
+      file,
+      doc.errors.map((e) => `YAML: ${e.message.split('\n')[0]}`),
+    );
   const root: unknown = doc.toJS();
   if (!isObj(root)) throw new RepoConfigError(file, ['must be a YAML map with at least "version: 3"']);
   checkKeys(root, TOP_KEYS, TOP_IGNORED, '', p, warnings);
@@ -67,7 +95,8 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
     if (typeof rp.dir !== 'string' || rp.dir.trim() === '') p.add(`${where}.dir`, 'is required');
     else {
       dir = cleanedRepoDir(rp.dir, 'refused');
-      if (dir === undefined) p.add(`${where}.dir`, `${JSON.stringify(rp.dir)} must be a relative path inside the repo (no leading / and no ..)`);
+      if (dir === undefined)
+        p.add(`${where}.dir`, `${JSON.stringify(rp.dir)} must be a relative path inside the repo (no leading / and no ..)`);
     }
     // Without a usable dir the project is reported and left out of the cross-project checks.
     if (dir === undefined) return;
@@ -80,7 +109,8 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
     const proj: ProjectConfig = { dir, workspace, autoplan: { enabled: true, whenModified: [...DEFAULT_WHEN_MODIFIED] } };
     if (rp.name !== undefined && rp.name !== null) {
       if (typeof rp.name !== 'string' || rp.name === '') p.add(`${where}.name`, 'must be a non-empty string');
-      else if (/[\s/]/.test(rp.name) || rp.name.includes('..')) p.add(`${where}.name`, `${JSON.stringify(rp.name)} may not contain spaces, / or ..`);
+      else if (/[\s/]/.test(rp.name) || rp.name.includes('..'))
+        p.add(`${where}.name`, `${JSON.stringify(rp.name)} may not contain spaces, / or ..`);
       else proj.name = rp.name;
     }
     if (rp.autoplan !== undefined && rp.autoplan !== null) {
@@ -107,7 +137,8 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
   // Same checks as Atlantis: unique names; same dir+workspace only when every one is named.
   const names = new Map<string, number>();
   for (const pr of projects) if (pr.name) names.set(pr.name, (names.get(pr.name) ?? 0) + 1);
-  for (const [n, c] of names) if (c > 1) p.add('projects', `found two or more projects with name ${JSON.stringify(n)}; project names must be unique`);
+  for (const [n, c] of names)
+    if (c > 1) p.add('projects', `found two or more projects with name ${JSON.stringify(n)}; project names must be unique`);
   const byKey = new Map<string, ProjectConfig[]>();
   for (const pr of projects) {
     const k = `${pr.dir}\u0000${pr.workspace}`;
@@ -116,7 +147,10 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
   for (const list of byKey.values()) {
     if (list.length > 1 && list.some((x) => !x.name)) {
       const f = list[0] as ProjectConfig;
-      p.add('projects', `there are two or more projects with dir: ${JSON.stringify(f.dir)} workspace: ${JSON.stringify(f.workspace)} that are not all named; they must have a 'name' key so they can be targeted for apply's separately`);
+      p.add(
+        'projects',
+        `there are two or more projects with dir: ${JSON.stringify(f.dir)} workspace: ${JSON.stringify(f.workspace)} that are not all named; they must have a 'name' key so they can be targeted for apply's separately`,
+      );
     }
   }
   for (const [i, pr] of projects.entries()) {
@@ -125,7 +159,15 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
     }
   }
   if (p.list.length > 0) throw new RepoConfigError(file, p.list);
-  return { version: 3, automerge: bool('automerge'), parallelPlan: bool('parallel_plan'), parallelApply: bool('parallel_apply'), projects, workflows, warnings };
+  return {
+    version: 3,
+    automerge: bool('automerge'),
+    parallelPlan: bool('parallel_plan'),
+    parallelApply: bool('parallel_apply'),
+    projects,
+    workflows,
+    warnings,
+  };
 }
 
 /** Reads `<repoDir>/atlantis.yaml` (or .yml); undefined when the repo has none. */

@@ -6,11 +6,27 @@ import path from 'node:path';
 import { goClean } from '../go-paths.js';
 import { cleanedRepoDir } from '../repo-dir.js';
 import { type CompiledPatternList, MatchBudget, changedPath, compilePatternList, listMatches } from '../when-modified.js';
-import { ATLANTIS_YAML, type ApplyRequirement, DEFAULT_AUTOPLAN_FILES, DEFAULT_WORKFLOW, DEFAULT_WORKSPACE, type ProjectConfig, type ProjectSpec, type RepoConfig, type Workflow } from './types.js';
+import {
+  ATLANTIS_YAML,
+  type ApplyRequirement,
+  DEFAULT_AUTOPLAN_FILES,
+  DEFAULT_WORKFLOW,
+  DEFAULT_WORKSPACE,
+  type ProjectConfig,
+  type ProjectSpec,
+  type RepoConfig,
+  type Workflow,
+} from './types.js';
 
-function specFromConfig(cfg: RepoConfig, p: ProjectConfig, defaults?: DefaultsFromServer, serverWorkflows?: Record<string, Workflow>): ProjectSpec {
+function specFromConfig(
+  cfg: RepoConfig,
+  p: ProjectConfig,
+  defaults?: DefaultsFromServer,
+  serverWorkflows?: Record<string, Workflow>,
+): ProjectSpec {
   let workflow = defaults?.workflow ?? DEFAULT_WORKFLOW;
-  if (p.workflow) workflow = cfg.workflows[p.workflow] ?? serverWorkflows?.[p.workflow] ?? (p.workflow === 'default' ? DEFAULT_WORKFLOW : workflow);
+  if (p.workflow)
+    workflow = cfg.workflows[p.workflow] ?? serverWorkflows?.[p.workflow] ?? (p.workflow === 'default' ? DEFAULT_WORKFLOW : workflow);
   const spec: ProjectSpec = {
     dir: p.dir,
     workspace: p.workspace,
@@ -33,7 +49,14 @@ export interface DefaultsFromServer {
 }
 
 function defaultSpec(dir: string, workspace: string, d?: DefaultsFromServer): ProjectSpec {
-  return { dir, workspace, workflow: d?.workflow ?? DEFAULT_WORKFLOW, applyRequirements: d?.applyRequirements ?? [], autoplanEnabled: true, configured: false };
+  return {
+    dir,
+    workspace,
+    workflow: d?.workflow ?? DEFAULT_WORKFLOW,
+    applyRequirements: d?.applyRequirements ?? [],
+    autoplanEnabled: true,
+    configured: false,
+  };
 }
 
 /** Atlantis's project dir for a changed file when there is no config (env/ and modules/ rules). */
@@ -61,7 +84,11 @@ function dirHasTf(repoDir: string, dir: string): boolean {
  * `default`; with `repoDir`, dirs the PR deleted or that hold no .tf file are skipped, and a
  * change under `modules/` plans the dir above it only if that dir has .tf files (as Atlantis).
  */
-export function projectsForChangedFiles(config: RepoConfig | undefined, changedFiles: string[], opts: { repoDir?: string; defaults?: DefaultsFromServer; budget?: MatchBudget } = {}): ProjectSpec[] {
+export function projectsForChangedFiles(
+  config: RepoConfig | undefined,
+  changedFiles: string[],
+  opts: { repoDir?: string; defaults?: DefaultsFromServer; budget?: MatchBudget } = {},
+): ProjectSpec[] {
   const files = changedFiles.map(goClean).filter((f) => f !== '' && !f.startsWith('../'));
   // One budget for the whole decision: many files x many projects x long paths stays bounded.
   const budget = opts.budget ?? new MatchBudget();
@@ -104,23 +131,33 @@ export type TargetResolution = { kind: 'all' } | { kind: 'projects'; projects: P
  * workspace (dir defaults to `.`, workspace to `default`), or a default project there when
  * none is configured.
  */
-export function resolveCommentTarget(config: RepoConfig | undefined, target: { dir?: string; workspace?: string; project?: string }, defaults?: DefaultsFromServer): TargetResolution {
+export function resolveCommentTarget(
+  config: RepoConfig | undefined,
+  target: { dir?: string; workspace?: string; project?: string },
+  defaults?: DefaultsFromServer,
+): TargetResolution {
   if (target.project !== undefined) {
-    if (!config) return { kind: 'error', message: 'cannot specify a project name unless an atlantis.yaml file exists to configure projects' };
+    if (!config)
+      return { kind: 'error', message: 'cannot specify a project name unless an atlantis.yaml file exists to configure projects' };
     const p = config.projects.find((x) => x.name === target.project);
     if (!p) return { kind: 'error', message: `no project with name ${JSON.stringify(target.project)} is defined in ${ATLANTIS_YAML}` };
     return { kind: 'projects', projects: [specFromConfig(config, p, defaults, defaults?.workflows)] };
   }
   if (target.dir === undefined && target.workspace === undefined) return { kind: 'all' };
   const dir = target.dir === undefined ? '.' : cleanedRepoDir(target.dir, 'from-root');
-  if (dir === undefined) return { kind: 'error', message: `using a relative path ${JSON.stringify(target.dir)} with -d/--dir is not allowed` };
+  if (dir === undefined)
+    return { kind: 'error', message: `using a relative path ${JSON.stringify(target.dir)} with -d/--dir is not allowed` };
   const workspace = target.workspace ?? DEFAULT_WORKSPACE;
   if (config) {
     const matches = config.projects.filter((p) => p.dir === dir && p.workspace === workspace);
     if (matches.length > 1) {
-      return { kind: 'error', message: `must specify project name: more than one project defined in ${ATLANTIS_YAML} matched dir: ${JSON.stringify(dir)} workspace: ${JSON.stringify(workspace)}` };
+      return {
+        kind: 'error',
+        message: `must specify project name: more than one project defined in ${ATLANTIS_YAML} matched dir: ${JSON.stringify(dir)} workspace: ${JSON.stringify(workspace)}`,
+      };
     }
-    if (matches.length === 1) return { kind: 'projects', projects: [specFromConfig(config, matches[0] as ProjectConfig, defaults, defaults?.workflows)] };
+    if (matches.length === 1)
+      return { kind: 'projects', projects: [specFromConfig(config, matches[0] as ProjectConfig, defaults, defaults?.workflows)] };
   }
   return { kind: 'projects', projects: [defaultSpec(dir, workspace, defaults)] };
 }

@@ -1,7 +1,15 @@
 // The validation both YAML schemas share: problems collected with their place, key checks
 // (unknown keys refused, keys Atlantis knows but this server ignores warned about), and the
 // workflows, steps and apply requirements that both files may declare. Pure.
-import { APPLY_REQUIREMENTS, type ApplyRequirement, BUILTIN_STEPS, type BuiltinStepName, DEFAULT_WORKFLOW, type Step, type Workflow } from './types.js';
+import {
+  APPLY_REQUIREMENTS,
+  type ApplyRequirement,
+  BUILTIN_STEPS,
+  type BuiltinStepName,
+  DEFAULT_WORKFLOW,
+  type Step,
+  type Workflow,
+} from './types.js';
 
 export type Obj = Record<string, unknown>;
 
@@ -16,7 +24,14 @@ export function isObj(v: unknown): v is Obj {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-export function checkKeys(o: Obj, known: readonly string[], ignored: readonly string[], where: string, p: Problems, warnings: string[]): void {
+export function checkKeys(
+  o: Obj,
+  known: readonly string[],
+  ignored: readonly string[],
+  where: string,
+  p: Problems,
+  warnings: string[],
+): void {
   for (const k of Object.keys(o)) {
     if (known.includes(k)) continue;
     if (ignored.includes(k)) {
@@ -78,7 +93,8 @@ function parseStep(v: unknown, where: string, p: Problems): Step | undefined {
         if (body.output === 'show' || body.output === 'hide' || body.output === 'strip_refreshing') step.output = body.output;
         else p.add(`${where}.run.output`, 'must be show, hide or strip_refreshing');
       }
-      for (const k of Object.keys(body)) if (!['command', 'shell', 'shellArgs', 'output'].includes(k)) p.add(`${where}.run`, `unknown key ${JSON.stringify(k)}`);
+      for (const k of Object.keys(body))
+        if (!['command', 'shell', 'shellArgs', 'output'].includes(k)) p.add(`${where}.run`, `unknown key ${JSON.stringify(k)}`);
       return step;
     }
     p.add(`${where}.run`, 'must be a command string or a map with command');
@@ -139,7 +155,11 @@ export function parseWorkflows(v: unknown, where: string, p: Problems, warnings:
       continue;
     }
     checkKeys(w, ['plan', 'apply'], ['policy_check', 'import', 'state_rm'], wh, p, warnings);
-    out[name] = { name, plan: parseStage(w.plan, `${wh}.plan`, p, DEFAULT_WORKFLOW.plan), apply: parseStage(w.apply, `${wh}.apply`, p, DEFAULT_WORKFLOW.apply) };
+    out[name] = {
+      name,
+      plan: parseStage(w.plan, `${wh}.plan`, p, DEFAULT_WORKFLOW.plan),
+      apply: parseStage(w.apply, `${wh}.apply`, p, DEFAULT_WORKFLOW.apply),
+    };
   }
   return out;
 }
@@ -148,7 +168,8 @@ export function parseApplyRequirements(v: unknown, where: string, p: Problems): 
   const list = strList(v, where, p);
   if (!list) return undefined;
   for (const r of list) {
-    if (!APPLY_REQUIREMENTS.includes(r)) p.add(where, `${JSON.stringify(r)} is not a valid apply_requirement, only "approved", "mergeable" and "undiverged" are supported`);
+    if (!APPLY_REQUIREMENTS.includes(r))
+      p.add(where, `${JSON.stringify(r)} is not a valid apply_requirement, only "approved", "mergeable" and "undiverged" are supported`);
   }
   return list.filter((r) => APPLY_REQUIREMENTS.includes(r)) as ApplyRequirement[];
 }

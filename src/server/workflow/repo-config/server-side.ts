@@ -24,7 +24,11 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
   const p = new Problems();
   const warnings: string[] = [];
   const doc = YAML.parseDocument(text, { uniqueKeys: true });
-  if (doc.errors.length > 0) throw new RepoConfigError(file, doc.errors.map((e) => `YAML: ${e.message.split('\n')[0]}`));
+  if (doc.errors.length > 0)
+    throw new RepoConfigError(
+      file,
+      doc.errors.map((e) => `YAML: ${e.message.split('\n')[0]}`),
+    );
   const root: unknown = doc.toJS() ?? {};
   if (!isObj(root)) throw new RepoConfigError(file, ['must be a YAML map']);
   checkKeys(root, ['repos', 'workflows'], ['policies', 'metrics', 'team_authz'], '', p, warnings);
@@ -37,7 +41,29 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
       p.add(where, 'must be a map');
       return;
     }
-    checkKeys(r, ['id', 'apply_requirements', 'workflow', 'allowed_overrides', 'allow_custom_workflows'], ['branch', 'plan_requirements', 'import_requirements', 'allowed_workflows', 'pre_workflow_hooks', 'post_workflow_hooks', 'delete_source_branch_on_merge', 'repo_locking', 'repo_locks', 'policy_check', 'custom_policy_check', 'autodiscover', 'silence_pr_comments', 'repo_config_file'], where, p, warnings);
+    checkKeys(
+      r,
+      ['id', 'apply_requirements', 'workflow', 'allowed_overrides', 'allow_custom_workflows'],
+      [
+        'branch',
+        'plan_requirements',
+        'import_requirements',
+        'allowed_workflows',
+        'pre_workflow_hooks',
+        'post_workflow_hooks',
+        'delete_source_branch_on_merge',
+        'repo_locking',
+        'repo_locks',
+        'policy_check',
+        'custom_policy_check',
+        'autodiscover',
+        'silence_pr_comments',
+        'repo_config_file',
+      ],
+      where,
+      p,
+      warnings,
+    );
     if (typeof r.id !== 'string' || r.id === '') {
       p.add(`${where}.id`, 'is required');
       return;
@@ -49,12 +75,17 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
         p.add(`${where}.id`, `invalid regex: ${(e as Error).message}`);
       }
     }
-    const rule: ServerRepoRule = { id: r.id, allowedOverrides: strList(r.allowed_overrides, `${where}.allowed_overrides`, p) ?? [], allowCustomWorkflows: r.allow_custom_workflows === true };
+    const rule: ServerRepoRule = {
+      id: r.id,
+      allowedOverrides: strList(r.allowed_overrides, `${where}.allowed_overrides`, p) ?? [],
+      allowCustomWorkflows: r.allow_custom_workflows === true,
+    };
     const ar = parseApplyRequirements(r.apply_requirements, `${where}.apply_requirements`, p);
     if (ar) rule.applyRequirements = ar;
     if (typeof r.workflow === 'string') {
       rule.workflow = r.workflow;
-      if (r.workflow !== 'default' && !workflows[r.workflow]) p.add(`${where}.workflow`, `workflow ${JSON.stringify(r.workflow)} is not defined in workflows`);
+      if (r.workflow !== 'default' && !workflows[r.workflow])
+        p.add(`${where}.workflow`, `workflow ${JSON.stringify(r.workflow)} is not defined in workflows`);
     }
     repos.push(rule);
   });
@@ -68,8 +99,15 @@ function ruleMatches(rule: ServerRepoRule, repoId: string): boolean {
 }
 
 /** The server-side settings that apply to `host/owner/name` (later rules win, as Atlantis). */
-export function serverSettingsFor(server: ServerSideRepoConfig | undefined, repoId: string): { applyRequirements: ApplyRequirement[]; workflow?: string; allowedOverrides: string[]; allowCustomWorkflows: boolean } {
-  const out: { applyRequirements: ApplyRequirement[]; workflow?: string; allowedOverrides: string[]; allowCustomWorkflows: boolean } = { applyRequirements: [], allowedOverrides: [], allowCustomWorkflows: false };
+export function serverSettingsFor(
+  server: ServerSideRepoConfig | undefined,
+  repoId: string,
+): { applyRequirements: ApplyRequirement[]; workflow?: string; allowedOverrides: string[]; allowCustomWorkflows: boolean } {
+  const out: { applyRequirements: ApplyRequirement[]; workflow?: string; allowedOverrides: string[]; allowCustomWorkflows: boolean } = {
+    applyRequirements: [],
+    allowedOverrides: [],
+    allowCustomWorkflows: false,
+  };
   for (const r of server?.repos ?? []) {
     if (!ruleMatches(r, repoId)) continue;
     if (r.applyRequirements) out.applyRequirements = r.applyRequirements;

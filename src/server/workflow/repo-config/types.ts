@@ -3,9 +3,24 @@
 
 export const ATLANTIS_YAML = 'atlantis.yaml';
 export const DEFAULT_WORKSPACE = 'default';
-export const DEFAULT_WHEN_MODIFIED: readonly string[] = ['**/*.tf*', '**/*.tofu', '**/*.tofu.json', '**/terragrunt.hcl', '**/.terraform.lock.hcl'];
+export const DEFAULT_WHEN_MODIFIED: readonly string[] = [
+  '**/*.tf*',
+  '**/*.tofu',
+  '**/*.tofu.json',
+  '**/terragrunt.hcl',
+  '**/.terraform.lock.hcl',
+];
 /** Atlantis's --autoplan-file-list default, used when there is no atlantis.yaml. */
-export const DEFAULT_AUTOPLAN_FILES: readonly string[] = ['**/*.tf', '**/*.tf.json', '**/*.tfvars', '**/*.tfvars.json', '**/*.tofu', '**/*.tofu.json', '**/terragrunt.hcl', '**/.terraform.lock.hcl'];
+export const DEFAULT_AUTOPLAN_FILES: readonly string[] = [
+  '**/*.tf',
+  '**/*.tf.json',
+  '**/*.tfvars',
+  '**/*.tfvars.json',
+  '**/*.tofu',
+  '**/*.tofu.json',
+  '**/terragrunt.hcl',
+  '**/.terraform.lock.hcl',
+];
 
 export type ApplyRequirement = 'approved' | 'mergeable' | 'undiverged';
 export const APPLY_REQUIREMENTS: readonly string[] = ['approved', 'mergeable', 'undiverged'];
@@ -26,7 +41,10 @@ export interface Workflow {
 
 export const DEFAULT_WORKFLOW: Workflow = {
   name: 'default',
-  plan: [{ kind: 'init', extraArgs: [] }, { kind: 'plan', extraArgs: [] }],
+  plan: [
+    { kind: 'init', extraArgs: [] },
+    { kind: 'plan', extraArgs: [] },
+  ],
   apply: [{ kind: 'apply', extraArgs: [] }],
 };
 
@@ -65,7 +83,10 @@ export interface ProjectSpec {
 }
 
 export class RepoConfigError extends Error {
-  constructor(readonly file: string, readonly problems: string[]) {
+  constructor(
+    readonly file: string,
+    readonly problems: string[],
+  ) {
     super(`${file}: ${problems.join('; ')}`);
     this.name = 'RepoConfigError';
   }
