@@ -17,6 +17,9 @@ for (const [name, fn] of benches) {
   if (only.length && !only.includes(name)) continue;
   console.log(`\n# ${name}`);
   const { ok } = await fn();
-  if (!ok) { failed++; console.log(`${name}: target missed`); }
+  if (!ok) {
+    failed++;
+    console.log(`${name}: target missed`);
+  }
 }
 process.exit(failed ? 1 : 0);

@@ -13,8 +13,16 @@ export async function benchStatusLatency(): Promise<{ ok: boolean }> {
   const idle = await probeLatency(`${url}/status`, N);
 
   const dirs = Array.from({ length: 20 }, () => makeTerraformDir(120, 1));
-  const runs = dirs.map((dir, i) => server.runOperation({ command: 'apply', repo: 'acme/bench', pull: i + 1, project: `p${i}` }, (op) =>
-    server.runner.run({ jobId: op.id, args: ['apply', '-auto-approve', '-input=false', '-no-color'], cwd: dir, logFile: server.jobLogPath(op.id) })));
+  const runs = dirs.map((dir, i) =>
+    server.runOperation({ command: 'apply', repo: 'acme/bench', pull: i + 1, project: `p${i}` }, (op) =>
+      server.runner.run({
+        jobId: op.id,
+        args: ['apply', '-auto-approve', '-input=false', '-no-color'],
+        cwd: dir,
+        logFile: server.jobLogPath(op.id),
+      }),
+    ),
+  );
   // Measure while the 20 processes start (CPU-heavy) and then while they run.
   const starting = probeLatency(`${url}/status`, N, 60_000, 1);
   await waitFor('20 terraform processes', () => server.runner.running().length === 20, 60_000);
@@ -29,8 +37,22 @@ export async function benchStatusLatency(): Promise<{ ok: boolean }> {
 
   printTable('/status latency (sequential GETs from a worker thread)', [
     { case: 'idle', n: idle.n, errors: idle.errors, p50: fmtMs(idle.p50), p99: fmtMs(idle.p99), max: fmtMs(idle.max) },
-    { case: '20 terraform starting', n: startingResult.n, errors: startingResult.errors, p50: fmtMs(startingResult.p50), p99: fmtMs(startingResult.p99), max: fmtMs(startingResult.max) },
-    { case: `${running} terraform running`, n: busy.n, errors: busy.errors, p50: fmtMs(busy.p50), p99: fmtMs(busy.p99), max: fmtMs(busy.max) },
+    {
+      case: '20 terraform starting',
+      n: startingResult.n,
+      errors: startingResult.errors,
+      p50: fmtMs(startingResult.p50),
+      p99: fmtMs(startingResult.p99),
+      max: fmtMs(startingResult.max),
+    },
+    {
+      case: `${running} terraform running`,
+      n: busy.n,
+      errors: busy.errors,
+      p50: fmtMs(busy.p50),
+      p99: fmtMs(busy.p99),
+      max: fmtMs(busy.max),
+    },
   ]);
   const ratio = busy.p99 / idle.p99;
   const worst = Math.max(busy.p99, startingResult.p99);

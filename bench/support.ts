@@ -9,7 +9,14 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[i]!;
 }
 
-export interface LatencySummary { n: number; errors: number; p50: number; p90: number; p99: number; max: number }
+export interface LatencySummary {
+  n: number;
+  errors: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+}
 
 export function summarize(samples: number[], errors: number): LatencySummary {
   const s = [...samples].sort((a, b) => a - b);
@@ -39,12 +46,17 @@ const { parentPort, workerData } = require('node:worker_threads');
 export function probeLatency(url: string, count: number, maxMs = 60_000, gapMs = 0): Promise<LatencySummary> {
   return new Promise((resolve, reject) => {
     const w = new Worker(PROBE, { eval: true, workerData: { url, count, maxMs, gapMs } });
-    w.once('message', (m: { samples: number[]; errors: number }) => { resolve(summarize(m.samples, m.errors)); void w.terminate(); });
+    w.once('message', (m: { samples: number[]; errors: number }) => {
+      resolve(summarize(m.samples, m.errors));
+      void w.terminate();
+    });
     w.once('error', reject);
   });
 }
 
-export function fmtMs(n: number): string { return `${n.toFixed(2)} ms`; }
+export function fmtMs(n: number): string {
+  return `${n.toFixed(2)} ms`;
+}
 
 export function printTable(title: string, rows: Array<Record<string, string | number>>): void {
   console.log(`\n## ${title}`);
@@ -84,7 +96,10 @@ export function topIncreases(before: Scrape, after: Scrape, name: string, labels
     const key = labels.map((l) => new RegExp(`${l}="([^"]*)"`).exec(k)?.[1] ?? '').join(' ');
     sums.set(key, (sums.get(key) ?? 0) + v - (before.get(k) ?? 0));
   }
-  return [...sums].filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]).slice(0, n);
+  return [...sums]
+    .filter(([, v]) => v > 0)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, n);
 }
 
 /** Sum of the series of `name` whose labels contain every `match` fragment (e.g. 'code="429"'). */

@@ -35,266 +35,47 @@
 // is kept as <data dir>/server.log.
 import crypto from 'node:crypto';
 import http from 'node:http';
-import { readFileSync, readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { Worker } from 'node:worker_threads';
 import { EVENT_LOOP_MONITORING_PRECISION_MS } from '../src/process-metrics.js';
 import { type CliProcess, startCli, waitForHttp } from '../test/support/cli.js';
-import { issueCommentPayload, pullRequestPayload, sendWebhook } from '../test/support/github-standin.js';
+import { sendWebhook } from '../test/support/github-standin.js';
 import { terraformConfig } from '../test/support/git-repos.js';
-import { TERRAFORM, assertTerraform } from '../test/support/terraform.js';
-import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv, tempDataDir } from '../test/support/workflow-env.js';
+import { assertTerraform } from '../test/support/terraform.js';
+import { WEBHOOK_SECRET, createWorkflowEnv, tempDataDir } from '../test/support/workflow-env.js';
 import { type LatencySummary, fmtMs, printTable, summarize } from './support.js';
+import { cpuTicks, liveChildren, metricSum, procStatusKiB, processHostPid, terraformFromLog } from './proc-stats.js';
+import { startProbe, window } from './status-probe.js';
+import { BOT, type Hook, type Pr, hooksFor, mulberry32 } from './webhook-mix.js';
 
 const HOST = '127.0.203.1';
 const GH_HOST = '127.0.203.2'; // the GitHub stand-in
-const BOT = 'atlantis-bot';
 /** GitHub closes a webhook delivery that gets no answer within 10 s and marks it failed (no automatic redelivery). */
 const GITHUB_TIMEOUT_MS = 10_000;
 
 /** Still running: a process killed by a signal (a V8 abort is SIGABRT) has no exit code. */
 const running = (p: CliProcess) => p.child.exitCode === null && p.child.signalCode === null;
 
-/** What a webhook must produce. */
-interface Expect {
-  /** HTTP status and the start of the body. */
-  status: number;
-  body: string;
-  /** Comments the server must post on the PR for it, by kind. */
-  comment?: 'plan' | 'unlock' | 'help' | 'did-you-mean';
-  /** terraform project runs (init + plan) it causes. */
-  runs: number;
-  /** A plan command: one pending and one final atlantis/plan status. */
-  planStatus: boolean;
-  /** A command comment: the server reacts with :eyes:. */
-  reaction: boolean;
-}
-
-interface Hook {
-  pull: number;
-  kind: string;
-  event: string;
-  payload: unknown;
-  expect: Expect;
-}
-
-interface Pr { number: number; dir: string; branch: string; headSha: string }
-
-const noop = (body: string): Expect => ({ status: 200, body, runs: 0, planStatus: false, reaction: false });
-
-/** The per-PR mix, commands first (see the header). */
-function prMix(env: WorkflowEnv, pr: Pr): Array<Omit<Hook, 'pull'>> {
-  const repo = env.repo.fullName;
-  const cloneUrl = env.repo.cloneUrl;
-  const prPayload = (action: 'opened' | 'labeled' | 'edited') =>
-    pullRequestPayload({ repo, cloneUrl, action, number: pr.number, headSha: pr.headSha, headRef: pr.branch });
-  const comment = (body: string, user = 'dev', extra: { action?: 'created' | 'edited' | 'deleted'; onPullRequest?: boolean } = {}) =>
-    issueCommentPayload({ repo, cloneUrl, number: pr.number, body, user, ...extra });
-  const plan: Expect = { status: 200, body: 'Processing...', comment: 'plan', runs: 1, planStatus: true, reaction: true };
-  const minimalRepo = { full_name: repo, name: repo.split('/')[1], owner: { login: repo.split('/')[0] }, clone_url: cloneUrl };
-  return [
-    { kind: 'pull_request opened (autoplan)', event: 'pull_request', payload: prPayload('opened'), expect: { ...plan, reaction: false } },
-    { kind: `atlantis plan -d ${pr.dir}`, event: 'issue_comment', payload: comment(`atlantis plan -d ${pr.dir}`), expect: plan },
-    { kind: 'atlantis plan (modified projects)', event: 'issue_comment', payload: comment('atlantis plan'), expect: plan },
-    { kind: 'atlantis unlock', event: 'issue_comment', payload: comment('atlantis unlock'), expect: { status: 200, body: 'Processing...', comment: 'unlock', runs: 0, planStatus: false, reaction: true } },
-    { kind: `atlantis plan -d ${pr.dir} (again)`, event: 'issue_comment', payload: comment(`atlantis plan -d ${pr.dir}`, 'reviewer1'), expect: plan },
-    { kind: 'atlantis help', event: 'issue_comment', payload: comment('atlantis help'), expect: { ...noop('Commenting back on pull request'), comment: 'help' } },
-    { kind: 'terraform plan (did you mean)', event: 'issue_comment', payload: comment('terraform plan', 'reviewer2'), expect: { ...noop('Commenting back on pull request: invalid command'), comment: 'did-you-mean' } },
-    { kind: 'review comment', event: 'issue_comment', payload: comment('LGTM, thanks!', 'reviewer1'), expect: noop('Ignoring non-command comment') },
-    { kind: 'review comment', event: 'issue_comment', payload: comment('Could we name this resource differently?', 'reviewer2'), expect: noop('Ignoring non-command comment') },
-    { kind: 'multi-line comment', event: 'issue_comment', payload: comment('atlantis plan\nand then apply please'), expect: noop('Ignoring non-command comment') },
-    { kind: 'comment by the bot user', event: 'issue_comment', payload: comment('Ran Plan for dir: `x` workspace: `default`', BOT), expect: noop('Ignoring comment from our own user') },
-    { kind: 'command by the bot user', event: 'issue_comment', payload: comment('atlantis plan', BOT), expect: noop('Ignoring comment from our own user') },
-    { kind: 'issue_comment edited', event: 'issue_comment', payload: comment('atlantis apply', 'dev', { action: 'edited' }), expect: noop('Ignoring issue_comment event: issue_comment action edited') },
-    { kind: 'issue_comment deleted', event: 'issue_comment', payload: comment('atlantis plan', 'dev', { action: 'deleted' }), expect: noop('Ignoring issue_comment event: issue_comment action deleted') },
-    { kind: 'pull_request labeled', event: 'pull_request', payload: prPayload('labeled'), expect: noop('Ignoring pull_request event: pull_request action labeled') },
-    { kind: 'pull_request edited', event: 'pull_request', payload: prPayload('edited'), expect: noop('Ignoring pull_request event: pull_request action edited') },
-    {
-      kind: 'pull_request_review', event: 'pull_request_review',
-      payload: { action: 'submitted', review: { id: pr.number, state: 'approved', user: { login: 'reviewer1' } }, pull_request: { number: pr.number }, repository: minimalRepo, sender: { login: 'reviewer1' } },
-      expect: noop('Ignoring pull_request_review event: unsupported event'),
-    },
-    {
-      kind: 'status', event: 'status',
-      payload: { sha: pr.headSha, state: 'success', context: 'ci/build', repository: minimalRepo, sender: { login: 'ci-bot' } },
-      expect: noop('Ignoring status event: unsupported event'),
-    },
-    { kind: 'comment on a plain issue', event: 'issue_comment', payload: comment('atlantis plan', 'dev', { onPullRequest: false }), expect: noop('Ignoring issue_comment event: comment on an issue') },
-    { kind: 'review comment', event: 'issue_comment', payload: comment('nit: trailing newline', 'reviewer1'), expect: noop('Ignoring non-command comment') },
-  ];
-}
-
-/** `n` webhooks for one PR: the mix cut from the end, or its no-op tail repeated. */
-function hooksFor(env: WorkflowEnv, pr: Pr, n: number): Hook[] {
-  const mix = prMix(env, pr);
-  const firstNoop = mix.findIndex((h) => h.kind === 'review comment');
-  const out: Hook[] = [];
-  for (let i = 0; i < n; i++) {
-    const m = i < mix.length ? mix[i]! : mix[firstNoop + ((i - mix.length) % (mix.length - firstNoop))]!;
-    // Repeated comments need their own comment id (reactions are keyed by it).
-    const payload = i < mix.length ? m.payload : JSON.parse(JSON.stringify(m.payload).replace(/"id":(\d+),"html_url"/, `"id":${900_000 + pr.number * 1000 + i},"html_url"`));
-    out.push({ ...m, payload, pull: pr.number });
-  }
-  return out;
-}
-
-function mulberry32(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-// ---- measurements of the server process -------------------------------------------------
-
-/** A field of /proc/<pid>/status in KiB; NaN once the process is gone. */
-function procStatusKiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
-  let text: string;
-  try { text = readFileSync(`/proc/${pid}/status`, 'utf8'); } catch { return NaN; }
-  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(text);
-  return m ? Number(m[1]) : NaN;
-}
-
-/** Direct children of `pid` (all its threads), from /proc. */
-function childPids(pid: number): number[] {
-  let tasks: string[];
-  try { tasks = readdirSync(`/proc/${pid}/task`); } catch { return []; }
-  return tasks.flatMap((tid) => {
-    try { return readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number); } catch { return []; }
-  });
-}
-
-/** Command name and state of a process; undefined once it is gone. */
-function procState(pid: number): { comm: string; state: string } | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return { comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), state: stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) };
-  } catch { return undefined; }
-}
-
-/** The server's process host worker (a node child of the server), once it has started. */
-function processHostPid(serverPid: number): number | undefined {
-  return childPids(serverPid).find((k) => {
-    try { return readFileSync(`/proc/${k}/cmdline`, 'utf8').includes('process-host-worker'); } catch { return false; }
-  });
-}
-
-/** Live (non-zombie) processes the server runs (children of its process host worker `host`) by command name. */
-function liveChildren(serverPid: number, host: number | undefined): Map<string, number> {
-  const counts = new Map<string, number>();
-  for (const k of [...childPids(serverPid), ...(host ? childPids(host) : [])]) {
-    const s = procState(k);
-    if (s && s.state !== 'Z' && k !== host) counts.set(s.comm, (counts.get(s.comm) ?? 0) + 1);
-  }
-  return counts;
-}
-
-/**
- * Exact terraform concurrency from the server's debug log ("Process started/finished", written
- * in event-loop order), and how long `pool` of them ran at once (from the log timestamps).
- */
-function terraformFromLog(output: string, pool: number): { maxRunning: number; processes: number; jobs: number; fullMs: number } {
-  const running = new Set<number>();
-  const jobs = new Set<string>();
-  let max = 0;
-  let processes = 0;
-  let fullMs = 0;
-  let lastT = NaN;
-  for (const line of output.split('\n')) {
-    if (!line.includes('"msg":"Process ')) continue;
-    let l: { msg: string; pid?: number; command?: string; jobId?: string; time?: string };
-    try { l = JSON.parse(line) as typeof l; } catch { continue; }
-    const t = Date.parse(l.time ?? '');
-    if (running.size >= pool && Number.isFinite(lastT)) fullMs += t - lastT;
-    lastT = t;
-    if (l.msg === 'Process started' && l.command === TERRAFORM && l.pid !== undefined) {
-      running.add(l.pid);
-      processes++;
-      if (l.jobId) jobs.add(l.jobId);
-    } else if (l.msg === 'Process finished' && l.pid !== undefined) {
-      running.delete(l.pid);
-    }
-    max = Math.max(max, running.size);
-  }
-  return { maxRunning: max, processes, jobs: jobs.size, fullMs };
-}
-
-/** utime + stime of a process, in clock ticks (1/100 s). */
-function cpuTicks(pid: number): number {
-  let st: string;
-  try { st = readFileSync(`/proc/${pid}/stat`, 'utf8'); } catch { return NaN; }
-  const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-  return Number(f[11]) + Number(f[12]);
-}
-
-/** Sum of a metric's series whose labels include `labels`; NaN when /metrics does not answer in 30 s. */
-async function metricSum(url: string, name: string, labels: Record<string, string> = {}): Promise<number> {
-  let text: string;
-  try { text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(30_000) })).text(); } catch { return NaN; }
-  return text.split('\n')
-    .filter((l) => (l.startsWith(`${name}{`) || l.startsWith(`${name} `)) && Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`)))
-    .reduce((s, l) => s + Number(l.split(' ').pop()), 0);
-}
-
-// ---- /status probe in a worker thread, until told to stop ---------------------------------
-
-const PROBE = `
-const { parentPort, workerData } = require('node:worker_threads');
-let stop = false;
-parentPort.on('message', (m) => { if (m === 'stop') stop = true; });
-(async () => {
-  const at = [], ms = [], ops = [], err = [];
-  const end = Date.now() + workerData.maxMs;
-  while (!stop && at.length < workerData.maxCount && Date.now() < end) {
-    const startedAt = Date.now();
-    const t0 = performance.now();
-    let body, status = 0;
-    try {
-      const res = await fetch(workerData.url, { signal: AbortSignal.timeout(5000) });
-      body = await res.arrayBuffer();
-      status = res.status;
-    } catch {}
-    ms.push(performance.now() - t0);
-    at.push(startedAt);
-    let n = -1;
-    if (status === 200) { try { n = JSON.parse(Buffer.from(body).toString()).in_progress_operations; } catch {} }
-    ops.push(n); err.push(status === 200 ? 0 : 1);
-    if (workerData.gapMs) await new Promise((r) => setTimeout(r, workerData.gapMs));
-  }
-  parentPort.postMessage({ at, ms, ops, err });
-})();
-`;
-
-interface ProbeSamples { at: number[]; ms: number[]; ops: number[]; err: number[] }
-
-function startProbe(url: string, opts: { maxCount: number; maxMs: number; gapMs: number }): { stop: () => Promise<ProbeSamples> } {
-  const w = new Worker(PROBE, { eval: true, workerData: { url, ...opts } });
-  const done = new Promise<ProbeSamples>((resolve, reject) => {
-    w.once('message', (m: ProbeSamples) => { resolve(m); void w.terminate(); });
-    w.once('error', reject);
-  });
-  return { stop: () => { w.postMessage('stop'); return done; } };
-}
-
-function window(s: ProbeSamples, from: number, to: number): LatencySummary {
-  const ms: number[] = [];
-  let errors = 0;
-  s.at.forEach((t, i) => { if (t >= from && t < to) { ms.push(s.ms[i]!); errors += s.err[i]!; } });
-  return summarize(ms, errors);
-}
-
 /**
  * A webhook the way GitHub delivers one: signed like sendWebhook, on a connection of its own
  * (no keep-alive), answered within GITHUB_TIMEOUT_MS or given up.
  */
-function postOnNewConnection(target: string, event: string, payload: unknown, deliveryId: string): Promise<{ status: number; body: string }> {
+function postOnNewConnection(
+  target: string,
+  event: string,
+  payload: unknown,
+  deliveryId: string,
+): Promise<{ status: number; body: string }> {
   const raw = Buffer.from(JSON.stringify(payload));
   const headers = {
-    'content-type': 'application/json', 'content-length': String(raw.length), 'user-agent': 'GitHub-Hookshot/3b5e1c2', connection: 'close',
-    'x-github-event': event, 'x-github-delivery': deliveryId, 'x-github-hook-id': '123456', 'x-github-hook-installation-target-type': 'repository',
+    'content-type': 'application/json',
+    'content-length': String(raw.length),
+    'user-agent': 'GitHub-Hookshot/3b5e1c2',
+    connection: 'close',
+    'x-github-event': event,
+    'x-github-delivery': deliveryId,
+    'x-github-hook-id': '123456',
+    'x-github-hook-installation-target-type': 'repository',
     'x-hub-signature-256': 'sha256=' + crypto.createHmac('sha256', WEBHOOK_SECRET).update(raw).digest('hex'),
     'x-hub-signature': 'sha1=' + crypto.createHmac('sha1', WEBHOOK_SECRET).update(raw).digest('hex'),
   };
@@ -330,7 +111,8 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
   const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 50);
   const TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_S ?? 600) * 1000;
   const KEEPALIVE = process.env.BENCH_KEEPALIVE === '1';
-  if (!(PRS >= 1 && WEBHOOKS >= PRS && POOL >= 1 && CONCURRENCY >= 1)) throw new Error('need BENCH_PRS >= 1, BENCH_WEBHOOKS >= BENCH_PRS, BENCH_POOL >= 1, BENCH_CONCURRENCY >= 1');
+  if (!(PRS >= 1 && WEBHOOKS >= PRS && POOL >= 1 && CONCURRENCY >= 1))
+    throw new Error('need BENCH_PRS >= 1, BENCH_WEBHOOKS >= BENCH_PRS, BENCH_POOL >= 1, BENCH_CONCURRENCY >= 1');
   const benchStart = Date.now();
   const loadBefore = loadavg();
 
@@ -343,29 +125,52 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
       const pr: Pr = { number: n, dir: `burst${n}`, branch: `burst-${n}`, headSha: '' };
       pr.headSha = await env.repo.createBranch(pr.branch, { [`${pr.dir}/main.tf`]: terraformConfig({ marker: `burst${n}` }) });
       await env.repo.publishPull(n, pr.branch);
-      env.gh.addPull(env.repo.fullName, { number: n, headSha: pr.headSha, headRef: pr.branch, baseRef: env.repo.baseBranch, files: [{ filename: `${pr.dir}/main.tf`, status: 'added' }] });
+      env.gh.addPull(env.repo.fullName, {
+        number: n,
+        headSha: pr.headSha,
+        headRef: pr.branch,
+        baseRef: env.repo.baseBranch,
+        files: [{ filename: `${pr.dir}/main.tf`, status: 'added' }],
+      });
       prs.push(pr);
     }
     const hooks: Hook[] = prs.flatMap((pr, i) => hooksFor(env, pr, Math.floor(WEBHOOKS / PRS) + (i < WEBHOOKS % PRS ? 1 : 0)));
     const rand = mulberry32(20_260_601);
-    for (let i = hooks.length - 1; i > 0; i--) { const j = Math.floor(rand() * (i + 1)); [hooks[i], hooks[j]] = [hooks[j]!, hooks[i]!]; }
+    for (let i = hooks.length - 1; i > 0; i--) {
+      const j = Math.floor(rand() * (i + 1));
+      [hooks[i], hooks[j]] = [hooks[j]!, hooks[i]!];
+    }
 
     const mixRows = new Map<string, { kind: string; total: number; answer: string; effect: string }>();
     for (const h of hooks) {
       const k = h.kind.replace(/burst\d+/, 'burstN');
-      const row = mixRows.get(k) ?? { kind: k, total: 0, answer: `${h.expect.status} ${h.expect.body}`, effect: h.expect.runs ? `${h.expect.runs} plan run + comment + status` : h.expect.comment ? `${h.expect.comment} comment` : 'none' };
+      const row = mixRows.get(k) ?? {
+        kind: k,
+        total: 0,
+        answer: `${h.expect.status} ${h.expect.body}`,
+        effect: h.expect.runs ? `${h.expect.runs} plan run + comment + status` : h.expect.comment ? `${h.expect.comment} comment` : 'none',
+      };
       row.total++;
       mixRows.set(k, row);
     }
-    printTable(`mix: ${hooks.length} signed webhooks over ${PRS} PRs, shuffled, ${CONCURRENCY} in flight, ${KEEPALIVE ? `on up to ${CONCURRENCY} kept-alive connections` : 'each on a new connection (as GitHub delivers them)'}`, [...mixRows.values()]);
+    printTable(
+      `mix: ${hooks.length} signed webhooks over ${PRS} PRs, shuffled, ${CONCURRENCY} in flight, ${KEEPALIVE ? `on up to ${CONCURRENCY} kept-alive connections` : 'each on a new connection (as GitHub delivers them)'}`,
+      [...mixRows.values()],
+    );
 
     const dataDir = tempDataDir();
     // startWorkflowServer's way, with more time to come up on a loaded machine.
     // BENCH_SERVER_NODE_OPTIONS: NODE_OPTIONS of the server process (e.g. a --require'd profiler).
     const nodeOptions = process.env.BENCH_SERVER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVER_NODE_OPTIONS } : {};
-    server = startServer(env.serverArgs(dataDir, HOST, ['--parallel-pool-size', String(POOL), '--log-level', 'debug']), nodeOptions, `${dataDir}/server.log`);
+    server = startServer(
+      env.serverArgs(dataDir, HOST, ['--parallel-pool-size', String(POOL), '--log-level', 'debug']),
+      nodeOptions,
+      `${dataDir}/server.log`,
+    );
     const url = `http://${HOST}:4141`;
-    await waitForHttp(`${url}/healthz`, 60_000).catch((e: Error) => { throw new Error(`${e.message}\n${server!.output()}`); });
+    await waitForHttp(`${url}/healthz`, 60_000).catch((e: Error) => {
+      throw new Error(`${e.message}\n${server!.output()}`);
+    });
     const pid = server.child.pid!;
 
     // Idle baseline, same process, same probe settings as during the burst.
@@ -384,7 +189,10 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     let tfMaxSampled = 0;
     let gitMaxSampled = 0;
     let childSamples = 0;
-    const rssTimer = setInterval(() => { const v = procStatusKiB(pid, 'VmRSS'); if (v > rssMaxKiB) rssMaxKiB = v; }, 100);
+    const rssTimer = setInterval(() => {
+      const v = procStatusKiB(pid, 'VmRSS');
+      if (v > rssMaxKiB) rssMaxKiB = v;
+    }, 100);
     let hostPid: number | undefined;
     const childTimer = setInterval(() => {
       hostPid ??= processHostPid(pid); // found once: it lives as long as the server
@@ -405,28 +213,40 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     // Delivery ids burst-<i>, so that a late one can be found in the server log.
     const results: Array<{ status: number; body: string; ms: number; at: number; error?: string }> = new Array(hooks.length);
     let next = 0;
-    await Promise.all(Array.from({ length: Math.min(CONCURRENCY, hooks.length) }, async () => {
-      while (next < hooks.length) {
-        const i = next++;
-        const h = hooks[i]!;
-        const t0 = performance.now();
-        const at = Date.now() - sendStart;
-        try {
-          const r = KEEPALIVE
-            ? await sendWebhook(`${url}/events`, h.event, h.payload, { secret: WEBHOOK_SECRET, timeoutMs: GITHUB_TIMEOUT_MS, deliveryId: `burst-${i}` })
-            : await postOnNewConnection(`${url}/events`, h.event, h.payload, `burst-${i}`);
-          results[i] = { status: r.status, body: r.body, ms: performance.now() - t0, at };
-        } catch (e) {
-          const ms = performance.now() - t0;
-          // Given up at GitHub's timeout (TimeoutError from fetch, AbortError from http.request).
-          const timedOut = ms >= GITHUB_TIMEOUT_MS - 100 && /abort|timeout/i.test(`${(e as Error).name} ${(e as Error).message}`);
-          results[i] = { status: -1, body: '', ms, at, error: timedOut ? `no answer within ${GITHUB_TIMEOUT_MS / 1000} s` : (e as Error).message };
+    await Promise.all(
+      Array.from({ length: Math.min(CONCURRENCY, hooks.length) }, async () => {
+        while (next < hooks.length) {
+          const i = next++;
+          const h = hooks[i]!;
+          const t0 = performance.now();
+          const at = Date.now() - sendStart;
+          try {
+            const r = KEEPALIVE
+              ? await sendWebhook(`${url}/events`, h.event, h.payload, {
+                  secret: WEBHOOK_SECRET,
+                  timeoutMs: GITHUB_TIMEOUT_MS,
+                  deliveryId: `burst-${i}`,
+                })
+              : await postOnNewConnection(`${url}/events`, h.event, h.payload, `burst-${i}`);
+            results[i] = { status: r.status, body: r.body, ms: performance.now() - t0, at };
+          } catch (e) {
+            const ms = performance.now() - t0;
+            // Given up at GitHub's timeout (TimeoutError from fetch, AbortError from http.request).
+            const timedOut = ms >= GITHUB_TIMEOUT_MS - 100 && /abort|timeout/i.test(`${(e as Error).name} ${(e as Error).message}`);
+            results[i] = {
+              status: -1,
+              body: '',
+              ms,
+              at,
+              error: timedOut ? `no answer within ${GITHUB_TIMEOUT_MS / 1000} s` : (e as Error).message,
+            };
+          }
         }
-      }
-    }));
+      }),
+    );
     const sendEnd = Date.now();
     // The histogram's values include its sampling interval: what is past it is the delay.
-    const intakeLagMax = await metricSum(url, 'nodejs_eventloop_lag_max_seconds') - EVENT_LOOP_MONITORING_PRECISION_MS / 1000;
+    const intakeLagMax = (await metricSum(url, 'nodejs_eventloop_lag_max_seconds')) - EVENT_LOOP_MONITORING_PRECISION_MS / 1000;
     const intakeCpu = (cpuTicks(pid) - cpu0) / 100;
     const ownCpu = process.cpuUsage(ownCpu0);
     const ownLagMax = ownLag.max / 1e6;
@@ -451,7 +271,13 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     let lastProgress = { at: Date.now(), n: -1 };
     const deadline = sendEnd + TIMEOUT_MS;
     while (Date.now() < deadline && running(server)) {
-      try { inProgress = ((await (await fetch(`${url}/status`, { signal: AbortSignal.timeout(5000) })).json()) as { in_progress_operations: number }).in_progress_operations; } catch { inProgress = -1; }
+      try {
+        inProgress = (
+          (await (await fetch(`${url}/status`, { signal: AbortSignal.timeout(5000) })).json()) as { in_progress_operations: number }
+        ).in_progress_operations;
+      } catch {
+        inProgress = -1;
+      }
       const n = botComments().length + finalStatuses().length;
       if (inProgress === 0 && botComments().length >= wantComments && finalStatuses().length >= want.planStatuses) break;
       if (n !== lastProgress.n || inProgress !== 0) lastProgress = { at: Date.now(), n };
@@ -459,7 +285,7 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
       await new Promise((r) => setTimeout(r, 250));
     }
     const doneAt = Date.now();
-    const processingLagMax = await metricSum(url, 'nodejs_eventloop_lag_max_seconds') - EVENT_LOOP_MONITORING_PRECISION_MS / 1000;
+    const processingLagMax = (await metricSum(url, 'nodejs_eventloop_lag_max_seconds')) - EVENT_LOOP_MONITORING_PRECISION_MS / 1000;
     const burstCpu = (cpuTicks(pid) - cpu0) / 100;
     await new Promise((r) => setTimeout(r, 1_000)); // anything late or extra shows up here
     const burstSamples = await probe.stop();
@@ -471,7 +297,11 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     const peakKiB = serverPeakKiB + hostPeakKiB;
     const endRssKiB = procStatusKiB(pid, 'VmRSS');
     const webhooksCounted = await metricSum(url, 'atlantis_webhooks_total');
-    const countedByCode = (await Promise.all(['200', '400', '500', '503'].map(async (code) => `${code}: ${await metricSum(url, 'atlantis_webhooks_total', { code })}`))).join(', ');
+    const countedByCode = (
+      await Promise.all(
+        ['200', '400', '500', '503'].map(async (code) => `${code}: ${await metricSum(url, 'atlantis_webhooks_total', { code })}`),
+      )
+    ).join(', ');
     const planOk = await metricSum(url, 'atlantis_commands_total', { command: 'plan', result: 'success' });
     const unlockOk = await metricSum(url, 'atlantis_commands_total', { command: 'unlock', result: 'success' });
     const commandsAll = await metricSum(url, 'atlantis_commands_total');
@@ -480,10 +310,14 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     // ---- compare ------------------------------------------------------------------------------
     const connErrors = results.filter((r) => r.status === -1);
     const fiveXx = results.filter((r) => r.status >= 500);
-    const mismatched = results.map((r, i) => ({ r, h: hooks[i]! })).filter(({ r, h }) => r.status !== h.expect.status || !r.body.startsWith(h.expect.body));
+    const mismatched = results
+      .map((r, i) => ({ r, h: hooks[i]! }))
+      .filter(({ r, h }) => r.status !== h.expect.status || !r.body.startsWith(h.expect.body));
     const comments = botComments();
     const got = {
-      plan: comments.filter((c) => /^Ran Plan for dir: `burst\d+` workspace: `default`/.test(c.body) && c.body.includes('To **apply** all unapplied plans')).length,
+      plan: comments.filter(
+        (c) => /^Ran Plan for dir: `burst\d+` workspace: `default`/.test(c.body) && c.body.includes('To **apply** all unapplied plans'),
+      ).length,
       planFailed: comments.filter((c) => /^Ran Plan/.test(c.body) && !c.body.includes('To **apply** all unapplied plans')).length,
       unlock: comments.filter((c) => c.body.startsWith('All Atlantis locks for this PR have been unlocked')).length,
       help: comments.filter((c) => c.body.startsWith('```cmake\natlantis\nTerraform Pull Request Automation')).length,
@@ -494,55 +328,149 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     for (const pr of prs) {
       const expPlans = hooks.filter((h) => h.pull === pr.number && h.expect.comment === 'plan').length;
       const onPr = env.gh.comments(env.repo.fullName, pr.number).filter((c) => c.body.startsWith(`Ran Plan for dir: \`${pr.dir}\``)).length;
-      const statusesOnPr = env.gh.statusesFor(env.repo.fullName, pr.headSha).filter((s) => s.context === 'atlantis/plan' && s.state === 'success').length;
+      const statusesOnPr = env.gh
+        .statusesFor(env.repo.fullName, pr.headSha)
+        .filter((s) => s.context === 'atlantis/plan' && s.state === 'success').length;
       if (onPr !== expPlans || statusesOnPr !== expPlans) misplaced++;
     }
     const pending = env.gh.statuses.filter((s) => s.context === 'atlantis/plan' && s.state === 'pending').length;
     const success = finalStatuses().filter((s) => s.state === 'success').length;
     const eyes = env.gh.reactions.filter((r) => r.content === 'eyes').length;
     const tf = terraformFromLog(server.output(), POOL);
-    const logErrors = server.output().split('\n').filter((l) => l.startsWith('{') && /"level":"(error|warn)"/.test(l));
+    const logErrors = server
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{') && /"level":"(error|warn)"/.test(l));
     // Late: no answer within GitHub's timeout (a failed delivery on GitHub, even if the server
     // did the work afterwards). Lost: anything else missing, wrong or extra.
     const late = results.filter((r) => r.status === -1 && r.error?.startsWith('no answer within')).length;
-    const lost = mismatched.length - late + fiveXx.length + Math.abs(wantComments - comments.length)
-      + Math.abs(want.plan - got.plan) + Math.abs(want.unlock - got.unlock) + Math.abs(want.help - got.help) + Math.abs(want['did-you-mean'] - got['did-you-mean'])
-      + Math.abs(want.planStatuses - success) + Math.abs(want.planStatuses - pending) + Math.abs(want.reactions - eyes)
-      + Math.abs(hooks.length - webhooksCounted) + Math.abs(want.plan - planOk) + Math.abs(want.unlock - unlockOk) + Math.abs(want.commands - commandsAll)
-      + Math.abs(want.runs - tf.jobs) + misplaced;
+    const lost =
+      mismatched.length -
+      late +
+      fiveXx.length +
+      Math.abs(wantComments - comments.length) +
+      Math.abs(want.plan - got.plan) +
+      Math.abs(want.unlock - got.unlock) +
+      Math.abs(want.help - got.help) +
+      Math.abs(want['did-you-mean'] - got['did-you-mean']) +
+      Math.abs(want.planStatuses - success) +
+      Math.abs(want.planStatuses - pending) +
+      Math.abs(want.reactions - eyes) +
+      Math.abs(hooks.length - webhooksCounted) +
+      Math.abs(want.plan - planOk) +
+      Math.abs(want.unlock - unlockOk) +
+      Math.abs(want.commands - commandsAll) +
+      Math.abs(want.runs - tf.jobs) +
+      misplaced;
 
     const sendMs = sendEnd - sendStart;
     const answerMs = results.map((r) => r.ms).sort((a, b) => a - b);
     const answers = summarize(answerMs, connErrors.length);
     const chk = (ok: boolean) => (ok ? 'OK' : 'MISSED');
     printTable('no request lost: expected vs recorded', [
-      { what: `webhooks answered within ${GITHUB_TIMEOUT_MS / 1000} s (GitHub's delivery timeout) with the expected status and body`, expected: hooks.length, recorded: hooks.length - mismatched.length, check: chk(mismatched.length === 0) },
-      { what: '5xx answers / timeouts or connection errors', expected: 0, recorded: `${fiveXx.length} / ${connErrors.length}`, check: chk(fiveXx.length + connErrors.length === 0) },
-      { what: `webhooks counted by the server (atlantis_webhooks_total; by code ${countedByCode})`, expected: hooks.length, recorded: webhooksCounted, check: chk(webhooksCounted === hooks.length) },
-      { what: 'commands accepted and finished (atlantis_commands_total)', expected: want.commands, recorded: commandsAll, check: chk(commandsAll === want.commands) },
+      {
+        what: `webhooks answered within ${GITHUB_TIMEOUT_MS / 1000} s (GitHub's delivery timeout) with the expected status and body`,
+        expected: hooks.length,
+        recorded: hooks.length - mismatched.length,
+        check: chk(mismatched.length === 0),
+      },
+      {
+        what: '5xx answers / timeouts or connection errors',
+        expected: 0,
+        recorded: `${fiveXx.length} / ${connErrors.length}`,
+        check: chk(fiveXx.length + connErrors.length === 0),
+      },
+      {
+        what: `webhooks counted by the server (atlantis_webhooks_total; by code ${countedByCode})`,
+        expected: hooks.length,
+        recorded: webhooksCounted,
+        check: chk(webhooksCounted === hooks.length),
+      },
+      {
+        what: 'commands accepted and finished (atlantis_commands_total)',
+        expected: want.commands,
+        recorded: commandsAll,
+        check: chk(commandsAll === want.commands),
+      },
       { what: 'terraform project runs (jobs in the debug log)', expected: want.runs, recorded: tf.jobs, check: chk(tf.jobs === want.runs) },
-      { what: 'plan result comments (success)', expected: want.plan, recorded: `${got.plan} (failed: ${got.planFailed})`, check: chk(got.plan === want.plan) },
-      { what: 'final atlantis/plan statuses (success) / pending', expected: `${want.planStatuses} / ${want.planStatuses}`, recorded: `${success} / ${pending}`, check: chk(success === want.planStatuses && pending === want.planStatuses) },
-      { what: 'PRs whose plan comments and statuses match their own commands', expected: prs.length, recorded: prs.length - misplaced, check: chk(misplaced === 0) },
+      {
+        what: 'plan result comments (success)',
+        expected: want.plan,
+        recorded: `${got.plan} (failed: ${got.planFailed})`,
+        check: chk(got.plan === want.plan),
+      },
+      {
+        what: 'final atlantis/plan statuses (success) / pending',
+        expected: `${want.planStatuses} / ${want.planStatuses}`,
+        recorded: `${success} / ${pending}`,
+        check: chk(success === want.planStatuses && pending === want.planStatuses),
+      },
+      {
+        what: 'PRs whose plan comments and statuses match their own commands',
+        expected: prs.length,
+        recorded: prs.length - misplaced,
+        check: chk(misplaced === 0),
+      },
       { what: 'unlock comments', expected: want.unlock, recorded: got.unlock, check: chk(got.unlock === want.unlock) },
-      { what: 'help / did-you-mean replies', expected: `${want.help} / ${want['did-you-mean']}`, recorded: `${got.help} / ${got['did-you-mean']}`, check: chk(got.help === want.help && got['did-you-mean'] === want['did-you-mean']) },
-      { what: 'bot comments in all (none extra)', expected: wantComments, recorded: comments.length, check: chk(comments.length === wantComments) },
+      {
+        what: 'help / did-you-mean replies',
+        expected: `${want.help} / ${want['did-you-mean']}`,
+        recorded: `${got.help} / ${got['did-you-mean']}`,
+        check: chk(got.help === want.help && got['did-you-mean'] === want['did-you-mean']),
+      },
+      {
+        what: 'bot comments in all (none extra)',
+        expected: wantComments,
+        recorded: comments.length,
+        check: chk(comments.length === wantComments),
+      },
       { what: ':eyes: reactions on command comments', expected: want.reactions, recorded: eyes, check: chk(eyes === want.reactions) },
-      { what: 'GitHub calls failed after retries / warn+error log lines', expected: '0 / 0', recorded: `${ghFailures} / ${logErrors.length}`, check: ghFailures + logErrors.length === 0 ? 'OK' : 'note' },
+      {
+        what: 'GitHub calls failed after retries / warn+error log lines',
+        expected: '0 / 0',
+        recorded: `${ghFailures} / ${logErrors.length}`,
+        check: ghFailures + logErrors.length === 0 ? 'OK' : 'note',
+      },
     ]);
-    if (late > 0) console.log(`  late webhooks were sent at (s after the first): ${results.map((r, i) => ({ r, i })).filter(({ r }) => r.status === -1).map(({ r, i }) => `burst-${i}@+${(r.at / 1000).toFixed(1)}`).slice(0, 40).join(' ')}`);
-    for (const m of mismatched.slice(0, 5)) console.log(`  mismatch: ${m.h.kind} on #${m.h.pull}, sent at +${(m.r.at / 1000).toFixed(1)} s: got ${m.r.status} ${JSON.stringify(m.r.body.slice(0, 120))}${m.r.error ? ` (${m.r.error})` : ''}, expected ${m.h.expect.status} ${JSON.stringify(m.h.expect.body)}`);
+    if (late > 0)
+      console.log(
+        `  late webhooks were sent at (s after the first): ${results
+          .map((r, i) => ({ r, i }))
+          .filter(({ r }) => r.status === -1)
+          .map(({ r, i }) => `burst-${i}@+${(r.at / 1000).toFixed(1)}`)
+          .slice(0, 40)
+          .join(' ')}`,
+      );
+    for (const m of mismatched.slice(0, 5))
+      console.log(
+        `  mismatch: ${m.h.kind} on #${m.h.pull}, sent at +${(m.r.at / 1000).toFixed(1)} s: got ${m.r.status} ${JSON.stringify(m.r.body.slice(0, 120))}${m.r.error ? ` (${m.r.error})` : ''}, expected ${m.h.expect.status} ${JSON.stringify(m.h.expect.body)}`,
+      );
     for (const l of logErrors.slice(0, 5)) console.log(`  server log: ${l.slice(0, 300)}`);
 
     const poolOk = tf.maxRunning <= POOL && tfMaxSampled <= POOL;
     const poolReached = tf.maxRunning === POOL;
     const maxOps = Math.max(0, ...burstSamples.ops);
     printTable(`concurrency (--parallel-pool-size ${POOL})`, [
-      { measure: 'terraform processes at once, exact (server debug log, event order)', max: tf.maxRunning, pool: POOL, check: chk(tf.maxRunning <= POOL && poolReached) },
-      { measure: `terraform processes at once, sampled (/proc children, ${childSamples} samples)`, max: tfMaxSampled, pool: POOL, check: chk(tfMaxSampled <= POOL) },
+      {
+        measure: 'terraform processes at once, exact (server debug log, event order)',
+        max: tf.maxRunning,
+        pool: POOL,
+        check: chk(tf.maxRunning <= POOL && poolReached),
+      },
+      {
+        measure: `terraform processes at once, sampled (/proc children, ${childSamples} samples)`,
+        max: tfMaxSampled,
+        pool: POOL,
+        check: chk(tfMaxSampled <= POOL),
+      },
       { measure: 'git processes at once, sampled (checkouts; not pool-bound)', max: gitMaxSampled, pool: '-', check: '-' },
       { measure: 'operations in progress (/status: accepted, running or queued)', max: maxOps, pool: '-', check: '-' },
-      { measure: `terraform processes started (init + plan per run) / time with the pool full`, max: `${tf.processes} / ${(tf.fullMs / 1000).toFixed(1)} s`, pool: '-', check: '-' },
+      {
+        measure: `terraform processes started (init + plan per run) / time with the pool full`,
+        max: `${tf.processes} / ${(tf.fullMs / 1000).toFixed(1)} s`,
+        pool: '-',
+        check: '-',
+      },
     ]);
 
     const intake = window(burstSamples, sendStart, sendEnd);
@@ -551,7 +479,15 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     const burstEnd = Math.min(doneAt, lastBusy);
     const processing = window(burstSamples, sendEnd, burstEnd);
     const whole = window(burstSamples, sendStart, burstEnd);
-    const lat = (c: string, s: LatencySummary) => ({ case: c, n: s.n, errors: s.errors, p50: fmtMs(s.p50), p99: fmtMs(s.p99), max: fmtMs(s.max), 'p99 vs idle': `${(s.p99 / idle.p99).toFixed(2)}x` });
+    const lat = (c: string, s: LatencySummary) => ({
+      case: c,
+      n: s.n,
+      errors: s.errors,
+      p50: fmtMs(s.p50),
+      p99: fmtMs(s.p99),
+      max: fmtMs(s.max),
+      'p99 vs idle': `${(s.p99 / idle.p99).toFixed(2)}x`,
+    });
     printTable(`/status latency (sequential GETs from a worker thread, ${GAP_MS} ms apart)`, [
       lat('idle (before the burst)', idle),
       lat(`webhooks arriving (${(sendMs / 1000).toFixed(1)} s)`, intake),
@@ -562,7 +498,11 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     const mib = (k: number) => `${(k / 1024).toFixed(1)} MiB`;
     printTable('server memory (/proc/<pid>/status)', [
       { what: 'idle RSS (before the burst)', value: mib(idleRssKiB), 'vs idle': '1.00x' },
-      { what: 'RSS when the last webhook was answered', value: mib(rssAfterIntakeKiB), 'vs idle': `${(rssAfterIntakeKiB / idleRssKiB).toFixed(2)}x` },
+      {
+        what: 'RSS when the last webhook was answered',
+        value: mib(rssAfterIntakeKiB),
+        'vs idle': `${(rssAfterIntakeKiB / idleRssKiB).toFixed(2)}x`,
+      },
       { what: 'peak RSS (VmHWM)', value: mib(serverPeakKiB), 'vs idle': `${(serverPeakKiB / idleRssKiB).toFixed(2)}x` },
       { what: 'process host worker peak RSS (VmHWM; starts with the first child process)', value: mib(hostPeakKiB), 'vs idle': '-' },
       { what: 'peak RSS, server + process host worker', value: mib(peakKiB), 'vs idle': `${(peakKiB / idleRssKiB).toFixed(2)}x` },
@@ -570,17 +510,28 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
       { what: 'RSS after the burst', value: mib(endRssKiB), 'vs idle': `${(endRssKiB / idleRssKiB).toFixed(2)}x` },
     ]);
 
-    console.log(`server event loop: max lag ${fmtMs(intakeLagMax * 1000)} while webhooks arrived, ${fmtMs(processingLagMax * 1000)} after; server CPU ${intakeCpu.toFixed(1)} s while webhooks arrived (${(sendMs / 1000).toFixed(1)} s), ${burstCpu.toFixed(1)} s for the whole burst; `
-      + `bench process (client + GitHub stand-in): CPU ${((ownCpu.user + ownCpu.system) / 1e6).toFixed(1)} s, main-thread max lag ${fmtMs(ownLagMax)}`);
+    console.log(
+      `server event loop: max lag ${fmtMs(intakeLagMax * 1000)} while webhooks arrived, ${fmtMs(processingLagMax * 1000)} after; server CPU ${intakeCpu.toFixed(1)} s while webhooks arrived (${(sendMs / 1000).toFixed(1)} s), ${burstCpu.toFixed(1)} s for the whole burst; ` +
+        `bench process (client + GitHub stand-in): CPU ${((ownCpu.user + ownCpu.system) / 1e6).toFixed(1)} s, main-thread max lag ${fmtMs(ownLagMax)}`,
+    );
     const loadAfter = loadavg();
-    console.log(`webhooks: ${hooks.length} sent in ${(sendMs / 1000).toFixed(2)} s (${(hooks.length / (sendMs / 1000)).toFixed(0)}/s), answer p50 ${fmtMs(answers.p50)} p99 ${fmtMs(answers.p99)} max ${fmtMs(answers.max)}; `
-      + `last operation finished ${((burstEnd - sendStart) / 1000).toFixed(1)} s after the first webhook (${tf.jobs} terraform runs, ${(tf.jobs / ((burstEnd - sendStart) / 1000)).toFixed(1)} runs/s)`);
-    console.log(`load average before ${loadBefore.map((x) => x.toFixed(2)).join(' ')}, after ${loadAfter.map((x) => x.toFixed(2)).join(' ')}; bench took ${((Date.now() - benchStart) / 1000).toFixed(0)} s`);
+    console.log(
+      `webhooks: ${hooks.length} sent in ${(sendMs / 1000).toFixed(2)} s (${(hooks.length / (sendMs / 1000)).toFixed(0)}/s), answer p50 ${fmtMs(answers.p50)} p99 ${fmtMs(answers.p99)} max ${fmtMs(answers.max)}; ` +
+        `last operation finished ${((burstEnd - sendStart) / 1000).toFixed(1)} s after the first webhook (${tf.jobs} terraform runs, ${(tf.jobs / ((burstEnd - sendStart) / 1000)).toFixed(1)} runs/s)`,
+    );
+    console.log(
+      `load average before ${loadBefore.map((x) => x.toFixed(2)).join(' ')}, after ${loadAfter.map((x) => x.toFixed(2)).join(' ')}; bench took ${((Date.now() - benchStart) / 1000).toFixed(0)} s`,
+    );
     const latencyOk = whole.p99 < 50 && whole.errors === 0 && idle.errors === 0;
-    console.log(`late (no answer within ${GITHUB_TIMEOUT_MS / 1000} s): ${late} (${chk(late === 0)}); lost: ${lost === 0 ? 'none' : `${lost} discrepancies`} (${chk(lost === 0)}); pool: max ${tf.maxRunning} exact / ${tfMaxSampled} sampled of ${POOL} (${chk(poolOk && poolReached)}); `
-      + `/status p99 during the burst ${fmtMs(whole.p99)} (target < 50 ms, ${(whole.p99 / idle.p99).toFixed(2)}x idle): ${chk(latencyOk)}; peak RSS with the process host ${mib(peakKiB)} (${(peakKiB / idleRssKiB).toFixed(2)}x idle)`);
+    console.log(
+      `late (no answer within ${GITHUB_TIMEOUT_MS / 1000} s): ${late} (${chk(late === 0)}); lost: ${lost === 0 ? 'none' : `${lost} discrepancies`} (${chk(lost === 0)}); pool: max ${tf.maxRunning} exact / ${tfMaxSampled} sampled of ${POOL} (${chk(poolOk && poolReached)}); ` +
+        `/status p99 during the burst ${fmtMs(whole.p99)} (target < 50 ms, ${(whole.p99 / idle.p99).toFixed(2)}x idle): ${chk(latencyOk)}; peak RSS with the process host ${mib(peakKiB)} (${(peakKiB / idleRssKiB).toFixed(2)}x idle)`,
+    );
     console.log(`server log: ${dataDir}/server.log`);
-    if (!running(server)) console.log(`server exited during the burst (code ${server.child.exitCode}, signal ${server.child.signalCode}):\n${server.output().slice(-3000)}`);
+    if (!running(server))
+      console.log(
+        `server exited during the burst (code ${server.child.exitCode}, signal ${server.child.signalCode}):\n${server.output().slice(-3000)}`,
+      );
     return { ok: late === 0 && lost === 0 && poolOk && poolReached && latencyOk && running(server) };
   } finally {
     if (server && running(server)) {

@@ -22,7 +22,11 @@ function timeDirectPlan(cloneUrl: string, branch: string, dir: string): number {
   const cwd = path.join(work, dir);
   const t0 = performance.now();
   execFileSync(TERRAFORM, ['init', '-no-color', '-input=false'], { cwd, stdio: 'pipe', env: { ...process.env, TF_IN_AUTOMATION: 'true' } });
-  execFileSync(TERRAFORM, ['plan', '-no-color', '-input=false', '-out=direct.tfplan'], { cwd, stdio: 'pipe', env: { ...process.env, TF_IN_AUTOMATION: 'true' } });
+  execFileSync(TERRAFORM, ['plan', '-no-color', '-input=false', '-out=direct.tfplan'], {
+    cwd,
+    stdio: 'pipe',
+    env: { ...process.env, TF_IN_AUTOMATION: 'true' },
+  });
   return performance.now() - t0;
 }
 
@@ -47,17 +51,34 @@ export async function benchWorkflowOverhead(): Promise<{ ok: boolean }> {
       await env.comment(url, pull, `atlantis plan -d ${dir}`);
       await env.waitForComment(pull, /^Ran Plan for dir/, { timeoutMs: 60_000, pollMs: 5 });
       const serverMs = performance.now() - t0;
-      const planLine = server.output().slice(logOffset).split('\n').find((l) => l.includes('"msg":"Process started"') && l.includes('"plan"'));
+      const planLine = server
+        .output()
+        .slice(logOffset)
+        .split('\n')
+        .find((l) => l.includes('"msg":"Process started"') && l.includes('"plan"'));
       const planStartedAt = planLine ? Date.parse((JSON.parse(planLine) as { time: string }).time) : NaN;
       rows.push({ toPlanStart: planStartedAt - sentAt, server: serverMs, direct });
     }
-    const med = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
+    const med = (xs: number[]) =>
+      percentile(
+        [...xs].sort((a, b) => a - b),
+        50,
+      );
     const overhead = rows.map((r) => r.server - r.direct);
-    printTable('plan through the server vs terraform run directly (ms)', rows.map((r, i) => ({
-      run: i + 1, 'webhook->plan started': r.toPlanStart.toFixed(0), 'server wall': r.server.toFixed(0), 'direct init+plan': r.direct.toFixed(0), overhead: (r.server - r.direct).toFixed(0),
-    })));
+    printTable(
+      'plan through the server vs terraform run directly (ms)',
+      rows.map((r, i) => ({
+        run: i + 1,
+        'webhook->plan started': r.toPlanStart.toFixed(0),
+        'server wall': r.server.toFixed(0),
+        'direct init+plan': r.direct.toFixed(0),
+        overhead: (r.server - r.direct).toFixed(0),
+      })),
+    );
     const medOverhead = med(overhead);
-    console.log(`median webhook->plan started: ${med(rows.map((r) => r.toPlanStart)).toFixed(0)} ms; median overhead: ${medOverhead.toFixed(0)} ms (target < 300 ms): ${medOverhead < 300 ? 'OK' : 'MISSED'}; ratio server/direct: ${(med(rows.map((r) => r.server)) / med(rows.map((r) => r.direct))).toFixed(2)}x`);
+    console.log(
+      `median webhook->plan started: ${med(rows.map((r) => r.toPlanStart)).toFixed(0)} ms; median overhead: ${medOverhead.toFixed(0)} ms (target < 300 ms): ${medOverhead < 300 ? 'OK' : 'MISSED'}; ratio server/direct: ${(med(rows.map((r) => r.server)) / med(rows.map((r) => r.direct))).toFixed(2)}x`,
+    );
     return { ok: medOverhead < 300 };
   } finally {
     server.child.kill('SIGTERM');
