@@ -2,31 +2,16 @@
 // SERVER_FLAGS, and what each kind of setting does at start; --disable-apply, --gh-team-allowlist
 // parsing and matching; duration bounds.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { ATLANTIS_FLAGS, judgeAtlantisFlags } from '../src/config/atlantis-flags.js';
 import { parseFlags, UsageError } from '../src/config/flags.js';
-import { buildServerConfig, SERVER_FLAGS } from '../src/server/config.js';
+import { SERVER_FLAGS } from '../src/server/config.js';
 import { ACCEPTED_COMMAND_NAMES, RUNNABLE_COMMANDS } from '../src/server/workflow/commands.js';
 import { TeamAllowlistError, noPermissionComment, parseTeamAllowlist, teamAllows } from '../src/server/workflow/team-allowlist.js';
+import { configWithRequiredFlags } from './support/server-config.js';
 
-const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-atlflags-'));
-const required = [
-  '--repo-allowlist',
-  'github.com/acme/*',
-  '--gh-user',
-  'bot',
-  '--gh-token',
-  'tok',
-  '--gh-webhook-secret',
-  's3cret',
-  '--data-dir',
-  dataDir,
-];
-const config = (argv: string[], env: NodeJS.ProcessEnv = {}) =>
-  buildServerConfig(parseFlags([...required, ...argv], SERVER_FLAGS, env).values);
+const config = configWithRequiredFlags('ato-atlflags-');
 
 function usageError(fn: () => unknown): string {
   try {

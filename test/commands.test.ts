@@ -2,12 +2,7 @@
 // flags and the comment parser read: whatever --allow-commands accepts, a comment either runs
 // or gets the "unknown command" answer, and the config says which beforehand.
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { describe, it } from 'node:test';
-import { parseFlags } from '../src/config/flags.js';
-import { buildServerConfig, SERVER_FLAGS } from '../src/server/config.js';
 import {
   ACCEPTED_COMMAND_NAMES,
   ACCEPTED_NOT_RUN,
@@ -16,22 +11,9 @@ import {
   resolveAllowCommands,
 } from '../src/server/workflow/commands.js';
 import { parseComment } from '../src/server/workflow/comment-parser.js';
+import { configWithRequiredFlags } from './support/server-config.js';
 
-const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-commands-'));
-const required = [
-  '--repo-allowlist',
-  'github.com/acme/*',
-  '--gh-user',
-  'bot',
-  '--gh-token',
-  'tok',
-  '--gh-webhook-secret',
-  's3cret',
-  '--data-dir',
-  dataDir,
-];
-const config = (argv: string[], env: NodeJS.ProcessEnv = {}) =>
-  buildServerConfig(parseFlags([...required, ...argv], SERVER_FLAGS, env).values);
+const config = configWithRequiredFlags('ato-commands-');
 
 /** What a comment naming `name` gets from the parser under the server's settings. */
 function commentOutcome(name: string, argv: string[]): 'runs' | 'unknown command' | string {

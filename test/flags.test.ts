@@ -1,25 +1,13 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { formatDuration, parseDuration } from '../src/config/duration.js';
 import { parseFlags, UsageError } from '../src/config/flags.js';
 import { buildServerConfig, SERVER_FLAGS } from '../src/server/config.js';
+import { requiredFlags } from './support/server-config.js';
 
-const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-flags-'));
-const required = [
-  '--repo-allowlist',
-  'github.com/acme/*',
-  '--gh-user',
-  'bot',
-  '--gh-token',
-  'tok',
-  '--gh-webhook-secret',
-  's3cret',
-  '--data-dir',
-  dataDir,
-];
+const { flags: required, dataDir } = requiredFlags('ato-flags-');
 
 function config(argv: string[], env: NodeJS.ProcessEnv = {}) {
   return buildServerConfig(parseFlags(argv, SERVER_FLAGS, env).values);

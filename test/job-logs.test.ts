@@ -1,13 +1,10 @@
 // Which job logs are deleted (jobLogsToPrune) and how often the pruner looks (pruneIntervalMs),
 // as tables; the flags that set them.
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { describe, it } from 'node:test';
-import { parseFlags, UsageError } from '../src/config/flags.js';
-import { buildServerConfig, SERVER_FLAGS } from '../src/server/config.js';
+import { UsageError } from '../src/config/flags.js';
 import { type JobLogEntry, type JobLogRetention, jobLogsToPrune, pruneIntervalMs } from '../src/server/workflow/job-logs.js';
+import { configWithRequiredFlags } from './support/server-config.js';
 
 const NOW = Date.parse('2026-06-01T12:00:00Z');
 const MIN = 60_000;
@@ -121,21 +118,7 @@ describe('pruneIntervalMs', () => {
 });
 
 describe('job log flags', () => {
-  const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-joblog-flags-'));
-  const required = [
-    '--repo-allowlist',
-    'github.com/acme/*',
-    '--gh-user',
-    'bot',
-    '--gh-token',
-    'tok',
-    '--gh-webhook-secret',
-    's3cret',
-    '--data-dir',
-    dataDir,
-  ];
-  const config = (argv: string[], env: NodeJS.ProcessEnv = {}) =>
-    buildServerConfig(parseFlags([...required, ...argv], SERVER_FLAGS, env).values);
+  const config = configWithRequiredFlags('ato-joblog-flags-');
   it('default: 7 days and 1000 logs', () => {
     const c = config([]);
     assert.deepEqual([c.jobLogRetentionMs, c.jobLogMaxCount], [7 * DAY, 1000]);

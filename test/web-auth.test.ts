@@ -1,13 +1,9 @@
 // --web-basic-auth: the pure decision (which paths are open, how the header is read) as a
 // table, and the flags in their command-line and env forms.
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { describe, it } from 'node:test';
-import { parseFlags } from '../src/config/flags.js';
-import { buildServerConfig, SERVER_FLAGS } from '../src/server/config.js';
 import { decideWebAuth, parseBasicAuth } from '../src/server/http/web-auth.js';
+import { configWithRequiredFlags } from './support/server-config.js';
 
 const basic = (user: string, pass: string) => `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`;
 const AUTH = { username: 'ops', password: 'p4ss:w0rd' };
@@ -69,21 +65,7 @@ describe('parseBasicAuth', () => {
 });
 
 describe('web basic auth flags', () => {
-  const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-webauth-flags-'));
-  const required = [
-    '--repo-allowlist',
-    'github.com/acme/*',
-    '--gh-user',
-    'bot',
-    '--gh-token',
-    'tok',
-    '--gh-webhook-secret',
-    's3cret',
-    '--data-dir',
-    dataDir,
-  ];
-  const config = (argv: string[], env: NodeJS.ProcessEnv = {}) =>
-    buildServerConfig(parseFlags([...required, ...argv], SERVER_FLAGS, env).values);
+  const config = configWithRequiredFlags('ato-webauth-flags-');
 
   it("is off by default, with Atlantis's default username and password", () => {
     const c = config([]);
