@@ -2,10 +2,9 @@
 // its place. The repo is the pull request's: hostile input, bounded before use.
 import fs from 'node:fs';
 import path from 'node:path';
-import YAML from 'yaml';
 import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, compilePatternList } from '../when-modified.js';
 import { cleanedRepoDir, isValidWorkspace } from '../repo-dir.js';
-import { Problems, checkKeys, isObj, parseApplyRequirements, parseWorkflows, strList } from './schema.js';
+import { Problems, checkKeys, isObj, parseApplyRequirements, parseWorkflows, strList, readYaml } from './schema.js';
 import { ATLANTIS_YAML, DEFAULT_WHEN_MODIFIED, DEFAULT_WORKSPACE, type ProjectConfig, type RepoConfig, RepoConfigError } from './types.js';
 
 /**
@@ -63,13 +62,7 @@ const TOP_IGNORED = [
 export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serverWorkflows?: readonly string[] } = {}): RepoConfig {
   const p = new Problems();
   const warnings: string[] = [];
-  const doc = YAML.parseDocument(text, { uniqueKeys: true });
-  if (doc.errors.length > 0)
-    throw new RepoConfigError(
-      file,
-      doc.errors.map((e) => `YAML: ${e.message.split('\n')[0]}`),
-    );
-  const root: unknown = doc.toJS();
+  const root: unknown = readYaml(text, file);
   if (!isObj(root)) throw new RepoConfigError(file, ['must be a YAML map with at least "version: 3"']);
   checkKeys(root, TOP_KEYS, TOP_IGNORED, '', p, warnings);
   if (root.version === undefined) p.add('version', 'is required; only version 3 is supported');

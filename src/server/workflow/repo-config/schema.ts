@@ -1,6 +1,7 @@
 // The validation both YAML schemas share: problems collected with their place, key checks
 // (unknown keys refused, keys Atlantis knows but this server ignores warned about), and the
 // workflows, steps and apply requirements that both files may declare. Pure.
+import YAML from 'yaml';
 import {
   APPLY_REQUIREMENTS,
   type ApplyRequirement,
@@ -9,9 +10,21 @@ import {
   DEFAULT_WORKFLOW,
   type Step,
   type Workflow,
+  RepoConfigError,
 } from './types.js';
 
 export type Obj = Record<string, unknown>;
+
+/** The YAML document of `file` as plain data; duplicate keys and syntax errors are refused. */
+export function readYaml(text: string, file: string): unknown {
+  const doc = YAML.parseDocument(text, { uniqueKeys: true });
+  if (doc.errors.length > 0)
+    throw new RepoConfigError(
+      file,
+      doc.errors.map((e) => `YAML: ${e.message.split('\n')[0]}`),
+    );
+  return doc.toJS();
+}
 
 export class Problems {
   readonly list: string[] = [];

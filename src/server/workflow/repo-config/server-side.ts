@@ -1,8 +1,7 @@
 // The server-side repo config (--repo-config, --repo-config-json; Atlantis's "server side
 // repo config", repos.yaml): per-repo rules the operator sets, and the settings that apply
 // to one repo. Trusted input, still validated so a typo fails at start.
-import YAML from 'yaml';
-import { Problems, checkKeys, isObj, parseApplyRequirements, parseWorkflows, strList } from './schema.js';
+import { Problems, checkKeys, isObj, parseApplyRequirements, parseWorkflows, strList, readYaml } from './schema.js';
 import { type ApplyRequirement, RepoConfigError, type Workflow } from './types.js';
 
 export interface ServerRepoRule {
@@ -23,13 +22,7 @@ export interface ServerSideRepoConfig {
 export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): ServerSideRepoConfig {
   const p = new Problems();
   const warnings: string[] = [];
-  const doc = YAML.parseDocument(text, { uniqueKeys: true });
-  if (doc.errors.length > 0)
-    throw new RepoConfigError(
-      file,
-      doc.errors.map((e) => `YAML: ${e.message.split('\n')[0]}`),
-    );
-  const root: unknown = doc.toJS() ?? {};
+  const root: unknown = readYaml(text, file) ?? {};
   if (!isObj(root)) throw new RepoConfigError(file, ['must be a YAML map']);
   checkKeys(root, ['repos', 'workflows'], ['policies', 'metrics', 'team_authz'], '', p, warnings);
   const workflows = parseWorkflows(root.workflows, 'workflows', p, warnings);
