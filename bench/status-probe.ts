@@ -1,8 +1,9 @@
 // The /status latency probe of the webhook-burst bench: a worker thread that asks /status at a steady pace, so the busy bench loop does not delay its samples.
 import { Worker } from 'node:worker_threads';
 import { type LatencySummary, summarize } from './support.js';
+
 const PROBE = `
-export const { parentPort, workerData } = require('node:worker_threads');
+const { parentPort, workerData } = require('node:worker_threads');
 let stop = false;
 parentPort.on('message', (m) => { if (m === 'stop') stop = true; });
 (async () => {
