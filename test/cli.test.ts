@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { type CliProcess, runCli, startCli, waitForHttp } from './support/cli.js';
+import { type CliProcess, minimalServerArgs, runCli, startCli, waitForHttp } from './support/cli.js';
 
 const children: CliProcess[] = [];
 after(() => {
@@ -16,22 +16,7 @@ function serverArgs(dataDir: string): { args: string[]; url: string } {
   const host = `127.0.33.${nextHost++}`;
   return {
     url: `http://${host}:4141`,
-    args: [
-      'server',
-      '--bind-address',
-      host,
-      '--port',
-      '4141',
-      '--data-dir',
-      dataDir,
-      '--repo-allowlist',
-      'github.com/acme/*',
-      '--gh-user',
-      'bot',
-      '--gh-token',
-      'tok',
-      '--insecure-no-webhook-secret',
-    ],
+    args: minimalServerArgs(dataDir, host),
   };
 }
 

@@ -8,34 +8,15 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { isRecordedProcess, processIdentity, readPidFile, writePidFile } from '../src/server/drain/pid-file.js';
-import { type CliProcess, runCli, startCli, waitForHttp } from './support/cli.js';
+import { type CliProcess, minimalServerArgs, runCli, startCli, waitForHttp } from './support/cli.js';
 
 const children: CliProcess[] = [];
 after(() => {
   for (const c of children) c.child.kill('SIGKILL');
 });
 
-function serverArgs(dataDir: string, host: string): string[] {
-  return [
-    'server',
-    '--bind-address',
-    host,
-    '--port',
-    '4141',
-    '--data-dir',
-    dataDir,
-    '--repo-allowlist',
-    'github.com/acme/*',
-    '--gh-user',
-    'bot',
-    '--gh-token',
-    'tok',
-    '--insecure-no-webhook-secret',
-  ];
-}
-
 async function startServer(dataDir: string, host: string): Promise<CliProcess> {
-  const p = startCli(serverArgs(dataDir, host));
+  const p = startCli(minimalServerArgs(dataDir, host));
   children.push(p);
   await waitForHttp(`http://${host}:4141/healthz`).catch((e: Error) => {
     throw new Error(`${e.message}\n${p.output()}`);
@@ -99,7 +80,7 @@ describe('one server per data dir', () => {
     const pid = first.child.pid!;
     assert.equal(readPidFile(dataDir)?.pid, pid);
 
-    const second = runCli(serverArgs(dataDir, '127.0.163.52'));
+    const second = runCli(minimalServerArgs(dataDir, '127.0.163.52'));
     assert.equal(second.code, 2, second.stderr + second.stdout);
     assert.equal(
       second.stderr.trim(),

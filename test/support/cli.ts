@@ -78,3 +78,23 @@ export async function waitForHttp(url: string, timeoutMs = 15_000): Promise<void
   }
   throw new Error(`${url} did not answer within ${timeoutMs} ms`);
 }
+
+/** `server` with the fewest flags it starts with (no webhook secret), on `host`:4141. */
+export function minimalServerArgs(dataDir: string, host: string): string[] {
+  return [
+    'server',
+    '--bind-address',
+    host,
+    '--port',
+    '4141',
+    '--data-dir',
+    dataDir,
+    '--repo-allowlist',
+    'github.com/acme/*',
+    '--gh-user',
+    'bot',
+    '--gh-token',
+    'tok',
+    '--insecure-no-webhook-secret',
+  ];
+}
