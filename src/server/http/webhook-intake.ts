@@ -174,9 +174,9 @@ export class WebhookIntake {
       connection: 'close',
     };
     if (status === 503) headers['retry-after'] = '1';
+    lingerAfterAnswer(req);
     res.writeHead(status, headers);
     res.end(body);
-    res.once('finish', () => linger(req));
   }
 }
 
@@ -184,15 +184,19 @@ export class WebhookIntake {
 const LINGER_MS = 2000;
 
 /**
- * Closes the connection of a request answered before its body ended. Destroying the socket
- * while the client still sends would reset the connection, and a reset can discard our answer
- * before the client reads it; so the rest of the body is read and dropped for a bounded time
- * (a lingering close, as HTTP servers do), then the socket is destroyed.
+ * Closes the connection of a request answered before its body ended. Node's server destroys a
+ * `Connection: close` socket as soon as the answer is written; while the client still sends,
+ * that resets the connection, and a reset can discard the answer before the client reads it.
+ * So only our side is ended (the client reads the answer, then sees the end), the rest of the
+ * body is read and dropped, and the socket is destroyed when the client stops or after a
+ * bounded time (a lingering close, as HTTP servers do). Must run before the answer is sent.
  */
-function linger(req: IncomingMessage): void {
-  if (req.complete || req.socket.destroyed) return;
+function lingerAfterAnswer(req: IncomingMessage): void {
+  const socket = req.socket;
+  if (req.complete || socket.destroyed) return;
+  socket.destroySoon = () => socket.end();
   req.resume();
-  const timer = setTimeout(() => req.destroy(), LINGER_MS);
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS);
   timer.unref();
-  req.socket.once('close', () => clearTimeout(timer));
+  socket.once('close', () => clearTimeout(timer));
 }
