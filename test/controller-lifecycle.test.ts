@@ -313,10 +313,15 @@ describe('AtlantisDeployment lifecycle', () => {
       [[`${NAME}-0`]],
       'pod 0 reads only its own pod again',
     );
-    const reapplied = written('applied').map((l) => l.fields.name);
-    assert.ok(
-      reapplied.includes(NAME) && reapplied.includes(`${NAME}-atlantis-0`),
-      `the edited objects were applied: ${JSON.stringify(reapplied)}`,
+    // The controller logs an apply after the API server answered it, so the restored object can
+    // be seen before the line: wait for the controller's own log, not for our GET.
+    const reapplied = await waitFor(
+      'the controller logged both applies',
+      () => {
+        const names = written('applied').map((l) => l.fields.name);
+        return names.includes(NAME) && names.includes(`${NAME}-atlantis-0`) ? names : undefined;
+      },
+      { timeoutMs: 30_000 },
     );
     assert.ok(
       reapplied.every((n) => n === NAME || n === `${NAME}-atlantis-0`),
