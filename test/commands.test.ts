@@ -35,11 +35,17 @@ describe('the command registry', () => {
     const cases: Array<[string[], ReturnType<typeof resolveAllowCommands>]> = [
       [['plan', 'version'], { allowed: ['version', 'plan'], ignored: [] }],
       [['all'], { allowed: [...RUNNABLE_COMMANDS], ignored: [] }],
+      // Atlantis's default list, and its order for the "Available commands" answer.
       [
-        ['plan', 'approve_policies', 'approve_policies'],
-        { allowed: ['plan'], ignored: [{ name: 'approve_policies', why: 'policy checks are not implemented' }] },
+        ['version', 'plan', 'apply', 'unlock', 'approve_policies', 'cancel'],
+        { allowed: ['version', 'plan', 'apply', 'cancel', 'unlock', 'approve_policies'], ignored: [] },
       ],
-      [['plan', 'destroy', 'cancel'], { allowed: ['plan'], ignored: [], unknown: 'destroy' }],
+      [['plan', 'plan', 'plan'], { allowed: ['plan'], ignored: [] }],
+      [
+        ['plan', 'policy_check', 'policy_check'],
+        { allowed: ['plan'], ignored: [{ name: 'policy_check', why: 'it is not a comment command' }] },
+      ],
+      [['plan', 'destroy', 'cancel'], { allowed: ['plan', 'cancel'], ignored: [], unknown: 'destroy' }],
       [[], { allowed: [], ignored: [] }],
     ];
     for (const [list, want] of cases) assert.deepEqual(resolveAllowCommands(list), want, list.join(','));
@@ -61,22 +67,28 @@ describe('the command registry', () => {
     }
   });
 
-  it('approve_policies: accepted with a warning (policy checks are refused at start), never runs, not listed as available', () => {
-    const c = config([], { ATLANTIS_ALLOW_COMMANDS: 'version,plan,apply,unlock,approve_policies' });
-    assert.deepEqual(c.allowCommands, ['version', 'plan', 'apply', 'unlock']);
-    assert.deepEqual(c.flagWarnings, [
-      '--allow-commands (ATLANTIS_ALLOW_COMMANDS) names approve_policies, but this server ignores it: policy checks are not implemented',
+  it("accepts Atlantis's default --allow-commands, and policy_check with a warning as a name no comment runs", () => {
+    assert.deepEqual(DEFAULT_ALLOW_COMMANDS, ['version', 'plan', 'apply', 'unlock', 'approve_policies', 'cancel']);
+    const c = config([], { ATLANTIS_ALLOW_COMMANDS: 'version,plan,apply,unlock,approve_policies,cancel' });
+    assert.deepEqual(c.allowCommands, ['version', 'plan', 'apply', 'cancel', 'unlock', 'approve_policies']);
+    assert.deepEqual(c.flagWarnings, []);
+    assert.deepEqual(config([]).allowCommands, c.allowCommands, 'the default is the same list');
+    const p = config([], { ATLANTIS_ALLOW_COMMANDS: 'plan,policy_check' });
+    assert.deepEqual(p.allowCommands, ['plan']);
+    assert.deepEqual(p.flagWarnings, [
+      '--allow-commands (ATLANTIS_ALLOW_COMMANDS) names policy_check, but this server ignores it: it is not a comment command',
     ]);
-    const r = parseComment('atlantis approve_policies', { ghUser: c.ghUser, allowCommands: c.allowCommands });
+    const r = parseComment('atlantis policy_check', { ghUser: p.ghUser, allowCommands: p.allowCommands });
     assert.deepEqual(r, {
       kind: 'reply',
       error: true,
-      body: '```\nError: unknown command "approve_policies".\nRun \'atlantis --help\' for usage.\nAvailable commands(--allow-commands): version, plan, apply, unlock\n```',
+      body: '```\nError: unknown command "policy_check".\nRun \'atlantis --help\' for usage.\nAvailable commands(--allow-commands): plan\n```',
     });
     assert.deepEqual(config(['--allow-commands', 'all']).flagWarnings, [], '`all` names no command that runs nothing');
-    // Team rules may still name it, as in Atlantis's own settings.
-    assert.deepEqual(config(['--gh-team-allowlist', 'ops:approve_policies']).ghTeamAllowlist, [
+    // Team rules may name any of them, as in Atlantis's own settings.
+    assert.deepEqual(config(['--gh-team-allowlist', 'ops:approve_policies,ops:cancel']).ghTeamAllowlist, [
       { team: 'ops', command: 'approve_policies' },
+      { team: 'ops', command: 'cancel' },
     ]);
   });
 });

@@ -31,14 +31,18 @@ const PLAN_USAGE = `  -d, --dir string         Which directory to run plan in re
       --verbose            Append Atlantis log to comment.
   -w, --workspace string   Switch to this Terraform workspace before planning.
 `;
-const APPLY_USAGE = `      --auto-merge-disabled   Disable automerge after apply.
-  -d, --dir string            Apply the plan for this directory, relative to root of
-                              repo, ex. 'child/dir'.
-  -p, --project string        Apply the plan for this project. Refers to the name of
-                              the project configured in a repo config file. Cannot
-                              be used at same time as workspace or dir flags.
-      --verbose               Append Atlantis log to comment.
-  -w, --workspace string      Apply the plan for this Terraform workspace.
+const APPLY_USAGE = `      --auto-merge-disabled        Disable automerge after apply.
+      --auto-merge-method string   Specifies the merge method for the VCS if
+                                   automerge is enabled. (Currently only implemented
+                                   for GitHub)
+  -d, --dir string                 Apply the plan for this directory, relative to
+                                   root of repo, ex. 'child/dir'.
+  -p, --project string             Apply the plan for this project. Refers to the
+                                   name of the project configured in a repo config
+                                   file. Cannot be used at same time as workspace or
+                                   dir flags.
+      --verbose                    Append Atlantis log to comment.
+  -w, --workspace string           Apply the plan for this Terraform workspace.
 `;
 
 const err = (msg: string, cmd: string, usage: string): string => '```\nError: ' + msg + '.\nUsage of ' + cmd + ':\n' + usage + '```';
@@ -74,7 +78,7 @@ const cases: Case[] = [
   { c: 'atlantis plan\r\nsecond', e: { ignore: true } },
   { c: 'hello\natlantis plan', e: { ignore: true } },
   { c: '@someone-else plan', e: { ignore: true } },
-  { c: 'Atlantis plan', e: { reply: 'Did you mean to use `atlantis` instead of `Atlantis`?' } },
+  { c: 'Atlantis plan', e: { cmd: { name: 'plan' } } },
   { c: 'atlas plan', e: { ignore: true } },
   // trailing newlines (copy/paste from GitHub) still parse
   { c: 'atlantis plan\n\n', e: { cmd: { name: 'plan' } } },
@@ -84,7 +88,7 @@ const cases: Case[] = [
   { c: '@atlantis-bot plan', e: { cmd: { name: 'plan' } } },
   { c: 'atlantis apply', e: { cmd: { name: 'apply' } } },
   { c: 'tf plan', o: { ...OPTS, executableName: 'tf' }, e: { cmd: { name: 'plan' } } },
-  { c: 'atlantis plan', o: { ...OPTS, executableName: 'infra' }, e: { cmd: { name: 'plan' } } },
+  { c: 'atlantis plan', o: { ...OPTS, executableName: 'infra' }, e: { ignore: true } },
   // did you mean
   { c: 'terraform plan', e: { reply: DID_YOU_MEAN_COMMENT('atlantis', 'terraform') } },
   { c: 'terraform', e: { reply: 'Did you mean to use `atlantis` instead of `terraform`?' } },
@@ -101,7 +105,7 @@ const cases: Case[] = [
   { c: 'atlantis import -h', o: ALL, e: { reply: /^```\nUsage of import ADDRESS ID:\n/ } },
   // unknown command / not allowed
   { c: 'atlantis foo', e: { reply: unknownCmd('foo') } },
-  { c: 'atlantis Plan', e: { reply: unknownCmd('Plan') } },
+  { c: 'atlantis Plan', e: { cmd: { name: 'plan' } } },
   { c: 'atlantis import a b', e: { reply: unknownCmd('import') } },
   { c: 'atlantis state rm a', e: { reply: unknownCmd('state') } },
   { c: 'atlantis apply', o: { ...OPTS, allowCommands: ['plan'] }, e: { reply: unknownCmd('apply', 'plan') } },
@@ -171,12 +175,16 @@ const cases: Case[] = [
     e: { reply: err('using a relative path "a/../../b" with -d/--dir is not allowed', 'plan', PLAN_USAGE) },
   },
   { c: 'atlantis plan -d ./..', e: { reply: /relative path "\.\/\.\." with -d\/--dir is not allowed/ } },
-  { c: 'atlantis plan -w ../../etc', e: { reply: err('invalid workspace: "../../etc"', 'plan', PLAN_USAGE) } },
-  { c: 'atlantis plan -w a/b', e: { reply: err('invalid workspace: "a/b"', 'plan', PLAN_USAGE) } },
-  { c: 'atlantis plan -w ..', e: { reply: err('invalid workspace: ".."', 'plan', PLAN_USAGE) } },
-  { c: 'atlantis plan -w "a b"', e: { reply: err('invalid workspace: "a b"', 'plan', PLAN_USAGE) } },
-  { c: 'atlantis plan -w a%2Fb', e: { reply: /invalid workspace: "a%2Fb"/ } },
-  { c: 'atlantis plan -w a,b', e: { reply: /invalid workspace: "a,b"/ } },
+  { c: 'atlantis plan -w ../../etc', e: { reply: err(`invalid workspace "../../etc": cannot contain '/' or '\\'`, 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan -w a/b', e: { reply: err(`invalid workspace "a/b": cannot contain '/' or '\\'`, 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan -w ..', e: { reply: err(`invalid workspace "..": cannot contain '..'`, 'plan', PLAN_USAGE) } },
+  { c: 'atlantis plan -w .', e: { reply: err(`invalid workspace ".": cannot be '.'`, 'plan', PLAN_USAGE) } },
+  {
+    c: 'atlantis plan -w "a b"',
+    e: { reply: err('invalid workspace "a b": cannot contain whitespace or control characters', 'plan', PLAN_USAGE) },
+  },
+  { c: 'atlantis plan -w a%2Fb', e: { cmd: { workspace: 'a%2Fb' } } },
+  { c: 'atlantis plan -w a,b', e: { cmd: { workspace: 'a,b' } } },
   {
     c: 'atlantis plan -p proj -d dir',
     e: { reply: err('cannot use -p/--project at same time as -d/--dir or -w/--workspace', 'plan', PLAN_USAGE) },
@@ -242,9 +250,9 @@ const cases: Case[] = [
     e: { cmd: { extraArgs: ['-var-file=env/staging.tfvars', '-var-file', '../common.tfvars'] } },
   },
   { c: 'atlantis plan -- -var=path=/etc/passwd', e: { cmd: { extraArgs: ['-var=path=/etc/passwd'] } } },
-  // unlock: any flag or argument gives the unlock usage
+  // unlock: a flag gives the unlock usage, an argument the common error (as Atlantis)
   { c: 'atlantis unlock -d x', e: { reply: UNLOCK_USAGE('atlantis') } },
-  { c: 'atlantis unlock now', e: { reply: UNLOCK_USAGE('atlantis') } },
+  { c: 'atlantis unlock now', e: { reply: '```\nError: unknown argument(s) – now.\nUsage of unlock:\n```' } },
   { c: 'atlantis unlock --verbose', e: { reply: /^`Usage of unlock:`\n\n ```cmake\natlantis unlock\n/ } },
 ];
 

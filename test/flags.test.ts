@@ -48,7 +48,7 @@ describe('server flags', () => {
   it('uses Atlantis defaults', () => {
     const c = config(required);
     assert.equal(c.port, 4141);
-    assert.deepEqual(c.allowCommands, ['version', 'plan', 'apply', 'unlock']);
+    assert.deepEqual(c.allowCommands, ['version', 'plan', 'apply', 'cancel', 'unlock', 'approve_policies']);
     assert.deepEqual(c.blockedExtraArgs, [
       '-chdir',
       '--chdir',

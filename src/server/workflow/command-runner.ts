@@ -32,6 +32,8 @@ import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './extra-ar
 import type { ProjectRunner } from './project-runner.js';
 import type { WorkingCopies } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
+import { dirTargets } from './comment-parser/dir-glob.js';
+import { CANCEL_COMMENT, approvePoliciesComment } from './comment-replies.js';
 import { noPermissionComment, teamAllows } from './team-allowlist.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */
@@ -149,6 +151,11 @@ export class CommandRunner {
         return this.simple(req.ctx, c, 'import');
       case 'state':
         return this.simple(req.ctx, c, 'state');
+      case 'cancel':
+        await this.comment(req.ctx, CANCEL_COMMENT, 'cancel');
+        return 'success';
+      case 'approve_policies':
+        return this.approvePolicies(req.ctx, c);
     }
   }
 
@@ -299,6 +306,16 @@ export class CommandRunner {
   private async unlock(ctx: PullContext): Promise<string> {
     this.d.store.unlockAllForPull(ctx.repo, ctx.pull, { discardPlans: true });
     await this.comment(ctx, UNLOCKED_COMMENT, 'unlock');
+    return 'success';
+  }
+
+  /** Policy checks are off: every selected project (-p/-d/-w, or every planned one) passes. */
+  private async approvePolicies(ctx: PullContext, c: ParsedCommand): Promise<string> {
+    const targeted = c.dir !== undefined || c.workspace !== undefined || c.project !== undefined;
+    const projects = targeted
+      ? (await this.projectsFor(ctx, c)).map((p) => ({ dir: p.dir, workspace: p.workspace, project: p.name }))
+      : this.d.store.listPlans(ctx.repo, ctx.pull);
+    await this.comment(ctx, approvePoliciesComment(projects), 'approve_policies');
     return 'success';
   }
 
@@ -507,7 +524,7 @@ export class CommandRunner {
 
 function matchesPlan(pl: PlanRecord, c: ParsedCommand): boolean {
   if (c.project !== undefined) return pl.project === c.project;
-  if (c.dir !== undefined && pl.dir !== c.dir) return false;
+  if (c.dir !== undefined && !dirTargets(c.dir, pl.dir)) return false;
   if (c.workspace !== undefined && pl.workspace !== c.workspace) return false;
   return true;
 }

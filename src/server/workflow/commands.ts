@@ -2,7 +2,7 @@
 // parser all read it, so the names a flag accepts and the names a comment may run cannot
 // drift apart. Pure data.
 
-export type CommandName = 'plan' | 'apply' | 'unlock' | 'version' | 'import' | 'state';
+export type CommandName = 'version' | 'plan' | 'apply' | 'cancel' | 'unlock' | 'approve_policies' | 'import' | 'state';
 
 /** A flag of a comment command, declared as Atlantis declares it to pflag. */
 export interface FlagDef {
@@ -26,6 +26,13 @@ const DIR = (u: string): FlagDef => ({ long: 'dir', short: 'd', kind: 'string', 
 const PROJ = (u: string): FlagDef => ({ long: 'project', short: 'p', kind: 'string', usage: u });
 const VERBOSE: FlagDef = { long: 'verbose', kind: 'bool', usage: 'Append Atlantis log to comment.' };
 const AUTOMERGE: FlagDef = { long: 'auto-merge-disabled', kind: 'bool', usage: 'Disable automerge after apply.' };
+const AUTOMERGE_METHOD: FlagDef = {
+  long: 'auto-merge-method',
+  kind: 'string',
+  usage: 'Specifies the merge method for the VCS if automerge is enabled. (Currently only implemented for GitHub)',
+};
+const APPROVE_PROJECT =
+  'Approve policies for this project. Refers to the name of the project configured in a repo config file. Cannot be used at same time as workspace or dir flags.';
 
 /** The commands a comment may run, in the order Atlantis lists them ("Available commands"). */
 export const COMMANDS: readonly CommandSpec[] = [
@@ -64,10 +71,27 @@ export const COMMANDS: readonly CommandSpec[] = [
         'Apply the plan for this project. Refers to the name of the project configured in a repo config file. Cannot be used at same time as workspace or dir flags.',
       ),
       AUTOMERGE,
+      AUTOMERGE_METHOD,
       VERBOSE,
     ],
   },
+  // Cancel and unlock take no flags; any flag gets pflag's error (unlock: its own usage).
+  { name: 'cancel', defaultAllowed: true, usage: 'cancel', flags: [] },
   { name: 'unlock', defaultAllowed: true, usage: 'unlock', flags: [] },
+  {
+    name: 'approve_policies',
+    defaultAllowed: true,
+    usage: 'approve_policies',
+    flags: [
+      WS('Approve policies for this Terraform workspace.'),
+      DIR("Approve policies for this directory, relative to root of repo, ex. 'child/dir'."),
+      PROJ(APPROVE_PROJECT),
+      // Atlantis gives --policy-set the -p flag's usage text, word for word.
+      { long: 'policy-set', kind: 'string', usage: APPROVE_PROJECT },
+      { long: 'clear-policy-approval', kind: 'bool', usage: 'Clear any existing policy approvals.' },
+      VERBOSE,
+    ],
+  },
   {
     name: 'import',
     defaultAllowed: false,
@@ -97,21 +121,21 @@ export const COMMANDS: readonly CommandSpec[] = [
 ];
 
 /**
- * Atlantis commands that --allow-commands and --gh-team-allowlist accept (so an Atlantis
- * setting naming them still starts the server) but that no comment can run here, with why.
- * Naming one in --allow-commands logs a warning and leaves it out of the allowed commands,
- * so a comment gets Atlantis's "unknown command" answer, as for any command not allowed.
+ * Atlantis command names that --allow-commands and --gh-team-allowlist accept (Atlantis
+ * parses them) but that no comment can run, with why. Naming one in --allow-commands logs a
+ * warning and leaves it out of the allowed commands, as Atlantis leaves it out, so a comment
+ * gets Atlantis's "unknown command" answer.
  */
 export const ACCEPTED_NOT_RUN: Readonly<Record<string, string>> = {
-  // Atlantis runs it only to approve failed policy checks; --enable-policy-checks is refused.
-  approve_policies: 'policy checks are not implemented',
+  // Atlantis runs it after plan when policy checks are on, never from a comment.
+  policy_check: 'it is not a comment command',
 };
 
 /** Every command a comment may run. */
 export const RUNNABLE_COMMANDS: readonly CommandName[] = COMMANDS.map((c) => c.name);
 
-/** --allow-commands' default. */
-export const DEFAULT_ALLOW_COMMANDS: readonly CommandName[] = COMMANDS.filter((c) => c.defaultAllowed).map((c) => c.name);
+/** --allow-commands' default, in the order Atlantis writes it (`version,plan,apply,unlock,approve_policies,cancel`). */
+export const DEFAULT_ALLOW_COMMANDS: readonly CommandName[] = ['version', 'plan', 'apply', 'unlock', 'approve_policies', 'cancel'];
 
 /** Every name --allow-commands and --gh-team-allowlist accept (besides `all` and `*`). */
 export const ACCEPTED_COMMAND_NAMES: readonly string[] = [...RUNNABLE_COMMANDS, ...Object.keys(ACCEPTED_NOT_RUN)];

@@ -2,24 +2,22 @@
 // exact reply texts, so that users switching from Atlantis see the same behaviour. Pure: no
 // I/O; the caller posts the reply or runs the command. Every comment is hostile input.
 //
-// Grammar: `<executable> <command> [flags] [-- extra args]` where executable is `atlantis`
-// (or the configured --executable-name), `run`, or `@<gh-user>`. The pieces: the command
-// table (commands.ts), shell splitting (comment-parser/shell-split.ts), pflag's flag rules
-// (comment-parser/pflag.ts), the reply texts (comment-parser/usage.ts), the dir rule
-// (repo-dir.ts) and the extra-args rules (extra-args.ts).
+// Grammar: `<executable> <command> [flags] [-- extra args]` where executable is the
+// --executable-name (`atlantis` by default), `run`, or `@<gh-user>`; executable and command
+// are matched in lower case, and backticks around the whole comment are dropped. The pieces:
+// the command table (commands.ts), Go's string rules (comment-parser/go-text.ts), shlex's
+// splitting (comment-parser/shell-split.ts), pflag's flag rules (comment-parser/pflag.ts),
+// glob -d (comment-parser/dir-glob.ts), the reply texts (comment-parser/usage.ts), the dir
+// and workspace rules (repo-dir.ts) and the extra-args rules (extra-args.ts).
 import { type CommandName, DEFAULT_ALLOW_COMMANDS, RUNNABLE_COMMANDS, commandSpec, isRunnableCommand } from './commands.js';
+import { isDirGlob, isValidGlob } from './comment-parser/dir-glob.js';
+import { goFields, goQuote, goToLower, goTrimChar, levenshtein } from './comment-parser/go-text.js';
 import { parseFlags } from './comment-parser/pflag.js';
 import { shellSplit } from './comment-parser/shell-split.js';
 import { DID_YOU_MEAN_COMMENT, UNLOCK_USAGE, errMarkdown, flagUsages, helpComment } from './comment-parser/usage.js';
-import { cleanRepoDir, isValidWorkspace } from './repo-dir.js';
-import {
-  DEFAULT_BLOCKED_EXTRA_ARGS,
-  blockedArgMessage,
-  effectiveBlocked,
-  firstBlockedArg,
-  pathArgs,
-  pathOutsideMessage,
-} from './extra-args.js';
+import { effectiveBlocked, firstBlockedArg, pathArgs, pathOutsideMessage, DEFAULT_BLOCKED_EXTRA_ARGS } from './extra-args.js';
+import { goTrimSpace } from './go-paths.js';
+import { cleanRepoDir, workspaceProblem } from './repo-dir.js';
 
 export interface ParsedCommand {
   name: CommandName;
@@ -32,6 +30,12 @@ export interface ParsedCommand {
   project?: string;
   verbose: boolean;
   autoMergeDisabled: boolean;
+  /** apply's --auto-merge-method (merge, squash, rebase; checked when merging). */
+  autoMergeMethod?: string;
+  /** approve_policies' --policy-set. */
+  policySet?: string;
+  /** approve_policies' --clear-policy-approval. */
+  clearPolicyApproval?: boolean;
   /** Arguments after `--`, passed to terraform before `args`. */
   extraArgs: string[];
   /** Positional arguments: `import ADDRESS ID`, `state rm ADDRESS...`; empty otherwise. */
@@ -51,79 +55,71 @@ export interface ParseOptions {
   blockedExtraArgs?: readonly string[];
 }
 
-/** Edit distance, for Atlantis's "did you mean" answer to a near-miss of the executable name. */
-function levenshtein(a: string, b: string): number {
-  const prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    let diag = prev[0] as number;
-    prev[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const up = prev[j] as number;
-      prev[j] = Math.min(up + 1, (prev[j - 1] as number) + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
-      diag = up;
-    }
-  }
-  return prev[b.length] as number;
-}
-
+// A second line that is not empty: Atlantis ignores multi-line comments (a trailing blank
+// line from copy and paste is fine).
 const MULTI_LINE = /\r?\n[^\r\n]/;
 
-/** Parses one PR comment. Never throws. */
+/** Atlantis's executable name when --executable-name is not set. */
+const DEFAULT_EXECUTABLE = 'atlantis';
+
+const reply = (body: string, error = true): ParseResult => ({ kind: 'reply', body, error });
+
+/** Parses one PR comment as Atlantis v0.47.1 does. Never throws. */
 export function parseComment(rawComment: string, opts: ParseOptions): ParseResult {
-  const exe = opts.executableName && opts.executableName !== '' ? opts.executableName : 'atlantis';
+  const exe = opts.executableName && opts.executableName !== '' ? opts.executableName : DEFAULT_EXECUTABLE;
   const allowed = (opts.allowCommands ?? DEFAULT_ALLOW_COMMANDS).filter(isRunnableCommand);
   // Keep Atlantis's canonical order for the "Available commands" list.
   const allowList = RUNNABLE_COMMANDS.filter((c) => allowed.includes(c));
   const blocked = effectiveBlocked(opts.blockedExtraArgs ?? DEFAULT_BLOCKED_EXTRA_ARGS);
 
-  const comment = rawComment.trim();
+  // Backticks around the command (GitLab and markdown copy and paste) are dropped.
+  const comment = goTrimChar(goTrimSpace(rawComment), '`');
   if (MULTI_LINE.test(comment)) return { kind: 'ignore' };
-  const fields = comment.split(/\s+/).filter((f) => f !== '');
+  const fields = goFields(comment);
   const first = fields[0];
   if (first === undefined) return { kind: 'ignore' };
+  // Lower case, as Atlantis (phones capitalise the first word).
+  const word = goToLower(first);
 
-  if (first === 'terraform' && exe !== 'terraform') {
-    return { kind: 'reply', body: DID_YOU_MEAN_COMMENT(exe, 'terraform'), error: true };
+  if (word === 'terraform' && exe !== 'terraform') return reply(DID_YOU_MEAN_COMMENT(exe, 'terraform'));
+  // Only under the default name: servers given their own names (several on one repo) would
+  // answer each other's comments otherwise.
+  if (exe === DEFAULT_EXECUTABLE) {
+    const dist = levenshtein(word, exe);
+    if (dist > 0 && dist < 3) return reply(DID_YOU_MEAN_COMMENT(exe, first));
   }
-  const dist = levenshtein(first, exe);
-  if (dist > 0 && dist < 3) return { kind: 'reply', body: DID_YOU_MEAN_COMMENT(exe, first), error: true };
-
-  const names = new Set(['run', exe, 'atlantis']);
-  if (opts.ghUser) names.add('@' + opts.ghUser);
-  if (!names.has(first)) return { kind: 'ignore' };
+  // As Atlantis, the configured names are compared as written: a name with capitals never
+  // matches the lowered word. A server with another name ignores `atlantis ...`.
+  if (word !== 'run' && word !== exe && word !== '@' + opts.ghUser) return { kind: 'ignore' };
 
   let args: string[];
   try {
     args = shellSplit(comment);
   } catch (e) {
-    return { kind: 'reply', body: '```\nError parsing command: ' + (e as Error).message + '\n```', error: true };
+    return reply('```\nError parsing command: ' + (e as Error).message + '\n```');
   }
   if (args.length < 1) return { kind: 'ignore' };
   const help = helpComment(exe, allowList);
-  if (args.length === 1) return { kind: 'reply', body: help, error: false };
-  const cmd = args[1] as string;
-  if (cmd === 'help' || cmd === '-h' || cmd === '--help') return { kind: 'reply', body: help, error: false };
+  if (args.length === 1) return reply(help, false);
+  const cmd = goToLower(args[1] as string);
+  if (cmd === 'help' || cmd === '-h' || cmd === '--help') return reply(help, false);
 
   if (!(allowList as readonly string[]).includes(cmd)) {
-    return {
-      kind: 'reply',
-      body:
-        '```\nError: unknown command ' +
-        JSON.stringify(cmd) +
+    return reply(
+      '```\nError: unknown command ' +
+        goQuote(cmd) +
         `.\nRun '${exe} --help' for usage.\nAvailable commands(--allow-commands): ${allowList.join(', ')}\n` +
         '```',
-      error: true,
-    };
+    );
   }
   const name = cmd as CommandName;
   const spec = commandSpec(name);
   const parsed = parseFlags(spec.flags, args.slice(2));
-  if ('help' in parsed) {
-    return { kind: 'reply', body: '```\nUsage of ' + spec.usage + ':\n' + flagUsages(name) + '\n```', error: false };
-  }
+  if ('help' in parsed) return reply('```\nUsage of ' + spec.usage + ':\n' + flagUsages(name) + '\n```', false);
   if ('error' in parsed) {
-    if (name === 'unlock') return { kind: 'reply', body: UNLOCK_USAGE(exe), error: true };
-    return { kind: 'reply', body: errMarkdown(parsed.error, name, name), error: true };
+    // Only a flag error gets unlock's own usage; an argument gets the common error below.
+    if (name === 'unlock') return reply(UNLOCK_USAGE(exe));
+    return reply(errMarkdown(parsed.error, name, name));
   }
   const { values, positional, argsLenAtDash } = parsed.ok;
   let commandArgs = argsLenAtDash === -1 ? positional : positional.slice(0, argsLenAtDash);
@@ -131,67 +127,78 @@ export function parseComment(rawComment: string, opts: ParseOptions): ParseResul
 
   let subName: 'rm' | undefined;
   if (name === 'state') {
-    if (commandArgs.length < 1) return { kind: 'reply', body: errMarkdown('subcommand required', name, name), error: true };
+    if (commandArgs.length < 1) return reply(errMarkdown('subcommand required', name, name));
     const sub = commandArgs[0] as string;
-    if (sub !== 'rm') return { kind: 'reply', body: errMarkdown(`invalid subcommand ${sub} (not rm)`, name, name), error: true };
+    if (sub !== 'rm') return reply(errMarkdown(`invalid subcommand ${sub} (not rm)`, name, name));
     subName = 'rm';
     commandArgs = commandArgs.slice(1);
   }
   const countOk = name === 'import' ? commandArgs.length === 2 : name === 'state' ? commandArgs.length >= 1 : commandArgs.length === 0;
-  if (!countOk) {
-    if (name === 'unlock') return { kind: 'reply', body: UNLOCK_USAGE(exe), error: true };
-    return {
-      kind: 'reply',
-      body: errMarkdown(`unknown argument(s) – ${commandArgs.join(' ')}`, spec.usage, name),
-      error: true,
-    };
-  }
-
-  const rawDir = (values.get('dir') as string | undefined) ?? '';
-  const workspace = (values.get('workspace') as string | undefined) ?? '';
-  const project = (values.get('project') as string | undefined) ?? '';
-  let dir: string | undefined;
-  if (rawDir !== '') {
-    const cleaned = cleanRepoDir(rawDir, 'from-root');
-    if ('refused' in cleaned) {
-      const why =
-        cleaned.refused === 'control-characters'
-          ? `invalid dir ${JSON.stringify(rawDir)}: control characters are not allowed`
-          : `using a relative path ${JSON.stringify(rawDir)} with -d/--dir is not allowed`;
-      return { kind: 'reply', body: errMarkdown(why, name, name), error: true };
-    }
-    dir = cleaned.dir;
-  }
-  if (!isValidWorkspace(workspace)) {
-    return { kind: 'reply', body: errMarkdown(`invalid workspace: ${JSON.stringify(workspace)}`, name, name), error: true };
-  }
-  if (project !== '' && (workspace !== '' || dir !== undefined)) {
-    return {
-      kind: 'reply',
-      body: errMarkdown('cannot use -p/--project at same time as -d/--dir or -w/--workspace', name, name),
-      error: true,
-    };
-  }
+  if (!countOk) return reply(errMarkdown(`unknown argument(s) – ${commandArgs.join(' ')}`, spec.usage, name));
   // As Atlantis, command args (import ADDRESS ID) are checked with the extra args: both
   // reach terraform's command line.
   const all = [...extraArgs, ...commandArgs];
   const bad = firstBlockedArg(all, blocked);
-  if (bad !== undefined) return { kind: 'reply', body: errMarkdown(blockedArgMessage(bad), name, name), error: true };
-  // An absolute file path can only be outside the checkout; relative ones (and symlinks)
-  // are resolved against the checkout before terraform runs.
-  const absolute = pathArgs(all).find((p) => p.value.startsWith('/'));
-  if (absolute) return { kind: 'reply', body: errMarkdown(pathOutsideMessage(absolute), name, name), error: true };
+  if (bad !== undefined) return reply(errMarkdown(`flag ${goQuote(bad)} is not allowed in extra args`, name, name));
 
-  const command: ParsedCommand = {
-    name,
-    verbose: values.get('verbose') === true,
-    autoMergeDisabled: values.get('auto-merge-disabled') === true,
-    extraArgs,
-    args: commandArgs,
-  };
+  const rawDir = (values.get('dir') as string | undefined) ?? '';
+  const workspace = (values.get('workspace') as string | undefined) ?? '';
+  const project = (values.get('project') as string | undefined) ?? '';
+  const autoMergeMethod = (values.get('auto-merge-method') as string | undefined) ?? '';
+  const autoMergeDisabled = values.get('auto-merge-disabled') === true;
+  const dir = commentDir(rawDir);
+  if (typeof dir === 'object') return reply(errMarkdown(dir.error, name, name));
+  const wsProblem = workspaceProblem(workspace);
+  if (wsProblem !== undefined) return reply(errMarkdown(`invalid workspace ${goQuote(workspace)}: ${wsProblem}`, name, name));
+  if (project !== '' && (workspace !== '' || dir !== '')) {
+    return reply(errMarkdown('cannot use -p/--project at same time as -d/--dir or -w/--workspace', name, name));
+  }
+  if (autoMergeMethod !== '' && autoMergeDisabled) {
+    return reply(errMarkdown('cannot use --auto-merge-method at the same time as --auto-merge-disabled', name, name));
+  }
+  // Ours, beyond Atlantis: an absolute file path can only be outside the checkout (relative
+  // ones, and symlinks, are resolved against the checkout before terraform runs).
+  const absolute = pathArgs(all).find((p) => p.value.startsWith('/'));
+  if (absolute) return reply(errMarkdown(pathOutsideMessage(absolute), name, name));
+
+  const command: ParsedCommand = { name, verbose: values.get('verbose') === true, autoMergeDisabled, extraArgs, args: commandArgs };
   if (subName) command.subName = subName;
-  if (dir !== undefined) command.dir = dir;
+  if (dir !== '') command.dir = dir;
   if (workspace !== '') command.workspace = workspace;
   if (project !== '') command.project = project;
+  if (autoMergeMethod !== '') command.autoMergeMethod = autoMergeMethod;
+  const policySet = (values.get('policy-set') as string | undefined) ?? '';
+  if (policySet !== '') command.policySet = policySet;
+  if (values.get('clear-policy-approval') === true) command.clearPolicyApproval = true;
   return { kind: 'command', command };
+}
+
+/**
+ * Atlantis's -d rule: a glob is kept as written (minus a leading `./` or `/`) but may not
+ * hold `..` and must be a valid pattern; a dir is cleaned from the repo root and may not
+ * leave it. Ours on top: no control characters. '' when -d was not given.
+ */
+function commentDir(raw: string): string | { error: string } {
+  if (raw === '') return '';
+  if (isDirGlob(raw)) {
+    if (raw.includes('..')) return { error: `using '..' in glob pattern ${goQuote(raw)} with -d/--dir is not allowed` };
+    if (!isValidGlob(raw)) return { error: `invalid glob pattern ${goQuote(raw)} with -d/--dir` };
+  }
+  const cleaned = cleanRepoDir(raw, 'from-root');
+  if ('refused' in cleaned) {
+    return {
+      error:
+        cleaned.refused === 'control-characters'
+          ? `invalid dir ${goQuote(raw)}: control characters are not allowed`
+          : `using a relative path ${goQuote(raw)} with -d/--dir is not allowed`,
+    };
+  }
+  if (!isDirGlob(raw)) {
+    // Atlantis refuses any cleaned dir starting `..`, even a dir named `..x`.
+    if (cleaned.dir.startsWith('..')) return { error: `using a relative path ${goQuote(raw)} with -d/--dir is not allowed` };
+    return cleaned.dir;
+  }
+  let glob = raw.startsWith('./') ? raw.slice(2) : raw;
+  glob = glob.startsWith('/') ? glob.slice(1) : glob;
+  return glob === '' ? '.' : glob;
 }

@@ -11,6 +11,11 @@ const GO_SPACE = new Set([
   0x200a, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000,
 ]);
 
+/** unicode.IsSpace for a UTF-16 unit (every Go space is in the BMP). */
+export function isGoSpace(unit: number): boolean {
+  return GO_SPACE.has(unit);
+}
+
 /** strings.TrimSpace: Go's Unicode white space (JavaScript's trim() differs on U+0085 and U+FEFF). */
 export function goTrimSpace(s: string): string {
   let a = 0;

@@ -2,7 +2,7 @@
 // atlantis.yaml's dir, a project dir before terraform runs in it): cleaned as Go's
 // filepath.Clean does, never above the repo root, never with control characters. Lexical
 // only; symlinks are resolved against the checkout in checkout-paths.ts.
-import { goClean } from './go-paths.js';
+import { goClean, isGoSpace } from './go-paths.js';
 
 export type RepoDirRefusal = 'control-characters' | 'outside-repo' | 'absolute';
 
@@ -29,14 +29,31 @@ export function cleanRepoDir(dir: string, absolute: AbsoluteDir): CleanedRepoDir
   return { dir: d };
 }
 
-// Go's url.PathEscape leaves exactly these bytes alone; Atlantis refuses any workspace that
-// PathEscape would change (so no `/`, spaces, `%`, non-ASCII...). A workspace becomes a path
-// segment under the data dir, hence `..` is refused too.
-const WORKSPACE_OK = /^[A-Za-z0-9\-_.~$&+:=@]*$/;
+/**
+ * Why a workspace name (a comment's -w, atlantis.yaml's workspace) is refused, in Atlantis
+ * v0.47.1's words (valid.ValidateWorkspaceName), or undefined when it is fine. The name
+ * becomes a path segment under the data dir and an argument of terraform: no separators,
+ * no `..`, not `.` (the pull's own directory), no leading `-` (a flag) or `~`, no `$`
+ * (expanded), no white space or control characters. '' means none was given.
+ */
+export function workspaceProblem(ws: string): string | undefined {
+  if (ws === '') return undefined;
+  if (/[/\\]/.test(ws)) return "cannot contain '/' or '\\'";
+  if (ws.includes('..')) return "cannot contain '..'";
+  if (ws === '.') return "cannot be '.'";
+  if (ws.startsWith('-')) return "cannot start with '-'";
+  if (ws.startsWith('~')) return "cannot start with '~'";
+  if (ws.includes('$')) return "cannot contain '$'";
+  for (let i = 0; i < ws.length; i++) {
+    const u = ws.charCodeAt(i);
+    if (isGoSpace(u) || u < 0x20 || (u >= 0x7f && u <= 0x9f)) return 'cannot contain whitespace or control characters';
+  }
+  return undefined;
+}
 
 /** A workspace name from a comment's -w or atlantis.yaml (the empty name means none given). */
 export function isValidWorkspace(ws: string): boolean {
-  return WORKSPACE_OK.test(ws) && !ws.includes('..');
+  return workspaceProblem(ws) === undefined;
 }
 
 /** The cleaned dir, or undefined when the rule refuses it. */

@@ -1,7 +1,9 @@
 // Flag parsing as Go's pflag does it (Atlantis parses comment flags with pflag): `-d x`,
 // `-dx`, `-d=x`, `--dir x`, `--dir=x`, combined bool shorthands, interspersed positional
-// args, `--` ends flag parsing; error texts are pflag's. Pure.
+// args, `--` ends flag parsing; error texts are pflag's (and its quirks: a shorthand group
+// starting `test.` is skipped, an unknown shorthand is named by its first byte). Pure.
 import type { FlagDef } from '../commands.js';
+import { goQuote, goQuoteByte } from './go-text.js';
 
 export interface FlagParse {
   values: Map<string, string | boolean>;
@@ -11,6 +13,17 @@ export interface FlagParse {
 }
 
 export type FlagOutcome = { ok: FlagParse } | { help: true } | { error: string };
+
+/** pflag's error for a value its flag's type refuses (only bools can refuse here). */
+function invalidBool(def: FlagDef, v: string): string {
+  const name = def.short ? `-${def.short}, --${def.long}` : `--${def.long}`;
+  return `invalid argument ${goQuote(v)} for ${goQuote(name)} flag: strconv.ParseBool: parsing ${goQuote(v)}: invalid syntax`;
+}
+
+/** The first byte of a shorthand group, as pflag indexes the string. */
+function firstByte(s: string): number {
+  return Buffer.from(s, 'utf8')[0] as number;
+}
 
 function parseBool(v: string): boolean | undefined {
   if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(v)) return true;
@@ -51,8 +64,7 @@ export function parseFlags(defs: readonly FlagDef[], args: string[]): FlagOutcom
         const v = body.slice(eq + 1);
         if (def.kind === 'bool') {
           const b = parseBool(v);
-          if (b === undefined)
-            return { error: `invalid argument "${v}" for "--${name}" flag: strconv.ParseBool: parsing "${v}": invalid syntax` };
+          if (b === undefined) return { error: invalidBool(def, v) };
           values.set(def.long, b);
         } else values.set(def.long, v);
       } else if (def.kind === 'bool') {
@@ -67,18 +79,19 @@ export function parseFlags(defs: readonly FlagDef[], args: string[]): FlagOutcom
     // Short flags, possibly combined (`-dfoo`, `-d=foo`).
     let shorthands = s.slice(1);
     while (shorthands.length > 0) {
+      // pflag skips the rest of a group starting with `test.` (Go test flags), silently.
+      if (shorthands.startsWith('test.')) break;
       const c = shorthands[0] as string;
       const def = byShort.get(c);
       if (!def) {
         if (c === 'h') return { help: true };
-        return { error: `unknown shorthand flag: '${c}' in -${shorthands}` };
+        return { error: `unknown shorthand flag: ${goQuoteByte(firstByte(shorthands))} in -${shorthands}` };
       }
       if (shorthands.length > 2 && shorthands[1] === '=') {
         const v = shorthands.slice(2);
         if (def.kind === 'bool') {
           const b = parseBool(v);
-          if (b === undefined)
-            return { error: `invalid argument "${v}" for "-${c}, --${def.long}" flag: strconv.ParseBool: parsing "${v}": invalid syntax` };
+          if (b === undefined) return { error: invalidBool(def, v) };
           values.set(def.long, b);
         } else values.set(def.long, v);
         shorthands = '';
@@ -92,7 +105,7 @@ export function parseFlags(defs: readonly FlagDef[], args: string[]): FlagOutcom
         values.set(def.long, rest.shift() as string);
         shorthands = '';
       } else {
-        return { error: `flag needs an argument: '${c}' in -${shorthands}` };
+        return { error: `flag needs an argument: ${goQuoteByte(firstByte(shorthands))} in -${shorthands}` };
       }
     }
   }

@@ -95,9 +95,12 @@ export function helpComment(executableName: string, allowCommands: readonly stri
   if (allow('apply'))
     s +=
       "\n  apply    Runs 'terraform apply' on all unapplied plans from this pull request.\n           To only apply a specific plan, use the -d, -w and -p flags.";
+  if (allow('cancel'))
+    s += '\n  cancel   Cancels all queued commands for this pull request.\n           Already running commands are not interrupted.';
   if (allow('unlock'))
     s +=
       '\n  unlock   Removes all atlantis locks and discards all plans for this PR.\n           To unlock a specific plan you can use the Atlantis UI.';
+  if (allow('approve_policies')) s += '\n  approve_policies\n           Approves all current policy checking failures for the PR.';
   if (allow('version')) s += "\n  version  Print the output of 'terraform version'";
   if (allow('import'))
     s +=
@@ -117,7 +120,9 @@ export function buildPlanComment(
   project: string | undefined,
   extraArgs: string[] = [],
 ): string {
-  const tail = extraArgs.length > 0 ? ` -- ${extraArgs.join(' ')}` : '';
+  // As Atlantis: one double quote is dropped from each end of every arg.
+  const unquoted = extraArgs.map((a) => a.replace(/^"/, '').replace(/"$/, ''));
+  const tail = extraArgs.length > 0 ? ` -- ${unquoted.join(' ')}` : '';
   return `${exe} plan${buildFlags(dir, workspace, project, false)}${tail}`;
 }
 
@@ -128,11 +133,12 @@ export function buildApplyComment(
   workspace: string,
   project: string | undefined,
   autoMergeDisabled = false,
+  autoMergeMethod = '',
 ): string {
-  return `${exe} apply${buildFlags(dir, workspace, project, autoMergeDisabled)}`;
+  return `${exe} apply${buildFlags(dir, workspace, project, autoMergeDisabled, autoMergeMethod)}`;
 }
 
-function buildFlags(dir: string, workspace: string, project: string | undefined, autoMergeDisabled: boolean): string {
+function buildFlags(dir: string, workspace: string, project: string | undefined, autoMergeDisabled: boolean, autoMergeMethod = ''): string {
   const d = dir.includes(' ') ? JSON.stringify(dir) : dir;
   let flags: string;
   if (project) flags = ` -p ${project}`;
@@ -141,5 +147,6 @@ function buildFlags(dir: string, workspace: string, project: string | undefined,
   else if (workspace === 'default') flags = ` -d ${d}`;
   else flags = ` -d ${d} -w ${workspace}`;
   if (autoMergeDisabled) flags += ' --auto-merge-disabled';
+  if (autoMergeMethod !== '') flags += ` --auto-merge-method ${autoMergeMethod}`;
   return flags;
 }
