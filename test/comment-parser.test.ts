@@ -3,6 +3,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { type ParseOptions, type ParsedCommand, parseComment } from '../src/server/workflow/comment-parser.js';
+import { RUNNABLE_COMMANDS } from '../src/server/workflow/commands.js';
+import { dirTargets, globMatch, isValidGlob } from '../src/server/workflow/comment-parser/dir-glob.js';
 import { shellSplit } from '../src/server/workflow/comment-parser/shell-split.js';
 import {
   DID_YOU_MEAN_COMMENT,
@@ -20,7 +22,7 @@ const OPTS: ParseOptions = {
   allowCommands: ['version', 'plan', 'apply', 'unlock'],
   blockedExtraArgs: ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'],
 };
-const ALL: ParseOptions = { ...OPTS, allowCommands: ['version', 'plan', 'apply', 'unlock', 'import', 'state'] };
+const ALL: ParseOptions = { ...OPTS, allowCommands: [...RUNNABLE_COMMANDS] };
 
 // Exactly Atlantis's texts (comment_parser_test.go), with "a repo config file".
 const PLAN_USAGE = `  -d, --dir string         Which directory to run plan in relative to root of repo,
@@ -250,6 +252,57 @@ const cases: Case[] = [
     e: { cmd: { extraArgs: ['-var-file=env/staging.tfvars', '-var-file', '../common.tfvars'] } },
   },
   { c: 'atlantis plan -- -var=path=/etc/passwd', e: { cmd: { extraArgs: ['-var=path=/etc/passwd'] } } },
+  // shlex (google/shlex) rules, not POSIX: `#` starts a comment at a word's start only, a
+  // backslash in double quotes escapes any character, only space/tab/CR/LF separate.
+  { c: 'atlantis plan # just checking', e: { cmd: { name: 'plan', extraArgs: [] } } },
+  { c: 'atlantis # plan', e: { reply: helpComment('atlantis', ['version', 'plan', 'apply', 'unlock']) } },
+  { c: 'atlantis plan -d a#b', e: { cmd: { dir: 'a#b' } } },
+  { c: 'atlantis plan -- -var "a=\\x"', e: { cmd: { extraArgs: ['-var', 'a=x'] } } },
+  { c: 'atlantis plan -- -var "a=\\\\"', e: { cmd: { extraArgs: ['-var', 'a=\\'] } } },
+  { c: "atlantis plan -- -var 'a=\\x'", e: { cmd: { extraArgs: ['-var', 'a=\\x'] } } },
+  { c: 'atlantis plan -- -var ""', e: { cmd: { extraArgs: ['-var', ''] } } },
+  { c: 'atlantis plan -d "a\\', e: { reply: '```\nError parsing command: EOF found after escape character\n```' } },
+  { c: 'atlantis\u000bplan', e: { reply: helpComment('atlantis', ['version', 'plan', 'apply', 'unlock']) } },
+  // pflag quirks: a shorthand group starting `test.` is skipped; unknown shorthands by byte.
+  { c: 'atlantis plan -test.v', e: { cmd: { name: 'plan' } } },
+  { c: 'atlantis plan -é', e: { reply: err("unknown shorthand flag: 'Ã' in -é", 'plan', PLAN_USAGE) } },
+  {
+    c: 'atlantis plan --verbose=ja',
+    e: { reply: /^```\nError: invalid argument "ja" for "--verbose" flag: strconv.ParseBool: parsing "ja": invalid syntax\./ },
+  },
+  // Go's %q, not JSON: a control character is \x01, a non-breaking space \u00a0.
+  { c: 'atlantis pl\u0001an', e: { reply: unknownCmd('pl\\x01an').replace('"pl\\\\x01an"', '"pl\\x01an"') } },
+  { c: 'atlantis plan -w a\u00a0b', e: { reply: /invalid workspace "a\\u00a0b": cannot contain whitespace or control characters/ } },
+  // -w rules of Atlantis v0.47.1 (its security fix): `.` would be the pull's own directory.
+  { c: 'atlantis plan -w -x', e: { reply: /invalid workspace "-x": cannot start with '-'/ } },
+  { c: 'atlantis plan -w a\\\\b', e: { reply: /invalid workspace "a\\\\b": cannot contain '\/' or '\\'/ } },
+  { c: 'atlantis apply -w .', e: { reply: err(`invalid workspace ".": cannot be '.'`, 'apply', APPLY_USAGE) } },
+  { c: 'atlantis plan -d ..x', e: { reply: /using a relative path "\.\.x" with -d\/--dir is not allowed/ } },
+  // --auto-merge-method, cancel, approve_policies
+  { c: 'atlantis apply --auto-merge-method squash', e: { cmd: { name: 'apply', autoMergeMethod: 'squash' } } },
+  {
+    c: 'atlantis apply --auto-merge-method squash --auto-merge-disabled',
+    e: { reply: err('cannot use --auto-merge-method at the same time as --auto-merge-disabled', 'apply', APPLY_USAGE) },
+  },
+  { c: 'atlantis plan --auto-merge-method squash', e: { reply: /unknown flag: --auto-merge-method/ } },
+  { c: 'atlantis cancel', o: ALL, e: { cmd: { name: 'cancel', extraArgs: [] } } },
+  { c: 'ATLANTIS CANCEL', o: ALL, e: { cmd: { name: 'cancel' } } },
+  { c: 'atlantis cancel -d .', o: ALL, e: { reply: "```\nError: unknown shorthand flag: 'd' in -d.\nUsage of cancel:\n```" } },
+  { c: 'atlantis cancel now', o: ALL, e: { reply: '```\nError: unknown argument(s) – now.\nUsage of cancel:\n```' } },
+  { c: 'atlantis cancel -h', o: ALL, e: { reply: '```\nUsage of cancel:\n\n```' } },
+  { c: 'atlantis unlock -h', e: { reply: '```\nUsage of unlock:\n\n```' } },
+  {
+    c: 'atlantis approve_policies --policy-set ps --clear-policy-approval -d x',
+    o: ALL,
+    e: { cmd: { name: 'approve_policies', policySet: 'ps', clearPolicyApproval: true, dir: 'x' } },
+  },
+  // an executable name of our own: `atlantis` is ignored, no "did you mean" near it
+  { c: 'infra plan', o: { ...OPTS, executableName: 'infra' }, e: { cmd: { name: 'plan' } } },
+  { c: 'INFRA plan', o: { ...OPTS, executableName: 'infra' }, e: { cmd: { name: 'plan' } } },
+  { c: 'infr plan', o: { ...OPTS, executableName: 'infra' }, e: { ignore: true } },
+  { c: 'terraform plan', o: { ...OPTS, executableName: 'infra' }, e: { reply: DID_YOU_MEAN_COMMENT('infra', 'terraform') } },
+  { c: 'ATLANTAS plan', e: { reply: DID_YOU_MEAN_COMMENT('atlantis', 'ATLANTAS') } },
+  { c: '`atlantis plan -d dir`', e: { cmd: { name: 'plan', dir: 'dir' } } },
   // unlock: a flag gives the unlock usage, an argument the common error (as Atlantis)
   { c: 'atlantis unlock -d x', e: { reply: UNLOCK_USAGE('atlantis') } },
   { c: 'atlantis unlock now', e: { reply: '```\nError: unknown argument(s) – now.\nUsage of unlock:\n```' } },
@@ -415,4 +468,43 @@ test('a control character in -d is refused with an error comment', () => {
   }
   assert.equal(cleanedRepoDir('\u0000', 'from-root'), undefined);
   assert.equal(cleanedRepoDir('ok/dir', 'from-root'), 'ok/dir');
+});
+
+// doublestar's Match as Atlantis runs a glob -d over atlantis.yaml's project dirs.
+test('glob -d matching (doublestar rules)', () => {
+  const table: Array<[string, string, boolean]> = [
+    ['modules/*', 'modules/a', true],
+    ['modules/*', 'modules/a/b', false],
+    ['modules/*', 'modules', false],
+    ['modules/**', 'modules/a/b', true],
+    ['modules/**', 'modules', true],
+    ['**/prod', 'prod', true],
+    ['**/prod', 'env/x/prod', true],
+    ['env/**/apps', 'env/apps', true],
+    ['env/**/apps', 'env/a/b/apps', true],
+    ['env/**/apps', 'env/a/b/apps2', false],
+    ['environments/*/apps', 'environments/staging/apps', true],
+    ['env[0-9]/*', 'env3/x', true],
+    ['env[0-9]/*', 'envx/x', false],
+    ['env[!0-9]/*', 'envx/x', true],
+    ['stacks/prod-?-*', 'stacks/prod-1-eu', true],
+    ['stacks/prod-?-*', 'stacks/prod-12-eu', false],
+    ['{app,db}/*', 'db/main', true],
+    ['{app,db}/*', 'web/main', false],
+    ['a\\*', 'a*', true],
+    ['a\\*', 'ab', false],
+    ['modules/[invalid', 'modules/[invalid', false],
+  ];
+  for (const [pattern, dir, want] of table) assert.equal(globMatch(pattern, dir), want, `${pattern} ~ ${dir}`);
+  assert.equal(isValidGlob('a/{b,c'), false);
+  assert.equal(isValidGlob('a/b}'), false);
+  assert.equal(isValidGlob('a[]'), false);
+  assert.equal(isValidGlob('a\\'), false);
+  assert.equal(dirTargets('app', 'app'), true);
+  assert.equal(dirTargets('ap?', 'app'), true);
+  // Linear in the input: many stars against a long non-matching name stay fast.
+  const t0 = performance.now();
+  assert.equal(globMatch(`${'*a'.repeat(200)}b`, 'a'.repeat(5000)), false);
+  assert.equal(globMatch(`${'**/'.repeat(200)}x`, 'a/'.repeat(500) + 'y'), false);
+  assert.ok(performance.now() - t0 < 2000);
 });
