@@ -10,6 +10,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../../log.js';
 import { processRedactor } from '../secrets/redact.js';
+import { workspaceProblem } from './repo-dir.js';
 import type { ProcessHost } from '../terraform/process-host.js';
 
 export interface CheckoutRequest {
@@ -29,7 +30,15 @@ export class WorkingCopies {
     private readonly host: ProcessHost,
   ) {}
 
+  /**
+   * The checkout dir of one workspace. Refuses a workspace that is not a safe name (Atlantis's
+   * rule, repo-dir.ts) before any path is built: `.` would be the pull's own directory, so a
+   * checkout there would delete every workspace of the PR. The parser refuses these already;
+   * this is the second line.
+   */
   dirFor(repo: string, pull: number, workspace: string): string {
+    const problem = workspace === '' ? 'cannot be empty' : workspaceProblem(workspace);
+    if (problem !== undefined) throw new Error(`invalid workspace ${JSON.stringify(workspace)}: ${problem}`);
     return path.join(this.dataDir, 'repos', repo, String(pull), workspace);
   }
 
