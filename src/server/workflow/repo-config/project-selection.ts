@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { goClean } from '../go-paths.js';
+import { globMatch, isDirGlob } from '../comment-parser/dir-glob.js';
 import { cleanedRepoDir } from '../repo-dir.js';
 import { type CompiledPatternList, MatchBudget, changedPath, compilePatternList, listMatches } from '../when-modified.js';
 import {
@@ -144,6 +145,8 @@ export function resolveCommentTarget(
     return { kind: 'projects', projects: [specFromConfig(config, p, defaults, defaults?.workflows)] };
   }
   if (target.dir === undefined && target.workspace === undefined) return { kind: 'all' };
+  if (target.dir !== undefined && isDirGlob(target.dir))
+    return globTarget(config, target.dir, target.workspace ?? DEFAULT_WORKSPACE, defaults);
   const dir = target.dir === undefined ? '.' : cleanedRepoDir(target.dir, 'from-root');
   if (dir === undefined)
     return { kind: 'error', message: `using a relative path ${JSON.stringify(target.dir)} with -d/--dir is not allowed` };
@@ -160,4 +163,17 @@ export function resolveCommentTarget(
       return { kind: 'projects', projects: [specFromConfig(config, matches[0] as ProjectConfig, defaults, defaults?.workflows)] };
   }
   return { kind: 'projects', projects: [defaultSpec(dir, workspace, defaults)] };
+}
+
+/**
+ * A glob -d (`plan -d modules/*`), as Atlantis: every project of atlantis.yaml whose dir the
+ * pattern matches, in that workspace. When none does (or there is no atlantis.yaml), Atlantis
+ * takes the pattern itself as the dir, which then does not exist; so does this.
+ */
+function globTarget(config: RepoConfig | undefined, pattern: string, workspace: string, defaults?: DefaultsFromServer): TargetResolution {
+  const matches = (config?.projects ?? []).filter((p) => p.workspace === workspace && globMatch(pattern, p.dir));
+  if (config && matches.length > 0) {
+    return { kind: 'projects', projects: matches.map((p) => specFromConfig(config, p, defaults, defaults?.workflows)) };
+  }
+  return { kind: 'projects', projects: [defaultSpec(pattern, workspace, defaults)] };
 }
