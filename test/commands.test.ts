@@ -11,6 +11,7 @@ import {
   resolveAllowCommands,
 } from '../src/server/workflow/commands.js';
 import { parseComment } from '../src/server/workflow/comment-parser.js';
+import { CANCEL_COMMENT, approvePoliciesComment } from '../src/server/workflow/comment-replies.js';
 import { configWithRequiredFlags } from './support/server-config.js';
 
 const config = configWithRequiredFlags('ato-commands-');
@@ -90,5 +91,22 @@ describe('the command registry', () => {
       { team: 'ops', command: 'approve_policies' },
       { team: 'ops', command: 'cancel' },
     ]);
+  });
+});
+
+describe('the answers of cancel and approve_policies', () => {
+  it("are Atlantis's texts (cancel_command_runner.go, approve_all_projects.tmpl)", () => {
+    assert.equal(
+      CANCEL_COMMENT,
+      'Cancelled all queued operations and released working directory locks for this pull request.\nNew operations can now be started. Currently running operations will continue to completion.',
+    );
+    assert.equal(approvePoliciesComment([]), 'Approved Policies for 0 projects:');
+    assert.equal(
+      approvePoliciesComment([
+        { dir: 'app1', workspace: 'default' },
+        { dir: 'modules/db', workspace: 'staging', project: 'db' },
+      ]),
+      'Approved Policies for 2 projects:\n\n1. dir: `app1` workspace: `default`\n1. project: `db` dir: `modules/db` workspace: `staging`',
+    );
   });
 });
