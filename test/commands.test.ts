@@ -42,6 +42,7 @@ describe('the command registry', () => {
         { allowed: ['version', 'plan', 'apply', 'cancel', 'unlock', 'approve_policies'], ignored: [] },
       ],
       [['plan', 'plan', 'plan'], { allowed: ['plan'], ignored: [] }],
+      [['plan', '', 'apply'], { allowed: ['plan', 'apply'], ignored: [] }],
       [
         ['plan', 'policy_check', 'policy_check'],
         { allowed: ['plan'], ignored: [{ name: 'policy_check', why: 'it is not a comment command' }] },
@@ -86,6 +87,9 @@ describe('the command registry', () => {
       body: '```\nError: unknown command "policy_check".\nRun \'atlantis --help\' for usage.\nAvailable commands(--allow-commands): plan\n```',
     });
     assert.deepEqual(config(['--allow-commands', 'all']).flagWarnings, [], '`all` names no command that runs nothing');
+    assert.throws(() => config(['--allow-commands', 'plan,destroy']), {
+      message: 'invalid --allow-commands: unknown command name: destroy',
+    });
     // Team rules may name any of them, as in Atlantis's own settings.
     assert.deepEqual(config(['--gh-team-allowlist', 'ops:approve_policies,ops:cancel']).ghTeamAllowlist, [
       { team: 'ops', command: 'approve_policies' },

@@ -251,9 +251,8 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
 
   const commands = resolveAllowCommands(values['allow-commands'] as string[]);
   if (commands.unknown !== undefined)
-    throw new UsageError(
-      `invalid value "${commands.unknown}" for --allow-commands: must be one of ${ACCEPTED_COMMAND_NAMES.join(', ')}, all`,
-    );
+    // Atlantis's words (cmd/server.go wrapping command.ParseCommandName's error).
+    throw new UsageError(`invalid --allow-commands: unknown command name: ${commands.unknown}`);
   const commandWarnings = commands.ignored.map(
     (i) => `--allow-commands (ATLANTIS_ALLOW_COMMANDS) names ${i.name}, but this server ignores it: ${i.why}`,
   );

@@ -162,6 +162,8 @@ export function resolveAllowCommands(list: readonly string[]): AllowedCommands {
   const out: AllowedCommands = { allowed: [], ignored: [] };
   const named = new Set<string>();
   for (const c of list) {
+    // As Atlantis: empty entries (`plan,,apply`) are skipped.
+    if (c === '') continue;
     if (c === 'all') for (const r of RUNNABLE_COMMANDS) named.add(r);
     else if (isRunnableCommand(c)) named.add(c);
     else if (ACCEPTED_NOT_RUN[c] !== undefined) {
