@@ -23,7 +23,10 @@ export interface ParsedCommand {
   name: CommandName;
   /** Subcommand, only for `state` (currently always `rm`). */
   subName?: 'rm';
-  /** Repo-relative, cleaned dir (`.` for the root); undefined when -d was not given. */
+  /**
+   * Repo-relative, cleaned dir (`.` for the root), or a glob pattern as written (see
+   * comment-parser/dir-glob.ts: it selects projects); undefined when -d was not given.
+   */
   dir?: string;
   /** Undefined when -w was not given (the project's own workspace applies). */
   workspace?: string;
