@@ -415,6 +415,18 @@ const tokens = fc.constantFrom(
   '-state-out',
   '--backup=b',
   '-var-file=/proc/self/environ',
+  'cancel',
+  'approve_policies',
+  '--auto-merge-method',
+  'modules/*',
+  '**/x',
+  '[a-',
+  '{a,b}',
+  '#',
+  '`',
+  '-w=.',
+  'PLAN',
+  'Atlantis',
 );
 const commentArb = fc.oneof(
   fc.string({ maxLength: 200 }),
@@ -436,7 +448,7 @@ test('property: never throws, and a command never carries an unsafe dir, workspa
           assert.ok(dir !== '..' && !dir.startsWith('../') && !dir.includes('/../'), dir);
         }
         if (workspace !== undefined) {
-          assert.ok(!workspace.includes('/') && !workspace.includes('..') && workspace !== '', workspace);
+          assert.ok(!workspace.includes('/') && !workspace.includes('..') && workspace !== '' && workspace !== '.', workspace);
         }
         for (const a of [...extraArgs, ...args]) {
           assert.ok(!/^--?(chdir|plugin-dir|out|input|state|state-out|backup)(=|$)/.test(a), a);
