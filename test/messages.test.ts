@@ -13,7 +13,8 @@ import {
   statusContext,
   queuedDuringDrainComment,
   queuedCommandStartingComment,
-  interruptedByShutdownComment,
+  interruptedReason,
+  crashedJobComment,
   commandTitle,
 } from '../src/server/workflow/messages.js';
 
@@ -224,8 +225,30 @@ test('statuses and drain texts', () => {
   assert.equal(statusContext('plan', { dir: 'a', workspace: 'default', name: 'proj' }), 'atlantis/plan: proj');
   assert.match(queuedDuringDrainComment('atlantis plan -d a'), /`atlantis plan -d a` has been queued/);
   assert.match(queuedCommandStartingComment('atlantis plan'), /running the queued command `atlantis plan`/);
-  const i = interruptedByShutdownComment('apply', 'a', 'default');
-  assert.match(i, /^\*\*Apply Interrupted\*\* for dir: `a` workspace: `default`/);
-  assert.match(i, /SIGINT/);
-  assert.match(i, /comment `atlantis plan` to run it again/);
+});
+
+test('an interrupted run is worded one way, whether the drain deadline passed or the server crashed', () => {
+  const drained = renderResults({
+    command: 'apply',
+    results: [{ dir: 'a', workspace: 'default', outcome: { type: 'interrupted', cause: 'drain-deadline' } }],
+  });
+  const crashed = crashedJobComment({ command: 'apply', dir: 'a', workspace: 'default' });
+  // Same layout and headline on both paths; only the cause sentence differs.
+  for (const body of [drained, crashed]) {
+    assert.ok(body.startsWith('Ran Apply for dir: `a` workspace: `default`\n\n**Apply Interrupted**: the Atlantis server '), body);
+    assert.match(
+      body,
+      / The project stays locked by this pull request\. Check the state \(and `terraform force-unlock` if needed\), then comment `atlantis plan` to plan again\.\n$/,
+    );
+  }
+  assert.match(drained, /its drain deadline passed, so terraform was interrupted \(SIGINT/);
+  assert.match(crashed, /stopped unexpectedly while this ran \(it was not drained\)/);
+  assert.equal(
+    crashedJobComment({ command: 'plan', dir: 'b', workspace: 'w', project: 'p' }, 'infra'),
+    'Ran Plan for project: `p` dir: `b` workspace: `w`\n\n**Plan Interrupted**: ' +
+      interruptedReason('plan', 'server-crash', 'infra') +
+      '\n',
+  );
+  assert.doesNotMatch(interruptedReason('plan', 'drain-deadline'), /stays locked/);
+  assert.match(interruptedReason('version', 'server-crash', 'x'), /comment `x version` to run it again\.$/);
 });

@@ -18,7 +18,6 @@ import {
   type ResultCommand,
   UNLOCKED_COMMENT,
   cleanPlanOutput,
-  interruptedByShutdownComment,
   lockedByMessage,
   renderResults,
   statusContext,
@@ -190,7 +189,7 @@ export class CommandRunner {
         // As Atlantis: a plan that did not produce a plan file does not keep the lock.
         this.d.store.unlock({ repo: ctx.repo, dir: p.dir, workspace: p.workspace });
       }
-      if (r.interrupted) return this.interrupted(p, 'plan');
+      if (r.interrupted) return this.interrupted(p);
       if (!r.ok) return this.error(p, r.output);
       // The hash is checked before apply. A workflow whose steps write no plan file records none.
       const planSha256 = await fileSha256(jobCtx.planFile).catch((e: NodeJS.ErrnoException) => {
@@ -283,7 +282,7 @@ export class CommandRunner {
         // The saved plan is stale after a partial apply; the lock stays so nobody else
         // plans on top of a half-applied state.
         this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
-        return this.interrupted(p, 'apply');
+        return this.interrupted(p);
       }
       if (!r.ok) return this.error(p, r.output);
       this.d.store.completeApply(key, ctx.pull);
@@ -311,7 +310,7 @@ export class CommandRunner {
             const init = this.d.projectRunner.isInitialised(jobCtx.projectDir) ? [] : p.workflow.plan.filter((s) => s.kind === 'init');
             const extra = cmd === 'version' ? { version: true } : cmd === 'import' ? { importArgs: c.args } : { stateRmArgs: c.args };
             const r = await this.d.projectRunner.runSteps(init, jobCtx, extra);
-            if (r.interrupted) return this.interrupted(p, cmd);
+            if (r.interrupted) return this.interrupted(p);
             if (!r.ok) return this.error(p, r.output);
             if (cmd !== 'version') this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace); // state changed: plan is stale
             return {
@@ -456,14 +455,14 @@ export class CommandRunner {
     };
   }
 
-  private interrupted(p: ProjectSpec, cmd: ResultCommand): ProjectRun {
+  private interrupted(p: ProjectSpec): ProjectRun {
     return {
       status: 'interrupted',
       view: {
         dir: p.dir,
         workspace: p.workspace,
         projectName: p.name,
-        outcome: { type: 'failure', reason: interruptedByShutdownComment(cmd, p.dir, p.workspace, p.name, this.d.config.executableName) },
+        outcome: { type: 'interrupted', cause: 'drain-deadline' },
       },
     };
   }

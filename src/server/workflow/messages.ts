@@ -44,22 +44,46 @@ export function queuedCommandStartingComment(commandLine: string): string {
   return `Atlantis server is back; running the queued command \`${commandLine}\` now.`;
 }
 
-/** Ours: terraform was interrupted because the drain deadline passed. */
-export function interruptedByShutdownComment(
-  cmd: ResultCommand,
-  dir: string,
-  workspace: string,
-  project?: string,
+/** Why a run stopped before terraform finished (ours: Atlantis has no such comment). */
+export type InterruptionCause = 'drain-deadline' | 'server-crash';
+
+/**
+ * Ours: the failure text of a project whose run was interrupted, worded the same whether the
+ * drain deadline passed or the server died (found in the journal after a restart); only the
+ * cause sentence differs. Rendered as `**<Command> Interrupted**: <this>` in the result comment.
+ */
+export function interruptedReason(cmd: ResultCommand, cause: InterruptionCause, executableName = 'atlantis'): string {
+  const why =
+    cause === 'drain-deadline'
+      ? 'the Atlantis server shut down before this run finished: its drain deadline passed, so terraform was ' +
+        'interrupted (SIGINT, so it could save its state and release its state lock).'
+      : 'the Atlantis server stopped unexpectedly while this ran (it was not drained): terraform may have left its ' +
+        'state partly written and its state lock held.';
+  // An interrupted apply keeps the lock on both paths, so nobody plans on a half-applied state.
+  const lock = cmd === 'apply' ? ' The project stays locked by this pull request.' : '';
+  const next =
+    cmd === 'version' ? `comment \`${executableName} version\` to run it again` : `comment \`${executableName} plan\` to plan again`;
+  return `${why}${lock} Check the state (and \`terraform force-unlock\` if needed), then ${next}.`;
+}
+
+const RESULT_COMMANDS: readonly ResultCommand[] = ['plan', 'apply', 'version', 'import', 'state', 'unlock'];
+
+/**
+ * The comment for a job the journal shows running when the previous server died: the same
+ * result comment an interrupted run gets at a drain deadline, with the crash as its cause.
+ */
+export function crashedJobComment(
+  job: { command: string; dir?: string; workspace?: string; project?: string },
   executableName = 'atlantis',
 ): string {
-  const what = `${project ? `project: \`${project}\` ` : ''}dir: \`${dir}\` workspace: \`${workspace}\``;
-  const again = cmd === 'apply' ? `${executableName} plan` : `${executableName} ${cmd}`;
-  return (
-    `**${commandTitle(cmd)} Interrupted** for ${what}\n\n` +
-    'The Atlantis server was shut down before this run finished: its drain deadline passed, so terraform was ' +
-    'interrupted (SIGINT, so it could save state and release its state lock).\n\n' +
-    `Check the state, then comment \`${again}\` to run it again.`
-  );
+  const command = RESULT_COMMANDS.find((c) => c === job.command) ?? 'plan';
+  const view: ProjectResultView = {
+    dir: job.dir ?? '.',
+    workspace: job.workspace ?? 'default',
+    outcome: { type: 'interrupted', cause: 'server-crash' },
+  };
+  if (job.project) view.projectName = job.project;
+  return renderResults({ command, results: [view], executableName });
 }
 
 /**
@@ -106,7 +130,9 @@ export type ProjectOutcome =
   /** The command could not run (lock held, requirement not met...). */
   | { type: 'failure'; reason: string }
   /** terraform or a step failed. */
-  | { type: 'error'; error: string };
+  | { type: 'error'; error: string }
+  /** The run was cut short by the server stopping. */
+  | { type: 'interrupted'; cause: InterruptionCause };
 
 export interface ProjectResultView {
   dir: string;
@@ -134,6 +160,7 @@ function renderProject(opts: RenderOptions, r: ProjectResultView): string {
   const title = commandTitle(opts.command, opts.subName);
   const o = r.outcome;
   if (o.type === 'failure') return `**${title} Failed**: ${o.reason}`;
+  if (o.type === 'interrupted') return `**${title} Interrupted**: ${interruptedReason(opts.command, o.cause, opts.executableName)}`;
   if (o.type === 'error') {
     if (wrapped(o.error)) return `**${title} Error**\n<details><summary>Show Output</summary>\n\n\`\`\`\n${o.error}\n\`\`\`\n</details>`;
     return `**${title} Error**\n\`\`\`\n${o.error}\n\`\`\``;
