@@ -17,12 +17,13 @@ import {
   type ProjectResultView,
   type ResultCommand,
   UNLOCKED_COMMENT,
-  cleanPlanOutput,
   lockedByMessage,
   renderResults,
   statusContext,
   statusDescription,
 } from './messages.js';
+import { lockId, lockUrl } from './lock-url.js';
+import { formatPlanOutput } from './plan-output.js';
 import { type ProjectSpec, defaultsFor, projectForPlan, readRepoConfig, selectProjects } from './projects.js';
 import type { ServerSideRepoConfig } from './repo-config/server-side.js';
 import type { Workflow } from './repo-config/types.js';
@@ -215,10 +216,10 @@ export class CommandRunner {
           projectName: p.name,
           outcome: {
             type: 'success',
-            output: cleanPlanOutput(r.output),
+            output: formatPlanOutput(r.output),
             applyCmd: buildApplyComment(exe, p.dir, p.workspace, p.name),
             replanCmd: buildPlanComment(exe, p.dir, p.workspace, p.name, c?.extraArgs ?? []),
-            lockUrl: `${this.d.config.atlantisUrl}/`,
+            lockUrl: lockUrl(this.d.config.atlantisUrl, lockId(ctx.repo, p.dir, p.workspace, p.name)),
           },
         },
       };
@@ -288,7 +289,7 @@ export class CommandRunner {
       this.d.store.completeApply(key, ctx.pull);
       return {
         status: 'success',
-        view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'success', output: r.output.trim() } },
+        view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'success', output: r.output } },
       };
     });
   }
@@ -315,7 +316,19 @@ export class CommandRunner {
             if (cmd !== 'version') this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace); // state changed: plan is stale
             return {
               status: 'success',
-              view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'success', output: r.output.trim() } },
+              view: {
+                dir: p.dir,
+                workspace: p.workspace,
+                projectName: p.name,
+                // After import or state rm the plan is stale: the comment says how to plan again (without the args).
+                outcome: {
+                  type: 'success',
+                  output: r.output,
+                  ...(cmd === 'version'
+                    ? {}
+                    : { replanCmd: buildPlanComment(this.d.config.executableName, p.dir, p.workspace, p.name, []) }),
+                },
+              },
             };
           }),
         ),
