@@ -9,7 +9,7 @@
 // in /tmp/atlantis-ref/src; a separate Go module with `replace github.com/runatlantis/atlantis
 // => /tmp/atlantis-ref/src` and one Go test that reads the case inputs, builds
 // events.NewMarkdownRenderer(false, disableApplyAll, disableApply, disableMarkdownFolding,
-// disableRepoLocking, false, "", executableName, hideUnchangedPlanComments, false) per case, a
+// disableRepoLocking, enableDiffMarkdownFormat, "", executableName, hideUnchangedPlanComments, false) per case, a
 // command.Context with a GitHub base repo and a history logger fed `logLines` with Info, and
 // writes Render's result into `expected` (`go test -run TestGenerate`).
 import assert from 'node:assert/strict';
@@ -22,6 +22,8 @@ import {
   renderCommandFailure,
   renderResults,
 } from '../src/server/workflow/messages.js';
+import type { CommandName } from '../src/server/workflow/commands.js';
+import { layoutOptions } from '../src/server/workflow/result-comment.js';
 
 interface Output {
   output: string;
@@ -39,6 +41,7 @@ interface Case {
     disableRepoLocking?: boolean;
     disableMarkdownFolding?: boolean;
     hideUnchangedPlanComments?: boolean;
+    enableDiffMarkdownFormat?: boolean;
     executableName?: string;
   };
   plansDeleted?: boolean;
@@ -116,3 +119,24 @@ for (const c of cases) {
     assert.equal(render(c), c.expected);
   });
 }
+
+test('the server settings reach the layout as Atlantis passes them to its renderer', () => {
+  const base = {
+    executableName: 'infra',
+    disableApplyAll: true,
+    allowCommands: ['version', 'plan', 'unlock'] as CommandName[],
+    disableMarkdownFolding: true,
+    hideUnchangedPlanComments: true,
+    enableDiffMarkdownFormat: true,
+  };
+  assert.deepEqual(layoutOptions(base), {
+    executableName: 'infra',
+    disableApplyAll: true,
+    // apply not allowed (or --disable-apply): no apply hints, as Atlantis.
+    disableApply: true,
+    disableMarkdownFolding: true,
+    hideUnchangedPlanComments: true,
+    enableDiffMarkdownFormat: true,
+  });
+  assert.equal(layoutOptions({ ...base, allowCommands: ['plan', 'apply'] }).disableApply, false);
+});

@@ -1,10 +1,22 @@
 // Plan output as Atlantis shows it (diff markers at column 0, refresh preamble dropped), its
-// summary line and change counts, and the lock link. Cases from Atlantis v0.47's own tests
-// (plan step runner, PlanSuccess model, router), written here as tables.
+// summary line and change counts, --enable-diff-markdown-format, and the lock link. Cases
+// from Atlantis v0.47's own tests (plan step runner, PlanSuccess model, router), written here
+// as tables. test/fixtures/atlantis-v0.47/diff-markdown-format.json: the inputs of Atlantis's
+// TestDiffMarkdownFormattedTerraformOutput with what PlanSuccess.DiffMarkdownFormattedTerraformOutput
+// returned for them (recorded as described in test/comment-layout.test.ts; equal to that
+// test's expectations).
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { lockId, lockIdFromQuery, lockUrl, queryEscape } from '../src/server/workflow/lock-url.js';
-import { formatPlanOutput, planDiffSummary, planHasNoChanges, planSummary, stripRefreshing } from '../src/server/workflow/plan-output.js';
+import {
+  diffMarkdownFormat,
+  formatPlanOutput,
+  planDiffSummary,
+  planHasNoChanges,
+  planSummary,
+  stripRefreshing,
+} from '../src/server/workflow/plan-output.js';
 
 test('diff markers indented by two spaces move to column 0; deeper ones stay', () => {
   const raw = `
@@ -158,4 +170,14 @@ test('lock id and lock link as Atlantis writes them', () => {
   // What a lock page gets after the URL parser decoded the query value once.
   const link = new URL(lockUrl('http://h', 'o/r/d ir/w/p'));
   assert.equal(lockIdFromQuery(link.searchParams.get('id') ?? ''), 'o/r/d ir/w/p');
+});
+
+test('--enable-diff-markdown-format reformats as Atlantis (its own test cases)', () => {
+  const cases = JSON.parse(readFileSync(new URL('./fixtures/atlantis-v0.47/diff-markdown-format.json', import.meta.url), 'utf8')) as Array<{
+    name: string;
+    input: string;
+    expected: string;
+  }>;
+  assert.equal(cases.length, 14);
+  for (const c of cases) assert.equal(diffMarkdownFormat(c.input), c.expected, c.name);
 });

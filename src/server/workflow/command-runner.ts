@@ -33,6 +33,7 @@ import type { ProjectRunner } from './project-runner.js';
 import type { WorkingCopies } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
 import { noPermissionComment, teamAllows } from './team-allowlist.js';
+import { hideBeforeResult, layoutOptions } from './result-comment.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */
 export const APPLY_ALL_DISABLED_COMMENT =
@@ -235,7 +236,8 @@ export class CommandRunner {
     }
     const plans = this.d.store.listPlans(ctx.repo, ctx.pull).filter((pl) => matchesPlan(pl, c));
     if (plans.length === 0) {
-      await this.comment(ctx, renderResults({ command: 'apply', results: [], executableName: this.d.config.executableName }), 'apply');
+      await hideBeforeResult(this.d, ctx, 'apply', c.dir);
+      await this.comment(ctx, renderResults({ command: 'apply', results: [], ...layoutOptions(this.d.config) }), 'apply');
       return 'success';
     }
     const { config, defaults } = this.repoSettings(ctx, await this.checkout(ctx, 'default'));
@@ -314,22 +316,11 @@ export class CommandRunner {
             if (r.interrupted) return this.interrupted(p);
             if (!r.ok) return this.error(p, r.output);
             if (cmd !== 'version') this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace); // state changed: plan is stale
-            return {
-              status: 'success',
-              view: {
-                dir: p.dir,
-                workspace: p.workspace,
-                projectName: p.name,
-                // After import or state rm the plan is stale: the comment says how to plan again (without the args).
-                outcome: {
-                  type: 'success',
-                  output: r.output,
-                  ...(cmd === 'version'
-                    ? {}
-                    : { replanCmd: buildPlanComment(this.d.config.executableName, p.dir, p.workspace, p.name, []) }),
-                },
-              },
-            };
+            // After import or state rm the plan is stale: the comment says how to plan again (without the args).
+            const replan =
+              cmd === 'version' ? {} : { replanCmd: buildPlanComment(this.d.config.executableName, p.dir, p.workspace, p.name, []) };
+            const outcome = { type: 'success' as const, output: r.output, ...replan };
+            return { status: 'success', view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome } };
           }),
         ),
       ),
@@ -441,9 +432,10 @@ export class CommandRunner {
       command: cmd,
       subName: c?.subName,
       results: runs.map((r) => r.view),
-      executableName: this.d.config.executableName,
+      ...layoutOptions(this.d.config),
       verbose: c?.verbose,
     });
+    await hideBeforeResult(this.d, ctx, cmd, c?.dir);
     const interrupted = runs.filter((r) => r.status === 'interrupted');
     // The final status is set even when the comment is lost, so the commit never stays
     // "pending"; the lost comment is logged and counted by comment().

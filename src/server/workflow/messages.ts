@@ -1,7 +1,7 @@
 // The PR comment texts the server posts, worded and laid out as Atlantis's markdown
 // templates (so users switching from Atlantis see the same comments), plus the few texts
 // that are ours (drain queue, shutdown interruption). Pure functions.
-import { planHasNoChanges, planSummary } from './plan-output.js';
+import { diffMarkdownFormat, planHasNoChanges, planSummary } from './plan-output.js';
 
 export const SHUTTING_DOWN_COMMENT = 'Atlantis server is shutting down, please try again later.';
 
@@ -13,6 +13,7 @@ export const CLOSED_PR_COMMENT = "Atlantis commands can't be run on closed pull 
 export const UNLOCKED_COMMENT = 'All Atlantis locks for this PR have been unlocked and plans discarded';
 export const APPROVAL_REQUIRED = "Pull request must be approved according to the project's approval rules before running apply.";
 export const MERGEABLE_REQUIRED = 'Pull request must be mergeable before running apply.';
+
 export type ResultCommand = 'plan' | 'apply' | 'version' | 'import' | 'state' | 'unlock';
 
 export function commandTitle(cmd: ResultCommand, subName?: string): string {
@@ -125,6 +126,8 @@ export interface LayoutOptions {
   disableMarkdownFolding?: boolean;
   /** --hide-unchanged-plan-comments: multi-project plans leave out the sections of projects without changes. */
   hideUnchangedPlanComments?: boolean;
+  /** --enable-diff-markdown-format: plan output reformatted so every changed line is coloured. */
+  enableDiffMarkdownFormat?: boolean;
 }
 
 export interface RenderOptions extends LayoutOptions {
@@ -178,7 +181,11 @@ type Rendered = { text: string; planSuccess: boolean; noChanges: boolean; kind: 
 function renderPlanSuccess(opts: RenderOptions, o: Extract<ProjectOutcome, { type: 'success' }>): string {
   const out = o.output.trim();
   const wrap = folded(opts, out);
-  let s = wrap ? `<details><summary>Show Output</summary>\n\n\`\`\`diff\n${out}\n\`\`\`\n</details>\n\n` : `\`\`\`diff\n${out}\n\`\`\`\n\n`;
+  // Folding and the summary go by terraform's own text, as in Atlantis.
+  const shown = opts.enableDiffMarkdownFormat ? diffMarkdownFormat(out) : out;
+  let s = wrap
+    ? `<details><summary>Show Output</summary>\n\n\`\`\`diff\n${shown}\n\`\`\`\n</details>\n\n`
+    : `\`\`\`diff\n${shown}\n\`\`\`\n\n`;
   if (opts.plansDeleted) s += `${PLANS_DELETED}\n`;
   else {
     if (!opts.disableApply && o.applyCmd !== undefined)

@@ -88,3 +88,71 @@ export function planSummary(output: string): string {
 export function planHasNoChanges(output: string): boolean {
   return !planStats(output).changes && NO_CHANGES.test(output);
 }
+
+// ---- --enable-diff-markdown-format ------------------------------------------------------
+// Atlantis's reformatting of plan output so that GitHub's diff colouring catches every
+// changed line: the `+`/`-`/`~` marker moves in front of the indentation, `~` becomes `!`
+// (diff's "changed"), and heredoc content is left alone except the diff markers terraform
+// puts inside a changed heredoc. Same patterns as Atlantis; `\s` spelled as Go's RE2 has it.
+
+const S = '[\\t\\n\\f\\r ]';
+const LINE_RULES: Array<[RegExp, string]> = [
+  [new RegExp(`^( +)([-+~]${S})([a-zA-Z_]\\w*${S}*)(${S}=${S}|${S}->${S}|\\(known after apply\\)|\\{)(.*)`), '$2$1$3$4$5'],
+  [new RegExp(`^( +)([-+~]${S})((?:resource|data|module)${S}+.+\\{.*)`), '$2$1$3'],
+  [new RegExp(`^( +)([-+~]${S})(<<)(.*)`), '$2$1$3$4'],
+  [new RegExp(`^( +)([-+~]${S})( {4,}[a-zA-Z_][\\w-]*:.*)`), '$2$1$3'],
+  [new RegExp(`^( +)([-+~]${S})(".*",)`), '$2$1$3'],
+  [/^~/, '!'],
+];
+const HEREDOC_ATTRIBUTE = new RegExp(`^( *)([-+~]${S})?[a-zA-Z_]\\w*${S}*=${S}<<-?([a-zA-Z_]\\w*)${S}*$`);
+const HEREDOC_ELEMENT = new RegExp(`^( *)([-+~]${S})<<-?([a-zA-Z_]\\w*)${S}*$`);
+const HEREDOC_CONTENT = new RegExp(`^( +)([-+~]${S})(.*)`);
+
+interface Heredoc {
+  delimiter: string;
+  /** Indentation of the closing delimiter. */
+  terminatorIndent: number;
+  /** Where terraform puts diff markers inside a changed (`~`) heredoc; -1: content stays as is. */
+  markerIndent: number;
+}
+
+function heredocStart(line: string): Heredoc | undefined {
+  const attr = HEREDOC_ATTRIBUTE.exec(line);
+  const elem = attr ? undefined : HEREDOC_ELEMENT.exec(line);
+  const m = attr ?? elem;
+  if (!m) return undefined;
+  const indent = m[1] ?? '';
+  const marker = m[2] ?? '';
+  // Terraform puts a changed heredoc's markers two spaces deeper than its terminator.
+  const markerIndent = attr ? indent.length + 4 : indent.length + marker.length + 2;
+  return {
+    delimiter: m[3] ?? '',
+    terminatorIndent: indent.length + marker.length,
+    markerIndent: marker.startsWith('~') ? markerIndent : -1,
+  };
+}
+
+function heredocEnds(line: string, h: Heredoc): boolean {
+  const t = ' '.repeat(h.terminatorIndent) + h.delimiter;
+  return line === t || line === `${t},` || line.startsWith(`${t} -> `) || line.startsWith(`${t}, -> `);
+}
+
+/** Atlantis's DiffMarkdownFormattedTerraformOutput. */
+export function diffMarkdownFormat(output: string): string {
+  let heredoc: Heredoc | undefined;
+  const lines = output.split('\n').map((line) => {
+    if (heredoc) {
+      if (heredocEnds(line, heredoc)) {
+        heredoc = undefined;
+        return line;
+      }
+      if (heredoc.markerIndent < 0) return line;
+      const m = HEREDOC_CONTENT.exec(line);
+      if (!m || (m[1] ?? '').length !== heredoc.markerIndent) return line;
+      return `${m[2]}${m[1]}${m[3]}`.replace(/^~/, '!');
+    }
+    heredoc = heredocStart(line);
+    return LINE_RULES.reduce((l, [re, to]) => l.replace(re, to), line);
+  });
+  return lines.join('\n').trim();
+}

@@ -47,7 +47,12 @@ export function workflowPlugin(server: AtlantisServer) {
     }
   }
   const store = LockStore.open(cfg.dataDir);
-  const github = new GitHubClient({ baseUrl: cfg.ghApiUrl, token: cfg.ghToken, logger: log });
+  const github = new GitHubClient({
+    baseUrl: cfg.ghApiUrl,
+    token: cfg.ghToken,
+    logger: log,
+    maxCommentsPerCommand: cfg.maxCommentsPerCommand,
+  });
   const copies = new WorkingCopies(cfg.dataDir, cfg.ghToken, log, server.processHost);
   const jobs = new JobRegistry();
   const jobLogPruner = new JobLogPruner({
