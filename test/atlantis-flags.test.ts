@@ -205,3 +205,31 @@ describe('duration bounds', () => {
     assert.throws(() => parseFlags(['--retry', '597h'], spec, {}), /invalid value "597h" for --retry: must be at most 596h31m23s/);
   });
 });
+
+describe('comment layout flags', () => {
+  it("are read from Atlantis's env names, quietly, with Atlantis's defaults", () => {
+    const c = config([], {
+      ATLANTIS_HIDE_PREV_PLAN_COMMENTS: 'true',
+      ATLANTIS_HIDE_UNCHANGED_PLAN_COMMENTS: 'true',
+      ATLANTIS_DISABLE_MARKDOWN_FOLDING: 'true',
+      ATLANTIS_ENABLE_DIFF_MARKDOWN_FORMAT: 'true',
+      ATLANTIS_MAX_COMMENTS_PER_COMMAND: '0',
+    });
+    assert.deepEqual(c.flagWarnings, []);
+    assert.deepEqual(
+      [c.hidePrevPlanComments, c.hideUnchangedPlanComments, c.disableMarkdownFolding, c.enableDiffMarkdownFormat, c.maxCommentsPerCommand],
+      [true, true, true, true, 0],
+    );
+    const d = config([]);
+    assert.deepEqual(
+      [d.hidePrevPlanComments, d.hideUnchangedPlanComments, d.disableMarkdownFolding, d.enableDiffMarkdownFormat, d.maxCommentsPerCommand],
+      [false, false, false, false, 100],
+    );
+  });
+  it('refuses a negative --max-comments-per-command', () => {
+    assert.match(
+      usageError(() => config(['--max-comments-per-command', '-1'])),
+      /--max-comments-per-command: must be 0 \(no limit\) or more/,
+    );
+  });
+});

@@ -9,12 +9,12 @@ import {
   GitHubClient,
   GitHubApiError,
   splitComment,
-  continuationMarkers,
   MAX_COMMENT_LENGTH,
   hostForBaseUrl,
   pullIsMergeable,
 } from '../src/server/vcs/github-client.js';
 import { createLogger } from '../src/log.js';
+import { separators } from '../src/server/vcs/comment-split.js';
 
 const REPO = 'acme/infra';
 
@@ -128,16 +128,16 @@ test('404 and 422 are not retried and carry GitHub message', async () => {
   }
 });
 
-test('long comments are split like Atlantis, every part within the limit', async () => {
+test('long comments are posted split like Atlantis, in order, every part within the limit', async () => {
   const { gh, client } = await setup();
   try {
     const body = 'Ran Plan\n<details><summary>Show Output</summary>\n\n```diff\n' + 'x'.repeat(150_000) + '\n```\n</details>';
     const created = await client.createComment(REPO, 1, body, { command: 'plan' });
-    assert.equal(created.length, 3);
     const posted = gh.comments(REPO, 1).map((c) => c.body);
-    assert.equal(posted.length, 3);
-    for (const p of posted) assert.ok(p.length <= MAX_COMMENT_LENGTH, String(p.length));
-    const { sepStart, sepEnd } = continuationMarkers('plan');
+    assert.deepEqual(posted, splitComment(body, { command: 'plan' }));
+    assert.equal(created.length, 3);
+    for (const p of posted) assert.ok(Buffer.byteLength(p) <= MAX_COMMENT_LENGTH, String(p.length));
+    const { sepStart, sepEnd } = separators('plan')['code-in-details'];
     assert.ok(posted[0]!.endsWith(sepEnd));
     assert.ok(posted[1]!.startsWith('Continued plan output from previous comment.\n<details><summary>Show Output</summary>\n\n```diff\n'));
     assert.ok(posted[1]!.startsWith(sepStart) && posted[1]!.endsWith(sepEnd));
@@ -153,18 +153,19 @@ test('long comments are split like Atlantis, every part within the limit', async
   }
 });
 
-test('splitComment: short unchanged, caps the number of parts, never cuts a surrogate pair', () => {
-  assert.deepEqual(splitComment('abc'), ['abc']);
-  const parts = splitComment('y'.repeat(5000), { maxSize: 1000, maxComments: 3 });
-  assert.equal(parts.length, 3);
-  assert.ok(parts[0]!.startsWith(continuationMarkers().truncationHeader));
-  assert.ok(parts.every((p) => p.length <= 1000));
-  assert.ok(parts[2]!.endsWith('y'));
-  const emoji = '😀'.repeat(2000);
-  const e = splitComment(emoji, { maxSize: 1001 });
-  for (const p of e) assert.doesNotMatch(p, /[\uD800-\uDBFF](?![\uDC00-\uDFFF])/);
-  assert.equal(splitComment('a'.repeat(MAX_COMMENT_LENGTH)).length, 1);
-  assert.equal(splitComment('a'.repeat(MAX_COMMENT_LENGTH + 1)).length, 2);
+test('--max-comments-per-command caps the parts posted', async () => {
+  const gh = await GitHubStandin.start();
+  gh.addRepo(REPO);
+  gh.addPull(REPO, { number: 1 });
+  const client = new GitHubClient({ baseUrl: gh.url, token: gh.token, maxCommentsPerCommand: 2, retry: { maxAttempts: 1 } });
+  try {
+    await client.createComment(REPO, 1, 'y\n'.repeat(100_000), { command: 'plan' });
+    const posted = gh.comments(REPO, 1).map((c) => c.body);
+    assert.equal(posted.length, 2);
+    assert.ok(posted[0]!.startsWith(separators('plan').none.truncationHeader));
+  } finally {
+    await gh.close();
+  }
 });
 
 test('updateComment, addReaction, setCommitStatus', async () => {

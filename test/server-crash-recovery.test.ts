@@ -122,7 +122,11 @@ describe('server SIGKILLed mid-apply, restarted on the same data dir', () => {
     // A new server on the same data dir, on another address.
     const second = await startServer(dataDir);
     const notice = await env.waitForComment(pull, /Interrupted/, { after: commentsBeforeCrash, timeoutMs: 60_000 });
-    assert.match(notice.body, /^\*\*apply Interrupted\*\* for dir: `crash` workspace: `default`/, 'names the command and the project');
+    assert.match(
+      notice.body,
+      /^Ran Apply for dir: `crash` workspace: `default`\n\n\*\*Apply Interrupted\*\*: /,
+      'names the command and the project, worded as at a drain deadline',
+    );
     assert.match(notice.body, /server stopped unexpectedly/, 'says the server stopped');
     assert.match(notice.body, /project stays locked by this pull request/, 'says the lock is kept');
     assert.match(notice.body, /terraform force-unlock/, 'tells how to release a stale state lock');

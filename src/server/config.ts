@@ -73,6 +73,32 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description: 'Comma separated list of terraform flags that may not be passed after --',
   },
   { name: 'executable-name', type: 'string', default: 'atlantis', description: 'Comment command executable name' },
+  // Comment layout (workflow/messages.ts, vcs/comment-split.ts, workflow/hide-comments.ts).
+  {
+    name: 'max-comments-per-command',
+    type: 'int',
+    default: 100,
+    description: 'If non-zero, the maximum number of comments to split command output into before truncating.',
+  },
+  { name: 'disable-markdown-folding', type: 'bool', default: false, description: 'Toggle off folding in markdown output.' },
+  {
+    name: 'enable-diff-markdown-format',
+    type: 'bool',
+    default: false,
+    description: 'Enable Atlantis to format Terraform plan output into a markdown-diff friendly format for color-coding purposes.',
+  },
+  {
+    name: 'hide-prev-plan-comments',
+    type: 'bool',
+    default: false,
+    description: 'Hide previous plan comments to reduce clutter in the PR (minimised as outdated through GraphQL).',
+  },
+  {
+    name: 'hide-unchanged-plan-comments',
+    type: 'bool',
+    default: false,
+    description: 'Remove no-changes plan comments from the pull request.',
+  },
   { name: 'parallel-pool-size', type: 'int', default: 15, description: 'Max number of projects to run in parallel' },
   { name: 'disable-autoplan', type: 'bool', default: false, description: 'Disable atlantis auto planning' },
   {
@@ -182,6 +208,12 @@ export interface ServerConfig {
   allowCommands: CommandName[];
   blockedExtraArgs: string[];
   executableName: string;
+  /** 0: no limit. */
+  maxCommentsPerCommand: number;
+  disableMarkdownFolding: boolean;
+  enableDiffMarkdownFormat: boolean;
+  hidePrevPlanComments: boolean;
+  hideUnchangedPlanComments: boolean;
   parallelPoolSize: number;
   disableAutoplan: boolean;
   disableApplyAll: boolean;
@@ -267,6 +299,8 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     throw e;
   }
 
+  const maxComments = values['max-comments-per-command'] as number;
+  if (maxComments < 0) throw new UsageError(`invalid value ${maxComments} for --max-comments-per-command: must be 0 (no limit) or more`);
   const jobLogMaxCount = values['job-log-max-count'] as number;
   if (jobLogMaxCount < 0) throw new UsageError(`invalid value ${jobLogMaxCount} for --job-log-max-count: must be 0 (no limit) or more`);
 
@@ -302,6 +336,11 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     allowCommands: expanded,
     blockedExtraArgs: values['blocked-extra-args'] as string[],
     executableName: values['executable-name'] as string,
+    maxCommentsPerCommand: maxComments,
+    disableMarkdownFolding: values['disable-markdown-folding'] === true,
+    enableDiffMarkdownFormat: values['enable-diff-markdown-format'] === true,
+    hidePrevPlanComments: values['hide-prev-plan-comments'] === true,
+    hideUnchangedPlanComments: values['hide-unchanged-plan-comments'] === true,
     parallelPoolSize: pool,
     disableAutoplan: values['disable-autoplan'] === true,
     disableApplyAll: values['disable-apply-all'] === true,

@@ -1,8 +1,10 @@
 // The GitHub stand-in's GraphQL endpoint (POST /graphql, GitHub Enterprise's /api/graphql),
-// for the one query Atlantis's --gh-team-allowlist needs: an organisation's teams filtered by
-// member logins, `organization(login:) { teams(first:, after:, userLogins:) }`, answered in
-// GitHub's shapes: only the fields asked for, cursors, the 100-record limit, and an unknown
-// organisation as data.organization null plus a NOT_FOUND error (HTTP 200, as GitHub).
+// for what Atlantis's features need: the --gh-team-allowlist query, an organisation's teams
+// filtered by member logins, `organization(login:) { teams(first:, after:, userLogins:) }`,
+// and the --hide-prev-plan-comments mutation, `minimizeComment(input: $input)` with
+// `{ subjectId, classifier }`. Answered in GitHub's shapes: only the fields asked for,
+// cursors, the 100-record limit, an unknown organisation or node as null data plus a
+// NOT_FOUND error (HTTP 200, as GitHub), an invalid classifier as a variable error.
 // Not a GraphQL parser: any other query gets GitHub's kind of error.
 
 export interface StandinTeam {
@@ -41,11 +43,58 @@ function gqlError(message: string, extra: Record<string, unknown> = {}): [number
   return [200, { errors: [{ message, locations: [{ line: 1, column: 1 }], ...extra }] }];
 }
 
+/** What minimizeComment needs of the stand-in's comments. */
+export interface StandinCommentNodes {
+  /** Marks the comment with this node id minimised, recording why; false when there is none. */
+  minimize(nodeId: string, reason: string): boolean;
+}
+
+const CLASSIFIERS = ['SPAM', 'ABUSE', 'OFF_TOPIC', 'OUTDATED', 'DUPLICATE', 'RESOLVED'];
+
+function answerMinimize(query: string, vars: Vars, comments: StandinCommentNodes | undefined): [number, unknown] {
+  const call = /minimizeComment\s*\(\s*input\s*:\s*\$(\w+)\s*\)/.exec(query);
+  if (!call || !comments) return gqlError('stand-in: only minimizeComment(input: $variable) is supported');
+  const input = vars[call[1]!] as { subjectId?: unknown; classifier?: unknown } | undefined;
+  const type = 'MinimizeCommentInput!';
+  if (typeof input !== 'object' || input === null) return gqlError(`Variable $${call[1]} of type ${type} was provided invalid value`);
+  if (typeof input.classifier !== 'string' || !CLASSIFIERS.includes(input.classifier)) {
+    return gqlError(
+      `Variable $${call[1]} of type ${type} was provided invalid value for classifier (Expected "${String(input.classifier)}" to be one of: ${CLASSIFIERS.join(', ')})`,
+    );
+  }
+  if (typeof input.subjectId !== 'string')
+    return gqlError(`Variable $${call[1]} of type ${type} was provided invalid value for subjectId (Expected value to not be null)`);
+  // GitHub reports the reason in lower case, with dashes.
+  const reason = input.classifier.toLowerCase().replace(/_/g, '-');
+  if (!comments.minimize(input.subjectId, reason)) {
+    return [
+      200,
+      {
+        data: { minimizeComment: null },
+        errors: [
+          {
+            type: 'NOT_FOUND',
+            path: ['minimizeComment'],
+            locations: [{ line: 1, column: 1 }],
+            message: `Could not resolve to a node with the global id of '${input.subjectId}'`,
+          },
+        ],
+      },
+    ];
+  }
+  const minimized: Record<string, unknown> = {};
+  if (/\bisMinimized\b/.test(query)) minimized.isMinimized = true;
+  if (/\bminimizedReason\b/.test(query)) minimized.minimizedReason = reason;
+  if (/\bviewerCanMinimize\b/.test(query)) minimized.viewerCanMinimize = true;
+  return [200, { data: { minimizeComment: /\bminimizedComment\b/.test(query) ? { minimizedComment: minimized } : {} } }];
+}
+
 /** Answers one GraphQL request body. */
-export function answerGraphql(body: unknown, orgs: StandinOrgs): [number, unknown] {
+export function answerGraphql(body: unknown, orgs: StandinOrgs, comments?: StandinCommentNodes): [number, unknown] {
   const b = (typeof body === 'object' && body !== null ? body : {}) as { query?: unknown; variables?: unknown };
   if (typeof b.query !== 'string') return [400, { message: 'Problems parsing JSON', documentation_url: 'https://docs.github.com/graphql' }];
   const vars = (typeof b.variables === 'object' && b.variables !== null ? b.variables : {}) as Vars;
+  if (/^\s*mutation\b/.test(b.query)) return answerMinimize(b.query, vars, comments);
   const org = /organization\s*\(([^)]*)\)/.exec(b.query);
   const teams = /teams\s*\(([^)]*)\)/.exec(b.query);
   if (!org || !teams) return gqlError('stand-in: only organization { teams(userLogins:) } queries are supported');

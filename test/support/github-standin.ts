@@ -55,6 +55,8 @@ export interface StandinComment {
   user: string;
   createdAt: string;
   updatedAt: string;
+  /** Set by GraphQL's minimizeComment: GitHub's reason (`outdated`) and when. */
+  minimized?: { reason: string; at: string };
 }
 
 export interface StandinStatus {
@@ -214,6 +216,16 @@ export class GitHubStandin {
 
   getPull(fullName: string, number: number): StandinPull | undefined {
     return this.repo(fullName)?.pulls.get(number);
+  }
+
+  /** A comment by someone (`user`) on a pull, as if posted on GitHub. */
+  addComment(fullName: string, pull: number, body: string, user: string): StandinComment {
+    const repo = this.repo(fullName);
+    if (!repo?.pulls.has(pull)) throw new Error(`stand-in: unknown pull ${fullName}#${pull}`);
+    const now = new Date().toISOString();
+    const c: StandinComment = { id: this.nextId++, repo: repo.fullName, pull, body, user, createdAt: now, updatedAt: now };
+    this.commentsById.set(c.id, c);
+    return c;
   }
 
   /** Comments on a pull (or every comment of the repo), oldest first. */
@@ -428,7 +440,16 @@ export class GitHubStandin {
     headers: http.IncomingHttpHeaders,
   ): [number, unknown, Record<string, string>?] {
     if (!this.authorized(headers)) return [401, { message: 'Bad credentials', documentation_url: DOCS_URL }];
-    if ((path === '/graphql' || path === '/api/graphql') && method === 'POST') return answerGraphql(body, this.orgs);
+    if ((path === '/graphql' || path === '/api/graphql') && method === 'POST') {
+      return answerGraphql(body, this.orgs, {
+        minimize: (nodeId, reason) => {
+          const c = [...this.commentsById.values()].find((x) => `IC_${x.id}` === nodeId);
+          if (!c) return false;
+          c.minimized = { reason, at: new Date().toISOString() };
+          return true;
+        },
+      });
+    }
     const m = /^\/repos\/([^/]+)\/([^/]+)(\/.*)$/.exec(path);
     if (!m) return notFound();
     const repo = this.repo(`${m[1]}/${m[2]}`);

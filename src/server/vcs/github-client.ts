@@ -23,10 +23,9 @@ import { type Redactor, processRedactor } from '../secrets/redact.js';
 import { httpRequest, type HttpResponse, type ResponseHeaders } from '../../net/http-request.js';
 import { sleep } from '../../async.js';
 import { backoffDelay, equalJitter } from '../../backoff.js';
+import { MAX_COMMENT_LENGTH, MAX_COMMENTS_PER_COMMAND, separators, splitComment } from './comment-split.js';
 
-export const MAX_COMMENT_LENGTH = 65536;
-/** Past this many parts the start of the output is dropped (as Atlantis does). */
-export const MAX_COMMENTS_PER_COMMAND = 100;
+export { MAX_COMMENT_LENGTH, MAX_COMMENTS_PER_COMMAND, splitComment } from './comment-split.js';
 
 export type ReactionContent = '+1' | '-1' | 'laugh' | 'confused' | 'heart' | 'hooray' | 'rocket' | 'eyes';
 export type CommitState = 'pending' | 'success' | 'failure' | 'error';
@@ -42,6 +41,16 @@ export interface CommitStatus {
 export interface CreatedComment {
   id: number;
   htmlUrl?: string;
+}
+
+/** A PR conversation comment, as --hide-prev-plan-comments needs it. */
+export interface IssueComment {
+  id: number;
+  /** GraphQL global id (REST `node_id`). */
+  nodeId: string;
+  /** null when GitHub gives no user (a deleted account). */
+  login: string | null;
+  body: string;
 }
 
 export interface PullInfo {
@@ -94,6 +103,8 @@ export interface GitHubClientOptions {
   random?: () => number;
   /** Scrubs what we write; default: the process's (every server's secrets, and our token). */
   redactor?: Redactor;
+  /** --max-comments-per-command: a longer output loses its start (0: no limit; default 100). */
+  maxCommentsPerCommand?: number;
 }
 
 export class GitHubApiError extends Error {
@@ -117,55 +128,6 @@ export class GitHubApiError extends Error {
 export function hostForBaseUrl(baseUrl: string): string {
   const u = new URL(baseUrl);
   return u.hostname === 'api.github.com' ? 'github.com' : u.host;
-}
-
-// ---- comment splitting -------------------------------------------------------------
-
-export function continuationMarkers(command?: string): { sepStart: string; sepEnd: string; truncationHeader: string } {
-  const sepEnd = '\n```\n</details>\n<br>\n\n**Warning**: Output length greater than max comment size. Continued in next comment.';
-  const sepStart =
-    (command ? `Continued ${command} output from previous comment.` : 'Continued from previous comment.') +
-    '\n<details><summary>Show Output</summary>\n\n```diff\n';
-  const truncationHeader =
-    '\n```\n</details>\n<br>\n\n**Warning**: Command output is larger than the maximum number of comments per command. Output truncated.\n\n[..]\n';
-  return { sepStart, sepEnd, truncationHeader };
-}
-
-/**
- * Splits a comment the way Atlantis does: fixed-size portions, each but the last ending
- * with `sepEnd` (closes the code block, says it continues), each but the first starting
- * with `sepStart` (reopens it). Over `maxComments` parts, the oldest output is dropped and
- * the first kept part starts with the truncation header.
- */
-export function splitComment(comment: string, opts: { maxSize?: number; command?: string; maxComments?: number } = {}): string[] {
-  const maxSize = opts.maxSize ?? MAX_COMMENT_LENGTH;
-  if (comment.length <= maxSize) return [comment];
-  const { sepStart, sepEnd, truncationHeader } = continuationMarkers(opts.command);
-  const maxComments = opts.maxComments ?? MAX_COMMENTS_PER_COMMAND;
-  const room = maxSize - sepEnd.length - Math.max(sepStart.length, truncationHeader.length);
-  if (room <= 0) throw new Error('maxSize too small for the continuation markers');
-  const pieces: string[] = [];
-  let i = 0;
-  while (i < comment.length) {
-    let end = Math.min(comment.length, i + room);
-    // Never cut a surrogate pair in half.
-    if (end < comment.length && /[\uD800-\uDBFF]/.test(comment[end - 1] ?? '')) end--;
-    pieces.push(comment.slice(i, end));
-    i = end;
-  }
-  let kept = pieces;
-  let truncated = false;
-  if (pieces.length > maxComments) {
-    kept = pieces.slice(pieces.length - maxComments);
-    truncated = true;
-  }
-  return kept.map((p, idx) => {
-    let s = p;
-    if (idx < kept.length - 1) s += sepEnd;
-    if (idx === 0 && truncated) s = truncationHeader + s;
-    else if (idx > 0) s = sepStart + s;
-    return s;
-  });
 }
 
 // ---- client ---------------------------------------------------------------------------
@@ -218,8 +180,10 @@ export class GitHubClient {
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly random: () => number;
   private readonly redactor: Redactor;
+  private readonly maxCommentsPerCommand: number;
 
   constructor(opts: GitHubClientOptions) {
+    this.maxCommentsPerCommand = opts.maxCommentsPerCommand ?? MAX_COMMENTS_PER_COMMAND;
     this.baseUrl = (opts.baseUrl ?? 'https://api.github.com').replace(/\/+$/, '');
     this.token = opts.token;
     this.redactor = opts.redactor ?? processRedactor;
@@ -360,7 +324,10 @@ export class GitHubClient {
    */
   async createComment(repo: string, pull: number, body: string, opts: { command?: string } = {}): Promise<CreatedComment[]> {
     // Scrubbed before splitting: a secret cut in two by a split would match in neither part.
-    const parts = splitComment(this.redactor.redact(body), opts.command === undefined ? {} : { command: opts.command });
+    const parts = splitComment(this.redactor.redact(body), {
+      maxComments: this.maxCommentsPerCommand,
+      ...(opts.command === undefined ? {} : { command: opts.command }),
+    });
     const out: CreatedComment[] = [];
     for (const part of parts) out.push(await this.postComment(repo, pull, part));
     return out;
@@ -399,7 +366,7 @@ export class GitHubClient {
   async updateComment(repo: string, commentId: number, body: string): Promise<void> {
     let b = this.redactor.redact(body);
     if (b.length > MAX_COMMENT_LENGTH) {
-      const { truncationHeader } = continuationMarkers();
+      const { truncationHeader } = separators().none;
       b = truncationHeader + b.slice(b.length - (MAX_COMMENT_LENGTH - truncationHeader.length));
     }
     await this.request('PATCH', `${this.repoPath(repo)}/issues/comments/${commentId}`, { body: { body: b }, idempotent: true });
@@ -526,6 +493,36 @@ export class GitHubClient {
       after = teams.pageInfo.endCursor;
     }
     return slugs;
+  }
+
+  /** Every conversation comment of the PR, oldest first. */
+  async listComments(repo: string, pull: number): Promise<IssueComment[]> {
+    const raw = await this.paginate<{ id: number; node_id?: string; user?: { login?: string } | null; body?: string | null }>(
+      `${this.repoPath(repo)}/issues/${pull}/comments?per_page=100`,
+    );
+    return raw.map((c) => ({ id: c.id, nodeId: c.node_id ?? '', login: c.user?.login ?? null, body: c.body ?? '' }));
+  }
+
+  /**
+   * Minimises (hides behind "Show comment") a comment through GraphQL's minimizeComment,
+   * with the reason Atlantis gives (OUTDATED). Any GraphQL error throws.
+   */
+  async minimizeComment(nodeId: string, classifier: 'OUTDATED' = 'OUTDATED'): Promise<void> {
+    const query =
+      'mutation($input: MinimizeCommentInput!) { minimizeComment(input: $input) { minimizedComment { isMinimized minimizedReason viewerCanMinimize } } }';
+    // api.github.com/graphql; GitHub Enterprise's /api/v3 has its GraphQL at /api/graphql.
+    const url = /\/api\/v3$/.test(this.baseUrl) ? this.baseUrl.replace(/\/v3$/, '/graphql') : `${this.baseUrl}/graphql`;
+    const r = await this.request('POST', url, {
+      body: { query, variables: { input: { classifier, subjectId: nodeId } } },
+      idempotent: true,
+    });
+    type Answer = {
+      data?: { minimizeComment?: { minimizedComment?: { isMinimized?: unknown } } | null };
+      errors?: Array<{ message?: unknown }>;
+    };
+    const j = (r.json ?? {}) as Answer;
+    if (j.errors?.length || j.data?.minimizeComment?.minimizedComment?.isMinimized !== true)
+      throw new GitHubApiError('POST', new URL(url).pathname, r.status, String(j.errors?.[0]?.message ?? 'comment not minimized'));
   }
 
   private async paginate<T>(firstPath: string, maxPages = 100): Promise<T[]> {

@@ -17,13 +17,13 @@ import {
   type ProjectResultView,
   type ResultCommand,
   UNLOCKED_COMMENT,
-  cleanPlanOutput,
-  interruptedByShutdownComment,
   lockedByMessage,
   renderResults,
   statusContext,
   statusDescription,
 } from './messages.js';
+import { lockId, lockUrl } from './lock-url.js';
+import { formatPlanOutput } from './plan-output.js';
 import { type ProjectSpec, defaultsFor, projectForPlan, readRepoConfig, selectProjects } from './projects.js';
 import type { ServerSideRepoConfig } from './repo-config/server-side.js';
 import type { Workflow } from './repo-config/types.js';
@@ -35,6 +35,7 @@ import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
 import { dirTargets } from './comment-parser/dir-glob.js';
 import { CANCEL_COMMENT, approvePoliciesComment } from './comment-replies.js';
 import { noPermissionComment, teamAllows } from './team-allowlist.js';
+import { hideBeforeResult, layoutOptions } from './result-comment.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */
 export const APPLY_ALL_DISABLED_COMMENT =
@@ -197,7 +198,7 @@ export class CommandRunner {
         // As Atlantis: a plan that did not produce a plan file does not keep the lock.
         this.d.store.unlock({ repo: ctx.repo, dir: p.dir, workspace: p.workspace });
       }
-      if (r.interrupted) return this.interrupted(p, 'plan');
+      if (r.interrupted) return this.interrupted(p);
       if (!r.ok) return this.error(p, r.output);
       // The hash is checked before apply. A workflow whose steps write no plan file records none.
       const planSha256 = await fileSha256(jobCtx.planFile).catch((e: NodeJS.ErrnoException) => {
@@ -223,10 +224,10 @@ export class CommandRunner {
           projectName: p.name,
           outcome: {
             type: 'success',
-            output: cleanPlanOutput(r.output),
+            output: formatPlanOutput(r.output),
             applyCmd: buildApplyComment(exe, p.dir, p.workspace, p.name),
             replanCmd: buildPlanComment(exe, p.dir, p.workspace, p.name, c?.extraArgs ?? []),
-            lockUrl: `${this.d.config.atlantisUrl}/`,
+            lockUrl: lockUrl(this.d.config.atlantisUrl, lockId(ctx.repo, p.dir, p.workspace, p.name)),
           },
         },
       };
@@ -242,7 +243,8 @@ export class CommandRunner {
     }
     const plans = this.d.store.listPlans(ctx.repo, ctx.pull).filter((pl) => matchesPlan(pl, c));
     if (plans.length === 0) {
-      await this.comment(ctx, renderResults({ command: 'apply', results: [], executableName: this.d.config.executableName }), 'apply');
+      await hideBeforeResult(this.d, ctx, 'apply', c.dir);
+      await this.comment(ctx, renderResults({ command: 'apply', results: [], ...layoutOptions(this.d.config) }), 'apply');
       return 'success';
     }
     const { config, defaults } = this.repoSettings(ctx, await this.checkout(ctx, 'default'));
@@ -290,13 +292,13 @@ export class CommandRunner {
         // The saved plan is stale after a partial apply; the lock stays so nobody else
         // plans on top of a half-applied state.
         this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
-        return this.interrupted(p, 'apply');
+        return this.interrupted(p);
       }
       if (!r.ok) return this.error(p, r.output);
       this.d.store.completeApply(key, ctx.pull);
       return {
         status: 'success',
-        view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'success', output: r.output.trim() } },
+        view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'success', output: r.output } },
       };
     });
   }
@@ -328,13 +330,14 @@ export class CommandRunner {
             const init = this.d.projectRunner.isInitialised(jobCtx.projectDir) ? [] : p.workflow.plan.filter((s) => s.kind === 'init');
             const extra = cmd === 'version' ? { version: true } : cmd === 'import' ? { importArgs: c.args } : { stateRmArgs: c.args };
             const r = await this.d.projectRunner.runSteps(init, jobCtx, extra);
-            if (r.interrupted) return this.interrupted(p, cmd);
+            if (r.interrupted) return this.interrupted(p);
             if (!r.ok) return this.error(p, r.output);
             if (cmd !== 'version') this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace); // state changed: plan is stale
-            return {
-              status: 'success',
-              view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'success', output: r.output.trim() } },
-            };
+            // After import or state rm the plan is stale: the comment says how to plan again (without the args).
+            const replan =
+              cmd === 'version' ? {} : { replanCmd: buildPlanComment(this.d.config.executableName, p.dir, p.workspace, p.name, []) };
+            const outcome = { type: 'success' as const, output: r.output, ...replan };
+            return { status: 'success', view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome } };
           }),
         ),
       ),
@@ -446,9 +449,10 @@ export class CommandRunner {
       command: cmd,
       subName: c?.subName,
       results: runs.map((r) => r.view),
-      executableName: this.d.config.executableName,
+      ...layoutOptions(this.d.config),
       verbose: c?.verbose,
     });
+    await hideBeforeResult(this.d, ctx, cmd, c?.dir);
     const interrupted = runs.filter((r) => r.status === 'interrupted');
     // The final status is set even when the comment is lost, so the commit never stays
     // "pending"; the lost comment is logged and counted by comment().
@@ -473,14 +477,14 @@ export class CommandRunner {
     };
   }
 
-  private interrupted(p: ProjectSpec, cmd: ResultCommand): ProjectRun {
+  private interrupted(p: ProjectSpec): ProjectRun {
     return {
       status: 'interrupted',
       view: {
         dir: p.dir,
         workspace: p.workspace,
         projectName: p.name,
-        outcome: { type: 'failure', reason: interruptedByShutdownComment(cmd, p.dir, p.workspace, p.name, this.d.config.executableName) },
+        outcome: { type: 'interrupted', cause: 'drain-deadline' },
       },
     };
   }

@@ -11,7 +11,7 @@ import { AllowlistError, type RepoAllowlist, parseRepoAllowlist } from '../vcs/r
 import { CommandRunner, type PullContext } from './command-runner.js';
 import { JobLogPruner } from './job-logs.js';
 import { JobRegistry } from './jobs.js';
-import { SHUTTING_DOWN_COMMENT, queuedCommandStartingComment, queuedDuringDrainComment } from './messages.js';
+import { SHUTTING_DOWN_COMMENT, crashedJobComment, queuedCommandStartingComment, queuedDuringDrainComment } from './messages.js';
 import { ProjectRunner } from './project-runner.js';
 import { type ServerSideRepoConfig, parseServerSideRepoConfig } from './repo-config/server-side.js';
 import { RepoConfigError } from './repo-config/types.js';
@@ -47,7 +47,12 @@ export function workflowPlugin(server: AtlantisServer) {
     }
   }
   const store = LockStore.open(cfg.dataDir);
-  const github = new GitHubClient({ baseUrl: cfg.ghApiUrl, token: cfg.ghToken, logger: log });
+  const github = new GitHubClient({
+    baseUrl: cfg.ghApiUrl,
+    token: cfg.ghToken,
+    logger: log,
+    maxCommentsPerCommand: cfg.maxCommentsPerCommand,
+  });
   const copies = new WorkingCopies(cfg.dataDir, cfg.ghToken, log, server.processHost);
   const jobs = new JobRegistry();
   const jobLogPruner = new JobLogPruner({
@@ -235,16 +240,7 @@ export function workflowPlugin(server: AtlantisServer) {
       store.jobFinished(j.id, 'interrupted', 'server stopped while the job ran');
       if (j.command === 'apply') store.deletePlan(j.repo, j.pull, j.dir ?? '.', j.workspace ?? 'default');
       log.warn('Found a job interrupted by a server crash', { jobId: j.id, repo: j.repo, pull: j.pull, command: j.command });
-      const what = `dir: \`${j.dir ?? '.'}\` workspace: \`${j.workspace ?? 'default'}\``;
-      server.trackBackground(
-        comment(
-          j.repo,
-          j.pull,
-          `**${j.command} Interrupted** for ${what}\n\nThe Atlantis server stopped unexpectedly while this ran (it was not drained). ` +
-            `terraform may have left its state partly written and its state lock held; the project stays locked by this pull request.\n\n` +
-            `Check the state (and \`terraform force-unlock\` if needed), then comment \`${cfg.executableName} plan\` to plan again.`,
-        ),
-      );
+      server.trackBackground(comment(j.repo, j.pull, crashedJobComment(j, cfg.executableName)));
     }
   }
 

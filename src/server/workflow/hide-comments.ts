@@ -1,0 +1,53 @@
+// --hide-prev-plan-comments, as Atlantis v0.47 does it: before a command's result comment
+// is posted, the bot's earlier comments whose first line names that command (and the `-d`
+// dir, when the command gave one) are minimised on GitHub as OUTDATED through GraphQL's
+// minimizeComment. They stay readable ("Show comment"), so the trail is kept. Despite the
+// flag's name this applies to every command whose result is commented (an apply hides the
+// earlier "Ran Apply" comments), as in Atlantis.
+import type { Logger } from '../../log.js';
+import type { GitHubClient, IssueComment } from '../vcs/github-client.js';
+
+export interface HideRequest {
+  repo: string;
+  pull: number;
+  /** The bot's login: only its comments are hidden. */
+  botLogin: string;
+  /** Atlantis's title of the command (`Plan`, `Apply`, `Version`, `Import`, `State`). */
+  commandTitle: string;
+  /** The comment's `-d`, or '' (autoplan, `-p`, no flag). */
+  dir: string;
+}
+
+/** Pure: node ids of the comments to minimise, in the PR's order. */
+export function commentsToHide(comments: IssueComment[], r: Pick<HideRequest, 'botLogin' | 'commandTitle' | 'dir'>): string[] {
+  const bot = r.botLogin.toLowerCase();
+  const title = r.commandTitle.toLowerCase();
+  const dir = r.dir.toLowerCase();
+  return comments
+    .filter((c) => {
+      // As Atlantis: a comment without an author (a deleted account) is not skipped.
+      if (c.login !== null && c.login.toLowerCase() !== bot) return false;
+      // Crude, as Atlantis's: the templates name the command (and dir) in the first line.
+      const first = (c.body.split('\n')[0] ?? '').toLowerCase();
+      return first.includes(title) && (dir === '' || first.includes(dir));
+    })
+    .map((c) => c.nodeId);
+}
+
+/**
+ * Minimises the earlier comments; returns how many. As Atlantis, a failure stops the
+ * hiding and is only logged: the new result is still posted.
+ */
+export async function hidePreviousComments(github: GitHubClient, r: HideRequest, log: Logger): Promise<number> {
+  let hidden = 0;
+  try {
+    const ids = commentsToHide(await github.listComments(r.repo, r.pull), r);
+    for (const id of ids) {
+      await github.minimizeComment(id, 'OUTDATED');
+      hidden++;
+    }
+  } catch (e) {
+    log.error('Unable to hide old comments', { repo: r.repo, pull: r.pull, command: r.commandTitle, error: (e as Error).message });
+  }
+  return hidden;
+}

@@ -1,0 +1,34 @@
+// The lock id and the lock page link Atlantis puts in plan comments
+// ("To **delete** this plan and lock, click [here](<url>/lock?id=...)"). Pure functions.
+import path from 'node:path';
+
+/** Go's path.Clean for a repo-relative dir: `''` and `./` are `.`, no trailing slash. */
+function cleanDir(dir: string): string {
+  const n = path.posix.normalize(dir === '' ? '.' : dir);
+  return n.length > 1 ? n.replace(/\/+$/, '') : n;
+}
+
+/** Atlantis v0.47's lock key: `<owner>/<repo>/<dir>/<workspace>/<project name or empty>`. */
+export function lockId(repo: string, dir: string, workspace: string, projectName?: string): string {
+  return `${repo}/${cleanDir(dir)}/${workspace}/${projectName ?? ''}`;
+}
+
+/** Go's url.QueryEscape: only letters, digits and `-_.~` stay; a space becomes `+`. */
+export function queryEscape(s: string): string {
+  return encodeURIComponent(s)
+    .replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
+    .replace(/%20/g, '+');
+}
+
+/**
+ * The lock page link. Atlantis escapes the id and its router escapes the query value again,
+ * so `/` shows as `%252F` in its comments; the same double escape keeps links identical.
+ */
+export function lockUrl(atlantisUrl: string, id: string): string {
+  return `${atlantisUrl.replace(/\/+$/, '')}/lock?id=${queryEscape(queryEscape(id))}`;
+}
+
+/** The lock id back from the `id` query value of a lock link (already decoded once by the URL parser). */
+export function lockIdFromQuery(value: string): string {
+  return decodeURIComponent(value.replace(/\+/g, ' '));
+}
