@@ -108,6 +108,18 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description: 'Refuse "apply" without -p, -d or -w (apply all); a project, dir or workspace must be named',
   },
   {
+    name: 'disable-repo-locking',
+    type: 'bool',
+    default: false,
+    description: 'Disable atlantis locking repos: no project locks are taken, whatever repo_locks says',
+  },
+  {
+    name: 'emoji-reaction',
+    type: 'string',
+    default: '',
+    description: 'Emoji Reaction to use to react to comments (e.g. eyes); empty: no reaction, as Atlantis',
+  },
+  {
     name: 'disable-apply',
     type: 'bool',
     default: false,
@@ -217,6 +229,10 @@ export interface ServerConfig {
   parallelPoolSize: number;
   disableAutoplan: boolean;
   disableApplyAll: boolean;
+  /** --disable-repo-locking: no project locks at all. */
+  disableRepoLocking: boolean;
+  /** --emoji-reaction: the reaction to a command comment; '' for none. */
+  emojiReaction: string;
   /** --gh-team-allowlist rules; empty: no team check. */
   ghTeamAllowlist: TeamRule[];
   /** One line each: Atlantis flags that are set but ignored (cosmetic); the CLI logs them. */
@@ -344,6 +360,8 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     parallelPoolSize: pool,
     disableAutoplan: values['disable-autoplan'] === true,
     disableApplyAll: values['disable-apply-all'] === true,
+    disableRepoLocking: values['disable-repo-locking'] === true,
+    emojiReaction: (values['emoji-reaction'] as string | undefined) ?? '',
     ghTeamAllowlist,
     flagWarnings: [...judged.warnings, ...commandWarnings],
     logLevel: logLevel as LogLevel,

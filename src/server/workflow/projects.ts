@@ -45,6 +45,13 @@ export function repoConfigViolation(
     if (p.applyRequirements !== undefined && !s.allowedOverrides.includes('apply_requirements')) {
       return "repo config not allowed to set 'apply_requirements' key: server-side config needs 'allowed_overrides: [apply_requirements]'";
     }
+    for (const [set, key] of [
+      [p.repoLocking !== undefined, 'repo_locking'],
+      [p.repoLocks !== undefined, 'repo_locks'],
+    ] as const) {
+      if (set && !s.allowedOverrides.includes(key))
+        return `repo config not allowed to set '${key}' key: server-side config needs 'allowed_overrides: [${key}]'`;
+    }
   }
   return undefined;
 }

@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, compilePatternList } from '../when-modified.js';
 import { cleanedRepoDir, isValidWorkspace } from '../repo-dir.js';
+import { parseRepoLocking, parseRepoLocks } from '../lock-policy.js';
 import { Problems, checkKeys, isObj, parseApplyRequirements, parseWorkflows, strList, readYaml } from './schema.js';
 import { ATLANTIS_YAML, DEFAULT_WHEN_MODIFIED, DEFAULT_WORKSPACE, type ProjectConfig, type RepoConfig, RepoConfigError } from './types.js';
 
@@ -29,13 +30,21 @@ function whenModifiedOk(dir: string, wm: string[], where: string, p: Problems): 
   return !('problems' in list);
 }
 
-const PROJECT_KEYS = ['name', 'dir', 'workspace', 'autoplan', 'apply_requirements', 'workflow', 'terraform_version'];
+const PROJECT_KEYS = [
+  'name',
+  'dir',
+  'workspace',
+  'autoplan',
+  'apply_requirements',
+  'workflow',
+  'terraform_version',
+  'repo_locks',
+  'repo_locking',
+];
 const PROJECT_IGNORED = [
   'branch',
   'execution_order_group',
   'delete_source_branch_on_merge',
-  'repo_locking',
-  'repo_locks',
   'custom_policy_check',
   'plan_requirements',
   'import_requirements',
@@ -44,14 +53,13 @@ const PROJECT_IGNORED = [
   'terraform_distribution',
   'policy_check',
 ];
-const TOP_KEYS = ['version', 'projects', 'workflows', 'automerge', 'parallel_plan', 'parallel_apply'];
+const TOP_KEYS = ['version', 'projects', 'workflows', 'automerge', 'parallel_plan', 'parallel_apply', 'repo_locks'];
 const TOP_IGNORED = [
   'allowed_regexp_prefixes',
   'abort_on_execution_order_fail',
   'delete_source_branch_on_merge',
   'autodiscover',
   'parallel_policy_check',
-  'repo_locks',
   'policies',
 ];
 
@@ -125,6 +133,10 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
       else proj.workflow = rp.workflow;
     }
     if (typeof rp.terraform_version === 'string') proj.terraformVersion = rp.terraform_version;
+    const repoLocks = parseRepoLocks(rp.repo_locks, `${where}.repo_locks`, p);
+    if (repoLocks) proj.repoLocks = repoLocks;
+    const repoLocking = parseRepoLocking(rp.repo_locking, `${where}.repo_locking`, p);
+    if (repoLocking !== undefined) proj.repoLocking = repoLocking;
     projects.push(proj);
   });
   // Same checks as Atlantis: unique names; same dir+workspace only when every one is named.
@@ -151,8 +163,10 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
       p.add(`projects[${i}].workflow`, `workflow ${JSON.stringify(pr.workflow)} is not defined in workflows`);
     }
   }
+  const repoLocks = parseRepoLocks(root.repo_locks, 'repo_locks', p);
   if (p.list.length > 0) throw new RepoConfigError(file, p.list);
   return {
+    ...(repoLocks ? { repoLocks } : {}),
     version: 3,
     automerge: bool('automerge'),
     parallelPlan: bool('parallel_plan'),

@@ -2,9 +2,10 @@
 // repo config", repos.yaml): per-repo rules the operator sets, and the settings that apply
 // to one repo. Trusted input, still validated so a typo fails at start.
 import { Problems, checkKeys, isObj, parseApplyRequirements, parseWorkflows, strList, readYaml } from './schema.js';
+import { type LockSettings, parseRepoLocking, parseRepoLocks } from '../lock-policy.js';
 import { type ApplyRequirement, RepoConfigError, type Workflow } from './types.js';
 
-export interface ServerRepoRule {
+export interface ServerRepoRule extends LockSettings {
   /** Exact `host/owner/name`, or a regex written as `/.../`. */
   id: string;
   applyRequirements?: ApplyRequirement[];
@@ -36,7 +37,7 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
     }
     checkKeys(
       r,
-      ['id', 'apply_requirements', 'workflow', 'allowed_overrides', 'allow_custom_workflows'],
+      ['id', 'apply_requirements', 'workflow', 'allowed_overrides', 'allow_custom_workflows', 'repo_locks', 'repo_locking'],
       [
         'branch',
         'plan_requirements',
@@ -45,8 +46,6 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
         'pre_workflow_hooks',
         'post_workflow_hooks',
         'delete_source_branch_on_merge',
-        'repo_locking',
-        'repo_locks',
         'policy_check',
         'custom_policy_check',
         'autodiscover',
@@ -75,6 +74,10 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
     };
     const ar = parseApplyRequirements(r.apply_requirements, `${where}.apply_requirements`, p);
     if (ar) rule.applyRequirements = ar;
+    const repoLocks = parseRepoLocks(r.repo_locks, `${where}.repo_locks`, p);
+    if (repoLocks) rule.repoLocks = repoLocks;
+    const repoLocking = parseRepoLocking(r.repo_locking, `${where}.repo_locking`, p);
+    if (repoLocking !== undefined) rule.repoLocking = repoLocking;
     if (typeof r.workflow === 'string') {
       rule.workflow = r.workflow;
       if (r.workflow !== 'default' && !workflows[r.workflow])
@@ -107,6 +110,20 @@ export function serverSettingsFor(
     if (r.workflow) out.workflow = r.workflow;
     out.allowedOverrides = r.allowedOverrides;
     out.allowCustomWorkflows = r.allowCustomWorkflows;
+  }
+  return out;
+}
+
+/** The server-side lock settings for `host/owner/name` (later rules win, as Atlantis). */
+export function serverLockSettingsFor(
+  server: ServerSideRepoConfig | undefined,
+  repoId: string,
+): LockSettings & { allowedOverrides: string[] } {
+  const out: LockSettings & { allowedOverrides: string[] } = { allowedOverrides: serverSettingsFor(server, repoId).allowedOverrides };
+  for (const r of server?.repos ?? []) {
+    if (!ruleMatches(r, repoId)) continue;
+    if (r.repoLocks !== undefined) out.repoLocks = r.repoLocks;
+    if (r.repoLocking !== undefined) out.repoLocking = r.repoLocking;
   }
   return out;
 }

@@ -1,5 +1,6 @@
 // The types both repo config files share (atlantis.yaml and the server-side repos.yaml) and
 // what project selection hands to the runner, with Atlantis's defaults.
+import type { RepoLocksMode } from '../lock-policy.js';
 
 export const ATLANTIS_YAML = 'atlantis.yaml';
 export const DEFAULT_WORKSPACE = 'default';
@@ -56,6 +57,10 @@ export interface ProjectConfig {
   applyRequirements?: ApplyRequirement[];
   workflow?: string;
   terraformVersion?: string;
+  /** `repo_locks.mode` of the project (effective only where allowed_overrides lists repo_locks). */
+  repoLocks?: RepoLocksMode;
+  /** Deprecated `repo_locking` (effective only where allowed_overrides lists repo_locking). */
+  repoLocking?: boolean;
 }
 
 export interface RepoConfig {
@@ -65,6 +70,8 @@ export interface RepoConfig {
   parallelApply: boolean;
   projects: ProjectConfig[];
   workflows: Record<string, Workflow>;
+  /** Top-level `repo_locks.mode`. */
+  repoLocks?: RepoLocksMode;
   /** Keys that Atlantis knows but this server ignores. */
   warnings: string[];
 }
