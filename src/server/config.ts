@@ -74,6 +74,8 @@ export const SERVER_FLAGS: FlagSpec[] = [
   },
   { name: 'executable-name', type: 'string', default: 'atlantis', description: 'Comment command executable name' },
   { name: 'parallel-pool-size', type: 'int', default: 15, description: 'Max number of projects to run in parallel' },
+  { name: 'parallel-plan', type: 'bool', default: false, description: 'Run plan operations in parallel.' },
+  { name: 'parallel-apply', type: 'bool', default: false, description: 'Run apply operations in parallel.' },
   { name: 'disable-autoplan', type: 'bool', default: false, description: 'Disable atlantis auto planning' },
   {
     name: 'disable-apply-all',
@@ -183,6 +185,9 @@ export interface ServerConfig {
   blockedExtraArgs: string[];
   executableName: string;
   parallelPoolSize: number;
+  /** --parallel-plan / --parallel-apply: the default when atlantis.yaml does not set parallel_plan / parallel_apply. */
+  parallelPlan: boolean;
+  parallelApply: boolean;
   disableAutoplan: boolean;
   disableApplyAll: boolean;
   /** --gh-team-allowlist rules; empty: no team check. */
@@ -304,6 +309,8 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     blockedExtraArgs: values['blocked-extra-args'] as string[],
     executableName: values['executable-name'] as string,
     parallelPoolSize: pool,
+    parallelPlan: values['parallel-plan'] === true,
+    parallelApply: values['parallel-apply'] === true,
     disableAutoplan: values['disable-autoplan'] === true,
     disableApplyAll: values['disable-apply-all'] === true,
     ghTeamAllowlist,

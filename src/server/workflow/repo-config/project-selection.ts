@@ -32,6 +32,10 @@ function specFromConfig(
     workspace: p.workspace,
     workflow,
     applyRequirements: p.applyRequirements ?? defaults?.applyRequirements ?? [],
+    planRequirements: p.planRequirements ?? defaults?.planRequirements ?? [],
+    importRequirements: p.importRequirements ?? defaults?.importRequirements ?? [],
+    executionOrderGroup: p.executionOrderGroup ?? 0,
+    dependsOn: p.dependsOn ?? [],
     autoplanEnabled: p.autoplan.enabled,
     configured: true,
   };
@@ -43,6 +47,8 @@ function specFromConfig(
 /** Settings from the server side (--repo-config) for projects that do not set their own. */
 export interface DefaultsFromServer {
   applyRequirements?: ApplyRequirement[];
+  planRequirements?: ApplyRequirement[];
+  importRequirements?: ApplyRequirement[];
   workflow?: Workflow;
   /** Server-side workflows a project's `workflow:` may name. */
   workflows?: Record<string, Workflow>;
@@ -54,6 +60,10 @@ function defaultSpec(dir: string, workspace: string, d?: DefaultsFromServer): Pr
     workspace,
     workflow: d?.workflow ?? DEFAULT_WORKFLOW,
     applyRequirements: d?.applyRequirements ?? [],
+    planRequirements: d?.planRequirements ?? [],
+    importRequirements: d?.importRequirements ?? [],
+    executionOrderGroup: 0,
+    dependsOn: [],
     autoplanEnabled: true,
     configured: false,
   };

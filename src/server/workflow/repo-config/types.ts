@@ -54,15 +54,23 @@ export interface ProjectConfig {
   workspace: string;
   autoplan: { enabled: boolean; whenModified: string[] };
   applyRequirements?: ApplyRequirement[];
+  planRequirements?: ApplyRequirement[];
+  importRequirements?: ApplyRequirement[];
   workflow?: string;
   terraformVersion?: string;
+  /** execution_order_group (Atlantis's default 0). */
+  executionOrderGroup?: number;
+  /** depends_on: names of projects that must be applied first. */
+  dependsOn?: string[];
 }
 
 export interface RepoConfig {
   version: 3;
   automerge: boolean;
-  parallelPlan: boolean;
-  parallelApply: boolean;
+  /** Undefined when atlantis.yaml does not say: --parallel-plan / --parallel-apply decide. */
+  parallelPlan?: boolean;
+  parallelApply?: boolean;
+  abortOnExecutionOrderFail: boolean;
   projects: ProjectConfig[];
   workflows: Record<string, Workflow>;
   /** Keys that Atlantis knows but this server ignores. */
@@ -76,6 +84,10 @@ export interface ProjectSpec {
   workspace: string;
   workflow: Workflow;
   applyRequirements: ApplyRequirement[];
+  planRequirements: ApplyRequirement[];
+  importRequirements: ApplyRequirement[];
+  executionOrderGroup: number;
+  dependsOn: string[];
   autoplanEnabled: boolean;
   /** True when it comes from atlantis.yaml, false for a default (config-less) project. */
   configured: boolean;
