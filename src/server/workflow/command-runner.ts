@@ -9,7 +9,7 @@ import { type LockStore, type PlanRecord, fileSha256, planFileProblem } from '..
 import type { ServerMetrics } from '../metrics.js';
 import type { GitHubClient } from '../vcs/github-client.js';
 import type { ParsedCommand } from './comment-parser.js';
-import { KeyedMutex, Semaphore } from './concurrency.js';
+import { KeyedMutex } from './concurrency.js';
 import type { JobRegistry, JobStatus } from './jobs.js';
 import {
   APPROVAL_REQUIRED,
@@ -32,7 +32,8 @@ import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './extra-ar
 import type { ProjectRunner } from './project-runner.js';
 import type { WorkingCopies } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
-import { noPermissionComment, teamAllows } from './team-allowlist.js';
+import { teamPermits } from './team-gate.js';
+import { ProjectScheduler } from './project-scheduler.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */
 export const APPLY_ALL_DISABLED_COMMENT =
@@ -75,21 +76,20 @@ interface ProjectRun {
 }
 
 export class CommandRunner {
-  private readonly pool: Semaphore;
-  private readonly projectMutex = new KeyedMutex();
+  private readonly scheduler: ProjectScheduler;
   private readonly checkoutMutex = new KeyedMutex();
   private readonly statusChains = new Map<string, Promise<void>>();
   /** Workflows defined by a repo's own atlantis.yaml: their extra_args are PR input. */
   private readonly repoWorkflows = new WeakSet<Workflow>();
 
   constructor(private readonly d: CommandRunnerDeps) {
-    this.pool = new Semaphore(d.config.parallelPoolSize);
+    this.scheduler = new ProjectScheduler(d.config.parallelPoolSize);
   }
 
   async run(req: CommandRequest): Promise<void> {
     const name = req.kind === 'autoplan' ? 'plan' : req.command.name;
     const log = this.d.logger.child({ repo: req.ctx.repo, pull: req.ctx.pull, command: name });
-    if (!(await this.teamPermits(req, name, log))) return;
+    if (!(await teamPermits(this.d, req, name, log, (body) => this.comment(req.ctx, body, name)))) return;
     // The reaction is cosmetic: it must not delay terraform, only the end of the operation.
     const reaction =
       req.kind === 'comment' && req.commentId !== undefined
@@ -107,30 +107,6 @@ export class CommandRunner {
       log.error('Command failed', { error: (e as Error).message });
       await this.comment(req.ctx, `**Error**: ${(e as Error).message}`, name).catch(() => undefined);
     }
-  }
-
-  /**
-   * --gh-team-allowlist, as Atlantis: the user's teams in the repo's organisation come from
-   * GitHub; a refused comment gets Atlantis's comment, a refused autoplan only a log line,
-   * and when GitHub cannot tell, nothing runs.
-   */
-  private async teamPermits(req: CommandRequest, name: string, log: Logger): Promise<boolean> {
-    const rules = this.d.config.ghTeamAllowlist;
-    if (rules.length === 0) return true;
-    const { repo, user } = req.ctx;
-    let teams: string[];
-    try {
-      teams = await this.d.github.listUserTeams(repo.split('/')[0]!, user);
-    } catch (e) {
-      this.d.metrics.commandsTotal.inc({ command: name, result: 'error' });
-      log.error('Unable to fetch user teams, command not run', { user, error: (e as Error).message });
-      return false;
-    }
-    if (teamAllows(rules, teams, name)) return true;
-    this.d.metrics.commandsTotal.inc({ command: name, result: 'refused' });
-    log.warn('User is not in a team allowed to run the command', { user, teams });
-    if (req.kind === 'comment') await this.comment(req.ctx, noPermissionComment(user, name), name).catch(() => undefined);
-    return false;
   }
 
   private async dispatch(req: CommandRequest): Promise<string> {
@@ -344,9 +320,8 @@ export class CommandRunner {
     return { config, defaults };
   }
 
-  /** Serializes per project of this PR and bounds parallelism by the pool. */
   private guarded(ctx: PullContext, p: ProjectSpec, fn: () => Promise<ProjectRun>): Promise<ProjectRun> {
-    return this.projectMutex.run(`${ctx.repo}#${ctx.pull}#${p.dir}#${p.workspace}`, () => this.pool.run(fn));
+    return this.scheduler.guarded({ repo: ctx.repo, pull: ctx.pull, dir: p.dir, workspace: p.workspace }, fn);
   }
 
   /** The PR's working copy, refused when a symlink in it leads outside (checked before anything reads it). */
