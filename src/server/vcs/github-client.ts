@@ -458,13 +458,18 @@ export class GitHubClient {
    * the background, so an unknown state is asked again a few times.
    */
   async isMergeable(repo: string, pull: number, opts: { attempts?: number; delayMs?: number } = {}): Promise<boolean> {
+    return pullIsMergeable(await this.getPullForMergeable(repo, pull, opts));
+  }
+
+  /** The PR as GitHub sees it once it has computed mergeability (asked again a few times). */
+  async getPullForMergeable(repo: string, pull: number, opts: { attempts?: number; delayMs?: number } = {}): Promise<PullInfo> {
     const attempts = opts.attempts ?? 3;
     let info = await this.getPull(repo, pull);
     for (let i = 1; i < attempts && (info.mergeable === null || info.mergeableState === 'unknown'); i++) {
       await this.sleep(opts.delayMs ?? 1000);
       info = await this.getPull(repo, pull);
     }
-    return pullIsMergeable(info);
+    return info;
   }
 
   /** Reviews API: approved when some reviewer's latest decisive review is APPROVED. */

@@ -12,8 +12,6 @@ import type { ParsedCommand } from './comment-parser.js';
 import { KeyedMutex } from './concurrency.js';
 import type { JobRegistry, JobStatus } from './jobs.js';
 import {
-  APPROVAL_REQUIRED,
-  MERGEABLE_REQUIRED,
   type ProjectResultView,
   type ResultCommand,
   UNLOCKED_COMMENT,
@@ -33,6 +31,9 @@ import type { ProjectRunner } from './project-runner.js';
 import type { WorkingCopies } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
 import { teamPermits } from './team-gate.js';
+import { CANCEL_COMMENT, CANCELLED_PROJECT_ERROR } from './execution-order.js';
+import { requirementRefusal } from './requirement-checks.js';
+import { dependencyFailure } from './requirements.js';
 import { ProjectScheduler } from './project-scheduler.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */
@@ -112,6 +113,8 @@ export class CommandRunner {
   private async dispatch(req: CommandRequest): Promise<string> {
     if (req.kind === 'autoplan') return this.plan(req.ctx, undefined, true);
     const c = req.command;
+    // Compared as a string: the parser registers `cancel` in CommandName on its own branch.
+    if ((c.name as string) === 'cancel') return this.cancel(req.ctx);
     switch (c.name) {
       case 'plan':
         return this.plan(req.ctx, c, false);
@@ -131,7 +134,7 @@ export class CommandRunner {
   // ---- plan -----------------------------------------------------------------------------
 
   private async plan(ctx: PullContext, c: ParsedCommand | undefined, autoplan: boolean): Promise<string> {
-    const projects = await this.projectsFor(ctx, c);
+    const { projects, config } = await this.selection(ctx, c);
     if (autoplan && projects.length === 0) {
       await this.status(ctx, 'plan', 'success', statusDescription('plan', 'success', { succeeded: 0, total: 0 }));
       return 'success';
@@ -141,7 +144,12 @@ export class CommandRunner {
       for (const p of this.d.store.listPlans(ctx.repo, ctx.pull)) this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
     }
     void this.status(ctx, 'plan', 'pending', statusDescription('plan', 'pending'));
-    const runs = await Promise.all(projects.map((p) => this.guarded(ctx, p, () => this.planProject(ctx, p, c))));
+    const runs = await this.scheduler.ordered('plan', ctx, projects, {
+      parallel: config?.parallelPlan ?? this.d.config.parallelPlan,
+      abortOnFail: config?.abortOnExecutionOrderFail ?? false,
+      run: (p) => this.planProject(ctx, p, c),
+      cancelled: (p) => this.error(p, CANCELLED_PROJECT_ERROR),
+    });
     return this.report(ctx, 'plan', runs, c);
   }
 
@@ -160,6 +168,13 @@ export class CommandRunner {
       return this.failure(p, lockedByMessage(lock.holder.pull, this.d.config.executableName));
     }
     const newlyLocked = lock.acquired && !this.d.store.getPlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+    const refused = await requirementRefusal(this.d.github, ctx, 'plan', p.planRequirements, async () => false);
+    if (refused) {
+      // As Atlantis: a refused plan leaves neither a stale plan nor the lock behind.
+      this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+      this.d.store.unlock({ repo: ctx.repo, dir: p.dir, workspace: p.workspace });
+      return this.failure(p, refused);
+    }
     return this.job(ctx, p, 'plan', c?.extraArgs ?? [], async (jobCtx) => {
       const r = await this.d.projectRunner.runSteps(p.workflow.plan, jobCtx);
       if (!r.ok && newlyLocked) {
@@ -216,20 +231,21 @@ export class CommandRunner {
     }
     const { config, defaults } = this.repoSettings(ctx, await this.checkout(ctx, 'default'));
     void this.status(ctx, 'apply', 'pending', statusDescription('apply', 'pending'));
-    const runs = await Promise.all(
-      plans.map((pl) => {
-        const p = projectForPlan(config, pl.dir, pl.workspace, defaults);
-        return this.guarded(ctx, p, () => this.applyProject(ctx, p, pl));
-      }),
-    );
+    const targets = plans.map((pl) => ({ ...projectForPlan(config, pl.dir, pl.workspace, defaults), plan: pl }));
+    const runs = await this.scheduler.ordered('apply', ctx, targets, {
+      parallel: config?.parallelApply ?? this.d.config.parallelApply,
+      abortOnFail: config?.abortOnExecutionOrderFail ?? false,
+      run: (p) => this.applyProject(ctx, p, p.plan),
+      cancelled: (p) => this.error(p, CANCELLED_PROJECT_ERROR),
+    });
     return this.report(ctx, 'apply', runs, c);
   }
 
   private async applyProject(ctx: PullContext, p: ProjectSpec, plan: PlanRecord): Promise<ProjectRun> {
-    for (const req of p.applyRequirements) {
-      if (req === 'approved' && !(await this.d.github.isApproved(ctx.repo, ctx.pull))) return this.failure(p, APPROVAL_REQUIRED);
-      if (req === 'mergeable' && !(await this.d.github.isMergeable(ctx.repo, ctx.pull))) return this.failure(p, MERGEABLE_REQUIRED);
-    }
+    const refused =
+      (await requirementRefusal(this.d.github, ctx, 'apply', p.applyRequirements, async () => false)) ??
+      dependencyFailure(p.dependsOn, this.scheduler.projectStates.get(ctx.repo, ctx.pull, ctx.headSha));
+    if (refused) return this.failure(p, refused);
     if (plan.headSha !== ctx.headSha) {
       return this.failure(
         p,
@@ -272,6 +288,21 @@ export class CommandRunner {
 
   // ---- unlock, version, import, state rm ---------------------------------------------------
 
+  /**
+   * `atlantis cancel`, as Atlantis: projects of this PR's running plan or apply that have not
+   * started yet are cancelled; running ones finish. Always answered with Atlantis's comment.
+   */
+  private async cancel(ctx: PullContext): Promise<string> {
+    this.scheduler.cancellations.cancel(ctx.repo, ctx.pull);
+    await this.comment(ctx, CANCEL_COMMENT, 'cancel');
+    return 'success';
+  }
+
+  /** A closed PR: forget its cancel mark and project states. */
+  forgetPull(repo: string, pull: number): void {
+    this.scheduler.forget(repo, pull);
+  }
+
   private async unlock(ctx: PullContext): Promise<string> {
     this.d.store.unlockAllForPull(ctx.repo, ctx.pull, { discardPlans: true });
     await this.comment(ctx, UNLOCKED_COMMENT, 'unlock');
@@ -282,8 +313,11 @@ export class CommandRunner {
     const projects = await this.projectsFor(ctx, c);
     const runs = await Promise.all(
       projects.map((p) =>
-        this.guarded(ctx, p, () =>
-          this.job(ctx, p, cmd, c.extraArgs, async (jobCtx) => {
+        this.guarded(ctx, p, async () => {
+          const refused =
+            cmd === 'import' ? await requirementRefusal(this.d.github, ctx, 'import', p.importRequirements, async () => false) : undefined;
+          if (refused) return this.failure(p, refused);
+          return this.job(ctx, p, cmd, c.extraArgs, async (jobCtx) => {
             const init = this.d.projectRunner.isInitialised(jobCtx.projectDir) ? [] : p.workflow.plan.filter((s) => s.kind === 'init');
             const extra = cmd === 'version' ? { version: true } : cmd === 'import' ? { importArgs: c.args } : { stateRmArgs: c.args };
             const r = await this.d.projectRunner.runSteps(init, jobCtx, extra);
@@ -294,8 +328,8 @@ export class CommandRunner {
               status: 'success',
               view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'success', output: r.output.trim() } },
             };
-          }),
-        ),
+          });
+        }),
       ),
     );
     return this.report(ctx, cmd, runs, c);
@@ -305,11 +339,16 @@ export class CommandRunner {
 
   /** Projects of a command: from -p/-d/-w, or the ones the PR modifies. */
   private async projectsFor(ctx: PullContext, c: ParsedCommand | undefined): Promise<ProjectSpec[]> {
+    return (await this.selection(ctx, c)).projects;
+  }
+
+  /** The projects of a command and the repo config they come from. */
+  private async selection(ctx: PullContext, c: ParsedCommand | undefined) {
     const checkout = await this.checkout(ctx, 'default');
     const { config, defaults } = this.repoSettings(ctx, checkout);
     const targeted = c !== undefined && (c.dir !== undefined || c.workspace !== undefined || c.project !== undefined);
     const changed = targeted ? [] : await this.d.github.listChangedFiles(ctx.repo, ctx.pull);
-    return selectProjects(config, checkout, changed, c, defaults);
+    return { projects: selectProjects(config, checkout, changed, c, defaults), config };
   }
 
   private repoSettings(ctx: PullContext, checkout: string) {

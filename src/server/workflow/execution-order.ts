@@ -37,6 +37,8 @@ export interface OrderOptions<T, R> {
   failed: (r: R) => boolean;
   /** The result of a project that was cancelled before it started. */
   cancelled: (item: T) => R;
+  /** After each group (Atlantis updates the PR's project statuses there, which depends_on reads). */
+  groupDone?: (items: T[], results: R[]) => void;
 }
 
 /** Runs the groups in order and returns every result (none for projects after an abort). */
@@ -57,6 +59,7 @@ export async function runInExecutionOrder<T extends Scheduled, R>(items: readonl
       for (const it of group) groupResults.push(await o.run(it, () => true));
     }
     results.push(...groupResults);
+    o.groupDone?.(group, groupResults);
     if (o.parallel && o.abortOnFail && groupResults.some(o.failed)) break;
   }
   return results;

@@ -1,0 +1,101 @@
+// plan/apply/import requirements and depends_on, decided as Atlantis v0.47 decides them
+// (server/events/command_requirement_handler.go, vcs/github/client.go PullIsMergeable).
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  PullProjectStates,
+  type ProjectState,
+  type RequirementFacts,
+  dependencyFailure,
+  mergeableStatus,
+  requirementFailure,
+} from '../src/server/workflow/requirements.js';
+import type { ApplyRequirement } from '../src/server/workflow/repo-config/types.js';
+
+describe('mergeableStatus (GitHub mergeable_state as Atlantis maps it)', () => {
+  const rows: Array<[boolean, string, { mergeable: boolean; reason?: string }]> = [
+    [false, 'clean', { mergeable: true }],
+    [false, 'unstable', { mergeable: true }],
+    [false, 'has_hooks', { mergeable: true }],
+    [false, 'blocked', { mergeable: false, reason: 'PR is in state blocked' }],
+    [false, 'dirty', { mergeable: false, reason: 'PR is in state dirty' }],
+    [false, 'behind', { mergeable: false, reason: 'PR is in state behind' }],
+    [false, 'unknown', { mergeable: false, reason: 'PR is in state unknown' }],
+    [false, '', { mergeable: false, reason: 'PR is in state <unknown>' }],
+    [true, 'clean', { mergeable: false, reason: 'PR is a draft' }],
+  ];
+  for (const [draft, state, want] of rows)
+    it(`${draft ? 'draft, ' : ''}${state || '(empty)'}`, () => assert.deepEqual(mergeableStatus({ draft, mergeableState: state }), want));
+});
+
+describe('requirementFailure', () => {
+  const ok: RequirementFacts = { approved: true, mergeable: { mergeable: true }, diverged: false };
+  const rows: Array<[string, 'plan' | 'apply' | 'import', ApplyRequirement[], RequirementFacts, string | undefined]> = [
+    ['nothing required', 'apply', [], {}, undefined],
+    ['all met', 'apply', ['approved', 'mergeable', 'undiverged'], ok, undefined],
+    [
+      'not approved',
+      'apply',
+      ['approved'],
+      { approved: false },
+      "Pull request must be approved according to the project's approval rules before running apply.",
+    ],
+    [
+      'plan names its command',
+      'plan',
+      ['approved'],
+      { approved: false },
+      "Pull request must be approved according to the project's approval rules before running plan.",
+    ],
+    [
+      'not mergeable, with the reason',
+      'apply',
+      ['mergeable'],
+      { mergeable: { mergeable: false, reason: 'PR is in state blocked' } },
+      'Pull request must be mergeable before running apply (PR is in state blocked).',
+    ],
+    [
+      'not mergeable, no reason',
+      'import',
+      ['mergeable'],
+      { mergeable: { mergeable: false } },
+      'Pull request must be mergeable before running import.',
+    ],
+    ['diverged', 'apply', ['undiverged'], { diverged: true }, 'Default branch must be rebased onto pull request before running apply.'],
+    [
+      'the first unmet in the listed order',
+      'apply',
+      ['mergeable', 'approved'],
+      { approved: false, mergeable: { mergeable: false, reason: 'PR is a draft' } },
+      'Pull request must be mergeable before running apply (PR is a draft).',
+    ],
+  ];
+  for (const [what, cmd, reqs, facts, want] of rows) it(what, () => assert.equal(requirementFailure(cmd, reqs, facts), want));
+});
+
+describe('dependencyFailure (depends_on)', () => {
+  const states = new Map<string, ProjectState>([
+    ['applied', 'applied'],
+    ['nochange', 'planned_no_changes'],
+    ['planned', 'planned'],
+    ['broken', 'errored'],
+  ]);
+  const rows: Array<[string[], string | undefined]> = [
+    [[], undefined],
+    [['applied', 'nochange'], undefined],
+    [['unknown'], undefined],
+    [['applied', 'planned'], "Can't apply your project unless you apply its dependencies: [planned]"],
+    [['broken'], "Can't apply your project unless you apply its dependencies: [broken]"],
+  ];
+  for (const [deps, want] of rows) it(JSON.stringify(deps), () => assert.equal(dependencyFailure(deps, states), want));
+
+  it('project states reset when the head commit changes', () => {
+    const s = new PullProjectStates();
+    s.get('acme/infra', 1, 'sha1').set('net', 'applied');
+    assert.equal(s.get('acme/infra', 1, 'sha1').get('net'), 'applied');
+    assert.equal(s.get('acme/infra', 1, 'sha2').get('net'), undefined);
+    s.get('acme/infra', 1, 'sha2').set('net', 'planned');
+    s.forget('acme/infra', 1);
+    assert.equal(s.get('acme/infra', 1, 'sha2').size, 0);
+  });
+});
