@@ -39,7 +39,7 @@ describe('the command registry', () => {
         ['plan', 'approve_policies', 'approve_policies'],
         { allowed: ['plan'], ignored: [{ name: 'approve_policies', why: 'policy checks are not implemented' }] },
       ],
-      [['plan', 'destroy', 'cancel'], { allowed: ['plan'], ignored: [], unknown: 'destroy' }],
+      [['plan', 'destroy', 'cancel'], { allowed: ['plan', 'cancel'], ignored: [], unknown: 'destroy' }],
       [[], { allowed: [], ignored: [] }],
     ];
     for (const [list, want] of cases) assert.deepEqual(resolveAllowCommands(list), want, list.join(','));

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   PullProjectStates,
+  approvedByReviews,
   type ProjectState,
   type RequirementFacts,
   dependencyFailure,
@@ -26,6 +27,19 @@ describe('mergeableStatus (GitHub mergeable_state as Atlantis maps it)', () => {
   ];
   for (const [draft, state, want] of rows)
     it(`${draft ? 'draft, ' : ''}${state || '(empty)'}`, () => assert.deepEqual(mergeableStatus({ draft, mergeableState: state }), want));
+});
+
+describe('approvedByReviews (Atlantis: any review in state APPROVED)', () => {
+  const rows: Array<[string[], boolean]> = [
+    [[], false],
+    [['COMMENTED', 'CHANGES_REQUESTED'], false],
+    [['DISMISSED'], false],
+    [['APPROVED'], true],
+    // Atlantis does not look at what the same reviewer did after approving.
+    [['APPROVED', 'CHANGES_REQUESTED'], true],
+  ];
+  for (const [states, want] of rows)
+    it(JSON.stringify(states), () => assert.equal(approvedByReviews(states.map((state) => ({ user: 'u', state }))), want));
 });
 
 describe('requirementFailure', () => {

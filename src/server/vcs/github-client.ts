@@ -491,6 +491,14 @@ export class GitHubClient {
     return { approved: approvedBy.length > 0, approvedBy };
   }
 
+  /** Every review of the PR (user and state), in GitHub's order. */
+  async listReviews(repo: string, pull: number): Promise<Array<{ user: string; state: string }>> {
+    const reviews = await this.paginate<{ user?: { login?: string } | null; state: string }>(
+      `${this.repoPath(repo)}/pulls/${pull}/reviews?per_page=100`,
+    );
+    return reviews.map((r) => ({ user: r.user?.login ?? '', state: r.state }));
+  }
+
   async isApproved(repo: string, pull: number): Promise<boolean> {
     return (await this.getApproval(repo, pull)).approved;
   }

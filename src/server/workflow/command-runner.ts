@@ -32,7 +32,7 @@ import type { WorkingCopies } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
 import { teamPermits } from './team-gate.js';
 import { CANCEL_COMMENT, CANCELLED_PROJECT_ERROR } from './execution-order.js';
-import { requirementRefusal } from './requirement-checks.js';
+import { notDiverged, requirementRefusal } from './requirement-checks.js';
 import { dependencyFailure } from './requirements.js';
 import { ProjectScheduler } from './project-scheduler.js';
 
@@ -113,9 +113,9 @@ export class CommandRunner {
   private async dispatch(req: CommandRequest): Promise<string> {
     if (req.kind === 'autoplan') return this.plan(req.ctx, undefined, true);
     const c = req.command;
-    // Compared as a string: the parser registers `cancel` in CommandName on its own branch.
-    if ((c.name as string) === 'cancel') return this.cancel(req.ctx);
     switch (c.name) {
+      case 'cancel':
+        return this.cancel(req.ctx);
       case 'plan':
         return this.plan(req.ctx, c, false);
       case 'apply':
@@ -168,7 +168,7 @@ export class CommandRunner {
       return this.failure(p, lockedByMessage(lock.holder.pull, this.d.config.executableName));
     }
     const newlyLocked = lock.acquired && !this.d.store.getPlan(ctx.repo, ctx.pull, p.dir, p.workspace);
-    const refused = await requirementRefusal(this.d.github, ctx, 'plan', p.planRequirements, async () => false);
+    const refused = await requirementRefusal(this.d.github, ctx, 'plan', p.planRequirements, notDiverged);
     if (refused) {
       // As Atlantis: a refused plan leaves neither a stale plan nor the lock behind.
       this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
@@ -243,7 +243,7 @@ export class CommandRunner {
 
   private async applyProject(ctx: PullContext, p: ProjectSpec, plan: PlanRecord): Promise<ProjectRun> {
     const refused =
-      (await requirementRefusal(this.d.github, ctx, 'apply', p.applyRequirements, async () => false)) ??
+      (await requirementRefusal(this.d.github, ctx, 'apply', p.applyRequirements, notDiverged)) ??
       dependencyFailure(p.dependsOn, this.scheduler.projectStates.get(ctx.repo, ctx.pull, ctx.headSha));
     if (refused) return this.failure(p, refused);
     if (plan.headSha !== ctx.headSha) {
@@ -315,7 +315,7 @@ export class CommandRunner {
       projects.map((p) =>
         this.guarded(ctx, p, async () => {
           const refused =
-            cmd === 'import' ? await requirementRefusal(this.d.github, ctx, 'import', p.importRequirements, async () => false) : undefined;
+            cmd === 'import' ? await requirementRefusal(this.d.github, ctx, 'import', p.importRequirements, notDiverged) : undefined;
           if (refused) return this.failure(p, refused);
           return this.job(ctx, p, cmd, c.extraArgs, async (jobCtx) => {
             const init = this.d.projectRunner.isInitialised(jobCtx.projectDir) ? [] : p.workflow.plan.filter((s) => s.kind === 'init');

@@ -2,7 +2,7 @@
 // parser all read it, so the names a flag accepts and the names a comment may run cannot
 // drift apart. Pure data.
 
-export type CommandName = 'plan' | 'apply' | 'unlock' | 'version' | 'import' | 'state';
+export type CommandName = 'plan' | 'apply' | 'cancel' | 'unlock' | 'version' | 'import' | 'state';
 
 /** A flag of a comment command, declared as Atlantis declares it to pflag. */
 export interface FlagDef {
@@ -67,6 +67,9 @@ export const COMMANDS: readonly CommandSpec[] = [
       VERBOSE,
     ],
   },
+  // Registered here so the runner's cancel can be tested; the parser branch (i18/parser) owns
+  // this entry and makes it default-allowed as in Atlantis.
+  { name: 'cancel', defaultAllowed: false, usage: 'cancel', flags: [] },
   { name: 'unlock', defaultAllowed: true, usage: 'unlock', flags: [] },
   {
     name: 'import',

@@ -23,6 +23,14 @@ export function mergeableStatus(pr: { draft: boolean; mergeableState: string }):
   return { mergeable: false, reason: `PR is in state ${state}` };
 }
 
+/**
+ * Atlantis's `approved`: some review of the PR is in state APPROVED, whatever came after it
+ * from the same reviewer (GitHub turns a dismissed review's state into DISMISSED).
+ */
+export function approvedByReviews(reviews: ReadonlyArray<{ state: string }>): boolean {
+  return reviews.some((r) => r.state === 'APPROVED');
+}
+
 /** What the requirements are checked against; only the ones a project requires are fetched. */
 export interface RequirementFacts {
   approved?: boolean;
