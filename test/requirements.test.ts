@@ -3,8 +3,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
+  type MergeabilityInfo,
   PullProjectStates,
   approvedByReviews,
+  mergeableMinusApply,
   type ProjectState,
   type RequirementFacts,
   dependencyFailure,
@@ -40,6 +42,63 @@ describe('approvedByReviews (Atlantis: any review in state APPROVED)', () => {
   ];
   for (const [states, want] of rows)
     it(JSON.stringify(states), () => assert.equal(approvedByReviews(states.map((state) => ({ user: 'u', state }))), want));
+});
+
+describe('mergeableStatus with --gh-allow-mergeable-bypass-apply', () => {
+  it('only a blocked PR is decided by what blocks it besides atlantis/apply', () => {
+    assert.deepEqual(mergeableStatus({ draft: false, mergeableState: 'blocked' }, { minusApply: true }), { mergeable: true });
+    assert.deepEqual(mergeableStatus({ draft: false, mergeableState: 'blocked' }, { minusApply: false }), {
+      mergeable: false,
+      reason: 'PR is in state blocked, and cannot bypass mergeable requirements',
+    });
+    assert.deepEqual(mergeableStatus({ draft: false, mergeableState: 'dirty' }, { minusApply: true }), {
+      mergeable: false,
+      reason: 'PR is in state dirty',
+    });
+    assert.deepEqual(mergeableStatus({ draft: true, mergeableState: 'blocked' }, { minusApply: true }), {
+      mergeable: false,
+      reason: 'PR is a draft',
+    });
+  });
+});
+
+describe('mergeableMinusApply (Atlantis IsMergeableMinusApply)', () => {
+  const base: MergeabilityInfo = {
+    reviewDecision: '',
+    requiredApprovals: 0,
+    approvals: 0,
+    requiredChecks: ['ci/build', 'atlantis/apply', 'atlantis/apply: app/default', 'lint'],
+    requiredWorkflows: 0,
+    checkRuns: [{ name: 'lint', conclusion: 'SUCCESS' }],
+    statusContexts: [
+      { context: 'ci/build', state: 'SUCCESS' },
+      { context: 'atlantis/apply', state: 'PENDING' },
+    ],
+  };
+  const rows: Array<[string, Partial<MergeabilityInfo>, boolean]> = [
+    ['only atlantis/apply checks are pending', {}, true],
+    ['review decision APPROVED', { reviewDecision: 'APPROVED' }, true],
+    ['review required', { reviewDecision: 'REVIEW_REQUIRED' }, false],
+    ['changes requested', { reviewDecision: 'CHANGES_REQUESTED' }, false],
+    ['ruleset approvals missing', { requiredApprovals: 2, approvals: 1 }, false],
+    ['ruleset approvals met', { requiredApprovals: 1, approvals: 1 }, true],
+    ['a required status failing', { statusContexts: [{ context: 'ci/build', state: 'FAILURE' }] }, false],
+    ['a required check never reported', { requiredChecks: ['ci/missing'] }, false],
+    ['a check run neutral', { checkRuns: [{ name: 'lint', conclusion: 'NEUTRAL' }] }, true],
+    ['a check run failed', { checkRuns: [{ name: 'lint', conclusion: 'FAILURE' }] }, false],
+    [
+      'the latest workflow run decides',
+      {
+        checkRuns: [
+          { name: 'lint', conclusion: 'FAILURE', runNumber: 1 },
+          { name: 'lint', conclusion: 'SUCCESS', runNumber: 2 },
+        ],
+      },
+      true,
+    ],
+    ['required workflows of a ruleset block (not evaluated here)', { requiredWorkflows: 1 }, false],
+  ];
+  for (const [what, patch, want] of rows) it(what, () => assert.equal(mergeableMinusApply({ ...base, ...patch }), want));
 });
 
 describe('requirementFailure', () => {

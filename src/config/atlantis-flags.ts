@@ -88,7 +88,7 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'enable-regexp-cmd': refused('bool', false, NOT_YET),
   'executable-name': H,
   'fail-on-pre-workflow-hook-error': refused('bool', false, 'pre workflow hooks are not run'),
-  'gh-allow-mergeable-bypass-apply': refused('bool', false, NOT_YET),
+  'gh-allow-mergeable-bypass-apply': H,
   'gh-app-id': refused('int', 0, 'GitHub App authentication is not implemented; use --gh-user and --gh-token'),
   'gh-app-installation-id': refused('int', 0, 'GitHub App authentication is not implemented; use --gh-user and --gh-token'),
   'gh-app-key': refused('string', '', 'GitHub App authentication is not implemented; use --gh-user and --gh-token'),

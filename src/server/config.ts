@@ -76,6 +76,12 @@ export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'parallel-pool-size', type: 'int', default: 15, description: 'Max number of projects to run in parallel' },
   { name: 'parallel-plan', type: 'bool', default: false, description: 'Run plan operations in parallel.' },
   { name: 'parallel-apply', type: 'bool', default: false, description: 'Run apply operations in parallel.' },
+  {
+    name: 'gh-allow-mergeable-bypass-apply',
+    type: 'bool',
+    default: false,
+    description: 'Feature flag to enable functionality to allow mergeable check to ignore apply required check',
+  },
   { name: 'disable-autoplan', type: 'bool', default: false, description: 'Disable atlantis auto planning' },
   {
     name: 'disable-apply-all',
@@ -188,6 +194,8 @@ export interface ServerConfig {
   /** --parallel-plan / --parallel-apply: the default when atlantis.yaml does not set parallel_plan / parallel_apply. */
   parallelPlan: boolean;
   parallelApply: boolean;
+  /** --gh-allow-mergeable-bypass-apply: a `blocked` PR is mergeable when only atlantis/apply blocks it. */
+  ghAllowMergeableBypassApply: boolean;
   disableAutoplan: boolean;
   disableApplyAll: boolean;
   /** --gh-team-allowlist rules; empty: no team check. */
@@ -311,6 +319,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     parallelPoolSize: pool,
     parallelPlan: values['parallel-plan'] === true,
     parallelApply: values['parallel-apply'] === true,
+    ghAllowMergeableBypassApply: values['gh-allow-mergeable-bypass-apply'] === true,
     disableAutoplan: values['disable-autoplan'] === true,
     disableApplyAll: values['disable-apply-all'] === true,
     ghTeamAllowlist,

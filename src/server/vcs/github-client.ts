@@ -541,6 +541,13 @@ export class GitHubClient {
     return slugs;
   }
 
+  /** POSTs one GraphQL query (GitHub Enterprise's is at /api/graphql); the answer as it came. */
+  async graphql(query: string, variables: Record<string, unknown>): Promise<{ status: number; json: unknown; path: string }> {
+    const url = /\/api\/v3$/.test(this.baseUrl) ? this.baseUrl.replace(/\/v3$/, '/graphql') : `${this.baseUrl}/graphql`;
+    const r = await this.request('POST', url, { body: { query, variables }, idempotent: true });
+    return { status: r.status, json: r.json, path: new URL(url).pathname };
+  }
+
   private async paginate<T>(firstPath: string, maxPages = 100): Promise<T[]> {
     const out: T[] = [];
     let next: string | undefined = firstPath;

@@ -32,7 +32,7 @@ import type { WorkingCopies } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
 import { teamPermits } from './team-gate.js';
 import { CANCEL_COMMENT, CANCELLED_PROJECT_ERROR } from './execution-order.js';
-import { notDiverged, requirementRefusal } from './requirement-checks.js';
+import { type RequirementSources, notDiverged, requirementRefusal } from './requirement-checks.js';
 import { dependencyFailure } from './requirements.js';
 import { ProjectScheduler } from './project-scheduler.js';
 
@@ -83,7 +83,10 @@ export class CommandRunner {
   /** Workflows defined by a repo's own atlantis.yaml: their extra_args are PR input. */
   private readonly repoWorkflows = new WeakSet<Workflow>();
 
+  private readonly requirementSources: RequirementSources;
+
   constructor(private readonly d: CommandRunnerDeps) {
+    this.requirementSources = { github: d.github, bypassApply: d.config.ghAllowMergeableBypassApply, diverged: notDiverged };
     this.scheduler = new ProjectScheduler(d.config.parallelPoolSize);
   }
 
@@ -168,7 +171,7 @@ export class CommandRunner {
       return this.failure(p, lockedByMessage(lock.holder.pull, this.d.config.executableName));
     }
     const newlyLocked = lock.acquired && !this.d.store.getPlan(ctx.repo, ctx.pull, p.dir, p.workspace);
-    const refused = await requirementRefusal(this.d.github, ctx, 'plan', p.planRequirements, notDiverged);
+    const refused = await requirementRefusal(this.requirementSources, ctx, 'plan', p.planRequirements);
     if (refused) {
       // As Atlantis: a refused plan leaves neither a stale plan nor the lock behind.
       this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
@@ -243,7 +246,7 @@ export class CommandRunner {
 
   private async applyProject(ctx: PullContext, p: ProjectSpec, plan: PlanRecord): Promise<ProjectRun> {
     const refused =
-      (await requirementRefusal(this.d.github, ctx, 'apply', p.applyRequirements, notDiverged)) ??
+      (await requirementRefusal(this.requirementSources, ctx, 'apply', p.applyRequirements)) ??
       dependencyFailure(p.dependsOn, this.scheduler.projectStates.get(ctx.repo, ctx.pull, ctx.headSha));
     if (refused) return this.failure(p, refused);
     if (plan.headSha !== ctx.headSha) {
@@ -315,7 +318,7 @@ export class CommandRunner {
       projects.map((p) =>
         this.guarded(ctx, p, async () => {
           const refused =
-            cmd === 'import' ? await requirementRefusal(this.d.github, ctx, 'import', p.importRequirements, notDiverged) : undefined;
+            cmd === 'import' ? await requirementRefusal(this.requirementSources, ctx, 'import', p.importRequirements) : undefined;
           if (refused) return this.failure(p, refused);
           return this.job(ctx, p, cmd, c.extraArgs, async (jobCtx) => {
             const init = this.d.projectRunner.isInitialised(jobCtx.projectDir) ? [] : p.workflow.plan.filter((s) => s.kind === 'init');
