@@ -313,9 +313,13 @@ export class CommandRunner {
   }
 
   private async simple(ctx: PullContext, c: ParsedCommand, cmd: 'version' | 'import' | 'state'): Promise<string> {
-    const projects = await this.projectsFor(ctx, c);
-    const runs = await Promise.all(
-      projects.map((p) =>
+    const { projects, config } = await this.selection(ctx, c);
+    // As Atlantis: one project after another; only `version` follows parallel_plan.
+    const parallel = cmd === 'version' && (config?.parallelPlan ?? this.d.config.parallelPlan);
+    const runs = await this.scheduler.inOrder(projects, {
+      parallel,
+      abortOnFail: config?.abortOnExecutionOrderFail ?? false,
+      run: (p) =>
         this.guarded(ctx, p, async () => {
           const refused =
             cmd === 'import' ? await requirementRefusal(this.requirementSources, ctx, 'import', p.importRequirements) : undefined;
@@ -333,19 +337,13 @@ export class CommandRunner {
             };
           });
         }),
-      ),
-    );
+    });
     return this.report(ctx, cmd, runs, c);
   }
 
   // ---- shared -----------------------------------------------------------------------------
 
-  /** Projects of a command: from -p/-d/-w, or the ones the PR modifies. */
-  private async projectsFor(ctx: PullContext, c: ParsedCommand | undefined): Promise<ProjectSpec[]> {
-    return (await this.selection(ctx, c)).projects;
-  }
-
-  /** The projects of a command and the repo config they come from. */
+  /** Projects of a command (from -p/-d/-w, or the ones the PR modifies) and the repo config they come from. */
   private async selection(ctx: PullContext, c: ParsedCommand | undefined) {
     const checkout = await this.checkout(ctx, 'default');
     const { config, defaults } = this.repoSettings(ctx, checkout);

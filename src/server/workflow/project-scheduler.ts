@@ -72,6 +72,26 @@ export class ProjectScheduler {
     }
   }
 
+  /**
+   * Atlantis's order for `version`, `import` and `state rm`: groups in order, parallel only
+   * when asked; `run` guards each project itself; no cancel and no project states.
+   */
+  inOrder<P extends Project, R extends Run>(
+    projects: P[],
+    o: { parallel: boolean; abortOnFail: boolean; run: (p: P) => Promise<R> },
+  ): Promise<R[]> {
+    return runInExecutionOrder(projects, {
+      parallel: o.parallel,
+      abortOnFail: o.abortOnFail,
+      isCancelled: () => false,
+      run: (p) => o.run(p),
+      failed: (r) => r.status !== 'success',
+      cancelled: () => {
+        throw new Error('never cancelled');
+      },
+    });
+  }
+
   /** A closed PR: its cancel mark and project states go with it. */
   forget(repo: string, pull: number): void {
     this.cancellations.clear(repo, pull);
