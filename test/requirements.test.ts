@@ -152,6 +152,7 @@ describe('dependencyFailure (depends_on)', () => {
     ['nochange', 'planned_no_changes'],
     ['planned', 'planned'],
     ['broken', 'errored'],
+    ['imported', 'discarded'],
   ]);
   const rows: Array<[string[], string | undefined]> = [
     [[], undefined],
@@ -159,6 +160,7 @@ describe('dependencyFailure (depends_on)', () => {
     [['unknown'], undefined],
     [['applied', 'planned'], "Can't apply your project unless you apply its dependencies: [planned]"],
     [['broken'], "Can't apply your project unless you apply its dependencies: [broken]"],
+    [['imported'], "Can't apply your project unless you apply its dependencies: [imported]"],
   ];
   for (const [deps, want] of rows) it(JSON.stringify(deps), () => assert.equal(dependencyFailure(deps, states), want));
 

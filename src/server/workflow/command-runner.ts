@@ -316,7 +316,7 @@ export class CommandRunner {
     const { projects, config } = await this.selection(ctx, c);
     // As Atlantis: one project after another; only `version` follows parallel_plan.
     const parallel = cmd === 'version' && (config?.parallelPlan ?? this.d.config.parallelPlan);
-    const runs = await this.scheduler.inOrder(projects, {
+    const runs = await this.scheduler.inOrder(cmd, ctx, projects, {
       parallel,
       abortOnFail: config?.abortOnExecutionOrderFail ?? false,
       run: (p) =>

@@ -74,13 +74,23 @@ export class ProjectScheduler {
 
   /**
    * Atlantis's order for `version`, `import` and `state rm`: groups in order, parallel only
-   * when asked; `run` guards each project itself; no cancel and no project states.
+   * when asked; `run` guards each project itself; no cancel. An import or state rm leaves the
+   * project's plan discarded (errored when it failed), as Atlantis records it.
    */
   inOrder<P extends Project, R extends Run>(
+    cmd: 'version' | 'import' | 'state',
+    pr: { repo: string; pull: number; headSha: string },
     projects: P[],
     o: { parallel: boolean; abortOnFail: boolean; run: (p: P) => Promise<R> },
   ): Promise<R[]> {
-    return runInExecutionOrder(projects, {
+    return runInExecutionOrder<P, R>(projects, {
+      groupDone: (ps, runs) => {
+        if (cmd === 'version') return;
+        const states = this.projectStates.get(pr.repo, pr.pull, pr.headSha);
+        ps.forEach((p, i) => {
+          if (p.name !== undefined && runs[i]) states.set(p.name, runs[i].status === 'success' ? 'discarded' : 'errored');
+        });
+      },
       parallel: o.parallel,
       abortOnFail: o.abortOnFail,
       isCancelled: () => false,

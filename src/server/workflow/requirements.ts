@@ -101,7 +101,7 @@ export function requirementFailure(cmd: RequirementCommand, reqs: readonly Apply
 }
 
 /** A project's state in this PR, as far as depends_on cares. */
-export type ProjectState = 'planned' | 'planned_no_changes' | 'applied' | 'errored';
+export type ProjectState = 'planned' | 'planned_no_changes' | 'applied' | 'errored' | 'discarded';
 
 /**
  * depends_on at apply: every named project this PR knows of must be applied or planned
