@@ -70,8 +70,8 @@ describe('the Atlantis flag table', () => {
     ['merge checkout', ['--checkout-strategy=merge'], {}, { refused: /--checkout-strategy/ }],
     ['a flags file', [], { ATLANTIS_CONFIG: '/etc/atlantis.yaml' }, { refused: /--config \(ATLANTIS_CONFIG\)/ }],
     ['GitLab', [], { ATLANTIS_GITLAB_TOKEN: 'glpat-x' }, { refused: /--gitlab-token.*only GitHub/ }],
-    ['sequential plans', [], { ATLANTIS_PARALLEL_PLAN: 'false' }, { refused: /--parallel-plan/ }],
-    ['parallel plans (what the server does)', [], { ATLANTIS_PARALLEL_PLAN: 'true', ATLANTIS_PARALLEL_APPLY: 'true' }, 'ok'],
+    ['sequential plans (the default)', [], { ATLANTIS_PARALLEL_PLAN: 'false' }, 'ok'],
+    ['parallel plans and applies', [], { ATLANTIS_PARALLEL_PLAN: 'true', ATLANTIS_PARALLEL_APPLY: 'true' }, 'ok'],
     ['an emoji (honoured)', [], { ATLANTIS_EMOJI_REACTION: 'rocket' }, 'ok'],
     [
       'the profiling API',

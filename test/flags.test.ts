@@ -67,6 +67,8 @@ describe('server flags', () => {
     ]);
     assert.equal(c.executableName, 'atlantis');
     assert.equal(c.parallelPoolSize, 15);
+    assert.equal(c.parallelPlan, false, 'Atlantis plans one project after another by default');
+    assert.equal(c.parallelApply, false);
     assert.equal(c.drainTimeoutMs, 0);
     assert.equal(c.terraformInterruptGraceMs, 60_000);
     assert.equal(c.ghApiUrl, 'https://api.github.com');
@@ -79,8 +81,11 @@ describe('server flags', () => {
       ATLANTIS_DRAIN_TIMEOUT: '10m',
       ATLANTIS_QUEUE_DURING_DRAIN: 'true',
       ATLANTIS_GH_HOSTNAME: 'ghe.acme.test',
+      ATLANTIS_PARALLEL_PLAN: 'true',
     };
-    const c = config([...required, '--port', '6000'], env);
+    const c = config([...required, '--port', '6000', '--parallel-apply'], env);
+    assert.equal(c.parallelPlan, true);
+    assert.equal(c.parallelApply, true);
     assert.equal(c.port, 6000);
     assert.equal(c.drainTimeoutMs, 600_000);
     assert.equal(c.queueDuringDrain, true);

@@ -55,7 +55,8 @@ test('parses a full v3 config', () => {
   assert.equal(c.version, 3);
   assert.equal(c.automerge, true);
   assert.equal(c.parallelPlan, true);
-  assert.equal(c.parallelApply, false);
+  assert.equal(c.parallelApply, undefined, 'unset: --parallel-apply decides');
+  assert.equal(c.abortOnExecutionOrderFail, false);
   assert.equal(c.projects.length, 3);
   const [prod, staging, manual] = c.projects;
   assert.deepEqual(prod, {
@@ -92,8 +93,36 @@ test('minimal config and defaults', () => {
   assert.deepEqual(c2.workflows.w?.apply, DEFAULT_WORKFLOW.apply);
 });
 
+test('execution order, dependencies and plan/import requirements are read', () => {
+  const c = cfg(`version: 3
+parallel_plan: false
+parallel_apply: true
+abort_on_execution_order_fail: true
+projects:
+- name: net
+  dir: net
+  execution_order_group: 1
+  plan_requirements: [undiverged]
+  import_requirements: [approved]
+- name: app
+  dir: app
+  execution_order_group: 2
+  depends_on: [net]
+`);
+  assert.equal(c.parallelPlan, false);
+  assert.equal(c.parallelApply, true);
+  assert.equal(c.abortOnExecutionOrderFail, true);
+  assert.equal(c.warnings.length, 0);
+  const [net, app] = projectsForChangedFiles(c, ['net/main.tf', 'app/main.tf'], {});
+  assert.deepEqual(
+    [net?.executionOrderGroup, net?.planRequirements, net?.importRequirements, net?.dependsOn],
+    [1, ['undiverged'], ['approved'], []],
+  );
+  assert.deepEqual([app?.executionOrderGroup, app?.dependsOn, app?.planRequirements], [2, ['net'], []]);
+});
+
 test('known-but-unsupported Atlantis keys are warnings, not errors', () => {
-  const c = cfg('version: 3\ndelete_source_branch_on_merge: true\nprojects:\n- dir: x\n  execution_order_group: 1\n  branch: /main/\n');
+  const c = cfg('version: 3\ndelete_source_branch_on_merge: true\nprojects:\n- dir: x\n  silence_pr_comments: [plan]\n  branch: /main/\n');
   assert.equal(c.warnings.length, 3);
   assert.match(c.warnings.join('\n'), /projects\[0\]\.branch is not supported/);
 });
@@ -110,6 +139,13 @@ const bad: [string, RegExp][] = [
     'version: 3\nprojects:\n- dir: x\n  apply_requirements: [approved, signed]',
     /"signed" is not a valid apply_requirement, only "approved", "mergeable" and "undiverged" are supported/,
   ],
+  [
+    'version: 3\nprojects:\n- dir: x\n  plan_requirements: [policies_passed]',
+    /"policies_passed" is not a valid plan_requirement, only "approved", "mergeable" and "undiverged" are supported/,
+  ],
+  ['version: 3\nprojects:\n- dir: x\n  execution_order_group: first', /projects\[0\]\.execution_order_group: must be an integer/],
+  ['version: 3\nprojects:\n- dir: x\n  depends_on: a', /projects\[0\]\.depends_on: must be a list/],
+  ['version: 3\nabort_on_execution_order_fail: yes-please', /abort_on_execution_order_fail: must be true or false/],
   ['version: 3\nprojects:\n- dir: x\n  workflow: nope', /projects\[0\]\.workflow: workflow "nope" is not defined in workflows/],
   [
     'version: 3\nprojects:\n- dir: x\n  name: a\n- dir: y\n  name: a',
@@ -308,16 +344,26 @@ workflows:
 `);
   assert.deepEqual(serverSettingsFor(s, 'github.com/acme/other'), {
     applyRequirements: ['approved'],
+    planRequirements: [],
+    importRequirements: [],
     allowedOverrides: [],
     allowCustomWorkflows: false,
   });
   assert.deepEqual(serverSettingsFor(s, 'github.com/acme/infra'), {
     applyRequirements: ['approved', 'mergeable'],
+    planRequirements: [],
+    importRequirements: [],
     workflow: 'strict',
     allowedOverrides: ['workflow'],
     allowCustomWorkflows: true,
   });
-  assert.deepEqual(serverSettingsFor(undefined, 'x'), { applyRequirements: [], allowedOverrides: [], allowCustomWorkflows: false });
+  assert.deepEqual(serverSettingsFor(undefined, 'x'), {
+    applyRequirements: [],
+    planRequirements: [],
+    importRequirements: [],
+    allowedOverrides: [],
+    allowCustomWorkflows: false,
+  });
   assert.throws(() => parseServerSideRepoConfig('repos:\n- id: /[/\n'), /invalid regex/);
   assert.throws(() => parseServerSideRepoConfig('repos:\n- apply_requirements: []\n'), /repos\[0\]\.id: is required/);
   assert.throws(() => parseServerSideRepoConfig('repos:\n- id: x\n  workflow: nope\n'), /workflow "nope" is not defined/);

@@ -100,6 +100,14 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description: 'Remove no-changes plan comments from the pull request.',
   },
   { name: 'parallel-pool-size', type: 'int', default: 15, description: 'Max number of projects to run in parallel' },
+  { name: 'parallel-plan', type: 'bool', default: false, description: 'Run plan operations in parallel.' },
+  { name: 'parallel-apply', type: 'bool', default: false, description: 'Run apply operations in parallel.' },
+  {
+    name: 'gh-allow-mergeable-bypass-apply',
+    type: 'bool',
+    default: false,
+    description: 'Feature flag to enable functionality to allow mergeable check to ignore apply required check',
+  },
   { name: 'disable-autoplan', type: 'bool', default: false, description: 'Disable atlantis auto planning' },
   {
     name: 'disable-apply-all',
@@ -227,6 +235,11 @@ export interface ServerConfig {
   hidePrevPlanComments: boolean;
   hideUnchangedPlanComments: boolean;
   parallelPoolSize: number;
+  /** --parallel-plan / --parallel-apply: the default when atlantis.yaml does not set parallel_plan / parallel_apply. */
+  parallelPlan: boolean;
+  parallelApply: boolean;
+  /** --gh-allow-mergeable-bypass-apply: a `blocked` PR is mergeable when only atlantis/apply blocks it. */
+  ghAllowMergeableBypassApply: boolean;
   disableAutoplan: boolean;
   disableApplyAll: boolean;
   /** --disable-repo-locking: no project locks at all. */
@@ -358,6 +371,9 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     hidePrevPlanComments: values['hide-prev-plan-comments'] === true,
     hideUnchangedPlanComments: values['hide-unchanged-plan-comments'] === true,
     parallelPoolSize: pool,
+    parallelPlan: values['parallel-plan'] === true,
+    parallelApply: values['parallel-apply'] === true,
+    ghAllowMergeableBypassApply: values['gh-allow-mergeable-bypass-apply'] === true,
     disableAutoplan: values['disable-autoplan'] === true,
     disableApplyAll: values['disable-apply-all'] === true,
     disableRepoLocking: values['disable-repo-locking'] === true,

@@ -5,6 +5,9 @@
 // `{ subjectId, classifier }`. Answered in GitHub's shapes: only the fields asked for,
 // cursors, the 100-record limit, an unknown organisation or node as null data plus a
 // NOT_FOUND error (HTTP 200, as GitHub), an invalid classifier as a variable error.
+// Also the pull request mergeability query of --gh-allow-mergeable-bypass-apply
+// (answerPullGraphql): review decision, branch protection and ruleset rules, the head
+// commit's check runs and commit statuses, answered in the shape of that one query.
 // Not a GraphQL parser: any other query gets GitHub's kind of error.
 
 export interface StandinTeam {
@@ -147,4 +150,90 @@ export function answerGraphql(body: unknown, orgs: StandinOrgs, comments?: Stand
     };
   }
   return [200, { data: { organization: { teams: conn } } }];
+}
+
+/** What blocks a stand-in PR, as GitHub's GraphQL reports it. */
+export interface StandinProtection {
+  /** APPROVED, CHANGES_REQUESTED, REVIEW_REQUIRED or null (no review rule). */
+  reviewDecision?: string | null;
+  /** Branch protection's required status checks. */
+  requiredChecks?: string[];
+  rulesets?: Array<{
+    enforcement: 'ACTIVE' | 'EVALUATE' | 'DISABLED';
+    type: 'REQUIRED_STATUS_CHECKS' | 'WORKFLOWS' | 'PULL_REQUEST';
+    checks?: string[];
+    workflows?: string[];
+    requiredApprovingReviewCount?: number;
+  }>;
+  latestReviews?: string[];
+  checkRuns?: Array<{ name: string; conclusion: string | null; runNumber?: number }>;
+}
+
+/** Answers `repository(owner:, name:) { pullRequest(number:) { ... } }`. */
+export function answerPullGraphql(
+  body: unknown,
+  lookup: (
+    owner: string,
+    name: string,
+    number: number,
+  ) => { protection: StandinProtection; statuses: Array<{ context: string; state: string }> } | undefined,
+): [number, unknown] {
+  const vars = ((body as { variables?: unknown }).variables ?? {}) as Vars;
+  const { owner, name, number } = vars;
+  if (typeof owner !== 'string' || typeof name !== 'string' || typeof number !== 'number')
+    return gqlError('Variable $number of type Int! was provided invalid value');
+  const found = lookup(owner, name, number);
+  if (!found) {
+    return [
+      200,
+      {
+        data: { repository: { pullRequest: null } },
+        errors: [
+          {
+            type: 'NOT_FOUND',
+            path: ['repository', 'pullRequest'],
+            message: `Could not resolve to a PullRequest with the number of ${number}.`,
+          },
+        ],
+      },
+    ];
+  }
+  const p = found.protection;
+  const rules = (p.rulesets ?? []).map((r) => ({
+    type: r.type,
+    repositoryRuleset: { enforcement: r.enforcement },
+    parameters:
+      r.type === 'REQUIRED_STATUS_CHECKS'
+        ? { requiredStatusChecks: (r.checks ?? []).map((context) => ({ context })) }
+        : r.type === 'WORKFLOWS'
+          ? { workflows: (r.workflows ?? []).map((path) => ({ path })) }
+          : { requiredApprovingReviewCount: r.requiredApprovingReviewCount ?? 0 },
+  }));
+  const contexts = [
+    ...(p.checkRuns ?? []).map((c) => ({
+      __typename: 'CheckRun',
+      name: c.name,
+      conclusion: c.conclusion,
+      checkSuite: { workflowRun: c.runNumber === undefined ? null : { runNumber: c.runNumber } },
+    })),
+    ...found.statuses.map((s) => ({ __typename: 'StatusContext', context: s.context, state: s.state })),
+  ];
+  return [
+    200,
+    {
+      data: {
+        repository: {
+          pullRequest: {
+            reviewDecision: p.reviewDecision ?? null,
+            latestOpinionatedReviews: { nodes: (p.latestReviews ?? []).map((state) => ({ state })) },
+            baseRef: {
+              branchProtectionRule: p.requiredChecks ? { requiredStatusChecks: p.requiredChecks.map((context) => ({ context })) } : null,
+              rules: { pageInfo: { hasNextPage: false }, nodes: rules },
+            },
+            commits: { nodes: [{ commit: { statusCheckRollup: { contexts: { pageInfo: { hasNextPage: false }, nodes: contexts } } } }] },
+          },
+        },
+      },
+    },
+  ];
 }

@@ -6,7 +6,9 @@
 import http from 'node:http';
 import crypto from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { type StandinOrgs, answerGraphql } from './github-standin-graphql.js';
+import { type StandinOrgs, type StandinProtection, answerGraphql, answerPullGraphql } from './github-standin-graphql.js';
+
+export type { StandinProtection };
 
 export const DOCS_URL = 'https://docs.github.com/rest';
 
@@ -45,6 +47,8 @@ export interface StandinPull {
   headRepo?: string | null;
   /** clone_url of the fork (default https://github.com/<headRepo>.git). */
   headCloneUrl?: string;
+  /** What GraphQL says blocks the PR (branch protection, rulesets, check runs); see github-standin-graphql.ts. */
+  protection?: StandinProtection;
 }
 
 export interface StandinComment {
@@ -233,6 +237,11 @@ export class GitHubStandin {
     return [...this.commentsById.values()]
       .filter((c) => c.repo.toLowerCase() === fullName.toLowerCase() && (pull === undefined || c.pull === pull))
       .sort((a, b) => a.id - b.id);
+  }
+
+  /** A commit status set by someone else (CI), as POST /statuses/{sha} records it. */
+  setStatus(fullName: string, sha: string, s: { context: string; state: 'error' | 'failure' | 'pending' | 'success' }): void {
+    this.statuses.push({ repo: this.repo(fullName)?.fullName ?? fullName, sha, ...s });
   }
 
   statusesFor(fullName: string, sha?: string): StandinStatus[] {
@@ -441,6 +450,17 @@ export class GitHubStandin {
   ): [number, unknown, Record<string, string>?] {
     if (!this.authorized(headers)) return [401, { message: 'Bad credentials', documentation_url: DOCS_URL }];
     if ((path === '/graphql' || path === '/api/graphql') && method === 'POST') {
+      const q = (body as { query?: unknown } | null)?.query;
+      if (typeof q === 'string' && /pullRequest\s*\(/.test(q)) {
+        return answerPullGraphql(body, (owner, name, number) => {
+          const pull = this.repo(`${owner}/${name}`)?.pulls.get(number);
+          if (!pull) return undefined;
+          // GitHub's rollup has the head commit's latest status per context.
+          const latest = new Map<string, string>();
+          for (const s of this.statusesFor(`${owner}/${name}`, pull.headSha)) latest.set(s.context, s.state.toUpperCase());
+          return { protection: pull.protection ?? {}, statuses: [...latest].map(([context, state]) => ({ context, state })) };
+        });
+      }
       return answerGraphql(body, this.orgs, {
         minimize: (nodeId, reason) => {
           const c = [...this.commentsById.values()].find((x) => `IC_${x.id}` === nodeId);

@@ -425,13 +425,18 @@ export class GitHubClient {
    * the background, so an unknown state is asked again a few times.
    */
   async isMergeable(repo: string, pull: number, opts: { attempts?: number; delayMs?: number } = {}): Promise<boolean> {
+    return pullIsMergeable(await this.getPullForMergeable(repo, pull, opts));
+  }
+
+  /** The PR as GitHub sees it once it has computed mergeability (asked again a few times). */
+  async getPullForMergeable(repo: string, pull: number, opts: { attempts?: number; delayMs?: number } = {}): Promise<PullInfo> {
     const attempts = opts.attempts ?? 3;
     let info = await this.getPull(repo, pull);
     for (let i = 1; i < attempts && (info.mergeable === null || info.mergeableState === 'unknown'); i++) {
       await this.sleep(opts.delayMs ?? 1000);
       info = await this.getPull(repo, pull);
     }
-    return pullIsMergeable(info);
+    return info;
   }
 
   /** Reviews API: approved when some reviewer's latest decisive review is APPROVED. */
@@ -451,6 +456,14 @@ export class GitHubClient {
       .map(([u]) => u)
       .sort();
     return { approved: approvedBy.length > 0, approvedBy };
+  }
+
+  /** Every review of the PR (user and state), in GitHub's order. */
+  async listReviews(repo: string, pull: number): Promise<Array<{ user: string; state: string }>> {
+    const reviews = await this.paginate<{ user?: { login?: string } | null; state: string }>(
+      `${this.repoPath(repo)}/pulls/${pull}/reviews?per_page=100`,
+    );
+    return reviews.map((r) => ({ user: r.user?.login ?? '', state: r.state }));
   }
 
   async isApproved(repo: string, pull: number): Promise<boolean> {
@@ -510,19 +523,21 @@ export class GitHubClient {
   async minimizeComment(nodeId: string, classifier: 'OUTDATED' = 'OUTDATED'): Promise<void> {
     const query =
       'mutation($input: MinimizeCommentInput!) { minimizeComment(input: $input) { minimizedComment { isMinimized minimizedReason viewerCanMinimize } } }';
-    // api.github.com/graphql; GitHub Enterprise's /api/v3 has its GraphQL at /api/graphql.
-    const url = /\/api\/v3$/.test(this.baseUrl) ? this.baseUrl.replace(/\/v3$/, '/graphql') : `${this.baseUrl}/graphql`;
-    const r = await this.request('POST', url, {
-      body: { query, variables: { input: { classifier, subjectId: nodeId } } },
-      idempotent: true,
-    });
+    const r = await this.graphql(query, { input: { classifier, subjectId: nodeId } });
     type Answer = {
       data?: { minimizeComment?: { minimizedComment?: { isMinimized?: unknown } } | null };
       errors?: Array<{ message?: unknown }>;
     };
     const j = (r.json ?? {}) as Answer;
     if (j.errors?.length || j.data?.minimizeComment?.minimizedComment?.isMinimized !== true)
-      throw new GitHubApiError('POST', new URL(url).pathname, r.status, String(j.errors?.[0]?.message ?? 'comment not minimized'));
+      throw new GitHubApiError('POST', r.path, r.status, String(j.errors?.[0]?.message ?? 'comment not minimized'));
+  }
+
+  /** POSTs one GraphQL query (GitHub Enterprise's is at /api/graphql); the answer as it came. */
+  async graphql(query: string, variables: Record<string, unknown>): Promise<{ status: number; json: unknown; path: string }> {
+    const url = /\/api\/v3$/.test(this.baseUrl) ? this.baseUrl.replace(/\/v3$/, '/graphql') : `${this.baseUrl}/graphql`;
+    const r = await this.request('POST', url, { body: { query, variables }, idempotent: true });
+    return { status: r.status, json: r.json, path: new URL(url).pathname };
   }
 
   private async paginate<T>(firstPath: string, maxPages = 100): Promise<T[]> {

@@ -9,11 +9,9 @@ import { type LockStore, type PlanRecord, fileSha256, planFileProblem } from '..
 import type { ServerMetrics } from '../metrics.js';
 import type { GitHubClient } from '../vcs/github-client.js';
 import type { ParsedCommand } from './comment-parser.js';
-import { KeyedMutex, Semaphore } from './concurrency.js';
+import { KeyedMutex } from './concurrency.js';
 import type { JobRegistry, JobStatus } from './jobs.js';
 import {
-  APPROVAL_REQUIRED,
-  MERGEABLE_REQUIRED,
   type ProjectResultView,
   type ResultCommand,
   UNLOCKED_COMMENT,
@@ -34,8 +32,12 @@ import type { WorkingCopies } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
 import { dirTargets } from './comment-parser/dir-glob.js';
 import { CANCEL_COMMENT, approvePoliciesComment } from './comment-replies.js';
-import { noPermissionComment, teamAllows } from './team-allowlist.js';
 import { hideBeforeResult, layoutOptions } from './result-comment.js';
+import { teamPermits } from './team-gate.js';
+import { CANCELLED_PROJECT_ERROR } from './execution-order.js';
+import { type RequirementSources, notDiverged, requirementRefusal } from './requirement-checks.js';
+import { dependencyFailure } from './requirements.js';
+import { ProjectScheduler } from './project-scheduler.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */
 export const APPLY_ALL_DISABLED_COMMENT =
@@ -78,21 +80,23 @@ interface ProjectRun {
 }
 
 export class CommandRunner {
-  private readonly pool: Semaphore;
-  private readonly projectMutex = new KeyedMutex();
+  private readonly scheduler: ProjectScheduler;
   private readonly checkoutMutex = new KeyedMutex();
   private readonly statusChains = new Map<string, Promise<void>>();
   /** Workflows defined by a repo's own atlantis.yaml: their extra_args are PR input. */
   private readonly repoWorkflows = new WeakSet<Workflow>();
 
+  private readonly requirementSources: RequirementSources;
+
   constructor(private readonly d: CommandRunnerDeps) {
-    this.pool = new Semaphore(d.config.parallelPoolSize);
+    this.requirementSources = { github: d.github, bypassApply: d.config.ghAllowMergeableBypassApply, diverged: notDiverged };
+    this.scheduler = new ProjectScheduler(d.config.parallelPoolSize);
   }
 
   async run(req: CommandRequest): Promise<void> {
     const name = req.kind === 'autoplan' ? 'plan' : req.command.name;
     const log = this.d.logger.child({ repo: req.ctx.repo, pull: req.ctx.pull, command: name });
-    if (!(await this.teamPermits(req, name, log))) return;
+    if (!(await teamPermits(this.d, req, name, log, (body) => this.comment(req.ctx, body, name)))) return;
     // The reaction is cosmetic: it must not delay terraform, only the end of the operation.
     const reaction =
       req.kind === 'comment' && req.commentId !== undefined
@@ -112,34 +116,12 @@ export class CommandRunner {
     }
   }
 
-  /**
-   * --gh-team-allowlist, as Atlantis: the user's teams in the repo's organisation come from
-   * GitHub; a refused comment gets Atlantis's comment, a refused autoplan only a log line,
-   * and when GitHub cannot tell, nothing runs.
-   */
-  private async teamPermits(req: CommandRequest, name: string, log: Logger): Promise<boolean> {
-    const rules = this.d.config.ghTeamAllowlist;
-    if (rules.length === 0) return true;
-    const { repo, user } = req.ctx;
-    let teams: string[];
-    try {
-      teams = await this.d.github.listUserTeams(repo.split('/')[0]!, user);
-    } catch (e) {
-      this.d.metrics.commandsTotal.inc({ command: name, result: 'error' });
-      log.error('Unable to fetch user teams, command not run', { user, error: (e as Error).message });
-      return false;
-    }
-    if (teamAllows(rules, teams, name)) return true;
-    this.d.metrics.commandsTotal.inc({ command: name, result: 'refused' });
-    log.warn('User is not in a team allowed to run the command', { user, teams });
-    if (req.kind === 'comment') await this.comment(req.ctx, noPermissionComment(user, name), name).catch(() => undefined);
-    return false;
-  }
-
   private async dispatch(req: CommandRequest): Promise<string> {
     if (req.kind === 'autoplan') return this.plan(req.ctx, undefined, true);
     const c = req.command;
     switch (c.name) {
+      case 'cancel':
+        return this.cancel(req.ctx);
       case 'plan':
         return this.plan(req.ctx, c, false);
       case 'apply':
@@ -152,9 +134,6 @@ export class CommandRunner {
         return this.simple(req.ctx, c, 'import');
       case 'state':
         return this.simple(req.ctx, c, 'state');
-      case 'cancel':
-        await this.comment(req.ctx, CANCEL_COMMENT, 'cancel');
-        return 'success';
       case 'approve_policies':
         return this.approvePolicies(req.ctx, c);
     }
@@ -163,7 +142,7 @@ export class CommandRunner {
   // ---- plan -----------------------------------------------------------------------------
 
   private async plan(ctx: PullContext, c: ParsedCommand | undefined, autoplan: boolean): Promise<string> {
-    const projects = await this.projectsFor(ctx, c);
+    const { projects, config } = await this.selection(ctx, c);
     if (autoplan && projects.length === 0) {
       await this.status(ctx, 'plan', 'success', statusDescription('plan', 'success', { succeeded: 0, total: 0 }));
       return 'success';
@@ -173,7 +152,12 @@ export class CommandRunner {
       for (const p of this.d.store.listPlans(ctx.repo, ctx.pull)) this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
     }
     void this.status(ctx, 'plan', 'pending', statusDescription('plan', 'pending'));
-    const runs = await Promise.all(projects.map((p) => this.guarded(ctx, p, () => this.planProject(ctx, p, c))));
+    const runs = await this.scheduler.ordered('plan', ctx, projects, {
+      parallel: config?.parallelPlan ?? this.d.config.parallelPlan,
+      abortOnFail: config?.abortOnExecutionOrderFail ?? false,
+      run: (p) => this.planProject(ctx, p, c),
+      cancelled: (p) => this.error(p, CANCELLED_PROJECT_ERROR),
+    });
     return this.report(ctx, 'plan', runs, c);
   }
 
@@ -192,6 +176,13 @@ export class CommandRunner {
       return this.failure(p, lockedByMessage(lock.holder.pull, this.d.config.executableName));
     }
     const newlyLocked = lock.acquired && !this.d.store.getPlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+    const refused = await requirementRefusal(this.requirementSources, ctx, 'plan', p.planRequirements);
+    if (refused) {
+      // As Atlantis: a refused plan leaves neither a stale plan nor the lock behind.
+      this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+      this.d.store.unlock({ repo: ctx.repo, dir: p.dir, workspace: p.workspace });
+      return this.failure(p, refused);
+    }
     return this.job(ctx, p, 'plan', c?.extraArgs ?? [], async (jobCtx) => {
       const r = await this.d.projectRunner.runSteps(p.workflow.plan, jobCtx);
       if (!r.ok && newlyLocked) {
@@ -249,20 +240,21 @@ export class CommandRunner {
     }
     const { config, defaults } = this.repoSettings(ctx, await this.checkout(ctx, 'default'));
     void this.status(ctx, 'apply', 'pending', statusDescription('apply', 'pending'));
-    const runs = await Promise.all(
-      plans.map((pl) => {
-        const p = projectForPlan(config, pl.dir, pl.workspace, defaults);
-        return this.guarded(ctx, p, () => this.applyProject(ctx, p, pl));
-      }),
-    );
+    const targets = plans.map((pl) => ({ ...projectForPlan(config, pl.dir, pl.workspace, defaults), plan: pl }));
+    const runs = await this.scheduler.ordered('apply', ctx, targets, {
+      parallel: config?.parallelApply ?? this.d.config.parallelApply,
+      abortOnFail: config?.abortOnExecutionOrderFail ?? false,
+      run: (p) => this.applyProject(ctx, p, p.plan),
+      cancelled: (p) => this.error(p, CANCELLED_PROJECT_ERROR),
+    });
     return this.report(ctx, 'apply', runs, c);
   }
 
   private async applyProject(ctx: PullContext, p: ProjectSpec, plan: PlanRecord): Promise<ProjectRun> {
-    for (const req of p.applyRequirements) {
-      if (req === 'approved' && !(await this.d.github.isApproved(ctx.repo, ctx.pull))) return this.failure(p, APPROVAL_REQUIRED);
-      if (req === 'mergeable' && !(await this.d.github.isMergeable(ctx.repo, ctx.pull))) return this.failure(p, MERGEABLE_REQUIRED);
-    }
+    const refused =
+      (await requirementRefusal(this.requirementSources, ctx, 'apply', p.applyRequirements)) ??
+      dependencyFailure(p.dependsOn, this.scheduler.projectStates.get(ctx.repo, ctx.pull, ctx.headSha));
+    if (refused) return this.failure(p, refused);
     if (plan.headSha !== ctx.headSha) {
       return this.failure(
         p,
@@ -305,6 +297,21 @@ export class CommandRunner {
 
   // ---- unlock, version, import, state rm ---------------------------------------------------
 
+  /**
+   * `atlantis cancel`, as Atlantis: projects of this PR's running plan or apply that have not
+   * started yet are cancelled; running ones finish. Always answered with Atlantis's comment.
+   */
+  private async cancel(ctx: PullContext): Promise<string> {
+    this.scheduler.cancellations.cancel(ctx.repo, ctx.pull);
+    await this.comment(ctx, CANCEL_COMMENT, 'cancel');
+    return 'success';
+  }
+
+  /** A closed PR: forget its cancel mark and project states. */
+  forgetPull(repo: string, pull: number): void {
+    this.scheduler.forget(repo, pull);
+  }
+
   private async unlock(ctx: PullContext): Promise<string> {
     this.d.store.unlockAllForPull(ctx.repo, ctx.pull, { discardPlans: true });
     await this.comment(ctx, UNLOCKED_COMMENT, 'unlock');
@@ -315,18 +322,25 @@ export class CommandRunner {
   private async approvePolicies(ctx: PullContext, c: ParsedCommand): Promise<string> {
     const targeted = c.dir !== undefined || c.workspace !== undefined || c.project !== undefined;
     const projects = targeted
-      ? (await this.projectsFor(ctx, c)).map((p) => ({ dir: p.dir, workspace: p.workspace, project: p.name }))
+      ? (await this.selection(ctx, c)).projects.map((p) => ({ dir: p.dir, workspace: p.workspace, project: p.name }))
       : this.d.store.listPlans(ctx.repo, ctx.pull);
     await this.comment(ctx, approvePoliciesComment(projects), 'approve_policies');
     return 'success';
   }
 
   private async simple(ctx: PullContext, c: ParsedCommand, cmd: 'version' | 'import' | 'state'): Promise<string> {
-    const projects = await this.projectsFor(ctx, c);
-    const runs = await Promise.all(
-      projects.map((p) =>
-        this.guarded(ctx, p, () =>
-          this.job(ctx, p, cmd, c.extraArgs, async (jobCtx) => {
+    const { projects, config } = await this.selection(ctx, c);
+    // As Atlantis: one project after another; only `version` follows parallel_plan.
+    const parallel = cmd === 'version' && (config?.parallelPlan ?? this.d.config.parallelPlan);
+    const runs = await this.scheduler.inOrder(cmd, ctx, projects, {
+      parallel,
+      abortOnFail: config?.abortOnExecutionOrderFail ?? false,
+      run: (p) =>
+        this.guarded(ctx, p, async () => {
+          const refused =
+            cmd === 'import' ? await requirementRefusal(this.requirementSources, ctx, 'import', p.importRequirements) : undefined;
+          if (refused) return this.failure(p, refused);
+          return this.job(ctx, p, cmd, c.extraArgs, async (jobCtx) => {
             const init = this.d.projectRunner.isInitialised(jobCtx.projectDir) ? [] : p.workflow.plan.filter((s) => s.kind === 'init');
             const extra = cmd === 'version' ? { version: true } : cmd === 'import' ? { importArgs: c.args } : { stateRmArgs: c.args };
             const r = await this.d.projectRunner.runSteps(init, jobCtx, extra);
@@ -338,22 +352,21 @@ export class CommandRunner {
               cmd === 'version' ? {} : { replanCmd: buildPlanComment(this.d.config.executableName, p.dir, p.workspace, p.name, []) };
             const outcome = { type: 'success' as const, output: r.output, ...replan };
             return { status: 'success', view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome } };
-          }),
-        ),
-      ),
-    );
+          });
+        }),
+    });
     return this.report(ctx, cmd, runs, c);
   }
 
   // ---- shared -----------------------------------------------------------------------------
 
-  /** Projects of a command: from -p/-d/-w, or the ones the PR modifies. */
-  private async projectsFor(ctx: PullContext, c: ParsedCommand | undefined): Promise<ProjectSpec[]> {
+  /** Projects of a command (from -p/-d/-w, or the ones the PR modifies) and the repo config they come from. */
+  private async selection(ctx: PullContext, c: ParsedCommand | undefined) {
     const checkout = await this.checkout(ctx, 'default');
     const { config, defaults } = this.repoSettings(ctx, checkout);
     const targeted = c !== undefined && (c.dir !== undefined || c.workspace !== undefined || c.project !== undefined);
     const changed = targeted ? [] : await this.d.github.listChangedFiles(ctx.repo, ctx.pull);
-    return selectProjects(config, checkout, changed, c, defaults);
+    return { projects: selectProjects(config, checkout, changed, c, defaults), config };
   }
 
   private repoSettings(ctx: PullContext, checkout: string) {
@@ -364,9 +377,8 @@ export class CommandRunner {
     return { config, defaults };
   }
 
-  /** Serializes per project of this PR and bounds parallelism by the pool. */
   private guarded(ctx: PullContext, p: ProjectSpec, fn: () => Promise<ProjectRun>): Promise<ProjectRun> {
-    return this.projectMutex.run(`${ctx.repo}#${ctx.pull}#${p.dir}#${p.workspace}`, () => this.pool.run(fn));
+    return this.scheduler.guarded({ repo: ctx.repo, pull: ctx.pull, dir: p.dir, workspace: p.workspace }, fn);
   }
 
   /** The PR's working copy, refused when a symlink in it leads outside (checked before anything reads it). */

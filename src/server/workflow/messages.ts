@@ -11,8 +11,6 @@ export const FORK_PR_COMMENT =
 /** Atlantis's reply to a command other than unlock on a closed PR. */
 export const CLOSED_PR_COMMENT = "Atlantis commands can't be run on closed pull requests";
 export const UNLOCKED_COMMENT = 'All Atlantis locks for this PR have been unlocked and plans discarded';
-export const APPROVAL_REQUIRED = "Pull request must be approved according to the project's approval rules before running apply.";
-export const MERGEABLE_REQUIRED = 'Pull request must be mergeable before running apply.';
 
 export type ResultCommand = 'plan' | 'apply' | 'version' | 'import' | 'state' | 'unlock';
 

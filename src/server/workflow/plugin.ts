@@ -211,6 +211,8 @@ export function workflowPlugin(server: AtlantisServer) {
     // the server is draining.
     const entry = running.get(pullKey(repo, pull));
     if (entry) entry.closed = true;
+    // As Atlantis: a closed PR's cancel mark and project states go with it.
+    runner.forgetPull(repo, pull);
     return { status: 200, body: `Pull request closed: released ${releasePull(repo, pull)} lock(s)\n` };
   }
 

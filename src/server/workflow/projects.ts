@@ -13,7 +13,13 @@ export type { ProjectSpec };
 export function defaultsFor(server: ServerSideRepoConfig | undefined, repoId: string): DefaultsFromServer {
   const s = serverSettingsFor(server, repoId);
   const workflows = server?.workflows ?? {};
-  return { applyRequirements: s.applyRequirements, workflow: s.workflow ? workflows[s.workflow] : undefined, workflows };
+  return {
+    applyRequirements: s.applyRequirements,
+    planRequirements: s.planRequirements,
+    importRequirements: s.importRequirements,
+    workflow: s.workflow ? workflows[s.workflow] : undefined,
+    workflows,
+  };
 }
 
 /**
@@ -42,8 +48,14 @@ export function repoConfigViolation(
     if (p.workflow !== undefined && !s.allowedOverrides.includes('workflow')) {
       return "repo config not allowed to set 'workflow' key: server-side config needs 'allowed_overrides: [workflow]'";
     }
-    if (p.applyRequirements !== undefined && !s.allowedOverrides.includes('apply_requirements')) {
-      return "repo config not allowed to set 'apply_requirements' key: server-side config needs 'allowed_overrides: [apply_requirements]'";
+    // Atlantis checks these three in this order.
+    for (const [key, set] of [
+      ['apply_requirements', p.applyRequirements],
+      ['plan_requirements', p.planRequirements],
+      ['import_requirements', p.importRequirements],
+    ] as const) {
+      if (set !== undefined && !s.allowedOverrides.includes(key))
+        return `repo config not allowed to set '${key}' key: server-side config needs 'allowed_overrides: [${key}]'`;
     }
     for (const [set, key] of [
       [p.repoLocking !== undefined, 'repo_locking'],

@@ -36,27 +36,26 @@ const PROJECT_KEYS = [
   'workspace',
   'autoplan',
   'apply_requirements',
+  'plan_requirements',
+  'import_requirements',
   'workflow',
   'terraform_version',
+  'execution_order_group',
+  'depends_on',
   'repo_locks',
   'repo_locking',
 ];
 const PROJECT_IGNORED = [
   'branch',
-  'execution_order_group',
   'delete_source_branch_on_merge',
   'custom_policy_check',
-  'plan_requirements',
-  'import_requirements',
   'silence_pr_comments',
-  'depends_on',
   'terraform_distribution',
   'policy_check',
 ];
-const TOP_KEYS = ['version', 'projects', 'workflows', 'automerge', 'parallel_plan', 'parallel_apply', 'repo_locks'];
+const TOP_KEYS = ['version', 'projects', 'workflows', 'automerge', 'parallel_plan', 'parallel_apply', 'abort_on_execution_order_fail', 'repo_locks'];
 const TOP_IGNORED = [
   'allowed_regexp_prefixes',
-  'abort_on_execution_order_fail',
   'delete_source_branch_on_merge',
   'autodiscover',
   'parallel_policy_check',
@@ -75,12 +74,13 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
   checkKeys(root, TOP_KEYS, TOP_IGNORED, '', p, warnings);
   if (root.version === undefined) p.add('version', 'is required; only version 3 is supported');
   else if (root.version !== 3) p.add('version', `only version 3 is supported, got ${JSON.stringify(root.version)}`);
-  const bool = (k: string): boolean => {
+  const optBool = (k: string): boolean | undefined => {
     const v = root[k];
-    if (v === undefined || v === null) return false;
+    if (v === undefined || v === null) return undefined;
     if (typeof v !== 'boolean') p.add(k, 'must be true or false');
     return v === true;
   };
+  const bool = (k: string): boolean => optBool(k) ?? false;
   const workflows = parseWorkflows(root.workflows, 'workflows', p, warnings);
   const projects: ProjectConfig[] = [];
   if (root.projects !== undefined && root.projects !== null && !Array.isArray(root.projects)) p.add('projects', 'must be a list');
@@ -128,6 +128,17 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
     }
     const ar = parseApplyRequirements(rp.apply_requirements, `${where}.apply_requirements`, p);
     if (ar) proj.applyRequirements = ar;
+    const pr = parseApplyRequirements(rp.plan_requirements, `${where}.plan_requirements`, p, 'plan_requirement');
+    if (pr) proj.planRequirements = pr;
+    const ir = parseApplyRequirements(rp.import_requirements, `${where}.import_requirements`, p, 'import_requirement');
+    if (ir) proj.importRequirements = ir;
+    if (rp.execution_order_group !== undefined && rp.execution_order_group !== null) {
+      const g = rp.execution_order_group;
+      if (typeof g !== 'number' || !Number.isSafeInteger(g)) p.add(`${where}.execution_order_group`, 'must be an integer');
+      else proj.executionOrderGroup = g;
+    }
+    const deps = strList(rp.depends_on, `${where}.depends_on`, p);
+    if (deps) proj.dependsOn = deps;
     if (rp.workflow !== undefined && rp.workflow !== null) {
       if (typeof rp.workflow !== 'string') p.add(`${where}.workflow`, 'must be a string');
       else proj.workflow = rp.workflow;
@@ -164,13 +175,18 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
     }
   }
   const repoLocks = parseRepoLocks(root.repo_locks, 'repo_locks', p);
+  // Read before the throw below so a bad value is reported with the rest.
+  const top = {
+    automerge: bool('automerge'),
+    parallelPlan: optBool('parallel_plan'),
+    parallelApply: optBool('parallel_apply'),
+    abortOnExecutionOrderFail: bool('abort_on_execution_order_fail'),
+  };
   if (p.list.length > 0) throw new RepoConfigError(file, p.list);
   return {
     ...(repoLocks ? { repoLocks } : {}),
     version: 3,
-    automerge: bool('automerge'),
-    parallelPlan: bool('parallel_plan'),
-    parallelApply: bool('parallel_apply'),
+    ...top,
     projects,
     workflows,
     warnings,

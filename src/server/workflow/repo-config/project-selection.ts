@@ -33,6 +33,10 @@ function specFromConfig(
     workspace: p.workspace,
     workflow,
     applyRequirements: p.applyRequirements ?? defaults?.applyRequirements ?? [],
+    planRequirements: p.planRequirements ?? defaults?.planRequirements ?? [],
+    importRequirements: p.importRequirements ?? defaults?.importRequirements ?? [],
+    executionOrderGroup: p.executionOrderGroup ?? 0,
+    dependsOn: p.dependsOn ?? [],
     autoplanEnabled: p.autoplan.enabled,
     configured: true,
   };
@@ -44,6 +48,8 @@ function specFromConfig(
 /** Settings from the server side (--repo-config) for projects that do not set their own. */
 export interface DefaultsFromServer {
   applyRequirements?: ApplyRequirement[];
+  planRequirements?: ApplyRequirement[];
+  importRequirements?: ApplyRequirement[];
   workflow?: Workflow;
   /** Server-side workflows a project's `workflow:` may name. */
   workflows?: Record<string, Workflow>;
@@ -55,6 +61,10 @@ function defaultSpec(dir: string, workspace: string, d?: DefaultsFromServer): Pr
     workspace,
     workflow: d?.workflow ?? DEFAULT_WORKFLOW,
     applyRequirements: d?.applyRequirements ?? [],
+    planRequirements: d?.planRequirements ?? [],
+    importRequirements: d?.importRequirements ?? [],
+    executionOrderGroup: 0,
+    dependsOn: [],
     autoplanEnabled: true,
     configured: false,
   };

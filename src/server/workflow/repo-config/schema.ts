@@ -177,12 +177,18 @@ export function parseWorkflows(v: unknown, where: string, p: Problems, warnings:
   return out;
 }
 
-export function parseApplyRequirements(v: unknown, where: string, p: Problems): ApplyRequirement[] | undefined {
+/** apply_requirements, plan_requirements or import_requirements (`kind` names it in the error, as Atlantis). */
+export function parseApplyRequirements(
+  v: unknown,
+  where: string,
+  p: Problems,
+  kind: 'apply_requirement' | 'plan_requirement' | 'import_requirement' = 'apply_requirement',
+): ApplyRequirement[] | undefined {
   const list = strList(v, where, p);
   if (!list) return undefined;
   for (const r of list) {
     if (!APPLY_REQUIREMENTS.includes(r))
-      p.add(where, `${JSON.stringify(r)} is not a valid apply_requirement, only "approved", "mergeable" and "undiverged" are supported`);
+      p.add(where, `${JSON.stringify(r)} is not a valid ${kind}, only "approved", "mergeable" and "undiverged" are supported`);
   }
   return list.filter((r) => APPLY_REQUIREMENTS.includes(r)) as ApplyRequirement[];
 }

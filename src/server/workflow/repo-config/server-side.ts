@@ -9,6 +9,18 @@ export interface ServerRepoRule extends LockSettings {
   /** Exact `host/owner/name`, or a regex written as `/.../`. */
   id: string;
   applyRequirements?: ApplyRequirement[];
+  planRequirements?: ApplyRequirement[];
+  importRequirements?: ApplyRequirement[];
+  workflow?: string;
+  allowedOverrides: string[];
+  allowCustomWorkflows: boolean;
+}
+
+/** The settings of one repo from the server side (later matching rules win). */
+export interface ServerRepoSettings {
+  applyRequirements: ApplyRequirement[];
+  planRequirements: ApplyRequirement[];
+  importRequirements: ApplyRequirement[];
   workflow?: string;
   allowedOverrides: string[];
   allowCustomWorkflows: boolean;
@@ -37,11 +49,9 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
     }
     checkKeys(
       r,
-      ['id', 'apply_requirements', 'workflow', 'allowed_overrides', 'allow_custom_workflows', 'repo_locks', 'repo_locking'],
+      ['id', 'apply_requirements', 'plan_requirements', 'import_requirements', 'workflow', 'allowed_overrides', 'allow_custom_workflows', 'repo_locks', 'repo_locking'],
       [
         'branch',
-        'plan_requirements',
-        'import_requirements',
         'allowed_workflows',
         'pre_workflow_hooks',
         'post_workflow_hooks',
@@ -78,6 +88,10 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
     if (repoLocks) rule.repoLocks = repoLocks;
     const repoLocking = parseRepoLocking(r.repo_locking, `${where}.repo_locking`, p);
     if (repoLocking !== undefined) rule.repoLocking = repoLocking;
+    const pr = parseApplyRequirements(r.plan_requirements, `${where}.plan_requirements`, p, 'plan_requirement');
+    if (pr) rule.planRequirements = pr;
+    const ir = parseApplyRequirements(r.import_requirements, `${where}.import_requirements`, p, 'import_requirement');
+    if (ir) rule.importRequirements = ir;
     if (typeof r.workflow === 'string') {
       rule.workflow = r.workflow;
       if (r.workflow !== 'default' && !workflows[r.workflow])
@@ -95,18 +109,19 @@ function ruleMatches(rule: ServerRepoRule, repoId: string): boolean {
 }
 
 /** The server-side settings that apply to `host/owner/name` (later rules win, as Atlantis). */
-export function serverSettingsFor(
-  server: ServerSideRepoConfig | undefined,
-  repoId: string,
-): { applyRequirements: ApplyRequirement[]; workflow?: string; allowedOverrides: string[]; allowCustomWorkflows: boolean } {
-  const out: { applyRequirements: ApplyRequirement[]; workflow?: string; allowedOverrides: string[]; allowCustomWorkflows: boolean } = {
+export function serverSettingsFor(server: ServerSideRepoConfig | undefined, repoId: string): ServerRepoSettings {
+  const out: ServerRepoSettings = {
     applyRequirements: [],
+    planRequirements: [],
+    importRequirements: [],
     allowedOverrides: [],
     allowCustomWorkflows: false,
   };
   for (const r of server?.repos ?? []) {
     if (!ruleMatches(r, repoId)) continue;
     if (r.applyRequirements) out.applyRequirements = r.applyRequirements;
+    if (r.planRequirements) out.planRequirements = r.planRequirements;
+    if (r.importRequirements) out.importRequirements = r.importRequirements;
     if (r.workflow) out.workflow = r.workflow;
     out.allowedOverrides = r.allowedOverrides;
     out.allowCustomWorkflows = r.allowCustomWorkflows;

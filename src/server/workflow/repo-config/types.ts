@@ -55,19 +55,27 @@ export interface ProjectConfig {
   workspace: string;
   autoplan: { enabled: boolean; whenModified: string[] };
   applyRequirements?: ApplyRequirement[];
+  planRequirements?: ApplyRequirement[];
+  importRequirements?: ApplyRequirement[];
   workflow?: string;
   terraformVersion?: string;
   /** `repo_locks.mode` of the project (effective only where allowed_overrides lists repo_locks). */
   repoLocks?: RepoLocksMode;
   /** Deprecated `repo_locking` (effective only where allowed_overrides lists repo_locking). */
   repoLocking?: boolean;
+  /** execution_order_group (Atlantis's default 0). */
+  executionOrderGroup?: number;
+  /** depends_on: names of projects that must be applied first. */
+  dependsOn?: string[];
 }
 
 export interface RepoConfig {
   version: 3;
   automerge: boolean;
-  parallelPlan: boolean;
-  parallelApply: boolean;
+  /** Undefined when atlantis.yaml does not say: --parallel-plan / --parallel-apply decide. */
+  parallelPlan?: boolean;
+  parallelApply?: boolean;
+  abortOnExecutionOrderFail: boolean;
   projects: ProjectConfig[];
   workflows: Record<string, Workflow>;
   /** Top-level `repo_locks.mode`. */
@@ -83,6 +91,10 @@ export interface ProjectSpec {
   workspace: string;
   workflow: Workflow;
   applyRequirements: ApplyRequirement[];
+  planRequirements: ApplyRequirement[];
+  importRequirements: ApplyRequirement[];
+  executionOrderGroup: number;
+  dependsOn: string[];
   autoplanEnabled: boolean;
   /** True when it comes from atlantis.yaml, false for a default (config-less) project. */
   configured: boolean;
