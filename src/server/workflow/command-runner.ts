@@ -30,7 +30,7 @@ import type { Workflow } from './repo-config/types.js';
 import { assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from './checkout-paths.js';
 import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './extra-args.js';
 import type { ProjectRunner } from './project-runner.js';
-import type { WorkingCopies } from './working-copy.js';
+import { type WorkingCopies, checkoutRequest } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
 import { noPermissionComment, teamAllows } from './team-allowlist.js';
 
@@ -46,6 +46,8 @@ export interface PullContext {
   /** Who asked (comment author, or PR author for autoplan). */
   user: string;
   cloneUrl: string;
+  /** The base repository's clone URL (--checkout-strategy=merge); default cloneUrl. */
+  baseCloneUrl?: string;
   headSha: string;
   headRef: string;
   baseRef: string;
@@ -185,6 +187,13 @@ export class CommandRunner {
     }
     const newlyLocked = lock.acquired && !this.d.store.getPlan(ctx.repo, ctx.pull, p.dir, p.workspace);
     return this.job(ctx, p, 'plan', c?.extraArgs ?? [], async (jobCtx) => {
+      let mergedAgain: boolean;
+      try {
+        mergedAgain = await this.mergeAgain(ctx, p.workspace);
+      } catch (e) {
+        if (newlyLocked) this.d.store.unlock({ repo: ctx.repo, dir: p.dir, workspace: p.workspace });
+        return this.error(p, (e as Error).message);
+      }
       const r = await this.d.projectRunner.runSteps(p.workflow.plan, jobCtx);
       if (!r.ok && newlyLocked) {
         // As Atlantis: a plan that did not produce a plan file does not keep the lock.
@@ -220,6 +229,7 @@ export class CommandRunner {
             applyCmd: buildApplyComment(exe, p.dir, p.workspace, p.name),
             replanCmd: buildPlanComment(exe, p.dir, p.workspace, p.name, c?.extraArgs ?? []),
             lockUrl: `${this.d.config.atlantisUrl}/`,
+            mergedAgain,
           },
         },
       };
@@ -352,16 +362,18 @@ export class CommandRunner {
   /** The PR's working copy, refused when a symlink in it leads outside (checked before anything reads it). */
   private async checkout(ctx: PullContext, workspace: string): Promise<string> {
     return this.checkoutMutex.run(`${ctx.repo}#${ctx.pull}#${workspace}`, async () => {
-      const dir = await this.d.copies.checkout({
-        repo: ctx.repo,
-        pull: ctx.pull,
-        workspace,
-        cloneUrl: ctx.cloneUrl,
-        headRef: ctx.headRef,
-        headSha: ctx.headSha,
-      });
+      const dir = await this.d.copies.checkout(checkoutRequest(ctx, workspace));
       await assertNoEscapingSymlink(dir);
       return dir;
+    });
+  }
+
+  /** --checkout-strategy=merge: merges the head into the base again when the base moved on (Atlantis, before each plan). */
+  private async mergeAgain(ctx: PullContext, workspace: string): Promise<boolean> {
+    return this.checkoutMutex.run(`${ctx.repo}#${ctx.pull}#${workspace}`, async () => {
+      const merged = await this.d.copies.mergeAgain(checkoutRequest(ctx, workspace));
+      if (merged) await assertNoEscapingSymlink(this.d.copies.dirFor(ctx.repo, ctx.pull, workspace));
+      return merged;
     });
   }
 
@@ -411,6 +423,7 @@ export class CommandRunner {
         headSha: ctx.headSha,
         headRef: ctx.headRef,
         baseRef: ctx.baseRef,
+        terraformVersion: p.terraformVersion,
         commentArgs,
         logFile,
         onOutput: (chunk) => this.d.jobs.append(id, chunk),

@@ -92,6 +92,9 @@ export function cleanPlanOutput(output: string): string {
   return (start > 0 ? lines.slice(start) : lines).join('\n').trim();
 }
 
+/** Atlantis's line under a plan made after merging the moved-on base branch again. */
+export const MERGED_AGAIN_LINE = ':twisted_rightwards_arrows: Upstream was modified, a new merge was performed.';
+
 export type ProjectOutcome =
   | {
       type: 'success';
@@ -102,6 +105,8 @@ export type ProjectOutcome =
       replanCmd?: string;
       /** plan only: where the lock can be deleted; no line when absent. */
       lockUrl?: string;
+      /** plan only (--checkout-strategy=merge): the base branch moved on and was merged again. */
+      mergedAgain?: boolean;
     }
   /** The command could not run (lock held, requirement not met...). */
   | { type: 'failure'; reason: string }
@@ -144,10 +149,11 @@ function renderProject(opts: RenderOptions, r: ProjectResultView): string {
     if (o.applyCmd) actions += `* :arrow_forward: To **apply** this plan, comment:\n  \`\`\`shell\n  ${o.applyCmd}\n  \`\`\`\n`;
     if (o.lockUrl) actions += `* :put_litter_in_its_place: To **delete** this plan and lock, click [here](${o.lockUrl})\n`;
     if (o.replanCmd) actions += `* :repeat: To **plan** this project again, comment:\n  \`\`\`shell\n  ${o.replanCmd}\n  \`\`\`\n`;
+    const merged = o.mergedAgain ? `${MERGED_AGAIN_LINE}\n` : '';
     if (wrapped(out)) {
-      return `<details><summary>Show Output</summary>\n\n\`\`\`diff\n${out}\n\`\`\`\n</details>\n\n${actions}${planSummary(out)}\n`;
+      return `<details><summary>Show Output</summary>\n\n\`\`\`diff\n${out}\n\`\`\`\n</details>\n\n${actions}${planSummary(out)}\n${merged}`;
     }
-    return `\`\`\`diff\n${out}\n\`\`\`\n\n${actions}`;
+    return `\`\`\`diff\n${out}\n\`\`\`\n\n${actions}${merged}`;
   }
   const fence = opts.command === 'apply' ? '```diff' : '```';
   if (wrapped(o.output)) return `<details><summary>Show Output</summary>\n\n${fence}\n${o.output}\n\`\`\`\n</details>`;
