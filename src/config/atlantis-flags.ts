@@ -165,7 +165,7 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'web-username': H,
   'webhook-http-headers': refused('string', '', 'outgoing HTTP webhooks are not implemented'),
   'websocket-check-origin': refused('bool', false, NOT_YET),
-  'write-git-creds': refused('bool', false, 'git authenticates without writing credentials; private modules over HTTPS are not supported'),
+  'write-git-creds': H,
 };
 
 /** Hidden parser entries for the flags that are not honoured, so env and argv reach judgeAtlantisFlags. */

@@ -194,6 +194,13 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description:
       'Base URL to download Terraform versions from (<url>/terraform/<v>/terraform_<v>_<os>_<arch>.zip and terraform_<v>_SHA256SUMS)',
   },
+  {
+    name: 'write-git-creds',
+    type: 'bool',
+    default: false,
+    description:
+      'Give terraform init git credentials (--gh-user and the token, for --gh-hostname) so it can fetch private modules over HTTPS or SSH; the file exists only while an init runs',
+  },
   // Atlantis flags this server does not honour: parsed (hidden) only to be refused or warned about.
   ...unhonouredAtlantisFlagSpecs(),
 ];
@@ -247,6 +254,7 @@ export interface ServerConfig {
   defaultTfVersion: string | undefined;
   tfDownload: boolean;
   tfDownloadUrl: string;
+  writeGitCreds: boolean;
 }
 
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
@@ -382,6 +390,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     defaultTfVersion,
     tfDownload: values['tf-download'] !== false,
     tfDownloadUrl: tfDownloadUrl.replace(/\/+$/, ''),
+    writeGitCreds: values['write-git-creds'] === true,
   };
 }
 

@@ -43,6 +43,7 @@ export class TerraformBinaries {
 
   /** The version of --tf-binary (asked once); undefined when it cannot tell. */
   localVersion(): Promise<string | undefined> {
+    mkdirSync(this.o.binDir, { recursive: true, mode: 0o700 });
     this.local ??= this.o.host
       .spawn({ command: this.o.tfBinary, args: ['version', '-json'], cwd: this.o.binDir, output: 'capture' })
       .then((r) => (r.exitCode === 0 ? versionFromJson(r.stdout ?? '') : undefined));

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { UsageError } from '../../config/flags.js';
 import { LockStore } from '../locks/store.js';
 import type { AtlantisServer } from '../server.js';
+import { GitCredsForInit } from '../terraform/git-creds.js';
 import { TerraformBinaries } from '../terraform/tf-install.js';
 import type { WebhookRequest, WebhookResponse } from '../http/app.js';
 import { GitHubClient, type PullInfo } from '../vcs/github-client.js';
@@ -76,7 +77,13 @@ export function workflowPlugin(server: AtlantisServer) {
     github,
     copies,
     jobs,
-    projectRunner: new ProjectRunner(server.runner, { binaries: terraformBinaries, defaultVersion: cfg.defaultTfVersion }),
+    projectRunner: new ProjectRunner(server.runner, {
+      binaries: terraformBinaries,
+      defaultVersion: cfg.defaultTfVersion,
+      gitCreds: cfg.writeGitCreds
+        ? new GitCredsForInit({ dir: path.join(cfg.dataDir, 'git-creds'), user: cfg.ghUser, hostname: cfg.ghHostname, token: cfg.ghToken })
+        : undefined,
+    }),
     metrics: server.metrics,
     logger: log,
     jobLogPath: (id) => server.jobLogPath(id),

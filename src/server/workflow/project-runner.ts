@@ -2,9 +2,10 @@
 // workflow (init + plan, apply) or the repo's custom one (init, plan, apply, run steps).
 // Every process goes through the ProcessRunner, so it is supervised, logged per job and
 // interrupted cleanly at a drain deadline.
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ProcessRunner, RunResult } from '../terraform/runner.js';
+import type { GitCredsForInit } from '../terraform/git-creds.js';
 import type { TerraformBinaries } from '../terraform/tf-install.js';
 import { readRequiredVersions } from '../terraform/tf-module.js';
 import { chooseTfVersion } from '../terraform/tf-versions.js';
@@ -38,7 +39,12 @@ export interface TerraformChoice {
   binaries: TerraformBinaries;
   /** --default-tf-version, normalised. */
   defaultVersion?: string;
+  /** --write-git-creds: credentials for the modules `terraform init` fetches. */
+  gitCreds?: GitCredsForInit;
 }
+
+/** Runs terraform <sub...> -no-color <args...> for one project (with variables for this process only). */
+type Tf = (sub: string[], args: string[], env?: Record<string, string>) => Promise<RunResult>;
 
 /** The binary a project's terraform steps run, and the version run steps are told. */
 interface Terraform {
@@ -91,7 +97,7 @@ export class ProjectRunner {
    * The project's terraform, as Atlantis picks it; throws Atlantis's message when the version
    * cannot be had (not on disk and downloads off, a failed download, a bad checksum).
    */
-  private async terraformFor(c: ProjectRunContext): Promise<Terraform> {
+  private async terraformFor(c: ProjectRunContext, needVersion: boolean): Promise<Terraform> {
     if (!this.terraform) return {};
     const choice = chooseTfVersion({
       projectVersion: c.terraformVersion,
@@ -99,7 +105,8 @@ export class ProjectRunner {
       defaultVersion: this.terraform.defaultVersion,
     });
     if (choice.kind === 'invalid') throw new Error(choice.message);
-    if (choice.kind === 'binary') return { version: await this.terraform.binaries.localVersion() };
+    // Only run steps are told the version: no extra process otherwise.
+    if (choice.kind === 'binary') return needVersion ? { version: await this.terraform.binaries.localVersion() } : {};
     return { binary: await this.terraform.binaries.binaryFor(choice.version), version: choice.version };
   }
 
@@ -113,14 +120,19 @@ export class ProjectRunner {
     const env: Record<string, string> = {};
     let t: Terraform;
     try {
-      t = await this.terraformFor(c);
+      t = await this.terraformFor(
+        c,
+        steps.some((s) => s.kind === 'run' || s.kind === 'env'),
+      );
     } catch (e) {
       // Nothing runs with another terraform than the one asked for.
       const output = `${(e as Error).message}\n`;
+      mkdirSync(path.dirname(c.logFile), { recursive: true, mode: 0o700 });
+      appendFileSync(c.logFile, output, { mode: 0o600 });
       c.onOutput(output);
       return { ok: false, output, log: output, interrupted: false, failedStep: 'terraform' };
     }
-    const tf = (sub: string[], args: string[]) => this.tf(c, t, sub, args);
+    const tf: Tf = (sub, args, vars) => this.tf(c, t, sub, args, vars);
     for (const step of steps) {
       if (step.kind === 'plan' || step.kind === 'apply') {
         const ws = await this.selectWorkspace(tf, c);
@@ -169,17 +181,14 @@ export class ProjectRunner {
     return existsSync(path.join(projectDir, '.terraform'));
   }
 
-  private async runStep(
-    step: Step,
-    c: ProjectRunContext,
-    env: Record<string, string>,
-    tf: (sub: string[], args: string[]) => Promise<RunResult>,
-    t: Terraform,
-  ): Promise<RunResult> {
+  private async runStep(step: Step, c: ProjectRunContext, env: Record<string, string>, tf: Tf, t: Terraform): Promise<RunResult> {
     const runEnv = () => ({ ...stepEnv(c, t, this.terraform?.binaries.binDir), ...env });
     switch (step.kind) {
-      case 'init':
-        return tf(['init'], ['-input=false', ...step.extraArgs]);
+      case 'init': {
+        const args = ['-input=false', ...step.extraArgs];
+        const creds = this.terraform?.gitCreds;
+        return creds ? creds.during((env) => tf(['init'], args, env)) : tf(['init'], args);
+      }
       case 'plan':
         mkdirSync(path.dirname(c.planFile), { recursive: true });
         return tf(['plan'], ['-input=false', `-out=${c.planFile}`, ...step.extraArgs, ...c.commentArgs]);
@@ -231,14 +240,15 @@ export class ProjectRunner {
    * the state) a `default` project plans and applies against. Atlantis asks `workspace show`
    * first; we always select, so no text terraform prints can be mistaken for the answer.
    */
-  private selectWorkspace(tf: (sub: string[], args: string[]) => Promise<RunResult>, c: ProjectRunContext): Promise<RunResult> {
+  private selectWorkspace(tf: Tf, c: ProjectRunContext): Promise<RunResult> {
     return tf(['workspace', 'select'], ['-or-create', c.workspace]);
   }
 
   /** terraform <subcommand...> -no-color <args...> in the project dir. */
-  private tf(c: ProjectRunContext, t: Terraform, subcommand: string[], args: string[]): Promise<RunResult> {
+  private tf(c: ProjectRunContext, t: Terraform, subcommand: string[], args: string[], env?: Record<string, string>): Promise<RunResult> {
     return this.runner.run({
       jobId: c.jobId,
+      ...(env ? { env } : {}),
       ...(t.binary ? { command: t.binary } : {}),
       args: [...subcommand, '-no-color', ...args],
       cwd: c.projectDir,
