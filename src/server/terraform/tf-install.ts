@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { accessSync, constants, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { crc32, inflateRawSync } from 'node:zlib';
+import { inflateRawSync } from 'node:zlib';
 import type { Logger } from '../../log.js';
 import type { ProcessHost } from './process-host.js';
 import { checksumFor, releaseFiles, versionFromJson, versionedBinaryName } from './tf-versions.js';
@@ -166,8 +166,20 @@ export function extractFile(zip: Buffer, name: string): Buffer {
     if (method === 0) out = Buffer.from(data);
     else if (method === 8) out = inflateRawSync(data, { maxOutputLength: Math.max(size, 1) });
     else throw new Error(`unsupported zip compression method ${method}`);
-    if (out.length !== size || crc32(out) >>> 0 !== crc) throw new Error(`${name} in the zip fails its CRC check`);
+    if (out.length !== size || crc32(out) !== crc) throw new Error(`${name} in the zip fails its CRC check`);
     return out;
   }
   throw new Error(`no ${name} in the zip`);
+}
+
+/** CRC-32 (zip's), computed here: node's zlib.crc32 is newer than the oldest node supported. */
+const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  return c >>> 0;
+});
+function crc32(buf: Buffer): number {
+  let c = 0xffffffff;
+  for (let i = 0; i < buf.length; i++) c = CRC_TABLE[(c ^ buf[i]!) & 0xff]! ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
 }
