@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { nullLogger } from '../src/log.js';
+import { loadRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
 import { ProcessHost } from '../src/server/terraform/process-host.js';
 import { TerraformBinaries, extractFile, findOnPath } from '../src/server/terraform/tf-install.js';
 import { readRequiredVersions } from '../src/server/terraform/tf-module.js';
@@ -191,5 +192,22 @@ describe('finding a version without downloading', () => {
     writeFileSync(path.join(dir, 'notes.txt'), 'required_version = "0.1.0"\n');
     assert.deepEqual(await readRequiredVersions(dir), ['1.5.7']);
     assert.deepEqual(await readRequiredVersions(path.join(tmp, 'nope')), []);
+  });
+});
+
+describe('terraform_version in atlantis.yaml', () => {
+  it('is read as written, a YAML number too (Atlantis reads the scalar as a string)', () => {
+    const dir = path.join(tmp, 'yaml');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(
+      path.join(dir, 'atlantis.yaml'),
+      'version: 3\nprojects:\n- dir: a\n  terraform_version: v1.9.0\n- dir: b\n  terraform_version: 1.5\n- dir: c\n',
+    );
+    const cfg = loadRepoConfig(dir, { serverWorkflows: [] });
+    assert.deepEqual(
+      cfg?.projects.map((p) => p.terraformVersion),
+      ['v1.9.0', '1.5', undefined],
+    );
+    assert.equal(normaliseTfVersion('1.5'), '1.5.0');
   });
 });

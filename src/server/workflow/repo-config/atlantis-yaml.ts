@@ -125,6 +125,8 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
       else proj.workflow = rp.workflow;
     }
     if (typeof rp.terraform_version === 'string') proj.terraformVersion = rp.terraform_version;
+    // `terraform_version: 1.5` is a YAML number; Atlantis reads the scalar as a string.
+    else if (typeof rp.terraform_version === 'number') proj.terraformVersion = String(rp.terraform_version);
     projects.push(proj);
   });
   // Same checks as Atlantis: unique names; same dir+workspace only when every one is named.
