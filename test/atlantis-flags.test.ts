@@ -151,8 +151,11 @@ describe('checkout and terraform version flags', () => {
     );
     assert.match(
       usageError(() => config(['--tf-download-url', 'file:///etc'])),
-      /--tf-download-url/,
+      /--tf-download-url: must be an http\(s\) URL/,
     );
+    const withCreds = usageError(() => config(['--tf-download-url', 'https://user:s3cret@mirror.example/tf']));
+    assert.match(withCreds, /without credentials/);
+    assert.ok(!withCreds.includes('s3cret'), 'the value is not repeated');
   });
 });
 

@@ -331,8 +331,8 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
   if (defaultTfVersion === null)
     throw new UsageError(`invalid value "${rawTfVersion}" for --default-tf-version: Malformed version: ${rawTfVersion}`);
   const tfDownloadUrl = str(values, 'tf-download-url') ?? 'https://releases.hashicorp.com';
-  if (!/^https?:\/\//.test(tfDownloadUrl))
-    throw new UsageError(`invalid value "${tfDownloadUrl}" for --tf-download-url: not an http(s) URL`);
+  if (!/^https?:\/\/[^/@]+(\/|$)/.test(tfDownloadUrl))
+    throw new UsageError('invalid value for --tf-download-url: must be an http(s) URL without credentials');
 
   const dataDir = path.resolve(values['data-dir'] as string);
   ensureWritableDir(dataDir);
