@@ -186,6 +186,7 @@ describe('checkout strategies with real git', { timeout: 120_000 }, () => {
     const { host } = recordingHost();
     const copies = new WorkingCopies(path.join(dataRoot, 'a'), () => '', nullLogger(), host, { strategy: 'merge', depth: 0 });
     const r = req({ repo: repo.fullName, cloneUrl: repo.cloneUrl, baseCloneUrl: repo.cloneUrl, headSha });
+    assert.equal(await copies.mergeAgain(r), false, 'not cloned yet: its checkout will merge the newest base');
     const wc = await copies.checkout(r);
     assert.equal(await copies.mergeAgain(r), false, 'base unchanged: nothing to do');
     const newBase = await repo.commit('main', { 'later.txt': 'later\n' }, 'base moves on later');

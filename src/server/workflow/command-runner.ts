@@ -167,11 +167,13 @@ export class CommandRunner {
       for (const p of this.d.store.listPlans(ctx.repo, ctx.pull)) this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
     }
     void this.status(ctx, 'plan', 'pending', statusDescription('plan', 'pending'));
-    const runs = await Promise.all(projects.map((p) => this.guarded(ctx, p, () => this.planProject(ctx, p, c))));
+    const merged = await this.mergeAgain(ctx, projects);
+    const runs = await Promise.all(projects.map((p) => this.guarded(ctx, p, () => this.planProject(ctx, p, c, merged.get(p.workspace)))));
     return this.report(ctx, 'plan', runs, c);
   }
 
-  private async planProject(ctx: PullContext, p: ProjectSpec, c: ParsedCommand | undefined): Promise<ProjectRun> {
+  private async planProject(ctx: PullContext, p: ProjectSpec, c: ParsedCommand | undefined, merged?: boolean | Error): Promise<ProjectRun> {
+    if (merged instanceof Error) return this.error(p, merged.message);
     // Refused input must not leave a lock behind (job() checks again, for every command).
     try {
       await this.checkedProjectDir(await this.checkout(ctx, p.workspace), p, c?.extraArgs ?? []);
@@ -187,13 +189,6 @@ export class CommandRunner {
     }
     const newlyLocked = lock.acquired && !this.d.store.getPlan(ctx.repo, ctx.pull, p.dir, p.workspace);
     return this.job(ctx, p, 'plan', c?.extraArgs ?? [], async (jobCtx) => {
-      let mergedAgain: boolean;
-      try {
-        mergedAgain = await this.mergeAgain(ctx, p.workspace);
-      } catch (e) {
-        if (newlyLocked) this.d.store.unlock({ repo: ctx.repo, dir: p.dir, workspace: p.workspace });
-        return this.error(p, (e as Error).message);
-      }
       const r = await this.d.projectRunner.runSteps(p.workflow.plan, jobCtx);
       if (!r.ok && newlyLocked) {
         // As Atlantis: a plan that did not produce a plan file does not keep the lock.
@@ -229,7 +224,7 @@ export class CommandRunner {
             applyCmd: buildApplyComment(exe, p.dir, p.workspace, p.name),
             replanCmd: buildPlanComment(exe, p.dir, p.workspace, p.name, c?.extraArgs ?? []),
             lockUrl: `${this.d.config.atlantisUrl}/`,
-            mergedAgain,
+            mergedAgain: merged === true,
           },
         },
       };
@@ -368,13 +363,20 @@ export class CommandRunner {
     });
   }
 
-  /** --checkout-strategy=merge: merges the head into the base again when the base moved on (Atlantis, before each plan). */
-  private async mergeAgain(ctx: PullContext, workspace: string): Promise<boolean> {
-    return this.checkoutMutex.run(`${ctx.repo}#${ctx.pull}#${workspace}`, async () => {
-      const merged = await this.d.copies.mergeAgain(checkoutRequest(ctx, workspace));
-      if (merged) await assertNoEscapingSymlink(this.d.copies.dirFor(ctx.repo, ctx.pull, workspace));
-      return merged;
-    });
+  /**
+   * --checkout-strategy=merge: when the base branch moved on, merges the head into it again
+   * (Atlantis, before a plan): once per workspace, before any project of it runs, so no
+   * checkout changes under a running terraform. Per workspace: merged, or why it failed.
+   */
+  private async mergeAgain(ctx: PullContext, projects: ProjectSpec[]): Promise<Map<string, boolean | Error>> {
+    const merge = (ws: string) =>
+      this.checkoutMutex.run(`${ctx.repo}#${ctx.pull}#${ws}`, async () => {
+        const merged = await this.d.copies.mergeAgain(checkoutRequest(ctx, ws));
+        if (merged) await assertNoEscapingSymlink(this.d.copies.dirFor(ctx.repo, ctx.pull, ws));
+        return merged;
+      });
+    const workspaces = [...new Set(projects.map((p) => p.workspace))];
+    return new Map(await Promise.all(workspaces.map(async (ws) => [ws, await merge(ws).catch((e: Error) => e)] as const)));
   }
 
   /**

@@ -145,11 +145,12 @@ export class WorkingCopies {
   /**
    * Merge strategy only, before a plan (Atlantis's MergeAgain): when the base branch moved on
    * since the working copy was merged, merges the head into the new base. True when it did.
-   * The working copy must exist (checkout first).
    */
   async mergeAgain(req: CheckoutRequest): Promise<boolean> {
     if (this.options.strategy !== 'merge') return false;
     const dir = this.dirFor(req.repo, req.pull, req.workspace);
+    // Not cloned yet: its first checkout merges into the newest base anyway.
+    if (!existsSync(path.join(dir, '.git'))) return false;
     const base = baseRefOf(req);
     const baseUrl = baseUrlOf(req);
     await this.git(dir, ['fetch', '--quiet', '--no-tags', 'origin'], baseUrl);
