@@ -170,7 +170,8 @@ export class WorkingCopies {
       // The branch moved on since the event: merge the commit the event was about.
       await this.git(dir, headFetchArgs(this.options, req.headSha), url);
     }
-    if (!(await this.ok(dir, ['merge-base', baseRefOf(req), req.headSha]))) {
+    // HEAD is the base branch's tip here (refs only after it: a branch name is never an option)
+    if (!(await this.ok(dir, ['merge-base', 'HEAD', req.headSha]))) {
       // Not enough history for a merge base at this depth: fetch all of it, as Atlantis does.
       await this.git(dir, ['fetch', '--quiet', '--no-tags', '--unshallow', 'origin'], baseUrlOf(req));
       // then the head again, now without a depth: its history joins the whole one
