@@ -67,7 +67,7 @@ describe('the Atlantis flag table', () => {
     ['redis locking', [], { ATLANTIS_LOCKING_DB_TYPE: 'redis' }, { refused: /--locking-db-type.*Redis/ }],
     ['boltdb locking (the default)', [], { ATLANTIS_LOCKING_DB_TYPE: 'boltdb' }, 'ok'],
     ['policy checks on the command line', ['--enable-policy-checks'], {}, { refused: /--enable-policy-checks/ }],
-    ['merge checkout', ['--checkout-strategy=merge'], {}, { refused: /--checkout-strategy/ }],
+    ['merge checkout (honoured)', ['--checkout-strategy=merge'], { ATLANTIS_CHECKOUT_DEPTH: '5' }, 'ok'],
     ['a flags file', [], { ATLANTIS_CONFIG: '/etc/atlantis.yaml' }, { refused: /--config \(ATLANTIS_CONFIG\)/ }],
     ['GitLab', [], { ATLANTIS_GITLAB_TOKEN: 'glpat-x' }, { refused: /--gitlab-token.*only GitHub/ }],
     ['sequential plans (the default)', [], { ATLANTIS_PARALLEL_PLAN: 'false' }, 'ok'],
@@ -79,7 +79,7 @@ describe('the Atlantis flag table', () => {
       { ATLANTIS_ENABLE_PROFILING_API: 'true' },
       { warn: /^--enable-profiling-api \(ATLANTIS_ENABLE_PROFILING_API\) is set, but this server ignores it/ },
     ],
-    ['terraform downloads', [], { ATLANTIS_TF_DOWNLOAD: 'true' }, { warn: /--tf-download/ }],
+    ['terraform downloads (honoured)', [], { ATLANTIS_TF_DOWNLOAD: 'true', ATLANTIS_DEFAULT_TF_VERSION: 'v1.9.0' }, 'ok'],
     ['no terraform downloads', [], { ATLANTIS_TF_DOWNLOAD: 'false' }, 'ok'],
     [
       'Service links and other non-flags',
@@ -123,6 +123,40 @@ describe('the Atlantis flag table', () => {
   it('keeps the unhonoured flags out of --help', () => {
     for (const s of SERVER_FLAGS)
       if (ATLANTIS_FLAGS[s.name] && ATLANTIS_FLAGS[s.name]!.support !== 'honoured') assert.equal(s.hidden, true, s.name);
+  });
+});
+
+describe('checkout and terraform version flags', () => {
+  it('reads --checkout-strategy, --checkout-depth and the terraform download flags as Atlantis does', () => {
+    const d = config([]);
+    assert.deepEqual(
+      [d.checkoutStrategy, d.checkoutDepth, d.defaultTfVersion, d.tfDownload, d.tfDownloadUrl],
+      ['branch', 0, undefined, true, 'https://releases.hashicorp.com'],
+    );
+    const c = config(['--checkout-strategy', 'merge', '--default-tf-version', 'v1.9'], {
+      ATLANTIS_CHECKOUT_DEPTH: '-3',
+      ATLANTIS_TF_DOWNLOAD: 'false',
+      ATLANTIS_TF_DOWNLOAD_URL: 'http://127.0.0.1:8080/mirror/',
+    });
+    assert.deepEqual(
+      [c.checkoutStrategy, c.checkoutDepth, c.defaultTfVersion, c.tfDownload, c.tfDownloadUrl],
+      ['merge', 0, '1.9.0', false, 'http://127.0.0.1:8080/mirror'],
+    );
+    assert.match(
+      usageError(() => config(['--checkout-strategy', 'rebase'])),
+      /invalid checkout strategy: not one of branch or merge/,
+    );
+    assert.match(
+      usageError(() => config(['--default-tf-version', '1.9/../x'])),
+      /--default-tf-version: Malformed version/,
+    );
+    assert.match(
+      usageError(() => config(['--tf-download-url', 'file:///etc'])),
+      /--tf-download-url: must be an http\(s\) URL/,
+    );
+    const withCreds = usageError(() => config(['--tf-download-url', 'https://user:s3cret@mirror.example/tf']));
+    assert.match(withCreds, /without credentials/);
+    assert.ok(!withCreds.includes('s3cret'), 'the value is not repeated');
   });
 });
 

@@ -11,7 +11,9 @@ import { SERVER_PORT } from '../contract/drain-protocol.js';
 import type { LogLevel } from '../log.js';
 import { ACCEPTED_COMMAND_NAMES, type CommandName, DEFAULT_ALLOW_COMMANDS, resolveAllowCommands } from './workflow/commands.js';
 import { DEFAULT_BLOCKED_EXTRA_ARGS } from './workflow/extra-args.js';
+import { normaliseTfVersion } from './terraform/tf-versions.js';
 import { type TeamRule, TeamAllowlistError, parseTeamAllowlist } from './workflow/team-allowlist.js';
+import type { CheckoutStrategy } from './workflow/working-copy.js';
 
 /** Atlantis's defaults: an empty --web-username/--web-password falls back to them too. */
 export const DEFAULT_WEB_USERNAME = 'atlantis';
@@ -205,6 +207,46 @@ export const SERVER_FLAGS: FlagSpec[] = [
     default: DEFAULT_JOB_LOG_MAX_COUNT,
     description: 'Keep at most this many job logs, the newest (ours; 0 = no limit)',
   },
+  {
+    name: 'checkout-strategy',
+    type: 'string',
+    default: 'branch',
+    description:
+      "How to check out pull requests: 'branch' (the PR's head branch) or 'merge' (the base branch with the PR merged in locally, as it will look after the merge)",
+  },
+  {
+    name: 'checkout-depth',
+    type: 'int',
+    default: 0,
+    description:
+      'Used only with --checkout-strategy=merge: how many commits of the base and head branches to fetch (0 = all); the whole history is fetched when the merge base is further back',
+  },
+  {
+    name: 'default-tf-version',
+    type: 'string',
+    description: 'Terraform version to default to (ex. v1.9.0); downloaded if not on disk. If not set, the version of --tf-binary',
+  },
+  {
+    name: 'tf-download',
+    type: 'bool',
+    default: true,
+    description:
+      'Allow downloading the Terraform versions projects ask for (terraform_version, --default-tf-version) from --tf-download-url',
+  },
+  {
+    name: 'tf-download-url',
+    type: 'string',
+    default: 'https://releases.hashicorp.com',
+    description:
+      'Base URL to download Terraform versions from (<url>/terraform/<v>/terraform_<v>_<os>_<arch>.zip and terraform_<v>_SHA256SUMS)',
+  },
+  {
+    name: 'write-git-creds',
+    type: 'bool',
+    default: false,
+    description:
+      'Give terraform init git credentials (--gh-user and the token, for --gh-hostname) so it can fetch private modules over HTTPS or SSH; the file exists only while an init runs',
+  },
   // Atlantis flags this server does not honour: parsed (hidden) only to be refused or warned about.
   ...unhonouredAtlantisFlagSpecs(),
 ];
@@ -266,6 +308,14 @@ export interface ServerConfig {
   jobLogMaxCount: number;
   allowForkPrs: boolean;
   silenceForkPrErrors: boolean;
+  checkoutStrategy: CheckoutStrategy;
+  /** 0 = whole history. */
+  checkoutDepth: number;
+  /** --default-tf-version, normalised (1.9 -> 1.9.0); undefined: the version of tfBinary. */
+  defaultTfVersion: string | undefined;
+  tfDownload: boolean;
+  tfDownloadUrl: string;
+  writeGitCreds: boolean;
 }
 
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
@@ -333,6 +383,19 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
   const jobLogMaxCount = values['job-log-max-count'] as number;
   if (jobLogMaxCount < 0) throw new UsageError(`invalid value ${jobLogMaxCount} for --job-log-max-count: must be 0 (no limit) or more`);
 
+  const checkoutStrategy = values['checkout-strategy'] as string;
+  if (checkoutStrategy !== 'branch' && checkoutStrategy !== 'merge')
+    throw new UsageError(
+      `invalid value "${checkoutStrategy}" for --checkout-strategy: invalid checkout strategy: not one of branch or merge`,
+    );
+  const rawTfVersion = str(values, 'default-tf-version');
+  const defaultTfVersion = rawTfVersion === undefined ? undefined : normaliseTfVersion(rawTfVersion);
+  if (defaultTfVersion === null)
+    throw new UsageError(`invalid value "${rawTfVersion}" for --default-tf-version: Malformed version: ${rawTfVersion}`);
+  const tfDownloadUrl = str(values, 'tf-download-url') ?? 'https://releases.hashicorp.com';
+  if (!/^https?:\/\/[^/@]+(\/|$)/.test(tfDownloadUrl))
+    throw new UsageError('invalid value for --tf-download-url: must be an http(s) URL without credentials');
+
   const dataDir = path.resolve(values['data-dir'] as string);
   ensureWritableDir(dataDir);
   const ghHostname = values['gh-hostname'] as string;
@@ -393,6 +456,13 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     jobLogMaxCount,
     allowForkPrs: values['allow-fork-prs'] === true,
     silenceForkPrErrors: values['silence-fork-pr-errors'] === true,
+    checkoutStrategy,
+    // As Atlantis: a depth of 0 or less fetches everything.
+    checkoutDepth: Math.max(0, values['checkout-depth'] as number),
+    defaultTfVersion,
+    tfDownload: values['tf-download'] !== false,
+    tfDownloadUrl: tfDownloadUrl.replace(/\/+$/, ''),
+    writeGitCreds: values['write-git-creds'] === true,
   };
 }
 

@@ -28,7 +28,7 @@ import type { Workflow } from './repo-config/types.js';
 import { assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from './checkout-paths.js';
 import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './extra-args.js';
 import type { ProjectRunner } from './project-runner.js';
-import type { WorkingCopies } from './working-copy.js';
+import { type WorkingCopies, checkoutRequest } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
 import { dirTargets } from './comment-parser/dir-glob.js';
 import { CANCEL_COMMENT, approvePoliciesComment } from './comment-replies.js';
@@ -51,6 +51,8 @@ export interface PullContext {
   /** Who asked (comment author, or PR author for autoplan). */
   user: string;
   cloneUrl: string;
+  /** The base repository's clone URL (--checkout-strategy=merge); default cloneUrl. */
+  baseCloneUrl?: string;
   headSha: string;
   headRef: string;
   baseRef: string;
@@ -152,16 +154,18 @@ export class CommandRunner {
       for (const p of this.d.store.listPlans(ctx.repo, ctx.pull)) this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
     }
     void this.status(ctx, 'plan', 'pending', statusDescription('plan', 'pending'));
+    const merged = await this.mergeAgain(ctx, projects);
     const runs = await this.scheduler.ordered('plan', ctx, projects, {
       parallel: config?.parallelPlan ?? this.d.config.parallelPlan,
       abortOnFail: config?.abortOnExecutionOrderFail ?? false,
-      run: (p) => this.planProject(ctx, p, c),
+      run: (p) => this.planProject(ctx, p, c, merged.get(p.workspace)),
       cancelled: (p) => this.error(p, CANCELLED_PROJECT_ERROR),
     });
     return this.report(ctx, 'plan', runs, c);
   }
 
-  private async planProject(ctx: PullContext, p: ProjectSpec, c: ParsedCommand | undefined): Promise<ProjectRun> {
+  private async planProject(ctx: PullContext, p: ProjectSpec, c: ParsedCommand | undefined, merged?: boolean | Error): Promise<ProjectRun> {
+    if (merged instanceof Error) return this.error(p, merged.message);
     // Refused input must not leave a lock behind (job() checks again, for every command).
     try {
       await this.checkedProjectDir(await this.checkout(ctx, p.workspace), p, c?.extraArgs ?? []);
@@ -219,6 +223,7 @@ export class CommandRunner {
             applyCmd: buildApplyComment(exe, p.dir, p.workspace, p.name),
             replanCmd: buildPlanComment(exe, p.dir, p.workspace, p.name, c?.extraArgs ?? []),
             lockUrl: lockUrl(this.d.config.atlantisUrl, lockId(ctx.repo, p.dir, p.workspace, p.name)),
+            mergedAgain: merged === true,
           },
         },
       };
@@ -384,17 +389,26 @@ export class CommandRunner {
   /** The PR's working copy, refused when a symlink in it leads outside (checked before anything reads it). */
   private async checkout(ctx: PullContext, workspace: string): Promise<string> {
     return this.checkoutMutex.run(`${ctx.repo}#${ctx.pull}#${workspace}`, async () => {
-      const dir = await this.d.copies.checkout({
-        repo: ctx.repo,
-        pull: ctx.pull,
-        workspace,
-        cloneUrl: ctx.cloneUrl,
-        headRef: ctx.headRef,
-        headSha: ctx.headSha,
-      });
+      const dir = await this.d.copies.checkout(checkoutRequest(ctx, workspace));
       await assertNoEscapingSymlink(dir);
       return dir;
     });
+  }
+
+  /**
+   * --checkout-strategy=merge: when the base branch moved on, merges the head into it again
+   * (Atlantis, before a plan): once per workspace, before any project of it runs, so no
+   * checkout changes under a running terraform. Per workspace: merged, or why it failed.
+   */
+  private async mergeAgain(ctx: PullContext, projects: ProjectSpec[]): Promise<Map<string, boolean | Error>> {
+    const merge = (ws: string) =>
+      this.checkoutMutex.run(`${ctx.repo}#${ctx.pull}#${ws}`, async () => {
+        const merged = await this.d.copies.mergeAgain(checkoutRequest(ctx, ws));
+        if (merged) await assertNoEscapingSymlink(this.d.copies.dirFor(ctx.repo, ctx.pull, ws));
+        return merged;
+      });
+    const workspaces = [...new Set(projects.map((p) => p.workspace))];
+    return new Map(await Promise.all(workspaces.map(async (ws) => [ws, await merge(ws).catch((e: Error) => e)] as const)));
   }
 
   /**
@@ -443,6 +457,7 @@ export class CommandRunner {
         headSha: ctx.headSha,
         headRef: ctx.headRef,
         baseRef: ctx.baseRef,
+        terraformVersion: p.terraformVersion,
         commentArgs,
         logFile,
         onOutput: (chunk) => this.d.jobs.append(id, chunk),

@@ -83,6 +83,7 @@ export function crashedJobComment(
   return renderResults({ command, results: [view], executableName });
 }
 
+
 export type ProjectOutcome =
   | {
       type: 'success';

@@ -2,9 +2,12 @@
 // command runner, POST /events, the web page, and, at start, crash recovery and the
 // commands queued by the previous server during its drain.
 import { readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import { UsageError } from '../../config/flags.js';
 import { LockStore } from '../locks/store.js';
 import type { AtlantisServer } from '../server.js';
+import { GitCredsForInit } from '../terraform/git-creds.js';
+import { TerraformBinaries } from '../terraform/tf-install.js';
 import type { WebhookRequest, WebhookResponse } from '../http/app.js';
 import { GitHubClient, type PullInfo } from '../vcs/github-client.js';
 import { AllowlistError, type RepoAllowlist, parseRepoAllowlist } from '../vcs/repo-allowlist.js';
@@ -53,7 +56,18 @@ export function workflowPlugin(server: AtlantisServer) {
     logger: log,
     maxCommentsPerCommand: cfg.maxCommentsPerCommand,
   });
-  const copies = new WorkingCopies(cfg.dataDir, cfg.ghToken, log, server.processHost);
+  const copies = new WorkingCopies(cfg.dataDir, cfg.ghToken, log, server.processHost, {
+    strategy: cfg.checkoutStrategy,
+    depth: cfg.checkoutDepth,
+  });
+  const terraformBinaries = new TerraformBinaries({
+    tfBinary: cfg.tfBinary,
+    download: cfg.tfDownload,
+    downloadUrl: cfg.tfDownloadUrl,
+    binDir: path.join(cfg.dataDir, 'bin'),
+    host: server.processHost,
+    logger: log,
+  });
   const jobs = new JobRegistry();
   const jobLogPruner = new JobLogPruner({
     dir: server.jobLogDir,
@@ -68,7 +82,13 @@ export function workflowPlugin(server: AtlantisServer) {
     github,
     copies,
     jobs,
-    projectRunner: new ProjectRunner(server.runner),
+    projectRunner: new ProjectRunner(server.runner, {
+      binaries: terraformBinaries,
+      defaultVersion: cfg.defaultTfVersion,
+      gitCreds: cfg.writeGitCreds
+        ? new GitCredsForInit({ dir: path.join(cfg.dataDir, 'git-creds'), user: cfg.ghUser, hostname: cfg.ghHostname, token: cfg.ghToken })
+        : undefined,
+    }),
     metrics: server.metrics,
     logger: log,
     jobLogPath: (id) => server.jobLogPath(id),
@@ -126,6 +146,7 @@ export function workflowPlugin(server: AtlantisServer) {
       pull: item.pull,
       user: item.user,
       cloneUrl: pr.headCloneUrl ?? item.cloneUrl,
+      baseCloneUrl: pr.baseCloneUrl ?? item.cloneUrl,
       headSha: pr.headSha,
       headRef: pr.headRef,
       baseRef: pr.baseRef,

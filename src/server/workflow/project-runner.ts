@@ -2,9 +2,13 @@
 // workflow (init + plan, apply) or the repo's custom one (init, plan, apply, run steps).
 // Every process goes through the ProcessRunner, so it is supervised, logged per job and
 // interrupted cleanly at a drain deadline.
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ProcessRunner, RunResult } from '../terraform/runner.js';
+import type { GitCredsForInit } from '../terraform/git-creds.js';
+import type { TerraformBinaries } from '../terraform/tf-install.js';
+import { readRequiredVersions } from '../terraform/tf-module.js';
+import { chooseTfVersion } from '../terraform/tf-versions.js';
 import type { Step } from './repo-config/types.js';
 
 export interface ProjectRunContext {
@@ -26,6 +30,26 @@ export interface ProjectRunContext {
   commentArgs: string[];
   logFile: string;
   onOutput: (chunk: string) => void;
+  /** `terraform_version` of the project in atlantis.yaml, as written. */
+  terraformVersion?: string;
+}
+
+/** How the project's terraform versions are found (tf-versions.ts, tf-install.ts). */
+export interface TerraformChoice {
+  binaries: TerraformBinaries;
+  /** --default-tf-version, normalised. */
+  defaultVersion?: string;
+  /** --write-git-creds: credentials for the modules `terraform init` fetches. */
+  gitCreds?: GitCredsForInit;
+}
+
+/** Runs terraform <sub...> -no-color <args...> for one project (with variables for this process only). */
+type Tf = (sub: string[], args: string[], env?: Record<string, string>) => Promise<RunResult>;
+
+/** The binary a project's terraform steps run, and the version run steps are told. */
+interface Terraform {
+  binary?: string;
+  version?: string;
 }
 
 export interface StepsResult {
@@ -40,8 +64,11 @@ export interface StepsResult {
 }
 
 /** Env of `run` steps, with the names Atlantis documents for custom workflows. */
-function stepEnv(c: ProjectRunContext): Record<string, string> {
+function stepEnv(c: ProjectRunContext, t: Terraform = {}, binDir?: string): Record<string, string> {
   return {
+    ...(t.version ? { ATLANTIS_TERRAFORM_VERSION: t.version } : {}),
+    // As Atlantis: downloaded versions are on the PATH of run steps.
+    ...(binDir ? { PATH: `${process.env.PATH ?? ''}${path.delimiter}${binDir}` } : {}),
     WORKSPACE: c.workspace,
     DIR: c.projectDir,
     PLANFILE: c.planFile,
@@ -61,7 +88,27 @@ function stepEnv(c: ProjectRunContext): Record<string, string> {
 }
 
 export class ProjectRunner {
-  constructor(private readonly runner: ProcessRunner) {}
+  constructor(
+    private readonly runner: ProcessRunner,
+    private readonly terraform?: TerraformChoice,
+  ) {}
+
+  /**
+   * The project's terraform, as Atlantis picks it; throws Atlantis's message when the version
+   * cannot be had (not on disk and downloads off, a failed download, a bad checksum).
+   */
+  private async terraformFor(c: ProjectRunContext, needVersion: boolean): Promise<Terraform> {
+    if (!this.terraform) return {};
+    const choice = chooseTfVersion({
+      projectVersion: c.terraformVersion,
+      requiredVersions: c.terraformVersion === undefined ? await readRequiredVersions(c.projectDir) : [],
+      defaultVersion: this.terraform.defaultVersion,
+    });
+    if (choice.kind === 'invalid') throw new Error(choice.message);
+    // Only run steps are told the version: no extra process otherwise.
+    if (choice.kind === 'binary') return needVersion ? { version: await this.terraform.binaries.localVersion() } : {};
+    return { binary: await this.terraform.binaries.binaryFor(choice.version), version: choice.version };
+  }
 
   async runSteps(
     steps: Step[],
@@ -71,14 +118,29 @@ export class ProjectRunner {
     let log = '';
     let last = '';
     const env: Record<string, string> = {};
+    let t: Terraform;
+    try {
+      t = await this.terraformFor(
+        c,
+        steps.some((s) => s.kind === 'run' || s.kind === 'env'),
+      );
+    } catch (e) {
+      // Nothing runs with another terraform than the one asked for.
+      const output = `${(e as Error).message}\n`;
+      mkdirSync(path.dirname(c.logFile), { recursive: true, mode: 0o700 });
+      appendFileSync(c.logFile, output, { mode: 0o600 });
+      c.onOutput(output);
+      return { ok: false, output, log: output, interrupted: false, failedStep: 'terraform' };
+    }
+    const tf: Tf = (sub, args, vars) => this.tf(c, t, sub, args, vars);
     for (const step of steps) {
       if (step.kind === 'plan' || step.kind === 'apply') {
-        const ws = await this.selectWorkspace(c);
+        const ws = await this.selectWorkspace(tf, c);
         log += ws.output;
         if (ws.interrupted || ws.exitCode !== 0)
           return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
       }
-      const r = await this.runStep(step, c, env);
+      const r = await this.runStep(step, c, env, tf, t);
       log += r.output;
       if (step.kind === 'env') continue;
       const shown = step.kind !== 'run' || step.output !== 'hide';
@@ -87,11 +149,11 @@ export class ProjectRunner {
       if (r.exitCode !== 0) return { ok: false, output: r.output, log, interrupted: false, failedStep: step.kind };
     }
     if (extra?.version) {
-      const r = await this.tf(c, ['version'], []);
+      const r = await tf(['version'], []);
       return { ok: r.exitCode === 0, output: r.output, log: log + r.output, interrupted: r.interrupted };
     }
     if (extra?.importArgs || extra?.stateRmArgs) {
-      const ws = await this.selectWorkspace(c);
+      const ws = await this.selectWorkspace(tf, c);
       log += ws.output;
       if (ws.interrupted || ws.exitCode !== 0)
         return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
@@ -101,7 +163,7 @@ export class ProjectRunner {
             ['state', 'rm'],
             [...c.commentArgs, ...extra.stateRmArgs!],
           ];
-      const r = await this.tf(c, sub, args);
+      const r = await tf(sub, args);
       log += r.output;
       return {
         ok: r.exitCode === 0,
@@ -119,22 +181,26 @@ export class ProjectRunner {
     return existsSync(path.join(projectDir, '.terraform'));
   }
 
-  private async runStep(step: Step, c: ProjectRunContext, env: Record<string, string>): Promise<RunResult> {
+  private async runStep(step: Step, c: ProjectRunContext, env: Record<string, string>, tf: Tf, t: Terraform): Promise<RunResult> {
+    const runEnv = () => ({ ...stepEnv(c, t, this.terraform?.binaries.binDir), ...env });
     switch (step.kind) {
-      case 'init':
-        return this.tf(c, ['init'], ['-input=false', ...step.extraArgs]);
+      case 'init': {
+        const args = ['-input=false', ...step.extraArgs];
+        const creds = this.terraform?.gitCreds;
+        return creds ? creds.during((env) => tf(['init'], args, env)) : tf(['init'], args);
+      }
       case 'plan':
         mkdirSync(path.dirname(c.planFile), { recursive: true });
-        return this.tf(c, ['plan'], ['-input=false', `-out=${c.planFile}`, ...step.extraArgs, ...c.commentArgs]);
+        return tf(['plan'], ['-input=false', `-out=${c.planFile}`, ...step.extraArgs, ...c.commentArgs]);
       case 'apply':
-        return this.tf(c, ['apply'], ['-input=false', ...step.extraArgs, ...c.commentArgs, c.planFile]);
+        return tf(['apply'], ['-input=false', ...step.extraArgs, ...c.commentArgs, c.planFile]);
       case 'show': {
-        const r = await this.tf(c, ['show'], ['-json', ...step.extraArgs, c.planFile]);
+        const r = await tf(['show'], ['-json', ...step.extraArgs, c.planFile]);
         if (r.exitCode === 0) writeFileSync(stepEnv(c).SHOWFILE!, r.output);
         return { ...r, output: '' };
       }
       case 'version':
-        return this.tf(c, ['version'], step.extraArgs);
+        return tf(['version'], step.extraArgs);
       case 'import':
       case 'state_rm':
         // These belong to import/state workflows, run through the import and state commands.
@@ -149,7 +215,7 @@ export class ProjectRunner {
           command: 'sh',
           args: ['-c', step.command ?? ''],
           cwd: c.projectDir,
-          env: { ...stepEnv(c), ...env },
+          env: runEnv(),
         });
         if (r.exitCode === 0) env[step.name] = r.output.trim();
         return { ...r, output: '' };
@@ -161,7 +227,7 @@ export class ProjectRunner {
           command: step.shell ?? 'sh',
           args: [...(step.shellArgs ?? ['-c']), step.command],
           cwd: c.projectDir,
-          env: { ...stepEnv(c), ...env },
+          env: runEnv(),
           logFile: c.logFile,
           onOutput: c.onOutput,
         });
@@ -174,14 +240,16 @@ export class ProjectRunner {
    * the state) a `default` project plans and applies against. Atlantis asks `workspace show`
    * first; we always select, so no text terraform prints can be mistaken for the answer.
    */
-  private selectWorkspace(c: ProjectRunContext): Promise<RunResult> {
-    return this.tf(c, ['workspace', 'select'], ['-or-create', c.workspace]);
+  private selectWorkspace(tf: Tf, c: ProjectRunContext): Promise<RunResult> {
+    return tf(['workspace', 'select'], ['-or-create', c.workspace]);
   }
 
   /** terraform <subcommand...> -no-color <args...> in the project dir. */
-  private tf(c: ProjectRunContext, subcommand: string[], args: string[]): Promise<RunResult> {
+  private tf(c: ProjectRunContext, t: Terraform, subcommand: string[], args: string[], env?: Record<string, string>): Promise<RunResult> {
     return this.runner.run({
       jobId: c.jobId,
+      ...(env ? { env } : {}),
+      ...(t.binary ? { command: t.binary } : {}),
       args: [...subcommand, '-no-color', ...args],
       cwd: c.projectDir,
       logFile: c.logFile,

@@ -84,6 +84,7 @@ export function decideWebhook(req: IncomingWebhook, o: DecisionOptions): Webhook
           pull: ev.number,
           user: pr.user.login,
           cloneUrl: pr.head.repo?.clone_url ?? ev.repository.clone_url,
+          baseCloneUrl: ev.repository.clone_url,
           headSha: pr.head.sha,
           headRef: pr.head.ref,
           baseRef: pr.base.ref,

@@ -17,18 +17,92 @@ export interface CheckoutRequest {
   repo: string;
   pull: number;
   workspace: string;
+  /** The head repository's clone URL (a fork's for a fork PR). */
   cloneUrl: string;
   headRef: string;
   headSha: string;
+  /** The base branch; needed by the merge strategy. */
+  baseRef?: string;
+  /** The base repository's clone URL (merge strategy); default cloneUrl. */
+  baseCloneUrl?: string;
 }
 
+/** The request for one workspace of a pull request (from the command's pull context). */
+export function checkoutRequest(ctx: Omit<CheckoutRequest, 'workspace'>, workspace: string): CheckoutRequest {
+  const { repo, pull, cloneUrl, baseCloneUrl, headRef, headSha, baseRef } = ctx;
+  return { repo, pull, workspace, cloneUrl, baseCloneUrl, headRef, headSha, baseRef };
+}
+
+/** --checkout-strategy and --checkout-depth, as Atlantis. */
+export type CheckoutStrategy = 'branch' | 'merge';
+export interface CheckoutOptions {
+  strategy: CheckoutStrategy;
+  /** Commits fetched of the base and head (merge strategy only); 0 = all. */
+  depth: number;
+}
+
+/** The remote the PR head is fetched from in a merge checkout (Atlantis's name). */
+export const HEAD_REMOTE = 'source';
+/** Author of the merge commit, as Atlantis sets it (git refuses to commit without one). */
+const MERGE_ENV = { EMAIL: 'atlantis@runatlantis.io', GIT_AUTHOR_NAME: 'atlantis', GIT_COMMITTER_NAME: 'atlantis' };
+
+/** Pure: the clone of a fresh working copy (URLs given without credentials). */
+export function cloneArgs(o: CheckoutOptions, req: CheckoutRequest, dir: string): string[] {
+  const common = ['clone', '--quiet', '--no-tags'];
+  if (o.strategy === 'branch')
+    return [...common, '--depth=1', '--branch', req.headRef, '--single-branch', withoutCredentials(req.cloneUrl), dir];
+  const depth = o.depth > 0 ? ['--depth', String(o.depth)] : [];
+  return [...common, ...depth, '--branch', baseRefOf(req), '--single-branch', withoutCredentials(baseUrlOf(req)), dir];
+}
+
+/** Pure: the fetch of the PR head into a merge checkout (`+refs/heads/<head>:`, or a commit). */
+export function headFetchArgs(o: CheckoutOptions, what: string): string[] {
+  return ['fetch', '--quiet', '--no-tags', ...(o.depth > 0 ? ['--depth', String(o.depth)] : []), HEAD_REMOTE, what];
+}
+
+/** Pure: the merge commit, with --no-ff so HEAD^2 is always the PR head (Atlantis's check). */
+export function mergeArgs(sha: string): string[] {
+  return ['-c', 'commit.gpgsign=false', 'merge', '-q', '--no-ff', '-m', 'atlantis-merge', sha];
+}
+
+/**
+ * Pure: is a working copy what the request wants? Branch: HEAD is the head commit. Merge:
+ * HEAD's second parent is (HEAD a merge of the head into the base branch), and the base
+ * branch is the one we cloned (a PR retargeted to another base needs a new clone).
+ */
+export function isAtTarget(
+  o: CheckoutOptions,
+  req: CheckoutRequest,
+  seen: { head?: string; secondParent?: string; hasBaseRemoteRef?: boolean },
+): boolean {
+  if (o.strategy === 'branch') return seen.head === req.headSha;
+  return seen.secondParent === req.headSha && seen.hasBaseRemoteRef === true;
+}
+
+/** Pure: from `git rev-list --left-right --count HEAD...origin/<base>`: both sides have commits. */
+export function hasDiverged(leftRightCount: string): boolean {
+  const [ours, theirs] = leftRightCount.trim().split(/\s+/).map(Number);
+  return (ours ?? 0) > 0 && (theirs ?? 0) > 0;
+}
+
+const baseRefOf = (req: CheckoutRequest): string => {
+  if (!req.baseRef) throw new Error('the merge checkout strategy needs the base branch of the pull request');
+  return req.baseRef;
+};
+const baseUrlOf = (req: CheckoutRequest): string => req.baseCloneUrl ?? req.cloneUrl;
+
 export class WorkingCopies {
+  private readonly options: CheckoutOptions;
+
   constructor(
     private readonly dataDir: string,
     private readonly token: () => string,
     private readonly logger: Logger,
     private readonly host: ProcessHost,
-  ) {}
+    options?: Partial<CheckoutOptions>,
+  ) {
+    this.options = { strategy: options?.strategy ?? 'branch', depth: options?.depth ?? 0 };
+  }
 
   /**
    * The checkout dir of one workspace. Refuses a workspace that is not a safe name (Atlantis's
@@ -42,27 +116,90 @@ export class WorkingCopies {
     return path.join(this.dataDir, 'repos', repo, String(pull), workspace);
   }
 
-  /** Ensures a checkout of headSha; reuses the existing one when it is already there. */
+  /**
+   * Ensures a working copy of headSha (branch strategy) or of headSha merged into the base
+   * branch (merge strategy); reuses the existing one when it already is that.
+   */
   async checkout(req: CheckoutRequest): Promise<string> {
     const dir = this.dirFor(req.repo, req.pull, req.workspace);
-    if (existsSync(path.join(dir, '.git')) && (await this.headOf(dir)) === req.headSha) return dir;
+    if (existsSync(path.join(dir, '.git')) && isAtTarget(this.options, req, await this.seen(dir, req))) return dir;
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(path.dirname(dir), { recursive: true });
     // Credentials a PR's clone URL may carry are dropped: ours come from the helper only.
     const url = withoutCredentials(req.cloneUrl);
-    this.logger.info('Cloning pull request', { repo: req.repo, pull: req.pull, workspace: req.workspace, url, headSha: req.headSha });
-    await this.git(path.dirname(dir), ['clone', '--quiet', '--no-tags', '--branch', req.headRef, '--single-branch', url, dir], url);
+    const strategy = this.options.strategy;
+    this.logger.info('Cloning pull request', {
+      repo: req.repo,
+      pull: req.pull,
+      workspace: req.workspace,
+      url,
+      headSha: req.headSha,
+      strategy,
+    });
+    if (strategy === 'merge') {
+      await this.git(path.dirname(dir), cloneArgs(this.options, req, dir), baseUrlOf(req));
+      await this.git(dir, ['remote', 'add', HEAD_REMOTE, url], url);
+      await this.mergeHead(dir, req);
+      return dir;
+    }
+    await this.git(path.dirname(dir), cloneArgs(this.options, req, dir), url);
     if ((await this.headOf(dir)) !== req.headSha) {
       // The branch moved on since the event (or the ref is not a branch): fetch the exact commit.
-      await this.git(dir, ['fetch', '--quiet', url, req.headSha], url);
+      await this.git(dir, ['fetch', '--quiet', '--depth=1', url, req.headSha], url);
       await this.git(dir, ['checkout', '--quiet', '--detach', req.headSha], url);
     }
     return dir;
   }
 
+  /**
+   * Merge strategy only, before a plan (Atlantis's MergeAgain): when the base branch moved on
+   * since the working copy was merged, merges the head into the new base. True when it did.
+   */
+  async mergeAgain(req: CheckoutRequest): Promise<boolean> {
+    if (this.options.strategy !== 'merge') return false;
+    const dir = this.dirFor(req.repo, req.pull, req.workspace);
+    // Not cloned yet: its first checkout merges into the newest base anyway.
+    if (!existsSync(path.join(dir, '.git'))) return false;
+    const base = baseRefOf(req);
+    const baseUrl = baseUrlOf(req);
+    await this.git(dir, ['fetch', '--quiet', '--no-tags', 'origin'], baseUrl);
+    const count = await this.gitOut(dir, ['rev-list', '--left-right', '--count', `HEAD...refs/remotes/origin/${base}`], baseUrl);
+    if (!hasDiverged(count)) return false;
+    this.logger.info('Base branch was updated, merging again', { repo: req.repo, pull: req.pull, workspace: req.workspace });
+    await this.git(dir, ['reset', '--quiet', '--hard', `refs/remotes/origin/${base}`], baseUrl);
+    await this.mergeHead(dir, req);
+    return true;
+  }
+
+  /** Fetches the PR head into a merge checkout (the whole history if depth was too short) and merges it. */
+  private async mergeHead(dir: string, req: CheckoutRequest): Promise<void> {
+    const url = withoutCredentials(req.cloneUrl);
+    await this.git(dir, headFetchArgs(this.options, `+refs/heads/${req.headRef}:`), url);
+    if ((await this.gitOut(dir, ['rev-parse', 'FETCH_HEAD'], url)) !== req.headSha) {
+      // The branch moved on since the event: merge the commit the event was about.
+      await this.git(dir, headFetchArgs(this.options, req.headSha), url);
+    }
+    // HEAD is the base branch's tip here (refs only after it: a branch name is never an option)
+    if (!(await this.ok(dir, ['merge-base', 'HEAD', req.headSha]))) {
+      // Not enough history for a merge base at this depth: fetch all of it, as Atlantis does.
+      await this.git(dir, ['fetch', '--quiet', '--no-tags', '--unshallow', 'origin'], baseUrlOf(req));
+      // then the head again, now without a depth: its history joins the whole one
+      await this.git(dir, headFetchArgs({ ...this.options, depth: 0 }, req.headSha), url);
+    }
+    await this.git(dir, mergeArgs(req.headSha), url, MERGE_ENV);
+  }
+
   /** Removes all working copies of a pull request (PR closed). */
   remove(repo: string, pull: number): void {
     rmSync(path.join(this.dataDir, 'repos', repo, String(pull)), { recursive: true, force: true });
+  }
+
+  private async seen(dir: string, req: CheckoutRequest): Promise<{ head?: string; secondParent?: string; hasBaseRemoteRef?: boolean }> {
+    if (this.options.strategy === 'branch') return { head: await this.headOf(dir) };
+    const r = await this.host.spawn({ command: 'git', args: ['rev-parse', '--verify', '--quiet', 'HEAD^2'], cwd: dir, output: 'capture' });
+    const ref = req.baseRef ? `refs/remotes/origin/${req.baseRef}` : undefined;
+    const hasRef = ref !== undefined && (await this.ok(dir, ['show-ref', '--verify', '--quiet', ref]));
+    return { secondParent: r.exitCode === 0 ? r.stdout?.trim() : undefined, hasBaseRemoteRef: hasRef };
   }
 
   private async headOf(dir: string): Promise<string | undefined> {
@@ -74,23 +211,34 @@ export class WorkingCopies {
     return r.exitCode === 0 ? r.stdout?.trim() : undefined;
   }
 
-  private async git(cwd: string, args: string[], cloneUrl: string): Promise<void> {
+  /** A local git command that only answers yes or no (exit code). */
+  private async ok(cwd: string, args: string[]): Promise<boolean> {
+    const r = await this.host.spawn({ command: 'git', args, cwd, env: { GIT_TERMINAL_PROMPT: '0' }, output: 'capture' });
+    return r.exitCode === 0;
+  }
+
+  private async gitOut(cwd: string, args: string[], cloneUrl: string): Promise<string> {
+    return (await this.git(cwd, args, cloneUrl)).trim();
+  }
+
+  private async git(cwd: string, args: string[], cloneUrl: string, env: Record<string, string> = {}): Promise<string> {
     // The token is read now: a rotated --gh-token-file takes effect on the next git command.
     const auth = gitAuth(cloneUrl, this.token());
     const r = await this.host.spawn({
       command: 'git',
       args: [...auth.args, ...args],
       cwd,
-      env: { GIT_TERMINAL_PROMPT: '0', ...auth.env },
+      env: { GIT_TERMINAL_PROMPT: '0', ...env, ...auth.env },
       output: 'capture',
     });
     if (r.exitCode !== 0) {
-      // stderr, or why git never ran (not installed, process host lost); scrubbed of secrets
+      // stderr (stdout for a merge conflict), or why git never ran (not installed, process host lost); scrubbed of secrets
       const safe = (s: string) => processRedactor.redact(s.split(auth.env[TOKEN_VAR] || '\u0000').join('[REDACTED]'));
       throw new Error(
-        `git ${safe(args.filter((a) => !a.includes('://')).join(' '))} for ${withoutCredentials(cloneUrl)} failed: ${safe((r.stderr || r.error || '').trim())}`,
+        `git ${safe(args.filter((a) => !a.includes('://')).join(' '))} for ${withoutCredentials(cloneUrl)} failed: ${safe((r.stderr || r.stdout || r.error || '').trim())}`,
       );
     }
+    return r.stdout ?? '';
   }
 }
 
