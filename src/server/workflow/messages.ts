@@ -83,7 +83,6 @@ export function crashedJobComment(
   return renderResults({ command, results: [view], executableName });
 }
 
-
 export type ProjectOutcome =
   | {
       type: 'success';

@@ -53,14 +53,17 @@ const PROJECT_IGNORED = [
   'terraform_distribution',
   'policy_check',
 ];
-const TOP_KEYS = ['version', 'projects', 'workflows', 'automerge', 'parallel_plan', 'parallel_apply', 'abort_on_execution_order_fail', 'repo_locks'];
-const TOP_IGNORED = [
-  'allowed_regexp_prefixes',
-  'delete_source_branch_on_merge',
-  'autodiscover',
-  'parallel_policy_check',
-  'policies',
+const TOP_KEYS = [
+  'version',
+  'projects',
+  'workflows',
+  'automerge',
+  'parallel_plan',
+  'parallel_apply',
+  'abort_on_execution_order_fail',
+  'repo_locks',
 ];
+const TOP_IGNORED = ['allowed_regexp_prefixes', 'delete_source_branch_on_merge', 'autodiscover', 'parallel_policy_check', 'policies'];
 
 /**
  * Parses `atlantis.yaml`. Throws RepoConfigError listing every problem found, each with

@@ -49,7 +49,17 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
     }
     checkKeys(
       r,
-      ['id', 'apply_requirements', 'plan_requirements', 'import_requirements', 'workflow', 'allowed_overrides', 'allow_custom_workflows', 'repo_locks', 'repo_locking'],
+      [
+        'id',
+        'apply_requirements',
+        'plan_requirements',
+        'import_requirements',
+        'workflow',
+        'allowed_overrides',
+        'allow_custom_workflows',
+        'repo_locks',
+        'repo_locking',
+      ],
       [
         'branch',
         'allowed_workflows',
