@@ -7,6 +7,7 @@ import http from 'node:http';
 import crypto from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { type StandinOrgs, answerGraphql } from './github-standin-graphql.js';
+import type { StandinApp } from './github-standin-app.js';
 
 export const DOCS_URL = 'https://docs.github.com/rest';
 
@@ -125,6 +126,8 @@ export class GitHubStandin {
   readonly orgs: StandinOrgs = new Map();
   token: string;
   botLogin: string;
+  /** Set: the stand-in is also a GitHub App's API (JWTs, installation tokens; github-standin-app.ts). */
+  app: StandinApp | undefined;
   /** Files per page when the client does not pass per_page (GitHub's default is 30). */
   private readonly repos = new Map<string, RepoState>();
   private readonly faults: PendingFault[] = [];
@@ -366,7 +369,7 @@ export class GitHubStandin {
 
   private authorized(headers: http.IncomingHttpHeaders): boolean {
     const a = headers.authorization;
-    return a === `token ${this.token}` || a === `Bearer ${this.token}`;
+    return a === `token ${this.token}` || a === `Bearer ${this.token}` || this.app?.tokenState(a) === 'valid';
   }
 
   private commentJson(c: StandinComment): unknown {
@@ -427,6 +430,8 @@ export class GitHubStandin {
     body: unknown,
     headers: http.IncomingHttpHeaders,
   ): [number, unknown, Record<string, string>?] {
+    const appAnswer = this.app?.route(method, path, headers);
+    if (appAnswer) return appAnswer;
     if (!this.authorized(headers)) return [401, { message: 'Bad credentials', documentation_url: DOCS_URL }];
     if ((path === '/graphql' || path === '/api/graphql') && method === 'POST') return answerGraphql(body, this.orgs);
     const m = /^\/repos\/([^/]+)\/([^/]+)(\/.*)$/.exec(path);

@@ -94,6 +94,11 @@ export interface GitHubClientOptions {
   random?: () => number;
   /** Scrubs what we write; default: the process's (every server's secrets, and our token). */
   redactor?: Redactor;
+  /**
+   * GitHub answered 401 to `token`: called, then the request is sent once more with whatever
+   * `token()` gives next (a GitHub App installation token that was revoked or expired early).
+   */
+  tokenRejected?: (token: string) => void;
 }
 
 export class GitHubApiError extends Error {
@@ -218,6 +223,7 @@ export class GitHubClient {
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly random: () => number;
   private readonly redactor: Redactor;
+  private readonly tokenRejected: ((token: string) => void) | undefined;
 
   constructor(opts: GitHubClientOptions) {
     this.baseUrl = (opts.baseUrl ?? 'https://api.github.com').replace(/\/+$/, '');
@@ -236,12 +242,13 @@ export class GitHubClient {
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.sleep = opts.sleep ?? sleep;
     this.random = opts.random ?? Math.random;
+    this.tokenRejected = opts.tokenRejected;
   }
 
-  private async authHeader(): Promise<string> {
+  private async currentToken(): Promise<string> {
     const t = typeof this.token === 'function' ? await this.token() : this.token;
     this.redactor.remember(t);
-    return `${this.authScheme} ${t}`;
+    return t;
   }
 
   private backoff(attempt: number): number {
@@ -268,13 +275,15 @@ export class GitHubClient {
     const url = pathOrUrl.startsWith('http') ? pathOrUrl : this.baseUrl + pathOrUrl;
     const logPath = pathOrUrl.startsWith('http') ? new URL(pathOrUrl).pathname : (pathOrUrl.split('?')[0] ?? pathOrUrl);
     let attempt = 0;
+    let retriedWithNewToken = false;
     for (;;) {
       attempt++;
+      const token = await this.currentToken();
       const headers: Record<string, string> = {
         accept: 'application/vnd.github+json',
         'x-github-api-version': '2022-11-28',
         'user-agent': this.userAgent,
-        authorization: await this.authHeader(),
+        authorization: `${this.authScheme} ${token}`,
       };
       if (opts.body !== undefined) headers['content-type'] = 'application/json';
       let res: HttpResponse;
@@ -316,6 +325,14 @@ export class GitHubClient {
       if (res.status < 400) {
         this.log.debug('GitHub request', { method, path: logPath, status: res.status, attempt });
         return { status: res.status, headers: res.headers, json };
+      }
+      if (res.status === 401 && this.tokenRejected && !retriedWithNewToken) {
+        // Once per request: a second 401 means the new token is refused too.
+        retriedWithNewToken = true;
+        this.tokenRejected(token);
+        this.log.info('GitHub refused the token; retrying with a new one', { method, path: logPath, attempt });
+        attempt--;
+        continue;
       }
       const rl = this.rateLimitWait(res.status, res.headers, json);
       let wait: number | undefined;
@@ -526,6 +543,35 @@ export class GitHubClient {
       after = teams.pageInfo.endCursor;
     }
     return slugs;
+  }
+
+  // ---- GitHub App (github-app.ts: this client then authenticates with the App's JWT) ----
+
+  /** IDs of the App's installations (GET /app/installations, every page). */
+  async listAppInstallations(): Promise<number[]> {
+    const list = await this.paginate<{ id?: unknown }>('/app/installations?per_page=100');
+    return list.map((i) => i.id).filter((id): id is number => typeof id === 'number');
+  }
+
+  /** A new installation token (POST /app/installations/<id>/access_tokens). */
+  async createInstallationToken(installationId: number): Promise<{ token: string; expiresAt: string }> {
+    const r = await this.request('POST', `/app/installations/${encodeURIComponent(String(installationId))}/access_tokens`, {
+      body: {},
+      // A repeat only makes another token; the first is simply never used.
+      idempotent: true,
+    });
+    const j = (r.json ?? {}) as { token?: unknown; expires_at?: unknown };
+    if (typeof j.token !== 'string' || j.token === '')
+      throw new GitHubApiError('POST', '/app/installations/:id/access_tokens', r.status, 'no token in the answer');
+    return { token: j.token, expiresAt: typeof j.expires_at === 'string' ? j.expires_at : '' };
+  }
+
+  /** GET /apps/<slug>: the App as GitHub spells it. */
+  async getApp(slug: string): Promise<{ slug: string; id?: number }> {
+    const r = await this.request('GET', `/apps/${encodeURIComponent(slug)}`, { idempotent: true });
+    const j = (r.json ?? {}) as { slug?: unknown; id?: unknown };
+    if (typeof j.slug !== 'string') throw new GitHubApiError('GET', `/apps/${slug}`, r.status, 'no slug in the answer');
+    return typeof j.id === 'number' ? { slug: j.slug, id: j.id } : { slug: j.slug };
   }
 
   private async paginate<T>(firstPath: string, maxPages = 100): Promise<T[]> {

@@ -6,6 +6,7 @@ import { UsageError } from '../../config/flags.js';
 import { LockStore } from '../locks/store.js';
 import type { AtlantisServer } from '../server.js';
 import type { WebhookRequest, WebhookResponse } from '../http/app.js';
+import { githubAuth } from '../vcs/github-app.js';
 import { GitHubClient, type PullInfo } from '../vcs/github-client.js';
 import { AllowlistError, type RepoAllowlist, parseRepoAllowlist } from '../vcs/repo-allowlist.js';
 import { CommandRunner, type PullContext } from './command-runner.js';
@@ -47,8 +48,9 @@ export function workflowPlugin(server: AtlantisServer) {
     }
   }
   const store = LockStore.open(cfg.dataDir);
-  const github = new GitHubClient({ baseUrl: cfg.ghApiUrl, token: cfg.ghToken, logger: log });
-  const copies = new WorkingCopies(cfg.dataDir, cfg.ghToken, log, server.processHost);
+  const auth = githubAuth(cfg, log);
+  const github = new GitHubClient({ baseUrl: cfg.ghApiUrl, logger: log, ...auth.clientOptions });
+  const copies = new WorkingCopies(cfg.dataDir, auth.clientOptions.token, log, server.processHost);
   const jobs = new JobRegistry();
   const jobLogPruner = new JobLogPruner({
     dir: server.jobLogDir,
@@ -74,6 +76,7 @@ export function workflowPlugin(server: AtlantisServer) {
     allowlist,
     ghHostname: cfg.ghHostname,
     ghUser: cfg.ghUser,
+    botLogin: undefined as string | undefined,
     executableName: cfg.executableName,
     allowCommands: cfg.allowCommands,
     blockedExtraArgs: cfg.blockedExtraArgs,
@@ -269,6 +272,7 @@ export function workflowPlugin(server: AtlantisServer) {
         drainStatus: () => ({ shuttingDown: server.tracker.isShuttingDown, inProgress: server.tracker.inProgress }),
       }),
     start: async () => {
+      decisionOptions.botLogin = await auth.botLogin(github);
       await recoverCrashedJobs();
       await jobLogPruner.start();
       replayQueue();
