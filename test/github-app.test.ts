@@ -13,6 +13,7 @@ import { SERVER_FLAGS, buildServerConfig } from '../src/server/config.js';
 import { Redactor } from '../src/server/secrets/redact.js';
 import { serverSecretValues } from '../src/server/secrets/server-secrets.js';
 import {
+  GitHubAppApi,
   GitHubAppTokens,
   type InstallationToken,
   appJwt,
@@ -340,7 +341,7 @@ describe('installation tokens against the stand-in', () => {
 
   it('the bot login is <slug>[bot], as GitHub spells the slug; an unknown slug fails', async () => {
     const src = tokens({ installationId: 77, slug: 'ATL-BOT' });
-    const client = new GitHubClient({ baseUrl: gh.url, token: () => src.token(), retry: { maxAttempts: 1 } });
+    const client = new GitHubAppApi({ baseUrl: gh.url, token: () => src.token(), retry: { maxAttempts: 1 } });
     assert.equal(await src.botLogin(client), 'atl-bot[bot]');
     const wrong = tokens({ installationId: 77, slug: 'nope' });
     await assert.rejects(wrong.botLogin(client), (e: unknown) => e instanceof GitHubApiError && e.status === 404);

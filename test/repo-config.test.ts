@@ -93,7 +93,7 @@ test('minimal config and defaults', () => {
 });
 
 test('known-but-unsupported Atlantis keys are warnings, not errors', () => {
-  const c = cfg('version: 3\ndelete_source_branch_on_merge: true\nprojects:\n- dir: x\n  execution_order_group: 1\n  branch: /main/\n');
+  const c = cfg('version: 3\nabort_on_execution_order_fail: true\nprojects:\n- dir: x\n  execution_order_group: 1\n  branch: /main/\n');
   assert.equal(c.warnings.length, 3);
   assert.match(c.warnings.join('\n'), /projects\[0\]\.branch is not supported/);
 });

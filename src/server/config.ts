@@ -10,6 +10,7 @@ import { type FlagSpec, type FlagValues, UsageError } from '../config/flags.js';
 import { SERVER_PORT } from '../contract/drain-protocol.js';
 import type { LogLevel } from '../log.js';
 import { ACCEPTED_COMMAND_NAMES, type CommandName, DEFAULT_ALLOW_COMMANDS, resolveAllowCommands } from './workflow/commands.js';
+import { automergeMethodProblem } from './workflow/automerge.js';
 import { DEFAULT_BLOCKED_EXTRA_ARGS } from './workflow/extra-args.js';
 import { type GitHubAppSettings, parseAppPrivateKey } from './vcs/github-app.js';
 import { type TeamRule, TeamAllowlistError, parseTeamAllowlist } from './workflow/team-allowlist.js';
@@ -96,6 +97,25 @@ export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'executable-name', type: 'string', default: 'atlantis', description: 'Comment command executable name' },
   { name: 'parallel-pool-size', type: 'int', default: 15, description: 'Max number of projects to run in parallel' },
   { name: 'disable-autoplan', type: 'bool', default: false, description: 'Disable atlantis auto planning' },
+  {
+    name: 'automerge',
+    type: 'bool',
+    default: false,
+    description: 'Automatically merge pull requests when all plans are successfully applied (atlantis.yaml automerge: wins when set)',
+  },
+  {
+    name: 'automerge-method',
+    type: 'string',
+    default: '',
+    description:
+      "Default merge method when automerging, unless the comment's --auto-merge-method says: merge, rebase or squash (default: the first the repository allows)",
+  },
+  {
+    name: 'disable-automerge-label',
+    type: 'string',
+    default: '',
+    description: 'Pull request label that stops automerge when the pull request has it',
+  },
   {
     name: 'disable-apply-all',
     type: 'bool',
@@ -208,6 +228,12 @@ export interface ServerConfig {
   executableName: string;
   parallelPoolSize: number;
   disableAutoplan: boolean;
+  /** --automerge: merge after every plan is applied (workflow/automerge.ts). */
+  automerge: boolean;
+  /** --automerge-method; '' = the first the repository allows. */
+  automergeMethod: string;
+  /** --disable-automerge-label; '' = none. */
+  disableAutomergeLabel: string;
   disableApplyAll: boolean;
   /** --gh-team-allowlist rules; empty: no team check. */
   ghTeamAllowlist: TeamRule[];
@@ -291,6 +317,10 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     throw e;
   }
 
+  const automergeMethod = (values['automerge-method'] as string | undefined) ?? '';
+  const methodProblem = automergeMethodProblem(automergeMethod);
+  if (methodProblem) throw new UsageError(methodProblem);
+
   const jobLogMaxCount = values['job-log-max-count'] as number;
   if (jobLogMaxCount < 0) throw new UsageError(`invalid value ${jobLogMaxCount} for --job-log-max-count: must be 0 (no limit) or more`);
 
@@ -329,6 +359,9 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     executableName: values['executable-name'] as string,
     parallelPoolSize: pool,
     disableAutoplan: values['disable-autoplan'] === true,
+    automerge: values.automerge === true,
+    automergeMethod,
+    disableAutomergeLabel: (values['disable-automerge-label'] as string | undefined) ?? '',
     disableApplyAll: values['disable-apply-all'] === true,
     ghTeamAllowlist,
     flagWarnings: [...judged.warnings, ...commandWarnings, ...credentials.warnings],

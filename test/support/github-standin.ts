@@ -8,6 +8,7 @@ import crypto from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { type StandinOrgs, answerGraphql } from './github-standin-graphql.js';
 import type { StandinApp } from './github-standin-app.js';
+import { type MergeRepoState, answerMergeRoute } from './github-standin-merge.js';
 
 export const DOCS_URL = 'https://docs.github.com/rest';
 
@@ -46,6 +47,8 @@ export interface StandinPull {
   headRepo?: string | null;
   /** clone_url of the fork (default https://github.com/<headRepo>.git). */
   headCloneUrl?: string;
+  /** Label names (GET .../issues/<n>/labels). */
+  labels?: string[];
 }
 
 export interface StandinComment {
@@ -102,12 +105,7 @@ interface PendingFault {
   match?: { method?: string; path?: RegExp };
 }
 
-interface RepoState {
-  fullName: string;
-  cloneUrl: string;
-  defaultBranch: string;
-  pulls: Map<number, StandinPull>;
-}
+type RepoState = MergeRepoState;
 
 function notFound(): [number, unknown] {
   return [404, { message: 'Not Found', documentation_url: DOCS_URL }];
@@ -170,13 +168,28 @@ export class GitHubStandin {
 
   // ---- state ----------------------------------------------------------------------
 
-  addRepo(fullName: string, opts: { cloneUrl?: string; defaultBranch?: string } = {}): void {
+  addRepo(
+    fullName: string,
+    opts: { cloneUrl?: string; defaultBranch?: string } & Partial<
+      Pick<RepoState, 'allowMergeCommit' | 'allowRebaseMerge' | 'allowSquashMerge'>
+    > = {},
+  ): void {
     this.repos.set(fullName.toLowerCase(), {
       fullName,
       cloneUrl: opts.cloneUrl ?? `https://github.com/${fullName}.git`,
       defaultBranch: opts.defaultBranch ?? 'main',
       pulls: new Map(),
+      allowMergeCommit: opts.allowMergeCommit ?? true,
+      allowRebaseMerge: opts.allowRebaseMerge ?? true,
+      allowSquashMerge: opts.allowSquashMerge ?? true,
+      deletedBranches: [],
+      merges: [],
     });
+  }
+
+  /** Merges and deleted branches of a repository (github-standin-merge.ts). */
+  mergeState(fullName: string): RepoState | undefined {
+    return this.repo(fullName);
   }
 
   addPull(fullName: string, p: Partial<StandinPull> & { number: number }): StandinPull {
@@ -434,12 +447,14 @@ export class GitHubStandin {
     if (appAnswer) return appAnswer;
     if (!this.authorized(headers)) return [401, { message: 'Bad credentials', documentation_url: DOCS_URL }];
     if ((path === '/graphql' || path === '/api/graphql') && method === 'POST') return answerGraphql(body, this.orgs);
-    const m = /^\/repos\/([^/]+)\/([^/]+)(\/.*)$/.exec(path);
+    const m = /^\/repos\/([^/]+)\/([^/]+)(\/.*)?$/.exec(path);
     if (!m) return notFound();
     const repo = this.repo(`${m[1]}/${m[2]}`);
     if (!repo) return notFound();
-    const rest = m[3] as string;
+    const rest = m[3] ?? '';
     const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+    const mergeAnswer = answerMergeRoute(repo, method, rest, b);
+    if (mergeAnswer) return mergeAnswer;
     const now = new Date().toISOString();
     // The routes below are anchored and tell each other apart, so at most one matches.
     const group = (re: RegExp): string | undefined => re.exec(rest)?.[1];

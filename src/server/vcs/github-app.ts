@@ -14,7 +14,7 @@ import { UsageError } from '../../config/flags.js';
 import type { Logger } from '../../log.js';
 import { nullLogger } from '../../log.js';
 import { type Redactor, processRedactor } from '../secrets/redact.js';
-import { GitHubClient, type GitHubClientOptions, type RetryOptions } from './github-client.js';
+import { GitHubApiError, GitHubClient, type GitHubClientOptions, type RetryOptions } from './github-client.js';
 
 export interface GitHubAppSettings {
   appId: number;
@@ -92,6 +92,36 @@ export function appKeySecretValues(pem: string): string[] {
   return [pem.trim(), body];
 }
 
+/** The REST client with the App's own endpoints (as the App with a JWT, or /apps/<slug> with any token). */
+export class GitHubAppApi extends GitHubClient {
+  /** IDs of the App's installations (GET /app/installations, every page). */
+  async listAppInstallations(): Promise<number[]> {
+    const list = await this.paginate<{ id?: unknown }>('/app/installations?per_page=100');
+    return list.map((i) => i.id).filter((id): id is number => typeof id === 'number');
+  }
+
+  /** A new installation token (POST /app/installations/<id>/access_tokens). */
+  async createInstallationToken(installationId: number): Promise<{ token: string; expiresAt: string }> {
+    const r = await this.request('POST', `/app/installations/${encodeURIComponent(String(installationId))}/access_tokens`, {
+      body: {},
+      // A repeat only makes another token; the first is simply never used.
+      idempotent: true,
+    });
+    const j = (r.json ?? {}) as { token?: unknown; expires_at?: unknown };
+    if (typeof j.token !== 'string' || j.token === '')
+      throw new GitHubApiError('POST', '/app/installations/:id/access_tokens', r.status, 'no token in the answer');
+    return { token: j.token, expiresAt: typeof j.expires_at === 'string' ? j.expires_at : '' };
+  }
+
+  /** GET /apps/<slug>: the App as GitHub spells it. */
+  async getApp(slug: string): Promise<{ slug: string; id?: number }> {
+    const r = await this.request('GET', `/apps/${encodeURIComponent(slug)}`, { idempotent: true });
+    const j = (r.json ?? {}) as { slug?: unknown; id?: unknown };
+    if (typeof j.slug !== 'string') throw new GitHubApiError('GET', `/apps/${slug}`, r.status, 'no slug in the answer');
+    return typeof j.id === 'number' ? { slug: j.slug, id: j.id } : { slug: j.slug };
+  }
+}
+
 export interface GitHubAppTokensOptions {
   settings: GitHubAppSettings;
   /** REST base URL (https://api.github.com, GitHub Enterprise's /api/v3, or the stand-in). */
@@ -105,7 +135,7 @@ export interface GitHubAppTokensOptions {
 /** Installation tokens of one App installation, fetched when needed and shared by every caller. */
 export class GitHubAppTokens {
   private readonly key: KeyObject;
-  private readonly appClient: GitHubClient;
+  private readonly appClient: GitHubAppApi;
   private readonly log: Logger;
   private readonly now: () => number;
   private readonly redactor: Redactor;
@@ -121,7 +151,7 @@ export class GitHubAppTokens {
     this.redactor = opts.redactor ?? processRedactor;
     this.installationId = opts.settings.installationId;
     // Calls as the App authenticate with a fresh JWT each time (GitHub wants `Bearer`).
-    this.appClient = new GitHubClient({
+    this.appClient = new GitHubAppApi({
       baseUrl: opts.baseUrl,
       token: () => appJwt(opts.settings.appId, this.key, this.now()),
       authScheme: 'Bearer',
@@ -154,7 +184,7 @@ export class GitHubAppTokens {
    * `<slug>[bot]`, the login of the App's comments, with the slug as GitHub spells it (GET
    * /apps/<slug> with the installation token, as Atlantis does at start); undefined without a slug.
    */
-  async botLogin(client: GitHubClient): Promise<string | undefined> {
+  async botLogin(client: GitHubAppApi): Promise<string | undefined> {
     const slug = this.opts.settings.slug;
     if (!slug) return undefined;
     const app = await client.getApp(slug);
@@ -193,15 +223,16 @@ export function githubAuth(
   logger: Logger,
 ): {
   clientOptions: Pick<GitHubClientOptions, 'tokenRejected'> & { token: () => string | Promise<string> };
-  botLogin: (client: GitHubClient) => Promise<string | undefined>;
+  botLogin: () => Promise<string | undefined>;
 } {
   if (!cfg.ghApp) return { clientOptions: { token: cfg.ghToken }, botLogin: async () => undefined };
   const tokens = new GitHubAppTokens({ settings: cfg.ghApp, baseUrl: cfg.ghApiUrl, logger });
+  const clientOptions = { token: () => tokens.token(), tokenRejected: (t: string) => tokens.invalidate(t) };
   return {
-    clientOptions: { token: () => tokens.token(), tokenRejected: (t) => tokens.invalidate(t) },
-    botLogin: async (client) => {
+    clientOptions,
+    botLogin: async () => {
       try {
-        return await tokens.botLogin(client);
+        return await tokens.botLogin(new GitHubAppApi({ baseUrl: cfg.ghApiUrl, logger, ...clientOptions }));
       } catch (e) {
         // Atlantis stops at start the same way (its words), e.g. for a wrong slug or key.
         throw new UsageError(`getting user: getting app details: ${(e as Error).message}`);

@@ -65,6 +65,13 @@ export interface PullInfo {
   user: string;
 }
 
+/** Which merge methods a repository allows (false when GitHub leaves a setting out, as go-github reads it). */
+export interface RepoMergeSettings {
+  allowMergeCommit: boolean;
+  allowRebaseMerge: boolean;
+  allowSquashMerge: boolean;
+}
+
 export interface Approval {
   approved: boolean;
   approvedBy: string[];
@@ -175,13 +182,13 @@ export function splitComment(comment: string, opts: { maxSize?: number; command?
 
 // ---- client ---------------------------------------------------------------------------
 
-interface RequestOptions {
+export interface RequestOptions {
   body?: unknown;
   /** false: only retry when the request surely did not take effect. */
   idempotent: boolean;
 }
 
-interface RawResponse {
+export interface RawResponse {
   status: number;
   headers: ResponseHeaders;
   json: unknown;
@@ -271,7 +278,8 @@ export class GitHubClient {
     return -1; // limited, no hint: use backoff
   }
 
-  private async request(method: string, pathOrUrl: string, opts: RequestOptions): Promise<RawResponse> {
+  /** Protected for the GitHub App's own endpoints (github-app.ts). */
+  protected async request(method: string, pathOrUrl: string, opts: RequestOptions): Promise<RawResponse> {
     const url = pathOrUrl.startsWith('http') ? pathOrUrl : this.baseUrl + pathOrUrl;
     const logPath = pathOrUrl.startsWith('http') ? new URL(pathOrUrl).pathname : (pathOrUrl.split('?')[0] ?? pathOrUrl);
     let attempt = 0;
@@ -545,36 +553,47 @@ export class GitHubClient {
     return slugs;
   }
 
-  // ---- GitHub App (github-app.ts: this client then authenticates with the App's JWT) ----
+  // ---- automerge (workflow/automerge.ts) ----
 
-  /** IDs of the App's installations (GET /app/installations, every page). */
-  async listAppInstallations(): Promise<number[]> {
-    const list = await this.paginate<{ id?: unknown }>('/app/installations?per_page=100');
-    return list.map((i) => i.id).filter((id): id is number => typeof id === 'number');
+  async getRepoMergeSettings(repo: string): Promise<RepoMergeSettings> {
+    const r = await this.request('GET', this.repoPath(repo), { idempotent: true });
+    const j = (r.json ?? {}) as { allow_merge_commit?: unknown; allow_rebase_merge?: unknown; allow_squash_merge?: unknown };
+    return {
+      allowMergeCommit: j.allow_merge_commit === true,
+      allowRebaseMerge: j.allow_rebase_merge === true,
+      allowSquashMerge: j.allow_squash_merge === true,
+    };
   }
 
-  /** A new installation token (POST /app/installations/<id>/access_tokens). */
-  async createInstallationToken(installationId: number): Promise<{ token: string; expiresAt: string }> {
-    const r = await this.request('POST', `/app/installations/${encodeURIComponent(String(installationId))}/access_tokens`, {
-      body: {},
-      // A repeat only makes another token; the first is simply never used.
-      idempotent: true,
+  /** PUT .../pulls/<n>/merge; GitHub's refusal (405 not mergeable, 409 head moved) throws. */
+  async mergePull(repo: string, pull: number, method: string): Promise<{ merged: boolean; message: string; sha?: string }> {
+    // A repeat after a lost answer finds the PR merged (405): not retried, the error is reported.
+    const r = await this.request('PUT', `${this.repoPath(repo)}/pulls/${pull}/merge`, {
+      body: { merge_method: method },
+      idempotent: false,
     });
-    const j = (r.json ?? {}) as { token?: unknown; expires_at?: unknown };
-    if (typeof j.token !== 'string' || j.token === '')
-      throw new GitHubApiError('POST', '/app/installations/:id/access_tokens', r.status, 'no token in the answer');
-    return { token: j.token, expiresAt: typeof j.expires_at === 'string' ? j.expires_at : '' };
+    const j = (r.json ?? {}) as { merged?: unknown; message?: unknown; sha?: unknown };
+    const out: { merged: boolean; message: string; sha?: string } = {
+      merged: j.merged === true,
+      message: typeof j.message === 'string' ? j.message : '',
+    };
+    if (typeof j.sha === 'string') out.sha = j.sha;
+    return out;
   }
 
-  /** GET /apps/<slug>: the App as GitHub spells it. */
-  async getApp(slug: string): Promise<{ slug: string; id?: number }> {
-    const r = await this.request('GET', `/apps/${encodeURIComponent(slug)}`, { idempotent: true });
-    const j = (r.json ?? {}) as { slug?: unknown; id?: unknown };
-    if (typeof j.slug !== 'string') throw new GitHubApiError('GET', `/apps/${slug}`, r.status, 'no slug in the answer');
-    return typeof j.id === 'number' ? { slug: j.slug, id: j.id } : { slug: j.slug };
+  /** DELETE .../git/refs/heads/<branch>. */
+  async deleteBranch(repo: string, branch: string): Promise<void> {
+    const ref = branch.split('/').map(encodeURIComponent).join('/');
+    await this.request('DELETE', `${this.repoPath(repo)}/git/refs/heads/${ref}`, { idempotent: true });
   }
 
-  private async paginate<T>(firstPath: string, maxPages = 100): Promise<T[]> {
+  /** Names of the pull request's labels (GET .../issues/<n>/labels). */
+  async listPullLabels(repo: string, pull: number): Promise<string[]> {
+    const labels = await this.paginate<{ name?: unknown }>(`${this.repoPath(repo)}/issues/${pull}/labels?per_page=100`);
+    return labels.map((l) => l.name).filter((n): n is string => typeof n === 'string');
+  }
+
+  protected async paginate<T>(firstPath: string, maxPages = 100): Promise<T[]> {
     const out: T[] = [];
     let next: string | undefined = firstPath;
     for (let page = 0; next !== undefined && page < maxPages; page++) {

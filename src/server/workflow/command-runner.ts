@@ -33,6 +33,7 @@ import type { ProjectRunner } from './project-runner.js';
 import type { WorkingCopies } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
 import { noPermissionComment, teamAllows } from './team-allowlist.js';
+import { Automerger } from './automerge.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */
 export const APPLY_ALL_DISABLED_COMMENT =
@@ -81,9 +82,11 @@ export class CommandRunner {
   private readonly statusChains = new Map<string, Promise<void>>();
   /** Workflows defined by a repo's own atlantis.yaml: their extra_args are PR input. */
   private readonly repoWorkflows = new WeakSet<Workflow>();
+  private readonly automerger: Automerger;
 
   constructor(private readonly d: CommandRunnerDeps) {
     this.pool = new Semaphore(d.config.parallelPoolSize);
+    this.automerger = new Automerger(d);
   }
 
   async run(req: CommandRequest): Promise<void> {
@@ -166,6 +169,8 @@ export class CommandRunner {
     }
     void this.status(ctx, 'plan', 'pending', statusDescription('plan', 'pending'));
     const runs = await Promise.all(projects.map((p) => this.guarded(ctx, p, () => this.planProject(ctx, p, c))));
+    const { config } = this.repoSettings(ctx, await this.checkout(ctx, 'default'));
+    this.automerger.afterPlan(ctx, config, projects, !runs.every((r) => r.status === 'success'));
     return this.report(ctx, 'plan', runs, c);
   }
 
@@ -246,7 +251,15 @@ export class CommandRunner {
         return this.guarded(ctx, p, () => this.applyProject(ctx, p, pl));
       }),
     );
-    return this.report(ctx, 'apply', runs, c);
+    const result = await this.report(ctx, 'apply', runs, c);
+    await this.automerger.afterApply(
+      ctx,
+      config,
+      plans,
+      c,
+      runs.every((r) => r.status === 'success'),
+    );
+    return result;
   }
 
   private async applyProject(ctx: PullContext, p: ProjectSpec, plan: PlanRecord): Promise<ProjectRun> {

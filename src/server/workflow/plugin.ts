@@ -272,7 +272,7 @@ export function workflowPlugin(server: AtlantisServer) {
         drainStatus: () => ({ shuttingDown: server.tracker.isShuttingDown, inProgress: server.tracker.inProgress }),
       }),
     start: async () => {
-      decisionOptions.botLogin = await auth.botLogin(github);
+      decisionOptions.botLogin = await auth.botLogin();
       await recoverCrashedJobs();
       await jobLogPruner.start();
       replayQueue();

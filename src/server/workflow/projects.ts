@@ -45,6 +45,9 @@ export function repoConfigViolation(
     if (p.applyRequirements !== undefined && !s.allowedOverrides.includes('apply_requirements')) {
       return "repo config not allowed to set 'apply_requirements' key: server-side config needs 'allowed_overrides: [apply_requirements]'";
     }
+    if (p.deleteSourceBranchOnMerge !== undefined && !s.allowedOverrides.includes('delete_source_branch_on_merge')) {
+      return "repo config not allowed to set 'delete_source_branch_on_merge' key: server-side config needs 'allowed_overrides: [delete_source_branch_on_merge]'";
+    }
   }
   return undefined;
 }

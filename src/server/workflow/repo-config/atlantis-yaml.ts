@@ -29,11 +29,19 @@ function whenModifiedOk(dir: string, wm: string[], where: string, p: Problems): 
   return !('problems' in list);
 }
 
-const PROJECT_KEYS = ['name', 'dir', 'workspace', 'autoplan', 'apply_requirements', 'workflow', 'terraform_version'];
+const PROJECT_KEYS = [
+  'name',
+  'dir',
+  'workspace',
+  'autoplan',
+  'apply_requirements',
+  'workflow',
+  'terraform_version',
+  'delete_source_branch_on_merge',
+];
 const PROJECT_IGNORED = [
   'branch',
   'execution_order_group',
-  'delete_source_branch_on_merge',
   'repo_locking',
   'repo_locks',
   'custom_policy_check',
@@ -44,11 +52,10 @@ const PROJECT_IGNORED = [
   'terraform_distribution',
   'policy_check',
 ];
-const TOP_KEYS = ['version', 'projects', 'workflows', 'automerge', 'parallel_plan', 'parallel_apply'];
+const TOP_KEYS = ['version', 'projects', 'workflows', 'automerge', 'parallel_plan', 'parallel_apply', 'delete_source_branch_on_merge'];
 const TOP_IGNORED = [
   'allowed_regexp_prefixes',
   'abort_on_execution_order_fail',
-  'delete_source_branch_on_merge',
   'autodiscover',
   'parallel_policy_check',
   'repo_locks',
@@ -125,6 +132,8 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
       else proj.workflow = rp.workflow;
     }
     if (typeof rp.terraform_version === 'string') proj.terraformVersion = rp.terraform_version;
+    const dsb = optionalBool(rp.delete_source_branch_on_merge, `${where}.delete_source_branch_on_merge`, p);
+    if (dsb !== undefined) proj.deleteSourceBranchOnMerge = dsb;
     projects.push(proj);
   });
   // Same checks as Atlantis: unique names; same dir+workspace only when every one is named.
@@ -151,16 +160,29 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
       p.add(`projects[${i}].workflow`, `workflow ${JSON.stringify(pr.workflow)} is not defined in workflows`);
     }
   }
+  // Unset and false differ: unset leaves --automerge (and the server side) in charge, as Atlantis.
+  const automerge = optionalBool(root.automerge, 'automerge', p);
+  const deleteSourceBranchOnMerge = optionalBool(root.delete_source_branch_on_merge, 'delete_source_branch_on_merge', p);
   if (p.list.length > 0) throw new RepoConfigError(file, p.list);
   return {
     version: 3,
-    automerge: bool('automerge'),
+    ...(automerge === undefined ? {} : { automerge }),
+    ...(deleteSourceBranchOnMerge === undefined ? {} : { deleteSourceBranchOnMerge }),
     parallelPlan: bool('parallel_plan'),
     parallelApply: bool('parallel_apply'),
     projects,
     workflows,
     warnings,
   };
+}
+
+function optionalBool(v: unknown, where: string, p: Problems): boolean | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'boolean') {
+    p.add(where, 'must be true or false');
+    return undefined;
+  }
+  return v;
 }
 
 /** Reads `<repoDir>/atlantis.yaml` (or .yml); undefined when the repo has none. */

@@ -11,6 +11,7 @@ export interface ServerRepoRule {
   workflow?: string;
   allowedOverrides: string[];
   allowCustomWorkflows: boolean;
+  deleteSourceBranchOnMerge?: boolean;
 }
 
 export interface ServerSideRepoConfig {
@@ -36,7 +37,7 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
     }
     checkKeys(
       r,
-      ['id', 'apply_requirements', 'workflow', 'allowed_overrides', 'allow_custom_workflows'],
+      ['id', 'apply_requirements', 'workflow', 'allowed_overrides', 'allow_custom_workflows', 'delete_source_branch_on_merge'],
       [
         'branch',
         'plan_requirements',
@@ -44,7 +45,6 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
         'allowed_workflows',
         'pre_workflow_hooks',
         'post_workflow_hooks',
-        'delete_source_branch_on_merge',
         'repo_locking',
         'repo_locks',
         'policy_check',
@@ -75,6 +75,10 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
     };
     const ar = parseApplyRequirements(r.apply_requirements, `${where}.apply_requirements`, p);
     if (ar) rule.applyRequirements = ar;
+    if (r.delete_source_branch_on_merge !== undefined && r.delete_source_branch_on_merge !== null) {
+      if (typeof r.delete_source_branch_on_merge !== 'boolean') p.add(`${where}.delete_source_branch_on_merge`, 'must be true or false');
+      else rule.deleteSourceBranchOnMerge = r.delete_source_branch_on_merge;
+    }
     if (typeof r.workflow === 'string') {
       rule.workflow = r.workflow;
       if (r.workflow !== 'default' && !workflows[r.workflow])
@@ -91,12 +95,18 @@ function ruleMatches(rule: ServerRepoRule, repoId: string): boolean {
   return rule.id === repoId;
 }
 
+export interface ServerRepoSettings {
+  applyRequirements: ApplyRequirement[];
+  workflow?: string;
+  allowedOverrides: string[];
+  allowCustomWorkflows: boolean;
+  /** Later matching rules that set it win; unset: Atlantis's default, false. */
+  deleteSourceBranchOnMerge?: boolean;
+}
+
 /** The server-side settings that apply to `host/owner/name` (later rules win, as Atlantis). */
-export function serverSettingsFor(
-  server: ServerSideRepoConfig | undefined,
-  repoId: string,
-): { applyRequirements: ApplyRequirement[]; workflow?: string; allowedOverrides: string[]; allowCustomWorkflows: boolean } {
-  const out: { applyRequirements: ApplyRequirement[]; workflow?: string; allowedOverrides: string[]; allowCustomWorkflows: boolean } = {
+export function serverSettingsFor(server: ServerSideRepoConfig | undefined, repoId: string): ServerRepoSettings {
+  const out: ServerRepoSettings = {
     applyRequirements: [],
     allowedOverrides: [],
     allowCustomWorkflows: false,
@@ -107,6 +117,7 @@ export function serverSettingsFor(
     if (r.workflow) out.workflow = r.workflow;
     out.allowedOverrides = r.allowedOverrides;
     out.allowCustomWorkflows = r.allowCustomWorkflows;
+    if (r.deleteSourceBranchOnMerge !== undefined) out.deleteSourceBranchOnMerge = r.deleteSourceBranchOnMerge;
   }
   return out;
 }

@@ -56,11 +56,15 @@ export interface ProjectConfig {
   applyRequirements?: ApplyRequirement[];
   workflow?: string;
   terraformVersion?: string;
+  /** Overrides the top-level and server-side value (needs allowed_overrides, as Atlantis). */
+  deleteSourceBranchOnMerge?: boolean;
 }
 
 export interface RepoConfig {
   version: 3;
-  automerge: boolean;
+  /** undefined: not set, --automerge decides (as Atlantis). */
+  automerge?: boolean;
+  deleteSourceBranchOnMerge?: boolean;
   parallelPlan: boolean;
   parallelApply: boolean;
   projects: ProjectConfig[];
