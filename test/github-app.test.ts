@@ -101,6 +101,18 @@ describe('the App key', () => {
   });
 });
 
+describe('the redactor with many rotated tokens', () => {
+  it('never lets remembered tokens push out what its sources give (the webhook secret)', () => {
+    const r = new Redactor([() => ['webhook-secret-value']], 60_000);
+    assert.equal(r.redact('x webhook-secret-value'), 'x [REDACTED]');
+    // A GitHub App's tokens, one an hour: more than the redactor keeps.
+    for (let i = 0; i < 100; i++) r.remember(`ghs_token${String(i).padStart(4, '0')}abcdefgh`);
+    assert.equal(r.redact('x webhook-secret-value'), 'x [REDACTED]');
+    assert.equal(r.redact('ghs_token0099abcdefgh'), '[REDACTED]');
+    assert.equal(r.redact('ghs_token0000abcdefgh'), 'ghs_token0000abcdefgh', 'the oldest token went first');
+  });
+});
+
 describe('refreshing installation tokens (pure)', () => {
   const t0 = 1_000_000;
   const hour: InstallationToken = { token: 't', fetchedAtMs: t0, expiresAtMs: t0 + 3600_000 };

@@ -95,6 +95,8 @@ export class Redactor {
   /** Every value the sources have given, oldest first. */
   private remembered: string[] = [];
   private readAt = -Infinity;
+  /** What the sources gave at the last refresh: never pushed out by remembered values. */
+  private fromSources = new Set<string>();
   private compiled: Compiled = { key: '', re: undefined, forms: [], maxLength: 0, starts: new Set() };
 
   /** `refreshMs`: how long values read from the sources are used before asking them again. */
@@ -147,6 +149,7 @@ export class Redactor {
     const now = performance.now();
     if (now - this.readAt < this.refreshMs) return;
     this.readAt = now;
+    const current = new Set<string>();
     for (const source of this.sources) {
       let values: Iterable<string | undefined>;
       try {
@@ -154,15 +157,23 @@ export class Redactor {
       } catch {
         continue;
       } // e.g. a token file being replaced: keep what we had
-      for (const v of values) this.remember(v);
+      for (const v of values) {
+        if (v) current.add(v);
+        this.remember(v);
+      }
     }
+    this.fromSources = current;
   }
 
   /** Adds one value (e.g. a token a client was just given); kept until MAX_REMEMBERED newer ones push it out. */
   remember(value: string | undefined): void {
     if (!value || this.remembered.includes(value)) return;
     this.remembered.push(value);
-    if (this.remembered.length > MAX_REMEMBERED) this.remembered.shift();
+    if (this.remembered.length <= MAX_REMEMBERED) return;
+    // The oldest value no source gives any more (an old token), never the webhook secret: a
+    // GitHub App's hourly tokens would otherwise push it out until the next refresh.
+    const old = this.remembered.findIndex((v) => !this.fromSources.has(v));
+    this.remembered.splice(Math.max(old, 0), 1);
   }
 }
 

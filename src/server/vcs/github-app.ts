@@ -150,10 +150,17 @@ export class GitHubAppTokens {
     this.now = opts.now ?? Date.now;
     this.redactor = opts.redactor ?? processRedactor;
     this.installationId = opts.settings.installationId;
-    // Calls as the App authenticate with a fresh JWT each time (GitHub wants `Bearer`).
+    // Calls as the App authenticate with a JWT (GitHub wants `Bearer`), reused while it has
+    // over a minute left: each new one is another secret for the redactor to hold.
+    let jwt: { value: string; until: number } | undefined;
+    const currentJwt = (): string => {
+      const now = this.now();
+      if (!jwt || now >= jwt.until) jwt = { value: appJwt(opts.settings.appId, this.key, now), until: now + (JWT_LIFETIME_S - 60) * 1000 };
+      return jwt.value;
+    };
     this.appClient = new GitHubAppApi({
       baseUrl: opts.baseUrl,
-      token: () => appJwt(opts.settings.appId, this.key, this.now()),
+      token: currentJwt,
       authScheme: 'Bearer',
       logger: this.log,
       redactor: this.redactor,
