@@ -17,6 +17,7 @@ import {
   automergeSettings,
   automergeSettingsFor,
   chooseMergeMethod,
+  commentMergeMethod,
   decideAutomerge,
   githubErrorText,
 } from '../src/server/workflow/automerge.js';
@@ -153,6 +154,16 @@ describe('when to merge (pure)', () => {
       assert.equal(d.kind === 'merge' ? `merge:${d.method}` : `skip: ${d.reason}`, want);
     });
   }
+});
+
+describe("the apply comment's --auto-merge-method", () => {
+  // Parsed by the comment parser into `autoMergeMethod` on the command (Atlantis: empty = none).
+  const apply = { name: 'apply' as const, verbose: false, autoMergeDisabled: false, extraArgs: [], args: [] };
+  it('is read from autoMergeMethod; empty or absent means none', () => {
+    assert.equal(commentMergeMethod({ ...apply, autoMergeMethod: 'squash' } as typeof apply), 'squash');
+    assert.equal(commentMergeMethod({ ...apply, autoMergeMethod: '' } as typeof apply), undefined);
+    assert.equal(commentMergeMethod(apply), undefined);
+  });
 });
 
 describe('which merge method (pure, Atlantis rules)', () => {

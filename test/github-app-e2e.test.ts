@@ -96,6 +96,20 @@ describe('the server as a GitHub App (real server process)', () => {
     assert.equal(mention.body, 'Ignoring non-command comment\n');
   });
 
+  it('a token GitHub revokes is replaced after its 401, and the request sent again', async () => {
+    // GitHub forgets every token issued so far (revoked): the next call is refused.
+    const revoked = app.issued.splice(0).map((t) => t.token);
+    const before = env.commentsOn(1).length;
+    await env.comment(url, 1, 'atlantis plan');
+    await env.waitForComment(1, /^Ran Plan for dir: `app1`/, { after: before });
+    const refused = env.gh.calls.filter((x) => x.status === 401);
+    assert.equal(refused.length, 1, 'one refused call, then a new token');
+    assert.ok(revoked.some((t) => refused[0]?.headers.authorization === `token ${t}`));
+    assert.match(p.output(), /GitHub refused the token; retrying with a new one/);
+    assert.equal(app.issued.length >= 1, true);
+    app.issued.push(...revoked.map((token) => ({ token, installationId: 31, issuedAtMs: 0, expiresAtMs: 0 })));
+  });
+
   it('writes neither the key nor a token anywhere (log, comments)', () => {
     const texts = [p.output(), ...env.commentsOn(1).map((c) => c.body)].join('\n');
     assert.match(p.output(), /GitHub App installation token fetched/);
