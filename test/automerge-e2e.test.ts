@@ -20,7 +20,10 @@ const url = `http://${HOST}:4141`;
 async function serverLogLine(re: RegExp, timeoutMs = 30_000): Promise<string> {
   const end = Date.now() + timeoutMs;
   for (;;) {
-    const line = server.output().split('\n').find((l) => re.test(l));
+    const line = server
+      .output()
+      .split('\n')
+      .find((l) => re.test(l));
     if (line) return line;
     if (Date.now() > end) throw new Error(`no server log line matching ${re}:\n${server.output().slice(-3000)}`);
     await new Promise((r) => setTimeout(r, 100));
@@ -101,7 +104,9 @@ describe('automerge (real server process)', () => {
     const before = env.commentsOn(3).length;
     await env.comment(url, 3, 'atlantis apply --auto-merge-disabled');
     await env.waitForComment(3, /^Ran Apply for dir: `am4`/, { after: before });
-    await serverLogLine(/"msg":"Not automerging".*"pull":3.*"reason":"the comment has --auto-merge-disabled"|"msg":"Not automerging".*"reason":"the comment has --auto-merge-disabled".*"pull":3/);
+    await serverLogLine(
+      /"msg":"Not automerging".*"pull":3.*"reason":"the comment has --auto-merge-disabled"|"msg":"Not automerging".*"reason":"the comment has --auto-merge-disabled".*"pull":3/,
+    );
     assert.ok(!env.commentsOn(3).some((c) => /^Automatically merging|^Automerging failed/.test(c.body)));
     assert.equal(env.gh.getPull(env.repo.fullName, 3)?.merged, false);
   });
