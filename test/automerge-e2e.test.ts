@@ -117,7 +117,9 @@ describe('automerge (real server process)', () => {
       'am5/main.tf': terraformConfig({ marker: 'am5' }),
       'am6/main.tf': 'resource "terraform_data" "x" {\n  input = \n}\n',
     });
-    await env.waitForComment(4, /^Ran Plan for 2 projects/);
+    const plan = await env.waitForComment(4, /^Ran Plan for 2 projects/);
+    assert.match(plan.body, /2 projects, 1 with changes, 0 with no changes, 1 failed/);
+    await serverLogLine(/"msg":"Deleted plans because there were errors and automerge requires all plans succeed".*"pull":4/);
     const before = env.commentsOn(4).length;
     await env.comment(url, 4, 'atlantis apply');
     const c = await env.waitForComment(4, /^Ran Apply/, { after: before });
