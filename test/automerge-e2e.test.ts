@@ -2,7 +2,8 @@
 // in atlantis.yaml merges once every planned project is applied (not before), with Atlantis's
 // comment, the repository's allowed method and the branch deleted (repos.yaml
 // delete_source_branch_on_merge); GitHub's 405 is commented as Atlantis does;
-// `--auto-merge-disabled` stops it; a plan with errors leaves nothing to apply.
+// `--auto-merge-disabled` and the --disable-automerge-label stop it; a plan with errors leaves
+// nothing to apply.
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -41,7 +42,7 @@ before(async () => {
   const dataDir = tempDataDir();
   const repoConfig = path.join(dataDir, '..', `repos-${process.pid}.yaml`);
   writeFileSync(repoConfig, 'repos:\n- id: /.*/\n  delete_source_branch_on_merge: true\n');
-  ({ p: server } = await startWorkflowServer(env, dataDir, HOST, ['--repo-config', repoConfig]));
+  ({ p: server } = await startWorkflowServer(env, dataDir, HOST, ['--repo-config', repoConfig, '--disable-automerge-label', 'hold']));
 });
 after(async () => {
   server?.child.kill('SIGKILL');
@@ -109,6 +110,18 @@ describe('automerge (real server process)', () => {
     );
     assert.ok(!env.commentsOn(3).some((c) => /^Automatically merging|^Automerging failed/.test(c.body)));
     assert.equal(env.gh.getPull(env.repo.fullName, 3)?.merged, false);
+  });
+
+  it('a PR with the --disable-automerge-label is applied, not merged', async () => {
+    await env.openPull(url, 5, 'am-hold', { 'atlantis.yaml': atlantisYaml(['am7']), 'am7/main.tf': terraformConfig({ marker: 'am7' }) });
+    env.gh.updatePull(env.repo.fullName, 5, { labels: ['infra', 'hold'] });
+    await env.waitForComment(5, /^Ran Plan for dir: `am7`/);
+    const before = env.commentsOn(5).length;
+    await env.comment(url, 5, 'atlantis apply');
+    await env.waitForComment(5, /^Ran Apply for dir: `am7`/, { after: before });
+    await serverLogLine(/"msg":"Not automerging".*"reason":"the pull request has the label \\"hold\\""/);
+    assert.equal(env.gh.getPull(env.repo.fullName, 5)?.merged, false);
+    assert.equal(env.gh.callsTo('GET', /^\/repos\/acme\/infra\/issues\/5\/labels$/).length, 1);
   });
 
   it('a plan with errors discards its plans, so nothing is applied or merged', async () => {
