@@ -19,8 +19,8 @@ import {
   chooseMergeMethod,
   commentMergeMethod,
   decideAutomerge,
-  githubErrorText,
 } from '../src/server/workflow/automerge.js';
+import { githubErrorText } from '../src/server/vcs/github-error-text.js';
 import { repoConfigViolation } from '../src/server/workflow/projects.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
 import { parseServerSideRepoConfig, serverSettingsFor } from '../src/server/workflow/repo-config/server-side.js';

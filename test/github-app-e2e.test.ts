@@ -117,6 +117,19 @@ describe('the server as a GitHub App (real server process)', () => {
     for (const t of app.issued) assert.ok(!texts.includes(t.token), 'a token was written');
   });
 
+  it("stops at start with Atlantis's error when GitHub does not take the key (exit 2)", async () => {
+    const bad = startCli(appArgs(tempDataDir(), '127.0.93.3'), { ATLANTIS_GH_APP_KEY: StandinApp.keyPair().privateKeyPem });
+    procs.push(bad);
+    const { code } = await bad.exited;
+    assert.equal(code, 2);
+    assert.ok(
+      bad
+        .output()
+        .includes(`getting user: initializing client: GET ${env.gh.url}/app/installations: 401 A JSON web token could not be decoded []`),
+      bad.output(),
+    );
+  });
+
   it("stops at start with Atlantis's error when GitHub does not know the slug (exit 2)", async () => {
     const bad = startCli(
       appArgs(tempDataDir(), '127.0.93.2').map((a) => (a === SLUG ? 'no-such-app' : a)),
@@ -125,6 +138,9 @@ describe('the server as a GitHub App (real server process)', () => {
     procs.push(bad);
     const { code } = await bad.exited;
     assert.equal(code, 2);
-    assert.match(bad.output(), /getting user: getting app details: GitHub API GET \/apps\/no-such-app: 404 Not Found/);
+    assert.ok(
+      bad.output().includes(`getting user: getting app details: GET ${env.gh.url}/apps/no-such-app: 404 Not Found []`),
+      bad.output(),
+    );
   });
 });

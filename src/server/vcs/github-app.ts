@@ -15,6 +15,7 @@ import type { Logger } from '../../log.js';
 import { nullLogger } from '../../log.js';
 import { type Redactor, processRedactor } from '../secrets/redact.js';
 import { GitHubApiError, GitHubClient, type GitHubClientOptions, type RetryOptions } from './github-client.js';
+import { githubErrorText } from './github-error-text.js';
 
 export interface GitHubAppSettings {
   appId: number;
@@ -237,12 +238,19 @@ export function githubAuth(
   const clientOptions = { token: () => tokens.token(), tokenRejected: (t: string) => tokens.invalidate(t) };
   return {
     clientOptions,
+    // Atlantis stops at start the same way, in its words: the client (installation, token)
+    // first, then the App's details.
     botLogin: async () => {
+      if (!cfg.ghApp?.slug) return undefined;
+      try {
+        await tokens.token();
+      } catch (e) {
+        throw new UsageError(`getting user: initializing client: ${githubErrorText(e, cfg.ghApiUrl)}`);
+      }
       try {
         return await tokens.botLogin(new GitHubAppApi({ baseUrl: cfg.ghApiUrl, logger, ...clientOptions }));
       } catch (e) {
-        // Atlantis stops at start the same way (its words), e.g. for a wrong slug or key.
-        throw new UsageError(`getting user: getting app details: ${(e as Error).message}`);
+        throw new UsageError(`getting user: getting app details: ${githubErrorText(e, cfg.ghApiUrl)}`);
       }
     },
   };

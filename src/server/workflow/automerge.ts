@@ -13,7 +13,8 @@ import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { LockStore } from '../locks/store.js';
-import { GitHubApiError, type GitHubClient, type RepoMergeSettings } from '../vcs/github-client.js';
+import type { GitHubClient, RepoMergeSettings } from '../vcs/github-client.js';
+import { githubErrorText } from '../vcs/github-error-text.js';
 import type { ParsedCommand } from './comment-parser.js';
 import { type ServerRepoSettings, type ServerSideRepoConfig, serverSettingsFor } from './repo-config/server-side.js';
 import type { RepoConfig } from './repo-config/types.js';
@@ -131,22 +132,6 @@ export function chooseMergeMethod(requested: string, repo: RepoMergeSettings): {
   if (allowed.rebase) return { method: 'rebase' };
   if (allowed.squash) return { method: 'squash' };
   return { method: 'merge' };
-}
-
-/** An API error as Atlantis's GitHub library words it (`PUT <url>: 405 <message> []`). */
-export function githubErrorText(e: unknown, baseUrl: string): string {
-  if (!(e instanceof GitHubApiError)) return e instanceof Error ? e.message : String(e);
-  const url = `${baseUrl}${e.path}`;
-  if (e.status === 0) return `${e.method} ${url}: ${e.githubMessage}`;
-  const details = Array.isArray(e.details)
-    ? e.details
-        .map((d) => {
-          const o = (typeof d === 'object' && d !== null ? d : {}) as Record<string, unknown>;
-          return `{Resource:${String(o.resource ?? '')} Field:${String(o.field ?? '')} Code:${String(o.code ?? '')} Message:${String(o.message ?? '')}}`;
-        })
-        .join(' ')
-    : '';
-  return `${e.method} ${url}: ${e.status} ${e.githubMessage} [${details}]`;
 }
 
 /** The comment's `--auto-merge-method` (parsed by the comment parser as `autoMergeMethod`). */
