@@ -12,8 +12,11 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { nullLogger } from '../src/log.js';
 import { ProcessHost, type SpawnSpec } from '../src/server/terraform/process-host.js';
+import { GitHubAppTokens } from '../src/server/vcs/github-app.js';
 import { WorkingCopies } from '../src/server/workflow/working-copy.js';
 import { type TestRepo, createTestRepo } from './support/git-repos.js';
+import { GitHubStandin } from './support/github-standin.js';
+import { StandinApp } from './support/github-standin-app.js';
 
 const HOST = '127.0.162.9';
 const dir = mkdtempSync(path.join(tmpdir(), 'git-cred-'));
@@ -192,5 +195,33 @@ describe('git credentials', () => {
       'the process host (and so terraform) has no token in its environment',
     );
     host.close();
+  });
+
+  it("clones with a GitHub App's installation token, fetched when git needs it", { timeout: 60_000 }, async () => {
+    const gh = await GitHubStandin.start({ host: HOST });
+    const { privateKeyPem, publicKey } = StandinApp.keyPair();
+    const app = new StandinApp({ appId: 5, slug: 'atl', publicKey, installations: [{ id: 8, account: 'acme' }] });
+    gh.app = app;
+    const tokens = new GitHubAppTokens({ settings: { appId: 5, privateKeyPem }, baseUrl: gh.url });
+    try {
+      const { host, specs } = recordingHost();
+      const copies = new WorkingCopies(path.join(dir, 'data-app'), () => tokens.token(), nullLogger(), host);
+      // The git server takes whatever token the App was just issued.
+      acceptedToken = await tokens.token();
+      const sha = await repo.headSha('feature');
+      const wc = await copies.checkout({ repo: 'acme/creds', pull: 3, workspace: 'default', cloneUrl, headRef: 'feature', headSha: sha });
+      assert.equal(execFileSync('git', ['-C', wc, 'rev-parse', 'HEAD']).toString().trim(), sha);
+      assert.ok(authSeen.includes(`x-access-token:${acceptedToken}`), 'git sent the installation token');
+      assert.match(acceptedToken, /^ghs_/);
+      for (const s of specs)
+        assert.ok(
+          s.args.every((a) => !a.includes(acceptedToken)),
+          'no token in argv',
+        );
+      for (const f of filesUnder(wc)) assert.ok(!readFileSync(f, 'latin1').includes('ghs_'), `no token in ${f}`);
+      host.close();
+    } finally {
+      await gh.close();
+    }
   });
 });

@@ -122,7 +122,7 @@ projects:
 });
 
 test('known-but-unsupported Atlantis keys are warnings, not errors', () => {
-  const c = cfg('version: 3\ndelete_source_branch_on_merge: true\nprojects:\n- dir: x\n  silence_pr_comments: [plan]\n  branch: /main/\n');
+  const c = cfg('version: 3\nallowed_regexp_prefixes: [x]\nprojects:\n- dir: x\n  silence_pr_comments: [plan]\n  branch: /main/\n');
   assert.equal(c.warnings.length, 3);
   assert.match(c.warnings.join('\n'), /projects\[0\]\.branch is not supported/);
 });

@@ -10,8 +10,10 @@ import { type FlagSpec, type FlagValues, UsageError } from '../config/flags.js';
 import { SERVER_PORT } from '../contract/drain-protocol.js';
 import type { LogLevel } from '../log.js';
 import { ACCEPTED_COMMAND_NAMES, type CommandName, DEFAULT_ALLOW_COMMANDS, resolveAllowCommands } from './workflow/commands.js';
+import { automergeMethodProblem } from './workflow/automerge.js';
 import { DEFAULT_BLOCKED_EXTRA_ARGS } from './workflow/extra-args.js';
 import { normaliseTfVersion } from './terraform/tf-versions.js';
+import { type GitHubAppSettings, parseAppPrivateKey } from './vcs/github-app.js';
 import { type TeamRule, TeamAllowlistError, parseTeamAllowlist } from './workflow/team-allowlist.js';
 import type { CheckoutStrategy } from './workflow/working-copy.js';
 
@@ -48,6 +50,26 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description: 'File containing the GitHub token; re-read on every use so a rotated Secret takes effect',
   },
   { name: 'gh-webhook-secret', type: 'string', description: 'Secret used to validate GitHub webhooks (X-Hub-Signature-256)' },
+  {
+    name: 'gh-app-id',
+    type: 'int',
+    default: 0,
+    description:
+      'GitHub App Id. If defined, initializes the GitHub client with app-based credentials (with --gh-app-key or --gh-app-key-file)',
+  },
+  { name: 'gh-app-key', type: 'string', description: "The GitHub App's private key (PEM); a secret: give it as env" },
+  { name: 'gh-app-key-file', type: 'string', description: "A path to a file containing the GitHub App's private key (read at start)" },
+  {
+    name: 'gh-app-slug',
+    type: 'string',
+    description: "The GitHub App's slug (URL-friendly name); the server's own comments are then those of <slug>[bot]",
+  },
+  {
+    name: 'gh-app-installation-id',
+    type: 'int',
+    default: 0,
+    description: "GitHub App Installation Id; default: the App's only installation (an App installed more than once needs it)",
+  },
   {
     name: 'gh-hostname',
     type: 'string',
@@ -111,6 +133,25 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description: 'Feature flag to enable functionality to allow mergeable check to ignore apply required check',
   },
   { name: 'disable-autoplan', type: 'bool', default: false, description: 'Disable atlantis auto planning' },
+  {
+    name: 'automerge',
+    type: 'bool',
+    default: false,
+    description: 'Automatically merge pull requests when all plans are successfully applied (atlantis.yaml automerge: wins when set)',
+  },
+  {
+    name: 'automerge-method',
+    type: 'string',
+    default: '',
+    description:
+      "Default merge method when automerging, unless the comment's --auto-merge-method says: merge, rebase or squash (default: the first the repository allows)",
+  },
+  {
+    name: 'disable-automerge-label',
+    type: 'string',
+    default: '',
+    description: 'Pull request label that stops automerge when the pull request has it',
+  },
   {
     name: 'disable-apply-all',
     type: 'bool',
@@ -256,9 +297,12 @@ export interface ServerConfig {
   bindAddress: string;
   dataDir: string;
   atlantisUrl: string;
+  /** --gh-user; empty when the server authenticates as a GitHub App (as Atlantis's GithubUser is then). */
   ghUser: string;
-  /** Returns the current token; reads --gh-token-file on each call. */
+  /** Returns the current token; reads --gh-token-file on each call. With a GitHub App: '' (see ghApp). */
   ghToken: () => string;
+  /** --gh-app-*: authenticate as this GitHub App (vcs/github-app.ts) instead of with a token. */
+  ghApp: GitHubAppSettings | undefined;
   ghWebhookSecret: string | undefined;
   ghHostname: string;
   ghApiUrl: string;
@@ -283,6 +327,12 @@ export interface ServerConfig {
   /** --gh-allow-mergeable-bypass-apply: a `blocked` PR is mergeable when only atlantis/apply blocks it. */
   ghAllowMergeableBypassApply: boolean;
   disableAutoplan: boolean;
+  /** --automerge: merge after every plan is applied (workflow/automerge.ts). */
+  automerge: boolean;
+  /** --automerge-method; '' = the first the repository allows. */
+  automergeMethod: string;
+  /** --disable-automerge-label; '' = none. */
+  disableAutomergeLabel: string;
   disableApplyAll: boolean;
   /** --disable-repo-locking: no project locks at all. */
   disableRepoLocking: boolean;
@@ -340,11 +390,10 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
   const repoAllowlist = str(values, 'repo-allowlist');
   if (!repoAllowlist) throw new UsageError('--repo-allowlist must be set for security purposes (e.g. github.com/acme/*)');
   const ghUser = str(values, 'gh-user');
-  if (!ghUser) throw new UsageError('--gh-user is required');
   const token = str(values, 'gh-token');
   const tokenFile = str(values, 'gh-token-file');
-  if (token && tokenFile) throw new UsageError('--gh-token and --gh-token-file are mutually exclusive');
-  if (!token && !tokenFile) throw new UsageError('--gh-token or --gh-token-file is required');
+  const credentials = githubCredentials(values, ghUser, token, tokenFile);
+  if (credentials.kind === 'token' && token && tokenFile) throw new UsageError('--gh-token and --gh-token-file are mutually exclusive');
   if (tokenFile) {
     try {
       readFileSync(tokenFile, 'utf8');
@@ -380,6 +429,10 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
 
   const maxComments = values['max-comments-per-command'] as number;
   if (maxComments < 0) throw new UsageError(`invalid value ${maxComments} for --max-comments-per-command: must be 0 (no limit) or more`);
+  const automergeMethod = (values['automerge-method'] as string | undefined) ?? '';
+  const methodProblem = automergeMethodProblem(automergeMethod);
+  if (methodProblem) throw new UsageError(methodProblem);
+
   const jobLogMaxCount = values['job-log-max-count'] as number;
   if (jobLogMaxCount < 0) throw new UsageError(`invalid value ${jobLogMaxCount} for --job-log-max-count: must be 0 (no limit) or more`);
 
@@ -417,8 +470,9 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     bindAddress: values['bind-address'] as string,
     dataDir,
     atlantisUrl: atlantisUrl.replace(/\/+$/, ''),
-    ghUser,
-    ghToken: tokenFile ? () => readFileSync(tokenFile, 'utf8').trim() : () => token!,
+    ghUser: ghUser ?? '',
+    ghToken: credentials.kind === 'app' ? () => '' : tokenFile ? () => readFileSync(tokenFile, 'utf8').trim() : () => token!,
+    ghApp: credentials.kind === 'app' ? credentials.app : undefined,
     ghWebhookSecret,
     ghHostname,
     ghApiUrl: ghApiUrl.replace(/\/+$/, ''),
@@ -438,11 +492,14 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     parallelApply: values['parallel-apply'] === true,
     ghAllowMergeableBypassApply: values['gh-allow-mergeable-bypass-apply'] === true,
     disableAutoplan: values['disable-autoplan'] === true,
+    automerge: values.automerge === true,
+    automergeMethod,
+    disableAutomergeLabel: (values['disable-automerge-label'] as string | undefined) ?? '',
     disableApplyAll: values['disable-apply-all'] === true,
     disableRepoLocking: values['disable-repo-locking'] === true,
     emojiReaction: (values['emoji-reaction'] as string | undefined) ?? '',
     ghTeamAllowlist,
-    flagWarnings: [...judged.warnings, ...commandWarnings],
+    flagWarnings: [...judged.warnings, ...commandWarnings, ...credentials.warnings],
     logLevel: logLevel as LogLevel,
     tfBinary: values['tf-binary'] as string,
     drainTimeoutMs: values['drain-timeout'] as number,
@@ -464,6 +521,60 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     tfDownloadUrl: tfDownloadUrl.replace(/\/+$/, ''),
     writeGitCreds: values['write-git-creds'] === true,
   };
+}
+
+/** Atlantis's start-up error when no GitHub credentials are complete (its GitHub part: other hosts are refused here). */
+const GITHUB_CREDENTIALS_REQUIRED =
+  '--gh-user/--gh-token or --gh-user/--gh-token-file or --gh-app-id/--gh-app-key-file or --gh-app-id/--gh-app-key must be set';
+
+type GitHubCredentials = { kind: 'token'; warnings: string[] } | { kind: 'app'; app: GitHubAppSettings; warnings: string[] };
+
+/**
+ * Which GitHub credentials the server uses, with Atlantis's rules: --gh-user needs a token or
+ * a token file; --gh-app-id needs exactly one of --gh-app-key and --gh-app-key-file; with
+ * both a user and an App, the user's token is used (Atlantis does the same, silently; we say so).
+ */
+function githubCredentials(
+  values: FlagValues,
+  ghUser: string | undefined,
+  token: string | undefined,
+  tokenFile: string | undefined,
+): GitHubCredentials {
+  const appId = (values['gh-app-id'] as number | undefined) ?? 0;
+  const key = str(values, 'gh-app-key');
+  const keyFile = str(values, 'gh-app-key-file');
+  if (ghUser && !token && !tokenFile) throw new UsageError(GITHUB_CREDENTIALS_REQUIRED);
+  if (appId !== 0 && Boolean(key) === Boolean(keyFile)) throw new UsageError(GITHUB_CREDENTIALS_REQUIRED);
+  if (!ghUser && appId === 0) throw new UsageError(GITHUB_CREDENTIALS_REQUIRED);
+  if (appId < 0) throw new UsageError(`invalid value ${appId} for --gh-app-id: must be a positive integer`);
+  const installationId = (values['gh-app-installation-id'] as number | undefined) ?? 0;
+  if (installationId < 0) throw new UsageError(`invalid value ${installationId} for --gh-app-installation-id: must be a positive integer`);
+  if (ghUser) {
+    const warnings =
+      appId !== 0
+        ? ['--gh-app-id (ATLANTIS_GH_APP_ID) is set, but so is --gh-user: the token is used and the GitHub App is not (as Atlantis)']
+        : [];
+    return { kind: 'token', warnings };
+  }
+  let pem: string;
+  if (keyFile) {
+    try {
+      pem = readFileSync(keyFile, 'utf8');
+    } catch (e) {
+      throw new UsageError(`--gh-app-key-file ${keyFile} cannot be read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+    }
+  } else pem = key!;
+  try {
+    parseAppPrivateKey(pem);
+  } catch (e) {
+    // Never the key itself: it is a secret.
+    throw new UsageError(`invalid ${keyFile ? '--gh-app-key-file' : '--gh-app-key'}: ${(e as Error).message}`);
+  }
+  const app: GitHubAppSettings = { appId, privateKeyPem: pem };
+  if (installationId !== 0) app.installationId = installationId;
+  const slug = str(values, 'gh-app-slug');
+  if (slug) app.slug = slug;
+  return { kind: 'app', app, warnings: [] };
 }
 
 function ensureWritableDir(dir: string): void {

@@ -7,6 +7,8 @@ import http from 'node:http';
 import crypto from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { type StandinOrgs, type StandinProtection, answerGraphql, answerPullGraphql } from './github-standin-graphql.js';
+import type { StandinApp } from './github-standin-app.js';
+import { type MergeRepoState, answerMergeRoute } from './github-standin-merge.js';
 
 export type { StandinProtection };
 
@@ -49,6 +51,8 @@ export interface StandinPull {
   headCloneUrl?: string;
   /** What GraphQL says blocks the PR (branch protection, rulesets, check runs); see github-standin-graphql.ts. */
   protection?: StandinProtection;
+  /** Label names (GET .../issues/<n>/labels). */
+  labels?: string[];
 }
 
 export interface StandinComment {
@@ -107,12 +111,7 @@ interface PendingFault {
   match?: { method?: string; path?: RegExp };
 }
 
-interface RepoState {
-  fullName: string;
-  cloneUrl: string;
-  defaultBranch: string;
-  pulls: Map<number, StandinPull>;
-}
+type RepoState = MergeRepoState;
 
 function notFound(): [number, unknown] {
   return [404, { message: 'Not Found', documentation_url: DOCS_URL }];
@@ -131,6 +130,8 @@ export class GitHubStandin {
   readonly orgs: StandinOrgs = new Map();
   token: string;
   botLogin: string;
+  /** Set: the stand-in is also a GitHub App's API (JWTs, installation tokens; github-standin-app.ts). */
+  app: StandinApp | undefined;
   /** Files per page when the client does not pass per_page (GitHub's default is 30). */
   private readonly repos = new Map<string, RepoState>();
   private readonly faults: PendingFault[] = [];
@@ -173,13 +174,28 @@ export class GitHubStandin {
 
   // ---- state ----------------------------------------------------------------------
 
-  addRepo(fullName: string, opts: { cloneUrl?: string; defaultBranch?: string } = {}): void {
+  addRepo(
+    fullName: string,
+    opts: { cloneUrl?: string; defaultBranch?: string } & Partial<
+      Pick<RepoState, 'allowMergeCommit' | 'allowRebaseMerge' | 'allowSquashMerge'>
+    > = {},
+  ): void {
     this.repos.set(fullName.toLowerCase(), {
       fullName,
       cloneUrl: opts.cloneUrl ?? `https://github.com/${fullName}.git`,
       defaultBranch: opts.defaultBranch ?? 'main',
       pulls: new Map(),
+      allowMergeCommit: opts.allowMergeCommit ?? true,
+      allowRebaseMerge: opts.allowRebaseMerge ?? true,
+      allowSquashMerge: opts.allowSquashMerge ?? true,
+      deletedBranches: [],
+      merges: [],
     });
+  }
+
+  /** Merges and deleted branches of a repository (github-standin-merge.ts). */
+  mergeState(fullName: string): RepoState | undefined {
+    return this.repo(fullName);
   }
 
   addPull(fullName: string, p: Partial<StandinPull> & { number: number }): StandinPull {
@@ -387,7 +403,7 @@ export class GitHubStandin {
 
   private authorized(headers: http.IncomingHttpHeaders): boolean {
     const a = headers.authorization;
-    return a === `token ${this.token}` || a === `Bearer ${this.token}`;
+    return a === `token ${this.token}` || a === `Bearer ${this.token}` || this.app?.tokenState(a) === 'valid';
   }
 
   private commentJson(c: StandinComment): unknown {
@@ -448,6 +464,8 @@ export class GitHubStandin {
     body: unknown,
     headers: http.IncomingHttpHeaders,
   ): [number, unknown, Record<string, string>?] {
+    const appAnswer = this.app?.route(method, path, headers);
+    if (appAnswer) return appAnswer;
     if (!this.authorized(headers)) return [401, { message: 'Bad credentials', documentation_url: DOCS_URL }];
     if ((path === '/graphql' || path === '/api/graphql') && method === 'POST') {
       const q = (body as { query?: unknown } | null)?.query;
@@ -470,12 +488,14 @@ export class GitHubStandin {
         },
       });
     }
-    const m = /^\/repos\/([^/]+)\/([^/]+)(\/.*)$/.exec(path);
+    const m = /^\/repos\/([^/]+)\/([^/]+)(\/.*)?$/.exec(path);
     if (!m) return notFound();
     const repo = this.repo(`${m[1]}/${m[2]}`);
     if (!repo) return notFound();
-    const rest = m[3] as string;
+    const rest = m[3] ?? '';
     const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+    const mergeAnswer = answerMergeRoute(repo, method, rest, b);
+    if (mergeAnswer) return mergeAnswer;
     const now = new Date().toISOString();
     // The routes below are anchored and tell each other apart, so at most one matches.
     const group = (re: RegExp): string | undefined => re.exec(rest)?.[1];

@@ -11,9 +11,12 @@
 //   which differ with the secret's offset modulo 3; line breaks between them (base64's
 //   76-column wrapping) are allowed.
 // Secrets shorter than MIN_ENCODED_LENGTH are scrubbed in the first three forms only: their
-// base64 fragments are a few characters, which ordinary text would match.
+// base64 fragments are a few characters, which ordinary text would match. So are secrets
+// longer than MAX_ENCODED_LENGTH (a GitHub App's PEM key): the line-wrappable base64 forms of
+// a 1.7 kB key made one regex that took 1.5 s to build and 12 ms per 4 kB line to run.
 export const REDACTED = '[REDACTED]';
 export const MIN_ENCODED_LENGTH = 8;
+export const MAX_ENCODED_LENGTH = 256;
 
 /** Source of secret values, called again at most every refresh interval (a token file may rotate). */
 export type SecretSource = () => Iterable<string | undefined>;
@@ -61,7 +64,7 @@ export function secretForms(secret: string): Form[] {
   );
   const json = JSON.stringify(secret).slice(1, -1);
   add(json, escapeRe(json), json.length);
-  if (secret.length >= MIN_ENCODED_LENGTH) {
+  if (secret.length >= MIN_ENCODED_LENGTH && secret.length <= MAX_ENCODED_LENGTH) {
     for (const f of base64Fragments(Buffer.from(secret, 'utf8'))) {
       for (const alphabet of [f, f.replace(/\+/g, '-').replace(/\//g, '_')]) {
         add(alphabet, [...alphabet].map(escapeRe).join('(?:\\r?\\n)?'), alphabet.length * 3, true);
@@ -92,6 +95,8 @@ export class Redactor {
   /** Every value the sources have given, oldest first. */
   private remembered: string[] = [];
   private readAt = -Infinity;
+  /** What the sources gave at the last refresh: never pushed out by remembered values. */
+  private fromSources = new Set<string>();
   private compiled: Compiled = { key: '', re: undefined, forms: [], maxLength: 0, starts: new Set() };
 
   /** `refreshMs`: how long values read from the sources are used before asking them again. */
@@ -144,6 +149,7 @@ export class Redactor {
     const now = performance.now();
     if (now - this.readAt < this.refreshMs) return;
     this.readAt = now;
+    const current = new Set<string>();
     for (const source of this.sources) {
       let values: Iterable<string | undefined>;
       try {
@@ -151,15 +157,23 @@ export class Redactor {
       } catch {
         continue;
       } // e.g. a token file being replaced: keep what we had
-      for (const v of values) this.remember(v);
+      for (const v of values) {
+        if (v) current.add(v);
+        this.remember(v);
+      }
     }
+    this.fromSources = current;
   }
 
   /** Adds one value (e.g. a token a client was just given); kept until MAX_REMEMBERED newer ones push it out. */
   remember(value: string | undefined): void {
     if (!value || this.remembered.includes(value)) return;
     this.remembered.push(value);
-    if (this.remembered.length > MAX_REMEMBERED) this.remembered.shift();
+    if (this.remembered.length <= MAX_REMEMBERED) return;
+    // The oldest value no source gives any more (an old token), never the webhook secret: a
+    // GitHub App's hourly tokens would otherwise push it out until the next refresh.
+    const old = this.remembered.findIndex((v) => !this.fromSources.has(v));
+    this.remembered.splice(Math.max(old, 0), 1);
   }
 }
 

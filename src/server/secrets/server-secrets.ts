@@ -2,11 +2,15 @@
 // out of every child's environment. One list: a flag that takes a secret (a password, an API
 // secret) adds its value here.
 import { type ServerConfig, DEFAULT_WEB_PASSWORD } from '../config.js';
+import { appKeySecretValues } from '../vcs/github-app.js';
 
-type SecretSettings = Pick<ServerConfig, 'ghToken' | 'ghWebhookSecret'> & Partial<Pick<ServerConfig, 'webBasicAuth' | 'webPassword'>>;
+type SecretSettings = Pick<ServerConfig, 'ghToken' | 'ghWebhookSecret'> &
+  Partial<Pick<ServerConfig, 'webBasicAuth' | 'webPassword' | 'ghApp'>>;
 
 export function serverSecretValues(cfg: SecretSettings): Array<string | undefined> {
-  return [currentToken(cfg.ghToken), cfg.ghWebhookSecret, webPassword(cfg)];
+  // A GitHub App's installation tokens are added as they are fetched (GitHubClient remembers them).
+  const appKey = cfg.ghApp ? appKeySecretValues(cfg.ghApp.privateKeyPem) : [];
+  return [currentToken(cfg.ghToken), cfg.ghWebhookSecret, webPassword(cfg), ...appKey];
 }
 
 /** The token now (--gh-token-file is read on each call); undefined while the file cannot be read. */

@@ -74,6 +74,13 @@ export interface PullInfo {
   user: string;
 }
 
+/** Which merge methods a repository allows (false when GitHub leaves a setting out, as go-github reads it). */
+export interface RepoMergeSettings {
+  allowMergeCommit: boolean;
+  allowRebaseMerge: boolean;
+  allowSquashMerge: boolean;
+}
+
 export interface Approval {
   approved: boolean;
   approvedBy: string[];
@@ -105,6 +112,11 @@ export interface GitHubClientOptions {
   redactor?: Redactor;
   /** --max-comments-per-command: a longer output loses its start (0: no limit; default 100). */
   maxCommentsPerCommand?: number;
+  /**
+   * GitHub answered 401 to `token`: called, then the request is sent once more with whatever
+   * `token()` gives next (a GitHub App installation token that was revoked or expired early).
+   */
+  tokenRejected?: (token: string) => void;
 }
 
 export class GitHubApiError extends Error {
@@ -132,13 +144,13 @@ export function hostForBaseUrl(baseUrl: string): string {
 
 // ---- client ---------------------------------------------------------------------------
 
-interface RequestOptions {
+export interface RequestOptions {
   body?: unknown;
   /** false: only retry when the request surely did not take effect. */
   idempotent: boolean;
 }
 
-interface RawResponse {
+export interface RawResponse {
   status: number;
   headers: ResponseHeaders;
   json: unknown;
@@ -181,6 +193,7 @@ export class GitHubClient {
   private readonly random: () => number;
   private readonly redactor: Redactor;
   private readonly maxCommentsPerCommand: number;
+  private readonly tokenRejected: ((token: string) => void) | undefined;
 
   constructor(opts: GitHubClientOptions) {
     this.maxCommentsPerCommand = opts.maxCommentsPerCommand ?? MAX_COMMENTS_PER_COMMAND;
@@ -200,12 +213,13 @@ export class GitHubClient {
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.sleep = opts.sleep ?? sleep;
     this.random = opts.random ?? Math.random;
+    this.tokenRejected = opts.tokenRejected;
   }
 
-  private async authHeader(): Promise<string> {
+  private async currentToken(): Promise<string> {
     const t = typeof this.token === 'function' ? await this.token() : this.token;
     this.redactor.remember(t);
-    return `${this.authScheme} ${t}`;
+    return t;
   }
 
   private backoff(attempt: number): number {
@@ -228,17 +242,20 @@ export class GitHubClient {
     return -1; // limited, no hint: use backoff
   }
 
-  private async request(method: string, pathOrUrl: string, opts: RequestOptions): Promise<RawResponse> {
+  /** Protected for the GitHub App's own endpoints (github-app.ts). */
+  protected async request(method: string, pathOrUrl: string, opts: RequestOptions): Promise<RawResponse> {
     const url = pathOrUrl.startsWith('http') ? pathOrUrl : this.baseUrl + pathOrUrl;
     const logPath = pathOrUrl.startsWith('http') ? new URL(pathOrUrl).pathname : (pathOrUrl.split('?')[0] ?? pathOrUrl);
     let attempt = 0;
+    let retriedWithNewToken = false;
     for (;;) {
       attempt++;
+      const token = await this.currentToken();
       const headers: Record<string, string> = {
         accept: 'application/vnd.github+json',
         'x-github-api-version': '2022-11-28',
         'user-agent': this.userAgent,
-        authorization: await this.authHeader(),
+        authorization: `${this.authScheme} ${token}`,
       };
       if (opts.body !== undefined) headers['content-type'] = 'application/json';
       let res: HttpResponse;
@@ -280,6 +297,14 @@ export class GitHubClient {
       if (res.status < 400) {
         this.log.debug('GitHub request', { method, path: logPath, status: res.status, attempt });
         return { status: res.status, headers: res.headers, json };
+      }
+      if (res.status === 401 && this.tokenRejected && !retriedWithNewToken) {
+        // Once per request: a second 401 means the new token is refused too.
+        retriedWithNewToken = true;
+        this.tokenRejected(token);
+        this.log.info('GitHub refused the token; retrying with a new one', { method, path: logPath, attempt });
+        attempt--;
+        continue;
       }
       const rl = this.rateLimitWait(res.status, res.headers, json);
       let wait: number | undefined;
@@ -540,7 +565,47 @@ export class GitHubClient {
     return { status: r.status, json: r.json, path: new URL(url).pathname };
   }
 
-  private async paginate<T>(firstPath: string, maxPages = 100): Promise<T[]> {
+  // ---- automerge (workflow/automerge.ts) ----
+
+  async getRepoMergeSettings(repo: string): Promise<RepoMergeSettings> {
+    const r = await this.request('GET', this.repoPath(repo), { idempotent: true });
+    const j = (r.json ?? {}) as { allow_merge_commit?: unknown; allow_rebase_merge?: unknown; allow_squash_merge?: unknown };
+    return {
+      allowMergeCommit: j.allow_merge_commit === true,
+      allowRebaseMerge: j.allow_rebase_merge === true,
+      allowSquashMerge: j.allow_squash_merge === true,
+    };
+  }
+
+  /** PUT .../pulls/<n>/merge; GitHub's refusal (405 not mergeable, 409 head moved) throws. */
+  async mergePull(repo: string, pull: number, method: string): Promise<{ merged: boolean; message: string; sha?: string }> {
+    // A repeat after a lost answer finds the PR merged (405): not retried, the error is reported.
+    const r = await this.request('PUT', `${this.repoPath(repo)}/pulls/${pull}/merge`, {
+      body: { merge_method: method },
+      idempotent: false,
+    });
+    const j = (r.json ?? {}) as { merged?: unknown; message?: unknown; sha?: unknown };
+    const out: { merged: boolean; message: string; sha?: string } = {
+      merged: j.merged === true,
+      message: typeof j.message === 'string' ? j.message : '',
+    };
+    if (typeof j.sha === 'string') out.sha = j.sha;
+    return out;
+  }
+
+  /** DELETE .../git/refs/heads/<branch>. */
+  async deleteBranch(repo: string, branch: string): Promise<void> {
+    const ref = branch.split('/').map(encodeURIComponent).join('/');
+    await this.request('DELETE', `${this.repoPath(repo)}/git/refs/heads/${ref}`, { idempotent: true });
+  }
+
+  /** Names of the pull request's labels (GET .../issues/<n>/labels). */
+  async listPullLabels(repo: string, pull: number): Promise<string[]> {
+    const labels = await this.paginate<{ name?: unknown }>(`${this.repoPath(repo)}/issues/${pull}/labels?per_page=100`);
+    return labels.map((l) => l.name).filter((n): n is string => typeof n === 'string');
+  }
+
+  protected async paginate<T>(firstPath: string, maxPages = 100): Promise<T[]> {
     const out: T[] = [];
     let next: string | undefined = firstPath;
     for (let page = 0; next !== undefined && page < maxPages; page++) {

@@ -38,6 +38,7 @@ import { CANCELLED_PROJECT_ERROR } from './execution-order.js';
 import { type RequirementSources, notDiverged, requirementRefusal } from './requirement-checks.js';
 import { dependencyFailure } from './requirements.js';
 import { ProjectScheduler } from './project-scheduler.js';
+import { Automerger } from './automerge.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */
 export const APPLY_ALL_DISABLED_COMMENT =
@@ -87,12 +88,14 @@ export class CommandRunner {
   private readonly statusChains = new Map<string, Promise<void>>();
   /** Workflows defined by a repo's own atlantis.yaml: their extra_args are PR input. */
   private readonly repoWorkflows = new WeakSet<Workflow>();
+  private readonly automerger: Automerger;
 
   private readonly requirementSources: RequirementSources;
 
   constructor(private readonly d: CommandRunnerDeps) {
     this.requirementSources = { github: d.github, bypassApply: d.config.ghAllowMergeableBypassApply, diverged: notDiverged };
     this.scheduler = new ProjectScheduler(d.config.parallelPoolSize);
+    this.automerger = new Automerger(d);
   }
 
   async run(req: CommandRequest): Promise<void> {
@@ -161,6 +164,7 @@ export class CommandRunner {
       run: (p) => this.planProject(ctx, p, c, merged.get(p.workspace)),
       cancelled: (p) => this.error(p, CANCELLED_PROJECT_ERROR),
     });
+    this.automerger.afterPlan(ctx, config, projects, !runs.every((r) => r.status === 'success'));
     return this.report(ctx, 'plan', runs, c);
   }
 
@@ -252,7 +256,15 @@ export class CommandRunner {
       run: (p) => this.applyProject(ctx, p, p.plan),
       cancelled: (p) => this.error(p, CANCELLED_PROJECT_ERROR),
     });
-    return this.report(ctx, 'apply', runs, c);
+    const result = await this.report(ctx, 'apply', runs, c);
+    await this.automerger.afterApply(
+      ctx,
+      config,
+      plans,
+      c,
+      runs.every((r) => r.status === 'success'),
+    );
+    return result;
   }
 
   private async applyProject(ctx: PullContext, p: ProjectSpec, plan: PlanRecord): Promise<ProjectRun> {

@@ -9,6 +9,7 @@ import type { AtlantisServer } from '../server.js';
 import { GitCredsForInit } from '../terraform/git-creds.js';
 import { TerraformBinaries } from '../terraform/tf-install.js';
 import type { WebhookRequest, WebhookResponse } from '../http/app.js';
+import { githubAuth } from '../vcs/github-app.js';
 import { GitHubClient, type PullInfo } from '../vcs/github-client.js';
 import { AllowlistError, type RepoAllowlist, parseRepoAllowlist } from '../vcs/repo-allowlist.js';
 import { CommandRunner, type PullContext } from './command-runner.js';
@@ -50,13 +51,14 @@ export function workflowPlugin(server: AtlantisServer) {
     }
   }
   const store = LockStore.open(cfg.dataDir);
+  const auth = githubAuth(cfg, log);
   const github = new GitHubClient({
     baseUrl: cfg.ghApiUrl,
-    token: cfg.ghToken,
     logger: log,
     maxCommentsPerCommand: cfg.maxCommentsPerCommand,
+    ...auth.clientOptions,
   });
-  const copies = new WorkingCopies(cfg.dataDir, cfg.ghToken, log, server.processHost, {
+  const copies = new WorkingCopies(cfg.dataDir, auth.clientOptions.token, log, server.processHost, {
     strategy: cfg.checkoutStrategy,
     depth: cfg.checkoutDepth,
   });
@@ -99,6 +101,7 @@ export function workflowPlugin(server: AtlantisServer) {
     allowlist,
     ghHostname: cfg.ghHostname,
     ghUser: cfg.ghUser,
+    botLogin: undefined as string | undefined,
     executableName: cfg.executableName,
     allowCommands: cfg.allowCommands,
     blockedExtraArgs: cfg.blockedExtraArgs,
@@ -288,6 +291,7 @@ export function workflowPlugin(server: AtlantisServer) {
         drainStatus: () => ({ shuttingDown: server.tracker.isShuttingDown, inProgress: server.tracker.inProgress }),
       }),
     start: async () => {
+      decisionOptions.botLogin = await auth.botLogin();
       await recoverCrashedJobs();
       await jobLogPruner.start();
       replayQueue();

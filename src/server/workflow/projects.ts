@@ -64,6 +64,9 @@ export function repoConfigViolation(
       if (set && !s.allowedOverrides.includes(key))
         return `repo config not allowed to set '${key}' key: server-side config needs 'allowed_overrides: [${key}]'`;
     }
+    if (p.deleteSourceBranchOnMerge !== undefined && !s.allowedOverrides.includes('delete_source_branch_on_merge')) {
+      return "repo config not allowed to set 'delete_source_branch_on_merge' key: server-side config needs 'allowed_overrides: [delete_source_branch_on_merge]'";
+    }
   }
   return undefined;
 }

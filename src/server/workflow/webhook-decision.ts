@@ -36,6 +36,8 @@ export interface DecisionOptions {
   allowlist: RepoAllowlist;
   ghHostname: string;
   ghUser: string;
+  /** Login of the server's own comments when it is not ghUser: a GitHub App's `<slug>[bot]`. */
+  botLogin?: string | undefined;
   executableName: string;
   allowCommands: readonly string[];
   blockedExtraArgs: readonly string[];
@@ -99,7 +101,8 @@ export function decideWebhook(req: IncomingWebhook, o: DecisionOptions): Webhook
     allowCommands: o.allowCommands,
     blockedExtraArgs: o.blockedExtraArgs,
   });
-  if (ev.comment.user.login.toLowerCase() === o.ghUser.toLowerCase()) {
+  const ownLogin = o.botLogin ?? o.ghUser;
+  if (ownLogin !== '' && ev.comment.user.login.toLowerCase() === ownLogin.toLowerCase()) {
     return { kind: 'respond', status: 200, body: 'Ignoring comment from our own user' };
   }
   if (parsed.kind === 'ignore') return { kind: 'respond', status: 200, body: 'Ignoring non-command comment' };

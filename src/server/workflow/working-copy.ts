@@ -96,7 +96,8 @@ export class WorkingCopies {
 
   constructor(
     private readonly dataDir: string,
-    private readonly token: () => string,
+    /** Read before each git command: a rotated token file or a new App installation token. */
+    private readonly token: () => string | Promise<string>,
     private readonly logger: Logger,
     private readonly host: ProcessHost,
     options?: Partial<CheckoutOptions>,
@@ -223,7 +224,7 @@ export class WorkingCopies {
 
   private async git(cwd: string, args: string[], cloneUrl: string, env: Record<string, string> = {}): Promise<string> {
     // The token is read now: a rotated --gh-token-file takes effect on the next git command.
-    const auth = gitAuth(cloneUrl, this.token());
+    const auth = gitAuth(cloneUrl, await this.token());
     const r = await this.host.spawn({
       command: 'git',
       args: [...auth.args, ...args],

@@ -44,15 +44,9 @@ const PROJECT_KEYS = [
   'depends_on',
   'repo_locks',
   'repo_locking',
-];
-const PROJECT_IGNORED = [
-  'branch',
   'delete_source_branch_on_merge',
-  'custom_policy_check',
-  'silence_pr_comments',
-  'terraform_distribution',
-  'policy_check',
 ];
+const PROJECT_IGNORED = ['branch', 'custom_policy_check', 'silence_pr_comments', 'terraform_distribution', 'policy_check'];
 const TOP_KEYS = [
   'version',
   'projects',
@@ -62,8 +56,9 @@ const TOP_KEYS = [
   'parallel_apply',
   'abort_on_execution_order_fail',
   'repo_locks',
+  'delete_source_branch_on_merge',
 ];
-const TOP_IGNORED = ['allowed_regexp_prefixes', 'delete_source_branch_on_merge', 'autodiscover', 'parallel_policy_check', 'policies'];
+const TOP_IGNORED = ['allowed_regexp_prefixes', 'autodiscover', 'parallel_policy_check', 'policies'];
 
 /**
  * Parses `atlantis.yaml`. Throws RepoConfigError listing every problem found, each with
@@ -153,6 +148,8 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
     if (repoLocks) proj.repoLocks = repoLocks;
     const repoLocking = parseRepoLocking(rp.repo_locking, `${where}.repo_locking`, p);
     if (repoLocking !== undefined) proj.repoLocking = repoLocking;
+    const dsb = optionalBool(rp.delete_source_branch_on_merge, `${where}.delete_source_branch_on_merge`, p);
+    if (dsb !== undefined) proj.deleteSourceBranchOnMerge = dsb;
     projects.push(proj);
   });
   // Same checks as Atlantis: unique names; same dir+workspace only when every one is named.
@@ -182,20 +179,33 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
   const repoLocks = parseRepoLocks(root.repo_locks, 'repo_locks', p);
   // Read before the throw below so a bad value is reported with the rest.
   const top = {
-    automerge: bool('automerge'),
     parallelPlan: optBool('parallel_plan'),
     parallelApply: optBool('parallel_apply'),
     abortOnExecutionOrderFail: bool('abort_on_execution_order_fail'),
   };
+  // Unset and false differ: unset leaves --automerge (and the server side) in charge, as Atlantis.
+  const automerge = optionalBool(root.automerge, 'automerge', p);
+  const deleteSourceBranchOnMerge = optionalBool(root.delete_source_branch_on_merge, 'delete_source_branch_on_merge', p);
   if (p.list.length > 0) throw new RepoConfigError(file, p.list);
   return {
     ...(repoLocks ? { repoLocks } : {}),
     version: 3,
     ...top,
+    ...(automerge === undefined ? {} : { automerge }),
+    ...(deleteSourceBranchOnMerge === undefined ? {} : { deleteSourceBranchOnMerge }),
     projects,
     workflows,
     warnings,
   };
+}
+
+function optionalBool(v: unknown, where: string, p: Problems): boolean | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'boolean') {
+    p.add(where, 'must be true or false');
+    return undefined;
+  }
+  return v;
 }
 
 /** Reads `<repoDir>/atlantis.yaml` (or .yml); undefined when the repo has none. */

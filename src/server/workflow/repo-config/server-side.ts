@@ -14,6 +14,7 @@ export interface ServerRepoRule extends LockSettings {
   workflow?: string;
   allowedOverrides: string[];
   allowCustomWorkflows: boolean;
+  deleteSourceBranchOnMerge?: boolean;
 }
 
 /** The settings of one repo from the server side (later matching rules win). */
@@ -24,6 +25,8 @@ export interface ServerRepoSettings {
   workflow?: string;
   allowedOverrides: string[];
   allowCustomWorkflows: boolean;
+  /** Later matching rules that set it win; unset: Atlantis's default, false. */
+  deleteSourceBranchOnMerge?: boolean;
 }
 
 export interface ServerSideRepoConfig {
@@ -59,13 +62,13 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
         'allow_custom_workflows',
         'repo_locks',
         'repo_locking',
+        'delete_source_branch_on_merge',
       ],
       [
         'branch',
         'allowed_workflows',
         'pre_workflow_hooks',
         'post_workflow_hooks',
-        'delete_source_branch_on_merge',
         'policy_check',
         'custom_policy_check',
         'autodiscover',
@@ -102,6 +105,10 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
     if (pr) rule.planRequirements = pr;
     const ir = parseApplyRequirements(r.import_requirements, `${where}.import_requirements`, p, 'import_requirement');
     if (ir) rule.importRequirements = ir;
+    if (r.delete_source_branch_on_merge !== undefined && r.delete_source_branch_on_merge !== null) {
+      if (typeof r.delete_source_branch_on_merge !== 'boolean') p.add(`${where}.delete_source_branch_on_merge`, 'must be true or false');
+      else rule.deleteSourceBranchOnMerge = r.delete_source_branch_on_merge;
+    }
     if (typeof r.workflow === 'string') {
       rule.workflow = r.workflow;
       if (r.workflow !== 'default' && !workflows[r.workflow])
@@ -116,6 +123,15 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
 function ruleMatches(rule: ServerRepoRule, repoId: string): boolean {
   if (rule.id.startsWith('/') && rule.id.endsWith('/') && rule.id.length > 1) return new RegExp(rule.id.slice(1, -1)).test(repoId);
   return rule.id === repoId;
+}
+
+export interface ServerRepoSettings {
+  applyRequirements: ApplyRequirement[];
+  workflow?: string;
+  allowedOverrides: string[];
+  allowCustomWorkflows: boolean;
+  /** Later matching rules that set it win; unset: Atlantis's default, false. */
+  deleteSourceBranchOnMerge?: boolean;
 }
 
 /** The server-side settings that apply to `host/owner/name` (later rules win, as Atlantis). */
@@ -135,6 +151,7 @@ export function serverSettingsFor(server: ServerSideRepoConfig | undefined, repo
     if (r.workflow) out.workflow = r.workflow;
     out.allowedOverrides = r.allowedOverrides;
     out.allowCustomWorkflows = r.allowCustomWorkflows;
+    if (r.deleteSourceBranchOnMerge !== undefined) out.deleteSourceBranchOnMerge = r.deleteSourceBranchOnMerge;
   }
   return out;
 }

@@ -67,11 +67,15 @@ export interface ProjectConfig {
   executionOrderGroup?: number;
   /** depends_on: names of projects that must be applied first. */
   dependsOn?: string[];
+  /** Overrides the top-level and server-side value (needs allowed_overrides, as Atlantis). */
+  deleteSourceBranchOnMerge?: boolean;
 }
 
 export interface RepoConfig {
   version: 3;
-  automerge: boolean;
+  /** undefined: not set, --automerge decides (as Atlantis). */
+  automerge?: boolean;
+  deleteSourceBranchOnMerge?: boolean;
   /** Undefined when atlantis.yaml does not say: --parallel-plan / --parallel-apply decide. */
   parallelPlan?: boolean;
   parallelApply?: boolean;

@@ -1,0 +1,286 @@
+// Automerge, as Atlantis v0.47 does it on GitHub (server/events/automerger.go and the GitHub
+// client's MergePull): when `--automerge` or `automerge: true` in atlantis.yaml is on and an
+// apply leaves every planned project of the PR applied, the server comments that it merges,
+// picks the merge method (the comment's `--auto-merge-method`, else `--automerge-method`, else
+// the first the repository allows of merge, rebase, squash) and merges through the API; a
+// failure is commented with Atlantis's text. With automerge on, a plan with errors discards
+// the plans of its projects, so a partial set can never be applied and merged.
+// `delete_source_branch_on_merge` deletes the head branch after the merge (see docs: Atlantis
+// documents it, its GitHub client ignores it).
+//
+// Decisions are pure and table-tested; the class at the end does the I/O.
+import type { Logger } from '../../log.js';
+import type { ServerConfig } from '../config.js';
+import type { ServerMetrics } from '../metrics.js';
+import type { LockStore } from '../locks/store.js';
+import type { GitHubClient, RepoMergeSettings } from '../vcs/github-client.js';
+import { githubErrorText } from '../vcs/github-error-text.js';
+import type { ParsedCommand } from './comment-parser.js';
+import { type ServerRepoSettings, type ServerSideRepoConfig, serverSettingsFor } from './repo-config/server-side.js';
+import type { RepoConfig } from './repo-config/types.js';
+
+/** Atlantis's comment before it merges, word for word. */
+export const AUTOMERGE_COMMENT = 'Automatically merging because all plans have been successfully applied.';
+
+/** Atlantis's comment when the merge failed, word for word. */
+export function automergeFailedComment(error: string): string {
+  return `Automerging failed:\n\`\`\`\n${error}\n\`\`\``;
+}
+
+export const MERGE_METHODS = ['merge', 'rebase', 'squash'] as const;
+export type MergeMethod = (typeof MERGE_METHODS)[number];
+
+/** --automerge-method's check at start, Atlantis's words (Go prints the list as `[a b c]`). */
+export function automergeMethodProblem(method: string): string | undefined {
+  if (method === '' || (MERGE_METHODS as readonly string[]).includes(method)) return undefined;
+  return `invalid --automerge-method: must be one of [${MERGE_METHODS.join(' ')}]`;
+}
+
+/** What a command's projects say about automerge (Atlantis reads them from its first project). */
+export interface AutomergeSettings {
+  enabled: boolean;
+  deleteSourceBranch: boolean;
+}
+
+/**
+ * Pure: automerge and branch deletion for a repo. `automerge` in atlantis.yaml, when set, wins
+ * over --automerge. delete_source_branch_on_merge: the server side's value, replaced by the
+ * repo's top-level one and then the first project's, only when the server side allows the
+ * override (Atlantis's merge order).
+ */
+export function automergeSettings(
+  serverAutomerge: boolean,
+  server: Pick<ServerRepoSettings, 'deleteSourceBranchOnMerge' | 'allowedOverrides'>,
+  repo: Pick<RepoConfig, 'automerge' | 'deleteSourceBranchOnMerge'> | undefined,
+  firstProject: { deleteSourceBranchOnMerge?: boolean } | undefined,
+): AutomergeSettings {
+  let deleteSourceBranch = server.deleteSourceBranchOnMerge ?? false;
+  if (server.allowedOverrides.includes('delete_source_branch_on_merge')) {
+    if (repo?.deleteSourceBranchOnMerge !== undefined) deleteSourceBranch = repo.deleteSourceBranchOnMerge;
+    if (firstProject?.deleteSourceBranchOnMerge !== undefined) deleteSourceBranch = firstProject.deleteSourceBranchOnMerge;
+  }
+  return { enabled: repo?.automerge ?? serverAutomerge, deleteSourceBranch };
+}
+
+/**
+ * automergeSettings for a command, from what the runner holds: the repo's `host/owner/name`,
+ * its atlantis.yaml (undefined: none) and the command's first project (dir, workspace, name).
+ */
+export function automergeSettingsFor(
+  serverAutomerge: boolean,
+  serverConfig: ServerSideRepoConfig | undefined,
+  repoId: string,
+  repo: RepoConfig | undefined,
+  first: { dir: string; workspace: string; project?: string | undefined } | undefined,
+): AutomergeSettings {
+  const project =
+    first === undefined
+      ? undefined
+      : repo?.projects.find((p) => (first.project ? p.name === first.project : p.dir === first.dir && p.workspace === first.workspace));
+  return automergeSettings(serverAutomerge, serverSettingsFor(serverConfig, repoId), repo, project);
+}
+
+export type AutomergeDecision = { kind: 'merge'; method: string } | { kind: 'skip'; reason: string };
+
+/**
+ * Pure: after an apply, whether to merge now. Atlantis merges only when the apply had no
+ * error and every project of the PR is applied; `--auto-merge-disabled` on the comment and
+ * the --disable-automerge-label stop it. The method is the comment's, else the server's
+ * (empty: chosen from the repository's settings, see chooseMergeMethod).
+ */
+export function decideAutomerge(i: {
+  settings: AutomergeSettings;
+  applySucceeded: boolean;
+  /** Projects of the PR with a plan that is not applied (after this apply). */
+  unapplied: ReadonlyArray<{ dir: string; workspace: string }>;
+  autoMergeDisabled: boolean;
+  commentMethod: string | undefined;
+  serverMethod: string;
+  /** The PR's labels and --disable-automerge-label ('' = none); labels undefined: not read. */
+  labels?: readonly string[];
+  disableLabel: string;
+}): AutomergeDecision {
+  if (!i.settings.enabled) return { kind: 'skip', reason: 'automerge is not enabled' };
+  if (i.autoMergeDisabled) return { kind: 'skip', reason: 'the comment has --auto-merge-disabled' };
+  if (!i.applySucceeded) return { kind: 'skip', reason: 'the apply had errors' };
+  const left = i.unapplied[0];
+  if (left) return { kind: 'skip', reason: `project at dir "${left.dir}", workspace "${left.workspace}" is not applied` };
+  if (i.disableLabel !== '' && i.labels?.includes(i.disableLabel))
+    return { kind: 'skip', reason: `the pull request has the label "${i.disableLabel}"` };
+  return { kind: 'merge', method: i.commentMethod || i.serverMethod };
+}
+
+/**
+ * Pure: the merge method to send, or Atlantis's error text. A requested method must be known
+ * and allowed by the repository; without one, merge, else rebase, else squash (merge when the
+ * repository says nothing, as Atlantis's go-github reads a missing setting as false).
+ */
+export function chooseMergeMethod(requested: string, repo: RepoMergeSettings): { method: MergeMethod } | { error: string } {
+  const allowed: Record<MergeMethod, boolean> = {
+    merge: repo.allowMergeCommit,
+    rebase: repo.allowRebaseMerge,
+    squash: repo.allowSquashMerge,
+  };
+  if (requested !== '') {
+    if (!(MERGE_METHODS as readonly string[]).includes(requested))
+      return { error: `merge method '${requested}' is unknown. Specify one of the valid values: '${MERGE_METHODS.join(', ')}'` };
+    if (!allowed[requested as MergeMethod])
+      return { error: `merge method '${requested}' is not allowed by the repository Pull Request settings` };
+    return { method: requested as MergeMethod };
+  }
+  if (allowed.merge) return { method: 'merge' };
+  if (allowed.rebase) return { method: 'rebase' };
+  if (allowed.squash) return { method: 'squash' };
+  return { method: 'merge' };
+}
+
+/** The comment's `--auto-merge-method` (parsed by the comment parser as `autoMergeMethod`). */
+export function commentMergeMethod(c: ParsedCommand): string | undefined {
+  const m = (c as ParsedCommand & { autoMergeMethod?: unknown }).autoMergeMethod;
+  return typeof m === 'string' && m !== '' ? m : undefined;
+}
+
+export interface AutomergerDeps {
+  config: Pick<ServerConfig, 'automerge' | 'automergeMethod' | 'disableAutomergeLabel' | 'ghHostname'>;
+  serverRepoConfig?: ServerSideRepoConfig | undefined;
+  github: GitHubClient;
+  store: LockStore;
+  metrics: ServerMetrics;
+  logger: Logger;
+}
+
+export interface PullRef {
+  repo: string;
+  pull: number;
+}
+
+export class Automerger {
+  constructor(private readonly d: AutomergerDeps) {}
+
+  private settings(
+    ref: PullRef,
+    repo: RepoConfig | undefined,
+    first: { dir: string; workspace: string; project?: string | undefined } | undefined,
+  ) {
+    return automergeSettingsFor(this.d.config.automerge, this.d.serverRepoConfig, `${this.d.config.ghHostname}/${ref.repo}`, repo, first);
+  }
+
+  /**
+   * After a plan of `projects` (the first decides, as in Atlantis): with automerge on and
+   * errors, the plans (and this PR's locks) of those projects are discarded.
+   */
+  afterPlan(
+    ref: PullRef,
+    repo: RepoConfig | undefined,
+    projects: ReadonlyArray<{ dir: string; workspace: string; name?: string | undefined }>,
+    hadErrors: boolean,
+  ): void {
+    const first = projects[0] && { dir: projects[0].dir, workspace: projects[0].workspace, project: projects[0].name };
+    if (!hadErrors || !this.settings(ref, repo, first).enabled) return;
+    for (const p of projects) {
+      this.d.store.deletePlan(ref.repo, ref.pull, p.dir, p.workspace);
+      const key = { repo: ref.repo, dir: p.dir, workspace: p.workspace };
+      // Only this PR's locks: a project locked by another PR failed for that reason.
+      if (this.d.store.getLock(key)?.pull === ref.pull) this.d.store.unlock(key);
+    }
+    this.d.logger.info('Deleted plans because there were errors and automerge requires all plans succeed', {
+      repo: ref.repo,
+      pull: ref.pull,
+    });
+  }
+
+  /** After an apply: merges when decideAutomerge says so; failures are commented, never thrown. */
+  async afterApply(
+    ref: PullRef,
+    repo: RepoConfig | undefined,
+    applied: ReadonlyArray<{ dir: string; workspace: string; project?: string | undefined }>,
+    c: ParsedCommand,
+    applySucceeded: boolean,
+  ): Promise<void> {
+    const settings = this.settings(ref, repo, applied[0]);
+    const base = {
+      settings,
+      applySucceeded,
+      unapplied: this.d.store.listPlans(ref.repo, ref.pull),
+      autoMergeDisabled: c.autoMergeDisabled,
+      commentMethod: commentMergeMethod(c),
+      serverMethod: this.d.config.automergeMethod,
+      disableLabel: this.d.config.disableAutomergeLabel,
+    };
+    let decision = decideAutomerge(base);
+    if (decision.kind === 'merge' && this.d.config.disableAutomergeLabel !== '') {
+      let labels: string[];
+      try {
+        labels = await this.d.github.listPullLabels(ref.repo, ref.pull);
+      } catch (e) {
+        this.d.logger.error('Unable to get pull request labels so not automerging', {
+          repo: ref.repo,
+          pull: ref.pull,
+          error: (e as Error).message,
+        });
+        return;
+      }
+      decision = decideAutomerge({ ...base, labels });
+    }
+    const log = this.d.logger.child({ repo: ref.repo, pull: ref.pull });
+    if (decision.kind === 'skip') {
+      if (settings.enabled) log.info('Not automerging', { reason: decision.reason });
+      return;
+    }
+    // Commenting is not required for the merge: a lost comment is logged by comment().
+    await this.comment(ref, AUTOMERGE_COMMENT);
+    log.info('Automerging pull request', { method: decision.method || '(from the repository settings)' });
+    const error = await this.merge(ref, decision.method);
+    if (error !== undefined) {
+      log.error('Automerging failed', { error });
+      await this.comment(ref, automergeFailedComment(error));
+      return;
+    }
+    if (settings.deleteSourceBranch) await this.deleteBranch(ref, log);
+  }
+
+  /** Posts on the PR as the apply's output (command `apply`); a lost comment is logged and counted. */
+  private async comment(ref: PullRef, body: string): Promise<void> {
+    try {
+      await this.d.github.createComment(ref.repo, ref.pull, body, { command: 'apply' });
+    } catch (e) {
+      this.d.metrics.githubRequestFailures.inc({ operation: 'create_comment' });
+      this.d.logger.error('Could not post PR comment', { repo: ref.repo, pull: ref.pull, command: 'apply', error: (e as Error).message });
+    }
+  }
+
+  /** The merge as Atlantis's GitHub client does it; returns its error text, or undefined when merged. */
+  private async merge(ref: PullRef, requested: string): Promise<string | undefined> {
+    const gh = this.d.github;
+    let settings: RepoMergeSettings;
+    try {
+      settings = await gh.getRepoMergeSettings(ref.repo);
+    } catch (e) {
+      return `fetching repo info: ${githubErrorText(e, gh.baseUrl)}`;
+    }
+    const chosen = chooseMergeMethod(requested, settings);
+    if ('error' in chosen) return chosen.error;
+    try {
+      const r = await gh.mergePull(ref.repo, ref.pull, chosen.method);
+      if (!r.merged) return `could not merge pull request: ${r.message}`;
+    } catch (e) {
+      return `merging pull request: ${githubErrorText(e, gh.baseUrl)}`;
+    }
+    return undefined;
+  }
+
+  private async deleteBranch(ref: PullRef, log: Logger): Promise<void> {
+    try {
+      // GitHub's view after the merge: the branch, and whether it is a fork's (not ours to delete).
+      const pr = await this.d.github.getPull(ref.repo, ref.pull);
+      if (pr.headRepo?.toLowerCase() !== ref.repo.toLowerCase()) {
+        log.info('Not deleting the source branch: it is not in this repository', { branch: pr.headRef });
+        return;
+      }
+      await this.d.github.deleteBranch(ref.repo, pr.headRef);
+      log.info('Deleted the source branch after the merge', { branch: pr.headRef });
+    } catch (e) {
+      log.warn('Could not delete the source branch after the merge', { error: (e as Error).message });
+    }
+  }
+}
