@@ -76,6 +76,12 @@ export const SERVER_FLAGS: FlagSpec[] = [
   { name: 'parallel-pool-size', type: 'int', default: 15, description: 'Max number of projects to run in parallel' },
   { name: 'disable-autoplan', type: 'bool', default: false, description: 'Disable atlantis auto planning' },
   {
+    name: 'fail-on-pre-workflow-hook-error',
+    type: 'bool',
+    default: false,
+    description: 'Fail and do not run the requested Atlantis command if any of the pre workflow hooks error.',
+  },
+  {
     name: 'disable-apply-all',
     type: 'bool',
     default: false,
@@ -185,6 +191,7 @@ export interface ServerConfig {
   parallelPoolSize: number;
   disableAutoplan: boolean;
   disableApplyAll: boolean;
+  failOnPreWorkflowHookError: boolean;
   /** --gh-team-allowlist rules; empty: no team check. */
   ghTeamAllowlist: TeamRule[];
   /** One line each: Atlantis flags that are set but ignored (cosmetic); the CLI logs them. */
@@ -306,6 +313,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     parallelPoolSize: pool,
     disableAutoplan: values['disable-autoplan'] === true,
     disableApplyAll: values['disable-apply-all'] === true,
+    failOnPreWorkflowHookError: values['fail-on-pre-workflow-hook-error'] === true,
     ghTeamAllowlist,
     flagWarnings: [...judged.warnings, ...commandWarnings],
     logLevel: logLevel as LogLevel,

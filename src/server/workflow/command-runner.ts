@@ -25,7 +25,8 @@ import {
   statusDescription,
 } from './messages.js';
 import { type ProjectSpec, defaultsFor, projectForPlan, readRepoConfig, selectProjects } from './projects.js';
-import type { ServerSideRepoConfig } from './repo-config/server-side.js';
+import { type ServerSideRepoConfig, baseBranchAllowed } from './repo-config/server-side.js';
+import { type WorkflowHooks, hookRunFor, preHookFailedComment } from './hooks.js';
 import type { Workflow } from './repo-config/types.js';
 import { assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from './checkout-paths.js';
 import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './extra-args.js';
@@ -49,6 +50,9 @@ export interface PullContext {
   headSha: string;
   headRef: string;
   baseRef: string;
+  /** The PR's author and head repository (`owner/name`), when known (hook env). */
+  author?: string;
+  headRepo?: string;
 }
 
 export type CommandRequest =
@@ -67,6 +71,8 @@ export interface CommandRunnerDeps {
   jobLogPath: (jobId: string) => string;
   /** Parsed --repo-config, if any. */
   serverRepoConfig?: ServerSideRepoConfig;
+  /** Server-side pre/post workflow hooks. */
+  hooks?: WorkflowHooks;
 }
 
 interface ProjectRun {
@@ -89,7 +95,12 @@ export class CommandRunner {
   async run(req: CommandRequest): Promise<void> {
     const name = req.kind === 'autoplan' ? 'plan' : req.command.name;
     const log = this.d.logger.child({ repo: req.ctx.repo, pull: req.ctx.pull, command: name });
+    if (!baseBranchAllowed(this.d.serverRepoConfig, `${this.d.config.ghHostname}/${req.ctx.repo}`, req.ctx.baseRef)) {
+      log.info("command was run on a pull request which doesn't match base branches");
+      return;
+    }
     if (!(await this.teamPermits(req, name, log))) return;
+    if (!(await this.preHooks(req, name, log))) return;
     // The reaction is cosmetic: it must not delay terraform, only the end of the operation.
     const reaction =
       req.kind === 'comment' && req.commentId !== undefined
@@ -97,8 +108,10 @@ export class CommandRunner {
             .addReaction(req.ctx.repo, req.commentId, 'eyes')
             .catch((e: unknown) => log.warn('Could not react to comment', { error: (e as Error).message }))
         : Promise.resolve();
+    let commandHasErrors = false;
     try {
       const result = await this.dispatch(req);
+      commandHasErrors = result !== 'success';
       await reaction;
       this.d.metrics.commandsTotal.inc({ command: name, result });
       log.info('Command finished', { result });
@@ -106,7 +119,26 @@ export class CommandRunner {
       this.d.metrics.commandsTotal.inc({ command: name, result: 'error' });
       log.error('Command failed', { error: (e as Error).message });
       await this.comment(req.ctx, `**Error**: ${(e as Error).message}`, name).catch(() => undefined);
+      commandHasErrors = true;
     }
+    // As Atlantis: post hooks run after the command whatever its outcome; their failure is only logged.
+    await this.d.hooks?.run(hookRunFor(req, 'post', () => this.checkout(req.ctx, 'default'), commandHasErrors));
+  }
+
+  /**
+   * Pre workflow hooks, before the command reads atlantis.yaml. A failure is logged; with
+   * --fail-on-pre-workflow-hook-error it stops the command with Atlantis's comment and a
+   * failed plan/apply status. False when the command must not run.
+   */
+  private async preHooks(req: CommandRequest, name: string, log: Logger): Promise<boolean> {
+    const error = await this.d.hooks?.run(hookRunFor(req, 'pre', () => this.checkout(req.ctx, 'default')));
+    if (error === undefined) return true;
+    log.error('Error running pre-workflow hooks', { error });
+    if (!this.d.config.failOnPreWorkflowHookError) return true;
+    this.d.metrics.commandsTotal.inc({ command: name, result: 'error' });
+    await this.comment(req.ctx, preHookFailedComment(error), name).catch(() => undefined);
+    if (name === 'plan' || name === 'apply') await this.status(req.ctx, name, 'failure', statusDescription(name, 'failure'));
+    return false;
   }
 
   /**

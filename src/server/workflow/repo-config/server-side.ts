@@ -2,7 +2,7 @@
 // repo config", repos.yaml): per-repo rules the operator sets, and the settings that apply
 // to one repo. Trusted input, still validated so a typo fails at start.
 import { Problems, checkKeys, isObj, parseApplyRequirements, parseWorkflows, strList, readYaml } from './schema.js';
-import { type ApplyRequirement, RepoConfigError, type Workflow } from './types.js';
+import { type ApplyRequirement, RepoConfigError, type Workflow, type WorkflowHook } from './types.js';
 
 export interface ServerRepoRule {
   /** Exact `host/owner/name`, or a regex written as `/.../`. */
@@ -11,6 +11,68 @@ export interface ServerRepoRule {
   workflow?: string;
   allowedOverrides: string[];
   allowCustomWorkflows: boolean;
+  /** `/regex/` the PR's base branch must match for the rule to apply (Atlantis's `branch`). */
+  branch?: string;
+  preWorkflowHooks: WorkflowHook[];
+  postWorkflowHooks: WorkflowHook[];
+}
+
+const HOOK_KEYS = ['run', 'description', 'shell', 'shellArgs', 'commands'] as const;
+
+/** A hook list: maps of strings, `run` required (Atlantis would run an empty command). */
+function parseHooks(v: unknown, where: string, p: Problems): WorkflowHook[] {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) {
+    p.add(where, 'must be a list of hooks');
+    return [];
+  }
+  const out: WorkflowHook[] = [];
+  v.forEach((h, i) => {
+    const wh = `${where}[${i}]`;
+    if (!isObj(h)) {
+      p.add(wh, 'must be a map with run');
+      return;
+    }
+    let ok = true;
+    for (const [k, val] of Object.entries(h)) {
+      if (!(HOOK_KEYS as readonly string[]).includes(k)) {
+        p.add(wh, `unknown key ${JSON.stringify(k)}; a hook has ${HOOK_KEYS.join(', ')}`);
+        ok = false;
+      } else if (typeof val !== 'string') {
+        p.add(`${wh}.${k}`, 'must be a string');
+        ok = false;
+      }
+    }
+    if (typeof h.run !== 'string' || h.run.trim() === '') {
+      if (h.run === undefined) p.add(`${wh}.run`, 'is required');
+      ok = false;
+    }
+    if (!ok) return;
+    const hook: WorkflowHook = { run: h.run as string };
+    for (const k of ['description', 'shell', 'shellArgs', 'commands'] as const) if (typeof h[k] === 'string') hook[k] = h[k];
+    out.push(hook);
+  });
+  return out;
+}
+
+/** Atlantis's check of a `/regex/` branch value, with its texts. */
+function checkBranch(v: unknown, where: string, p: Problems): string | undefined {
+  if (v === undefined || v === null || v === '') return undefined;
+  if (typeof v !== 'string') {
+    p.add(where, 'must be a string');
+    return undefined;
+  }
+  if (!v.startsWith('/') || !v.endsWith('/') || v.length < 2) {
+    p.add(where, "regex must begin and end with a slash '/'");
+    return undefined;
+  }
+  try {
+    new RegExp(v.slice(1, -1));
+  } catch (e) {
+    p.add(where, `parsing: ${v}: ${(e as Error).message}`);
+    return undefined;
+  }
+  return v;
 }
 
 export interface ServerSideRepoConfig {
@@ -36,14 +98,20 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
     }
     checkKeys(
       r,
-      ['id', 'apply_requirements', 'workflow', 'allowed_overrides', 'allow_custom_workflows'],
       [
+        'id',
         'branch',
+        'apply_requirements',
+        'workflow',
+        'allowed_overrides',
+        'allow_custom_workflows',
+        'pre_workflow_hooks',
+        'post_workflow_hooks',
+      ],
+      [
         'plan_requirements',
         'import_requirements',
         'allowed_workflows',
-        'pre_workflow_hooks',
-        'post_workflow_hooks',
         'delete_source_branch_on_merge',
         'repo_locking',
         'repo_locks',
@@ -72,7 +140,11 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
       id: r.id,
       allowedOverrides: strList(r.allowed_overrides, `${where}.allowed_overrides`, p) ?? [],
       allowCustomWorkflows: r.allow_custom_workflows === true,
+      preWorkflowHooks: parseHooks(r.pre_workflow_hooks, `${where}.pre_workflow_hooks`, p),
+      postWorkflowHooks: parseHooks(r.post_workflow_hooks, `${where}.post_workflow_hooks`, p),
     };
+    const branch = checkBranch(r.branch, `${where}.branch`, p);
+    if (branch) rule.branch = branch;
     const ar = parseApplyRequirements(r.apply_requirements, `${where}.apply_requirements`, p);
     if (ar) rule.applyRequirements = ar;
     if (typeof r.workflow === 'string') {
@@ -86,9 +158,30 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
   return { repos, workflows, warnings };
 }
 
-function ruleMatches(rule: ServerRepoRule, repoId: string): boolean {
+/** Atlantis's IDMatches: an exact id, or an unanchored `/regex/`. */
+export function ruleMatches(rule: ServerRepoRule, repoId: string): boolean {
   if (rule.id.startsWith('/') && rule.id.endsWith('/') && rule.id.length > 1) return new RegExp(rule.id.slice(1, -1)).test(repoId);
   return rule.id === repoId;
+}
+
+/** Atlantis's BranchMatches: no `branch` matches every base branch. */
+export function branchMatches(rule: ServerRepoRule, baseBranch: string): boolean {
+  return rule.branch === undefined || new RegExp(rule.branch.slice(1, -1)).test(baseBranch);
+}
+
+/** The last rule matching the repo, as Atlantis's MatchingRepo. */
+function lastMatching(server: ServerSideRepoConfig | undefined, repoId: string): ServerRepoRule | undefined {
+  return server?.repos.findLast((r) => ruleMatches(r, repoId));
+}
+
+/**
+ * Whether commands run for a PR into `baseBranch`: Atlantis ignores (with a log line only)
+ * every command and autoplan when the repo's last matching rule has a `branch` that the
+ * base branch does not match.
+ */
+export function baseBranchAllowed(server: ServerSideRepoConfig | undefined, repoId: string, baseBranch: string): boolean {
+  const rule = lastMatching(server, repoId);
+  return rule === undefined || branchMatches(rule, baseBranch);
 }
 
 /** The server-side settings that apply to `host/owner/name` (later rules win, as Atlantis). */

@@ -82,6 +82,21 @@ export interface ProjectSpec {
   terraformVersion?: string;
 }
 
+/**
+ * A server-side `pre_workflow_hooks` / `post_workflow_hooks` entry (repos.yaml), as Atlantis
+ * reads it: a command run through `shell shellArgs run` in the PR's checkout.
+ */
+export interface WorkflowHook {
+  run: string;
+  description?: string;
+  /** Default `sh`. */
+  shell?: string;
+  /** One string, split on spaces as Atlantis does; default `-c`. */
+  shellArgs?: string;
+  /** Comma-separated command names the hook runs for; unset: every command. */
+  commands?: string;
+}
+
 export class RepoConfigError extends Error {
   constructor(
     readonly file: string,
