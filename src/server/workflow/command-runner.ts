@@ -25,7 +25,8 @@ import {
   statusDescription,
 } from './messages.js';
 import { type ProjectSpec, defaultsFor, projectForPlan, readRepoConfig, selectProjects } from './projects.js';
-import { type ServerSideRepoConfig, baseBranchAllowed } from './repo-config/server-side.js';
+import { SaidOnce, unsupportedKeysComment } from './repo-config/keys.js';
+import { type ServerSideRepoConfig, baseBranchAllowed, serverSettingsFor } from './repo-config/server-side.js';
 import { type WorkflowHooks, hookRunFor, preHookFailedComment } from './hooks.js';
 import type { Workflow } from './repo-config/types.js';
 import { assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from './checkout-paths.js';
@@ -87,6 +88,7 @@ export class CommandRunner {
   private readonly statusChains = new Map<string, Promise<void>>();
   /** Workflows defined by a repo's own atlantis.yaml: their extra_args are PR input. */
   private readonly repoWorkflows = new WeakSet<Workflow>();
+  private readonly noticed = new SaidOnce();
 
   constructor(private readonly d: CommandRunnerDeps) {
     this.pool = new Semaphore(d.config.parallelPoolSize);
@@ -370,8 +372,16 @@ export class CommandRunner {
 
   private repoSettings(ctx: PullContext, checkout: string) {
     const repoId = `${this.d.config.ghHostname}/${ctx.repo}`;
-    const config = readRepoConfig(checkout, this.d.serverRepoConfig, repoId);
+    const config = readRepoConfig(checkout, this.d.serverRepoConfig, repoId, ctx.baseRef);
     for (const w of Object.values(config?.workflows ?? {})) this.repoWorkflows.add(w);
+    const notices = config?.unsupported.filter((u) => u.kind === 'notice') ?? [];
+    // One comment per commit naming the keys the command goes on without.
+    if (notices.length > 0 && this.noticed.first(`${ctx.repo}#${ctx.pull}@${ctx.headSha}`))
+      void this.comment(
+        ctx,
+        unsupportedKeysComment(serverSettingsFor(this.d.serverRepoConfig, repoId).repoConfigFile ?? 'atlantis.yaml', notices),
+        'config',
+      ).catch(() => undefined);
     const defaults = defaultsFor(this.d.serverRepoConfig, repoId);
     return { config, defaults };
   }

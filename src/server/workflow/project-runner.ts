@@ -146,8 +146,8 @@ export class ProjectRunner {
         }
         const r = await this.runner.run({
           jobId: c.jobId,
-          command: 'sh',
-          args: ['-c', step.command ?? ''],
+          command: step.shell ?? 'sh',
+          args: [...(step.shellArgs ?? ['-c']), step.command ?? ''],
           cwd: c.projectDir,
           env: { ...stepEnv(c), ...env },
         });

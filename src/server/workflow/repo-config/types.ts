@@ -1,5 +1,6 @@
 // The types both repo config files share (atlantis.yaml and the server-side repos.yaml) and
 // what project selection hands to the runner, with Atlantis's defaults.
+import type { UnsupportedKey } from './keys.js';
 
 export const ATLANTIS_YAML = 'atlantis.yaml';
 export const DEFAULT_WORKSPACE = 'default';
@@ -31,7 +32,7 @@ export const BUILTIN_STEPS: readonly string[] = ['init', 'plan', 'apply', 'show'
 export type Step =
   | { kind: BuiltinStepName; extraArgs: string[] }
   | { kind: 'run'; command: string; shell?: string; shellArgs?: string[]; output?: 'show' | 'hide' | 'strip_refreshing' }
-  | { kind: 'env'; name: string; value?: string; command?: string };
+  | { kind: 'env'; name: string; value?: string; command?: string; shell?: string; shellArgs?: string[] };
 
 export interface Workflow {
   name: string;
@@ -56,17 +57,19 @@ export interface ProjectConfig {
   applyRequirements?: ApplyRequirement[];
   workflow?: string;
   terraformVersion?: string;
+  /** The keys the project sets (for the server-side allowed_overrides check). */
+  keys: string[];
 }
 
 export interface RepoConfig {
-  version: 3;
+  version: 2 | 3;
   automerge: boolean;
   parallelPlan: boolean;
   parallelApply: boolean;
   projects: ProjectConfig[];
   workflows: Record<string, Workflow>;
-  /** Keys that Atlantis knows but this server ignores. */
-  warnings: string[];
+  /** Keys set to what this server does not implement (keys.ts). */
+  unsupported: UnsupportedKey[];
 }
 
 /** A project to run: where, which workspace, which workflow, which apply requirements. */
