@@ -34,7 +34,7 @@ import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './extra-ar
 import type { ProjectRunner } from './project-runner.js';
 import type { WorkingCopies } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
-import { noPermissionComment, teamAllows } from './team-allowlist.js';
+import { teamPermits } from './team-permits.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */
 export const APPLY_ALL_DISABLED_COMMENT =
@@ -101,7 +101,8 @@ export class CommandRunner {
       log.info("command was run on a pull request which doesn't match base branches");
       return;
     }
-    if (!(await this.teamPermits(req, name, log))) return;
+    const refuse = (body: string) => this.comment(req.ctx, body, name).catch(() => undefined);
+    if (!(await teamPermits(this.d, req, name, log, refuse))) return;
     if (!(await this.preHooks(req, name, log))) return;
     // The reaction is cosmetic: it must not delay terraform, only the end of the operation.
     const reaction =
@@ -140,30 +141,6 @@ export class CommandRunner {
     this.d.metrics.commandsTotal.inc({ command: name, result: 'error' });
     await this.comment(req.ctx, preHookFailedComment(error), name).catch(() => undefined);
     if (name === 'plan' || name === 'apply') await this.status(req.ctx, name, 'failure', statusDescription(name, 'failure'));
-    return false;
-  }
-
-  /**
-   * --gh-team-allowlist, as Atlantis: the user's teams in the repo's organisation come from
-   * GitHub; a refused comment gets Atlantis's comment, a refused autoplan only a log line,
-   * and when GitHub cannot tell, nothing runs.
-   */
-  private async teamPermits(req: CommandRequest, name: string, log: Logger): Promise<boolean> {
-    const rules = this.d.config.ghTeamAllowlist;
-    if (rules.length === 0) return true;
-    const { repo, user } = req.ctx;
-    let teams: string[];
-    try {
-      teams = await this.d.github.listUserTeams(repo.split('/')[0]!, user);
-    } catch (e) {
-      this.d.metrics.commandsTotal.inc({ command: name, result: 'error' });
-      log.error('Unable to fetch user teams, command not run', { user, error: (e as Error).message });
-      return false;
-    }
-    if (teamAllows(rules, teams, name)) return true;
-    this.d.metrics.commandsTotal.inc({ command: name, result: 'refused' });
-    log.warn('User is not in a team allowed to run the command', { user, teams });
-    if (req.kind === 'comment') await this.comment(req.ctx, noPermissionComment(user, name), name).catch(() => undefined);
     return false;
   }
 
