@@ -13,12 +13,20 @@ import { terraformConfig } from './support/git-repos.js';
 import { waitFor } from './support/server.js';
 import { type WorkflowEnv, createWorkflowEnv, tempDataDir } from './support/workflow-env.js';
 
-const REPOS_YAML = `repos:
+const REPOS_YAML = `workflows:
+  importer:
+    import:
+      steps:
+        - init
+        - import:
+            extra_args: ["-var=marker=from-stage"]
+repos:
   - id: /.*/
+    workflow: importer
     pre_workflow_hooks:
       - run: |
           case "$HEAD_BRANCH_NAME" in *fail*) echo "nope from $HEAD_BRANCH_NAME"; exit 3;; esac
-          cat > atlantis.yaml <<EOF
+          [ -f atlantis.yaml ] || cat > atlantis.yaml <<EOF
           version: 3
           projects:
           - name: generated-$PULL_NUM
@@ -70,7 +78,7 @@ function logLines(p: CliProcess): LogLine[] {
 }
 
 before(async () => {
-  env = await createWorkflowEnv({ ghHost: '127.0.87.20' });
+  env = await createWorkflowEnv({ ghHost: '127.0.186.40' });
   const dir = mkdtempSync(path.join(tmpdir(), 'ato-hooks-'));
   repoConfig = path.join(dir, 'repos.yaml');
   writeFileSync(repoConfig, REPOS_YAML);
@@ -83,7 +91,7 @@ after(async () => {
 describe('workflow hooks (real server process)', { timeout: 240_000 }, () => {
   let a: { p: CliProcess; url: string };
   before(async () => {
-    a = await start('127.0.87.21');
+    a = await start('127.0.186.41');
   });
 
   it('a pre hook writes atlantis.yaml: autoplan plans its project; statuses, job pages and env as Atlantis', async () => {
@@ -112,7 +120,7 @@ describe('workflow hooks (real server process)', { timeout: 240_000 }, () => {
     const envStatus = env.gh
       .statusesFor(env.repo.fullName, headSha)
       .find((s) => s.context === 'atlantis/pre_workflow_hook: Pre workflow hook #1' && s.state === 'success');
-    assert.match(envStatus?.target_url ?? '', /^http:\/\/127\.0\.87\.21:4141\/jobs\/[0-9a-f-]{36}$/);
+    assert.match(envStatus?.target_url ?? '', /^http:\/\/127\.0\.186\.41:4141\/jobs\/[0-9a-f-]{36}$/);
     const page = await (await fetch(envStatus!.target_url!, { signal: AbortSignal.timeout(5000) })).text();
     assert.match(
       page,
@@ -153,8 +161,52 @@ describe('workflow hooks (real server process)', { timeout: 240_000 }, () => {
     );
   });
 
+  it('atlantis.yaml keys not implemented here: one notice comment and the plan runs; a refused key fails the command naming it', async () => {
+    await env.openPull(a.url, 5, 'keys-5', {
+      'app/main.tf': terraformConfig({ marker: 'noticed' }),
+      'atlantis.yaml': 'version: 3\nsilence_pr_comments: [apply]\nemoji_reaction: eyes\nprojects:\n- name: app5\n  dir: app\n',
+    });
+    const plan = await env.waitForComment(5, /^Ran Plan for project: `app5`/);
+    assert.match(plan.body, /noticed/);
+    await env.waitForComment(5, /^\*\*Warning\*\*/);
+    const notices = env.commentsOn(5).filter((c) => c.body.startsWith('**Warning**'));
+    assert.deepEqual(
+      notices.map((c) => c.body),
+      [
+        '**Warning**: `atlantis.yaml` sets keys this server does not implement; the command ran without them:\n\n' +
+          '- `silence_pr_comments`: silencing plan/apply comments is not implemented; they are posted',
+      ],
+    );
+    // A second command on the same commit: no second notice.
+    const before = env.commentsOn(5).length;
+    await env.comment(a.url, 5, 'atlantis plan -p app5');
+    await env.waitForComment(5, /^Ran Plan for project: `app5`/, { after: before });
+    assert.equal(env.commentsOn(5).filter((c) => c.body.startsWith('**Warning**')).length, 1);
+
+    await env.openPull(a.url, 6, 'keys-6', {
+      'app/main.tf': terraformConfig({ marker: 'refused' }),
+      'atlantis.yaml': 'version: 3\nautodiscover: {mode: disabled}\nprojects:\n- dir: app\n',
+    });
+    const err = await env.waitForComment(6, /^\*\*Error\*\*: /);
+    assert.equal(
+      err.body,
+      '**Error**: atlantis.yaml: autodiscover: not supported by this server: autodiscover modes other than auto (and ignore_paths) are not implemented',
+    );
+  });
+
+  it("a server-side workflow's custom import stage runs with its extra_args (the default import would lack the variable)", async () => {
+    const tf = 'variable "marker" {}\n\nresource "terraform_data" "marker" {\n  input = var.marker\n}\n';
+    await env.openPull(a.url, 8, 'import-8', { 'app/main.tf': tf, 'atlantis.yaml': 'version: 3\nprojects:\n- dir: app\n' });
+    // Autoplan fails: the variable has no value (only the import stage gives one).
+    await env.waitForComment(8, /^Ran Plan for dir: `app`/);
+    const before = env.commentsOn(8).length;
+    await env.comment(a.url, 8, 'atlantis import -d app terraform_data.marker some-id');
+    const c = await env.waitForComment(8, /^Ran Import for dir: `app` workspace: `default`/, { after: before });
+    assert.match(c.body, /Import successful!/);
+  });
+
   it('with --fail-on-pre-workflow-hook-error: Atlantis comment, failed plan status, nothing planned', async () => {
-    const b = await start('127.0.87.22', ['--fail-on-pre-workflow-hook-error']);
+    const b = await start('127.0.186.42', ['--fail-on-pre-workflow-hook-error']);
     const { headSha } = await env.openPull(b.url, 3, 'hook-fail-3', { 'app/main.tf': terraformConfig({ marker: 'never' }) });
     const c = await env.waitForComment(3, /^```\nError: Pre-workflow hook failed: /);
     const cmd = REPOS_YAML.split('- run: |\n')[1]!
@@ -178,5 +230,31 @@ describe('workflow hooks (real server process)', { timeout: 240_000 }, () => {
     assert.equal(env.commentsOn(3).length, 1);
     // No post hooks after a command the pre hooks stopped (Atlantis returns before them).
     assert.ok(!env.gh.statusesFor(env.repo.fullName, headSha).some((s) => s.context.startsWith('atlantis/post_workflow_hook')));
+  });
+});
+
+describe('server-side branch (real server process)', { timeout: 120_000 }, () => {
+  it('a PR into a base branch the last matching rule does not match: ignored, with a log line only', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'ato-branch-'));
+    const file = path.join(dir, 'repos.yaml');
+    writeFileSync(file, 'repos:\n  - id: /.*/\n    branch: /^release$/\n');
+    const p = startCli(env.serverArgs(tempDataDir(), '127.0.186.43', ['--repo-config', file]));
+    servers.push(p);
+    const url = 'http://127.0.186.43:4141';
+    await waitForHttp(`${url}/healthz`);
+    const { status, headSha } = await env.openPull(url, 7, 'other-base-7', { 'app/main.tf': terraformConfig({ marker: 'ignored' }) });
+    assert.equal(status, 200);
+    await waitFor('the log line', () =>
+      logLines(p).some((l) => l.pull === 7 && l.msg === "command was run on a pull request which doesn't match base branches"),
+    );
+    await env.comment(url, 7, 'atlantis plan');
+    await waitFor(
+      'the second log line',
+      () =>
+        logLines(p).filter((l) => l.pull === 7 && l.msg === "command was run on a pull request which doesn't match base branches")
+          .length === 2,
+    );
+    assert.deepEqual(env.commentsOn(7), []);
+    assert.deepEqual(env.gh.statusesFor(env.repo.fullName, headSha), []);
   });
 });

@@ -48,6 +48,12 @@ test('hooks parse from repos.yaml with every key Atlantis reads', () => {
   ]);
   assert.deepEqual(s.repos[1]?.preWorkflowHooks, [{ run: 'echo infra-only', shell: 'bash', shellArgs: '-euc' }]);
   assert.equal(s.repos[1]?.branch, '/^main$/');
+  // --repo-config-json is read by the same parser.
+  const j = parseServerSideRepoConfig(
+    JSON.stringify({ repos: [{ id: '/.*/', post_workflow_hooks: [{ run: 'echo j', commands: 'apply' }] }] }),
+    '--repo-config-json',
+  );
+  assert.deepEqual(j.repos[0]?.postWorkflowHooks, [{ run: 'echo j', commands: 'apply' }]);
 });
 
 test('bad hooks and branches are refused at start, each named by its place', () => {

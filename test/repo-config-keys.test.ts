@@ -179,8 +179,8 @@ test('workflow stages and steps: each parses; what is not implemented is named',
     ['plan: {steps: [init, plan, show]}', 'ok'],
     ['apply: {steps: [apply]}', 'ok'],
     ['policy_check: {steps: [show, policy_check]}', 'ok'],
-    ['import: {steps: [init, import]}', 'notice'],
-    ['state_rm: {steps: [init, state_rm]}', 'notice'],
+    ['import: {steps: [init, import]}', 'ok'],
+    ['state_rm: {steps: [init, state_rm]}', 'ok'],
     ['plan: {steps: [{run: {command: x, shell: bash, shellArgs: [-e, -c], output: strip_refreshing}}]}', 'ok'],
     ['plan: {steps: [{run: {command: x, output: [hide]}}]}', 'ok'],
     ['plan: {steps: [{run: {command: x, output: [strip_refreshing, {filter_regex: secret}]}}]}', 'refused'],
@@ -190,6 +190,15 @@ test('workflow stages and steps: each parses; what is not implemented is named',
     ['plan: {steps: [init, policy_check, plan]}', 'refused'],
   ];
   for (const [stages, want] of rows) assert.equal(repoOutcome(`version: 3\nworkflows:\n  w: {${stages}}\n`), want, stages);
+  const stages = parseRepoConfig(
+    'version: 3\nworkflows:\n  w:\n    import: {steps: [init, {import: {extra_args: [-var=a=b]}}]}\n    state_rm:\n',
+  );
+  assert.deepEqual(stages.workflows.w?.import, [
+    { kind: 'init', extraArgs: [] },
+    { kind: 'import', extraArgs: ['-var=a=b'] },
+  ]);
+  // An empty stage keeps Atlantis's default, as there.
+  assert.equal(stages.workflows.w?.stateRm, undefined);
   const env = parseRepoConfig(
     'version: 3\nworkflows:\n  w: {plan: {steps: [{env: {name: A, command: echo a, shell: bash, shellArgs: -eu -c}}]}}\n',
   );
@@ -393,10 +402,6 @@ const NOT_CONFIGS = new Set(['custom-workflows-05.yaml']);
 const EXPECTED: Record<string, string> = {
   'custom-policy-checks-00.yaml': 'server: policies, repos[0].policy_check, repos[0].custom_policy_check',
   'custom-policy-checks-01.yaml': 'repo: refused projects[0].custom_policy_check',
-  'custom-workflows-00.yaml':
-    'server: workflows.production.import, workflows.production.state_rm | repo: notice workflows.production.import, notice workflows.production.state_rm',
-  'custom-workflows-07.yaml': 'server: workflows.terragrunt.import, workflows.terragrunt.state_rm',
-  'custom-workflows-13.yaml': 'repo: notice workflows.w.import, notice workflows.w.state_rm',
   'custom-workflows-19.yaml': 'repo: refused workflows.w.plan.steps[0].run.output.filter_regex',
   'custom-workflows-21.yaml': 'repo: refused workflows.w.plan.steps[0].multienv',
   'custom-workflows-22.yaml': 'repo: refused workflows.w.plan.steps[0].multienv',

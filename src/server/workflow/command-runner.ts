@@ -321,7 +321,8 @@ export class CommandRunner {
           this.job(ctx, p, cmd, c.extraArgs, async (jobCtx) => {
             const init = this.d.projectRunner.isInitialised(jobCtx.projectDir) ? [] : p.workflow.plan.filter((s) => s.kind === 'init');
             const extra = cmd === 'version' ? { version: true } : cmd === 'import' ? { importArgs: c.args } : { stateRmArgs: c.args };
-            const r = await this.d.projectRunner.runSteps(init, jobCtx, extra);
+            const stage = cmd === 'import' ? p.workflow.import : cmd === 'state' ? p.workflow.stateRm : undefined;
+            const r = await this.d.projectRunner.runSteps(stage ?? init, jobCtx, stage ? { ...extra, customStage: true } : extra);
             if (r.interrupted) return this.interrupted(p, cmd);
             if (!r.ok) return this.error(p, r.output);
             if (cmd !== 'version') this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace); // state changed: plan is stale
@@ -392,7 +393,9 @@ export class CommandRunner {
   private async checkedProjectDir(wc: string, p: ProjectSpec, commentArgs: string[]): Promise<string> {
     const projectDir = await projectDirInside(wc, p.dir);
     const repoArgs = this.repoWorkflows.has(p.workflow)
-      ? [...p.workflow.plan, ...p.workflow.apply].flatMap((s) => ('extraArgs' in s ? s.extraArgs : []))
+      ? [...p.workflow.plan, ...p.workflow.apply, ...(p.workflow.import ?? []), ...(p.workflow.stateRm ?? [])].flatMap((s) =>
+          'extraArgs' in s ? s.extraArgs : [],
+        )
       : [];
     const bad = firstBlockedArg(repoArgs, effectiveBlocked(this.d.config.blockedExtraArgs));
     if (bad !== undefined)

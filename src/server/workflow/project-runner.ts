@@ -60,25 +60,30 @@ function stepEnv(c: ProjectRunContext): Record<string, string> {
   };
 }
 
+/** What a command adds to the steps: `import`/`state rm` arguments, or `version`. */
+export interface StepExtras {
+  importArgs?: string[];
+  stateRmArgs?: string[];
+  version?: boolean;
+  /** The steps are a custom import/state_rm stage: its import/state_rm steps run the command. */
+  customStage?: boolean;
+}
+
 export class ProjectRunner {
   constructor(private readonly runner: ProcessRunner) {}
 
-  async runSteps(
-    steps: Step[],
-    c: ProjectRunContext,
-    extra?: { importArgs?: string[]; stateRmArgs?: string[]; version?: boolean },
-  ): Promise<StepsResult> {
+  async runSteps(steps: Step[], c: ProjectRunContext, extra?: StepExtras): Promise<StepsResult> {
     let log = '';
     let last = '';
     const env: Record<string, string> = {};
     for (const step of steps) {
-      if (step.kind === 'plan' || step.kind === 'apply') {
+      if (step.kind === 'plan' || step.kind === 'apply' || (extra?.customStage && (step.kind === 'import' || step.kind === 'state_rm'))) {
         const ws = await this.selectWorkspace(c);
         log += ws.output;
         if (ws.interrupted || ws.exitCode !== 0)
           return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
       }
-      const r = await this.runStep(step, c, env);
+      const r = await this.runStep(step, c, env, extra);
       log += r.output;
       if (step.kind === 'env') continue;
       const shown = step.kind !== 'run' || step.output !== 'hide';
@@ -90,7 +95,7 @@ export class ProjectRunner {
       const r = await this.tf(c, ['version'], []);
       return { ok: r.exitCode === 0, output: r.output, log: log + r.output, interrupted: r.interrupted };
     }
-    if (extra?.importArgs || extra?.stateRmArgs) {
+    if ((extra?.importArgs || extra?.stateRmArgs) && !extra.customStage) {
       const ws = await this.selectWorkspace(c);
       log += ws.output;
       if (ws.interrupted || ws.exitCode !== 0)
@@ -119,7 +124,7 @@ export class ProjectRunner {
     return existsSync(path.join(projectDir, '.terraform'));
   }
 
-  private async runStep(step: Step, c: ProjectRunContext, env: Record<string, string>): Promise<RunResult> {
+  private async runStep(step: Step, c: ProjectRunContext, env: Record<string, string>, extra?: StepExtras): Promise<RunResult> {
     switch (step.kind) {
       case 'init':
         return this.tf(c, ['init'], ['-input=false', ...step.extraArgs]);
@@ -135,9 +140,14 @@ export class ProjectRunner {
       }
       case 'version':
         return this.tf(c, ['version'], step.extraArgs);
+      // In a custom import/state_rm stage, as Atlantis: extra_args, then the comment's args.
       case 'import':
+        if (extra?.customStage && extra.importArgs)
+          return this.tf(c, ['import'], ['-input=false', ...step.extraArgs, ...c.commentArgs, ...extra.importArgs]);
+        return { exitCode: 0, signal: null, durationMs: 0, output: '', interrupted: false, killed: false };
       case 'state_rm':
-        // These belong to import/state workflows, run through the import and state commands.
+        if (extra?.customStage && extra.stateRmArgs)
+          return this.tf(c, ['state', 'rm'], [...step.extraArgs, ...c.commentArgs, ...extra.stateRmArgs]);
         return { exitCode: 0, signal: null, durationMs: 0, output: '', interrupted: false, killed: false };
       case 'env': {
         if (step.value !== undefined) {

@@ -95,8 +95,8 @@ export const WORKFLOW_KEYS: Readonly<Record<string, KeyRule>> = {
   plan: here,
   apply: here,
   policy_check: noEffect(`policy checks never run here (${POLICY_CHECKS}), so this stage is never used`),
-  import: notice('custom import stages are not implemented; `import` runs terraform init and import'),
-  state_rm: notice('custom state_rm stages are not implemented; `state rm` runs terraform init and state rm'),
+  import: here,
+  state_rm: here,
 };
 
 /** repos.yaml, top level (raw.GlobalCfg). */

@@ -192,8 +192,8 @@ function parseStage(v: unknown, where: string, p: Problems, fallback: Step[], fo
 }
 
 /**
- * The workflows of either file. Unsupported keys and steps are added to `found`; the stages
- * that never run here (policy_check, import, state_rm) are checked but not kept.
+ * The workflows of either file. Unsupported keys and steps are added to `found`; the
+ * policy_check stage, which never runs here, is checked but not kept.
  */
 export function parseWorkflows(v: unknown, where: string, p: Problems, found: UnsupportedKey[]): Record<string, Workflow> {
   const out: Record<string, Workflow> = {};
@@ -215,12 +215,15 @@ export function parseWorkflows(v: unknown, where: string, p: Problems, found: Un
     found.push(...judgeKeys(w, WORKFLOW_KEYS, wh, p));
     // policy_check stages are never used here; their policy_check steps are not refused.
     parseStage(w.policy_check, `${wh}.policy_check`, p, [], []);
-    for (const k of ['import', 'state_rm'] as const) parseStage(w[k], `${wh}.${k}`, p, [], []);
-    out[name] = {
+    const wf: Workflow = {
       name,
       plan: parseStage(w.plan, `${wh}.plan`, p, DEFAULT_WORKFLOW.plan, found),
       apply: parseStage(w.apply, `${wh}.apply`, p, DEFAULT_WORKFLOW.apply, found),
     };
+    // An empty `import:` keeps Atlantis's default stage, as a null stage does there.
+    if (w.import !== undefined && w.import !== null) wf.import = parseStage(w.import, `${wh}.import`, p, [], found);
+    if (w.state_rm !== undefined && w.state_rm !== null) wf.stateRm = parseStage(w.state_rm, `${wh}.state_rm`, p, [], found);
+    out[name] = wf;
   }
   return out;
 }

@@ -38,6 +38,10 @@ export interface Workflow {
   name: string;
   plan: Step[];
   apply: Step[];
+  /** A custom `import` stage; unset: Atlantis's default (init, then import). */
+  import?: Step[];
+  /** A custom `state_rm` stage; unset: Atlantis's default (init, then state rm). */
+  stateRm?: Step[];
 }
 
 export const DEFAULT_WORKFLOW: Workflow = {
