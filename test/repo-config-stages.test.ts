@@ -77,3 +77,18 @@ test('without a custom stage, init then the default import (no -var: terraform a
   assert.equal(r.failedStep, 'import');
   assert.match(r.output, /marker/);
 });
+
+test('env steps run their command through their shell and shellArgs, as Atlantis', { timeout: 60_000 }, async () => {
+  const wf = parseRepoConfig(`version: 3
+workflows:
+  w:
+    plan:
+      steps:
+        - env: {name: VIA, command: 'echo "$0"', shell: bash, shellArgs: -c}
+        - env: {name: VIA_DEFAULT, command: 'echo "$0"'}
+        - run: echo "via=$VIA default=$VIA_DEFAULT"
+`).workflows.w!;
+  const r = await runner.runSteps(wf.plan, project());
+  assert.equal(r.ok, true, r.log);
+  assert.equal(r.output.trim(), 'via=bash default=sh');
+});
