@@ -91,7 +91,7 @@ after(async () => {
 describe('workflow hooks (real server process)', { timeout: 240_000 }, () => {
   let a: { p: CliProcess; url: string };
   before(async () => {
-    a = await start('127.0.186.41');
+    a = await start('127.0.186.41', ['--allow-commands', 'all']);
   });
 
   it('a pre hook writes atlantis.yaml: autoplan plans its project; statuses, job pages and env as Atlantis', async () => {
@@ -146,8 +146,8 @@ describe('workflow hooks (real server process)', { timeout: 240_000 }, () => {
 
   it('a failing pre hook without --fail-on-pre-workflow-hook-error: its status fails, the command still runs', async () => {
     const { headSha } = await env.openPull(a.url, 2, 'hook-fail-2', {
-      'app/main.tf': terraformConfig({ marker: 'still-runs' }),
-      'atlantis.yaml': 'version: 3\nprojects:\n- name: committed\n  dir: app\n',
+      'app2/main.tf': terraformConfig({ marker: 'still-runs' }),
+      'atlantis.yaml': 'version: 3\nprojects:\n- name: committed\n  dir: app2\n',
     });
     const c = await env.waitForComment(2, /^Ran Plan for project: `committed`/);
     assert.match(c.body, /still-runs/);
@@ -163,8 +163,8 @@ describe('workflow hooks (real server process)', { timeout: 240_000 }, () => {
 
   it('atlantis.yaml keys not implemented here: one notice comment and the plan runs; a refused key fails the command naming it', async () => {
     await env.openPull(a.url, 5, 'keys-5', {
-      'app/main.tf': terraformConfig({ marker: 'noticed' }),
-      'atlantis.yaml': 'version: 3\nsilence_pr_comments: [apply]\nemoji_reaction: eyes\nprojects:\n- name: app5\n  dir: app\n',
+      'app5/main.tf': terraformConfig({ marker: 'noticed' }),
+      'atlantis.yaml': 'version: 3\nsilence_pr_comments: [apply]\nemoji_reaction: eyes\nprojects:\n- name: app5\n  dir: app5\n',
     });
     const plan = await env.waitForComment(5, /^Ran Plan for project: `app5`/);
     assert.match(plan.body, /noticed/);
@@ -184,8 +184,8 @@ describe('workflow hooks (real server process)', { timeout: 240_000 }, () => {
     assert.equal(env.commentsOn(5).filter((c) => c.body.startsWith('**Warning**')).length, 1);
 
     await env.openPull(a.url, 6, 'keys-6', {
-      'app/main.tf': terraformConfig({ marker: 'refused' }),
-      'atlantis.yaml': 'version: 3\nautodiscover: {mode: disabled}\nprojects:\n- dir: app\n',
+      'app6/main.tf': terraformConfig({ marker: 'refused' }),
+      'atlantis.yaml': 'version: 3\nautodiscover: {mode: disabled}\nprojects:\n- dir: app6\n',
     });
     const err = await env.waitForComment(6, /^\*\*Error\*\*: /);
     assert.equal(
@@ -196,12 +196,12 @@ describe('workflow hooks (real server process)', { timeout: 240_000 }, () => {
 
   it("a server-side workflow's custom import stage runs with its extra_args (the default import would lack the variable)", async () => {
     const tf = 'variable "marker" {}\n\nresource "terraform_data" "marker" {\n  input = var.marker\n}\n';
-    await env.openPull(a.url, 8, 'import-8', { 'app/main.tf': tf, 'atlantis.yaml': 'version: 3\nprojects:\n- dir: app\n' });
+    await env.openPull(a.url, 8, 'import-8', { 'app8/main.tf': tf, 'atlantis.yaml': 'version: 3\nprojects:\n- dir: app8\n' });
     // Autoplan fails: the variable has no value (only the import stage gives one).
-    await env.waitForComment(8, /^Ran Plan for dir: `app`/);
+    await env.waitForComment(8, /^Ran Plan for dir: `app8`/);
     const before = env.commentsOn(8).length;
-    await env.comment(a.url, 8, 'atlantis import -d app terraform_data.marker some-id');
-    const c = await env.waitForComment(8, /^Ran Import for dir: `app` workspace: `default`/, { after: before });
+    await env.comment(a.url, 8, 'atlantis import -d app8 terraform_data.marker some-id');
+    const c = await env.waitForComment(8, /^Ran Import for dir: `app8` workspace: `default`/, { after: before });
     assert.match(c.body, /Import successful!/);
   });
 
