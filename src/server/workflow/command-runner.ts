@@ -103,7 +103,8 @@ export class CommandRunner {
     }
     const refuse = (body: string) => this.comment(req.ctx, body, name).catch(() => undefined);
     if (!(await teamPermits(this.d, req, name, log, refuse))) return;
-    if (!(await this.preHooks(req, name, log))) return;
+    // No await without pre hooks: the command starts in the same tick as before hooks existed.
+    if (this.d.hooks?.configured('pre', req.ctx.repo, req.ctx.baseRef) && !(await this.preHooks(req, name, log))) return;
     // The reaction is cosmetic: it must not delay terraform, only the end of the operation.
     const reaction =
       req.kind === 'comment' && req.commentId !== undefined
