@@ -29,8 +29,14 @@ describe('repo config permissions (pure)', () => {
   const cfg = parseRepoConfig(withWorkflow);
   const rows: Array<[string, { allowedOverrides: string[]; allowCustomWorkflows: boolean }, RegExp | undefined]> = [
     [
-      'default server settings refuse custom workflows',
+      // Atlantis checks the overrides of each project before the custom workflows.
+      'default server settings refuse the workflow key first',
       { allowedOverrides: [], allowCustomWorkflows: false },
+      /not allowed to set 'workflow' key/,
+    ],
+    [
+      'overrides allowed, custom workflows not',
+      { allowedOverrides: ['workflow'], allowCustomWorkflows: false },
       /not allowed to define custom workflows/,
     ],
     [
@@ -83,7 +89,8 @@ describe('repo config permissions (server with real terraform)', () => {
       .catch(() => undefined);
     const denied = await server([]);
     await env.comment(denied.url, 40, 'atlantis plan -d custom');
-    const err = await env.waitForComment(40, /repo config not allowed to define custom workflows/);
+    // Atlantis checks the project's overrides before the custom workflows.
+    const err = await env.waitForComment(40, /repo config not allowed to set 'workflow' key/);
     assert.ok(err);
     assert.doesNotMatch(
       env

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadRepoConfig, parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
+import { repoConfigViolation } from '../src/server/workflow/projects.js';
 import { projectsForChangedFiles, resolveCommentTarget } from '../src/server/workflow/repo-config/project-selection.js';
 import { parseServerSideRepoConfig, serverSettingsFor } from '../src/server/workflow/repo-config/server-side.js';
 import { DEFAULT_WORKFLOW, type RepoConfig, RepoConfigError } from '../src/server/workflow/repo-config/types.js';
@@ -66,11 +67,13 @@ test('parses a full v3 config', () => {
     autoplan: { enabled: true, whenModified: ['*.tf', '../../modules/**/*.tf'] },
     applyRequirements: ['approved', 'mergeable'],
     workflow: 'custom',
+    keys: ['name', 'dir', 'workspace', 'autoplan', 'apply_requirements', 'workflow'],
   });
   assert.deepEqual(staging, {
     dir: 'envs/staging',
     workspace: 'staging',
     autoplan: { enabled: true, whenModified: ['**/*.tf*', '**/*.tofu', '**/*.tofu.json', '**/terragrunt.hcl', '**/.terraform.lock.hcl'] },
+    keys: ['dir', 'workspace'],
   });
   assert.equal(manual?.autoplan.enabled, false);
   const wf = c.workflows.custom!;
@@ -112,7 +115,7 @@ projects:
   assert.equal(c.parallelPlan, false);
   assert.equal(c.parallelApply, true);
   assert.equal(c.abortOnExecutionOrderFail, true);
-  assert.equal(c.warnings.length, 0);
+  assert.deepEqual(c.unsupported, []);
   const [net, app] = projectsForChangedFiles(c, ['net/main.tf', 'app/main.tf'], {});
   assert.deepEqual(
     [net?.executionOrderGroup, net?.planRequirements, net?.importRequirements, net?.dependsOn],
@@ -121,15 +124,18 @@ projects:
   assert.deepEqual([app?.executionOrderGroup, app?.dependsOn, app?.planRequirements], [2, ['net'], []]);
 });
 
-test('known-but-unsupported Atlantis keys are warnings, not errors', () => {
-  const c = cfg('version: 3\nallowed_regexp_prefixes: [x]\nprojects:\n- dir: x\n  silence_pr_comments: [plan]\n  branch: /main/\n');
-  assert.equal(c.warnings.length, 3);
-  assert.match(c.warnings.join('\n'), /projects\[0\]\.branch is not supported/);
+test('keys implemented elsewhere parse; unimplemented ones are listed by kind (keys.ts; table in repo-config-keys.test.ts)', () => {
+  const c = cfg(
+    'version: 3\ndelete_source_branch_on_merge: true\nsilence_pr_comments: [plan]\nprojects:\n- dir: x\n  execution_order_group: 1\n  branch: /main/\n',
+  );
+  assert.deepEqual(c.unsupported, [
+    { key: 'silence_pr_comments', kind: 'notice', why: 'silencing plan/apply comments is not implemented; they are posted' },
+  ]);
 });
 
 const bad: [string, RegExp][] = [
   ['projects: []', /version: is required/],
-  ['version: 2', /version: only version 3 is supported, got 2/],
+  ['version: 4', /version: only versions 2 and 3 are supported/],
   ['version: 3\nprojects:\n- workspace: x', /projects\[0\]\.dir: is required/],
   ['version: 3\nprojects:\n- dir: ../x', /projects\[0\]\.dir: "\.\.\/x" must be a relative path inside the repo/],
   ['version: 3\nprojects:\n- dir: /abs', /projects\[0\]\.dir: "\/abs" must be a relative path/],
@@ -146,7 +152,6 @@ const bad: [string, RegExp][] = [
   ['version: 3\nprojects:\n- dir: x\n  execution_order_group: first', /projects\[0\]\.execution_order_group: must be an integer/],
   ['version: 3\nprojects:\n- dir: x\n  depends_on: a', /projects\[0\]\.depends_on: must be a list/],
   ['version: 3\nabort_on_execution_order_fail: yes-please', /abort_on_execution_order_fail: must be true or false/],
-  ['version: 3\nprojects:\n- dir: x\n  workflow: nope', /projects\[0\]\.workflow: workflow "nope" is not defined in workflows/],
   [
     'version: 3\nprojects:\n- dir: x\n  name: a\n- dir: y\n  name: a',
     /found two or more projects with name "a"; project names must be unique/,
@@ -156,9 +161,12 @@ const bad: [string, RegExp][] = [
   ['version: 3\nwhat: 1', /unknown key "what"/],
   ['version: 3\nprojects:\n- dir: x\n  autoplan:\n    enabled: maybe', /autoplan\.enabled: must be true or false/],
   ['version: 3\nprojects:\n- dir: x\n  autoplan:\n    when_modified: "*.tf"', /when_modified: must be a list of strings/],
-  ['version: 3\nworkflows:\n  w:\n    plan:\n      steps: [init, terraform]', /workflows\.w\.plan\.steps\[1\]: unknown step "terraform"/],
+  [
+    'version: 3\nworkflows:\n  w:\n    plan:\n      steps: [init, terraform]',
+    /workflows\.w\.plan\.steps\[1\]: "terraform" is not a valid step type, maybe you omitted the 'run' key/,
+  ],
   ['version: 3\nworkflows:\n  w:\n    plan:\n      steps:\n      - run: ""', /steps\[0\]\.run: cannot be empty/],
-  ['version: 3\nworkflows:\n  w:\n    plan:\n      steps:\n      - env: {name: A}', /needs exactly one of value or command/],
+  ['version: 3\nworkflows:\n  w:\n    plan:\n      steps:\n      - env: {name: A}', /env steps need a "value" or a "command" key/],
   ['version: 3\nworkflows:\n  w:\n    plan:\n      steps:\n      - init: {args: [x]}', /init: unknown key "args"/],
   ['version: 3\nworkflows:\n  w:\n    plan:\n      steps:\n      - {init: null, plan: null}', /exactly one key/],
   ['version: 3\nprojects: {dir: x}', /projects: must be a list/],
@@ -192,20 +200,27 @@ test('every problem is reported at once', () => {
 });
 
 test('a workflow defined server-side may be named by a project', () => {
-  assert.throws(() => parseRepoConfig('version: 3\nprojects:\n- dir: x\n  workflow: srv\n'));
-  const c = parseRepoConfig('version: 3\nprojects:\n- dir: x\n  workflow: srv\n', 'atlantis.yaml', { serverWorkflows: ['srv'] });
+  const c = parseRepoConfig('version: 3\nprojects:\n- dir: x\n  workflow: srv\n');
+  const allowed = { allowedOverrides: ['workflow'], allowCustomWorkflows: false };
+  assert.equal(repoConfigViolation(c, allowed), 'workflow "srv" is not defined anywhere');
+  assert.equal(repoConfigViolation(c, allowed, ['srv']), undefined);
   const srv = { name: 'srv', plan: [{ kind: 'plan' as const, extraArgs: ['-lock-timeout=5m'] }], apply: DEFAULT_WORKFLOW.apply };
   const r = resolveCommentTarget(c, { dir: 'x' }, { workflows: { srv } });
   assert.equal(r.kind === 'projects' && r.projects[0]?.workflow.name, 'srv');
 });
 
-test('loadRepoConfig reads atlantis.yaml or atlantis.yml, undefined without', () => {
+test('loadRepoConfig reads atlantis.yaml (or the repo_config_file), refuses atlantis.yml as Atlantis, undefined without', () => {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), 'rc-'));
   assert.equal(loadRepoConfig(d), undefined);
-  fs.writeFileSync(path.join(d, 'atlantis.yml'), 'version: 3\nprojects:\n- dir: a\n');
+  fs.writeFileSync(path.join(d, 'atlantis.yaml'), 'version: 3\nprojects:\n- dir: a\n');
   assert.equal(loadRepoConfig(d)?.projects[0]?.dir, 'a');
-  fs.writeFileSync(path.join(d, 'atlantis.yaml'), 'version: 2\n');
+  fs.mkdirSync(path.join(d, 'cfg'));
+  fs.writeFileSync(path.join(d, 'cfg/other.yaml'), 'version: 3\nprojects:\n- dir: b\n');
+  assert.equal(loadRepoConfig(d, { file: 'cfg/other.yaml' })?.projects[0]?.dir, 'b');
+  fs.writeFileSync(path.join(d, 'atlantis.yaml'), 'version: 4\n');
   assert.throws(() => loadRepoConfig(d), RepoConfigError);
+  fs.writeFileSync(path.join(d, 'atlantis.yml'), 'version: 3\n');
+  assert.throws(() => loadRepoConfig(d), { message: 'found "atlantis.yml" as config file; rename using the .yaml extension' });
 });
 
 // The matching itself is table-tested in when-modified.test.ts; here, how the config uses it.
@@ -364,7 +379,7 @@ workflows:
     allowedOverrides: [],
     allowCustomWorkflows: false,
   });
-  assert.throws(() => parseServerSideRepoConfig('repos:\n- id: /[/\n'), /invalid regex/);
+  assert.throws(() => parseServerSideRepoConfig('repos:\n- id: /[/\n'), /repos\[0\]\.id: parsing: \/\[\/: /);
   assert.throws(() => parseServerSideRepoConfig('repos:\n- apply_requirements: []\n'), /repos\[0\]\.id: is required/);
   assert.throws(() => parseServerSideRepoConfig('repos:\n- id: x\n  workflow: nope\n'), /workflow "nope" is not defined/);
 });

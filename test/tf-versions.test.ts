@@ -203,7 +203,7 @@ describe('terraform_version in atlantis.yaml', () => {
       path.join(dir, 'atlantis.yaml'),
       'version: 3\nprojects:\n- dir: a\n  terraform_version: v1.9.0\n- dir: b\n  terraform_version: 1.5\n- dir: c\n',
     );
-    const cfg = loadRepoConfig(dir, { serverWorkflows: [] });
+    const cfg = loadRepoConfig(dir);
     assert.deepEqual(
       cfg?.projects.map((p) => p.terraformVersion),
       ['v1.9.0', '1.5', undefined],

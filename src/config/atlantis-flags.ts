@@ -87,7 +87,7 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'enable-profiling-api': warn('bool', false, 'no profiling routes are served'),
   'enable-regexp-cmd': refused('bool', false, NOT_YET),
   'executable-name': H,
-  'fail-on-pre-workflow-hook-error': refused('bool', false, 'pre workflow hooks are not run'),
+  'fail-on-pre-workflow-hook-error': H,
   'gh-allow-mergeable-bypass-apply': H,
   'gh-app-id': H,
   'gh-app-installation-id': H,

@@ -153,6 +153,12 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description: 'Pull request label that stops automerge when the pull request has it',
   },
   {
+    name: 'fail-on-pre-workflow-hook-error',
+    type: 'bool',
+    default: false,
+    description: 'Fail and do not run the requested Atlantis command if any of the pre workflow hooks error.',
+  },
+  {
     name: 'disable-apply-all',
     type: 'bool',
     default: false,
@@ -338,6 +344,7 @@ export interface ServerConfig {
   disableRepoLocking: boolean;
   /** --emoji-reaction: the reaction to a command comment; '' for none. */
   emojiReaction: string;
+  failOnPreWorkflowHookError: boolean;
   /** --gh-team-allowlist rules; empty: no team check. */
   ghTeamAllowlist: TeamRule[];
   /** One line each: Atlantis flags that are set but ignored (cosmetic); the CLI logs them. */
@@ -498,6 +505,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     disableApplyAll: values['disable-apply-all'] === true,
     disableRepoLocking: values['disable-repo-locking'] === true,
     emojiReaction: (values['emoji-reaction'] as string | undefined) ?? '',
+    failOnPreWorkflowHookError: values['fail-on-pre-workflow-hook-error'] === true,
     ghTeamAllowlist,
     flagWarnings: [...judged.warnings, ...commandWarnings, ...credentials.warnings],
     logLevel: logLevel as LogLevel,

@@ -16,7 +16,7 @@ import type { LockStore } from '../locks/store.js';
 import type { GitHubClient, RepoMergeSettings } from '../vcs/github-client.js';
 import { githubErrorText } from '../vcs/github-error-text.js';
 import type { ParsedCommand } from './comment-parser.js';
-import { type ServerRepoSettings, type ServerSideRepoConfig, serverSettingsFor } from './repo-config/server-side.js';
+import { type ServerSettings, type ServerSideRepoConfig, serverSettingsFor } from './repo-config/server-side.js';
 import type { RepoConfig } from './repo-config/types.js';
 
 /** Atlantis's comment before it merges, word for word. */
@@ -50,7 +50,7 @@ export interface AutomergeSettings {
  */
 export function automergeSettings(
   serverAutomerge: boolean,
-  server: Pick<ServerRepoSettings, 'deleteSourceBranchOnMerge' | 'allowedOverrides'>,
+  server: Pick<ServerSettings, 'deleteSourceBranchOnMerge' | 'allowedOverrides'>,
   repo: Pick<RepoConfig, 'automerge' | 'deleteSourceBranchOnMerge'> | undefined,
   firstProject: { deleteSourceBranchOnMerge?: boolean } | undefined,
 ): AutomergeSettings {

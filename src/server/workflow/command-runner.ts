@@ -23,7 +23,9 @@ import {
 import { lockId, lockUrl } from './lock-url.js';
 import { formatPlanOutput } from './plan-output.js';
 import { type ProjectSpec, defaultsFor, projectForPlan, readRepoConfig, selectProjects } from './projects.js';
-import type { ServerSideRepoConfig } from './repo-config/server-side.js';
+import { SaidOnce, unsupportedKeysComment } from './repo-config/keys.js';
+import { type ServerSideRepoConfig, baseBranchAllowed, serverSettingsFor } from './repo-config/server-side.js';
+import { type WorkflowHooks, hookRunFor, preHookFailedComment } from './hooks.js';
 import type { Workflow } from './repo-config/types.js';
 import { assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from './checkout-paths.js';
 import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './extra-args.js';
@@ -57,6 +59,9 @@ export interface PullContext {
   headSha: string;
   headRef: string;
   baseRef: string;
+  /** The PR's author and head repository (`owner/name`), when known (hook env). */
+  author?: string;
+  headRepo?: string;
 }
 
 export type CommandRequest =
@@ -75,6 +80,8 @@ export interface CommandRunnerDeps {
   jobLogPath: (jobId: string) => string;
   /** Parsed --repo-config, if any. */
   serverRepoConfig?: ServerSideRepoConfig;
+  /** Server-side pre/post workflow hooks. */
+  hooks?: WorkflowHooks;
 }
 
 interface ProjectRun {
@@ -91,6 +98,7 @@ export class CommandRunner {
   private readonly automerger: Automerger;
 
   private readonly requirementSources: RequirementSources;
+  private readonly noticed = new SaidOnce();
 
   constructor(private readonly d: CommandRunnerDeps) {
     this.requirementSources = { github: d.github, bypassApply: d.config.ghAllowMergeableBypassApply, diverged: notDiverged };
@@ -101,7 +109,14 @@ export class CommandRunner {
   async run(req: CommandRequest): Promise<void> {
     const name = req.kind === 'autoplan' ? 'plan' : req.command.name;
     const log = this.d.logger.child({ repo: req.ctx.repo, pull: req.ctx.pull, command: name });
-    if (!(await teamPermits(this.d, req, name, log, (body) => this.comment(req.ctx, body, name)))) return;
+    if (!baseBranchAllowed(this.d.serverRepoConfig, `${this.d.config.ghHostname}/${req.ctx.repo}`, req.ctx.baseRef)) {
+      log.info("command was run on a pull request which doesn't match base branches");
+      return;
+    }
+    const refuse = (body: string) => this.comment(req.ctx, body, name).catch(() => undefined);
+    if (!(await teamPermits(this.d, req, name, log, refuse))) return;
+    // No await without pre hooks: the command starts in the same tick as before hooks existed.
+    if (this.d.hooks?.configured('pre', req.ctx.repo, req.ctx.baseRef) && !(await this.preHooks(req, name, log))) return;
     // The reaction is cosmetic: it must not delay terraform, only the end of the operation.
     const reaction =
       req.kind === 'comment' && req.commentId !== undefined
@@ -109,8 +124,10 @@ export class CommandRunner {
             .addReaction(req.ctx.repo, req.commentId, 'eyes')
             .catch((e: unknown) => log.warn('Could not react to comment', { error: (e as Error).message }))
         : Promise.resolve();
+    let commandHasErrors = false;
     try {
       const result = await this.dispatch(req);
+      commandHasErrors = result !== 'success';
       await reaction;
       this.d.metrics.commandsTotal.inc({ command: name, result });
       log.info('Command finished', { result });
@@ -118,7 +135,26 @@ export class CommandRunner {
       this.d.metrics.commandsTotal.inc({ command: name, result: 'error' });
       log.error('Command failed', { error: (e as Error).message });
       await this.comment(req.ctx, `**Error**: ${(e as Error).message}`, name).catch(() => undefined);
+      commandHasErrors = true;
     }
+    // As Atlantis: post hooks run after the command whatever its outcome; their failure is only logged.
+    await this.d.hooks?.run(hookRunFor(req, 'post', () => this.checkout(req.ctx, 'default'), commandHasErrors));
+  }
+
+  /**
+   * Pre workflow hooks, before the command reads atlantis.yaml. A failure is logged; with
+   * --fail-on-pre-workflow-hook-error it stops the command with Atlantis's comment and a
+   * failed plan/apply status. False when the command must not run.
+   */
+  private async preHooks(req: CommandRequest, name: string, log: Logger): Promise<boolean> {
+    const error = await this.d.hooks?.run(hookRunFor(req, 'pre', () => this.checkout(req.ctx, 'default')));
+    if (error === undefined) return true;
+    log.error('Error running pre-workflow hooks', { error });
+    if (!this.d.config.failOnPreWorkflowHookError) return true;
+    this.d.metrics.commandsTotal.inc({ command: name, result: 'error' });
+    await this.comment(req.ctx, preHookFailedComment(error), name).catch(() => undefined);
+    if (name === 'plan' || name === 'apply') await this.status(req.ctx, name, 'failure', statusDescription(name, 'failure'));
+    return false;
   }
 
   private async dispatch(req: CommandRequest): Promise<string> {
@@ -360,7 +396,8 @@ export class CommandRunner {
           return this.job(ctx, p, cmd, c.extraArgs, async (jobCtx) => {
             const init = this.d.projectRunner.isInitialised(jobCtx.projectDir) ? [] : p.workflow.plan.filter((s) => s.kind === 'init');
             const extra = cmd === 'version' ? { version: true } : cmd === 'import' ? { importArgs: c.args } : { stateRmArgs: c.args };
-            const r = await this.d.projectRunner.runSteps(init, jobCtx, extra);
+            const stage = cmd === 'import' ? p.workflow.import : cmd === 'state' ? p.workflow.stateRm : undefined;
+            const r = await this.d.projectRunner.runSteps(stage ?? init, jobCtx, stage ? { ...extra, customStage: true } : extra);
             if (r.interrupted) return this.interrupted(p);
             if (!r.ok) return this.error(p, r.output);
             if (cmd !== 'version') this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace); // state changed: plan is stale
@@ -388,8 +425,16 @@ export class CommandRunner {
 
   private repoSettings(ctx: PullContext, checkout: string) {
     const repoId = `${this.d.config.ghHostname}/${ctx.repo}`;
-    const config = readRepoConfig(checkout, this.d.serverRepoConfig, repoId);
+    const config = readRepoConfig(checkout, this.d.serverRepoConfig, repoId, ctx.baseRef);
     for (const w of Object.values(config?.workflows ?? {})) this.repoWorkflows.add(w);
+    const notices = config?.unsupported.filter((u) => u.kind === 'notice') ?? [];
+    // One comment per commit naming the keys the command goes on without.
+    if (notices.length > 0 && this.noticed.first(`${ctx.repo}#${ctx.pull}@${ctx.headSha}`))
+      void this.comment(
+        ctx,
+        unsupportedKeysComment(serverSettingsFor(this.d.serverRepoConfig, repoId).repoConfigFile ?? 'atlantis.yaml', notices),
+        'config',
+      ).catch(() => undefined);
     const defaults = defaultsFor(this.d.serverRepoConfig, repoId);
     return { config, defaults };
   }
@@ -431,7 +476,9 @@ export class CommandRunner {
   private async checkedProjectDir(wc: string, p: ProjectSpec, commentArgs: string[]): Promise<string> {
     const projectDir = await projectDirInside(wc, p.dir);
     const repoArgs = this.repoWorkflows.has(p.workflow)
-      ? [...p.workflow.plan, ...p.workflow.apply].flatMap((s) => ('extraArgs' in s ? s.extraArgs : []))
+      ? [...p.workflow.plan, ...p.workflow.apply, ...(p.workflow.import ?? []), ...(p.workflow.stateRm ?? [])].flatMap((s) =>
+          'extraArgs' in s ? s.extraArgs : [],
+        )
       : [];
     const bad = firstBlockedArg(repoArgs, effectiveBlocked(this.d.config.blockedExtraArgs));
     if (bad !== undefined)

@@ -13,6 +13,7 @@ import { githubAuth } from '../vcs/github-app.js';
 import { GitHubClient, type PullInfo } from '../vcs/github-client.js';
 import { AllowlistError, type RepoAllowlist, parseRepoAllowlist } from '../vcs/repo-allowlist.js';
 import { CommandRunner, type PullContext } from './command-runner.js';
+import { WorkflowHooks } from './hooks.js';
 import { JobLogPruner } from './job-logs.js';
 import { JobRegistry } from './jobs.js';
 import { SHUTTING_DOWN_COMMENT, crashedJobComment, queuedCommandStartingComment, queuedDuringDrainComment } from './messages.js';
@@ -95,6 +96,16 @@ export function workflowPlugin(server: AtlantisServer) {
     logger: log,
     jobLogPath: (id) => server.jobLogPath(id),
     serverRepoConfig,
+    hooks: new WorkflowHooks({
+      server: serverRepoConfig,
+      runner: server.runner,
+      jobs,
+      jobLogPath: (id) => server.jobLogPath(id),
+      atlantisUrl: cfg.atlantisUrl,
+      ghHostname: cfg.ghHostname,
+      logger: log,
+      setStatus: (repo, sha, s) => github.setCommitStatus(repo, sha, s),
+    }),
   });
   const decisionOptions = {
     webhookSecret: cfg.insecureNoWebhookSecret && !cfg.ghWebhookSecret ? undefined : cfg.ghWebhookSecret,
@@ -153,6 +164,8 @@ export function workflowPlugin(server: AtlantisServer) {
       headSha: pr.headSha,
       headRef: pr.headRef,
       baseRef: pr.baseRef,
+      author: pr.user,
+      headRepo: pr.headRepo ?? item.repo,
     };
     return runner.run({ kind: 'comment', ctx, command: item.command, commentId: item.commentId });
   }

@@ -87,6 +87,15 @@ function stepEnv(c: ProjectRunContext, t: Terraform = {}, binDir?: string): Reco
   };
 }
 
+/** What a command adds to the steps: `import`/`state rm` arguments, or `version`. */
+export interface StepExtras {
+  importArgs?: string[];
+  stateRmArgs?: string[];
+  version?: boolean;
+  /** The steps are a custom import/state_rm stage: its import/state_rm steps run the command. */
+  customStage?: boolean;
+}
+
 export class ProjectRunner {
   constructor(
     private readonly runner: ProcessRunner,
@@ -110,11 +119,7 @@ export class ProjectRunner {
     return { binary: await this.terraform.binaries.binaryFor(choice.version), version: choice.version };
   }
 
-  async runSteps(
-    steps: Step[],
-    c: ProjectRunContext,
-    extra?: { importArgs?: string[]; stateRmArgs?: string[]; version?: boolean },
-  ): Promise<StepsResult> {
+  async runSteps(steps: Step[], c: ProjectRunContext, extra?: StepExtras): Promise<StepsResult> {
     let log = '';
     let last = '';
     const env: Record<string, string> = {};
@@ -134,13 +139,13 @@ export class ProjectRunner {
     }
     const tf: Tf = (sub, args, vars) => this.tf(c, t, sub, args, vars);
     for (const step of steps) {
-      if (step.kind === 'plan' || step.kind === 'apply') {
+      if (step.kind === 'plan' || step.kind === 'apply' || (extra?.customStage && (step.kind === 'import' || step.kind === 'state_rm'))) {
         const ws = await this.selectWorkspace(tf, c);
         log += ws.output;
         if (ws.interrupted || ws.exitCode !== 0)
           return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
       }
-      const r = await this.runStep(step, c, env, tf, t);
+      const r = await this.runStep(step, c, env, tf, t, extra);
       log += r.output;
       if (step.kind === 'env') continue;
       const shown = step.kind !== 'run' || step.output !== 'hide';
@@ -152,7 +157,7 @@ export class ProjectRunner {
       const r = await tf(['version'], []);
       return { ok: r.exitCode === 0, output: r.output, log: log + r.output, interrupted: r.interrupted };
     }
-    if (extra?.importArgs || extra?.stateRmArgs) {
+    if ((extra?.importArgs || extra?.stateRmArgs) && !extra.customStage) {
       const ws = await this.selectWorkspace(tf, c);
       log += ws.output;
       if (ws.interrupted || ws.exitCode !== 0)
@@ -181,7 +186,14 @@ export class ProjectRunner {
     return existsSync(path.join(projectDir, '.terraform'));
   }
 
-  private async runStep(step: Step, c: ProjectRunContext, env: Record<string, string>, tf: Tf, t: Terraform): Promise<RunResult> {
+  private async runStep(
+    step: Step,
+    c: ProjectRunContext,
+    env: Record<string, string>,
+    tf: Tf,
+    t: Terraform,
+    extra?: StepExtras,
+  ): Promise<RunResult> {
     const runEnv = () => ({ ...stepEnv(c, t, this.terraform?.binaries.binDir), ...env });
     switch (step.kind) {
       case 'init': {
@@ -201,9 +213,14 @@ export class ProjectRunner {
       }
       case 'version':
         return tf(['version'], step.extraArgs);
+      // In a custom import/state_rm stage, as Atlantis: extra_args, then the comment's args.
       case 'import':
+        if (extra?.customStage && extra.importArgs)
+          return tf(['import'], ['-input=false', ...step.extraArgs, ...c.commentArgs, ...extra.importArgs]);
+        return { exitCode: 0, signal: null, durationMs: 0, output: '', interrupted: false, killed: false };
       case 'state_rm':
-        // These belong to import/state workflows, run through the import and state commands.
+        if (extra?.customStage && extra.stateRmArgs)
+          return tf(['state', 'rm'], [...step.extraArgs, ...c.commentArgs, ...extra.stateRmArgs]);
         return { exitCode: 0, signal: null, durationMs: 0, output: '', interrupted: false, killed: false };
       case 'env': {
         if (step.value !== undefined) {
@@ -212,8 +229,8 @@ export class ProjectRunner {
         }
         const r = await this.runner.run({
           jobId: c.jobId,
-          command: 'sh',
-          args: ['-c', step.command ?? ''],
+          command: step.shell ?? 'sh',
+          args: [...(step.shellArgs ?? ['-c']), step.command ?? ''],
           cwd: c.projectDir,
           env: runEnv(),
         });

@@ -4,7 +4,8 @@
 import type { ParsedCommand } from './comment-parser.js';
 import { loadRepoConfig } from './repo-config/atlantis-yaml.js';
 import { type DefaultsFromServer, projectsForChangedFiles, resolveCommentTarget } from './repo-config/project-selection.js';
-import { type ServerSideRepoConfig, serverSettingsFor } from './repo-config/server-side.js';
+import { refusedKeysError } from './repo-config/keys.js';
+import { OVERRIDABLE_KEYS, type ServerSideRepoConfig, serverSettingsFor } from './repo-config/server-side.js';
 import type { ProjectSpec, RepoConfig } from './repo-config/types.js';
 
 export type { ProjectSpec };
@@ -23,50 +24,54 @@ export function defaultsFor(server: ServerSideRepoConfig | undefined, repoId: st
 }
 
 /**
- * Reads the repo's atlantis.yaml and refuses what the server side does not allow, with
- * Atlantis's texts: as in Atlantis, without a --repo-config that says so a repo may not
- * define its own workflows (their `run` steps are shell commands on the server) nor
- * override `workflow` or `apply_requirements`.
+ * Reads the repo's atlantis.yaml (or the server-side repo_config_file) and refuses what the
+ * server side does not allow, with Atlantis's texts: as in Atlantis, without a --repo-config
+ * that says so a repo may not define its own workflows (their `run` steps are shell commands
+ * on the server) nor set the keys of allowed_overrides. A key this server does not implement
+ * and must not go on without (keys.ts) fails the command, naming it.
  */
-export function readRepoConfig(checkoutDir: string, server: ServerSideRepoConfig | undefined, repoId: string): RepoConfig | undefined {
-  const config = loadRepoConfig(checkoutDir, { serverWorkflows: Object.keys(server?.workflows ?? {}) });
+export function readRepoConfig(
+  checkoutDir: string,
+  server: ServerSideRepoConfig | undefined,
+  repoId: string,
+  baseBranch?: string,
+): RepoConfig | undefined {
+  const settings = serverSettingsFor(server, repoId);
+  const config = loadRepoConfig(checkoutDir, {
+    baseBranch,
+    file: settings.repoConfigFile,
+  });
   if (!config) return undefined;
-  const problem = repoConfigViolation(config, serverSettingsFor(server, repoId));
+  const problem = repoConfigViolation(config, settings, Object.keys(server?.workflows ?? {}));
   if (problem) throw new Error(problem);
+  const refused = config.unsupported.filter((u) => u.kind === 'refused');
+  if (refused.length > 0) throw new Error(refusedKeysError(settings.repoConfigFile ?? 'atlantis.yaml', refused));
   return config;
 }
 
-/** Pure: the first thing the repo config does that the server-side settings forbid. */
+/** Pure: the first thing the repo config does that the server-side settings forbid (Atlantis's order and texts). */
 export function repoConfigViolation(
   config: RepoConfig,
-  s: { allowedOverrides: string[]; allowCustomWorkflows: boolean },
+  s: { allowedOverrides: string[]; allowCustomWorkflows: boolean; allowedWorkflows?: string[] },
+  serverWorkflows: readonly string[] = [],
 ): string | undefined {
+  for (const p of config.projects) {
+    for (const key of OVERRIDABLE_KEYS) {
+      if (key === 'policy_check' || !p.keys.includes(key) || s.allowedOverrides.includes(key)) continue;
+      return `repo config not allowed to set '${key}' key: server-side config needs 'allowed_overrides: [${key}]'`;
+    }
+  }
   if (Object.keys(config.workflows).length > 0 && !s.allowCustomWorkflows) {
     return "repo config not allowed to define custom workflows: server-side config needs 'allow_custom_workflows: true'";
   }
   for (const p of config.projects) {
-    if (p.workflow !== undefined && !s.allowedOverrides.includes('workflow')) {
-      return "repo config not allowed to set 'workflow' key: server-side config needs 'allowed_overrides: [workflow]'";
-    }
-    // Atlantis checks these three in this order.
-    for (const [key, set] of [
-      ['apply_requirements', p.applyRequirements],
-      ['plan_requirements', p.planRequirements],
-      ['import_requirements', p.importRequirements],
-    ] as const) {
-      if (set !== undefined && !s.allowedOverrides.includes(key))
-        return `repo config not allowed to set '${key}' key: server-side config needs 'allowed_overrides: [${key}]'`;
-    }
-    for (const [set, key] of [
-      [p.repoLocking !== undefined, 'repo_locking'],
-      [p.repoLocks !== undefined, 'repo_locks'],
-    ] as const) {
-      if (set && !s.allowedOverrides.includes(key))
-        return `repo config not allowed to set '${key}' key: server-side config needs 'allowed_overrides: [${key}]'`;
-    }
-    if (p.deleteSourceBranchOnMerge !== undefined && !s.allowedOverrides.includes('delete_source_branch_on_merge')) {
-      return "repo config not allowed to set 'delete_source_branch_on_merge' key: server-side config needs 'allowed_overrides: [delete_source_branch_on_merge]'";
-    }
+    if (p.workflow && !config.workflows[p.workflow] && !serverWorkflows.includes(p.workflow) && p.workflow !== 'default')
+      return `workflow ${JSON.stringify(p.workflow)} is not defined anywhere`;
+  }
+  for (const p of config.projects) {
+    if (!p.workflow || !s.allowedWorkflows?.length) continue;
+    if (s.allowCustomWorkflows && config.workflows[p.workflow]) break;
+    if (!s.allowedWorkflows.includes(p.workflow)) return `workflow '${p.workflow}' is not allowed for this repo`;
   }
   return undefined;
 }

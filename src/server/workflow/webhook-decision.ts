@@ -90,6 +90,8 @@ export function decideWebhook(req: IncomingWebhook, o: DecisionOptions): Webhook
           headSha: pr.head.sha,
           headRef: pr.head.ref,
           baseRef: pr.base.ref,
+          author: pr.user.login,
+          headRepo: pr.head.repo?.full_name ?? repo,
         },
       },
     };

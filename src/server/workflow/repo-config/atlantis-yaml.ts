@@ -4,9 +4,24 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, compilePatternList } from '../when-modified.js';
 import { cleanedRepoDir, isValidWorkspace } from '../repo-dir.js';
+import { shellSplit } from '../comment-parser/shell-split.js';
 import { parseRepoLocking, parseRepoLocks } from '../lock-policy.js';
-import { Problems, checkKeys, isObj, parseApplyRequirements, parseWorkflows, strList, readYaml } from './schema.js';
-import { ATLANTIS_YAML, DEFAULT_WHEN_MODIFIED, DEFAULT_WORKSPACE, type ProjectConfig, type RepoConfig, RepoConfigError } from './types.js';
+import { REPO_PROJECT_KEYS, REPO_TOP_KEYS, judgeKeys } from './keys.js';
+import { Problems, checkKeys, checkShapes, isObj, parseApplyRequirements, parseWorkflows, strList, readYaml } from './schema.js';
+import {
+  ATLANTIS_YAML,
+  DEFAULT_WHEN_MODIFIED,
+  DEFAULT_WORKSPACE,
+  type ProjectConfig,
+  type RepoConfig,
+  RepoConfigError,
+  type Workflow,
+} from './types.js';
+
+export interface RepoConfigOptions {
+  /** The PR's base branch: projects whose `branch` regex it does not match are left out. */
+  baseBranch?: string;
+}
 
 /**
  * Bounds and compiles a project's when_modified (hostile input: each pattern runs against
@@ -30,56 +45,54 @@ function whenModifiedOk(dir: string, wm: string[], where: string, p: Problems): 
   return !('problems' in list);
 }
 
-const PROJECT_KEYS = [
-  'name',
-  'dir',
-  'workspace',
-  'autoplan',
-  'apply_requirements',
-  'plan_requirements',
-  'import_requirements',
-  'workflow',
-  'terraform_version',
-  'execution_order_group',
-  'depends_on',
-  'repo_locks',
-  'repo_locking',
-  'delete_source_branch_on_merge',
-];
-const PROJECT_IGNORED = ['branch', 'custom_policy_check', 'silence_pr_comments', 'terraform_distribution', 'policy_check'];
-const TOP_KEYS = [
-  'version',
-  'projects',
-  'workflows',
-  'automerge',
-  'parallel_plan',
-  'parallel_apply',
-  'abort_on_execution_order_fail',
-  'repo_locks',
-  'delete_source_branch_on_merge',
-];
-const TOP_IGNORED = ['allowed_regexp_prefixes', 'autodiscover', 'parallel_policy_check', 'policies'];
+/** Atlantis's check of a project's `branch`: a `/regex/`. */
+function branchRegex(v: unknown, where: string, p: Problems): RegExp | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string' || !v.startsWith('/') || !v.endsWith('/') || v.length < 2) {
+    p.add(where, "regex must begin and end with a slash '/'");
+    return undefined;
+  }
+  try {
+    return new RegExp(v.slice(1, -1));
+  } catch (e) {
+    p.add(where, `parsing: ${v}: ${(e as Error).message}`);
+    return undefined;
+  }
+}
+
+/** Version 2 configs: Atlantis re-joins each run command from its shell words (quotes dropped). */
+function legacyShellParsing(workflows: Record<string, Workflow>, p: Problems): void {
+  for (const w of Object.values(workflows)) {
+    for (const step of [...w.plan, ...w.apply]) {
+      if (step.kind !== 'run') continue;
+      try {
+        step.command = shellSplit(step.command).join(' ');
+      } catch (e) {
+        p.add('workflows', `unable to parse ${JSON.stringify(step.command)}: ${(e as Error).message}`);
+      }
+    }
+  }
+}
 
 /**
  * Parses `atlantis.yaml`. Throws RepoConfigError listing every problem found, each with
  * its place (`projects[1].dir: is required`).
  */
-export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serverWorkflows?: readonly string[] } = {}): RepoConfig {
+export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: RepoConfigOptions = {}): RepoConfig {
   const p = new Problems();
-  const warnings: string[] = [];
   const root: unknown = readYaml(text, file);
   if (!isObj(root)) throw new RepoConfigError(file, ['must be a YAML map with at least "version: 3"']);
-  checkKeys(root, TOP_KEYS, TOP_IGNORED, '', p, warnings);
-  if (root.version === undefined) p.add('version', 'is required; only version 3 is supported');
-  else if (root.version !== 3) p.add('version', `only version 3 is supported, got ${JSON.stringify(root.version)}`);
-  const optBool = (k: string): boolean | undefined => {
-    const v = root[k];
-    if (v === undefined || v === null) return undefined;
-    if (typeof v !== 'boolean') p.add(k, 'must be true or false');
-    return v === true;
-  };
-  const bool = (k: string): boolean => optBool(k) ?? false;
-  const workflows = parseWorkflows(root.workflows, 'workflows', p, warnings);
+  const unsupported = judgeKeys(root, REPO_TOP_KEYS, '', p);
+  checkShapes(root, '', p);
+  if (root.version === undefined || root.version === null)
+    p.add(
+      'version',
+      "is required. If you've just upgraded Atlantis you need to rewrite your atlantis.yaml for version 3. See www.runatlantis.io/docs/upgrading-atlantis-yaml.html",
+    );
+  else if (root.version !== 2 && root.version !== 3) p.add('version', 'only versions 2 and 3 are supported');
+  const optBool = (k: string): boolean | undefined => optionalBool(root[k], k, p);
+  const workflows = parseWorkflows(root.workflows, 'workflows', p, unsupported);
+  if (root.version === 2) legacyShellParsing(workflows, p);
   const projects: ProjectConfig[] = [];
   if (root.projects !== undefined && root.projects !== null && !Array.isArray(root.projects)) p.add('projects', 'must be a list');
   const rawProjects = Array.isArray(root.projects) ? (root.projects as unknown[]) : [];
@@ -89,23 +102,45 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
       p.add(where, 'must be a map');
       return;
     }
-    checkKeys(rp, PROJECT_KEYS, PROJECT_IGNORED, where, p, warnings);
+    const projectUnsupported = judgeKeys(rp, REPO_PROJECT_KEYS, where, p);
+    checkShapes(rp, where, p);
+    const dist = rp.terraform_distribution;
+    if (dist !== undefined && dist !== null && dist !== 'terraform' && dist !== 'opentofu')
+      p.add(
+        `${where}.terraform_distribution`,
+        `'${String(dist)}' is not a valid terraform_distribution, only 'terraform' and 'opentofu' are supported`,
+      );
+    const branch = branchRegex(rp.branch, `${where}.branch`, p);
     let dir: string | undefined;
     if (typeof rp.dir !== 'string' || rp.dir.trim() === '') p.add(`${where}.dir`, 'is required');
-    else {
+    else if (/[*?[]/.test(rp.dir)) {
+      // Atlantis expands these into one project per matching dir; a literal dir would plan nothing.
+      projectUnsupported.push({ key: `${where}.dir`, kind: 'refused', why: 'glob patterns in dir are not implemented' });
+    } else {
       dir = cleanedRepoDir(rp.dir, 'refused');
       if (dir === undefined)
         p.add(`${where}.dir`, `${JSON.stringify(rp.dir)} must be a relative path inside the repo (no leading / and no ..)`);
     }
     // Without a usable dir the project is reported and left out of the cross-project checks.
-    if (dir === undefined) return;
+    if (dir === undefined) {
+      unsupported.push(...projectUnsupported);
+      return;
+    }
+    // As Atlantis: a project whose branch regex the PR's base branch does not match is left out.
+    if (branch && opts.baseBranch !== undefined && !branch.test(opts.baseBranch)) return;
+    unsupported.push(...projectUnsupported);
     let workspace = DEFAULT_WORKSPACE;
     if (rp.workspace !== undefined && rp.workspace !== null) {
       if (typeof rp.workspace !== 'string' || rp.workspace === '' || !isValidWorkspace(rp.workspace)) {
         p.add(`${where}.workspace`, `${JSON.stringify(rp.workspace)} is not a valid workspace name`);
       } else workspace = rp.workspace;
     }
-    const proj: ProjectConfig = { dir, workspace, autoplan: { enabled: true, whenModified: [...DEFAULT_WHEN_MODIFIED] } };
+    const proj: ProjectConfig = {
+      dir,
+      workspace,
+      autoplan: { enabled: true, whenModified: [...DEFAULT_WHEN_MODIFIED] },
+      keys: Object.keys(rp).filter((k) => rp[k] !== null),
+    };
     if (rp.name !== undefined && rp.name !== null) {
       if (typeof rp.name !== 'string' || rp.name === '') p.add(`${where}.name`, 'must be a non-empty string');
       else if (/[\s/]/.test(rp.name) || rp.name.includes('..'))
@@ -115,7 +150,7 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
     if (rp.autoplan !== undefined && rp.autoplan !== null) {
       if (!isObj(rp.autoplan)) p.add(`${where}.autoplan`, 'must be a map');
       else {
-        checkKeys(rp.autoplan, ['enabled', 'when_modified'], [], `${where}.autoplan`, p, warnings);
+        checkKeys(rp.autoplan, ['enabled', 'when_modified'], `${where}.autoplan`, p);
         if (rp.autoplan.enabled !== undefined) {
           if (typeof rp.autoplan.enabled !== 'boolean') p.add(`${where}.autoplan.enabled`, 'must be true or false');
           else proj.autoplan.enabled = rp.autoplan.enabled;
@@ -126,9 +161,9 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
     }
     const ar = parseApplyRequirements(rp.apply_requirements, `${where}.apply_requirements`, p);
     if (ar) proj.applyRequirements = ar;
-    const pr = parseApplyRequirements(rp.plan_requirements, `${where}.plan_requirements`, p, 'plan_requirement');
+    const pr = parseApplyRequirements(rp.plan_requirements, `${where}.plan_requirements`, p, 'plan');
     if (pr) proj.planRequirements = pr;
-    const ir = parseApplyRequirements(rp.import_requirements, `${where}.import_requirements`, p, 'import_requirement');
+    const ir = parseApplyRequirements(rp.import_requirements, `${where}.import_requirements`, p, 'import');
     if (ir) proj.importRequirements = ir;
     if (rp.execution_order_group !== undefined && rp.execution_order_group !== null) {
       const g = rp.execution_order_group;
@@ -171,31 +206,25 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: { serv
       );
     }
   }
-  for (const [i, pr] of projects.entries()) {
-    if (pr.workflow && pr.workflow !== 'default' && !workflows[pr.workflow] && !opts.serverWorkflows?.includes(pr.workflow)) {
-      p.add(`projects[${i}].workflow`, `workflow ${JSON.stringify(pr.workflow)} is not defined in workflows`);
-    }
-  }
   const repoLocks = parseRepoLocks(root.repo_locks, 'repo_locks', p);
-  // Read before the throw below so a bad value is reported with the rest.
+  // Read before the throw below so a bad value is reported with the rest. Unset and false
+  // differ: unset leaves the server flags (--automerge, --parallel-plan, ...) in charge.
   const top = {
+    automerge: optBool('automerge'),
+    deleteSourceBranchOnMerge: optBool('delete_source_branch_on_merge'),
     parallelPlan: optBool('parallel_plan'),
     parallelApply: optBool('parallel_apply'),
-    abortOnExecutionOrderFail: bool('abort_on_execution_order_fail'),
   };
-  // Unset and false differ: unset leaves --automerge (and the server side) in charge, as Atlantis.
-  const automerge = optionalBool(root.automerge, 'automerge', p);
-  const deleteSourceBranchOnMerge = optionalBool(root.delete_source_branch_on_merge, 'delete_source_branch_on_merge', p);
+  const abortOnExecutionOrderFail = optBool('abort_on_execution_order_fail') ?? false;
   if (p.list.length > 0) throw new RepoConfigError(file, p.list);
   return {
     ...(repoLocks ? { repoLocks } : {}),
-    version: 3,
-    ...top,
-    ...(automerge === undefined ? {} : { automerge }),
-    ...(deleteSourceBranchOnMerge === undefined ? {} : { deleteSourceBranchOnMerge }),
+    version: root.version as 2 | 3,
+    ...(Object.fromEntries(Object.entries(top).filter(([, v]) => v !== undefined)) as Partial<typeof top>),
+    abortOnExecutionOrderFail,
     projects,
     workflows,
-    warnings,
+    unsupported,
   };
 }
 
@@ -208,18 +237,20 @@ function optionalBool(v: unknown, where: string, p: Problems): boolean | undefin
   return v;
 }
 
-/** Reads `<repoDir>/atlantis.yaml` (or .yml); undefined when the repo has none. */
-export function loadRepoConfig(repoDir: string, opts: { serverWorkflows?: readonly string[] } = {}): RepoConfig | undefined {
-  for (const name of ['atlantis.yaml', 'atlantis.yml']) {
-    const f = path.join(repoDir, name);
-    let text: string;
-    try {
-      text = fs.readFileSync(f, 'utf8');
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue;
-      throw e;
-    }
-    return parseRepoConfig(text, name, opts);
+/**
+ * Reads the repo config file (`atlantis.yaml`, or the server-side `repo_config_file`);
+ * undefined when the repo has none. An `atlantis.yml` is refused, as Atlantis refuses it.
+ */
+export function loadRepoConfig(repoDir: string, opts: RepoConfigOptions & { file?: string } = {}): RepoConfig | undefined {
+  if (fs.existsSync(path.join(repoDir, 'atlantis.yml')))
+    throw new Error('found "atlantis.yml" as config file; rename using the .yaml extension');
+  const name = opts.file ?? ATLANTIS_YAML;
+  let text: string;
+  try {
+    text = fs.readFileSync(path.join(repoDir, name), 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
   }
-  return undefined;
+  return parseRepoConfig(text, name, opts);
 }

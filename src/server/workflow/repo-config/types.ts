@@ -1,6 +1,7 @@
 // The types both repo config files share (atlantis.yaml and the server-side repos.yaml) and
 // what project selection hands to the runner, with Atlantis's defaults.
 import type { RepoLocksMode } from '../lock-policy.js';
+import type { UnsupportedKey } from './keys.js';
 
 export const ATLANTIS_YAML = 'atlantis.yaml';
 export const DEFAULT_WORKSPACE = 'default';
@@ -32,12 +33,16 @@ export const BUILTIN_STEPS: readonly string[] = ['init', 'plan', 'apply', 'show'
 export type Step =
   | { kind: BuiltinStepName; extraArgs: string[] }
   | { kind: 'run'; command: string; shell?: string; shellArgs?: string[]; output?: 'show' | 'hide' | 'strip_refreshing' }
-  | { kind: 'env'; name: string; value?: string; command?: string };
+  | { kind: 'env'; name: string; value?: string; command?: string; shell?: string; shellArgs?: string[] };
 
 export interface Workflow {
   name: string;
   plan: Step[];
   apply: Step[];
+  /** A custom `import` stage; unset: Atlantis's default (init, then import). */
+  import?: Step[];
+  /** A custom `state_rm` stage; unset: Atlantis's default (init, then state rm). */
+  stateRm?: Step[];
 }
 
 export const DEFAULT_WORKFLOW: Workflow = {
@@ -69,10 +74,12 @@ export interface ProjectConfig {
   dependsOn?: string[];
   /** Overrides the top-level and server-side value (needs allowed_overrides, as Atlantis). */
   deleteSourceBranchOnMerge?: boolean;
+  /** The keys the project sets (for the server-side allowed_overrides check). */
+  keys: string[];
 }
 
 export interface RepoConfig {
-  version: 3;
+  version: 2 | 3;
   /** undefined: not set, --automerge decides (as Atlantis). */
   automerge?: boolean;
   deleteSourceBranchOnMerge?: boolean;
@@ -84,8 +91,8 @@ export interface RepoConfig {
   workflows: Record<string, Workflow>;
   /** Top-level `repo_locks.mode`. */
   repoLocks?: RepoLocksMode;
-  /** Keys that Atlantis knows but this server ignores. */
-  warnings: string[];
+  /** Keys set to what this server does not implement (keys.ts). */
+  unsupported: UnsupportedKey[];
 }
 
 /** A project to run: where, which workspace, which workflow, which apply requirements. */
@@ -103,6 +110,21 @@ export interface ProjectSpec {
   /** True when it comes from atlantis.yaml, false for a default (config-less) project. */
   configured: boolean;
   terraformVersion?: string;
+}
+
+/**
+ * A server-side `pre_workflow_hooks` / `post_workflow_hooks` entry (repos.yaml), as Atlantis
+ * reads it: a command run through `shell shellArgs run` in the PR's checkout.
+ */
+export interface WorkflowHook {
+  run: string;
+  description?: string;
+  /** Default `sh`. */
+  shell?: string;
+  /** One string, split on spaces as Atlantis does; default `-c`. */
+  shellArgs?: string;
+  /** Comma-separated command names the hook runs for; unset: every command. */
+  commands?: string;
 }
 
 export class RepoConfigError extends Error {
