@@ -84,7 +84,7 @@ export async function projectDirInside(checkout: string, dir: string): Promise<s
     real = await realpath(wanted);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT')
-      throw new CheckoutPathError(`dir ${JSON.stringify(dir)} does not exist in this pull request`);
+      throw new CheckoutPathError(`dir ${JSON.stringify(dir)} does not exist`);
     throw e;
   }
   if (!isInside(realRoot, real)) throw new CheckoutPathError(`dir ${JSON.stringify(dir)} resolves outside the repository`);
