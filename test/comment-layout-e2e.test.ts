@@ -43,12 +43,14 @@ function postCallIndex(calls: RecordedCall[], c: StandinComment): number {
 describe('result comments end to end (real server process)', () => {
   const dataDir = tempDataDir();
   let url: string;
+  let server: CliProcess;
   let first: StandinComment;
 
   it("lays out a plan over two projects as Atlantis does, leaving out the unchanged one's section", async () => {
     const started = await startWorkflowServer(env, dataDir, '127.0.47.1', ['--hide-prev-plan-comments', '--hide-unchanged-plan-comments']);
     procs.push(started.p);
     url = started.url;
+    server = started.p;
     await env.openPull(url, 1, 'layout-both', { 'app1/main.tf': terraformConfig({ marker: 'app1-v2' }), 'app2/main.tf': NO_RESOURCES });
     first = await env.waitForComment(1, /^Ran Plan for 2 projects:/, { timeoutMs: 120_000 });
     const b = first.body;
@@ -114,5 +116,13 @@ describe('result comments end to end (real server process)', () => {
     await env.comment(url, 1, 'atlantis apply -d app1');
     await env.waitForComment(1, /^Ran Apply for dir: `app1` workspace: `default`/, { after: before, timeoutMs: 120_000 });
     assert.equal(env.gh.commentsById.get(again.id)?.minimized, undefined, 'an apply does not hide plan comments');
+  });
+
+  it('a failed hide is logged and the result is posted anyway, as in Atlantis', async () => {
+    const before = env.commentsOn(1).length;
+    env.gh.failNext(1, { kind: 'status', status: 403 }, { path: /graphql$/ });
+    await env.comment(url, 1, 'atlantis plan -d app1');
+    await env.waitForComment(1, /^Ran Plan for dir: `app1` workspace: `default`/, { after: before, timeoutMs: 120_000 });
+    assert.match(server.output(), /"msg":"Unable to hide old comments".*"error":"GitHub API POST \/graphql: 403/);
   });
 });

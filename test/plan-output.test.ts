@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { lockId, lockIdFromQuery, lockUrl, queryEscape } from '../src/server/workflow/lock-url.js';
+import { lockId, lockIdFromQuery, lockUrl, parseLockId, queryEscape } from '../src/server/workflow/lock-url.js';
 import {
   diffMarkdownFormat,
   formatPlanOutput,
@@ -170,6 +170,17 @@ test('lock id and lock link as Atlantis writes them', () => {
   // What a lock page gets after the URL parser decoded the query value once.
   const link = new URL(lockUrl('http://h', 'o/r/d ir/w/p'));
   assert.equal(lockIdFromQuery(link.searchParams.get('id') ?? ''), 'o/r/d ir/w/p');
+  // And back into its parts, for a lock page.
+  assert.deepEqual(parseLockId('acme/infra/./default/'), { repo: 'acme/infra', dir: '.', workspace: 'default' });
+  assert.deepEqual(parseLockId('acme/infra/envs/prod/staging/prod'), {
+    repo: 'acme/infra',
+    dir: 'envs/prod',
+    workspace: 'staging',
+    projectName: 'prod',
+  });
+  for (const bad of ['acme/infra/default/', 'acme/infra//default/x', '/infra/./default/', 'acme/infra/./', 'x']) {
+    assert.equal(parseLockId(bad), undefined, bad);
+  }
 });
 
 test('--enable-diff-markdown-format reformats as Atlantis (its own test cases)', () => {

@@ -83,8 +83,7 @@ export async function projectDirInside(checkout: string, dir: string): Promise<s
   try {
     real = await realpath(wanted);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT')
-      throw new CheckoutPathError(`dir ${JSON.stringify(dir)} does not exist in this pull request`);
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new CheckoutPathError(`dir ${JSON.stringify(dir)} does not exist`);
     throw e;
   }
   if (!isInside(realRoot, real)) throw new CheckoutPathError(`dir ${JSON.stringify(dir)} resolves outside the repository`);

@@ -32,3 +32,19 @@ export function lockUrl(atlantisUrl: string, id: string): string {
 export function lockIdFromQuery(value: string): string {
   return decodeURIComponent(value.replace(/\+/g, ' '));
 }
+
+/**
+ * A v0.47 lock id back into its parts, or undefined when it is not one. The repo is two
+ * segments and the workspace and project name one each (neither may hold `/`), so the dir
+ * is whatever is between them.
+ */
+export function parseLockId(id: string): { repo: string; dir: string; workspace: string; projectName?: string } | undefined {
+  const parts = id.split('/');
+  if (parts.length < 5) return undefined;
+  const [owner, name] = parts;
+  const projectName = parts[parts.length - 1] as string;
+  const workspace = parts[parts.length - 2] as string;
+  const dir = parts.slice(2, -2).join('/');
+  if (!owner || !name || !workspace || dir === '') return undefined;
+  return { repo: `${owner}/${name}`, dir, workspace, ...(projectName ? { projectName } : {}) };
+}
