@@ -116,7 +116,7 @@ describe('Atlantis settings as env only, on the real server', () => {
     const unknown = await env.waitForComment(1, /unknown command/, { after: before });
     assert.equal(
       unknown.body,
-      '```\nError: unknown command "apply".\nRun \'atlantis --help\' for usage.\nAvailable commands(--allow-commands): version, plan, unlock\n```',
+      '```\nError: unknown command "apply".\nRun \'atlantis --help\' for usage.\nAvailable commands(--allow-commands): version, plan, cancel, unlock, approve_policies\n```',
     );
     before = env.commentsOn(1).length;
     assert.equal((await env.comment(url, 1, 'atlantis plan', 'alice')).status, 200);

@@ -84,6 +84,30 @@ describe('comments through the real server', () => {
     assert.equal(await ask('atlantis unlock now', /unknown argument/), '```\nError: unknown argument(s) – now.\nUsage of unlock:\n```');
   });
 
+  it('a glob -d runs the matching projects of atlantis.yaml, for plan and apply', { timeout: 180_000 }, async () => {
+    const project = (dir: string) => `- dir: ${dir}\n  autoplan: {enabled: false}\n`;
+    await env.openPull(url, 2, 'stacks', {
+      'atlantis.yaml': `version: 3\nprojects:\n${project('stacks/a')}${project('stacks/b')}${project('other/c')}`,
+      'stacks/a/main.tf': terraformConfig({ marker: 'a' }),
+      'stacks/b/main.tf': terraformConfig({ marker: 'b' }),
+      'other/c/main.tf': terraformConfig({ marker: 'c' }),
+    });
+    const on2 = async (body: string, re: RegExp) => {
+      const before = env.commentsOn(2).length;
+      assert.equal((await env.comment(url, 2, body)).status, 200);
+      return (await env.waitForComment(2, re, { after: before, timeoutMs: 120_000 })).body;
+    };
+    const plan = await on2('atlantis plan -d stacks/*', /^Ran Plan|Error/);
+    assert.match(plan, /^Ran Plan for 2 projects:/);
+    assert.match(plan, /dir: `stacks\/a` workspace: `default`/);
+    assert.match(plan, /dir: `stacks\/b` workspace: `default`/);
+    assert.doesNotMatch(plan, /other\/c/);
+    const apply = await on2("atlantis apply -d 'stacks/[b]'", /^Ran Apply|Error/);
+    assert.match(apply, /^Ran Apply for dir: `stacks\/b` workspace: `default`/);
+    const bad = await on2("atlantis plan -d '../*'", /glob pattern/);
+    assert.match(bad, /^```\nError: using '\.\.' in glob pattern "\.\.\/\*" with -d\/--dir is not allowed\.\nUsage of plan:\n/);
+  });
+
   it('the checkout path rule refuses an unsafe workspace itself (second line of defence)', () => {
     const copies = new WorkingCopies(dataDir, () => '', nullLogger(), new ProcessHost({ logger: nullLogger() }));
     for (const ws of ['.', '..', '', 'a/b', '-x', 'a b']) {
