@@ -130,7 +130,7 @@ describe('--write-git-creds with real terraform and git over HTTPS', { timeout: 
       { kind: 'init', extraArgs: [] },
       {
         kind: 'run',
-        command: `test -e '${credsFile}' && echo creds-present || echo creds-absent; env | grep '^GIT_CONFIG' || echo no-git-config`,
+        command: `test -e '${credsFile}' && echo creds-present || echo creds-absent; env | grep '^GIT_CONFIG' || echo no-git-config; echo "tf-version=$ATLANTIS_TERRAFORM_VERSION path=$PATH"`,
       },
       { kind: 'plan', extraArgs: [] },
     ];
@@ -143,6 +143,9 @@ describe('--write-git-creds with real terraform and git over HTTPS', { timeout: 
     assert.match(r.output, /hello from a private module/);
     assert.match(r.log, /creds-absent/, 'a run step after init finds no credentials file');
     assert.match(r.log, /no-git-config/, 'nor the git variables');
+    // As Atlantis, run steps are told the terraform version and find downloaded versions on PATH.
+    assert.match(r.log, /tf-version=\d+\.\d+\.\d+ /);
+    assert.ok(r.log.includes(`:${path.join(tmp, 'data', 'bin')}\n`), "the data dir's bin/ ends PATH");
     assert.ok(!existsSync(credsFile), 'removed after init');
     assert.ok(
       git.authSeen.slice(seenBefore).filter((a) => a === `${USER}:${TOKEN}`).length >= 2,
