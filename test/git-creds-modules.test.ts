@@ -19,10 +19,15 @@ import type { Step } from '../src/server/workflow/repo-config/types.js';
 import { createTestRepo } from './support/git-repos.js';
 import { type GitHttpsServer, startGitHttps } from './support/git-https.js';
 import { TERRAFORM } from './support/terraform.js';
+import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
+import { type WorkflowEnv, createWorkflowEnv, tempDataDir } from './support/workflow-env.js';
 
 const HOST = '127.0.162.14';
 const USER = 'atlantis-bot';
 const TOKEN = 'ghp_privateModuleToken0123456789abcd';
+const SERVER_HOST = '127.0.162.16';
+/** The GitHub stand-in's token, which the server's --write-git-creds hands to init. */
+let serverToken = '';
 const tmp = mkdtempSync(path.join(tmpdir(), 'git-creds-'));
 let git: GitHttpsServer;
 let host: ProcessHost;
@@ -36,7 +41,7 @@ before(async () => {
     host: HOST,
     projectRoot: path.dirname(path.dirname(repo.bareDir)),
     certDir: tmp,
-    accept: () => `${USER}:${TOKEN}`,
+    accept: (userPassword) => userPassword === `${USER}:${TOKEN}` || (serverToken !== '' && userPassword === `${USER}:${serverToken}`),
   });
   // Children (terraform, its git) trust the test's certificate, as a server's would trust GitHub's.
   process.env.GIT_SSL_CAINFO = git.caFile;
@@ -130,7 +135,7 @@ describe('--write-git-creds with real terraform and git over HTTPS', { timeout: 
       { kind: 'init', extraArgs: [] },
       {
         kind: 'run',
-        command: `test -e '${credsFile}' && echo creds-present || echo creds-absent; env | grep '^GIT_CONFIG' || echo no-git-config`,
+        command: `test -e '${credsFile}' && echo creds-present || echo creds-absent; env | grep '^GIT_CONFIG' || echo no-git-config; echo "tf-version=$ATLANTIS_TERRAFORM_VERSION path=$PATH"`,
       },
       { kind: 'plan', extraArgs: [] },
     ];
@@ -143,6 +148,9 @@ describe('--write-git-creds with real terraform and git over HTTPS', { timeout: 
     assert.match(r.output, /hello from a private module/);
     assert.match(r.log, /creds-absent/, 'a run step after init finds no credentials file');
     assert.match(r.log, /no-git-config/, 'nor the git variables');
+    // As Atlantis, run steps are told the terraform version and find downloaded versions on PATH.
+    assert.match(r.log, /tf-version=\d+\.\d+\.\d+ /);
+    assert.ok(r.log.includes(`:${path.join(tmp, 'data', 'bin')}\n`), "the data dir's bin/ ends PATH");
     assert.ok(!existsSync(credsFile), 'removed after init');
     assert.ok(
       git.authSeen.slice(seenBefore).filter((a) => a === `${USER}:${TOKEN}`).length >= 2,
@@ -152,5 +160,45 @@ describe('--write-git-creds with real terraform and git over HTTPS', { timeout: 
       assert.ok(!text.includes(TOKEN), 'no token in output or job log');
     for (const f of [...filesUnder(dir), ...filesUnder(path.join(tmp, 'data'))])
       assert.ok(!readFileSync(f, 'latin1').includes(TOKEN), `no token in ${f}`);
+  });
+});
+
+describe('--write-git-creds on the real server process', { timeout: 180_000 }, () => {
+  let env: WorkflowEnv;
+  let server: { p: CliProcess; url: string } | undefined;
+  const dataDir = tempDataDir();
+  after(async () => {
+    server?.p.child.kill('SIGKILL');
+    await env?.close();
+  });
+
+  it('plans a PR whose module is private; the token is in no comment, log or job output', async () => {
+    env = await createWorkflowEnv();
+    serverToken = env.gh.token;
+    // The credentials are for --gh-hostname, here the git server's host:port (GitHub's host in real life).
+    // The server trusts the git server's certificate as it would trust GitHub's (its env, passed to terraform).
+    const args = env.serverArgs(dataDir, SERVER_HOST, [
+      '--gh-hostname',
+      git.hostPort,
+      '--repo-allowlist',
+      `${git.hostPort}/acme/*`,
+      '--write-git-creds',
+    ]);
+    const p = startCli(args, { GIT_SSL_CAINFO: git.caFile, GIT_TERMINAL_PROMPT: '0' });
+    server = { p, url: `http://${SERVER_HOST}:4141` };
+    await waitForHttp(`${server.url}/healthz`);
+    await env.openPull(server.url, 1, 'private-module', {
+      'app1/main.tf': `module "private" {\n  source = "git::${git.url}/acme/modules.git"\n}\n\noutput "from_module" {\n  value = module.private.greeting\n}\n`,
+    });
+    const c = await env.waitForComment(1, /^Ran Plan for dir: `app1` workspace: `default`/);
+    assert.match(c.body, /hello from a private module/, c.body);
+    assert.ok(git.authSeen.includes(`${USER}:${serverToken}`), "init sent --gh-user and the server's token");
+    const texts = [
+      ...env.commentsOn(1).map((x) => x.body),
+      server.p.output(),
+      ...filesUnder(path.join(dataDir, 'jobs')).map((f) => readFileSync(f, 'utf8')),
+    ];
+    for (const t of texts) assert.ok(!t.includes(serverToken), 'no token in comments, the server log or job logs');
+    assert.ok(!existsSync(path.join(dataDir, 'git-creds', 'credentials')), 'no credentials file once init is done');
   });
 });

@@ -185,11 +185,14 @@ describe('an attacker cannot get the secrets out', () => {
       );
       assert.ok(text.includes('TF_VAR_probe=probe-from-server-env'), `${dump}: TF_VAR_* reaches the children`);
       assert.ok(names.includes('PATH') && names.includes('HOME'), `${dump}: PATH and HOME reach the children`);
+      // ATLANTIS_TERRAFORM_VERSION is Atlantis's run-step variable (the version run), no server setting.
       assert.deepEqual(
-        names.filter((n) => n.startsWith('ATLANTIS_')),
+        names.filter((n) => n.startsWith('ATLANTIS_') && n !== 'ATLANTIS_TERRAFORM_VERSION'),
         [],
         `${dump}: no ATLANTIS_* variable in a child's environment`,
       );
+      for (const line of text.split('\n').filter((l) => l.startsWith('ATLANTIS_TERRAFORM_VERSION=')))
+        assert.match(line, /^ATLANTIS_TERRAFORM_VERSION=\d+\.\d+\.\d+\S*$/, `${dump}: a version only`);
       assert.ok(!names.includes('GITHUB_TOKEN'), `${dump}: GITHUB_TOKEN (holding the token) is withheld`);
       assert.equal(leak(text, token), undefined, `${dump}: the token is in a child's environment`);
       assert.equal(leak(text, WEBHOOK_SECRET), undefined, `${dump}: the webhook secret is in a child's environment`);

@@ -187,3 +187,28 @@ describe('terraform_version on a pull request (real server process)', { timeout:
     );
   });
 });
+
+describe('--default-tf-version (real server process)', { timeout: 120_000 }, () => {
+  it('is downloaded at start, in the background, as Atlantis does', async () => {
+    const env = await createWorkflowEnv();
+    const dataDir = tempDataDir();
+    const before = requests.length;
+    const server = await startWorkflowServer(env, dataDir, '127.0.162.17', [
+      '--tf-download-url',
+      mirrorUrl,
+      '--default-tf-version',
+      `v${GOOD}`,
+    ]);
+    try {
+      // The server's own log says when it is done (bounded wait).
+      const end = Date.now() + 60_000;
+      while (!server.p.output().includes('"Downloaded terraform"') && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+      assert.match(server.p.output(), /"Downloaded terraform"/, server.p.output());
+      assert.ok(existsSync(path.join(dataDir, 'bin', `terraform${GOOD}`)));
+      assert.ok(requests.slice(before).some((r) => r.includes(`/terraform/${GOOD}/`)));
+    } finally {
+      server.p.child.kill('SIGKILL');
+      await env.close();
+    }
+  });
+});

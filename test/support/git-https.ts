@@ -25,8 +25,8 @@ export async function startGitHttps(opts: {
   projectRoot: string;
   /** Where the key and certificate are written. */
   certDir: string;
-  /** The only user:password accepted. */
-  accept: () => string;
+  /** Whether a user:password (decoded from Basic auth) may read. */
+  accept: (userPassword: string) => boolean;
 }): Promise<GitHttpsServer> {
   const key = path.join(opts.certDir, 'key.pem');
   const cert = path.join(opts.certDir, 'cert.pem');
@@ -54,8 +54,9 @@ export async function startGitHttps(opts: {
   const authSeen: string[] = [];
   const server = https.createServer({ key: readFileSync(key), cert: readFileSync(cert) }, (req, res) => {
     const auth = req.headers.authorization;
-    if (auth) authSeen.push(Buffer.from(auth.replace(/^Basic /, ''), 'base64').toString());
-    if (auth !== `Basic ${Buffer.from(opts.accept()).toString('base64')}`) {
+    const userPassword = auth?.startsWith('Basic ') ? Buffer.from(auth.slice(6), 'base64').toString() : undefined;
+    if (userPassword !== undefined) authSeen.push(userPassword);
+    if (userPassword === undefined || !opts.accept(userPassword)) {
       res.writeHead(401, { 'WWW-Authenticate': 'Basic realm="GitHub"' }).end('auth required\n');
       return;
     }

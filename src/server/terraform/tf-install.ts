@@ -15,6 +15,8 @@ import { checksumFor, releaseFiles, versionFromJson, versionedBinaryName } from 
 export const MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024;
 const MAX_SUMS_BYTES = 64 * 1024;
 const DOWNLOAD_TIMEOUT_MS = 10 * 60_000;
+/** `terraform version` asks HashiCorp whether it is the newest; these probes need no answer. */
+const NO_CHECKPOINT = { CHECKPOINT_DISABLE: '1' };
 
 export interface TerraformBinariesOptions {
   /** --tf-binary: what runs when no version is asked for. */
@@ -45,7 +47,7 @@ export class TerraformBinaries {
   localVersion(): Promise<string | undefined> {
     mkdirSync(this.o.binDir, { recursive: true, mode: 0o700 });
     this.local ??= this.o.host
-      .spawn({ command: this.o.tfBinary, args: ['version', '-json'], cwd: this.o.binDir, output: 'capture' })
+      .spawn({ command: this.o.tfBinary, args: ['version', '-json'], cwd: this.o.binDir, env: NO_CHECKPOINT, output: 'capture' })
       .then((r) => (r.exitCode === 0 ? versionFromJson(r.stdout ?? '') : undefined));
     return this.local;
   }
@@ -78,7 +80,7 @@ export class TerraformBinaries {
     } catch (e) {
       throw new Error(`error downloading terraform version ${version}: ${(e as Error).message}`);
     }
-    const check = await this.o.host.spawn({ command: dest, args: ['version'], cwd: this.o.binDir, output: 'capture' });
+    const check = await this.o.host.spawn({ command: dest, args: ['version'], cwd: this.o.binDir, env: NO_CHECKPOINT, output: 'capture' });
     if (check.exitCode !== 0) {
       rmSync(dest, { force: true });
       throw new Error(

@@ -30,6 +30,7 @@ import type { Workflow } from './repo-config/types.js';
 import { assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from './checkout-paths.js';
 import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './extra-args.js';
 import type { ProjectRunner } from './project-runner.js';
+import { mergeAgainPerWorkspace } from './merge-again.js';
 import { type WorkingCopies, checkoutRequest } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
 import { dirTargets } from './comment-parser/dir-glob.js';
@@ -193,7 +194,12 @@ export class CommandRunner {
       for (const p of this.d.store.listPlans(ctx.repo, ctx.pull)) this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
     }
     void this.status(ctx, 'plan', 'pending', statusDescription('plan', 'pending'));
-    const merged = await this.mergeAgain(ctx, projects);
+    const merged = await mergeAgainPerWorkspace(
+      this.d.copies,
+      this.checkoutMutex,
+      ctx,
+      projects.map((p) => p.workspace),
+    );
     const runs = await this.scheduler.ordered('plan', ctx, projects, {
       parallel: config?.parallelPlan ?? this.d.config.parallelPlan,
       abortOnFail: config?.abortOnExecutionOrderFail ?? false,
@@ -450,22 +456,6 @@ export class CommandRunner {
       await assertNoEscapingSymlink(dir);
       return dir;
     });
-  }
-
-  /**
-   * --checkout-strategy=merge: when the base branch moved on, merges the head into it again
-   * (Atlantis, before a plan): once per workspace, before any project of it runs, so no
-   * checkout changes under a running terraform. Per workspace: merged, or why it failed.
-   */
-  private async mergeAgain(ctx: PullContext, projects: ProjectSpec[]): Promise<Map<string, boolean | Error>> {
-    const merge = (ws: string) =>
-      this.checkoutMutex.run(`${ctx.repo}#${ctx.pull}#${ws}`, async () => {
-        const merged = await this.d.copies.mergeAgain(checkoutRequest(ctx, ws));
-        if (merged) await assertNoEscapingSymlink(this.d.copies.dirFor(ctx.repo, ctx.pull, ws));
-        return merged;
-      });
-    const workspaces = [...new Set(projects.map((p) => p.workspace))];
-    return new Map(await Promise.all(workspaces.map(async (ws) => [ws, await merge(ws).catch((e: Error) => e)] as const)));
   }
 
   /**

@@ -71,6 +71,12 @@ export function workflowPlugin(server: AtlantisServer) {
     host: server.processHost,
     logger: log,
   });
+  if (cfg.defaultTfVersion) {
+    // As Atlantis: the default version is fetched at start, in the background; a failure is
+    // logged here and told again on the PR of the first project that needs it.
+    const v = cfg.defaultTfVersion;
+    void terraformBinaries.binaryFor(v).catch((e: Error) => log.error('Could not get terraform', { version: v, error: e.message }));
+  }
   const jobs = new JobRegistry();
   const jobLogPruner = new JobLogPruner({
     dir: server.jobLogDir,
