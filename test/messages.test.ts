@@ -2,6 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
+  commandErrorComment,
+  pullClosedComment,
   SHUTTING_DOWN_COMMENT,
   UNLOCKED_COMMENT,
   lockedByMessage,
@@ -9,8 +11,6 @@ import {
   planHasChanges,
   cleanPlanOutput,
   renderResults,
-  statusDescription,
-  statusContext,
   queuedDuringDrainComment,
   queuedCommandStartingComment,
   interruptedByShutdownComment,
@@ -213,19 +213,29 @@ test('version, verbose log, zero projects, titles', () => {
   assert.equal(commandTitle('state', 'rm'), 'State rm');
 });
 
-test('statuses and drain texts', () => {
-  assert.equal(statusDescription('plan', 'pending'), 'Plan in progress...');
-  assert.equal(statusDescription('apply', 'success'), 'Apply succeeded.');
-  assert.equal(statusDescription('plan', 'failure'), 'Plan failed.');
-  assert.equal(statusDescription('plan', 'success', { succeeded: 2, total: 2 }), '2/2 projects planned successfully.');
-  assert.equal(statusDescription('apply', 'failure', { succeeded: 1, total: 3 }), '1/3 projects applied successfully.');
-  assert.equal(statusContext('plan'), 'atlantis/plan');
-  assert.equal(statusContext('apply', { dir: 'a', workspace: 'default' }), 'atlantis/apply: a/default');
-  assert.equal(statusContext('plan', { dir: 'a', workspace: 'default', name: 'proj' }), 'atlantis/plan: proj');
+test('command errors and drain texts', () => {
+  // Atlantis's unwrappedErr template, trimmed: a command that failed before running its projects.
+  assert.equal(
+    commandErrorComment('plan', "no project with name 'nope' is defined in 'atlantis.yaml'"),
+    "**Plan Error**\n```\nno project with name 'nope' is defined in 'atlantis.yaml'\n```",
+  );
+  assert.equal(commandErrorComment('apply', 'x'), '**Apply Error**\n```\nx\n```');
   assert.match(queuedDuringDrainComment('atlantis plan -d a'), /`atlantis plan -d a` has been queued/);
   assert.match(queuedCommandStartingComment('atlantis plan'), /running the queued command `atlantis plan`/);
   const i = interruptedByShutdownComment('apply', 'a', 'default');
   assert.match(i, /^\*\*Apply Interrupted\*\* for dir: `a` workspace: `default`/);
   assert.match(i, /SIGINT/);
   assert.match(i, /comment `atlantis plan` to run it again/);
+});
+
+test("the closed-PR comment groups a dir's workspaces, sorted, as Atlantis", () => {
+  assert.equal(
+    pullClosedComment([
+      { dir: 'b', workspace: 'staging' },
+      { dir: 'a', workspace: 'default' },
+      { dir: 'b', workspace: 'default' },
+    ]),
+    'Locks and plans deleted for the projects and workspaces modified in this pull request:\n\n' +
+      '- dir: `a` workspace: `default`\n- dir: `b` workspaces: `default`, `staging`',
+  );
 });

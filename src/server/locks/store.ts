@@ -10,6 +10,7 @@ import Database from 'better-sqlite3';
 import fs from 'node:fs';
 import path from 'node:path';
 import { planFileName } from './plan-file.js';
+import { type ProjectOutcome, type ProjectPlanStatus, type PullStatus, mergePullStatus } from './pull-status.js';
 
 // The pure plan-file helpers live in plan-file.ts; re-exported for existing importers.
 export { fileSha256, planFileName, planFileProblem } from './plan-file.js';
@@ -141,6 +142,13 @@ CREATE TABLE IF NOT EXISTS jobs (
   finished_at TEXT, result TEXT, summary TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_unfinished ON jobs (finished_at);
+CREATE TABLE IF NOT EXISTS pull_status (
+  repo TEXT NOT NULL, pull INTEGER NOT NULL, head_sha TEXT NOT NULL, PRIMARY KEY (repo, pull)
+);
+CREATE TABLE IF NOT EXISTS pull_projects (
+  repo TEXT NOT NULL, pull INTEGER NOT NULL, seq INTEGER NOT NULL, dir TEXT NOT NULL, workspace TEXT NOT NULL,
+  project TEXT NOT NULL, status TEXT NOT NULL, PRIMARY KEY (repo, pull, dir, workspace, project)
+);
 `;
 
 /**
@@ -366,15 +374,66 @@ export class LockStore {
   }
 
   /**
-   * After a successful apply: forget the plan and release the lock atomically, so a crash
-   * between the two cannot leave a lock without a plan or the reverse.
+   * Releases a lock only if `pull` holds it (a failed plan gives back what it took, never
+   * another PR's lock). Returns the released lock.
    */
-  completeApply(key: LockKey, pull: number): void {
+  unlockIfOwnedBy(key: LockKey, pull: number): LockRecord | undefined {
     const run = this.db.transaction(() => {
-      this.sql('DELETE FROM plans WHERE repo = ? AND pull = ? AND dir = ? AND workspace = ?').run(key.repo, pull, key.dir, key.workspace);
-      this.sql('DELETE FROM locks WHERE repo = ? AND dir = ? AND workspace = ? AND pull = ?').run(key.repo, key.dir, key.workspace, pull);
+      const l = this.getLock(key);
+      if (!l || l.pull !== pull) return undefined;
+      this.sql('DELETE FROM locks WHERE repo = ? AND dir = ? AND workspace = ?').run(key.repo, key.dir, key.workspace);
+      return l;
     });
-    run.immediate();
+    return run.immediate();
+  }
+
+  // ---- pull status (Atlantis's per-PR plan status) ---------------------------------
+
+  /** The PR's recorded plan status, undefined when it has none (never planned, or closed). */
+  getPullStatus(repo: string, pull: number): PullStatus | undefined {
+    const head = this.sql('SELECT head_sha FROM pull_status WHERE repo = ? AND pull = ?').get(repo, pull) as
+      | { head_sha: string }
+      | undefined;
+    if (!head) return undefined;
+    const rows = this.sql('SELECT dir, workspace, project, status FROM pull_projects WHERE repo = ? AND pull = ? ORDER BY seq').all(
+      repo,
+      pull,
+    ) as { dir: string; workspace: string; project: string; status: string }[];
+    return { headSha: head.head_sha, projects: rows.map((r) => ({ ...r, status: r.status as ProjectPlanStatus })) };
+  }
+
+  /**
+   * Records a command's results (merged for the same head, fresh for a new one; `replace`
+   * starts from nothing, as after a plan that found no projects). One transaction.
+   */
+  updatePullStatus(repo: string, pull: number, headSha: string, outcomes: ProjectOutcome[], opts: { replace?: boolean } = {}): PullStatus {
+    const run = this.db.transaction(() => {
+      const next = mergePullStatus(opts.replace ? undefined : this.getPullStatus(repo, pull), headSha, outcomes);
+      this.deletePullStatusRows(repo, pull);
+      this.sql('INSERT INTO pull_status (repo, pull, head_sha) VALUES (?, ?, ?)').run(repo, pull, headSha);
+      const ins = this.sql('INSERT INTO pull_projects (repo, pull, seq, dir, workspace, project, status) VALUES (?, ?, ?, ?, ?, ?, ?)');
+      for (const [i, p] of next.projects.entries()) ins.run(repo, pull, i, p.dir, p.workspace, p.project, p.status);
+      return next;
+    });
+    return run.immediate();
+  }
+
+  /** A project's plan was discarded (lock deleted from the web page), as Atlantis's UpdateProjectStatus. */
+  markDiscarded(repo: string, pull: number, dir: string, workspace: string): void {
+    this.sql(
+      `UPDATE pull_projects SET status = 'plan_discarded' WHERE rowid = (SELECT rowid FROM pull_projects
+         WHERE repo = ? AND pull = ? AND dir = ? AND workspace = ? ORDER BY seq LIMIT 1)`,
+    ).run(repo, pull, dir, workspace);
+  }
+
+  /** Forgets the PR's plan status (PR closed). */
+  deletePullStatus(repo: string, pull: number): void {
+    this.db.transaction(() => this.deletePullStatusRows(repo, pull)).immediate();
+  }
+
+  private deletePullStatusRows(repo: string, pull: number): void {
+    this.sql('DELETE FROM pull_status WHERE repo = ? AND pull = ?').run(repo, pull);
+    this.sql('DELETE FROM pull_projects WHERE repo = ? AND pull = ?').run(repo, pull);
   }
 
   // ---- drain queue ----------------------------------------------------------------

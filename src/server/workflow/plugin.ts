@@ -11,11 +11,12 @@ import { AllowlistError, type RepoAllowlist, parseRepoAllowlist } from '../vcs/r
 import { CommandRunner, type PullContext } from './command-runner.js';
 import { JobLogPruner } from './job-logs.js';
 import { JobRegistry } from './jobs.js';
-import { SHUTTING_DOWN_COMMENT, queuedCommandStartingComment, queuedDuringDrainComment } from './messages.js';
+import { SHUTTING_DOWN_COMMENT, pullClosedComment, queuedCommandStartingComment, queuedDuringDrainComment } from './messages.js';
 import { ProjectRunner } from './project-runner.js';
 import { type ServerSideRepoConfig, parseServerSideRepoConfig } from './repo-config/server-side.js';
 import { RepoConfigError } from './repo-config/types.js';
 import { type PullRefusal, type WorkItem, decideWebhook, gatePull } from './webhook-decision.js';
+import { lockDiscardedComment } from './lock-delete.js';
 import { mountWebUi } from './web-ui.js';
 import { WorkingCopies } from './working-copy.js';
 
@@ -190,14 +191,11 @@ export function workflowPlugin(server: AtlantisServer) {
   function releasePull(repo: string, pull: number): number {
     const { locks, plans } = store.unlockAllForPull(repo, pull, { discardPlans: true });
     for (const p of plans) rmSync(p.planPath, { force: true });
+    // As Atlantis: a closed PR's plan status goes too (a reopened PR plans afresh).
+    store.deletePullStatus(repo, pull);
     // Working copies stay while a command of this PR still runs in them (deleted when it ends).
     if (!server.tracker.isShuttingDown && !running.has(pullKey(repo, pull))) copies.remove(repo, pull);
-    if (locks.length > 0) {
-      const lines = locks.map((l) => `- dir: \`${l.dir}\` workspaces: \`${l.workspace}\``).join('\n');
-      server.trackBackground(
-        comment(repo, pull, `Locks and plans deleted for the projects and workspaces modified in this pull request:\n\n${lines}`),
-      );
-    }
+    if (locks.length > 0) server.trackBackground(comment(repo, pull, pullClosedComment(locks)));
     return locks.length;
   }
 
@@ -267,6 +265,10 @@ export function workflowPlugin(server: AtlantisServer) {
         jobs,
         jobLogPath: (id) => server.jobLogPath(id),
         drainStatus: () => ({ shuttingDown: server.tracker.isShuttingDown, inProgress: server.tracker.inProgress }),
+        onLockDiscarded: (l) => {
+          log.info('Lock deleted from the web page', { repo: l.repo, pull: l.pull, dir: l.dir, workspace: l.workspace });
+          server.trackBackground(comment(l.repo, l.pull, lockDiscardedComment(l.dir, l.workspace)));
+        },
       }),
     start: async () => {
       await recoverCrashedJobs();
