@@ -10,6 +10,7 @@ import Database from 'better-sqlite3';
 import fs from 'node:fs';
 import path from 'node:path';
 import { planFileName } from './plan-file.js';
+import { type JobRow, type LockRow, type PlanRow, toJob, toLock, toPlan } from './store-rows.js';
 import { type ProjectOutcome, type ProjectPlanStatus, type PullStatus, mergePullStatus } from './pull-status.js';
 
 // The pure plan-file helpers live in plan-file.ts; re-exported for existing importers.
@@ -83,42 +84,6 @@ export interface StoreOptions {
   now?: () => Date;
 }
 
-interface LockRow {
-  repo: string;
-  dir: string;
-  workspace: string;
-  pull: number;
-  user: string;
-  project: string | null;
-  time: string;
-}
-
-interface PlanRow {
-  repo: string;
-  pull: number;
-  dir: string;
-  workspace: string;
-  project: string | null;
-  plan_path: string;
-  head_sha: string;
-  plan_sha256: string | null;
-  created_at: string;
-}
-
-interface JobRow {
-  id: string;
-  command: string;
-  repo: string;
-  pull: number;
-  project: string | null;
-  dir: string | null;
-  workspace: string | null;
-  started_at: string;
-  finished_at: string | null;
-  result: string | null;
-  summary: string | null;
-}
-
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS locks (
@@ -168,38 +133,6 @@ export function parseLockId(id: string): LockKey | undefined {
   const dir = parts.slice(2, -1).join('/');
   return { repo, dir, workspace };
 }
-
-const toLock = (r: LockRow): LockRecord => {
-  const l: LockRecord = { repo: r.repo, dir: r.dir, workspace: r.workspace, pull: r.pull, user: r.user, time: r.time };
-  if (r.project !== null) l.project = r.project;
-  return l;
-};
-
-const toPlan = (r: PlanRow): PlanRecord => {
-  const p: PlanRecord = {
-    repo: r.repo,
-    pull: r.pull,
-    dir: r.dir,
-    workspace: r.workspace,
-    planPath: r.plan_path,
-    headSha: r.head_sha,
-    createdAt: r.created_at,
-  };
-  if (r.project !== null) p.project = r.project;
-  if (r.plan_sha256 !== null) p.planSha256 = r.plan_sha256;
-  return p;
-};
-
-const toJob = (r: JobRow): JobRecord => {
-  const j: JobRecord = { id: r.id, command: r.command, repo: r.repo, pull: r.pull, startedAt: r.started_at };
-  if (r.project !== null) j.project = r.project;
-  if (r.dir !== null) j.dir = r.dir;
-  if (r.workspace !== null) j.workspace = r.workspace;
-  if (r.finished_at !== null) j.finishedAt = r.finished_at;
-  if (r.result !== null) j.result = r.result as JobResult;
-  if (r.summary !== null) j.summary = r.summary;
-  return j;
-};
 
 export class LockStore {
   readonly dataDir: string;
