@@ -53,7 +53,7 @@ describe('locks and statuses, default settings (repo_locks on_plan)', () => {
   let head21 = '';
 
   it('autoplan: PR-wide plan status, per-project statuses linking to the job page, no apply status yet', async () => {
-    ({ p: server, url } = await startServer('127.0.45.1'));
+    ({ p: server, url } = await startServer('127.18.45.1'));
     const opened = await env.openPull(url, 21, 'ls-21', {
       's1/main.tf': terraformConfig({ marker: 's1' }),
       's2/main.tf': terraformConfig({ marker: 's2' }),
@@ -214,7 +214,7 @@ describe('locks and statuses, default settings (repo_locks on_plan)', () => {
 
 describe('--disable-repo-locking and --emoji-reaction', () => {
   it('plans take no lock and say nothing of deleting one; comments get the reaction', async () => {
-    const { url } = await startServer('127.0.45.2', ['--disable-repo-locking', '--emoji-reaction', 'eyes']);
+    const { url } = await startServer('127.18.45.2', ['--disable-repo-locking', '--emoji-reaction', 'eyes']);
     await env.openPull(url, 31, 'ls-31', { 's6/main.tf': terraformConfig({ marker: 's6' }) });
     const c = await env.waitForComment(31, /^Ran Plan for dir: `s6`/);
     assert.doesNotMatch(c.body, /To \*\*delete\*\* this plan and lock/);
@@ -246,7 +246,7 @@ describe('--disable-repo-locking and --emoji-reaction', () => {
 describe('repo_locks mode on_apply (server-side repo config)', () => {
   it('plan takes no lock; apply takes it and holds it; another PR then cannot apply', async () => {
     const cfg = JSON.stringify({ repos: [{ id: '/.*/', repo_locks: { mode: 'on_apply' } }] });
-    const { url } = await startServer('127.0.45.3', ['--repo-config-json', cfg]);
+    const { url } = await startServer('127.18.45.3', ['--repo-config-json', cfg]);
     await env.openPull(url, 41, 'ls-41', { 's7/main.tf': terraformConfig({ marker: 's7' }) });
     await env.waitForComment(41, /^Ran Plan for dir: `s7`/);
     await env.openPull(url, 42, 'ls-42', { 's7/main.tf': terraformConfig({ marker: 's7-b' }) });

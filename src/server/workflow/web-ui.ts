@@ -57,11 +57,11 @@ export function mountWebUi(app: express.Express, d: WebUiDeps): void {
     const st = d.drainStatus();
     const lockRows =
       locks.length === 0
-        ? '<tr><td colspan="5">none</td></tr>'
+        ? '<tr><td colspan="6">none</td></tr>'
         : locks
             .map(
               (l) =>
-                `<tr><td><a href="${esc(lockPath(l))}">${esc(l.repo)}</a></td><td>${esc(l.dir)}</td><td>${esc(l.workspace)}</td><td>#${esc(l.pull)} by ${esc(l.user)}</td><td>${esc(l.time)}</td></tr>`,
+                `<tr><td>${esc(l.repo)}</td><td>${esc(l.dir)}</td><td>${esc(l.workspace)}</td><td>#${esc(l.pull)} by ${esc(l.user)}</td><td>${esc(l.time)}</td><td><a href="${esc(lockPath(l))}">lock</a></td></tr>`,
             )
             .join('');
     const head = '<tr><th>command</th><th>pull request</th><th>project</th><th>dir</th><th>workspace</th><th>status</th></tr>';
@@ -69,7 +69,7 @@ export function mountWebUi(app: express.Express, d: WebUiDeps): void {
       page(
         'atlantis',
         `<h1>atlantis <span class="badge ${st.shuttingDown ? 'draining' : ''}">${st.shuttingDown ? 'draining' : 'serving'}, ${st.inProgress} operation(s) in progress</span></h1>
-<h2>Locks</h2><table><tr><th>repo</th><th>dir</th><th>workspace</th><th>held by</th><th>since</th></tr>${lockRows}</table>
+<h2>Locks</h2><table><tr><th>repo</th><th>dir</th><th>workspace</th><th>held by</th><th>since</th><th></th></tr>${lockRows}</table>
 <h2>Running jobs</h2><table>${head}${jobRows(d.jobs.running())}</table>
 <h2>Recent jobs</h2><table>${head}${jobRows(d.jobs.recent())}</table>`,
       ),
