@@ -240,6 +240,17 @@ describe('--disable-repo-locking and --emoji-reaction', () => {
       env.gh.reactions.filter((x) => x.commentId === 777031).map((x) => x.content),
       ['eyes'],
     );
+    // A comment answered without running (here an unknown command) gets it too, as in Atlantis.
+    await sendWebhook(
+      `${url}/events`,
+      'issue_comment',
+      issueCommentPayload({ repo: env.repo.fullName, cloneUrl: env.repo.cloneUrl, number: 31, body: 'atlantis nope', commentId: 777032 }),
+      { secret: WEBHOOK_SECRET },
+    );
+    await env.waitForComment(31, /unknown command "nope"/);
+    await waitFor('the reaction to the unknown command', () =>
+      env.gh.reactions.some((x) => x.commentId === 777032 && x.content === 'eyes'),
+    );
   });
 });
 

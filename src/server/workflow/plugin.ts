@@ -6,7 +6,7 @@ import { UsageError } from '../../config/flags.js';
 import { LockStore } from '../locks/store.js';
 import type { AtlantisServer } from '../server.js';
 import type { WebhookRequest, WebhookResponse } from '../http/app.js';
-import { GitHubClient, type PullInfo } from '../vcs/github-client.js';
+import { GitHubClient, type PullInfo, type ReactionContent } from '../vcs/github-client.js';
 import { AllowlistError, type RepoAllowlist, parseRepoAllowlist } from '../vcs/repo-allowlist.js';
 import { CommandRunner, type PullContext } from './command-runner.js';
 import { JobLogPruner } from './job-logs.js';
@@ -215,6 +215,13 @@ export function workflowPlugin(server: AtlantisServer) {
           log.warn('Webhook rejected', { status: d.status, reason: d.body, event: req.event, deliveryId: req.deliveryId });
         return { status: d.status, body: `${d.body}\n` };
       case 'reply':
+        // As Atlantis: a comment answered without running (help, usage, errors) gets the reaction too.
+        if (cfg.emojiReaction !== '' && d.commentId !== undefined)
+          server.trackBackground(
+            github
+              .addReaction(d.repo, d.commentId, cfg.emojiReaction as ReactionContent)
+              .catch((e: unknown) => log.warn('Failed to react to comment', { repo: d.repo, pull: d.pull, error: (e as Error).message })),
+          );
         server.trackBackground(comment(d.repo, d.pull, d.body));
         return { status: d.status, body: `${d.responseBody}\n` };
       case 'close':
