@@ -265,7 +265,11 @@ describe('repo_locks mode on_apply (server-side repo config)', () => {
     assert.doesNotMatch(planned.body, /currently locked/, 'plans do not lock in on_apply mode');
     assert.doesNotMatch(await page(url), /#4[12] by/);
 
+    // `unlock` discards the plans of locked projects only: this plan has no lock, it stays.
     let before = env.commentsOn(41).length;
+    await env.comment(url, 41, 'atlantis unlock');
+    await env.waitForComment(41, /^All Atlantis locks for this PR have been unlocked and plans discarded$/, { after: before });
+    before = env.commentsOn(41).length;
     await env.comment(url, 41, 'atlantis apply');
     await env.waitForComment(41, /^Ran Apply for dir: `s7`/, { after: before });
     assert.match(await page(url), /<td>s7<\/td><td>default<\/td><td>#41 by dev/, 'the apply took the lock');

@@ -378,8 +378,14 @@ export class CommandRunner {
   // ---- unlock, version, import, state rm ---------------------------------------------------
 
   private async unlock(ctx: PullContext): Promise<string> {
-    const { plans } = this.d.store.unlockAllForPull(ctx.repo, ctx.pull, { discardPlans: true });
-    for (const pl of plans) rmSync(pl.planPath, { force: true });
+    // As Atlantis: the PR's locks go with the plans of the locked projects (a plan without a
+    // lock, as in repo_locks mode on_apply, stays).
+    const { locks } = this.d.store.unlockAllForPull(ctx.repo, ctx.pull);
+    this.discardPlans(
+      ctx,
+      this.d.store.listPlans(ctx.repo, ctx.pull).filter((pl) => locks.some((l) => l.dir === pl.dir && l.workspace === pl.workspace)),
+      [],
+    );
     await this.comment(ctx, UNLOCKED_COMMENT, 'unlock');
     return 'success';
   }
