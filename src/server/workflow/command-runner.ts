@@ -24,7 +24,7 @@ import {
   lockedByMessage,
   renderResults,
 } from './messages.js';
-import { type RepoLocksMode, commandLocks, repoLocksModeFor } from './lock-policy.js';
+import { type RepoLocksMode, commandLocks, projectLockMode } from './lock-policy.js';
 import { PrStatuses } from './pr-statuses.js';
 import { lockPath } from './web-ui.js';
 import { type ProjectRun, keyOf, outcomes, planKey, projectsOf, summarize, target, targeted } from './project-runs.js';
@@ -439,16 +439,8 @@ export class CommandRunner {
 
   /** Records the project's repo_locks mode (server config, atlantis.yaml, --disable-repo-locking). */
   private withLockMode(ctx: PullContext, config: RepoConfig | undefined, p: ProjectSpec): ProjectSpec {
-    const pc = config?.projects.find((x) =>
-      p.name !== undefined ? x.name === p.name : !x.name && x.dir === p.dir && x.workspace === p.workspace,
-    );
-    const mode = repoLocksModeFor({
-      disableRepoLocking: this.d.config.disableRepoLocking,
-      server: serverLockSettingsFor(this.d.serverRepoConfig, `${this.d.config.ghHostname}/${ctx.repo}`),
-      repo: config,
-      project: pc,
-    });
-    this.lockModes.set(p, mode);
+    const server = serverLockSettingsFor(this.d.serverRepoConfig, `${this.d.config.ghHostname}/${ctx.repo}`);
+    this.lockModes.set(p, projectLockMode(this.d.config.disableRepoLocking, server, config, p));
     return p;
   }
 
