@@ -62,6 +62,12 @@ describe('locks and statuses, default settings (repo_locks on_plan)', () => {
     await env.waitForComment(21, /^Ran Plan for 2 projects/);
     await waitFor('the final atlantis/plan status', () => statuses(head21, 'atlantis/plan').some((s) => s.state !== 'pending'));
     assert.deepEqual(described(head21, 'atlantis/plan'), ['pending: Plan in progress...', 'success: 2/2 projects planned successfully.']);
+    assert.deepEqual(
+      statuses(head21, 'atlantis/plan').map((s) => s.target_url),
+      ['', ''],
+      'PR-wide statuses carry an empty link, as Atlantis sends them',
+    );
+    assert.deepEqual(statuses(head21, 'atlantis/policy_check'), [], 'an autoplan sets no policy_check status');
     for (const dir of ['s1', 's2']) {
       const st = statuses(head21, `atlantis/plan: ${dir}/default`);
       assert.deepEqual(
@@ -105,6 +111,18 @@ describe('locks and statuses, default settings (repo_locks on_plan)', () => {
     await env.waitForComment(21, /^Ran Apply for dir: `s2` workspace: `default`/, { after: before });
     await commandFinished(server, 21, 'apply', 2);
     assert.equal(described(head21, 'atlantis/apply').at(-1), 'success: 2/2 projects applied successfully.');
+  });
+
+  it('`plan -d nope`: the missing dir fails as a project, and the PR-wide statuses still count the whole PR', async () => {
+    const before = env.commentsOn(21).length;
+    await env.comment(url, 21, 'atlantis plan -d nope');
+    const c = await env.waitForComment(21, /^Ran Plan for dir: `nope` workspace: `default`/, { after: before });
+    assert.match(c.body, /\*\*Plan Error\*\*\n```\ndir "nope" does not exist\n```/);
+    await commandFinished(server, 21, 'plan', 2);
+    assert.deepEqual(described(head21, 'atlantis/plan: nope/default'), ['pending: Plan in progress...', 'failure: Plan failed.']);
+    assert.equal(described(head21, 'atlantis/plan').at(-1), 'success: 2/2 projects planned successfully.');
+    assert.equal(described(head21, 'atlantis/apply').at(-1), 'success: 2/2 projects applied successfully.');
+    assert.deepEqual(statuses(head21, 'atlantis/policy_check'), [], 'a plan with an error runs no policy checks');
   });
 
   it('`atlantis version` on a PR with no plans left posts nothing', async () => {
@@ -236,6 +254,10 @@ describe('--disable-repo-locking and --emoji-reaction', () => {
     );
     assert.equal(r.status, 200);
     await waitFor('the reaction', () => env.gh.reactions.some((x) => x.commentId === 777031));
+    // A comment's plan that went through sets Atlantis's (empty) policy_check success.
+    const head31 = env.gh.getPull(env.repo.fullName, 31)?.headSha ?? '';
+    await waitFor('the policy_check status', () => statuses(head31, 'atlantis/policy_check').length > 0);
+    assert.deepEqual(described(head31, 'atlantis/policy_check'), ['success: 0/0 projects had policies checked successfully.']);
     assert.deepEqual(
       env.gh.reactions.filter((x) => x.commentId === 777031).map((x) => x.content),
       ['eyes'],

@@ -31,7 +31,7 @@ import { type ProjectRun, keyOf, outcomes, planKey, projectsOf, summarize, targe
 import { type ProjectSpec, defaultsFor, projectForPlan, readRepoConfig, selectProjects } from './projects.js';
 import { type ServerSideRepoConfig, serverLockSettingsFor } from './repo-config/server-side.js';
 import type { RepoConfig, Workflow } from './repo-config/types.js';
-import { assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from './checkout-paths.js';
+import { DirNotExistError, assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from './checkout-paths.js';
 import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './extra-args.js';
 import type { ProjectRunner } from './project-runner.js';
 import type { WorkingCopies } from './working-copy.js';
@@ -179,7 +179,7 @@ export class CommandRunner {
       this.d.store.updatePullStatus(ctx.repo, ctx.pull, ctx.headSha, [], { replace: true });
       if (!autoplan)
         await this.comment(ctx, renderResults({ command: 'plan', results: [], executableName: this.d.config.executableName }), 'plan');
-      await this.statuses.noProjects(t);
+      await this.statuses.noProjects(t, autoplan);
       return 'success';
     }
     void this.statuses.combined(t, 'plan', 'pending');
@@ -191,6 +191,8 @@ export class CommandRunner {
     const runs = await Promise.all(projects.map((p) => this.guarded(ctx, p, () => this.planProject(ctx, p, c))));
     await this.postResults(ctx, 'plan', runs, c);
     await this.statuses.afterPlan(t, outcomes('plan', runs));
+    // As Atlantis: a comment's plan that went through runs the (here empty) policy checks.
+    if (!autoplan && runs.every((r) => r.status === 'success')) await this.statuses.noPolicyChecks(t);
     return summarize(runs);
   }
 
@@ -222,7 +224,7 @@ export class CommandRunner {
     try {
       await this.checkedProjectDir(await this.checkout(ctx, p.workspace), p, c?.extraArgs ?? []);
     } catch (e) {
-      return this.error(p, (e as Error).message);
+      return { ...this.error(p, (e as Error).message), ...(e instanceof DirNotExistError ? { dirMissing: true as const } : {}) };
     }
     const key = { repo: ctx.repo, dir: p.dir, workspace: p.workspace };
     const locks = commandLocks(this.lockMode(p), 'plan');
@@ -528,7 +530,7 @@ export class CommandRunner {
         onOutput: (chunk) => this.d.jobs.append(id, chunk),
       });
     } catch (e) {
-      run = this.error(p, (e as Error).message);
+      run = { ...this.error(p, (e as Error).message), ...(e instanceof DirNotExistError ? { dirMissing: true as const } : {}) };
     }
     const final = run.status === 'running' ? 'error' : run.status;
     this.d.jobs.finish(id, final);

@@ -46,8 +46,9 @@ export class PrStatuses {
    * Posts one status. Statuses of one commit go through a chain, so a "pending" posted
    * without waiting still reaches GitHub before the final state, which callers await.
    * A failure is logged and counted, never thrown: statuses must not stop terraform.
+   * PR-wide statuses have an empty target URL, as Atlantis sends them.
    */
-  post(t: StatusTarget, context: string, state: CombinedState, description: string, targetUrl = this.d.atlantisUrl): Promise<void> {
+  post(t: StatusTarget, context: string, state: CombinedState, description: string, targetUrl = ''): Promise<void> {
     const key = `${t.repo}@${t.headSha}`;
     const next = (this.chains.get(key) ?? Promise.resolve()).then(async () => {
       try {
@@ -96,8 +97,22 @@ export class PrStatuses {
     if (apply) await this.post(t, 'atlantis/apply', apply.state, apply.description);
   }
 
-  /** A PR whose plan found no projects: 0/0 successes, so branch protection can pass. */
-  async noProjects(t: StatusTarget): Promise<void> {
-    for (const s of noProjectStatuses()) await this.post(t, `atlantis/${s.context}`, s.status.state, s.status.description);
+  /**
+   * A PR whose plan found no projects: 0/0 successes, so branch protection can pass. In
+   * Atlantis's order: plan, policy_check, apply after an autoplan; plan, apply, then
+   * policy_check after a comment.
+   */
+  async noProjects(t: StatusTarget, autoplan: boolean): Promise<void> {
+    const all = noProjectStatuses();
+    const ordered = autoplan
+      ? all
+      : [...all.filter((s) => s.context !== 'policy_check'), ...all.filter((s) => s.context === 'policy_check')];
+    for (const s of ordered) await this.post(t, `atlantis/${s.context}`, s.status.state, s.status.description);
+  }
+
+  /** `atlantis/policy_check` 0/0 success: no policy checks run here (Atlantis without policies). */
+  noPolicyChecks(t: StatusTarget): Promise<void> {
+    const s = noProjectStatuses().find((x) => x.context === 'policy_check');
+    return s ? this.post(t, 'atlantis/policy_check', s.status.state, s.status.description) : Promise.resolve();
   }
 }

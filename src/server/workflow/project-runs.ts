@@ -13,6 +13,8 @@ import type { ProjectSpec } from './projects.js';
 export interface ProjectRun {
   view: ProjectResultView;
   status: JobStatus;
+  /** The project's dir is not in the checkout: as Atlantis, no plan status is kept for it. */
+  dirMissing?: true;
 }
 
 export const target = (ctx: PullContext): StatusTarget => ({ repo: ctx.repo, pull: ctx.pull, headSha: ctx.headSha });
@@ -37,18 +39,20 @@ export const projectsOf = (plans: PlanRecord[]): ProjectSpec[] =>
 
 /** What each project's run means for the PR's plan status. */
 export function outcomes(command: ProjectOutcome['command'], runs: ProjectRun[]): ProjectOutcome[] {
-  return runs.map((r) => {
-    const o = r.view.outcome;
-    const out: ProjectOutcome = {
-      dir: r.view.dir,
-      workspace: r.view.workspace,
-      project: r.view.projectName ?? '',
-      command,
-      ok: r.status === 'success',
-    };
-    if (command === 'plan' && o.type === 'success') out.noChanges = planHasNoChanges(o.output);
-    return out;
-  });
+  return runs
+    .filter((r) => !r.dirMissing)
+    .map((r) => {
+      const o = r.view.outcome;
+      const out: ProjectOutcome = {
+        dir: r.view.dir,
+        workspace: r.view.workspace,
+        project: r.view.projectName ?? '',
+        command,
+        ok: r.status === 'success',
+      };
+      if (command === 'plan' && o.type === 'success') out.noChanges = planHasNoChanges(o.output);
+      return out;
+    });
 }
 
 export function summarize(runs: ProjectRun[]): string {
