@@ -271,10 +271,14 @@ loop();
 test('lockId round-trips, including the root dir and nested dirs', () => {
   for (const k of [K, { ...K, dir: '.' }, { repo: 'a/b', dir: 'x/y/z', workspace: 'staging' }]) {
     assert.deepEqual(parseLockId(lockId(k)), k);
+    assert.deepEqual(parseLockId(lockId(k, 'alpha')), k);
   }
-  assert.equal(lockId(K), 'acme/infra/envs/prod/default');
-  assert.equal(parseLockId('a/b/c'), undefined);
-  assert.equal(parseLockId('a//c/d'), undefined);
+  // Atlantis's form: the project name last, empty for an unnamed project.
+  assert.equal(lockId(K), 'acme/infra/envs/prod/default/');
+  assert.equal(lockId(K, 'alpha'), 'acme/infra/envs/prod/default/alpha');
+  assert.equal(parseLockId('a/b/c/d'), undefined);
+  assert.equal(parseLockId('a//c/d/'), undefined);
+  assert.equal(parseLockId('a/b/c//'), undefined);
 });
 
 test('plan hashes: recorded with the plan; a data dir from before hashes gains the column, its plans have none', async () => {

@@ -181,23 +181,25 @@ describe('locks and statuses, default settings (repo_locks on_plan)', () => {
   });
 
   it("the web page deletes a lock as Atlantis's: the plan goes and the PR is told", async () => {
-    const id = 'acme/infra/s4/default';
+    // Atlantis's id (owner/repo/dir/workspace/project name), encoded twice in its links.
+    const id = 'acme/infra/s4/default/';
+    const param = encodeURIComponent(encodeURIComponent(id));
     const planComment = env.commentsOn(23).find((x) => /^Ran Plan for 2 projects/.test(x.body));
-    assert.ok(planComment?.body.includes(`click [here](${url}/lock?id=${encodeURIComponent(id)})`), 'the plan links the lock page');
-    const lockPage = await fetch(`${url}/lock?id=${encodeURIComponent(id)}`);
+    assert.ok(planComment?.body.includes(`click [here](${url}/lock?id=${param})`), 'the plan links the lock page');
+    const lockPage = await fetch(`${url}/lock?id=${param}`);
     assert.equal(lockPage.status, 200);
     assert.match(await lockPage.text(), /#23 by dev[\s\S]*Discard Plan &amp; Unlock/);
     const before = env.commentsOn(23).length;
-    const del = await fetch(`${url}/locks?id=${encodeURIComponent(id)}`, { method: 'DELETE' });
+    const del = await fetch(`${url}/locks?id=${param}`, { method: 'DELETE' });
     assert.equal(del.status, 200);
-    assert.equal(await del.text(), `Deleted lock id '${id}'\n`);
+    assert.equal(await del.text(), `Deleted lock id '${encodeURIComponent(id)}'\n`);
     const c = await env.waitForComment(23, /^\*\*Warning\*\*/, { after: before });
     assert.equal(
       c.body,
       '**Warning**: The plan for dir: `s4` workspace: `default` was **discarded** via the Atlantis UI.\n\nTo `apply` this plan you must run `plan` again.',
     );
     assert.doesNotMatch(await page(url), /<td>s4<\/td><td>default<\/td><td>#23/);
-    const again = await fetch(`${url}/locks?id=${encodeURIComponent(id)}`, { method: 'DELETE' });
+    const again = await fetch(`${url}/locks?id=${param}`, { method: 'DELETE' });
     assert.equal(again.status, 404);
     assert.equal(await again.text(), `No lock found at id '${id}'\n`);
     assert.equal((await fetch(`${url}/locks`, { method: 'DELETE' })).status, 400);

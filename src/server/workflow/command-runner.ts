@@ -271,7 +271,9 @@ export class CommandRunner {
             applyCmd: buildApplyComment(exe, p.dir, p.workspace, p.name),
             replanCmd: buildPlanComment(exe, p.dir, p.workspace, p.name, c?.extraArgs ?? []),
             // No lock, no link to delete it (Atlantis hides the line with --disable-repo-locking).
-            ...(this.d.config.disableRepoLocking ? {} : { lockUrl: `${this.d.config.atlantisUrl}${lockPath(key)}` }),
+            ...(this.d.config.disableRepoLocking
+              ? {}
+              : { lockUrl: `${this.d.config.atlantisUrl}${lockPath({ ...key, project: p.name })}` }),
           },
         },
       };

@@ -19,8 +19,9 @@ export interface WebUiDeps {
   onLockDiscarded: (lock: LockRecord) => void;
 }
 
-/** A lock's page: `/lock?id=<lock id>`, as Atlantis links it. */
-export const lockPath = (l: LockKey): string => `/lock?id=${encodeURIComponent(lockId(l))}`;
+/** A lock's page: `/lock?id=<lock id>`, the id encoded twice, as Atlantis links it. */
+export const lockPath = (l: LockKey & { project?: string }): string =>
+  `/lock?id=${encodeURIComponent(encodeURIComponent(lockId(l, l.project)))}`;
 
 const plain = (res: express.Response, status: number, text: string): void =>
   void res
@@ -31,6 +32,19 @@ const plain = (res: express.Response, status: number, text: string): void =>
 /** The `id` query parameter, only as one string (a repeated or missing one is no id). */
 const idParam = (req: express.Request): string | undefined =>
   typeof req.query.id === 'string' && req.query.id !== '' ? req.query.id : undefined;
+
+/** The lock an id parameter names: Atlantis's links encode the id twice, so it is decoded once more here. */
+function lockOf(id: string): LockKey | undefined {
+  return parseLockId(unescaped(id));
+}
+
+function unescaped(id: string): string {
+  try {
+    return decodeURIComponent(id);
+  } catch {
+    return id;
+  }
+}
 
 const esc = (s: unknown): string => processRedactor.redact(String(s)).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -79,16 +93,16 @@ export function mountWebUi(app: express.Express, d: WebUiDeps): void {
   app.get('/lock', (req, res) => {
     const id = idParam(req);
     if (id === undefined) return plain(res, 400, 'No lock id in request');
-    const key = parseLockId(id);
+    const key = lockOf(id);
     const l = key && d.store.getLock(key);
-    if (!l) return plain(res, 404, `No lock found at id '${id}'`);
+    if (!l) return plain(res, 404, `No lock found at id '${unescaped(id)}'`);
     res.type('html').send(
       page(
         `lock ${id}`,
         `<p><a href="/">all locks and jobs</a></p><h1>${esc(l.repo)} ${esc(l.dir)} ${esc(l.workspace)}</h1>
 <table><tr><th>locked by</th><td>#${esc(l.pull)} by ${esc(l.user)}</td></tr><tr><th>since</th><td>${esc(l.time)}</td></tr></table>
-<button id="discard">Discard Plan &amp; Unlock</button><p id="result"></p>
-<script>document.getElementById('discard').onclick=async()=>{const r=await fetch('/locks?id='+encodeURIComponent(${esc(JSON.stringify(id))}),{method:'DELETE'});
+<button id="discard" data-id="${esc(id)}">Discard Plan &amp; Unlock</button><p id="result"></p>
+<script>const b=document.getElementById('discard');b.onclick=async()=>{const r=await fetch('/locks?id='+encodeURIComponent(b.dataset.id),{method:'DELETE'});
 document.getElementById('result').textContent=await r.text();if(r.ok)setTimeout(()=>{location.href='/'},1000)}</script>`,
       ),
     );
@@ -97,9 +111,9 @@ document.getElementById('result').textContent=await r.text();if(r.ok)setTimeout(
   app.delete('/locks', (req, res) => {
     const id = idParam(req);
     if (id === undefined) return plain(res, 400, 'No lock id in request');
-    const key = parseLockId(id);
+    const key = lockOf(id);
     const l = key && discardLock(d.store, key);
-    if (!l) return plain(res, 404, `No lock found at id '${id}'`);
+    if (!l) return plain(res, 404, `No lock found at id '${unescaped(id)}'`);
     d.onLockDiscarded(l);
     plain(res, 200, `Deleted lock id '${id}'`);
   });
