@@ -75,6 +75,7 @@ describe('Atlantis settings as env only, on the real server', () => {
         ATLANTIS_DISABLE_APPLY: 'true',
         ATLANTIS_GH_TEAM_ALLOWLIST: 'dev:plan,ops:*',
         ATLANTIS_EMOJI_REACTION: 'rocket',
+        ATLANTIS_ENABLE_PROFILING_API: 'true',
         // What Kubernetes puts in a pod for a Service named "atlantis": not Atlantis flags.
         ATLANTIS_SERVICE_HOST: '10.96.0.10',
         ATLANTIS_SERVICE_PORT: '4141',
@@ -128,7 +129,9 @@ describe('Atlantis settings as env only, on the real server', () => {
     const asked = env.gh.callsTo('POST', /^\/graphql$/).map((c) => (c.body as { variables: { org: string; logins: string[] } }).variables);
     assert.ok(asked.some((v) => v.org === 'acme' && v.logins[0] === 'carol'));
     const out = p.output();
-    assert.match(out, /"msg":"--emoji-reaction \(ATLANTIS_EMOJI_REACTION\) is set, but this server ignores it/);
+    assert.match(out, /"msg":"--enable-profiling-api \(ATLANTIS_ENABLE_PROFILING_API\) is set, but this server ignores it/);
+    // ATLANTIS_EMOJI_REACTION is honoured: the command comments got that reaction, and only it.
+    assert.ok(env.gh.reactions.length > 0 && env.gh.reactions.every((x) => x.content === 'rocket'), JSON.stringify(env.gh.reactions));
     // Ignored as settings: no warning or error names them (the child-env line lists them as withheld, like every ATLANTIS_* name).
     const complaints = out.split('\n').filter((l) => /"level":"(warn|error)"/.test(l));
     assert.ok(complaints.length > 0, 'the cosmetic flag warned');
@@ -137,9 +140,9 @@ describe('Atlantis settings as env only, on the real server', () => {
 
   const refusals: Array<[string, NodeJS.ProcessEnv, RegExp]> = [
     [
-      'ATLANTIS_DISABLE_REPO_LOCKING',
-      { ATLANTIS_DISABLE_REPO_LOCKING: 'true' },
-      /^atlantis-operator: --disable-repo-locking \(ATLANTIS_DISABLE_REPO_LOCKING\) is set, but this server does not support it/,
+      'ATLANTIS_DISCARD_APPROVAL_ON_PLAN',
+      { ATLANTIS_DISCARD_APPROVAL_ON_PLAN: 'true' },
+      /^atlantis-operator: --discard-approval-on-plan \(ATLANTIS_DISCARD_APPROVAL_ON_PLAN\) is set, but this server does not support it/,
     ],
     [
       'ATLANTIS_DISABLE_GLOBAL_APPLY_LOCK',

@@ -49,7 +49,7 @@ test('projectDirInside: the real dir, never through a link', async () => {
   assert.equal(await projectDirInside(l.wc, '.'), l.wc);
   await assert.rejects(projectDirInside(l.wc, 'alias'), /dir "alias" goes through a symbolic link \(it is really "app"\)/);
   await assert.rejects(projectDirInside(l.wc, 'modules/up'), /goes through a symbolic link \(it is really "app"\)/);
-  await assert.rejects(projectDirInside(l.wc, 'missing'), /dir "missing" does not exist$/);
+  await assert.rejects(projectDirInside(l.wc, 'missing'), /^DirNotExistError: dir "missing" does not exist$/);
   // Only dirs cleaned by the repo-dir rule are joined to the checkout.
   for (const bad of ['..', '../1', '/etc', 'app/../app', './app', 'app/', 'a\u0000b']) {
     await assert.rejects(projectDirInside(l.wc, bad), /is not a clean directory inside the repository/, JSON.stringify(bad));

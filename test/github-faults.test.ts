@@ -38,10 +38,14 @@ before(async () => {
       cb();
     },
   });
-  ts = await startTestServer(['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token], {
-    plugins: [workflowPlugin],
-    logger: createLogger({ level: 'debug', stream }),
-  });
+  // --emoji-reaction: Atlantis reacts to comments only when it is set.
+  ts = await startTestServer(
+    ['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token, '--emoji-reaction', 'eyes'],
+    {
+      plugins: [workflowPlugin],
+      logger: createLogger({ level: 'debug', stream }),
+    },
+  );
 });
 after(async () => {
   await ts.server.close();
@@ -89,7 +93,8 @@ describe('GitHub faults while a PR is autoplanned and applied', () => {
       [403, 503, 201],
       'plan comment: rate limit, 503, created',
     );
-    const statusCalls = env.gh.callsTo('POST', /\/statuses\//);
+    const contextOf = (c: RecordedCall) => String((c.body as { context?: unknown }).context);
+    const statusCalls = env.gh.callsTo('POST', /\/statuses\//).filter((c) => contextOf(c) === 'atlantis/plan');
     assert.deepEqual(statusesOf(statusCalls), [429, 201, 201], 'pending status: 429 then created; success status created');
     assert.deepEqual(
       env.gh
@@ -146,7 +151,7 @@ describe('GitHub faults while a PR is autoplanned and applied', () => {
     assert.deepEqual(statusesOf(calls.filter((c) => /\/reactions$/.test(c.path))), [500, 201]);
     assert.deepEqual(statusesOf(calls.filter((c) => c.method === 'POST' && /\/comments$/.test(c.path))), [429, 201]);
     // The pending status failed all 5 attempts; the final status still went out.
-    const statusCalls = calls.filter((c) => /\/statuses\//.test(c.path));
+    const statusCalls = calls.filter((c) => /\/statuses\//.test(c.path) && (c.body as { context?: unknown }).context === 'atlantis/apply');
     assert.deepEqual(
       statusCalls.map((c) => `${String((c.body as { state: string }).state)}:${c.status}`),
       [...Array(5).fill('pending:502'), 'success:201'],

@@ -3,7 +3,7 @@
 // after its MergeProjectCfg and raw repo_locks tests, as a table).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type RepoLocksMode, commandLocks, repoLocksModeFor } from '../src/server/workflow/lock-policy.js';
+import { type RepoLocksMode, commandLocks, projectLockMode, repoLocksModeFor } from '../src/server/workflow/lock-policy.js';
 import { repoConfigViolation } from '../src/server/workflow/projects.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
 import { parseServerSideRepoConfig, serverLockSettingsFor } from '../src/server/workflow/repo-config/server-side.js';
@@ -84,6 +84,18 @@ describe('repo locks mode', () => {
 });
 
 describe('repo_locks in the config files', () => {
+  it("a selected project takes its own entry's setting (named, or unnamed at its dir and workspace)", () => {
+    const c = parseRepoConfig(
+      'version: 3\nprojects:\n- dir: a\n  repo_locks: {mode: on_apply}\n- name: n\n  dir: b\n  repo_locks: {mode: disabled}\n- name: m\n  dir: b\n',
+    );
+    const server = { allowedOverrides: ['repo_locks'] };
+    assert.equal(projectLockMode(false, server, c, { dir: 'a', workspace: 'default' }), 'on_apply');
+    assert.equal(projectLockMode(false, server, c, { name: 'n', dir: 'b', workspace: 'default' }), 'disabled');
+    assert.equal(projectLockMode(false, server, c, { name: 'm', dir: 'b', workspace: 'default' }), 'on_plan');
+    assert.equal(projectLockMode(false, server, c, { dir: 'z', workspace: 'default' }), 'on_plan', 'a default project');
+    assert.equal(projectLockMode(false, server, undefined, { dir: 'a', workspace: 'default' }), 'on_plan', 'no atlantis.yaml');
+  });
+
   it('atlantis.yaml: top level and per project', () => {
     const c = parseRepoConfig(
       'version: 3\nrepo_locks:\n  mode: on_apply\nprojects:\n- dir: a\n  repo_locks:\n    mode: disabled\n- dir: b\n  repo_locking: false\n- dir: c\n  repo_locks: {}\n',

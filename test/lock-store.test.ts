@@ -67,7 +67,7 @@ test('unlock and unlockAllForPull', () => {
   s.close();
 });
 
-test('plans: save, replace, get, delete, completeApply, paths under the data dir', () => {
+test('plans: save, replace, get, delete, paths under the data dir', () => {
   const dir = tmpDir();
   const s = LockStore.open(dir);
   const p = s.planPath(K, 7);
@@ -79,20 +79,48 @@ test('plans: save, replace, get, delete, completeApply, paths under the data dir
   s.savePlan({ ...K, pull: 7, planPath: p, headSha: 'b2', project: 'prod' });
   assert.equal(s.getPlan('acme/infra', 7, K.dir, K.workspace)?.headSha, 'b2');
   assert.equal(s.listPlans('acme/infra', 7).length, 1);
-  s.tryLock(K, { pull: 7, user: 'u' });
-  s.completeApply(K, 7);
-  assert.equal(s.getPlan('acme/infra', 7, K.dir, K.workspace), undefined);
-  assert.equal(s.getLock(K), undefined);
   s.savePlan({ ...K, pull: 7, planPath: p, headSha: 'c3' });
   assert.equal(s.deletePlan('acme/infra', 7, K.dir, K.workspace)?.headSha, 'c3');
   s.close();
 });
 
-test("completeApply does not release another pull's lock", () => {
+test("unlockIfOwnedBy releases the pull's own lock only", () => {
   const s = LockStore.open(tmpDir());
   s.tryLock(K, { pull: 3, user: 'u' });
-  s.completeApply(K, 4);
+  assert.equal(s.unlockIfOwnedBy(K, 4), undefined);
   assert.equal(s.getLock(K)?.pull, 3);
+  assert.equal(s.unlockIfOwnedBy(K, 3)?.pull, 3);
+  assert.equal(s.getLock(K), undefined);
+  s.close();
+});
+
+test('pull status: merged for one head, fresh for a new head, replaced, deleted, durable across reopen', () => {
+  const dir = tmpDir();
+  let s = LockStore.open(dir);
+  const R = 'acme/infra';
+  const d = (x: string) => ({ dir: x, workspace: 'default', project: '' });
+  assert.equal(s.getPullStatus(R, 1), undefined);
+  s.updatePullStatus(R, 1, 'h1', [
+    { ...d('dir1'), command: 'plan', ok: true },
+    { ...d('dir2'), command: 'plan', ok: true, noChanges: true },
+  ]);
+  s.updatePullStatus(R, 1, 'h1', [{ ...d('dir1'), command: 'apply', ok: true }]);
+  s.close();
+  s = LockStore.open(dir);
+  assert.deepEqual(s.getPullStatus(R, 1), {
+    headSha: 'h1',
+    projects: [
+      { ...d('dir1'), status: 'applied' },
+      { ...d('dir2'), status: 'planned_no_changes' },
+    ],
+  });
+  assert.deepEqual(s.updatePullStatus(R, 1, 'h2', [{ ...d('dir3'), command: 'plan', ok: false }]).projects, [
+    { ...d('dir3'), status: 'plan_errored' },
+  ]);
+  assert.deepEqual(s.updatePullStatus(R, 1, 'h2', [], { replace: true }), { headSha: 'h2', projects: [] });
+  assert.equal(s.getPullStatus(R, 2), undefined, 'per pull');
+  s.deletePullStatus(R, 1);
+  assert.equal(s.getPullStatus(R, 1), undefined);
   s.close();
 });
 
@@ -243,10 +271,14 @@ loop();
 test('lockId round-trips, including the root dir and nested dirs', () => {
   for (const k of [K, { ...K, dir: '.' }, { repo: 'a/b', dir: 'x/y/z', workspace: 'staging' }]) {
     assert.deepEqual(parseLockId(lockId(k)), k);
+    assert.deepEqual(parseLockId(lockId(k, 'alpha')), k);
   }
-  assert.equal(lockId(K), 'acme/infra/envs/prod/default');
-  assert.equal(parseLockId('a/b/c'), undefined);
-  assert.equal(parseLockId('a//c/d'), undefined);
+  // Atlantis's form: the project name last, empty for an unnamed project.
+  assert.equal(lockId(K), 'acme/infra/envs/prod/default/');
+  assert.equal(lockId(K, 'alpha'), 'acme/infra/envs/prod/default/alpha');
+  assert.equal(parseLockId('a/b/c/d'), undefined);
+  assert.equal(parseLockId('a//c/d/'), undefined);
+  assert.equal(parseLockId('a/b/c//'), undefined);
 });
 
 test('plan hashes: recorded with the plan; a data dir from before hashes gains the column, its plans have none', async () => {

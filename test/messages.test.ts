@@ -2,12 +2,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
+  commandErrorComment,
+  pullClosedComment,
   SHUTTING_DOWN_COMMENT,
   UNLOCKED_COMMENT,
   lockedByMessage,
   renderResults,
-  statusDescription,
-  statusContext,
   queuedDuringDrainComment,
   queuedCommandStartingComment,
   interruptedReason,
@@ -24,15 +24,13 @@ test('exact fixed texts', () => {
   assert.match(lockedByMessage(3, 'infra'), /comment `infra plan` here to re-plan\.$/);
 });
 
-test('statuses and drain texts', () => {
-  assert.equal(statusDescription('plan', 'pending'), 'Plan in progress...');
-  assert.equal(statusDescription('apply', 'success'), 'Apply succeeded.');
-  assert.equal(statusDescription('plan', 'failure'), 'Plan failed.');
-  assert.equal(statusDescription('plan', 'success', { succeeded: 2, total: 2 }), '2/2 projects planned successfully.');
-  assert.equal(statusDescription('apply', 'failure', { succeeded: 1, total: 3 }), '1/3 projects applied successfully.');
-  assert.equal(statusContext('plan'), 'atlantis/plan');
-  assert.equal(statusContext('apply', { dir: 'a', workspace: 'default' }), 'atlantis/apply: a/default');
-  assert.equal(statusContext('plan', { dir: 'a', workspace: 'default', name: 'proj' }), 'atlantis/plan: proj');
+test('command errors and drain texts', () => {
+  // Atlantis's unwrappedErr template, trimmed: a command that failed before running its projects.
+  assert.equal(
+    commandErrorComment('plan', "no project with name 'nope' is defined in 'atlantis.yaml'"),
+    "**Plan Error**\n```\nno project with name 'nope' is defined in 'atlantis.yaml'\n```",
+  );
+  assert.equal(commandErrorComment('apply', 'x'), '**Apply Error**\n```\nx\n```');
   assert.match(queuedDuringDrainComment('atlantis plan -d a'), /`atlantis plan -d a` has been queued/);
   assert.match(queuedCommandStartingComment('atlantis plan'), /running the queued command `atlantis plan`/);
 });
@@ -60,4 +58,16 @@ test('an interrupted run is worded one way, whether the drain deadline passed or
   );
   assert.doesNotMatch(interruptedReason('plan', 'drain-deadline'), /stays locked/);
   assert.match(interruptedReason('version', 'server-crash', 'x'), /comment `x version` to run it again\.$/);
+});
+
+test("the closed-PR comment groups a dir's workspaces, sorted, as Atlantis", () => {
+  assert.equal(
+    pullClosedComment([
+      { dir: 'b', workspace: 'staging' },
+      { dir: 'a', workspace: 'default' },
+      { dir: 'b', workspace: 'default' },
+    ]),
+    'Locks and plans deleted for the projects and workspaces modified in this pull request:\n\n' +
+      '- dir: `a` workspace: `default`\n- dir: `b` workspaces: `default`, `staging`',
+  );
 });

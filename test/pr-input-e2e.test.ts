@@ -82,6 +82,9 @@ describe('extra args cannot replace what the server sets', () => {
     // The store was never rewritten by terraform: same schema, still opens (the server runs on).
     assert.ok(existsSync(path.join(dataDir, STORE_FILENAME)) && storeSha.length === 64);
     assert.equal((await fetch(`${url}/healthz`)).status, 200);
+    // As Atlantis, the applied project stays locked until its PR closes (merged).
+    await env.closePull(url, 1);
+    await env.waitForComment(1, /^Locks and plans deleted/);
   });
 
   it('a plan file changed after the plan is refused at apply, and nothing is applied', async () => {
@@ -102,6 +105,8 @@ describe('extra args cannot replace what the server sets', () => {
     // The plan is discarded; a new plan and apply work.
     await commentAndWait(3, 'atlantis plan -d app1', /^Ran Plan for dir: `app1`/);
     assert.match(await commentAndWait(3, 'atlantis apply -d app1', /^Ran Apply for dir: `app1`/), /applied pr3-v2/);
+    await env.closePull(url, 3);
+    await env.waitForComment(3, /^Locks and plans deleted/);
   });
 
   it('a relative -var-file that climbs out of the checkout is refused before terraform reads it', async () => {

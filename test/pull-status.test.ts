@@ -14,6 +14,8 @@ import {
   noPlanFoundError,
   noProjectStatuses,
   planCombinedStatus,
+  planDiffSummary,
+  planHasNoChanges,
   projectStatusContext,
   truncateContext,
 } from '../src/server/locks/pull-status.js';
@@ -221,4 +223,30 @@ describe('per-project status contexts', () => {
     assert.notEqual(a, b);
     assert.equal(truncateContext('atlantis/plan'), 'atlantis/plan');
   });
+});
+
+describe('plan summaries (the project status description)', () => {
+  const rows: [string, string, boolean][] = [
+    ['Terraform will perform...\nPlan: 1 to add, 2 to change, 3 to destroy.\n', 'Plan: 1 to add, 2 to change, 3 to destroy.', false],
+    ['Plan: 2 to import, 1 to add, 0 to change, 0 to destroy.', 'Plan: 2 to import, 1 to add, 0 to change, 0 to destroy.', false],
+    ['Plan: 0 to add, 0 to change, 1 to destroy, 2 to forget.', 'Plan: 0 to add, 0 to change, 1 to destroy, 2 to forget.', false],
+    [
+      'Plan: 1 to add, 0 to change, 0 to destroy.\nPlan: 2 to add, 1 to change, 0 to destroy.',
+      'Plan: 3 to add, 1 to change, 0 to destroy.',
+      false,
+    ],
+    [
+      'No changes. Your infrastructure matches the configuration.\n\nTerraform has compared...',
+      'No changes. Your infrastructure matches the configuration.',
+      true,
+    ],
+    ['No changes. Infrastructure is up-to-date.', 'No changes. Infrastructure is up-to-date.', true],
+    ['Changes to Outputs:\n  + x = 1', '', false],
+  ];
+  for (const [out, summary, none] of rows) {
+    it(JSON.stringify(out.slice(0, 40)), () => {
+      assert.equal(planDiffSummary(out), summary);
+      assert.equal(planHasNoChanges(out), none);
+    });
+  }
 });

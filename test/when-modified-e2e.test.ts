@@ -126,7 +126,7 @@ describe('hostile when_modified (real server process)', { timeout: 180_000 }, ()
     );
     assert.equal(status, 200);
     await probeHealthzUntilComment(3);
-    const c = await env.waitForComment(3, /^\*\*Error\*\*: /);
+    const c = await env.waitForComment(3, /^\*\*Plan Error\*\*\n```\n/);
     assert.match(
       c.body,
       /when_modified matching needed more than 20000000 steps for this pull request's changed files; plan projects with -d\/-p instead/,
@@ -136,7 +136,7 @@ describe('hostile when_modified (real server process)', { timeout: 180_000 }, ()
   it('a config over the bounds is refused naming the key', async () => {
     const status = await openPull(4, { 'atlantis.yaml': atlantisYaml(Array.from({ length: 101 }, () => PATHOLOGICAL)) }, [LONG_PATH]);
     assert.equal(status, 200);
-    const c = await env.waitForComment(4, /^\*\*Error\*\*: /);
+    const c = await env.waitForComment(4, /^\*\*Plan Error\*\*\n```\n/);
     assert.match(c.body, /atlantis\.yaml: projects\[0\]\.autoplan\.when_modified: at most 100 patterns are allowed, got 101/);
   });
 

@@ -60,8 +60,8 @@ describe('PR workflow end to end (real server process)', () => {
     assert.match(c.body, /This project is currently locked by an unapplied plan from pull #1/);
   });
 
-  it("`atlantis apply` applies the PR's plans, writes state and releases the locks", async () => {
-    const before = env.commentsOn(1).length;
+  it("`atlantis apply` applies the PR's plans and writes state; the locks stay until the PR closes", async () => {
+    let before = env.commentsOn(1).length;
     const r = await env.comment(url, 1, 'atlantis apply');
     assert.equal(r.status, 200);
     const c = await env.waitForComment(1, /^Ran Apply for 2 projects/, { after: before });
@@ -72,12 +72,22 @@ describe('PR workflow end to end (real server process)', () => {
       ) as { resources: unknown[] };
       assert.equal(state.resources.length, 1);
     }
-    const page = await (await fetch(`${url}/`)).text();
-    assert.doesNotMatch(page, /#1 by/, 'no lock of PR 1 remains');
-    assert.ok(
-      env.gh.reactions.some((x) => x.content === 'eyes'),
-      'the command comment got a reaction',
+    // As Atlantis: an apply does not release the lock (nobody plans on top of unmerged changes).
+    assert.match(await (await fetch(`${url}/`)).text(), /#1 by dev/, 'PR 1 still holds its locks');
+    assert.deepEqual(env.gh.reactions, [], 'no reaction: --emoji-reaction is not set (Atlantis default)');
+    before = env.commentsOn(2).length;
+    await env.comment(url, 2, 'atlantis plan -d app1');
+    const locked = await env.waitForComment(2, /Plan Failed/, { after: before });
+    assert.match(locked.body, /currently locked by an unapplied plan from pull #1/);
+    // Merged and closed: the locks go.
+    assert.equal((await env.closePull(url, 1)).status, 200);
+    const closed = await env.waitForComment(1, /^Locks and plans deleted/);
+    assert.equal(
+      closed.body,
+      'Locks and plans deleted for the projects and workspaces modified in this pull request:\n\n' +
+        '- dir: `app1` workspace: `default`\n- dir: `app2` workspace: `default`',
     );
+    assert.doesNotMatch(await (await fetch(`${url}/`)).text(), /#1 by/, 'no lock of PR 1 remains');
   });
 
   it('the second PR can plan once the lock is gone; unlock and close release its lock', async () => {

@@ -210,3 +210,32 @@ export function genericApplyProblem(status: PullStatus | undefined, plans: Proje
 export function noPlanFoundError(dir: string, workspace: string): string {
   return `no plan found at path ${q(dir)} and workspace ${q(workspace)}–did you run plan?`;
 }
+
+const RE_PLAN_CHANGES = /Plan: (?:(\d+) to import, )?(\d+) to add, (\d+) to change, (\d+) to destroy(?:, (\d+) to forget)?\./g;
+const RE_NO_CHANGES = /No changes\. (Infrastructure is up-to-date|Your infrastructure matches the configuration)\./;
+
+/**
+ * A plan's one-line summary, as Atlantis's DiffSummary (the success description of a
+ * project's plan status): the `Plan:` counts, summed over several `Plan:` lines, or the
+ * "No changes." sentence.
+ */
+export function planDiffSummary(output: string): string {
+  const matches = [...output.matchAll(RE_PLAN_CHANGES)];
+  if (matches.length === 0) return RE_NO_CHANGES.exec(output)?.[0] ?? '';
+  const n = (s: string | undefined): number => (s ? Number(s) : 0);
+  let [imp, add, change, destroy, forget] = [0, 0, 0, 0, 0];
+  for (const m of matches) {
+    imp += n(m[1]);
+    add += n(m[2]);
+    change += n(m[3]);
+    destroy += n(m[4]);
+    forget += n(m[5]);
+  }
+  const counts = `${add} to add, ${change} to change, ${destroy} to destroy`;
+  return `Plan: ${imp > 0 ? `${imp} to import, ` : ''}${counts}${forget > 0 ? `, ${forget} to forget` : ''}.`;
+}
+
+/** Atlantis's PlanSuccess.NoChanges: no `Plan:` line and the "No changes." sentence. */
+export function planHasNoChanges(output: string): boolean {
+  return !/Plan: (?:\d+ to import, )?\d+ to add, \d+ to change, \d+ to destroy/.test(output) && RE_NO_CHANGES.test(output);
+}

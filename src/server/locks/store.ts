@@ -10,6 +10,8 @@ import Database from 'better-sqlite3';
 import fs from 'node:fs';
 import path from 'node:path';
 import { planFileName } from './plan-file.js';
+import { type JobRow, type LockRow, type PlanRow, toJob, toLock, toPlan } from './store-rows.js';
+import { type ProjectOutcome, type ProjectPlanStatus, type PullStatus, mergePullStatus } from './pull-status.js';
 
 // The pure plan-file helpers live in plan-file.ts; re-exported for existing importers.
 export { fileSha256, planFileName, planFileProblem } from './plan-file.js';
@@ -82,42 +84,6 @@ export interface StoreOptions {
   now?: () => Date;
 }
 
-interface LockRow {
-  repo: string;
-  dir: string;
-  workspace: string;
-  pull: number;
-  user: string;
-  project: string | null;
-  time: string;
-}
-
-interface PlanRow {
-  repo: string;
-  pull: number;
-  dir: string;
-  workspace: string;
-  project: string | null;
-  plan_path: string;
-  head_sha: string;
-  plan_sha256: string | null;
-  created_at: string;
-}
-
-interface JobRow {
-  id: string;
-  command: string;
-  repo: string;
-  pull: number;
-  project: string | null;
-  dir: string | null;
-  workspace: string | null;
-  started_at: string;
-  finished_at: string | null;
-  result: string | null;
-  summary: string | null;
-}
-
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS locks (
@@ -141,57 +107,34 @@ CREATE TABLE IF NOT EXISTS jobs (
   finished_at TEXT, result TEXT, summary TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_unfinished ON jobs (finished_at);
+CREATE TABLE IF NOT EXISTS pull_status (
+  repo TEXT NOT NULL, pull INTEGER NOT NULL, head_sha TEXT NOT NULL, PRIMARY KEY (repo, pull)
+);
+CREATE TABLE IF NOT EXISTS pull_projects (
+  repo TEXT NOT NULL, pull INTEGER NOT NULL, seq INTEGER NOT NULL, dir TEXT NOT NULL, workspace TEXT NOT NULL,
+  project TEXT NOT NULL, status TEXT NOT NULL, PRIMARY KEY (repo, pull, dir, workspace, project)
+);
 `;
 
 /**
- * A lock's id for URLs (the web UI's delete link), as Atlantis forms it:
- * `<owner>/<name>/<dir>/<workspace>`. Unambiguous because the repo is always two segments
- * and a workspace never contains `/`.
+ * A lock's id for URLs (the lock page and its delete), as Atlantis v0.47 forms it:
+ * `<owner>/<name>/<dir>/<workspace>/<project name>`, the name empty for an unnamed project.
+ * Unambiguous because the repo is always two segments and neither a workspace nor a project
+ * name contains `/`.
  */
-export function lockId(key: LockKey): string {
-  return `${key.repo}/${key.dir}/${key.workspace}`;
+export function lockId(key: LockKey, project?: string): string {
+  return `${key.repo}/${key.dir}/${key.workspace}/${project ?? ''}`;
 }
 
+/** The lock an id names (the project name in it does not matter: one lock per dir and workspace). */
 export function parseLockId(id: string): LockKey | undefined {
   const parts = id.split('/');
-  if (parts.length < 4 || parts.some((p) => p === '')) return undefined;
+  if (parts.length < 5 || parts.slice(0, -1).some((p) => p === '')) return undefined;
   const repo = `${parts[0]}/${parts[1]}`;
-  const workspace = parts[parts.length - 1] as string;
-  const dir = parts.slice(2, -1).join('/');
+  const workspace = parts[parts.length - 2] as string;
+  const dir = parts.slice(2, -2).join('/');
   return { repo, dir, workspace };
 }
-
-const toLock = (r: LockRow): LockRecord => {
-  const l: LockRecord = { repo: r.repo, dir: r.dir, workspace: r.workspace, pull: r.pull, user: r.user, time: r.time };
-  if (r.project !== null) l.project = r.project;
-  return l;
-};
-
-const toPlan = (r: PlanRow): PlanRecord => {
-  const p: PlanRecord = {
-    repo: r.repo,
-    pull: r.pull,
-    dir: r.dir,
-    workspace: r.workspace,
-    planPath: r.plan_path,
-    headSha: r.head_sha,
-    createdAt: r.created_at,
-  };
-  if (r.project !== null) p.project = r.project;
-  if (r.plan_sha256 !== null) p.planSha256 = r.plan_sha256;
-  return p;
-};
-
-const toJob = (r: JobRow): JobRecord => {
-  const j: JobRecord = { id: r.id, command: r.command, repo: r.repo, pull: r.pull, startedAt: r.started_at };
-  if (r.project !== null) j.project = r.project;
-  if (r.dir !== null) j.dir = r.dir;
-  if (r.workspace !== null) j.workspace = r.workspace;
-  if (r.finished_at !== null) j.finishedAt = r.finished_at;
-  if (r.result !== null) j.result = r.result as JobResult;
-  if (r.summary !== null) j.summary = r.summary;
-  return j;
-};
 
 export class LockStore {
   readonly dataDir: string;
@@ -366,15 +309,66 @@ export class LockStore {
   }
 
   /**
-   * After a successful apply: forget the plan and release the lock atomically, so a crash
-   * between the two cannot leave a lock without a plan or the reverse.
+   * Releases a lock only if `pull` holds it (a failed plan gives back what it took, never
+   * another PR's lock). Returns the released lock.
    */
-  completeApply(key: LockKey, pull: number): void {
+  unlockIfOwnedBy(key: LockKey, pull: number): LockRecord | undefined {
     const run = this.db.transaction(() => {
-      this.sql('DELETE FROM plans WHERE repo = ? AND pull = ? AND dir = ? AND workspace = ?').run(key.repo, pull, key.dir, key.workspace);
-      this.sql('DELETE FROM locks WHERE repo = ? AND dir = ? AND workspace = ? AND pull = ?').run(key.repo, key.dir, key.workspace, pull);
+      const l = this.getLock(key);
+      if (!l || l.pull !== pull) return undefined;
+      this.sql('DELETE FROM locks WHERE repo = ? AND dir = ? AND workspace = ?').run(key.repo, key.dir, key.workspace);
+      return l;
     });
-    run.immediate();
+    return run.immediate();
+  }
+
+  // ---- pull status (Atlantis's per-PR plan status) ---------------------------------
+
+  /** The PR's recorded plan status, undefined when it has none (never planned, or closed). */
+  getPullStatus(repo: string, pull: number): PullStatus | undefined {
+    const head = this.sql('SELECT head_sha FROM pull_status WHERE repo = ? AND pull = ?').get(repo, pull) as
+      | { head_sha: string }
+      | undefined;
+    if (!head) return undefined;
+    const rows = this.sql('SELECT dir, workspace, project, status FROM pull_projects WHERE repo = ? AND pull = ? ORDER BY seq').all(
+      repo,
+      pull,
+    ) as { dir: string; workspace: string; project: string; status: string }[];
+    return { headSha: head.head_sha, projects: rows.map((r) => ({ ...r, status: r.status as ProjectPlanStatus })) };
+  }
+
+  /**
+   * Records a command's results (merged for the same head, fresh for a new one; `replace`
+   * starts from nothing, as after a plan that found no projects). One transaction.
+   */
+  updatePullStatus(repo: string, pull: number, headSha: string, outcomes: ProjectOutcome[], opts: { replace?: boolean } = {}): PullStatus {
+    const run = this.db.transaction(() => {
+      const next = mergePullStatus(opts.replace ? undefined : this.getPullStatus(repo, pull), headSha, outcomes);
+      this.deletePullStatusRows(repo, pull);
+      this.sql('INSERT INTO pull_status (repo, pull, head_sha) VALUES (?, ?, ?)').run(repo, pull, headSha);
+      const ins = this.sql('INSERT INTO pull_projects (repo, pull, seq, dir, workspace, project, status) VALUES (?, ?, ?, ?, ?, ?, ?)');
+      for (const [i, p] of next.projects.entries()) ins.run(repo, pull, i, p.dir, p.workspace, p.project, p.status);
+      return next;
+    });
+    return run.immediate();
+  }
+
+  /** A project's plan was discarded (lock deleted from the web page), as Atlantis's UpdateProjectStatus. */
+  markDiscarded(repo: string, pull: number, dir: string, workspace: string): void {
+    this.sql(
+      `UPDATE pull_projects SET status = 'plan_discarded' WHERE rowid = (SELECT rowid FROM pull_projects
+         WHERE repo = ? AND pull = ? AND dir = ? AND workspace = ? ORDER BY seq LIMIT 1)`,
+    ).run(repo, pull, dir, workspace);
+  }
+
+  /** Forgets the PR's plan status (PR closed). */
+  deletePullStatus(repo: string, pull: number): void {
+    this.db.transaction(() => this.deletePullStatusRows(repo, pull)).immediate();
+  }
+
+  private deletePullStatusRows(repo: string, pull: number): void {
+    this.sql('DELETE FROM pull_status WHERE repo = ? AND pull = ?').run(repo, pull);
+    this.sql('DELETE FROM pull_projects WHERE repo = ? AND pull = ?').run(repo, pull);
   }
 
   // ---- drain queue ----------------------------------------------------------------

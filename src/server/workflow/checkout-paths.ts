@@ -19,6 +19,14 @@ export class CheckoutPathError extends Error {
   }
 }
 
+/** The project dir is not in the checkout; Atlantis's text, and it keeps no plan status for it. */
+export class DirNotExistError extends CheckoutPathError {
+  constructor(dir: string) {
+    super(`dir ${JSON.stringify(dir)} does not exist`);
+    this.name = 'DirNotExistError';
+  }
+}
+
 /** Where a symlink points, resolved; a dangling link is resolved lexically (it reads nothing today). */
 async function linkTarget(link: string): Promise<string> {
   try {
@@ -83,7 +91,7 @@ export async function projectDirInside(checkout: string, dir: string): Promise<s
   try {
     real = await realpath(wanted);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new CheckoutPathError(`dir ${JSON.stringify(dir)} does not exist`);
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new DirNotExistError(dir);
     throw e;
   }
   if (!isInside(realRoot, real)) throw new CheckoutPathError(`dir ${JSON.stringify(dir)} resolves outside the repository`);

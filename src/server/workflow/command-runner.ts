@@ -5,35 +5,31 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
+import { rmSync } from 'node:fs';
+import { genericApplyProblem, noPlanFoundError, planDiffSummary, sameProject } from '../locks/pull-status.js';
 import { type LockStore, type PlanRecord, fileSha256, planFileProblem } from '../locks/store.js';
 import type { ServerMetrics } from '../metrics.js';
-import type { GitHubClient } from '../vcs/github-client.js';
+import type { GitHubClient, ReactionContent } from '../vcs/github-client.js';
 import type { ParsedCommand } from './comment-parser.js';
 import { KeyedMutex } from './concurrency.js';
-import type { JobRegistry, JobStatus } from './jobs.js';
-import {
-  type ProjectResultView,
-  type ResultCommand,
-  UNLOCKED_COMMENT,
-  lockedByMessage,
-  renderResults,
-  statusContext,
-  statusDescription,
-} from './messages.js';
-import { lockId, lockUrl } from './lock-url.js';
+import type { JobRegistry } from './jobs.js';
+import { type ResultCommand, UNLOCKED_COMMENT, commandErrorComment, lockedByMessage, renderResults } from './messages.js';
 import { formatPlanOutput } from './plan-output.js';
-import { type ProjectSpec, defaultsFor, projectForPlan, readRepoConfig, selectProjects } from './projects.js';
 import { SaidOnce, unsupportedKeysComment } from './repo-config/keys.js';
-import { type ServerSideRepoConfig, baseBranchAllowed, serverSettingsFor } from './repo-config/server-side.js';
 import { type WorkflowHooks, hookRunFor, preHookFailedComment } from './hooks.js';
-import type { Workflow } from './repo-config/types.js';
-import { assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from './checkout-paths.js';
+import { type RepoLocksMode, commandLocks, projectLockMode } from './lock-policy.js';
+import { PrStatuses } from './pr-statuses.js';
+import { lockPath } from './web-ui.js';
+import { type ProjectRun, keyOf, outcomes, planKey, projectsOf, summarize, target, targeted } from './project-runs.js';
+import { type ProjectSpec, defaultsFor, projectForPlan, readRepoConfig, selectProjects } from './projects.js';
+import { type ServerSideRepoConfig, baseBranchAllowed, serverLockSettingsFor, serverSettingsFor } from './repo-config/server-side.js';
+import type { RepoConfig, Workflow } from './repo-config/types.js';
+import { DirNotExistError, assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from './checkout-paths.js';
 import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './extra-args.js';
 import type { ProjectRunner } from './project-runner.js';
 import { mergeAgainPerWorkspace } from './merge-again.js';
 import { type WorkingCopies, checkoutRequest } from './working-copy.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
-import { dirTargets } from './comment-parser/dir-glob.js';
 import { CANCEL_COMMENT, approvePoliciesComment } from './comment-replies.js';
 import { hideBeforeResult, layoutOptions } from './result-comment.js';
 import { teamPermits } from './team-gate.js';
@@ -85,26 +81,30 @@ export interface CommandRunnerDeps {
   hooks?: WorkflowHooks;
 }
 
-interface ProjectRun {
-  view: ProjectResultView;
-  status: JobStatus;
-}
-
 export class CommandRunner {
   private readonly scheduler: ProjectScheduler;
   private readonly checkoutMutex = new KeyedMutex();
-  private readonly statusChains = new Map<string, Promise<void>>();
   /** Workflows defined by a repo's own atlantis.yaml: their extra_args are PR input. */
   private readonly repoWorkflows = new WeakSet<Workflow>();
   private readonly automerger: Automerger;
 
   private readonly requirementSources: RequirementSources;
   private readonly noticed = new SaidOnce();
+  /** Each selected project's repo_locks mode (lock-policy.ts), set where projects are selected. */
+  private readonly lockModes = new WeakMap<ProjectSpec, RepoLocksMode>();
+  private readonly statuses: PrStatuses;
 
   constructor(private readonly d: CommandRunnerDeps) {
     this.requirementSources = { github: d.github, bypassApply: d.config.ghAllowMergeableBypassApply, diverged: notDiverged };
     this.scheduler = new ProjectScheduler(d.config.parallelPoolSize);
     this.automerger = new Automerger(d);
+    this.statuses = new PrStatuses({
+      github: d.github,
+      store: d.store,
+      metrics: d.metrics,
+      logger: d.logger,
+      atlantisUrl: d.config.atlantisUrl,
+    });
   }
 
   async run(req: CommandRequest): Promise<void> {
@@ -114,17 +114,20 @@ export class CommandRunner {
       log.info("command was run on a pull request which doesn't match base branches");
       return;
     }
-    const refuse = (body: string) => this.comment(req.ctx, body, name).catch(() => undefined);
-    if (!(await teamPermits(this.d, req, name, log, refuse))) return;
-    // No await without pre hooks: the command starts in the same tick as before hooks existed.
-    if (this.d.hooks?.configured('pre', req.ctx.repo, req.ctx.baseRef) && !(await this.preHooks(req, name, log))) return;
-    // The reaction is cosmetic: it must not delay terraform, only the end of the operation.
+    // As Atlantis: a reaction only with --emoji-reaction, given before the team check. It is
+    // cosmetic: it must not delay terraform, only the end of the operation.
+    const emoji = this.d.config.emojiReaction;
     const reaction =
-      req.kind === 'comment' && req.commentId !== undefined
+      req.kind === 'comment' && req.commentId !== undefined && emoji !== ''
         ? this.d.github
-            .addReaction(req.ctx.repo, req.commentId, 'eyes')
-            .catch((e: unknown) => log.warn('Could not react to comment', { error: (e as Error).message }))
+            .addReaction(req.ctx.repo, req.commentId, emoji as ReactionContent)
+            .catch((e: unknown) => log.warn('Failed to react to comment', { error: (e as Error).message }))
         : Promise.resolve();
+    const refuse = (body: string) => this.comment(req.ctx, body, name).catch(() => undefined);
+    if (!(await teamPermits(this.d, req, name, log, refuse))) return void (await reaction);
+    // No await without pre hooks: the command starts in the same tick as before hooks existed.
+    if (this.d.hooks?.configured('pre', req.ctx.repo, req.ctx.baseRef) && !(await this.preHooks(req, name, log)))
+      return void (await reaction);
     let commandHasErrors = false;
     try {
       const result = await this.dispatch(req);
@@ -135,8 +138,12 @@ export class CommandRunner {
     } catch (e) {
       this.d.metrics.commandsTotal.inc({ command: name, result: 'error' });
       log.error('Command failed', { error: (e as Error).message });
-      await this.comment(req.ctx, `**Error**: ${(e as Error).message}`, name).catch(() => undefined);
+      // As Atlantis: a command that fails before running its projects (bad -p, bad config,
+      // nothing to apply) fails its PR-wide status and answers "**Plan Error**" with the error.
+      if (name === 'plan' || name === 'apply') await this.statuses.combined(target(req.ctx), name, 'failure');
+      await this.comment(req.ctx, commandErrorComment(name, (e as Error).message), name).catch(() => undefined);
       commandHasErrors = true;
+      await reaction;
     }
     // As Atlantis: post hooks run after the command whatever its outcome; their failure is only logged.
     await this.d.hooks?.run(hookRunFor(req, 'post', () => this.checkout(req.ctx, 'default'), commandHasErrors));
@@ -154,7 +161,7 @@ export class CommandRunner {
     if (!this.d.config.failOnPreWorkflowHookError) return true;
     this.d.metrics.commandsTotal.inc({ command: name, result: 'error' });
     await this.comment(req.ctx, preHookFailedComment(error), name).catch(() => undefined);
-    if (name === 'plan' || name === 'apply') await this.status(req.ctx, name, 'failure', statusDescription(name, 'failure'));
+    if (name === 'plan' || name === 'apply') await this.statuses.combined(target(req.ctx), name, 'failure');
     return false;
   }
 
@@ -185,15 +192,23 @@ export class CommandRunner {
 
   private async plan(ctx: PullContext, c: ParsedCommand | undefined, autoplan: boolean): Promise<string> {
     const { projects, config } = await this.selection(ctx, c);
-    if (autoplan && projects.length === 0) {
-      await this.status(ctx, 'plan', 'success', statusDescription('plan', 'success', { succeeded: 0, total: 0 }));
+    const t = target(ctx);
+    const generic = autoplan || !targeted(c);
+    if (projects.length === 0 && generic) {
+      // As Atlantis: the PR's older plans and their locks go, and the 0/0 successes are set
+      // (branch protection may require them); an autoplan says nothing more.
+      this.discardPlans(ctx, this.d.store.listPlans(ctx.repo, ctx.pull));
+      this.d.store.updatePullStatus(ctx.repo, ctx.pull, ctx.headSha, [], { replace: true });
+      if (!autoplan) await this.postResults(ctx, 'plan', [], c);
+      await this.statuses.noProjects(t, autoplan);
       return 'success';
     }
-    if (autoplan) {
-      // A new commit makes older plans of this PR stale (as Atlantis, on every autoplan).
-      for (const p of this.d.store.listPlans(ctx.repo, ctx.pull)) this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+    void this.statuses.combined(t, 'plan', 'pending');
+    if (generic) {
+      // A plan of the whole PR replaces all its plans (as Atlantis, on every autoplan and plain
+      // `plan`): older ones go, and so do the locks of the projects about to be planned.
+      this.discardPlans(ctx, this.d.store.listPlans(ctx.repo, ctx.pull), projects);
     }
-    void this.status(ctx, 'plan', 'pending', statusDescription('plan', 'pending'));
     const merged = await mergeAgainPerWorkspace(
       this.d.copies,
       this.checkoutMutex,
@@ -207,37 +222,71 @@ export class CommandRunner {
       cancelled: (p) => this.error(p, CANCELLED_PROJECT_ERROR),
     });
     this.automerger.afterPlan(ctx, config, projects, !runs.every((r) => r.status === 'success'));
-    return this.report(ctx, 'plan', runs, c);
+    await this.postResults(ctx, 'plan', runs, c);
+    await this.statuses.afterPlan(t, outcomes('plan', runs));
+    // As Atlantis: a comment's plan that went through runs the (here empty) policy checks.
+    if (!autoplan && runs.every((r) => r.status === 'success')) await this.statuses.noPolicyChecks(t);
+    return summarize(runs);
+  }
+
+  /** Deletes plans (records and files); with `unlockFor`, releases this PR's locks of those projects. */
+  private discardPlans(ctx: PullContext, plans: PlanRecord[], unlockFor: ProjectSpec[] = projectsOf(plans)): void {
+    for (const pl of plans) {
+      this.d.store.deletePlan(ctx.repo, ctx.pull, pl.dir, pl.workspace);
+      rmSync(pl.planPath, { force: true });
+    }
+    for (const p of unlockFor) {
+      if (this.lockModes.get(p) === 'on_plan' || !this.lockModes.has(p))
+        this.d.store.unlockIfOwnedBy({ repo: ctx.repo, dir: p.dir, workspace: p.workspace }, ctx.pull);
+    }
   }
 
   private async planProject(ctx: PullContext, p: ProjectSpec, c: ParsedCommand | undefined, merged?: boolean | Error): Promise<ProjectRun> {
-    if (merged instanceof Error) return this.error(p, merged.message);
+    const jobId = randomUUID();
+    const t = target(ctx);
+    void this.statuses.project(t, 'plan', keyOf(p), 'pending', jobId);
+    const run = merged instanceof Error ? this.error(p, merged.message) : await this.planProjectRun(ctx, p, c, jobId, merged === true);
+    const ok = run.view.outcome.type === 'success';
+    const summary = run.view.outcome.type === 'success' ? planDiffSummary(run.view.outcome.output) : undefined;
+    await this.statuses.project(t, 'plan', keyOf(p), ok ? 'success' : 'failure', jobId, summary);
+    return run;
+  }
+
+  private async planProjectRun(
+    ctx: PullContext,
+    p: ProjectSpec,
+    c: ParsedCommand | undefined,
+    jobId: string,
+    mergedAgain: boolean,
+  ): Promise<ProjectRun> {
     // Refused input must not leave a lock behind (job() checks again, for every command).
     try {
       await this.checkedProjectDir(await this.checkout(ctx, p.workspace), p, c?.extraArgs ?? []);
     } catch (e) {
-      return this.error(p, (e as Error).message);
+      return { ...this.error(p, (e as Error).message), ...(e instanceof DirNotExistError ? { dirMissing: true as const } : {}) };
     }
-    const lock = this.d.store.tryLock(
-      { repo: ctx.repo, dir: p.dir, workspace: p.workspace },
-      { pull: ctx.pull, user: ctx.user, project: p.name },
-    );
-    if (!lock.acquired && lock.holder.pull !== ctx.pull) {
-      return this.failure(p, lockedByMessage(lock.holder.pull, this.d.config.executableName));
+    const key = { repo: ctx.repo, dir: p.dir, workspace: p.workspace };
+    const locks = commandLocks(this.lockMode(p), 'plan');
+    if (locks) {
+      const lock = this.d.store.tryLock(key, { pull: ctx.pull, user: ctx.user, project: p.name });
+      if (!lock.acquired) return this.failure(p, lockedByMessage(lock.holder.pull, this.d.config.executableName));
     }
-    const newlyLocked = lock.acquired && !this.d.store.getPlan(ctx.repo, ctx.pull, p.dir, p.workspace);
     const refused = await requirementRefusal(this.requirementSources, ctx, 'plan', p.planRequirements);
     if (refused) {
       // As Atlantis: a refused plan leaves neither a stale plan nor the lock behind.
-      this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
-      this.d.store.unlock({ repo: ctx.repo, dir: p.dir, workspace: p.workspace });
+      const old = this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+      if (old) rmSync(old.planPath, { force: true });
+      if (locks) this.d.store.unlockIfOwnedBy(key, ctx.pull);
       return this.failure(p, refused);
     }
-    return this.job(ctx, p, 'plan', c?.extraArgs ?? [], async (jobCtx) => {
+    return this.job(ctx, p, 'plan', c?.extraArgs ?? [], jobId, async (jobCtx) => {
       const r = await this.d.projectRunner.runSteps(p.workflow.plan, jobCtx);
-      if (!r.ok && newlyLocked) {
-        // As Atlantis: a plan that did not produce a plan file does not keep the lock.
-        this.d.store.unlock({ repo: ctx.repo, dir: p.dir, workspace: p.workspace });
+      if (!r.ok) {
+        // As Atlantis: a failed plan gives back this PR's lock, and its older plan is no
+        // longer the one shown on the PR.
+        if (locks) this.d.store.unlockIfOwnedBy(key, ctx.pull);
+        const old = this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+        if (old) rmSync(old.planPath, { force: true });
       }
       if (r.interrupted) return this.interrupted(p);
       if (!r.ok) return this.error(p, r.output);
@@ -268,8 +317,11 @@ export class CommandRunner {
             output: formatPlanOutput(r.output),
             applyCmd: buildApplyComment(exe, p.dir, p.workspace, p.name),
             replanCmd: buildPlanComment(exe, p.dir, p.workspace, p.name, c?.extraArgs ?? []),
-            lockUrl: lockUrl(this.d.config.atlantisUrl, lockId(ctx.repo, p.dir, p.workspace, p.name)),
-            mergedAgain: merged === true,
+            // No lock, no link to delete it (Atlantis hides the line with --disable-repo-locking).
+            ...(this.d.config.disableRepoLocking
+              ? {}
+              : { lockUrl: `${this.d.config.atlantisUrl}${lockPath({ ...key, project: p.name })}` }),
+            mergedAgain,
           },
         },
       };
@@ -279,26 +331,51 @@ export class CommandRunner {
   // ---- apply ----------------------------------------------------------------------------
 
   private async apply(ctx: PullContext, c: ParsedCommand): Promise<string> {
-    if (this.d.config.disableApplyAll && c.dir === undefined && c.workspace === undefined && c.project === undefined) {
+    if (this.d.config.disableApplyAll && !targeted(c)) {
       await this.comment(ctx, APPLY_ALL_DISABLED_COMMENT, 'apply');
       return 'refused';
     }
-    const plans = this.d.store.listPlans(ctx.repo, ctx.pull).filter((pl) => matchesPlan(pl, c));
-    if (plans.length === 0) {
-      await hideBeforeResult(this.d, ctx, 'apply', c.dir);
-      await this.comment(ctx, renderResults({ command: 'apply', results: [], ...layoutOptions(this.d.config) }), 'apply');
+    const checkout = await this.checkout(ctx, 'default');
+    const { config, defaults } = this.repoSettings(ctx, checkout);
+    const plans = this.d.store.listPlans(ctx.repo, ctx.pull);
+    let work: Array<ProjectSpec & { plan?: PlanRecord }>;
+    if (!targeted(c)) {
+      // As Atlantis: the PR's plans, checked against its recorded plan status first.
+      const problem = genericApplyProblem(this.d.store.getPullStatus(ctx.repo, ctx.pull), plans.map(planKey), ctx.headSha);
+      if (problem) throw new Error(problem);
+      work = plans.map((plan) => this.withLockMode(ctx, config, { ...projectForPlan(config, plan.dir, plan.workspace, defaults), plan }));
+    } else {
+      work = selectProjects(config, checkout, [], c, defaults).map((p) => {
+        const plan = plans.find((pl) => pl.dir === p.dir && pl.workspace === p.workspace);
+        return this.withLockMode(ctx, config, plan ? { ...p, plan } : { ...p });
+      });
+    }
+    const t = target(ctx);
+    if (work.length === 0) {
+      await this.postResults(ctx, 'apply', [], c);
+      await this.statuses.afterApply(t, []);
       return 'success';
     }
-    const { config, defaults } = this.repoSettings(ctx, await this.checkout(ctx, 'default'));
-    void this.status(ctx, 'apply', 'pending', statusDescription('apply', 'pending'));
-    const targets = plans.map((pl) => ({ ...projectForPlan(config, pl.dir, pl.workspace, defaults), plan: pl }));
-    const runs = await this.scheduler.ordered('apply', ctx, targets, {
+    void this.statuses.combined(t, 'apply', 'pending');
+    const jobIds = new Map(work.map((w) => [w, randomUUID()] as const));
+    const ran = new Map<ProjectRun, ProjectSpec>();
+    const runs = await this.scheduler.ordered('apply', ctx, work, {
       parallel: config?.parallelApply ?? this.d.config.parallelApply,
       abortOnFail: config?.abortOnExecutionOrderFail ?? false,
-      run: (p) => this.applyProject(ctx, p, p.plan),
-      cancelled: (p) => this.error(p, CANCELLED_PROJECT_ERROR),
+      run: async (w) => {
+        const r = await this.applyProject(ctx, w, w.plan, jobIds.get(w) ?? randomUUID());
+        ran.set(r, w);
+        return r;
+      },
+      cancelled: (w) => this.error(w, CANCELLED_PROJECT_ERROR),
     });
-    const result = await this.report(ctx, 'apply', runs, c);
+    await this.postResults(ctx, 'apply', runs, c);
+    // As Atlantis: a project's apply success is posted once the command is done.
+    for (const r of runs) {
+      const w = ran.get(r);
+      if (w && r.status === 'success') await this.statuses.project(t, 'apply', keyOf(w), 'success', jobIds.get(w) ?? '');
+    }
+    await this.statuses.afterApply(t, outcomes('apply', runs));
     await this.automerger.afterApply(
       ctx,
       config,
@@ -306,10 +383,19 @@ export class CommandRunner {
       c,
       runs.every((r) => r.status === 'success'),
     );
-    return result;
+    return summarize(runs);
   }
 
-  private async applyProject(ctx: PullContext, p: ProjectSpec, plan: PlanRecord): Promise<ProjectRun> {
+  private async applyProject(ctx: PullContext, p: ProjectSpec, plan: PlanRecord | undefined, jobId: string): Promise<ProjectRun> {
+    const t = target(ctx);
+    void this.statuses.project(t, 'apply', keyOf(p), 'pending', jobId);
+    const run = await this.applyProjectRun(ctx, p, plan, jobId);
+    if (run.status !== 'success') await this.statuses.project(t, 'apply', keyOf(p), 'failure', jobId);
+    return run;
+  }
+
+  private async applyProjectRun(ctx: PullContext, p: ProjectSpec, plan: PlanRecord | undefined, jobId: string): Promise<ProjectRun> {
+    if (!plan) return this.error(p, noPlanFoundError(p.dir, p.workspace));
     const refused =
       (await requirementRefusal(this.requirementSources, ctx, 'apply', p.applyRequirements)) ??
       dependencyFailure(p.dependsOn, this.scheduler.projectStates.get(ctx.repo, ctx.pull, ctx.headSha));
@@ -320,7 +406,13 @@ export class CommandRunner {
         `the pull request was updated after this plan was made; comment \`${this.d.config.executableName} plan\` to plan again`,
       );
     }
-    return this.job(ctx, p, 'apply', [], async (jobCtx) => {
+    const key = { repo: ctx.repo, dir: p.dir, workspace: p.workspace };
+    if (commandLocks(this.lockMode(p), 'apply')) {
+      // repo_locks mode on_apply: the lock is taken here, and held until the PR closes.
+      const lock = this.d.store.tryLock(key, { pull: ctx.pull, user: ctx.user, project: p.name });
+      if (!lock.acquired) return this.failure(p, lockedByMessage(lock.holder.pull, this.d.config.executableName));
+    }
+    return this.job(ctx, p, 'apply', [], jobId, async (jobCtx) => {
       const tampered = planFileProblem(plan, await fileSha256(plan.planPath).catch(() => undefined), this.d.config.executableName);
       if (tampered) {
         // Never apply a plan other than the one shown on the PR; it cannot be used again.
@@ -338,7 +430,6 @@ export class CommandRunner {
         ? p.workflow.apply
         : [...p.workflow.plan.filter((s) => s.kind === 'init'), ...p.workflow.apply];
       const r = await this.d.projectRunner.runSteps(steps, { ...jobCtx, planFile: plan.planPath });
-      const key = { repo: ctx.repo, dir: p.dir, workspace: p.workspace };
       if (r.interrupted) {
         // The saved plan is stale after a partial apply; the lock stays so nobody else
         // plans on top of a half-applied state.
@@ -346,7 +437,10 @@ export class CommandRunner {
         return this.interrupted(p);
       }
       if (!r.ok) return this.error(p, r.output);
-      this.d.store.completeApply(key, ctx.pull);
+      // As Atlantis: the applied plan is used up, but the lock stays until the PR is merged
+      // or closed (or unlocked), so no other PR plans on top of unmerged applied changes.
+      this.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+      rmSync(plan.planPath, { force: true });
       return {
         status: 'success',
         view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'success', output: r.output } },
@@ -372,7 +466,14 @@ export class CommandRunner {
   }
 
   private async unlock(ctx: PullContext): Promise<string> {
-    this.d.store.unlockAllForPull(ctx.repo, ctx.pull, { discardPlans: true });
+    // As Atlantis: the PR's locks go with the plans of the locked projects (a plan without a
+    // lock, as in repo_locks mode on_apply, stays).
+    const { locks } = this.d.store.unlockAllForPull(ctx.repo, ctx.pull);
+    this.discardPlans(
+      ctx,
+      this.d.store.listPlans(ctx.repo, ctx.pull).filter((pl) => locks.some((l) => l.dir === pl.dir && l.workspace === pl.workspace)),
+      [],
+    );
     await this.comment(ctx, UNLOCKED_COMMENT, 'unlock');
     return 'success';
   }
@@ -388,7 +489,17 @@ export class CommandRunner {
   }
 
   private async simple(ctx: PullContext, c: ParsedCommand, cmd: 'version' | 'import' | 'state'): Promise<string> {
-    const { projects, config } = await this.selection(ctx, c);
+    let projects: ProjectSpec[];
+    let config: RepoConfig | undefined;
+    if (cmd === 'version' && !targeted(c)) {
+      // As Atlantis: `version` runs in the projects with a plan; with none it posts nothing.
+      const settings = this.repoSettings(ctx, await this.checkout(ctx, 'default'));
+      config = settings.config;
+      projects = this.d.store
+        .listPlans(ctx.repo, ctx.pull)
+        .map((pl) => projectForPlan(settings.config, pl.dir, pl.workspace, settings.defaults));
+      if (projects.length === 0) return 'success';
+    } else ({ projects, config } = await this.selection(ctx, c));
     // As Atlantis: one project after another; only `version` follows parallel_plan.
     const parallel = cmd === 'version' && (config?.parallelPlan ?? this.d.config.parallelPlan);
     const runs = await this.scheduler.inOrder(cmd, ctx, projects, {
@@ -399,7 +510,7 @@ export class CommandRunner {
           const refused =
             cmd === 'import' ? await requirementRefusal(this.requirementSources, ctx, 'import', p.importRequirements) : undefined;
           if (refused) return this.failure(p, refused);
-          return this.job(ctx, p, cmd, c.extraArgs, async (jobCtx) => {
+          return this.job(ctx, p, cmd, c.extraArgs, randomUUID(), async (jobCtx) => {
             const init = this.d.projectRunner.isInitialised(jobCtx.projectDir) ? [] : p.workflow.plan.filter((s) => s.kind === 'init');
             const extra = cmd === 'version' ? { version: true } : cmd === 'import' ? { importArgs: c.args } : { stateRmArgs: c.args };
             const stage = cmd === 'import' ? p.workflow.import : cmd === 'state' ? p.workflow.stateRm : undefined;
@@ -415,7 +526,14 @@ export class CommandRunner {
           });
         }),
     });
-    return this.report(ctx, cmd, runs, c);
+    await this.postResults(ctx, cmd, runs, c);
+    // As Atlantis: a successful import or state rm marks the plan discarded.
+    const ps = cmd === 'version' ? undefined : this.d.store.getPullStatus(ctx.repo, ctx.pull);
+    if (ps?.headSha === ctx.headSha) {
+      const done = outcomes(cmd as 'import' | 'state', runs).filter((o) => o.ok && ps.projects.some((p) => sameProject(p, o)));
+      if (done.length > 0) this.d.store.updatePullStatus(ctx.repo, ctx.pull, ctx.headSha, done);
+    }
+    return summarize(runs);
   }
 
   // ---- shared -----------------------------------------------------------------------------
@@ -426,7 +544,19 @@ export class CommandRunner {
     const { config, defaults } = this.repoSettings(ctx, checkout);
     const targeted = c !== undefined && (c.dir !== undefined || c.workspace !== undefined || c.project !== undefined);
     const changed = targeted ? [] : await this.d.github.listChangedFiles(ctx.repo, ctx.pull);
-    return { projects: selectProjects(config, checkout, changed, c, defaults), config };
+    const projects = selectProjects(config, checkout, changed, c, defaults).map((p) => this.withLockMode(ctx, config, p));
+    return { projects, config };
+  }
+
+  /** Records the project's repo_locks mode (server config, atlantis.yaml, --disable-repo-locking). */
+  private withLockMode<P extends ProjectSpec>(ctx: PullContext, config: RepoConfig | undefined, p: P): P {
+    const server = serverLockSettingsFor(this.d.serverRepoConfig, `${this.d.config.ghHostname}/${ctx.repo}`);
+    this.lockModes.set(p, projectLockMode(this.d.config.disableRepoLocking, server, config, p));
+    return p;
+  }
+
+  private lockMode(p: ProjectSpec): RepoLocksMode {
+    return this.lockModes.get(p) ?? (this.d.config.disableRepoLocking ? 'disabled' : 'on_plan');
   }
 
   private repoSettings(ctx: PullContext, checkout: string) {
@@ -483,9 +613,9 @@ export class CommandRunner {
     p: ProjectSpec,
     command: string,
     commentArgs: string[],
+    id: string,
     fn: (jc: import('./project-runner.js').ProjectRunContext) => Promise<ProjectRun>,
   ): Promise<ProjectRun> {
-    const id = randomUUID();
     const wc = await this.checkout(ctx, p.workspace);
     const logFile = this.d.jobLogPath(id);
     this.d.jobs.start({ id, command, repo: ctx.repo, pull: ctx.pull, project: p.name ?? null, dir: p.dir, workspace: p.workspace });
@@ -512,7 +642,7 @@ export class CommandRunner {
         onOutput: (chunk) => this.d.jobs.append(id, chunk),
       });
     } catch (e) {
-      run = this.error(p, (e as Error).message);
+      run = { ...this.error(p, (e as Error).message), ...(e instanceof DirNotExistError ? { dirMissing: true as const } : {}) };
     }
     const final = run.status === 'running' ? 'error' : run.status;
     this.d.jobs.finish(id, final);
@@ -520,7 +650,8 @@ export class CommandRunner {
     return run;
   }
 
-  private async report(ctx: PullContext, cmd: ResultCommand, runs: ProjectRun[], c: ParsedCommand | undefined): Promise<string> {
+  /** The result comment of a command; a lost comment is logged and counted by comment(). */
+  private async postResults(ctx: PullContext, cmd: ResultCommand, runs: ProjectRun[], c: ParsedCommand | undefined): Promise<void> {
     const body = renderResults({
       command: cmd,
       subName: c?.subName,
@@ -529,17 +660,7 @@ export class CommandRunner {
       verbose: c?.verbose,
     });
     await hideBeforeResult(this.d, ctx, cmd, c?.dir);
-    const interrupted = runs.filter((r) => r.status === 'interrupted');
-    // The final status is set even when the comment is lost, so the commit never stays
-    // "pending"; the lost comment is logged and counted by comment().
     await this.comment(ctx, body, cmd).catch(() => undefined);
-    if (cmd === 'plan' || cmd === 'apply') {
-      const ok = runs.filter((r) => r.status === 'success').length;
-      const state = ok === runs.length ? 'success' : 'failure';
-      await this.status(ctx, cmd, state, statusDescription(cmd, state, { succeeded: ok, total: runs.length }));
-    }
-    if (interrupted.length) return 'interrupted';
-    return runs.every((r) => r.status === 'success') ? 'success' : 'failure';
   }
 
   private failure(p: ProjectSpec, reason: string): ProjectRun {
@@ -574,37 +695,4 @@ export class CommandRunner {
       throw e;
     }
   }
-
-  /**
-   * Sets a commit status without holding up terraform: statuses of one commit go through a
-   * chain so "pending" is always posted before the final state, which callers await.
-   */
-  private status(ctx: PullContext, cmd: 'plan' | 'apply', state: 'pending' | 'success' | 'failure', description: string): Promise<void> {
-    const key = `${ctx.repo}@${ctx.headSha}`;
-    const next = (this.statusChains.get(key) ?? Promise.resolve()).then(async () => {
-      try {
-        await this.d.github.setCommitStatus(ctx.repo, ctx.headSha, {
-          state,
-          context: statusContext(cmd),
-          description,
-          targetUrl: this.d.config.atlantisUrl,
-        });
-      } catch (e) {
-        this.d.metrics.githubRequestFailures.inc({ operation: 'set_status' });
-        this.d.logger.warn('Could not set commit status', { repo: ctx.repo, pull: ctx.pull, error: (e as Error).message });
-      }
-    });
-    this.statusChains.set(key, next);
-    void next.then(() => {
-      if (this.statusChains.get(key) === next) this.statusChains.delete(key);
-    });
-    return next;
-  }
-}
-
-function matchesPlan(pl: PlanRecord, c: ParsedCommand): boolean {
-  if (c.project !== undefined) return pl.project === c.project;
-  if (c.dir !== undefined && !dirTargets(c.dir, pl.dir)) return false;
-  if (c.workspace !== undefined && pl.workspace !== c.workspace) return false;
-  return true;
 }

@@ -4,6 +4,7 @@
 // `repo_locks`; the deprecated `repo_locking: false`; and --disable-repo-locking, which turns
 // every lock off. Pure.
 import type { Problems } from './repo-config/schema.js';
+import type { RepoConfig } from './repo-config/types.js';
 import { isObj } from './repo-config/schema.js';
 
 export type RepoLocksMode = 'disabled' | 'on_plan' | 'on_apply';
@@ -71,4 +72,20 @@ export function repoLocksModeFor(opts: {
 /** Whether `command` takes (and checks) the project lock in this mode. */
 export function commandLocks(mode: RepoLocksMode, command: 'plan' | 'apply'): boolean {
   return (mode === 'on_plan' && command === 'plan') || (mode === 'on_apply' && command === 'apply');
+}
+
+/**
+ * The mode of one selected project: its entry in atlantis.yaml is the named one, or the
+ * unnamed one at its dir and workspace (a default project has none).
+ */
+export function projectLockMode(
+  disableRepoLocking: boolean,
+  server: LockSettings & { allowedOverrides: readonly string[] },
+  config: RepoConfig | undefined,
+  p: { name?: string; dir: string; workspace: string },
+): RepoLocksMode {
+  const project = config?.projects.find((x) =>
+    p.name !== undefined ? x.name === p.name : !x.name && x.dir === p.dir && x.workspace === p.workspace,
+  );
+  return repoLocksModeFor({ disableRepoLocking, server, repo: config, project });
 }

@@ -296,23 +296,25 @@ export function renderCommandFailure(command: ResultCommand, failure: string, op
   return `**${commandTitle(command)} Failed**: ${failure}\n${logBlock({ command, results: [], ...opts })}`.trim();
 }
 
-export type StatusState = 'pending' | 'success' | 'failure' | 'error';
-
-/** Commit status descriptions as Atlantis writes them. */
-export function statusDescription(cmd: 'plan' | 'apply', state: StatusState, counts?: { succeeded: number; total: number }): string {
-  const title = commandTitle(cmd);
-  if (state === 'pending') return `${title} in progress...`;
-  if (counts && counts.total > 0) {
-    const verb = cmd === 'plan' ? 'planned' : 'applied';
-    return `${counts.succeeded}/${counts.total} projects ${verb} successfully.`;
-  }
-  if (state === 'success') return `${title} succeeded.`;
-  return `${title} failed.`;
+/**
+ * Atlantis's answer to a command that failed before running its projects (a bad -p, a bad
+ * atlantis.yaml, an apply with nothing valid to apply): the error in a code block.
+ */
+export function commandErrorComment(cmd: string, error: string): string {
+  return `**${commandTitle(cmd as ResultCommand)} Error**\n\`\`\`\n${error}\n\`\`\``;
 }
 
-/** `atlantis/plan`, `atlantis/apply`; per-project contexts as `atlantis/plan: dir/workspace`. */
-export function statusContext(cmd: 'plan' | 'apply', project?: { dir: string; workspace: string; name?: string }): string {
-  const base = `atlantis/${cmd}`;
-  if (!project) return base;
-  return `${base}: ${project.name ?? `${project.dir}/${project.workspace}`}`;
+/**
+ * Atlantis's comment when a closed PR's locks are released: one line per dir (sorted), its
+ * workspaces sorted and joined, `workspace:` for one and `workspaces:` for several.
+ */
+export function pullClosedComment(locks: { dir: string; workspace: string }[]): string {
+  const byDir = new Map<string, Set<string>>();
+  for (const l of locks) byDir.set(l.dir, (byDir.get(l.dir) ?? new Set()).add(l.workspace));
+  let s = 'Locks and plans deleted for the projects and workspaces modified in this pull request:\n';
+  for (const dir of [...byDir.keys()].sort()) {
+    const ws = [...(byDir.get(dir) as Set<string>)].sort();
+    s += `\n- dir: \`${dir}\` ${ws.length === 1 ? 'workspace' : 'workspaces'}: \`${ws.join('`, `')}\``;
+  }
+  return s;
 }

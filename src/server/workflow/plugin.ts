@@ -10,17 +10,24 @@ import { GitCredsForInit } from '../terraform/git-creds.js';
 import { TerraformBinaries } from '../terraform/tf-install.js';
 import type { WebhookRequest, WebhookResponse } from '../http/app.js';
 import { githubAuth } from '../vcs/github-app.js';
-import { GitHubClient, type PullInfo } from '../vcs/github-client.js';
+import { GitHubClient, type PullInfo, type ReactionContent } from '../vcs/github-client.js';
 import { AllowlistError, type RepoAllowlist, parseRepoAllowlist } from '../vcs/repo-allowlist.js';
 import { CommandRunner, type PullContext } from './command-runner.js';
 import { WorkflowHooks } from './hooks.js';
 import { JobLogPruner } from './job-logs.js';
 import { JobRegistry } from './jobs.js';
-import { SHUTTING_DOWN_COMMENT, crashedJobComment, queuedCommandStartingComment, queuedDuringDrainComment } from './messages.js';
+import {
+  SHUTTING_DOWN_COMMENT,
+  crashedJobComment,
+  pullClosedComment,
+  queuedCommandStartingComment,
+  queuedDuringDrainComment,
+} from './messages.js';
 import { ProjectRunner } from './project-runner.js';
 import { type ServerSideRepoConfig, parseServerSideRepoConfig } from './repo-config/server-side.js';
 import { RepoConfigError } from './repo-config/types.js';
 import { type PullRefusal, type WorkItem, decideWebhook, gatePull } from './webhook-decision.js';
+import { lockDiscardedComment } from './lock-delete.js';
 import { mountWebUi } from './web-ui.js';
 import { WorkingCopies } from './working-copy.js';
 
@@ -238,14 +245,11 @@ export function workflowPlugin(server: AtlantisServer) {
   function releasePull(repo: string, pull: number): number {
     const { locks, plans } = store.unlockAllForPull(repo, pull, { discardPlans: true });
     for (const p of plans) rmSync(p.planPath, { force: true });
+    // As Atlantis: a closed PR's plan status goes too (a reopened PR plans afresh).
+    store.deletePullStatus(repo, pull);
     // Working copies stay while a command of this PR still runs in them (deleted when it ends).
     if (!server.tracker.isShuttingDown && !running.has(pullKey(repo, pull))) copies.remove(repo, pull);
-    if (locks.length > 0) {
-      const lines = locks.map((l) => `- dir: \`${l.dir}\` workspaces: \`${l.workspace}\``).join('\n');
-      server.trackBackground(
-        comment(repo, pull, `Locks and plans deleted for the projects and workspaces modified in this pull request:\n\n${lines}`),
-      );
-    }
+    if (locks.length > 0) server.trackBackground(comment(repo, pull, pullClosedComment(locks)));
     return locks.length;
   }
 
@@ -267,6 +271,13 @@ export function workflowPlugin(server: AtlantisServer) {
           log.warn('Webhook rejected', { status: d.status, reason: d.body, event: req.event, deliveryId: req.deliveryId });
         return { status: d.status, body: `${d.body}\n` };
       case 'reply':
+        // As Atlantis: a comment answered without running (help, usage, errors) gets the reaction too.
+        if (cfg.emojiReaction !== '' && d.commentId !== undefined)
+          server.trackBackground(
+            github
+              .addReaction(d.repo, d.commentId, cfg.emojiReaction as ReactionContent)
+              .catch((e: unknown) => log.warn('Failed to react to comment', { repo: d.repo, pull: d.pull, error: (e as Error).message })),
+          );
         server.trackBackground(comment(d.repo, d.pull, d.body));
         return { status: d.status, body: `${d.responseBody}\n` };
       case 'close':
@@ -308,6 +319,10 @@ export function workflowPlugin(server: AtlantisServer) {
         jobs,
         jobLogPath: (id) => server.jobLogPath(id),
         drainStatus: () => ({ shuttingDown: server.tracker.isShuttingDown, inProgress: server.tracker.inProgress }),
+        onLockDiscarded: (l) => {
+          log.info('Lock deleted from the web page', { repo: l.repo, pull: l.pull, dir: l.dir, workspace: l.workspace });
+          server.trackBackground(comment(l.repo, l.pull, lockDiscardedComment(l.dir, l.workspace)));
+        },
       }),
     start: async () => {
       decisionOptions.botLogin = await auth.botLogin();

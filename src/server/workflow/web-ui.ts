@@ -1,10 +1,12 @@
 // The server's web page: locks, running and recent jobs (GET /), and a job's terraform
 // output, live while it runs (GET /jobs/:id, streamed from /jobs/:id/stream as
-// server-sent events). Read-only: no endpoint here changes state. Every text shown is
+// server-sent events); a lock's page (GET /lock?id=) and, as Atlantis, its deletion
+// (DELETE /locks?id=), the only endpoint here that changes state. Every text shown is
 // scrubbed of the server's secrets (secrets/redact.ts), job output included.
 import { existsSync, readFileSync } from 'node:fs';
 import type express from 'express';
-import type { LockStore } from '../locks/store.js';
+import { type LockKey, type LockRecord, type LockStore, lockId, parseLockId } from '../locks/store.js';
+import { discardLock } from './lock-delete.js';
 import { processRedactor } from '../secrets/redact.js';
 import type { JobRegistry, JobView } from './jobs.js';
 
@@ -13,6 +15,35 @@ export interface WebUiDeps {
   jobs: JobRegistry;
   jobLogPath: (id: string) => string;
   drainStatus: () => { shuttingDown: boolean; inProgress: number };
+  /** A lock was deleted from the web page: tell its PR (Atlantis's warning comment). */
+  onLockDiscarded: (lock: LockRecord) => void;
+}
+
+/** A lock's page: `/lock?id=<lock id>`, the id encoded twice, as Atlantis links it. */
+export const lockPath = (l: LockKey & { project?: string }): string =>
+  `/lock?id=${encodeURIComponent(encodeURIComponent(lockId(l, l.project)))}`;
+
+const plain = (res: express.Response, status: number, text: string): void =>
+  void res
+    .status(status)
+    .type('text/plain')
+    .send(`${processRedactor.redact(text)}\n`);
+
+/** The `id` query parameter, only as one string (a repeated or missing one is no id). */
+const idParam = (req: express.Request): string | undefined =>
+  typeof req.query.id === 'string' && req.query.id !== '' ? req.query.id : undefined;
+
+/** The lock an id parameter names: Atlantis's links encode the id twice, so it is decoded once more here. */
+function lockOf(id: string): LockKey | undefined {
+  return parseLockId(unescaped(id));
+}
+
+function unescaped(id: string): string {
+  try {
+    return decodeURIComponent(id);
+  } catch {
+    return id;
+  }
 }
 
 const esc = (s: unknown): string => processRedactor.redact(String(s)).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -40,11 +71,11 @@ export function mountWebUi(app: express.Express, d: WebUiDeps): void {
     const st = d.drainStatus();
     const lockRows =
       locks.length === 0
-        ? '<tr><td colspan="5">none</td></tr>'
+        ? '<tr><td colspan="6">none</td></tr>'
         : locks
             .map(
               (l) =>
-                `<tr><td>${esc(l.repo)}</td><td>${esc(l.dir)}</td><td>${esc(l.workspace)}</td><td>#${esc(l.pull)} by ${esc(l.user)}</td><td>${esc(l.time)}</td></tr>`,
+                `<tr><td>${esc(l.repo)}</td><td>${esc(l.dir)}</td><td>${esc(l.workspace)}</td><td>#${esc(l.pull)} by ${esc(l.user)}</td><td>${esc(l.time)}</td><td><a href="${esc(lockPath(l))}">lock</a></td></tr>`,
             )
             .join('');
     const head = '<tr><th>command</th><th>pull request</th><th>project</th><th>dir</th><th>workspace</th><th>status</th></tr>';
@@ -52,11 +83,39 @@ export function mountWebUi(app: express.Express, d: WebUiDeps): void {
       page(
         'atlantis',
         `<h1>atlantis <span class="badge ${st.shuttingDown ? 'draining' : ''}">${st.shuttingDown ? 'draining' : 'serving'}, ${st.inProgress} operation(s) in progress</span></h1>
-<h2>Locks</h2><table><tr><th>repo</th><th>dir</th><th>workspace</th><th>held by</th><th>since</th></tr>${lockRows}</table>
+<h2>Locks</h2><table><tr><th>repo</th><th>dir</th><th>workspace</th><th>held by</th><th>since</th><th></th></tr>${lockRows}</table>
 <h2>Running jobs</h2><table>${head}${jobRows(d.jobs.running())}</table>
 <h2>Recent jobs</h2><table>${head}${jobRows(d.jobs.recent())}</table>`,
       ),
     );
+  });
+
+  app.get('/lock', (req, res) => {
+    const id = idParam(req);
+    if (id === undefined) return plain(res, 400, 'No lock id in request');
+    const key = lockOf(id);
+    const l = key && d.store.getLock(key);
+    if (!l) return plain(res, 404, `No lock found at id '${unescaped(id)}'`);
+    res.type('html').send(
+      page(
+        `lock ${id}`,
+        `<p><a href="/">all locks and jobs</a></p><h1>${esc(l.repo)} ${esc(l.dir)} ${esc(l.workspace)}</h1>
+<table><tr><th>locked by</th><td>#${esc(l.pull)} by ${esc(l.user)}</td></tr><tr><th>since</th><td>${esc(l.time)}</td></tr></table>
+<button id="discard" data-id="${esc(id)}">Discard Plan &amp; Unlock</button><p id="result"></p>
+<script>const b=document.getElementById('discard');b.onclick=async()=>{const r=await fetch('/locks?id='+encodeURIComponent(b.dataset.id),{method:'DELETE'});
+document.getElementById('result').textContent=await r.text();if(r.ok)setTimeout(()=>{location.href='/'},1000)}</script>`,
+      ),
+    );
+  });
+
+  app.delete('/locks', (req, res) => {
+    const id = idParam(req);
+    if (id === undefined) return plain(res, 400, 'No lock id in request');
+    const key = lockOf(id);
+    const l = key && discardLock(d.store, key);
+    if (!l) return plain(res, 404, `No lock found at id '${unescaped(id)}'`);
+    d.onLockDiscarded(l);
+    plain(res, 200, `Deleted lock id '${id}'`);
   });
 
   app.get('/jobs/:id', (req, res) => {

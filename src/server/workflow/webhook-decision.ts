@@ -24,7 +24,7 @@ export type WorkItem =
 export type WebhookDecision =
   | { kind: 'respond'; status: number; body: string }
   /** Post `body` on the PR and run nothing (help, usage, parse errors). */
-  | { kind: 'reply'; repo: string; pull: number; body: string; status: number; responseBody: string }
+  | { kind: 'reply'; repo: string; pull: number; body: string; status: number; responseBody: string; commentId?: number }
   | { kind: 'work'; item: WorkItem }
   /** PR closed: release its locks and plans, delete its working copies. */
   | { kind: 'close'; repo: string; pull: number }
@@ -116,6 +116,7 @@ export function decideWebhook(req: IncomingWebhook, o: DecisionOptions): Webhook
       body: parsed.body,
       status: 200,
       responseBody: parsed.error ? 'Commenting back on pull request: invalid command' : 'Commenting back on pull request',
+      commentId: ev.comment.id,
     };
   }
   return {

@@ -1,0 +1,70 @@
+// The lock store's SQLite rows and their mapping to the records the rest of the server uses.
+import type { JobRecord, JobResult, LockRecord, PlanRecord } from './store.js';
+
+export interface LockRow {
+  repo: string;
+  dir: string;
+  workspace: string;
+  pull: number;
+  user: string;
+  project: string | null;
+  time: string;
+}
+
+export interface PlanRow {
+  repo: string;
+  pull: number;
+  dir: string;
+  workspace: string;
+  project: string | null;
+  plan_path: string;
+  head_sha: string;
+  plan_sha256: string | null;
+  created_at: string;
+}
+
+export interface JobRow {
+  id: string;
+  command: string;
+  repo: string;
+  pull: number;
+  project: string | null;
+  dir: string | null;
+  workspace: string | null;
+  started_at: string;
+  finished_at: string | null;
+  result: string | null;
+  summary: string | null;
+}
+
+export const toLock = (r: LockRow): LockRecord => {
+  const l: LockRecord = { repo: r.repo, dir: r.dir, workspace: r.workspace, pull: r.pull, user: r.user, time: r.time };
+  if (r.project !== null) l.project = r.project;
+  return l;
+};
+
+export const toPlan = (r: PlanRow): PlanRecord => {
+  const p: PlanRecord = {
+    repo: r.repo,
+    pull: r.pull,
+    dir: r.dir,
+    workspace: r.workspace,
+    planPath: r.plan_path,
+    headSha: r.head_sha,
+    createdAt: r.created_at,
+  };
+  if (r.project !== null) p.project = r.project;
+  if (r.plan_sha256 !== null) p.planSha256 = r.plan_sha256;
+  return p;
+};
+
+export const toJob = (r: JobRow): JobRecord => {
+  const j: JobRecord = { id: r.id, command: r.command, repo: r.repo, pull: r.pull, startedAt: r.started_at };
+  if (r.project !== null) j.project = r.project;
+  if (r.dir !== null) j.dir = r.dir;
+  if (r.workspace !== null) j.workspace = r.workspace;
+  if (r.finished_at !== null) j.finishedAt = r.finished_at;
+  if (r.result !== null) j.result = r.result as JobResult;
+  if (r.summary !== null) j.summary = r.summary;
+  return j;
+};
