@@ -3,7 +3,8 @@
 // smart-HTTP server (`git http-backend`, as CGI) for clones of the test's repos, and the
 // contents API read from those repos.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import crypto from 'node:crypto';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import type http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -14,7 +15,10 @@ export interface CertFiles {
   keyFile: string;
 }
 
-/** A one-day self-signed certificate whose only name is the IP address `ip` (an IP SAN). */
+/**
+ * A one-day self-signed certificate whose only name is the IP address `ip` (an IP SAN): made
+ * by openssl when it is on PATH, else by `nodeSelfSignedCert`.
+ */
 export function selfSignedCert(ip: string): CertFiles {
   const dir = mkdtempSync(path.join(tmpdir(), 'standin-tls-'));
   const certFile = path.join(dir, 'cert.pem');
@@ -24,10 +28,67 @@ export function selfSignedCert(ip: string): CertFiles {
   try {
     execFileSync('openssl', args, { stdio: 'pipe' });
   } catch (e) {
-    throw new Error(`the stand-in's TLS mode needs openssl on PATH: ${(e as Error).message}`);
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
+      throw new Error(`openssl could not make the stand-in's certificate: ${(e as Error).message}`);
+    const made = nodeSelfSignedCert(ip);
+    writeFileSync(certFile, made.cert);
+    writeFileSync(keyFile, made.key, { mode: 0o600 });
   }
-  if (!existsSync(certFile)) throw new Error('openssl made no certificate');
+  if (!existsSync(certFile)) throw new Error('no certificate was made for the stand-in');
   return { dir, certFile, keyFile };
+}
+
+// DER, just the parts an X.509 certificate needs.
+function der(tag: number, content: Buffer): Buffer {
+  const n = content.length;
+  const len = n < 0x80 ? Buffer.from([n]) : n < 0x100 ? Buffer.from([0x81, n]) : Buffer.from([0x82, n >> 8, n & 0xff]);
+  return Buffer.concat([Buffer.from([tag]), len, content]);
+}
+const seq = (...parts: Buffer[]): Buffer => der(0x30, Buffer.concat(parts));
+function oid(dotted: string): Buffer {
+  const [a, b, ...rest] = dotted.split('.').map(Number);
+  const bytes = [a! * 40 + b!];
+  for (const v of rest) {
+    const chunk = [v & 0x7f];
+    for (let x = v >> 7; x > 0; x >>= 7) chunk.unshift((x & 0x7f) | 0x80);
+    bytes.push(...chunk);
+  }
+  return der(0x06, Buffer.from(bytes));
+}
+function utcTime(d: Date): Buffer {
+  const iso = d.toISOString(); // YYYY-MM-DDTHH:MM:SS.sssZ
+  return der(
+    0x17,
+    Buffer.from(`${iso.slice(2, 4)}${iso.slice(5, 7)}${iso.slice(8, 10)}${iso.slice(11, 13)}${iso.slice(14, 16)}${iso.slice(17, 19)}Z`),
+  );
+}
+
+/** The same certificate as openssl's (P-256 key, ECDSA-SHA256), built with node's crypto alone. */
+export function nodeSelfSignedCert(ip: string): { cert: string; key: string } {
+  const { publicKey, privateKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+  const ecdsaSha256 = seq(oid('1.2.840.10045.4.3.2'));
+  const name = seq(der(0x31, seq(oid('2.5.4.3'), der(0x0c, Buffer.from(ip)))));
+  const ipBytes = Buffer.from(ip.split('.').map(Number));
+  const san = seq(oid('2.5.29.17'), der(0x04, seq(der(0x87, ipBytes))));
+  const caTrue = seq(oid('2.5.29.19'), der(0x01, Buffer.from([0xff])), der(0x04, seq(der(0x01, Buffer.from([0xff])))));
+  const now = Date.now();
+  const tbs = seq(
+    der(0xa0, der(0x02, Buffer.from([2]))),
+    der(0x02, Buffer.concat([Buffer.from([0x01]), crypto.randomBytes(15)])),
+    ecdsaSha256,
+    name,
+    seq(utcTime(new Date(now - 60_000)), utcTime(new Date(now + 86_400_000))),
+    name,
+    publicKey.export({ type: 'spki', format: 'der' }),
+    der(0xa3, seq(san, caTrue)),
+  );
+  const signature = crypto.sign('sha256', tbs, privateKey);
+  const cert = seq(tbs, ecdsaSha256, der(0x03, Buffer.concat([Buffer.from([0]), signature])));
+  const pem = (cert.toString('base64').match(/.{1,64}/g) ?? []).join('\n');
+  return {
+    cert: `-----BEGIN CERTIFICATE-----\n${pem}\n-----END CERTIFICATE-----\n`,
+    key: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+  };
 }
 
 /**
@@ -100,7 +161,7 @@ export function serveGit(req: http.IncomingMessage, res: http.ServerResponse, ba
   });
 }
 
-/** GitHub's contents-API answer for `file` at `ref` (a branch, tag or SHA) of `bareDir`, or 404. */
+/** GitHub's contents-API answer for `file` at `ref` (a branch, tag or SHA) of `bareDir`, or 404 (also for a directory, which the stand-in does not list). */
 export function contentsAnswer(
   bareDir: string,
   file: string,
