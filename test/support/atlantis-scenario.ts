@@ -21,6 +21,12 @@ const ERRORED_CONFIG = `resource "terraform_data" "broken" {
 }
 `;
 
+/** A project whose plan has no changes: nothing to create, no outputs. */
+const NO_CHANGE_CONFIG = `locals {
+  unused = "no resources here"
+}
+`;
+
 const NAMED_ATLANTIS_YAML = `version: 3
 projects:
   - name: alpha
@@ -93,6 +99,21 @@ export const STEPS: Step[] = [
   { name: 'close without locks', repo: DIRS_REPO, pull: 1, action: { kind: 'close' }, comments: 0 },
   // An errored plan releases its lock, so this close has nothing to report.
   { name: 'close after an errored plan', repo: DIRS_REPO, pull: 3, action: { kind: 'close' }, comments: 0 },
+  {
+    name: 'autoplan without projects',
+    repo: DIRS_REPO,
+    pull: 4,
+    action: { kind: 'open', branch: 'docs-only', files: { 'README.md': '# infra, documented\n' } },
+    comments: 0,
+  },
+  {
+    name: 'no-change plan',
+    repo: DIRS_REPO,
+    pull: 5,
+    action: { kind: 'open', branch: 'no-change', files: { 'dir4/main.tf': NO_CHANGE_CONFIG } },
+    comments: 1,
+  },
+  { name: 'close with a lock', repo: DIRS_REPO, pull: 5, action: { kind: 'close' }, comments: 1 },
   {
     name: 'named projects autoplan',
     repo: NAMED_REPO,
