@@ -3,6 +3,9 @@
 // statuses, in the same order, as Atlantis v0.47 did, step by step. What Atlantis did is in
 // test/fixtures/atlantis-v0.47/scenario.json: facts recorded from the real Atlantis, normalised
 // (URLs, data dir, SHAs, ids, times) by the same code that normalises our server's run.
+// The steps our server still answers differently are listed, each with what differs, in
+// known-differences.json next to it: the test wants those to differ, so a fix must remove its
+// entry. ATLANTIS_DIFF_REPORT=<file> writes every step's line diff as markdown.
 //
 // Recording the fixtures (never part of `make test`; needs an Atlantis binary built beforehand):
 //
@@ -145,7 +148,7 @@ async function record(): Promise<void> {
       scenario,
       serverUrl,
       ctx,
-      expect: (step) => ({ comments: step.comments, statuses: 0 }),
+      expect: (step) => ({ comments: step.comments, statuses: step.statuses ?? 0 }),
       waitMs: 180_000,
       quietMs: 4000,
       onStep: (r) => console.log(`${r.name}: ${r.events.length} events`),

@@ -44,6 +44,8 @@ export interface Step {
   action: Action;
   /** The step is over (when recording) once this many comments have come, then nothing more for a while. */
   comments: number;
+  /** And this many commit statuses (for a step that comments nothing but sets statuses). */
+  statuses?: number;
 }
 
 const c = (name: string, repo: Step['repo'], pull: number, body: string, comments = 1): Step => ({
@@ -105,6 +107,7 @@ export const STEPS: Step[] = [
     pull: 4,
     action: { kind: 'open', branch: 'docs-only', files: { 'README.md': '# infra, documented\n' } },
     comments: 0,
+    statuses: 3,
   },
   {
     name: 'no-change plan',
