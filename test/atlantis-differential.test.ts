@@ -26,7 +26,7 @@
 // CHECKPOINT_DISABLE=1, --tf-download=false, terraform from PATH.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { networkInterfaces, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,6 +40,7 @@ import {
   STEPS,
   type StepRecord,
   createScenarioRepos,
+  removeScenarioRepos,
   lineDiff,
   runScenario,
   terraformOnPath,
@@ -162,7 +163,10 @@ async function record(): Promise<void> {
     if (unknown.length > 0) console.log(`404s from the stand-in:\n${[...new Set(unknown)].join('\n')}`);
   } finally {
     child.kill('SIGTERM');
+    if (child.exitCode === null && child.signalCode === null) await new Promise((r) => child.once('exit', r));
     await gh.close();
+    removeScenarioRepos(scenario);
+    for (const d of [dataDir, home]) rmSync(d, { recursive: true, force: true });
   }
 }
 
@@ -219,6 +223,7 @@ function compare(): void {
   let scenario: ScenarioRepos;
   let server: CliProcess;
   let ours: StepRecord[] = [];
+  const tempDirs: string[] = [];
 
   describe('our server posts what Atlantis v0.47 posts', () => {
     before(async () => {
@@ -227,6 +232,7 @@ function compare(): void {
       scenario = await createScenarioRepos(gh);
       const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-diff-data-'));
       const home = mkdtempSync(path.join(tmpdir(), 'ato-diff-home-'));
+      tempDirs.push(dataDir, home);
       const serverUrl = `http://${SERVER_HOST}:4141`;
       server = startCli([...sharedFlags(gh, dataDir, serverUrl, 4141), '--bind-address', SERVER_HOST], serverEnv(gh, home));
       await waitForHttp(`${serverUrl}/healthz`).catch((e: Error) => {
@@ -269,6 +275,8 @@ function compare(): void {
       server?.child.kill('SIGTERM');
       await server?.exited;
       await gh?.close();
+      if (scenario) removeScenarioRepos(scenario);
+      for (const d of tempDirs) rmSync(d, { recursive: true, force: true });
     });
 
     it('the fixture covers every step of the scenario, in order; known differences name steps', () => {

@@ -2,7 +2,8 @@
 // by its recorder (which runs it against a real Atlantis v0.47) and the test (which runs it
 // against our server): the repos, the PR events and comments of each step, when a step is
 // over, what is recorded of it, and the one normaliser both sides go through.
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import { type FileChanges, type TestRepo, createTestRepo, terraformConfig } from './git-repos.js';
 import { type GitHubStandin, type RecordedCall, issueCommentPayload, pullRequestPayload, sendWebhook } from './github-standin.js';
 import { sleep } from '../../src/async.js';
@@ -245,6 +246,11 @@ export async function createScenarioRepos(gh: GitHubStandin): Promise<ScenarioRe
   repos.set(NAMED_REPO, await createTestRepo({ fullName: NAMED_REPO, files: { ...base, 'atlantis.yaml': NAMED_ATLANTIS_YAML } }));
   for (const [name, repo] of repos) gh.addRepo(name, { cloneUrl: gh.gitUrl(name), bareDir: repo.bareDir });
   return { repos };
+}
+
+/** Deletes the repos' directories (each under its own temp root: <root>/remote/<owner>/<name>.git). */
+export function removeScenarioRepos(scenario: ScenarioRepos): void {
+  for (const repo of scenario.repos.values()) rmSync(path.resolve(repo.bareDir, '..', '..', '..'), { recursive: true, force: true });
 }
 
 function describeAction(a: Action): string {
