@@ -17,7 +17,15 @@ const HOST = '127.0.18.9';
 
 describe('the stand-in certificate', () => {
   for (const [how, make] of [
-    ['openssl', () => readFileSync(selfSignedCert(HOST).certFile, 'utf8')],
+    [
+      'openssl',
+      () => {
+        const files = selfSignedCert(HOST);
+        const pem = readFileSync(files.certFile, 'utf8');
+        rmSync(files.dir, { recursive: true, force: true });
+        return pem;
+      },
+    ],
     ['node only', () => nodeSelfSignedCert(HOST).cert],
   ] as const) {
     it(`${how}: self-signed, a CA, valid now, named by the IP only`, () => {
