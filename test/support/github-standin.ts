@@ -4,11 +4,14 @@
 // also sends webhooks the way GitHub does (headers, HMAC signature) and builds payloads
 // shaped like GitHub's.
 import http from 'node:http';
+import https from 'node:https';
 import crypto from 'node:crypto';
+import { readFileSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { type StandinOrgs, type StandinProtection, answerGraphql, answerPullGraphql } from './github-standin-graphql.js';
 import type { StandinApp } from './github-standin-app.js';
 import { type MergeRepoState, answerMergeRoute } from './github-standin-merge.js';
+import { type CertFiles, basicPassword, contentsAnswer, selfSignedCert, serveGit } from './github-standin-git.js';
 
 export type { StandinProtection };
 
@@ -111,7 +114,10 @@ interface PendingFault {
   match?: { method?: string; path?: RegExp };
 }
 
-type RepoState = MergeRepoState;
+interface RepoState extends MergeRepoState {
+  /** A bare repository served by git smart-HTTP at /<owner>/<name>.git and the contents API. */
+  bareDir?: string;
+}
 
 function notFound(): [number, unknown] {
   return [404, { message: 'Not Found', documentation_url: DOCS_URL }];
@@ -140,19 +146,28 @@ export class GitHubStandin {
   private server: http.Server | undefined;
   private port = 0;
   private host = '127.0.0.1';
+  private tls: CertFiles | undefined;
 
   private constructor(token: string, botLogin: string) {
     this.token = token;
     this.botLogin = botLogin;
   }
 
-  /** `host`: the loopback address to listen on (default 127.0.0.1), port 0 either way. */
-  static async start(opts: { token?: string; botLogin?: string; host?: string } = {}): Promise<GitHubStandin> {
+  /**
+   * `host`: the loopback address to listen on (default 127.0.0.1), port 0 either way. `tls`:
+   * serve HTTPS with a self-signed certificate for `host` (see `caFile`), as a GitHub
+   * Enterprise client such as Atlantis needs.
+   */
+  static async start(opts: { token?: string; botLogin?: string; host?: string; tls?: boolean } = {}): Promise<GitHubStandin> {
     const s = new GitHubStandin(opts.token ?? 'test-token-' + crypto.randomBytes(6).toString('hex'), opts.botLogin ?? 'atlantis-bot');
-    const server = http.createServer((req, res) => {
+    const handler = (req: http.IncomingMessage, res: http.ServerResponse): void => {
       void s.handle(req, res);
-    });
+    };
     s.host = opts.host ?? '127.0.0.1';
+    if (opts.tls) s.tls = selfSignedCert(s.host);
+    const server = s.tls
+      ? https.createServer({ cert: readFileSync(s.tls.certFile), key: readFileSync(s.tls.keyFile) }, handler)
+      : http.createServer(handler);
     await new Promise<void>((resolve) => server.listen(0, s.host, resolve));
     s.server = server;
     s.port = (server.address() as AddressInfo).port;
@@ -161,7 +176,22 @@ export class GitHubStandin {
 
   /** Base URL to give the client (plays the role of https://api.github.com). */
   get url(): string {
-    return `http://${this.host}:${this.port}`;
+    return `${this.tls ? 'https' : 'http'}://${this.host}:${this.port}`;
+  }
+
+  /** `host:port`, what `--gh-hostname` takes. */
+  get hostPort(): string {
+    return `${this.host}:${this.port}`;
+  }
+
+  /** The certificate to trust in TLS mode (SSL_CERT_FILE, GIT_SSL_CAINFO, NODE_EXTRA_CA_CERTS). */
+  get caFile(): string | undefined {
+    return this.tls?.certFile;
+  }
+
+  /** Where a repo added with `bareDir` is cloned from: GitHub's `https://<host>/<owner>/<name>.git`. */
+  gitUrl(fullName: string): string {
+    return `${this.url}/${fullName}.git`;
   }
 
   async close(): Promise<void> {
@@ -170,13 +200,15 @@ export class GitHubStandin {
     this.server = undefined;
     srv.closeAllConnections();
     await new Promise<void>((resolve) => srv.close(() => resolve()));
+    if (this.tls) rmSync(this.tls.dir, { recursive: true, force: true });
   }
 
   // ---- state ----------------------------------------------------------------------
 
+  /** `bareDir`: serve this bare repository over git smart-HTTP (and the contents API). */
   addRepo(
     fullName: string,
-    opts: { cloneUrl?: string; defaultBranch?: string } & Partial<
+    opts: { cloneUrl?: string; defaultBranch?: string; bareDir?: string } & Partial<
       Pick<RepoState, 'allowMergeCommit' | 'allowRebaseMerge' | 'allowSquashMerge'>
     > = {},
   ): void {
@@ -190,6 +222,7 @@ export class GitHubStandin {
       allowSquashMerge: opts.allowSquashMerge ?? true,
       deletedBranches: [],
       merges: [],
+      ...(opts.bareDir ? { bareDir: opts.bareDir } : {}),
     });
   }
 
@@ -319,6 +352,7 @@ export class GitHubStandin {
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    if (this.gitRequest(req, res)) return;
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const raw = Buffer.concat(chunks).toString('utf8');
@@ -403,7 +437,36 @@ export class GitHubStandin {
 
   private authorized(headers: http.IncomingHttpHeaders): boolean {
     const a = headers.authorization;
-    return a === `token ${this.token}` || a === `Bearer ${this.token}` || this.app?.tokenState(a) === 'valid';
+    return (
+      a === `token ${this.token}` || a === `Bearer ${this.token}` || basicPassword(a) === this.token || this.app?.tokenState(a) === 'valid'
+    );
+  }
+
+  /** Serves git smart-HTTP for a repo added with `bareDir`; false when `req` is not such a request. */
+  private gitRequest(req: http.IncomingMessage, res: http.ServerResponse): boolean {
+    const u = new URL(req.url ?? '/', 'http://x');
+    const m = /^\/([^/]+)\/([^/]+)\.git(\/.*)$/.exec(u.pathname);
+    const repo = m ? this.repo(`${m[1]}/${m[2]}`) : undefined;
+    if (!m || !repo?.bareDir) return false;
+    const call: RecordedCall = {
+      method: req.method ?? 'GET',
+      path: u.pathname,
+      query: {},
+      headers: req.headers,
+      body: undefined,
+      status: 0,
+    };
+    this.calls.push(call);
+    // Like GitHub: no or wrong credentials get a Basic challenge, which git answers.
+    if (basicPassword(req.headers.authorization) !== this.token) {
+      call.status = 401;
+      req.resume();
+      res.writeHead(401, { 'www-authenticate': 'Basic realm="GitHub"', 'content-type': 'text/plain' }).end('Invalid username or token.\n');
+      return true;
+    }
+    call.status = 200;
+    serveGit(req, res, repo.bareDir, m[3]!, u.search.slice(1));
+    return true;
   }
 
   private commentJson(c: StandinComment): unknown {
@@ -506,6 +569,7 @@ export class GitHubStandin {
     const pullNumber = group(/^\/pulls\/(\d+)$/);
     const reviewsOf = group(/^\/pulls\/(\d+)\/reviews$/);
     const filesOf = group(/^\/pulls\/(\d+)\/files$/);
+    const contentsPath = group(/^\/contents\/(.+)$/);
 
     if (commentsOfPull !== undefined) {
       const pull = repo.pulls.get(Number(commentsOfPull));
@@ -613,6 +677,9 @@ export class GitHubStandin {
       }));
       const [items, h] = this.paginate(all, query, path);
       return [200, items, h];
+    }
+    if (contentsPath !== undefined && method === 'GET' && repo.bareDir) {
+      return contentsAnswer(repo.bareDir, decodeURIComponent(contentsPath), query.ref, this.url, repo.fullName);
     }
     return notFound();
   }
