@@ -320,7 +320,7 @@ test('resolveCommentTarget', () => {
   assert.equal(p.kind === 'projects' && p.projects[0]?.dir, 'envs/prod');
   assert.deepEqual(resolveCommentTarget(c, { project: 'nope' }), {
     kind: 'error',
-    message: 'no project with name "nope" is defined in atlantis.yaml',
+    message: "no project with name 'nope' is defined in 'atlantis.yaml'",
   });
   assert.deepEqual(resolveCommentTarget(undefined, { project: 'x' }), {
     kind: 'error',

@@ -151,7 +151,7 @@ export function resolveCommentTarget(
     if (!config)
       return { kind: 'error', message: 'cannot specify a project name unless an atlantis.yaml file exists to configure projects' };
     const p = config.projects.find((x) => x.name === target.project);
-    if (!p) return { kind: 'error', message: `no project with name ${JSON.stringify(target.project)} is defined in ${ATLANTIS_YAML}` };
+    if (!p) return { kind: 'error', message: `no project with name '${target.project}' is defined in '${ATLANTIS_YAML}'` };
     return { kind: 'projects', projects: [specFromConfig(config, p, defaults, defaults?.workflows)] };
   }
   if (target.dir === undefined && target.workspace === undefined) return { kind: 'all' };
