@@ -7,7 +7,8 @@ import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
-import { LockStore, STORE_FILENAME, fileSha256, lockId, parseLockId } from '../src/server/locks/store.js';
+import { LockStore, STORE_FILENAME, fileSha256 } from '../src/server/locks/store.js';
+import { lockId, parseLockId } from '../src/server/locks/lock-id.js';
 import { createHash } from 'node:crypto';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -270,12 +271,12 @@ loop();
 
 test('lockId round-trips, including the root dir and nested dirs', () => {
   for (const k of [K, { ...K, dir: '.' }, { repo: 'a/b', dir: 'x/y/z', workspace: 'staging' }]) {
-    assert.deepEqual(parseLockId(lockId(k)), k);
-    assert.deepEqual(parseLockId(lockId(k, 'alpha')), k);
+    assert.deepEqual(parseLockId(lockId(k.repo, k.dir, k.workspace)), k);
+    assert.deepEqual(parseLockId(lockId(k.repo, k.dir, k.workspace, 'alpha')), { ...k, projectName: 'alpha' });
   }
   // Atlantis's form: the project name last, empty for an unnamed project.
-  assert.equal(lockId(K), 'acme/infra/envs/prod/default/');
-  assert.equal(lockId(K, 'alpha'), 'acme/infra/envs/prod/default/alpha');
+  assert.equal(lockId(K.repo, K.dir, K.workspace), 'acme/infra/envs/prod/default/');
+  assert.equal(lockId(K.repo, K.dir, K.workspace, 'alpha'), 'acme/infra/envs/prod/default/alpha');
   assert.equal(parseLockId('a/b/c/d'), undefined);
   assert.equal(parseLockId('a//c/d/'), undefined);
   assert.equal(parseLockId('a/b/c//'), undefined);

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { lockId, lockIdFromQuery, lockUrl, parseLockId, queryEscape } from '../src/server/workflow/lock-url.js';
+import { lockId, lockIdFromQuery, lockUrl, parseLockId, queryEscape } from '../src/server/locks/lock-id.js';
 import {
   diffMarkdownFormat,
   formatPlanOutput,

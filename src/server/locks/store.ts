@@ -116,26 +116,6 @@ CREATE TABLE IF NOT EXISTS pull_projects (
 );
 `;
 
-/**
- * A lock's id for URLs (the lock page and its delete), as Atlantis v0.47 forms it:
- * `<owner>/<name>/<dir>/<workspace>/<project name>`, the name empty for an unnamed project.
- * Unambiguous because the repo is always two segments and neither a workspace nor a project
- * name contains `/`.
- */
-export function lockId(key: LockKey, project?: string): string {
-  return `${key.repo}/${key.dir}/${key.workspace}/${project ?? ''}`;
-}
-
-/** The lock an id names (the project name in it does not matter: one lock per dir and workspace). */
-export function parseLockId(id: string): LockKey | undefined {
-  const parts = id.split('/');
-  if (parts.length < 5 || parts.slice(0, -1).some((p) => p === '')) return undefined;
-  const repo = `${parts[0]}/${parts[1]}`;
-  const workspace = parts[parts.length - 2] as string;
-  const dir = parts.slice(2, -2).join('/');
-  return { repo, dir, workspace };
-}
-
 export class LockStore {
   readonly dataDir: string;
   readonly file: string;

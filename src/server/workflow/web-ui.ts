@@ -5,7 +5,8 @@
 // scrubbed of the server's secrets (secrets/redact.ts), job output included.
 import { existsSync, readFileSync } from 'node:fs';
 import type express from 'express';
-import { type LockKey, type LockRecord, type LockStore, lockId, parseLockId } from '../locks/store.js';
+import { lockIdFromQuery, lockId, lockPath as lockPathOf, parseLockId } from '../locks/lock-id.js';
+import type { LockKey, LockRecord, LockStore } from '../locks/store.js';
 import { discardLock } from './lock-delete.js';
 import { processRedactor } from '../secrets/redact.js';
 import type { JobRegistry, JobView } from './jobs.js';
@@ -20,8 +21,7 @@ export interface WebUiDeps {
 }
 
 /** A lock's page: `/lock?id=<lock id>`, the id encoded twice, as Atlantis links it. */
-export const lockPath = (l: LockKey & { project?: string }): string =>
-  `/lock?id=${encodeURIComponent(encodeURIComponent(lockId(l, l.project)))}`;
+export const lockPath = (l: LockKey & { project?: string }): string => lockPathOf(lockId(l.repo, l.dir, l.workspace, l.project));
 
 const plain = (res: express.Response, status: number, text: string): void =>
   void res
@@ -35,12 +35,13 @@ const idParam = (req: express.Request): string | undefined =>
 
 /** The lock an id parameter names: Atlantis's links encode the id twice, so it is decoded once more here. */
 function lockOf(id: string): LockKey | undefined {
-  return parseLockId(unescaped(id));
+  const parsed = parseLockId(unescaped(id));
+  return parsed && { repo: parsed.repo, dir: parsed.dir, workspace: parsed.workspace };
 }
 
 function unescaped(id: string): string {
   try {
-    return decodeURIComponent(id);
+    return lockIdFromQuery(id);
   } catch {
     return id;
   }

@@ -1,5 +1,6 @@
-// The lock id and the lock page link Atlantis puts in plan comments
-// ("To **delete** this plan and lock, click [here](<url>/lock?id=...)"). Pure functions.
+// A lock's id as Atlantis v0.47 forms it, and the lock page link it puts in plan comments
+// ("To **delete** this plan and lock, click [here](<url>/lock?id=...)"): the one rule for
+// both the link and the page that reads it (web-ui.ts). Pure functions.
 import path from 'node:path';
 
 /** Go's path.Clean for a repo-relative dir: `''` and `./` are `.`, no trailing slash. */
@@ -25,7 +26,12 @@ export function queryEscape(s: string): string {
  * so `/` shows as `%252F` in its comments; the same double escape keeps links identical.
  */
 export function lockUrl(atlantisUrl: string, id: string): string {
-  return `${atlantisUrl.replace(/\/+$/, '')}/lock?id=${queryEscape(queryEscape(id))}`;
+  return `${atlantisUrl.replace(/\/+$/, '')}${lockPath(id)}`;
+}
+
+/** The lock page's path and query, without the server's URL. */
+export function lockPath(id: string): string {
+  return `/lock?id=${queryEscape(queryEscape(id))}`;
 }
 
 /** The lock id back from the `id` query value of a lock link (already decoded once by the URL parser). */
