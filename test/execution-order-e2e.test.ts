@@ -140,7 +140,8 @@ describe('execution order (server without --parallel-plan)', () => {
     ]);
     await env.openPull(url, 3, 'abort', tf(['base', 'top'], { 'atlantis.yaml': yaml, 'base/fail': 'x\n' }));
     const c = await env.waitForComment(3, /^Ran Plan for /, { timeoutMs: 90_000 });
-    assert.match(c.body, /^Ran Plan for project: `base` dir: `base` workspace: `default`/);
+    // As Atlantis, an unsuccessful single plan's header leaves out the project name.
+    assert.match(c.body, /^Ran Plan for dir: `base` workspace: `default`/);
     assert.match(c.body, /planned to fail/);
     assert.doesNotMatch(c.body, /`top`/);
     assert.deepEqual([...spans(3).keys()], ['base'], 'top never started');
@@ -183,7 +184,7 @@ describe('requirements and depends_on (server without --parallel-apply)', () => 
   it('plan_requirements [approved]: the plan is refused until a review approves', async () => {
     const yaml = atlantisYaml('', [{ name: 'gated', extra: '  plan_requirements: [approved]\n' }]);
     await env.openPull(url, 21, 'gated', tf(['gated'], { 'atlantis.yaml': yaml }));
-    const c = await env.waitForComment(21, /^Ran Plan for project: `gated`/, { timeoutMs: 90_000 });
+    const c = await env.waitForComment(21, /^Ran Plan for dir: `gated`/, { timeoutMs: 90_000 });
     assert.match(
       c.body,
       /\*\*Plan Failed\*\*: Pull request must be approved according to the project's approval rules before running plan\./,

@@ -187,10 +187,11 @@ describe('workflow hooks (real server process)', { timeout: 240_000 }, () => {
       'app6/main.tf': terraformConfig({ marker: 'refused' }),
       'atlantis.yaml': 'version: 3\nautodiscover: {mode: disabled}\nprojects:\n- dir: app6\n',
     });
-    const err = await env.waitForComment(6, /^\*\*Error\*\*: /);
+    // A command that fails before running its projects answers as Atlantis: **Plan Error** and a code block.
+    const err = await env.waitForComment(6, /^\*\*Plan Error\*\*/);
     assert.equal(
       err.body,
-      '**Error**: atlantis.yaml: autodiscover: not supported by this server: autodiscover modes other than auto (and ignore_paths) are not implemented',
+      '**Plan Error**\n```\natlantis.yaml: autodiscover: not supported by this server: autodiscover modes other than auto (and ignore_paths) are not implemented\n```',
     );
   });
 

@@ -179,6 +179,7 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: RepoCo
     if (typeof rp.terraform_version === 'string') proj.terraformVersion = rp.terraform_version;
     // `terraform_version: 1.5` is a YAML number; Atlantis reads the scalar as a string.
     else if (typeof rp.terraform_version === 'number') proj.terraformVersion = String(rp.terraform_version);
+    else if (rp.terraform_version !== undefined && rp.terraform_version !== null) p.add(`${where}.terraform_version`, 'must be a string');
     const repoLocks = parseRepoLocks(rp.repo_locks, `${where}.repo_locks`, p);
     if (repoLocks) proj.repoLocks = repoLocks;
     const repoLocking = parseRepoLocking(rp.repo_locking, `${where}.repo_locking`, p);

@@ -2,7 +2,6 @@
 // its raw config structs, server/core/config/raw/*.go), and what this server does with each,
 // as data. Nothing is dropped silently:
 // - here: implemented;
-// - elsewhere: accepted and parsed; its behaviour is another module's (named in `who`);
 // - no-effect: Atlantis gives it no effect either (e.g. a repo's emoji_reaction), accepted;
 // - notice: not implemented, nothing unsafe in going on without it: a repo's command runs
 //   and the PR gets one comment naming the key; in repos.yaml the server does not start;
@@ -15,7 +14,6 @@ import type { Obj, Problems } from './schema.js';
 
 export type KeySupport =
   | { kind: 'here' }
-  | { kind: 'elsewhere'; who: string }
   | { kind: 'no-effect'; why: string }
   | { kind: 'notice'; why: string }
   | { kind: 'refused'; why: string };
@@ -27,7 +25,6 @@ export interface KeyRule {
 }
 
 const here: KeyRule = { support: { kind: 'here' } };
-const elsewhere = (who: string): KeyRule => ({ support: { kind: 'elsewhere', who } });
 const noEffect = (why: string): KeyRule => ({ support: { kind: 'no-effect', why } });
 const notice = (why: string, sameAsHere?: KeyRule['sameAsHere']): KeyRule => ({ support: { kind: 'notice', why }, sameAsHere });
 const refused = (why: string, sameAsHere?: KeyRule['sameAsHere']): KeyRule => ({ support: { kind: 'refused', why }, sameAsHere });
@@ -44,10 +41,6 @@ const autodiscoverAsHere = (v: unknown) =>
 const isEmptyListOrUnset = (v: unknown) => v === undefined || isEmptyList(v);
 
 const POLICY_CHECKS = 'policy checks (conftest) are not implemented';
-const LOCKS = 'repo locks (i18/locks)';
-const EXEC = 'project ordering and requirements (i18/exec)';
-const CHECKOUT = 'terraform versions (i18/checkout)';
-const GHAPP = 'automerge (i18/ghapp)';
 
 /** atlantis.yaml, top level (raw.RepoCfg). */
 export const REPO_TOP_KEYS: Readonly<Record<string, KeyRule>> = {
@@ -56,14 +49,14 @@ export const REPO_TOP_KEYS: Readonly<Record<string, KeyRule>> = {
   workflows: here,
   policies: noEffect("Atlantis reads policies only from the server-side config; a repo's are not used"),
   autodiscover: refused('autodiscover modes other than auto (and ignore_paths) are not implemented', autodiscoverAsHere),
-  automerge: elsewhere(GHAPP),
-  parallel_apply: elsewhere(EXEC),
-  parallel_plan: elsewhere(EXEC),
-  delete_source_branch_on_merge: elsewhere(GHAPP),
+  automerge: here,
+  parallel_apply: here,
+  parallel_plan: here,
+  delete_source_branch_on_merge: here,
   emoji_reaction: noEffect("Atlantis reacts with --emoji-reaction's emoji; the repo's key is not used"),
   allowed_regexp_prefixes: notice('regular expressions in -p are not implemented', isEmptyList),
-  abort_on_execution_order_fail: elsewhere(EXEC),
-  repo_locks: elsewhere(LOCKS),
+  abort_on_execution_order_fail: here,
+  repo_locks: here,
   silence_pr_comments: notice('silencing plan/apply comments is not implemented; they are posted', isEmptyList),
 };
 
@@ -75,16 +68,16 @@ export const REPO_PROJECT_KEYS: Readonly<Record<string, KeyRule>> = {
   workspace: here,
   workflow: here,
   terraform_distribution: refused('only terraform is run here (opentofu is not implemented)', (v) => v === 'terraform' || v === null),
-  terraform_version: elsewhere(CHECKOUT),
+  terraform_version: here,
   autoplan: here,
-  plan_requirements: elsewhere(EXEC),
+  plan_requirements: here,
   apply_requirements: here,
-  import_requirements: elsewhere(EXEC),
-  depends_on: elsewhere(EXEC),
-  delete_source_branch_on_merge: elsewhere(GHAPP),
-  repo_locking: elsewhere(LOCKS),
-  repo_locks: elsewhere(LOCKS),
-  execution_order_group: elsewhere(EXEC),
+  import_requirements: here,
+  depends_on: here,
+  delete_source_branch_on_merge: here,
+  repo_locking: here,
+  repo_locks: here,
+  execution_order_group: here,
   policy_check: refused(POLICY_CHECKS, isFalse),
   custom_policy_check: refused(POLICY_CHECKS, isFalse),
   silence_pr_comments: notice('silencing plan/apply comments is not implemented; they are posted', isEmptyList),
@@ -114,18 +107,18 @@ export const SERVER_REPO_KEYS: Readonly<Record<string, KeyRule>> = {
   id: here,
   branch: here,
   repo_config_file: here,
-  plan_requirements: elsewhere(EXEC),
+  plan_requirements: here,
   apply_requirements: here,
-  import_requirements: elsewhere(EXEC),
+  import_requirements: here,
   pre_workflow_hooks: here,
   workflow: here,
   post_workflow_hooks: here,
   allowed_workflows: here,
   allowed_overrides: here,
   allow_custom_workflows: here,
-  delete_source_branch_on_merge: elsewhere(GHAPP),
-  repo_locking: elsewhere(LOCKS),
-  repo_locks: elsewhere(LOCKS),
+  delete_source_branch_on_merge: here,
+  repo_locking: here,
+  repo_locks: here,
   policy_check: refused(POLICY_CHECKS, isFalse),
   custom_policy_check: refused(POLICY_CHECKS, isFalse),
   autodiscover: refused('autodiscover modes other than auto (and ignore_paths) are not implemented', autodiscoverAsHere),

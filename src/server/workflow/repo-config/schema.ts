@@ -239,28 +239,17 @@ export function parseApplyRequirements(v: unknown, where: string, p: Problems, k
   return list.filter((r) => APPLY_REQUIREMENTS.includes(r)) as ApplyRequirement[];
 }
 
-/** Shapes of the keys both files share whose behaviour is elsewhere or none: accepted only when well-formed. */
+/** Shapes of the keys no parser here reads (not implemented, or no effect): accepted only when well-formed. */
 const BOOL = (v: unknown) => typeof v === 'boolean';
 const STR = (v: unknown) => typeof v === 'string';
 const STR_LIST = (v: unknown) => Array.isArray(v) && v.every((x) => typeof x === 'string');
 const MAP = (v: unknown) => isObj(v);
-const INT = (v: unknown) => Number.isInteger(v);
 const SHAPES: Record<string, [check: (v: unknown) => boolean, what: string]> = {
-  automerge: [BOOL, 'must be true or false'],
-  parallel_plan: [BOOL, 'must be true or false'],
-  parallel_apply: [BOOL, 'must be true or false'],
-  abort_on_execution_order_fail: [BOOL, 'must be true or false'],
-  delete_source_branch_on_merge: [BOOL, 'must be true or false'],
-  repo_locking: [BOOL, 'must be true or false'],
   policy_check: [BOOL, 'must be true or false'],
   custom_policy_check: [BOOL, 'must be true or false'],
   emoji_reaction: [STR, 'must be a string'],
-  terraform_version: [STR, 'must be a string'],
   allowed_regexp_prefixes: [STR_LIST, 'must be a list of strings'],
   silence_pr_comments: [STR_LIST, 'must be a list of strings'],
-  depends_on: [STR_LIST, 'must be a list of strings'],
-  execution_order_group: [INT, 'must be an integer'],
-  repo_locks: [MAP, 'must be a map with mode'],
   policies: [MAP, 'must be a map'],
   autodiscover: [MAP, 'must be a map with mode and ignore_paths'],
 };
@@ -269,12 +258,6 @@ export function checkShapes(o: Record<string, unknown>, where: string, p: Proble
   for (const [k, v] of Object.entries(o)) {
     const shape = SHAPES[k];
     if (shape && v !== null && !shape[0](v)) p.add(where ? `${where}.${k}` : k, shape[1]);
-  }
-  if (isObj(o.repo_locks)) {
-    checkKeys(o.repo_locks, ['mode'], `${where ? `${where}.` : ''}repo_locks`, p);
-    const m = o.repo_locks.mode;
-    if (m !== undefined && m !== null && !['disabled', 'on_plan', 'on_apply'].includes(m as string))
-      p.add(`${where ? `${where}.` : ''}repo_locks.mode`, 'must be a valid value');
   }
   if (isObj(o.autodiscover)) {
     const w = `${where ? `${where}.` : ''}autodiscover`;
