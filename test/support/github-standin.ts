@@ -12,6 +12,19 @@ import { type StandinOrgs, type StandinProtection, answerGraphql, answerPullGrap
 import type { StandinApp } from './github-standin-app.js';
 import { type MergeRepoState, answerMergeRoute } from './github-standin-merge.js';
 import { type CertFiles, basicPassword, contentsAnswer, selfSignedCert, serveGit } from './github-standin-git.js';
+import { answerPullRoute, paginate } from './github-standin-pulls.js';
+
+// Webhooks and event payloads live in github-standin-webhooks.ts; importable from here too.
+export {
+  type IssueCommentPayloadOptions,
+  type PullRequestPayloadOptions,
+  type RepoPayloadOptions,
+  type SendWebhookOptions,
+  type WebhookResponse,
+  issueCommentPayload,
+  pullRequestPayload,
+  sendWebhook,
+} from './github-standin-webhooks.js';
 
 export type { StandinProtection };
 
@@ -119,7 +132,7 @@ interface RepoState extends MergeRepoState {
   bareDir?: string;
 }
 
-function notFound(): [number, unknown] {
+export function notFound(): [number, unknown] {
   return [404, { message: 'Not Found', documentation_url: DOCS_URL }];
 }
 
@@ -484,42 +497,6 @@ export class GitHubStandin {
     };
   }
 
-  private pullJson(repo: RepoState, p: StandinPull): unknown {
-    const repoJson = repoPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl });
-    const headRepoJson = p.headRepo === undefined ? repoJson : p.headRepo === null ? null : forkPayload(p.headRepo, p.headCloneUrl);
-    return {
-      url: `${this.url}/repos/${repo.fullName}/pulls/${p.number}`,
-      html_url: `https://github.com/${repo.fullName}/pull/${p.number}`,
-      number: p.number,
-      state: p.state,
-      title: p.title,
-      draft: p.draft,
-      merged: p.merged,
-      mergeable: p.mergeable,
-      mergeable_state: p.mergeableState,
-      user: { login: p.user },
-      head: { label: `${(p.headRepo ?? repo.fullName).split('/')[0]}:${p.headRef}`, ref: p.headRef, sha: p.headSha, repo: headRepoJson },
-      base: { label: `${repo.fullName.split('/')[0]}:${p.baseRef}`, ref: p.baseRef, sha: p.baseSha, repo: repoJson },
-      changed_files: p.files.length,
-    };
-  }
-
-  private paginate<T>(items: T[], query: Record<string, string>, path: string): [T[], Record<string, string>] {
-    const perPage = Math.min(100, Math.max(1, Number(query.per_page ?? '30') || 30));
-    const page = Math.max(1, Number(query.page ?? '1') || 1);
-    const last = Math.max(1, Math.ceil(items.length / perPage));
-    const slice = items.slice((page - 1) * perPage, page * perPage);
-    // Like GitHub, page links keep the other query parameters (e.g. since).
-    const link = (n: number, rel: string): string => {
-      const q = new URLSearchParams({ ...query, per_page: String(perPage), page: String(n) });
-      return `<${this.url}${path}?${q.toString()}>; rel="${rel}"`;
-    };
-    const links: string[] = [];
-    if (page < last) links.push(link(page + 1, 'next'), link(last, 'last'));
-    if (page > 1) links.push(link(1, 'first'), link(page - 1, 'prev'));
-    return [slice, links.length > 0 ? { link: links.join(', ') } : {}];
-  }
-
   private route(
     method: string,
     path: string,
@@ -557,8 +534,8 @@ export class GitHubStandin {
     if (!repo) return notFound();
     const rest = m[3] ?? '';
     const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
-    const mergeAnswer = answerMergeRoute(repo, method, rest, b);
-    if (mergeAnswer) return mergeAnswer;
+    const routed = answerMergeRoute(repo, method, rest, b) ?? answerPullRoute(this.url, repo, method, rest, query, path);
+    if (routed) return routed;
     const now = new Date().toISOString();
     // The routes below are anchored and tell each other apart, so at most one matches.
     const group = (re: RegExp): string | undefined => re.exec(rest)?.[1];
@@ -566,9 +543,6 @@ export class GitHubStandin {
     const commentId = group(/^\/issues\/comments\/(\d+)$/);
     const reactionsOf = group(/^\/issues\/comments\/(\d+)\/reactions$/);
     const statusSha = group(/^\/statuses\/([0-9a-fA-F]{7,64})$/);
-    const pullNumber = group(/^\/pulls\/(\d+)$/);
-    const reviewsOf = group(/^\/pulls\/(\d+)\/reviews$/);
-    const filesOf = group(/^\/pulls\/(\d+)\/files$/);
     const contentsPath = group(/^\/contents\/(.+)$/);
 
     if (commentsOfPull !== undefined) {
@@ -580,7 +554,7 @@ export class GitHubStandin {
         if (since !== undefined && Number.isNaN(since))
           return validationFailed('IssueComment', 'since', 'since is not a valid ISO 8601 timestamp');
         const all = this.comments(repo.fullName, pull.number).filter((c) => since === undefined || Date.parse(c.updatedAt) >= since);
-        const [items, h] = this.paginate(all, query, path);
+        const [items, h] = paginate(all, query, `${this.url}${path}`);
         return [200, items.map((c) => this.commentJson(c)), h];
       }
       if (method !== 'POST') return notFound();
@@ -651,212 +625,9 @@ export class GitHubStandin {
         },
       ];
     }
-    if (pullNumber !== undefined && method === 'GET') {
-      const pull = repo.pulls.get(Number(pullNumber));
-      if (!pull) return notFound();
-      return [200, this.pullJson(repo, pull)];
-    }
-    if (reviewsOf !== undefined && method === 'GET') {
-      const pull = repo.pulls.get(Number(reviewsOf));
-      if (!pull) return notFound();
-      const all = pull.reviews.map((r, i) => ({ id: i + 1, user: { login: r.user }, state: r.state, submitted_at: now }));
-      const [items, h] = this.paginate(all, query, path);
-      return [200, items, h];
-    }
-    if (filesOf !== undefined && method === 'GET') {
-      const pull = repo.pulls.get(Number(filesOf));
-      if (!pull) return notFound();
-      const all = pull.files.map((f) => ({
-        sha: crypto.createHash('sha1').update(f.filename).digest('hex'),
-        filename: f.filename,
-        status: f.status ?? 'modified',
-        additions: 1,
-        deletions: 0,
-        changes: 1,
-        ...(f.previous_filename ? { previous_filename: f.previous_filename } : {}),
-      }));
-      const [items, h] = this.paginate(all, query, path);
-      return [200, items, h];
-    }
     if (contentsPath !== undefined && method === 'GET' && repo.bareDir) {
       return contentsAnswer(repo.bareDir, decodeURIComponent(contentsPath), query.ref, this.url, repo.fullName);
     }
     return notFound();
   }
-}
-
-// ---- webhooks ---------------------------------------------------------------------
-
-export interface SendWebhookOptions {
-  secret?: string;
-  deliveryId?: string;
-  /** Send this signature header instead of the right one (forgery tests). */
-  signature?: string | null;
-  /** Send these bytes instead of JSON.stringify(payload) (truncated-body tests). */
-  rawBody?: Buffer | string;
-  timeoutMs?: number;
-}
-
-export interface WebhookResponse {
-  status: number;
-  body: string;
-  headers: Headers;
-  deliveryId: string;
-}
-
-/** POSTs a webhook the way GitHub does. */
-export async function sendWebhook(
-  targetUrl: string,
-  event: string,
-  payload: unknown,
-  opts: SendWebhookOptions = {},
-): Promise<WebhookResponse> {
-  const raw = opts.rawBody !== undefined ? Buffer.from(opts.rawBody) : Buffer.from(JSON.stringify(payload));
-  const deliveryId = opts.deliveryId ?? crypto.randomUUID();
-  const headers: Record<string, string> = {
-    'content-type': 'application/json',
-    'user-agent': 'GitHub-Hookshot/3b5e1c2',
-    'x-github-event': event,
-    'x-github-delivery': deliveryId,
-    'x-github-hook-id': '123456',
-    'x-github-hook-installation-target-type': 'repository',
-  };
-  if (opts.signature !== undefined) {
-    if (opts.signature !== null) headers['x-hub-signature-256'] = opts.signature;
-  } else if (opts.secret !== undefined) {
-    headers['x-hub-signature-256'] = 'sha256=' + crypto.createHmac('sha256', opts.secret).update(raw).digest('hex');
-    headers['x-hub-signature'] = 'sha1=' + crypto.createHmac('sha1', opts.secret).update(raw).digest('hex');
-  }
-  const res = await fetch(targetUrl, { method: 'POST', headers, body: raw, signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000) });
-  return { status: res.status, body: await res.text(), headers: res.headers, deliveryId };
-}
-
-export interface RepoPayloadOptions {
-  /** `owner/name` */
-  repo: string;
-  cloneUrl?: string;
-}
-
-function repoPayload(o: RepoPayloadOptions): Record<string, unknown> {
-  const [owner, name] = o.repo.split('/');
-  return {
-    id: 1296269,
-    node_id: 'MDEwOlJlcG9zaXRvcnkxMjk2MjY5',
-    name,
-    full_name: o.repo,
-    private: false,
-    owner: { login: owner, id: 1, type: 'Organization' },
-    html_url: `https://github.com/${o.repo}`,
-    clone_url: o.cloneUrl ?? `https://github.com/${o.repo}.git`,
-    default_branch: 'main',
-    fork: false,
-  };
-}
-
-/** A fork's repository object, as GitHub puts it in a PR's `head.repo`: another owner, `fork: true`. */
-function forkPayload(fullName: string, cloneUrl?: string): Record<string, unknown> {
-  const [owner] = fullName.split('/');
-  return {
-    ...repoPayload({ repo: fullName, cloneUrl }),
-    id: 7_000_001,
-    node_id: 'R_fork',
-    owner: { login: owner, id: 7, type: 'User' },
-    fork: true,
-  };
-}
-
-export interface PullRequestPayloadOptions extends RepoPayloadOptions {
-  action: 'opened' | 'ready_for_review' | 'synchronize' | 'closed' | 'reopened' | 'edited' | 'labeled';
-  number: number;
-  headSha: string;
-  headRef?: string;
-  baseRef?: string;
-  baseSha?: string;
-  draft?: boolean;
-  merged?: boolean;
-  user?: string;
-  sender?: string;
-  installationId?: number;
-  /** A fork's `owner/name` as the head repository, or null for a deleted fork (see StandinPull.headRepo). */
-  headRepo?: string | null;
-  headCloneUrl?: string;
-}
-
-/** A `pull_request` webhook payload shaped like GitHub's. */
-export function pullRequestPayload(o: PullRequestPayloadOptions): Record<string, unknown> {
-  const repo = repoPayload(o);
-  const headRepo = o.headRepo === undefined ? repo : o.headRepo === null ? null : forkPayload(o.headRepo, o.headCloneUrl);
-  const headOwner = (o.headRepo ?? o.repo).split('/')[0];
-  const baseOwner = o.repo.split('/')[0];
-  const payload: Record<string, unknown> = {
-    action: o.action,
-    number: o.number,
-    pull_request: {
-      url: `https://api.github.com/repos/${o.repo}/pulls/${o.number}`,
-      id: 1000 + o.number,
-      html_url: `https://github.com/${o.repo}/pull/${o.number}`,
-      number: o.number,
-      state: o.action === 'closed' ? 'closed' : 'open',
-      locked: false,
-      title: `PR ${o.number}`,
-      user: { login: o.user ?? 'dev', id: 2, type: 'User' },
-      draft: o.draft ?? false,
-      merged: o.merged ?? false,
-      head: { label: `${headOwner}:${o.headRef ?? 'feature'}`, ref: o.headRef ?? 'feature', sha: o.headSha, repo: headRepo },
-      base: { label: `${baseOwner}:${o.baseRef ?? 'main'}`, ref: o.baseRef ?? 'main', sha: o.baseSha ?? '0'.repeat(40), repo },
-    },
-    repository: repo,
-    sender: { login: o.sender ?? o.user ?? 'dev', id: 2, type: 'User' },
-  };
-  if (o.installationId !== undefined) payload.installation = { id: o.installationId };
-  return payload;
-}
-
-export interface IssueCommentPayloadOptions extends RepoPayloadOptions {
-  number: number;
-  body: string;
-  commentId?: number;
-  user?: string;
-  action?: 'created' | 'edited' | 'deleted';
-  /** false: a comment on a plain issue, not a PR. */
-  onPullRequest?: boolean;
-  installationId?: number;
-  /** The issue's (PR's) state GitHub sends along; default open. */
-  state?: 'open' | 'closed';
-}
-
-let commentSeq = 500_000;
-
-/** An `issue_comment` webhook payload shaped like GitHub's. */
-export function issueCommentPayload(o: IssueCommentPayloadOptions): Record<string, unknown> {
-  const repo = repoPayload(o);
-  const id = o.commentId ?? commentSeq++;
-  const issue: Record<string, unknown> = {
-    url: `https://api.github.com/repos/${o.repo}/issues/${o.number}`,
-    number: o.number,
-    title: `PR ${o.number}`,
-    user: { login: 'dev', id: 2, type: 'User' },
-    state: o.state ?? 'open',
-  };
-  if (o.onPullRequest !== false) {
-    issue.pull_request = {
-      url: `https://api.github.com/repos/${o.repo}/pulls/${o.number}`,
-      html_url: `https://github.com/${o.repo}/pull/${o.number}`,
-    };
-  }
-  const payload: Record<string, unknown> = {
-    action: o.action ?? 'created',
-    issue,
-    comment: {
-      id,
-      html_url: `https://github.com/${o.repo}/pull/${o.number}#issuecomment-${id}`,
-      body: o.body,
-      user: { login: o.user ?? 'dev', id: 2, type: 'User' },
-      created_at: new Date().toISOString(),
-    },
-    repository: repo,
-    sender: { login: o.user ?? 'dev', id: 2, type: 'User' },
-  };
-  if (o.installationId !== undefined) payload.installation = { id: o.installationId };
-  return payload;
 }

@@ -191,7 +191,7 @@ function pathMatches(pattern: string, name: string): boolean {
 export function globMatch(pattern: string, name: string): boolean {
   if (!isValidGlob(pattern)) return false;
   const all = expandBraces(pattern);
-  return all !== undefined && all.some((p) => pathMatches(p, name));
+  return all?.some((p) => pathMatches(p, name)) ?? false;
 }
 
 /** Whether a comment's -d (a dir or a glob) names the project dir `dir`. */

@@ -1,0 +1,291 @@
+// The server's flags: Atlantis's flag names where Atlantis has the setting (so existing
+// ATLANTIS_* env keeps working), plus ours, with their defaults. config.ts validates them.
+import { homedir } from 'node:os';
+import path from 'node:path';
+import { unhonouredAtlantisFlagSpecs } from '../config/atlantis-flags.js';
+import { MAX_DURATION_MS } from '../config/duration.js';
+import type { FlagSpec } from '../config/flags.js';
+import { SERVER_PORT } from '../contract/drain-protocol.js';
+import { ACCEPTED_COMMAND_NAMES, DEFAULT_ALLOW_COMMANDS } from './workflow/commands.js';
+import { DEFAULT_BLOCKED_EXTRA_ARGS } from './workflow/extra-args.js';
+
+/** Atlantis's defaults: an empty --web-username/--web-password falls back to them too. */
+export const DEFAULT_WEB_USERNAME = 'atlantis';
+export const DEFAULT_WEB_PASSWORD = 'atlantis';
+export const DEFAULT_JOB_LOG_RETENTION_MS = 7 * 24 * 3600_000;
+export const DEFAULT_JOB_LOG_MAX_COUNT = 1000;
+
+export const SERVER_FLAGS: FlagSpec[] = [
+  { name: 'port', type: 'int', default: SERVER_PORT, description: 'Port to bind to (0 picks a free port)' },
+  {
+    name: 'bind-address',
+    type: 'string',
+    default: '0.0.0.0',
+    description: 'Address to bind to (ours; the local node sets it to the pod IP)',
+  },
+  {
+    name: 'data-dir',
+    type: 'string',
+    default: path.join(homedir(), '.atlantis'),
+    description: 'Path to directory to store Atlantis data: locks, plans, working copies, job logs',
+  },
+  {
+    name: 'atlantis-url',
+    type: 'string',
+    description: 'URL that Atlantis can be reached at, used in PR comments and commit status links (default http://<hostname>:<port>)',
+  },
+  { name: 'gh-user', type: 'string', description: 'GitHub username of API user (required)' },
+  { name: 'gh-token', type: 'string', description: 'GitHub token of API user (this or --gh-token-file is required)' },
+  {
+    name: 'gh-token-file',
+    type: 'string',
+    description: 'File containing the GitHub token; re-read on every use so a rotated Secret takes effect',
+  },
+  { name: 'gh-webhook-secret', type: 'string', description: 'Secret used to validate GitHub webhooks (X-Hub-Signature-256)' },
+  {
+    name: 'gh-app-id',
+    type: 'int',
+    default: 0,
+    description:
+      'GitHub App Id. If defined, initializes the GitHub client with app-based credentials (with --gh-app-key or --gh-app-key-file)',
+  },
+  { name: 'gh-app-key', type: 'string', description: "The GitHub App's private key (PEM); a secret: give it as env" },
+  { name: 'gh-app-key-file', type: 'string', description: "A path to a file containing the GitHub App's private key (read at start)" },
+  {
+    name: 'gh-app-slug',
+    type: 'string',
+    description: "The GitHub App's slug (URL-friendly name); the server's own comments are then those of <slug>[bot]",
+  },
+  {
+    name: 'gh-app-installation-id',
+    type: 'int',
+    default: 0,
+    description: "GitHub App Installation Id; default: the App's only installation (an App installed more than once needs it)",
+  },
+  {
+    name: 'gh-hostname',
+    type: 'string',
+    default: 'github.com',
+    description: 'Hostname of your GitHub Enterprise installation; the API is https://<host>/api/v3',
+  },
+  { name: 'gh-api-url', type: 'string', description: 'GitHub REST API base URL (ours; overrides the one derived from --gh-hostname)' },
+  {
+    name: 'repo-allowlist',
+    type: 'string',
+    description: 'Comma separated list of repositories that Atlantis will operate on, e.g. github.com/acme/*, with ! to exclude (required)',
+  },
+  { name: 'repo-config', type: 'string', description: 'Path to a server-side repo config YAML file' },
+  { name: 'repo-config-json', type: 'string', description: 'The server-side repo config as a JSON string, instead of --repo-config' },
+  {
+    name: 'allow-commands',
+    type: 'list',
+    default: [...DEFAULT_ALLOW_COMMANDS],
+    description: `Comma separated list of allowed commands (${ACCEPTED_COMMAND_NAMES.join(', ')}, or all)`,
+  },
+  {
+    name: 'blocked-extra-args',
+    type: 'list',
+    default: [...DEFAULT_BLOCKED_EXTRA_ARGS],
+    description: 'Comma separated list of terraform flags that may not be passed after --',
+  },
+  { name: 'executable-name', type: 'string', default: 'atlantis', description: 'Comment command executable name' },
+  // Comment layout (workflow/messages.ts, vcs/comment-split.ts, workflow/hide-comments.ts).
+  {
+    name: 'max-comments-per-command',
+    type: 'int',
+    default: 100,
+    description: 'If non-zero, the maximum number of comments to split command output into before truncating.',
+  },
+  { name: 'disable-markdown-folding', type: 'bool', default: false, description: 'Toggle off folding in markdown output.' },
+  {
+    name: 'enable-diff-markdown-format',
+    type: 'bool',
+    default: false,
+    description: 'Enable Atlantis to format Terraform plan output into a markdown-diff friendly format for color-coding purposes.',
+  },
+  {
+    name: 'hide-prev-plan-comments',
+    type: 'bool',
+    default: false,
+    description: 'Hide previous plan comments to reduce clutter in the PR (minimised as outdated through GraphQL).',
+  },
+  {
+    name: 'hide-unchanged-plan-comments',
+    type: 'bool',
+    default: false,
+    description: 'Remove no-changes plan comments from the pull request.',
+  },
+  { name: 'parallel-pool-size', type: 'int', default: 15, description: 'Max number of projects to run in parallel' },
+  { name: 'parallel-plan', type: 'bool', default: false, description: 'Run plan operations in parallel.' },
+  { name: 'parallel-apply', type: 'bool', default: false, description: 'Run apply operations in parallel.' },
+  {
+    name: 'gh-allow-mergeable-bypass-apply',
+    type: 'bool',
+    default: false,
+    description: 'Feature flag to enable functionality to allow mergeable check to ignore apply required check',
+  },
+  { name: 'disable-autoplan', type: 'bool', default: false, description: 'Disable atlantis auto planning' },
+  {
+    name: 'automerge',
+    type: 'bool',
+    default: false,
+    description: 'Automatically merge pull requests when all plans are successfully applied (atlantis.yaml automerge: wins when set)',
+  },
+  {
+    name: 'automerge-method',
+    type: 'string',
+    default: '',
+    description:
+      "Default merge method when automerging, unless the comment's --auto-merge-method says: merge, rebase or squash (default: the first the repository allows)",
+  },
+  {
+    name: 'disable-automerge-label',
+    type: 'string',
+    default: '',
+    description: 'Pull request label that stops automerge when the pull request has it',
+  },
+  {
+    name: 'fail-on-pre-workflow-hook-error',
+    type: 'bool',
+    default: false,
+    description: 'Fail and do not run the requested Atlantis command if any of the pre workflow hooks error.',
+  },
+  {
+    name: 'disable-apply-all',
+    type: 'bool',
+    default: false,
+    description: 'Refuse "apply" without -p, -d or -w (apply all); a project, dir or workspace must be named',
+  },
+  {
+    name: 'disable-repo-locking',
+    type: 'bool',
+    default: false,
+    description: 'Disable atlantis locking repos: no project locks are taken, whatever repo_locks says',
+  },
+  {
+    name: 'emoji-reaction',
+    type: 'string',
+    default: '',
+    description: 'Emoji Reaction to use to react to comments (e.g. eyes); empty: no reaction, as Atlantis',
+  },
+  {
+    name: 'disable-apply',
+    type: 'bool',
+    default: false,
+    description: 'Refuse every apply command, as if apply were left out of --allow-commands (Atlantis before v0.27)',
+  },
+  {
+    name: 'gh-team-allowlist',
+    type: 'string',
+    description:
+      "Comma separated team:command pairs, e.g. dev:plan,ops:apply,devops:*; with it set, a user runs a command only as a member of a listed GitHub team (of the repo's organisation) allowed that command (needs read:org)",
+  },
+  { name: 'log-level', type: 'string', default: 'info', description: 'Log level: debug, info, warn or error' },
+  {
+    name: 'tf-binary',
+    type: 'string',
+    default: 'terraform',
+    description: 'terraform (or tofu) executable to run, a name on PATH or a path',
+  },
+  {
+    name: 'drain-timeout',
+    type: 'duration',
+    default: 0,
+    maxMs: MAX_DURATION_MS,
+    description: 'After a signal starts a drain, how long to wait for running operations before interrupting terraform (0 = wait forever)',
+  },
+  {
+    name: 'terraform-interrupt-grace',
+    type: 'duration',
+    default: 60_000,
+    maxMs: MAX_DURATION_MS,
+    description: 'After interrupting terraform with SIGINT, how long to wait before SIGKILL',
+  },
+  {
+    name: 'queue-during-drain',
+    type: 'bool',
+    default: false,
+    description: 'Queue commands that arrive while draining, and run them first on the next start on this data dir',
+  },
+  {
+    name: 'allow-fork-prs',
+    type: 'bool',
+    default: false,
+    description: 'Allow Atlantis to run on pull requests from forks. A security issue for public repos.',
+  },
+  {
+    name: 'silence-fork-pr-errors',
+    type: 'bool',
+    default: false,
+    description: 'Silences the posting of fork pull requests not allowed error comments.',
+  },
+  {
+    name: 'insecure-no-webhook-secret',
+    type: 'bool',
+    default: false,
+    description: 'Allow starting without --gh-webhook-secret (webhooks are then not authenticated)',
+  },
+  {
+    name: 'web-basic-auth',
+    type: 'bool',
+    default: false,
+    description:
+      'Require HTTP Basic authentication for the web page, job pages, job logs and /metrics (/events, /healthz, /readyz and /status stay open)',
+  },
+  { name: 'web-username', type: 'string', default: DEFAULT_WEB_USERNAME, description: 'Username for --web-basic-auth' },
+  { name: 'web-password', type: 'string', default: DEFAULT_WEB_PASSWORD, description: 'Password for --web-basic-auth' },
+  {
+    name: 'job-log-retention',
+    type: 'duration',
+    default: DEFAULT_JOB_LOG_RETENTION_MS,
+    description: 'Delete job logs older than this, at start and periodically (ours; 0 = keep regardless of age)',
+  },
+  {
+    name: 'job-log-max-count',
+    type: 'int',
+    default: DEFAULT_JOB_LOG_MAX_COUNT,
+    description: 'Keep at most this many job logs, the newest (ours; 0 = no limit)',
+  },
+  {
+    name: 'checkout-strategy',
+    type: 'string',
+    default: 'branch',
+    description:
+      "How to check out pull requests: 'branch' (the PR's head branch) or 'merge' (the base branch with the PR merged in locally, as it will look after the merge)",
+  },
+  {
+    name: 'checkout-depth',
+    type: 'int',
+    default: 0,
+    description:
+      'Used only with --checkout-strategy=merge: how many commits of the base and head branches to fetch (0 = all); the whole history is fetched when the merge base is further back',
+  },
+  {
+    name: 'default-tf-version',
+    type: 'string',
+    description: 'Terraform version to default to (ex. v1.9.0); downloaded if not on disk. If not set, the version of --tf-binary',
+  },
+  {
+    name: 'tf-download',
+    type: 'bool',
+    default: true,
+    description:
+      'Allow downloading the Terraform versions projects ask for (terraform_version, --default-tf-version) from --tf-download-url',
+  },
+  {
+    name: 'tf-download-url',
+    type: 'string',
+    default: 'https://releases.hashicorp.com',
+    description:
+      'Base URL to download Terraform versions from (<url>/terraform/<v>/terraform_<v>_<os>_<arch>.zip and terraform_<v>_SHA256SUMS)',
+  },
+  {
+    name: 'write-git-creds',
+    type: 'bool',
+    default: false,
+    description:
+      'Give terraform init git credentials (--gh-user and the token, for --gh-hostname) so it can fetch private modules over HTTPS or SSH; the file exists only while an init runs',
+  },
+  // Atlantis flags this server does not honour: parsed (hidden) only to be refused or warned about.
+  ...unhonouredAtlantisFlagSpecs(),
+];
