@@ -3,7 +3,8 @@
 // comment, the repository's allowed method and the branch deleted (repos.yaml
 // delete_source_branch_on_merge); GitHub's 405 is commented as Atlantis does;
 // `--auto-merge-disabled` and the --disable-automerge-label stop it; a plan with errors leaves
-// nothing to apply.
+// nothing to apply; a project whose last plan failed (no plan file, status plan_errored)
+// blocks the merge after the others are applied.
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -61,7 +62,7 @@ describe('automerge (real server process)', () => {
     await env.comment(url, 1, 'atlantis apply -d am1');
     await env.waitForComment(1, /^Ran Apply for dir: `am1`/, { after: before });
     // The server's own word that it decided not to merge, and why.
-    await serverLogLine(/"msg":"Not automerging".*"reason":"project at dir \\"am2\\", workspace \\"default\\" is not applied"/);
+    await serverLogLine(/"msg":"Not automerging".*"reason":"project at dir \\"am2\\", workspace \\"default\\" has status \\"planned\\""/);
     assert.equal(env.gh.getPull(env.repo.fullName, 1)?.merged, false);
     assert.ok(!env.commentsOn(1).some((c) => c.body.startsWith('Automatically merging')));
   });
@@ -135,8 +136,36 @@ describe('automerge (real server process)', () => {
     await serverLogLine(/"msg":"Deleted plans because there were errors and automerge requires all plans succeed".*"pull":4/);
     const before = env.commentsOn(4).length;
     await env.comment(url, 4, 'atlantis apply');
-    const c = await env.waitForComment(4, /^Ran Apply/, { after: before });
-    assert.doesNotMatch(c.body, /am5/);
+    // As Atlantis (its generic apply checks the PR-wide status): the discarded plan of am5 is
+    // still "planned" there, so the apply is refused before anything runs.
+    const c = await env.waitForComment(4, /^\*\*Apply Error\*\*/, { after: before });
+    assert.match(c.body, /plan file is missing for dir "am5" workspace "default" project "" with status "planned"; run `atlantis plan`/);
+    assert.ok(!env.commentsOn(4).some((x) => /^Ran Apply/.test(x.body)));
     assert.equal(env.gh.getPull(env.repo.fullName, 4)?.merged, false);
+  });
+
+  it('a project whose plan failed blocks the merge after the other is applied (its PR-wide status)', async () => {
+    // No autoplan: the projects are planned one by one, so the failed plan discards only its own.
+    const manual = (d: string) => `- dir: ${d}\n  autoplan: {enabled: false}\n`;
+    await env.openPull(url, 6, 'am-partial', {
+      'atlantis.yaml': `version: 3\nautomerge: true\nprojects:\n${manual('am8')}${manual('am9')}`,
+      'am8/main.tf': terraformConfig({ marker: 'am8' }),
+      'am9/main.tf': 'resource "terraform_data" "x" {\n  input = \n}\n',
+    });
+    let before = env.commentsOn(6).length;
+    await env.comment(url, 6, 'atlantis plan -d am8');
+    await env.waitForComment(6, /^Ran Plan for dir: `am8`/, { after: before });
+    before = env.commentsOn(6).length;
+    await env.comment(url, 6, 'atlantis plan -d am9');
+    const failed = await env.waitForComment(6, /^Ran Plan for dir: `am9`/, { after: before });
+    assert.match(failed.body, /\*\*Plan Error\*\*/);
+    before = env.commentsOn(6).length;
+    await env.comment(url, 6, 'atlantis apply -d am8');
+    await env.waitForComment(6, /^Ran Apply for dir: `am8`/, { after: before });
+    await serverLogLine(
+      /"msg":"Not automerging".*"reason":"project at dir \\"am9\\", workspace \\"default\\" has status \\"plan_errored\\""/,
+    );
+    assert.equal(env.gh.getPull(env.repo.fullName, 6)?.merged, false);
+    assert.ok(!env.commentsOn(6).some((c) => /^Automatically merging/.test(c.body)));
   });
 });

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseFlags, UsageError } from '../src/config/flags.js';
 import { buildServerConfig, SERVER_FLAGS } from '../src/server/config.js';
+import type { ProjectPlanStatus, PullStatus } from '../src/server/locks/pull-status.js';
 import { GitHubApiError, GitHubClient } from '../src/server/vcs/github-client.js';
 import {
   AUTOMERGE_COMMENT,
@@ -19,6 +20,7 @@ import {
   chooseMergeMethod,
   commentMergeMethod,
   decideAutomerge,
+  notApplied,
 } from '../src/server/workflow/automerge.js';
 import { githubErrorText } from '../src/server/vcs/github-error-text.js';
 import { repoConfigViolation } from '../src/server/workflow/projects.js';
@@ -123,7 +125,7 @@ describe('when to merge (pure)', () => {
   const base = {
     settings: on,
     applySucceeded: true,
-    unapplied: [] as Array<{ dir: string; workspace: string }>,
+    unapplied: [] as Array<{ dir: string; workspace: string; status: string }>,
     autoMergeDisabled: false,
     commentMethod: undefined as string | undefined,
     serverMethod: '',
@@ -136,8 +138,13 @@ describe('when to merge (pure)', () => {
     ['the apply had errors', { applySucceeded: false }, 'skip: the apply had errors'],
     [
       'a project still planned',
-      { unapplied: [{ dir: 'b', workspace: 'default' }] },
-      'skip: project at dir "b", workspace "default" is not applied',
+      { unapplied: [{ dir: 'b', workspace: 'default', status: 'planned' }] },
+      'skip: project at dir "b", workspace "default" has status "planned"',
+    ],
+    [
+      'a project whose plan failed (no plan file, only its status)',
+      { unapplied: [{ dir: 'c', workspace: 'default', status: 'plan_errored' }] },
+      'skip: project at dir "c", workspace "default" has status "plan_errored"',
     ],
     ['the comment method wins', { commentMethod: 'squash', serverMethod: 'rebase' }, 'merge:squash'],
     ['else the server method', { serverMethod: 'rebase' }, 'merge:rebase'],
@@ -152,6 +159,37 @@ describe('when to merge (pure)', () => {
     it(name, () => {
       const d = decideAutomerge({ ...base, ...o });
       assert.equal(d.kind === 'merge' ? `merge:${d.method}` : `skip: ${d.reason}`, want);
+    });
+  }
+});
+
+describe('projects that block the merge, from the PR-wide status (pure)', () => {
+  const rec = (dir: string, status: ProjectPlanStatus) => ({ dir, workspace: 'default', project: '', status });
+  const rows: Array<[string, PullStatus | undefined, string[]]> = [
+    ['no status recorded', undefined, []],
+    ['all applied', { headSha: 'h', projects: [rec('a', 'applied'), rec('b', 'applied')] }, []],
+    [
+      'every other status blocks, as Atlantis (only "applied" passes)',
+      {
+        headSha: 'h',
+        projects: [
+          rec('a', 'applied'),
+          rec('b', 'plan_errored'),
+          rec('c', 'planned'),
+          rec('d', 'planned_no_changes'),
+          rec('e', 'apply_errored'),
+          rec('f', 'plan_discarded'),
+        ],
+      },
+      ['b:plan_errored', 'c:planned', 'd:planned_no_changes', 'e:apply_errored', 'f:plan_discarded'],
+    ],
+  ];
+  for (const [name, ps, want] of rows) {
+    it(name, () => {
+      assert.deepEqual(
+        notApplied(ps).map((p) => `${p.dir}:${p.status}`),
+        want,
+      );
     });
   }
 });

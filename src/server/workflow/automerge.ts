@@ -12,6 +12,7 @@
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
 import type { ServerMetrics } from '../metrics.js';
+import type { ProjectPlanStatus, PullStatus } from '../locks/pull-status.js';
 import type { LockStore } from '../locks/store.js';
 import type { GitHubClient, RepoMergeSettings } from '../vcs/github-client.js';
 import { githubErrorText } from '../vcs/github-error-text.js';
@@ -91,8 +92,12 @@ export type AutomergeDecision = { kind: 'merge'; method: string } | { kind: 'ski
 export function decideAutomerge(i: {
   settings: AutomergeSettings;
   applySucceeded: boolean;
-  /** Projects of the PR with a plan that is not applied (after this apply). */
-  unapplied: ReadonlyArray<{ dir: string; workspace: string }>;
+  /**
+   * Projects of the PR's status (after this apply) that are not applied, whatever the reason:
+   * planned, planned with no changes, plan or apply errored, plan discarded (Atlantis merges
+   * only when every project's status is "applied").
+   */
+  unapplied: ReadonlyArray<{ dir: string; workspace: string; status: string }>;
   autoMergeDisabled: boolean;
   commentMethod: string | undefined;
   serverMethod: string;
@@ -104,7 +109,7 @@ export function decideAutomerge(i: {
   if (i.autoMergeDisabled) return { kind: 'skip', reason: 'the comment has --auto-merge-disabled' };
   if (!i.applySucceeded) return { kind: 'skip', reason: 'the apply had errors' };
   const left = i.unapplied[0];
-  if (left) return { kind: 'skip', reason: `project at dir "${left.dir}", workspace "${left.workspace}" is not applied` };
+  if (left) return { kind: 'skip', reason: `project at dir "${left.dir}", workspace "${left.workspace}" has status "${left.status}"` };
   if (i.disableLabel !== '' && i.labels?.includes(i.disableLabel))
     return { kind: 'skip', reason: `the pull request has the label "${i.disableLabel}"` };
   return { kind: 'merge', method: i.commentMethod || i.serverMethod };
@@ -138,6 +143,11 @@ export function chooseMergeMethod(requested: string, repo: RepoMergeSettings): {
 export function commentMergeMethod(c: ParsedCommand): string | undefined {
   const m = (c as ParsedCommand & { autoMergeMethod?: unknown }).autoMergeMethod;
   return typeof m === 'string' && m !== '' ? m : undefined;
+}
+
+/** Pure: the projects of a PR's status that are not applied (none recorded: none). */
+export function notApplied(ps: PullStatus | undefined): Array<{ dir: string; workspace: string; status: ProjectPlanStatus }> {
+  return (ps?.projects ?? []).filter((p) => p.status !== 'applied').map(({ dir, workspace, status }) => ({ dir, workspace, status }));
 }
 
 export interface AutomergerDeps {
@@ -201,7 +211,9 @@ export class Automerger {
     const base = {
       settings,
       applySucceeded,
-      unapplied: this.d.store.listPlans(ref.repo, ref.pull),
+      // The PR-wide status, not the plan files: a project whose plan failed has no plan file
+      // but its status ("plan_errored") still blocks the merge, as in Atlantis.
+      unapplied: notApplied(this.d.store.getPullStatus(ref.repo, ref.pull)),
       autoMergeDisabled: c.autoMergeDisabled,
       commentMethod: commentMergeMethod(c),
       serverMethod: this.d.config.automergeMethod,
