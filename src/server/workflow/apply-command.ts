@@ -99,7 +99,7 @@ async function applyProjectRun(
 ): Promise<ProjectRun> {
   if (!plan) return j.error(p, noPlanFoundError(p.dir, p.workspace));
   const refused =
-    (await requirementRefusal(j.requirementSources, ctx, 'apply', p.applyRequirements)) ??
+    (await requirementRefusal(j.requirementSources, ctx, 'apply', p.applyRequirements, p)) ??
     dependencyFailure(p.dependsOn, j.scheduler.projectStates.get(ctx.repo, ctx.pull, ctx.headSha));
   if (refused) return j.failure(p, refused);
   if (plan.headSha !== ctx.headSha) {

@@ -17,7 +17,7 @@ import { type ServerSideRepoConfig, baseBranchAllowed } from './repo-config/serv
 import type { ProjectRunner } from './project-runner.js';
 import type { WorkingCopies } from './working-copy.js';
 import { teamPermits } from './team-gate.js';
-import { type RequirementSources, notDiverged } from './requirement-checks.js';
+import { type RequirementSources, requirementSourcesFor } from './requirement-checks.js';
 import { ProjectJobs } from './project-job.js';
 import { plan } from './plan-command.js';
 import { apply } from './apply-command.js';
@@ -65,7 +65,7 @@ export class CommandRunner {
   private readonly jobs: ProjectJobs;
 
   constructor(private readonly d: CommandRunnerDeps) {
-    this.requirementSources = { github: d.github, bypassApply: d.config.ghAllowMergeableBypassApply, diverged: notDiverged };
+    this.requirementSources = requirementSourcesFor(d);
     this.jobs = new ProjectJobs(d, this.requirementSources);
   }
 

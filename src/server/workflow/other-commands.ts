@@ -65,7 +65,8 @@ export async function simple(j: ProjectJobs, ctx: PullContext, c: ParsedCommand,
     abortOnFail: config?.abortOnExecutionOrderFail ?? false,
     run: (p) =>
       j.guarded(ctx, p, async () => {
-        const refused = cmd === 'import' ? await requirementRefusal(j.requirementSources, ctx, 'import', p.importRequirements) : undefined;
+        const refused =
+          cmd === 'import' ? await requirementRefusal(j.requirementSources, ctx, 'import', p.importRequirements, p) : undefined;
         if (refused) return j.failure(p, refused);
         return j.job(ctx, p, cmd, c.extraArgs, randomUUID(), async (jobCtx) => {
           const init = j.d.projectRunner.isInitialised(jobCtx.projectDir) ? [] : p.workflow.plan.filter((s) => s.kind === 'init');

@@ -95,7 +95,7 @@ async function planProjectRun(
     const lock = j.d.store.tryLock(key, { pull: ctx.pull, user: ctx.user, project: p.name });
     if (!lock.acquired) return j.failure(p, lockedByMessage(lock.holder.pull, j.d.config.executableName));
   }
-  const refused = await requirementRefusal(j.requirementSources, ctx, 'plan', p.planRequirements);
+  const refused = await requirementRefusal(j.requirementSources, ctx, 'plan', p.planRequirements, p);
   if (refused) {
     // As Atlantis: a refused plan leaves neither a stale plan nor the lock behind.
     const old = j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);

@@ -2,7 +2,12 @@
 // for what a project requires, then lets the pure rules of requirements.ts decide.
 import type { GitHubClient } from '../vcs/github-client.js';
 import { getMergeabilityInfo } from '../vcs/github-mergeability.js';
-import type { ApplyRequirement } from './repo-config/types.js';
+import type { ApplyRequirement, ProjectSpec } from './repo-config/types.js';
+import type { Logger } from '../../log.js';
+import type { ServerConfig } from '../config.js';
+import { divergedCheck } from './diverged-check.js';
+import type { ServerSideRepoConfig } from './repo-config/server-side.js';
+import type { CheckoutRequest, WorkingCopies } from './working-copy.js';
 import {
   type RequirementCommand,
   type RequirementFacts,
@@ -12,19 +17,41 @@ import {
   requirementFailure,
 } from './requirements.js';
 
+/** The pull request a requirement is checked for (its working copies included). */
+export type RequirementTarget = Omit<CheckoutRequest, 'workspace'>;
+/** The project a requirement is checked for. */
+export type RequirementProject = Pick<ProjectSpec, 'dir' | 'workspace' | 'name'>;
+
 /** Where the facts come from. */
 export interface RequirementSources {
   github: GitHubClient;
   /** --gh-allow-mergeable-bypass-apply */
   bypassApply: boolean;
-  diverged: () => Promise<boolean>;
+  /** Whether the base branch moved on in a way that touches the project (diverged-check.ts). */
+  diverged: (target: RequirementTarget, cmd: RequirementCommand, project: RequirementProject) => Promise<boolean>;
+}
+
+/** The sources of a server: GitHub, and the working copies for undiverged. */
+export function requirementSourcesFor(d: {
+  github: GitHubClient;
+  config: Pick<ServerConfig, 'ghAllowMergeableBypassApply' | 'ghHostname'>;
+  copies: WorkingCopies;
+  serverRepoConfig?: ServerSideRepoConfig | undefined;
+  logger: Logger;
+}): RequirementSources {
+  return {
+    github: d.github,
+    bypassApply: d.config.ghAllowMergeableBypassApply,
+    diverged: divergedCheck({ copies: d.copies, serverRepoConfig: d.serverRepoConfig, hostname: d.config.ghHostname, logger: d.logger }),
+  };
 }
 
 export async function requirementRefusal(
   src: RequirementSources,
-  target: { repo: string; pull: number },
+  target: RequirementTarget,
   cmd: RequirementCommand,
   reqs: readonly ApplyRequirement[],
+  project: RequirementProject,
 ): Promise<string | undefined> {
   if (reqs.length === 0) return undefined;
   const { github } = src;
@@ -39,14 +66,6 @@ export async function requirementRefusal(
         : undefined;
     f.mergeable = mergeableStatus(pr, bypass);
   }
-  if (reqs.includes('undiverged')) f.diverged = await src.diverged();
+  if (reqs.includes('undiverged')) f.diverged = await src.diverged(target, cmd, project);
   return requirementFailure(cmd, reqs, f);
-}
-
-/**
- * undiverged, as Atlantis decides it: only a merge checkout can diverge from the base branch;
- * with the branch checkout (the only strategy here so far) a project never has.
- */
-export async function notDiverged(): Promise<boolean> {
-  return false;
 }

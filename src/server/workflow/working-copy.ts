@@ -11,6 +11,7 @@ import path from 'node:path';
 import type { Logger } from '../../log.js';
 import { processRedactor } from '../secrets/redact.js';
 import { workspaceProblem } from './repo-dir.js';
+import { divergedFilesArgs } from './undiverged.js';
 import type { ProcessHost } from '../terraform/process-host.js';
 
 export interface CheckoutRequest {
@@ -170,6 +171,23 @@ export class WorkingCopies {
     await this.git(dir, ['reset', '--quiet', '--hard', `refs/remotes/origin/${base}`], baseUrl);
     await this.mergeHead(dir, req);
     return true;
+  }
+
+  /**
+   * Merge strategy only (Atlantis's HasDiverged, for the undiverged requirement): fetches the
+   * base branch and lists the files of its commits that the working copy does not have yet,
+   * from HEAD (apply, import) or from the PR head, HEAD^2 (plan: a plan merged the base in
+   * already, so what counts is what the PR branch lacks). Undefined for the branch strategy:
+   * there a project never diverges.
+   */
+  async divergedFiles(req: CheckoutRequest, fromPullHead: boolean): Promise<string[] | undefined> {
+    if (this.options.strategy !== 'merge') return undefined;
+    const dir = this.dirFor(req.repo, req.pull, req.workspace);
+    const baseUrl = baseUrlOf(req);
+    await this.git(dir, ['fetch', '--quiet', '--no-tags', 'origin'], baseUrl);
+    const fromHead = fromPullHead && (await this.ok(dir, ['rev-parse', '--verify', '--quiet', 'HEAD^2']));
+    const out = await this.git(dir, divergedFilesArgs(baseRefOf(req), fromHead), baseUrl);
+    return out.split('\n').filter((f) => f.trim() !== '');
   }
 
   /** Fetches the PR head into a merge checkout (the whole history if depth was too short) and merges it. */
