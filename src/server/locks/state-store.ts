@@ -1,0 +1,149 @@
+// The one interface the workflow uses for the server's durable state: project locks, saved
+// plans, each PR's plan status, the queue of commands received while draining, and the job
+// journal used for crash recovery. Two implementations: the embedded SQLite store of one
+// server's data dir (`--locking-db-type boltdb`, Atlantis's name for "embedded") and Redis,
+// shared by several replicas (`--locking-db-type redis`). The workflow never knows which.
+//
+// Every method is async: Redis answers over the network. A method that throws leaves the
+// state as it was (each implementation makes every multi-key change atomic).
+import type { ProjectOutcome, PullStatus } from './pull-status.js';
+
+export interface LockKey {
+  /** `owner/name` */
+  repo: string;
+  /** Repo-relative dir, `.` for the root. */
+  dir: string;
+  workspace: string;
+}
+
+export interface LockRecord extends LockKey {
+  pull: number;
+  user: string;
+  project?: string;
+  /** RFC 3339 time the lock was taken. */
+  time: string;
+}
+
+export type TryLockResult = { acquired: true; lock: LockRecord } | { acquired: false; holder: LockRecord };
+
+export interface PlanRecord extends LockKey {
+  pull: number;
+  project?: string;
+  /**
+   * Where the plan file is on this replica (under `<dataDir>/plans/`). With a shared store
+   * the bytes are in the store too; `restorePlanFile` writes them here when missing.
+   */
+  planPath: string;
+  /** Commit the plan was made from; an apply on a newer head must plan again. */
+  headSha: string;
+  /**
+   * sha256 (hex) of the plan file when terraform wrote it; the apply refuses a file that no
+   * longer matches. Undefined for a plan recorded before hashes were kept (it must be re-planned).
+   */
+  planSha256?: string;
+  createdAt: string;
+}
+
+export interface QueuedCommand {
+  id: number;
+  repo: string;
+  pull: number;
+  /** Whatever the server needs to run the command again (e.g. the webhook event). */
+  payload: unknown;
+  enqueuedAt: string;
+}
+
+export type JobResult = 'success' | 'failure' | 'error' | 'interrupted';
+
+export interface JobStart {
+  id: string;
+  command: string;
+  repo: string;
+  pull: number;
+  project?: string;
+  dir?: string;
+  workspace?: string;
+}
+
+export interface JobRecord extends JobStart {
+  startedAt: string;
+  finishedAt?: string;
+  result?: JobResult;
+  summary?: string;
+}
+
+export type LockHolder = { pull: number; user: string; project?: string };
+
+/** Atlantis's `--locking-db-type` values. */
+export type StoreKind = 'boltdb' | 'redis';
+
+export interface StateStore {
+  readonly kind: StoreKind;
+
+  // ---- locks ----
+  /**
+   * Takes the lock on repo+dir+workspace for `holder.pull`. Re-entrant for the same pull (as
+   * in Atlantis: a PR re-planning its own locked project keeps the lock); else the holder.
+   */
+  tryLock(key: LockKey, holder: LockHolder): Promise<TryLockResult>;
+  getLock(key: LockKey): Promise<LockRecord | undefined>;
+  /** Releases one lock; returns it, if there was one. */
+  unlock(key: LockKey): Promise<LockRecord | undefined>;
+  /** Releases a lock only if `pull` holds it (a failed plan never gives back another PR's lock). */
+  unlockIfOwnedBy(key: LockKey, pull: number): Promise<LockRecord | undefined>;
+  /**
+   * Releases every lock of a pull (PR closed, `atlantis unlock`); with `discardPlans` the
+   * pull's plan records go in the same atomic change. Deleting this replica's plan files
+   * is the caller's job.
+   */
+  unlockAllForPull(repo: string, pull: number, opts?: { discardPlans?: boolean }): Promise<{ locks: LockRecord[]; plans: PlanRecord[] }>;
+  /** All locks, or one repo's, ordered by repo, dir, workspace. */
+  list(repo?: string): Promise<LockRecord[]>;
+
+  // ---- plans ----
+  /** Where a project's plan file goes on this replica (pure: no I/O). */
+  planPath(key: LockKey, pull: number, project?: string): string;
+  /** Records (or replaces) a project's saved plan; a shared store also keeps the file's bytes. */
+  savePlan(rec: Omit<PlanRecord, 'createdAt'> & { createdAt?: string }): Promise<PlanRecord>;
+  getPlan(repo: string, pull: number, dir: string, workspace: string): Promise<PlanRecord | undefined>;
+  /** A pull's plans ordered by dir, workspace. */
+  listPlans(repo: string, pull: number): Promise<PlanRecord[]>;
+  deletePlan(repo: string, pull: number, dir: string, workspace: string): Promise<PlanRecord | undefined>;
+  /**
+   * Makes sure `plan.planPath` holds the plan's bytes on this replica (a shared store writes
+   * them from the store when the file is missing). The apply still checks the hash after.
+   */
+  restorePlanFile(plan: PlanRecord): Promise<void>;
+
+  // ---- pull status (Atlantis's per-PR plan status) ----
+  /** The PR's recorded plan status, undefined when it has none (never planned, or closed). */
+  getPullStatus(repo: string, pull: number): Promise<PullStatus | undefined>;
+  /** Records a command's results (merged for the same head, fresh for a new one, or `replace`). Atomic. */
+  updatePullStatus(repo: string, pull: number, headSha: string, outcomes: ProjectOutcome[], opts?: { replace?: boolean }): Promise<PullStatus>;
+  /** A project's plan was discarded (lock deleted from the web page), as Atlantis's UpdateProjectStatus. */
+  markDiscarded(repo: string, pull: number, dir: string, workspace: string): Promise<void>;
+  /** Forgets the PR's plan status (PR closed). */
+  deletePullStatus(repo: string, pull: number): Promise<void>;
+
+  // ---- drain queue ----
+  /** Stores a command received while draining; returns its id. */
+  enqueue(repo: string, pull: number, payload: unknown): Promise<number>;
+  /** Removes and returns every queued command, oldest first, atomically. */
+  takeAll(): Promise<QueuedCommand[]>;
+  queueLength(): Promise<number>;
+
+  // ---- job journal ----
+  jobStarted(job: JobStart): Promise<JobRecord>;
+  jobFinished(id: string, result: JobResult, summary?: string): Promise<void>;
+  /** Jobs this server (or the replica of the same identity before a restart) started and never finished. */
+  unfinishedJobs(): Promise<JobRecord[]>;
+  /** The newest jobs first. */
+  recentJobs(limit?: number): Promise<JobRecord[]>;
+  /** Drops finished jobs beyond the newest `keep`; returns how many went. */
+  pruneJobs(keep?: number): Promise<number>;
+
+  // ---- health ----
+  /** For /readyz: the store answers now. Cheap; never throws. */
+  isHealthy(): Promise<boolean>;
+  close(): Promise<void>;
+}
