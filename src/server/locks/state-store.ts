@@ -119,7 +119,13 @@ export interface StateStore {
   /** The PR's recorded plan status, undefined when it has none (never planned, or closed). */
   getPullStatus(repo: string, pull: number): Promise<PullStatus | undefined>;
   /** Records a command's results (merged for the same head, fresh for a new one, or `replace`). Atomic. */
-  updatePullStatus(repo: string, pull: number, headSha: string, outcomes: ProjectOutcome[], opts?: { replace?: boolean }): Promise<PullStatus>;
+  updatePullStatus(
+    repo: string,
+    pull: number,
+    headSha: string,
+    outcomes: ProjectOutcome[],
+    opts?: { replace?: boolean },
+  ): Promise<PullStatus>;
   /** A project's plan was discarded (lock deleted from the web page), as Atlantis's UpdateProjectStatus. */
   markDiscarded(repo: string, pull: number, dir: string, workspace: string): Promise<void>;
   /** Forgets the PR's plan status (PR closed). */
