@@ -64,7 +64,8 @@ describe('the Atlantis flag table', () => {
     ['repo locking off by env (honoured)', [], { ATLANTIS_DISABLE_REPO_LOCKING: 'true' }, 'ok'],
     ['repo locking at its default', [], { ATLANTIS_DISABLE_REPO_LOCKING: 'false' }, 'ok'],
     ['global apply lock off', ['--disable-global-apply-lock'], {}, { refused: /--disable-global-apply-lock/ }],
-    ['redis locking', [], { ATLANTIS_LOCKING_DB_TYPE: 'redis' }, { refused: /--locking-db-type.*Redis/ }],
+    ['redis locking (honoured)', [], { ATLANTIS_LOCKING_DB_TYPE: 'redis', ATLANTIS_REDIS_HOST: 'redis.infra' }, 'ok'],
+    ['Redis Cluster', [], { ATLANTIS_REDIS_CLUSTER_ADDRESSES: 'a:6379,b:6379' }, { refused: /--redis-cluster-addresses.*Redis Cluster/ }],
     ['boltdb locking (the default)', [], { ATLANTIS_LOCKING_DB_TYPE: 'boltdb' }, 'ok'],
     ['policy checks on the command line', ['--enable-policy-checks'], {}, { refused: /--enable-policy-checks/ }],
     ['merge checkout (honoured)', ['--checkout-strategy=merge'], { ATLANTIS_CHECKOUT_DEPTH: '5' }, 'ok'],
@@ -112,9 +113,9 @@ describe('the Atlantis flag table', () => {
   }
 
   it('never repeats a value it refuses or ignores (they are often secrets)', () => {
-    const secret = 'hunter2-redis-password';
-    const msg = usageError(() => config([], { ATLANTIS_REDIS_PASSWORD: secret }));
-    assert.match(msg, /--redis-password \(ATLANTIS_REDIS_PASSWORD\)/);
+    const secret = 'hunter2-slack-token';
+    const msg = usageError(() => config([], { ATLANTIS_SLACK_TOKEN: secret }));
+    assert.match(msg, /--slack-token \(ATLANTIS_SLACK_TOKEN\)/);
     assert.ok(!msg.includes(secret));
     const j = judgeAtlantisFlags({ 'slack-token': 'xoxb-secret', language: 'fr-secret' });
     assert.ok(![...j.refusals, ...j.warnings].some((l) => l.includes('secret')));
@@ -266,5 +267,61 @@ describe('comment layout flags', () => {
       usageError(() => config(['--max-comments-per-command', '-1'])),
       /--max-comments-per-command: must be 0 \(no limit\) or more/,
     );
+  });
+});
+
+describe('the store flags (--locking-db-type, --redis-*, --replica-id)', () => {
+  it("default to the embedded store (Atlantis's boltdb) and the host name", () => {
+    const c = config([]);
+    assert.deepEqual(c.store, { type: 'boltdb' });
+    assert.match(c.replicaId, /^[A-Za-z0-9]/);
+  });
+  it("read Atlantis's env names into the Redis settings", () => {
+    const c = config(['--replica-id', 'atlantis-2'], {
+      ATLANTIS_LOCKING_DB_TYPE: 'redis',
+      ATLANTIS_REDIS_HOST: 'redis.infra.svc',
+      ATLANTIS_REDIS_PORT: '6380',
+      ATLANTIS_REDIS_DB: '3',
+      ATLANTIS_REDIS_USERNAME: 'atlantis',
+      ATLANTIS_REDIS_PASSWORD: 'pw-1',
+      ATLANTIS_REDIS_TLS_ENABLED: 'true',
+      ATLANTIS_REDIS_INSECURE_SKIP_VERIFY: 'true',
+    });
+    assert.deepEqual(c.flagWarnings, []);
+    assert.deepEqual(c.store, {
+      type: 'redis',
+      redis: { host: 'redis.infra.svc', port: 6380, db: 3, username: 'atlantis', password: 'pw-1', tls: true, insecureSkipVerify: true },
+    });
+    assert.equal(c.replicaId, 'atlantis-2');
+  });
+  it('connect to the local Redis on 6379 when no host is given, as Atlantis', () => {
+    assert.deepEqual(config(['--locking-db-type', 'redis']).store, {
+      type: 'redis',
+      redis: { host: 'localhost', port: 6379, db: 0, tls: false, insecureSkipVerify: false },
+    });
+  });
+  it('keep the default port when Kubernetes puts a Service link in ATLANTIS_REDIS_PORT, as Atlantis', () => {
+    const c = config(['--locking-db-type=redis'], { ATLANTIS_REDIS_PORT: 'tcp://10.96.3.4:6379', ATLANTIS_PORT: 'tcp://10.96.0.10:4141' });
+    assert.equal(c.store.type === 'redis' && c.store.redis.port, 6379);
+    assert.equal(c.port, 4141);
+  });
+  // [argv, the error]
+  const bad: Array<[string[], RegExp]> = [
+    [['--locking-db-type', 'etcd'], /^invalid value "etcd" for --locking-db-type: must be one of boltdb, redis$/],
+    [['--locking-db-type', 'redis', '--redis-port', '0'], /^invalid value 0 for --redis-port: must be between 1 and 65535$/],
+    [['--locking-db-type', 'redis', '--redis-db', '-1'], /^invalid value -1 for --redis-db: must be 0 or more$/],
+    [['--replica-id', 'a b'], /^invalid value "a b" for --replica-id: letters, digits/],
+    [['--replica-id', 'x:y'], /for --replica-id/],
+  ];
+  for (const [argv, err] of bad)
+    it(`refuses ${argv.join(' ')}`, () =>
+      assert.match(
+        usageError(() => config(argv)),
+        err,
+      ));
+  it('scrubs the Redis password from what the server writes', async () => {
+    const { serverSecretValues } = await import('../src/server/secrets/server-secrets.js');
+    const c = config(['--locking-db-type=redis'], { ATLANTIS_REDIS_PASSWORD: 'redis-pw-secret' });
+    assert.ok(serverSecretValues(c).includes('redis-pw-secret'));
   });
 });

@@ -34,7 +34,7 @@ const warn = (
 ): AtlantisFlag => ({ support: 'cosmetic-warn', type, accepts: Array.isArray(accepts) ? accepts : [accepts], why });
 
 const NOT_GITHUB = 'only GitHub is supported';
-const NO_REDIS = 'locks live in the SQLite store of --data-dir; Redis is not supported';
+const NO_REDIS_CLUSTER = 'Redis Cluster is not supported: give one Redis with --redis-host';
 const NOT_YET = 'not implemented yet';
 const ATLANTIS_AUTOPLAN_FILES =
   '**/*.tf,**/*.tf.json,**/*.tfvars,**/*.tfvars.json,**/*.tofu,**/*.tofu.json,**/terragrunt.hcl,**/.terraform.lock.hcl';
@@ -118,7 +118,7 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'include-git-untracked-files': refused('bool', false, NOT_YET),
   language: warn('string', 'en', 'comments are in English'),
   'language-config-file': warn('string', '', 'comments are in English'),
-  'locking-db-type': refused('string', 'boltdb', NO_REDIS),
+  'locking-db-type': H,
   'log-level': H,
   'markdown-template-overrides-dir': warn('string', '~/.markdown_templates', 'comment templates are built in'),
   'max-comments-per-command': H,
@@ -128,14 +128,14 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'pending-apply-status': warn('bool', false, 'Atlantis supports it on GitLab only'),
   port: H,
   'quiet-policy-checks': warn('bool', false, 'policy checks are not implemented'),
-  'redis-cluster-addresses': refused('string', '', NO_REDIS),
-  'redis-db': refused('int', 0, NO_REDIS),
-  'redis-host': refused('string', '', NO_REDIS),
-  'redis-insecure-skip-verify': refused('bool', false, NO_REDIS),
-  'redis-password': refused('string', '', NO_REDIS),
-  'redis-port': refused('int', 6379, NO_REDIS),
-  'redis-tls-enabled': refused('bool', false, NO_REDIS),
-  'redis-username': refused('string', '', NO_REDIS),
+  'redis-cluster-addresses': refused('string', '', NO_REDIS_CLUSTER),
+  'redis-db': H,
+  'redis-host': H,
+  'redis-insecure-skip-verify': H,
+  'redis-password': H,
+  'redis-port': H,
+  'redis-tls-enabled': H,
+  'redis-username': H,
   'repo-allowlist': H,
   'repo-config': H,
   'repo-config-json': H,

@@ -111,7 +111,11 @@ export function parseFlags(argv: string[], specs: FlagSpec[], env: NodeJS.Proces
     if (spec.envPrefix !== null) {
       const envName = envNameFor(spec.name, spec.envPrefix ?? 'ATLANTIS_');
       const fromEnv = env[envName];
-      if (fromEnv !== undefined && fromEnv !== '') {
+      // As Atlantis: a Service named e.g. "atlantis-redis" makes Kubernetes set
+      // ATLANTIS_REDIS_PORT=tcp://10.0.0.7:6379 in every pod of its namespace; such a
+      // Service link is not a value for an int flag, which keeps its default.
+      const serviceLink = spec.type === 'int' && fromEnv !== undefined && /^(tcp|udp):\/\//.test(fromEnv);
+      if (fromEnv !== undefined && fromEnv !== '' && !serviceLink) {
         values[spec.name] = convert(spec, fromEnv, `${envName} (--${spec.name})`);
         continue;
       }

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { judgeAtlantisFlags } from '../config/atlantis-flags.js';
 import { type FlagValues, UsageError } from '../config/flags.js';
 import type { LogLevel } from '../log.js';
+import { type StoreConfig, replicaIdFromFlags, storeConfigFromFlags } from './locks/store-config.js';
 import { ACCEPTED_COMMAND_NAMES, type CommandName, resolveAllowCommands } from './workflow/commands.js';
 import { automergeMethodProblem } from './workflow/automerge.js';
 import { normaliseTfVersion } from './terraform/tf-versions.js';
@@ -99,6 +100,10 @@ export interface ServerConfig {
   tfDownload: boolean;
   tfDownloadUrl: string;
   writeGitCreds: boolean;
+  /** --locking-db-type and --redis-*: where locks, plans and the journal live. */
+  store: StoreConfig;
+  /** --replica-id: this server's name among replicas sharing a store. */
+  replicaId: string;
 }
 
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
@@ -254,6 +259,8 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     tfDownload: values['tf-download'] !== false,
     tfDownloadUrl: tfDownloadUrl.replace(/\/+$/, ''),
     writeGitCreds: values['write-git-creds'] === true,
+    store: storeConfigFromFlags(values),
+    replicaId: replicaIdFromFlags(values),
   };
 }
 

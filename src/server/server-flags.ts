@@ -286,6 +286,41 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description:
       'Give terraform init git credentials (--gh-user and the token, for --gh-hostname) so it can fetch private modules over HTTPS or SSH; the file exists only while an init runs',
   },
+  {
+    name: 'locking-db-type',
+    type: 'string',
+    default: 'boltdb',
+    description:
+      "The locking database type to use for storing plan and apply locks: 'boltdb' (the embedded store in --data-dir) or 'redis' (shared by several replicas)",
+  },
+  { name: 'redis-host', type: 'string', description: "The Redis Hostname for when using a Locking DB type of 'redis'." },
+  { name: 'redis-port', type: 'int', default: 6379, description: "The Redis Port for when using a Locking DB type of 'redis'." },
+  {
+    name: 'redis-password',
+    type: 'string',
+    description: "The Redis Password for when using a Locking DB type of 'redis' (a secret: give it as env)",
+  },
+  { name: 'redis-username', type: 'string', description: "The Redis Username for when using a Locking DB type of 'redis'." },
+  { name: 'redis-db', type: 'int', default: 0, description: "The Redis Database to use when using a Locking DB type of 'redis'." },
+  {
+    name: 'redis-tls-enabled',
+    type: 'bool',
+    default: false,
+    description: 'Enable TLS on the connection to Redis with a min TLS version of 1.2',
+  },
+  {
+    name: 'redis-insecure-skip-verify',
+    type: 'bool',
+    default: false,
+    description:
+      "Controls whether the Redis client verifies the Redis server's certificate chain and host name. If true, accepts any certificate presented by the server and any host name in that certificate.",
+  },
+  {
+    name: 'replica-id',
+    type: 'string',
+    description:
+      "This server's name among the replicas sharing one Redis (ours; default the host name, which is the pod name); a restarted replica with the same name recovers its own interrupted jobs",
+  },
   // Atlantis flags this server does not honour: parsed (hidden) only to be refused or warned about.
   ...unhonouredAtlantisFlagSpecs(),
 ];

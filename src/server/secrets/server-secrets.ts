@@ -5,12 +5,13 @@ import { type ServerConfig, DEFAULT_WEB_PASSWORD } from '../config.js';
 import { appKeySecretValues } from '../vcs/github-app.js';
 
 type SecretSettings = Pick<ServerConfig, 'ghToken' | 'ghWebhookSecret'> &
-  Partial<Pick<ServerConfig, 'webBasicAuth' | 'webPassword' | 'ghApp'>>;
+  Partial<Pick<ServerConfig, 'webBasicAuth' | 'webPassword' | 'ghApp' | 'store'>>;
 
 export function serverSecretValues(cfg: SecretSettings): Array<string | undefined> {
   // A GitHub App's installation tokens are added as they are fetched (GitHubClient remembers them).
   const appKey = cfg.ghApp ? appKeySecretValues(cfg.ghApp.privateKeyPem) : [];
-  return [currentToken(cfg.ghToken), cfg.ghWebhookSecret, webPassword(cfg), ...appKey];
+  const redisPassword = cfg.store?.type === 'redis' ? cfg.store.redis.password : undefined;
+  return [currentToken(cfg.ghToken), cfg.ghWebhookSecret, webPassword(cfg), redisPassword, ...appKey];
 }
 
 /** The token now (--gh-token-file is read on each call); undefined while the file cannot be read. */
