@@ -227,7 +227,12 @@ test('Redis killed: calls fail within a bound and isHealthy is false; restarted:
     await s.enqueue(R, 6, { before: 'kill' });
     await s.jobStarted({ id: 'before-kill', command: 'plan', repo: R, pull: 6 });
 
+    // Calls in flight when Redis dies settle (rejected or done), none hangs.
+    const inFlight = Promise.allSettled(Array.from({ length: 200 }, (_, i) => s.tryLock({ ...K, dir: `f${i}` }, { pull: 1, user: 'u' })));
+    const tKill = Date.now();
     await own.kill();
+    await inFlight;
+    assert.ok(Date.now() - tKill < 3000, `in-flight calls settled after ${Date.now() - tKill} ms`);
     for (const call of [() => s.getLock(K), () => s.tryLock({ ...K, dir: 'x' }, { pull: 1, user: 'u' }), () => s.takeAll()]) {
       const t0 = Date.now();
       await assert.rejects(call());
@@ -257,6 +262,28 @@ test('Redis killed: calls fail within a bound and isHealthy is false; restarted:
       [{ before: 'kill' }],
     );
   } finally {
+    await s.close();
+    await own.cleanup();
+  }
+});
+
+test('Redis up but silent (SIGSTOP): calls time out, isHealthy is false; resumed: works again', async () => {
+  const own = await startRedisServer();
+  const s = await RedisStore.connect({ host: own.host, port: own.port, dataDir: path.join(tmpRoot, 'paused'), replicaId: 'r' });
+  try {
+    await s.tryLock(K, { pull: 1, user: 'u' });
+    own.pause();
+    const t0 = Date.now();
+    assert.equal(await s.isHealthy(), false);
+    assert.ok(Date.now() - t0 < 1500, `isHealthy took ${Date.now() - t0} ms`);
+    const t1 = Date.now();
+    await assert.rejects(s.getLock(K), /timed out/i);
+    assert.ok(Date.now() - t1 < 3000, `rejected after ${Date.now() - t1} ms`);
+    own.resume();
+    await eventually(() => s.isHealthy(), 10_000, 'healthy after SIGCONT');
+    assert.equal((await s.getLock(K))?.pull, 1);
+  } finally {
+    own.resume();
     await s.close();
     await own.cleanup();
   }

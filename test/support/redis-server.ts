@@ -19,6 +19,10 @@ export interface RedisServer {
   stop(): Promise<void>;
   /** SIGKILL, and wait for the exit: a crash. */
   kill(): Promise<void>;
+  /** SIGSTOP: up but silent, as behind a partition. */
+  pause(): void;
+  /** SIGCONT after pause. */
+  resume(): void;
   /** Starts it again (stopping it first if it runs) on the same port and dir; the AOF brings the data back. */
   restart(): Promise<void>;
   /** Kills it if it runs and removes its dir. */
@@ -149,6 +153,8 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<R
     logFile,
     stop: () => signal('SIGTERM'),
     kill: () => signal('SIGKILL'),
+    pause: () => child?.kill('SIGSTOP'),
+    resume: () => child?.kill('SIGCONT'),
     restart: async () => {
       await signal('SIGTERM');
       await start();

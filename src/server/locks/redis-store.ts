@@ -23,8 +23,8 @@
 // with mergePullStatus, then a script writes only if `v` is unchanged (else read again). That
 // is WATCH without WATCH's per-connection state, which a shared, pipelined connection cannot
 // keep per call; versions come from one counter, so a delete and re-create never reuse one.
-// Two scripts derive a key from a stored record (a lock's pull-locks set): fine on a single
-// Redis (with or without replicas), not on Redis Cluster, which this store does not support.
+// One script (unlock) derives a key from the stored record (the lock's pull-locks set): fine
+// on a single Redis (with or without replicas), not on Redis Cluster, which is not supported.
 //
 // Durability is Redis's: run it with `appendonly yes` and `appendfsync always` (or accept
 // losing the last second with `everysec`).
@@ -93,7 +93,7 @@ export function redisClientOptions(o: RedisConnectionOptions): RedisOptions {
     ...(o.username !== undefined ? { username: o.username } : {}),
     ...(o.password !== undefined ? { password: o.password } : {}),
     db: o.db ?? 0,
-    ...(o.tls ? { tls: { rejectUnauthorized: o.tls.rejectUnauthorized ?? true, servername: o.host } } : {}),
+    ...(o.tls ? { tls: { rejectUnauthorized: o.tls.rejectUnauthorized ?? true } } : {}),
     // connect() decides when the first connection happens, and fails if it cannot be made.
     lazyConnect: true,
     // Without a connection a command fails at once instead of waiting in a queue: the caller
@@ -104,6 +104,8 @@ export function redisClientOptions(o: RedisConnectionOptions): RedisOptions {
     maxRetriesPerRequest: 0,
     autoResendUnfulfilledCommands: false,
     // A connection that is up but silent (a partition, a stopped Redis) still bounds each call.
+    // A call that timed out may still run in Redis later, as with any networked store; callers
+    // treat it as failed, and a retry is safe (tryLock is re-entrant, the rest are idempotent).
     commandTimeout: 2000,
     connectTimeout: 2000,
     keepAlive: 10_000,
