@@ -8,7 +8,7 @@ SHELL := /usr/bin/env bash
 NODE_TEST_FLAGS ?= --test-concurrency=2 --test-timeout=600000
 TESTS ?= $(shell find test -name '*.test.ts' | sort)
 
-.PHONY: help deps build typecheck lint format test unit-test bench run clean
+.PHONY: help deps build typecheck lint format test unit-test bench run clean redis-bin
 
 help:
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -32,14 +32,17 @@ lint: deps ## the style gate: Biome's linter and formatter check, no writes (bio
 format: deps ## format the tree and apply Biome's safe fixes
 	npx biome check --write .
 
-test: lint build k8s-bins ## the style gate, then every test (node:test through tsx)
+test: lint build k8s-bins redis-bin ## the style gate, then every test (node:test through tsx)
 	node --import tsx dev/with-cluster.ts -- node --import tsx --test $(NODE_TEST_FLAGS) $(TESTS)
 
-bench: build k8s-bins ## run benchmarks and print figures
+bench: build k8s-bins redis-bin ## run benchmarks and print figures
 	node --import tsx dev/with-cluster.ts -- node --import tsx bench/run.ts
 
-run: build k8s-bins ## the local demo: a rolling upgrade that never kills terraform (Ctrl-C stops it)
+run: build k8s-bins redis-bin ## the local demo: a rolling upgrade that never kills terraform (Ctrl-C stops it)
 	node --import tsx dev/demo.ts
+
+redis-bin: ## redis-server for the Redis store's tests (the Debian package; hack/deps/redis.sh)
+	bash hack/deps/redis.sh
 
 clean:
 	rm -rf dist
