@@ -11,7 +11,7 @@ import {
   isInside,
   pathArgs,
 } from '../src/server/workflow/extra-args.js';
-import { planFileName, planFileProblem } from '../src/server/locks/store.js';
+import { planFileName, planFileProblem } from '../src/server/locks/plan-file.js';
 
 test("the default list is Atlantis's plus the server-set flags, each in both dash forms", () => {
   assert.deepEqual(ATLANTIS_BLOCKED_EXTRA_ARGS, ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir']);

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { CliProcess } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
-import { STORE_FILENAME } from '../src/server/locks/store.js';
+import { STORE_FILENAME } from '../src/server/locks/sqlite-store.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
 let env: WorkflowEnv;

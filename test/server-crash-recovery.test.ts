@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { LockStore } from '../src/server/locks/store.js';
+import { SqliteStore } from '../src/server/locks/sqlite-store.js';
 import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
 import { waitFor } from './support/server.js';
@@ -185,17 +185,17 @@ describe('server SIGKILLed mid-apply, restarted on the same data dir', () => {
     assert.equal((await third.p.exited).code, 0, third.p.output());
 
     // The store, opened after every server stopped.
-    const store = LockStore.open(dataDir);
+    const store = SqliteStore.open(dataDir);
     try {
       assert.equal(store.integrityCheck(), 'ok');
-      assert.deepEqual(store.unfinishedJobs(), [], 'no unfinished job left in the journal');
-      const applies = store.recentJobs(100).filter((j) => j.command === 'apply' && j.pull === pull);
+      assert.deepEqual(await store.unfinishedJobs(), [], 'no unfinished job left in the journal');
+      const applies = (await store.recentJobs(100)).filter((j) => j.command === 'apply' && j.pull === pull);
       assert.equal(applies.length, 1, 'one apply job in the journal');
       assert.equal(applies[0]?.result, 'interrupted');
-      const lock = store.getLock({ repo: 'acme/infra', dir, workspace: 'default' });
+      const lock = await store.getLock({ repo: 'acme/infra', dir, workspace: 'default' });
       assert.equal(lock?.pull, pull, 'the lock is held by the crashed PR');
     } finally {
-      store.close();
+      await store.close();
     }
   });
 });

@@ -192,7 +192,7 @@ describe('webhooks take their turn on the HTTP surface', () => {
         drainState: () => initialDrainState,
         metrics: new ServerMetrics({ defaults: false }),
         logger: createLogger({ silent: true }),
-        storeHealthy: () => true,
+        storeHealthy: async () => true,
         webhookQueue: new TurnQueue(WEBHOOK_TURN_BUDGET_MS),
         // 10 ms of CPU each, a slow webhook: 400 ms for the burst, so that a client delayed by a
         // busy machine still sends its /status well before the last one is handled.

@@ -128,7 +128,7 @@ export class AtlantisServer {
       drainState: () => this.drain.state,
       metrics: this.metrics,
       logger: this.logger,
-      storeHealthy: this.appDeps.storeHealthy ?? (() => true),
+      storeHealthy: this.appDeps.storeHealthy ?? (async () => true),
       onWebhook: this.appDeps.onWebhook,
       webhookQueue: this.webhookQueue,
       requireWebhookSignature: this.config.ghWebhookSecret !== undefined,

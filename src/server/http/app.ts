@@ -41,7 +41,7 @@ export interface AppDeps {
   metrics: ServerMetrics;
   logger: Logger;
   /** Whether the lock store answers; /readyz fails when it does not. */
-  storeHealthy: () => boolean;
+  storeHealthy: () => Promise<boolean>;
   /** POST /events; absent until the workflow is wired. */
   onWebhook?: (req: WebhookRequest) => Promise<WebhookResponse>;
   /** Where webhook handlers wait for their turn (see turn-queue.ts); the server awaits it on close. */
@@ -196,9 +196,11 @@ function buildRoutes(deps: AppDeps): {
     res.status(200).json({ status: 'ok' });
   });
 
-  app.get(READINESS_PATH, (_req, res) => {
+  app.get(READINESS_PATH, async (_req, res) => {
     if (deps.tracker.isShuttingDown) return void res.status(503).json({ status: 'draining' });
-    if (!deps.storeHealthy()) return void res.status(503).json({ status: 'lock store unusable' });
+    if (!(await deps.storeHealthy())) return void res.status(503).json({ status: 'lock store unusable' });
+    // A drain may have begun while the store answered: from its start, /readyz is 503.
+    if (deps.tracker.isShuttingDown) return void res.status(503).json({ status: 'draining' });
     res.status(200).json({ status: 'ok' });
   });
 

@@ -2,7 +2,7 @@
 // applied. Pure apart from hashing a file.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import type { PlanRecord } from './store.js';
+import type { PlanRecord } from './state-store.js';
 
 // Escapes every byte but [A-Za-z0-9_-], so `.` can separate the parts: the name is
 // injective in (project, dir, workspace) and never contains `/` or `..`.

@@ -1,5 +1,5 @@
-// The lock store's SQLite rows and their mapping to the records the rest of the server uses.
-import type { JobRecord, JobResult, LockRecord, PlanRecord } from './store.js';
+// The SQLite store's rows and their mapping to the records the rest of the server uses.
+import type { JobRecord, JobResult, LockRecord, PlanRecord } from './state-store.js';
 
 export interface LockRow {
   repo: string;

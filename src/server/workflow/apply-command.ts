@@ -3,7 +3,8 @@
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { genericApplyProblem, noPlanFoundError } from '../locks/pull-status.js';
-import { type PlanRecord, fileSha256, planFileProblem } from '../locks/store.js';
+import { fileSha256, planFileProblem } from '../locks/plan-file.js';
+import type { PlanRecord } from '../locks/state-store.js';
 import type { ParsedCommand } from './comment-parser.js';
 import type { PullContext } from './command-runner.js';
 import { lockedByMessage } from './messages.js';
@@ -27,11 +28,16 @@ export async function apply(j: ProjectJobs, ctx: PullContext, c: ParsedCommand):
   }
   const checkout = await j.checkout(ctx, 'default');
   const { config, defaults } = j.repoSettings(ctx, checkout);
-  const plans = j.d.store.listPlans(ctx.repo, ctx.pull);
+  // Both asked at once (SQLite answers both in the same tick, as one snapshot): the plans and
+  // the status they are checked against, never a status recorded after the plans were read.
+  const [plans, status] = await Promise.all([
+    j.d.store.listPlans(ctx.repo, ctx.pull),
+    targeted(c) ? undefined : j.d.store.getPullStatus(ctx.repo, ctx.pull),
+  ]);
   let work: Array<ProjectSpec & { plan?: PlanRecord }>;
   if (!targeted(c)) {
     // As Atlantis: the PR's plans, checked against its recorded plan status first.
-    const problem = genericApplyProblem(j.d.store.getPullStatus(ctx.repo, ctx.pull), plans.map(planKey), ctx.headSha);
+    const problem = genericApplyProblem(status, plans.map(planKey), ctx.headSha);
     if (problem) throw new Error(problem);
     work = plans.map((plan) => j.withLockMode(ctx, config, { ...projectForPlan(config, plan.dir, plan.workspace, defaults), plan }));
   } else {
@@ -111,14 +117,16 @@ async function applyProjectRun(
   const key = { repo: ctx.repo, dir: p.dir, workspace: p.workspace };
   if (commandLocks(j.lockMode(p), 'apply')) {
     // repo_locks mode on_apply: the lock is taken here, and held until the PR closes.
-    const lock = j.d.store.tryLock(key, { pull: ctx.pull, user: ctx.user, project: p.name });
+    const lock = await j.d.store.tryLock(key, { pull: ctx.pull, user: ctx.user, project: p.name });
     if (!lock.acquired) return j.failure(p, lockedByMessage(lock.holder.pull, j.d.config.executableName));
   }
   return j.job(ctx, p, 'apply', [], jobId, async (jobCtx) => {
+    // A shared store brings the file back when this replica lacks it; the hash is checked after.
+    await j.d.store.restorePlanFile(plan);
     const tampered = planFileProblem(plan, await fileSha256(plan.planPath).catch(() => undefined), j.d.config.executableName);
     if (tampered) {
       // Never apply a plan other than the one shown on the PR; it cannot be used again.
-      j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+      await j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
       j.d.logger.warn('Refused apply: plan file does not match its recorded hash', {
         repo: ctx.repo,
         pull: ctx.pull,
@@ -135,13 +143,13 @@ async function applyProjectRun(
     if (r.interrupted) {
       // The saved plan is stale after a partial apply; the lock stays so nobody else
       // plans on top of a half-applied state.
-      j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+      await j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
       return j.interrupted(p);
     }
     if (!r.ok) return j.error(p, r.output);
     // As Atlantis: the applied plan is used up, but the lock stays until the PR is merged
     // or closed (or unlocked), so no other PR plans on top of unmerged applied changes.
-    j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+    await j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
     rmSync(plan.planPath, { force: true });
     return {
       status: 'success',

@@ -13,7 +13,7 @@ import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { ProjectPlanStatus, PullStatus } from '../locks/pull-status.js';
-import type { LockStore } from '../locks/store.js';
+import type { StateStore } from '../locks/state-store.js';
 import type { GitHubClient, RepoMergeSettings } from '../vcs/github-client.js';
 import { githubErrorText } from '../vcs/github-error-text.js';
 import type { ParsedCommand } from './comment-parser.js';
@@ -154,7 +154,7 @@ export interface AutomergerDeps {
   config: Pick<ServerConfig, 'automerge' | 'automergeMethod' | 'disableAutomergeLabel' | 'ghHostname'>;
   serverRepoConfig?: ServerSideRepoConfig | undefined;
   github: GitHubClient;
-  store: LockStore;
+  store: StateStore;
   metrics: ServerMetrics;
   logger: Logger;
 }
@@ -179,19 +179,19 @@ export class Automerger {
    * After a plan of `projects` (the first decides, as in Atlantis): with automerge on and
    * errors, the plans (and this PR's locks) of those projects are discarded.
    */
-  afterPlan(
+  async afterPlan(
     ref: PullRef,
     repo: RepoConfig | undefined,
     projects: ReadonlyArray<{ dir: string; workspace: string; name?: string | undefined }>,
     hadErrors: boolean,
-  ): void {
+  ): Promise<void> {
     const first = projects[0] && { dir: projects[0].dir, workspace: projects[0].workspace, project: projects[0].name };
     if (!hadErrors || !this.settings(ref, repo, first).enabled) return;
     for (const p of projects) {
-      this.d.store.deletePlan(ref.repo, ref.pull, p.dir, p.workspace);
-      const key = { repo: ref.repo, dir: p.dir, workspace: p.workspace };
-      // Only this PR's locks: a project locked by another PR failed for that reason.
-      if (this.d.store.getLock(key)?.pull === ref.pull) this.d.store.unlock(key);
+      await this.d.store.deletePlan(ref.repo, ref.pull, p.dir, p.workspace);
+      // Only this PR's locks: a project locked by another PR failed for that reason. One
+      // store call, so a lock another PR takes meanwhile is never the one released.
+      await this.d.store.unlockIfOwnedBy({ repo: ref.repo, dir: p.dir, workspace: p.workspace }, ref.pull);
     }
     this.d.logger.info('Deleted plans because there were errors and automerge requires all plans succeed', {
       repo: ref.repo,
@@ -213,7 +213,7 @@ export class Automerger {
       applySucceeded,
       // The PR-wide status, not the plan files: a project whose plan failed has no plan file
       // but its status ("plan_errored") still blocks the merge, as in Atlantis.
-      unapplied: notApplied(this.d.store.getPullStatus(ref.repo, ref.pull)),
+      unapplied: notApplied(await this.d.store.getPullStatus(ref.repo, ref.pull)),
       autoMergeDisabled: c.autoMergeDisabled,
       commentMethod: commentMergeMethod(c),
       serverMethod: this.d.config.automergeMethod,

@@ -5,7 +5,7 @@
 // a tracked operation; everything here is I/O orchestration, the decisions live in pure modules.
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
-import type { LockStore } from '../locks/store.js';
+import type { StateStore } from '../locks/state-store.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { GitHubClient, ReactionContent } from '../vcs/github-client.js';
 import type { ParsedCommand } from './comment-parser.js';
@@ -46,7 +46,7 @@ export type CommandRequest =
 
 export interface CommandRunnerDeps {
   config: ServerConfig;
-  store: LockStore;
+  store: StateStore;
   github: GitHubClient;
   copies: WorkingCopies;
   jobs: JobRegistry;

@@ -2,7 +2,7 @@
 // goes, the locking PR's plan of that project goes with it (records and file), the PR's plan
 // status marks the project discarded, and the PR is told with Atlantis's warning.
 import { rmSync } from 'node:fs';
-import type { LockKey, LockRecord, LockStore } from '../locks/store.js';
+import type { LockKey, LockRecord, StateStore } from '../locks/state-store.js';
 
 /** Atlantis's comment on the PR whose lock was deleted from the web page. */
 export function lockDiscardedComment(dir: string, workspace: string): string {
@@ -13,11 +13,15 @@ export function lockDiscardedComment(dir: string, workspace: string): string {
 }
 
 /** Releases the lock and discards its plan; returns the lock, or undefined when there was none. */
-export function discardLock(store: LockStore, key: LockKey): LockRecord | undefined {
-  const lock = store.unlock(key);
+export async function discardLock(store: StateStore, key: LockKey): Promise<LockRecord | undefined> {
+  // Three store calls, not one change: another command may run between them. The lock goes
+  // first, so nothing planned after this can be the plan of a lock that is gone; a plan of
+  // the locking PR that lands in between is deleted or marked discarded, as if it had been
+  // saved just before (a discarded status only ever makes the PR plan again).
+  const lock = await store.unlock(key);
   if (!lock) return undefined;
-  const plan = store.deletePlan(lock.repo, lock.pull, lock.dir, lock.workspace);
+  const plan = await store.deletePlan(lock.repo, lock.pull, lock.dir, lock.workspace);
   if (plan) rmSync(plan.planPath, { force: true });
-  store.markDiscarded(lock.repo, lock.pull, lock.dir, lock.workspace);
+  await store.markDiscarded(lock.repo, lock.pull, lock.dir, lock.workspace);
   return lock;
 }

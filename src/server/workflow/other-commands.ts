@@ -26,10 +26,13 @@ export async function cancel(j: ProjectJobs, ctx: PullContext): Promise<string> 
 export async function unlock(j: ProjectJobs, ctx: PullContext): Promise<string> {
   // As Atlantis: the PR's locks go with the plans of the locked projects (a plan without a
   // lock, as in repo_locks mode on_apply, stays).
-  const { locks } = j.d.store.unlockAllForPull(ctx.repo, ctx.pull);
-  j.discardPlans(
+  // The locks go first, atomically; the plans are this PR's own, read after: a plan of this
+  // PR saved in between is discarded as if it had been saved before the unlock.
+  const { locks } = await j.d.store.unlockAllForPull(ctx.repo, ctx.pull);
+  const plans = await j.d.store.listPlans(ctx.repo, ctx.pull);
+  await j.discardPlans(
     ctx,
-    j.d.store.listPlans(ctx.repo, ctx.pull).filter((pl) => locks.some((l) => l.dir === pl.dir && l.workspace === pl.workspace)),
+    plans.filter((pl) => locks.some((l) => l.dir === pl.dir && l.workspace === pl.workspace)),
     [],
   );
   await j.comment(ctx, UNLOCKED_COMMENT, 'unlock');
@@ -41,7 +44,7 @@ export async function approvePolicies(j: ProjectJobs, ctx: PullContext, c: Parse
   const targeted = c.dir !== undefined || c.workspace !== undefined || c.project !== undefined;
   const projects = targeted
     ? (await j.selection(ctx, c)).projects.map((p) => ({ dir: p.dir, workspace: p.workspace, project: p.name }))
-    : j.d.store.listPlans(ctx.repo, ctx.pull);
+    : await j.d.store.listPlans(ctx.repo, ctx.pull);
   await j.comment(ctx, approvePoliciesComment(projects), 'approve_policies');
   return 'success';
 }
@@ -53,9 +56,9 @@ export async function simple(j: ProjectJobs, ctx: PullContext, c: ParsedCommand,
     // As Atlantis: `version` runs in the projects with a plan; with none it posts nothing.
     const settings = j.repoSettings(ctx, await j.checkout(ctx, 'default'));
     config = settings.config;
-    projects = j.d.store
-      .listPlans(ctx.repo, ctx.pull)
-      .map((pl) => projectForPlan(settings.config, pl.dir, pl.workspace, settings.defaults));
+    projects = (await j.d.store.listPlans(ctx.repo, ctx.pull)).map((pl) =>
+      projectForPlan(settings.config, pl.dir, pl.workspace, settings.defaults),
+    );
     if (projects.length === 0) return 'success';
   } else ({ projects, config } = await j.selection(ctx, c));
   // As Atlantis: one project after another; only `version` follows parallel_plan.
@@ -75,7 +78,7 @@ export async function simple(j: ProjectJobs, ctx: PullContext, c: ParsedCommand,
           const r = await j.d.projectRunner.runSteps(stage ?? init, jobCtx, stage ? { ...extra, customStage: true } : extra);
           if (r.interrupted) return j.interrupted(p);
           if (!r.ok) return j.error(p, r.output);
-          if (cmd !== 'version') j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace); // state changed: plan is stale
+          if (cmd !== 'version') await j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace); // state changed: plan is stale
           // After import or state rm the plan is stale: the comment says how to plan again (without the args).
           const replan =
             cmd === 'version' ? {} : { replanCmd: buildPlanComment(j.d.config.executableName, p.dir, p.workspace, p.name, []) };
@@ -86,10 +89,13 @@ export async function simple(j: ProjectJobs, ctx: PullContext, c: ParsedCommand,
   });
   await j.postResults(ctx, cmd, runs, c);
   // As Atlantis: a successful import or state rm marks the plan discarded.
-  const ps = cmd === 'version' ? undefined : j.d.store.getPullStatus(ctx.repo, ctx.pull);
+  const ps = cmd === 'version' ? undefined : await j.d.store.getPullStatus(ctx.repo, ctx.pull);
   if (ps?.headSha === ctx.headSha) {
+    // Read, then write: a status recorded in between for a newer head would be replaced by
+    // this head's. Harmless: the records can then only say "plan again" (an apply on the newer
+    // head refuses a status of another head, and automerge waits for every project applied).
     const done = outcomes(cmd as 'import' | 'state', runs).filter((o) => o.ok && ps.projects.some((p) => sameProject(p, o)));
-    if (done.length > 0) j.d.store.updatePullStatus(ctx.repo, ctx.pull, ctx.headSha, done);
+    if (done.length > 0) await j.d.store.updatePullStatus(ctx.repo, ctx.pull, ctx.headSha, done);
   }
   return summarize(runs);
 }

@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { planDiffSummary } from '../locks/pull-status.js';
-import { fileSha256 } from '../locks/store.js';
+import { fileSha256 } from '../locks/plan-file.js';
 import type { ParsedCommand } from './comment-parser.js';
 import type { PullContext } from './command-runner.js';
 import { lockedByMessage } from './messages.js';
@@ -26,8 +26,8 @@ export async function plan(j: ProjectJobs, ctx: PullContext, c: ParsedCommand | 
   if (projects.length === 0 && generic) {
     // As Atlantis: the PR's older plans and their locks go, and the 0/0 successes are set
     // (branch protection may require them); an autoplan says nothing more.
-    j.discardPlans(ctx, j.d.store.listPlans(ctx.repo, ctx.pull));
-    j.d.store.updatePullStatus(ctx.repo, ctx.pull, ctx.headSha, [], { replace: true });
+    await j.discardPlans(ctx, await j.d.store.listPlans(ctx.repo, ctx.pull));
+    await j.d.store.updatePullStatus(ctx.repo, ctx.pull, ctx.headSha, [], { replace: true });
     if (!autoplan) await j.postResults(ctx, 'plan', [], c);
     await j.statuses.noProjects(t, autoplan);
     return 'success';
@@ -36,7 +36,7 @@ export async function plan(j: ProjectJobs, ctx: PullContext, c: ParsedCommand | 
   if (generic) {
     // A plan of the whole PR replaces all its plans (as Atlantis, on every autoplan and plain
     // `plan`): older ones go, and so do the locks of the projects about to be planned.
-    j.discardPlans(ctx, j.d.store.listPlans(ctx.repo, ctx.pull), projects);
+    await j.discardPlans(ctx, await j.d.store.listPlans(ctx.repo, ctx.pull), projects);
   }
   const merged = await mergeAgainPerWorkspace(
     j.d.copies,
@@ -50,7 +50,7 @@ export async function plan(j: ProjectJobs, ctx: PullContext, c: ParsedCommand | 
     run: (p) => planProject(j, ctx, p, c, merged.get(p.workspace)),
     cancelled: (p) => j.error(p, CANCELLED_PROJECT_ERROR),
   });
-  j.automerger.afterPlan(ctx, config, projects, !runs.every((r) => r.status === 'success'));
+  await j.automerger.afterPlan(ctx, config, projects, !runs.every((r) => r.status === 'success'));
   await j.postResults(ctx, 'plan', runs, c);
   await j.statuses.afterPlan(t, outcomes('plan', runs));
   // As Atlantis: a comment's plan that went through runs the (here empty) policy checks.
@@ -92,15 +92,19 @@ async function planProjectRun(
   const key = { repo: ctx.repo, dir: p.dir, workspace: p.workspace };
   const locks = commandLocks(j.lockMode(p), 'plan');
   if (locks) {
-    const lock = j.d.store.tryLock(key, { pull: ctx.pull, user: ctx.user, project: p.name });
+    // One atomic call per project, which never waits for a lock: a plan of several projects
+    // needs no all-or-nothing step. The awaits up to savePlan were there before the store was
+    // async (terraform runs in between); a lock released meanwhile (the PR closed) is handled
+    // by the plugin's release at the command's end.
+    const lock = await j.d.store.tryLock(key, { pull: ctx.pull, user: ctx.user, project: p.name });
     if (!lock.acquired) return j.failure(p, lockedByMessage(lock.holder.pull, j.d.config.executableName));
   }
   const refused = await requirementRefusal(j.requirementSources, ctx, 'plan', p.planRequirements, p);
   if (refused) {
     // As Atlantis: a refused plan leaves neither a stale plan nor the lock behind.
-    const old = j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+    const old = await j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
     if (old) rmSync(old.planPath, { force: true });
-    if (locks) j.d.store.unlockIfOwnedBy(key, ctx.pull);
+    if (locks) await j.d.store.unlockIfOwnedBy(key, ctx.pull);
     return j.failure(p, refused);
   }
   return j.job(ctx, p, 'plan', c?.extraArgs ?? [], jobId, async (jobCtx) => {
@@ -108,8 +112,8 @@ async function planProjectRun(
     if (!r.ok) {
       // As Atlantis: a failed plan gives back this PR's lock, and its older plan is no
       // longer the one shown on the PR.
-      if (locks) j.d.store.unlockIfOwnedBy(key, ctx.pull);
-      const old = j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+      if (locks) await j.d.store.unlockIfOwnedBy(key, ctx.pull);
+      const old = await j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
       if (old) rmSync(old.planPath, { force: true });
     }
     if (r.interrupted) return j.interrupted(p);
@@ -119,7 +123,7 @@ async function planProjectRun(
       if (e.code === 'ENOENT') return undefined;
       throw e;
     });
-    j.d.store.savePlan({
+    await j.d.store.savePlan({
       repo: ctx.repo,
       pull: ctx.pull,
       dir: p.dir,

@@ -4,7 +4,7 @@
 import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../../config/flags.js';
-import { LockStore } from '../locks/store.js';
+import { openStateStore } from '../locks/open-store.js';
 import type { AtlantisServer } from '../server.js';
 import { GitCredsForInit } from '../terraform/git-creds.js';
 import { TerraformBinaries } from '../terraform/tf-install.js';
@@ -58,7 +58,7 @@ export function workflowPlugin(server: AtlantisServer) {
       throw new UsageError(`invalid --repo-config: ${msg}`);
     }
   }
-  const store = LockStore.open(cfg.dataDir);
+  const store = openStateStore(cfg);
   const auth = githubAuth(cfg, log);
   const github = new GitHubClient({
     baseUrl: cfg.ghApiUrl,
@@ -194,14 +194,19 @@ export function workflowPlugin(server: AtlantisServer) {
     };
   }
 
-  /** Accepts work as an operation, or refuses / queues it when draining. Synchronous decision. */
-  function accept(item: WorkItem): WebhookResponse {
+  /**
+   * Accepts work as an operation, or refuses / queues it when draining. The decision is
+   * synchronous: startOperation comes first, with no await before it (the drain's race guard),
+   * and an accepted command is counted in `running` in the same tick. Only a queued command
+   * waits, for its enqueue: 202 means it is stored.
+   */
+  async function accept(item: WorkItem): Promise<WebhookResponse> {
     const op = server.startOperation(operationInfo(item));
     const { repo, pull } = item.kind === 'autoplan' ? item.ctx : item;
     if (!op) {
       const line = item.kind === 'autoplan' ? `${cfg.executableName} plan` : item.commandLine;
       if (cfg.queueDuringDrain) {
-        store.enqueue(repo, pull, item);
+        await store.enqueue(repo, pull, item);
         server.trackBackground(comment(repo, pull, queuedDuringDrainComment(line)));
         log.info('Command queued during drain', { repo, pull, command: line });
         return { status: 202, body: 'Queued: the server is shutting down; the command runs on the next start\n' };
@@ -216,10 +221,10 @@ export function workflowPlugin(server: AtlantisServer) {
     running.set(key, entry);
     void execute(item)
       .catch((e: unknown) => log.error('Command crashed', { error: (e as Error).message }))
-      .finally(() => {
-        commandDone(repo, pull);
-        server.finishOperation(op);
-      });
+      // The operation ends after what a close left for it is released, as when that was synchronous.
+      .then(() => commandDone(repo, pull))
+      .catch((e: unknown) => log.error('Could not release a closed pull request', { repo, pull, error: (e as Error).message }))
+      .finally(() => server.finishOperation(op));
     return { status: 200, body: 'Processing...\n' };
   }
 
@@ -231,36 +236,42 @@ export function workflowPlugin(server: AtlantisServer) {
   const running = new Map<string, { count: number; closed: boolean }>();
   const pullKey = (repo: string, pull: number): string => `${repo}#${pull}`;
 
-  function commandDone(repo: string, pull: number): void {
+  async function commandDone(repo: string, pull: number): Promise<void> {
     const key = pullKey(repo, pull);
     const entry = running.get(key);
     if (!entry || --entry.count > 0) return;
     running.delete(key);
     if (!entry.closed) return;
-    const released = releasePull(repo, pull);
+    const released = await releasePull(repo, pull);
     log.info('Released what commands took while their pull request was being closed', { repo, pull, locks: released });
   }
 
-  /** Releases a closed PR's locks and plans and deletes its working copies; returns the number of locks. */
-  function releasePull(repo: string, pull: number): number {
-    const { locks, plans } = store.unlockAllForPull(repo, pull, { discardPlans: true });
+  /**
+   * Releases a closed PR's locks and plans and deletes its working copies; returns the number
+   * of locks. Two store calls: a command of this PR that records a status between them has
+   * it deleted, as if it had come before the close; one still running releases again at its
+   * end (commandDone). Whether a command runs is read before the first await, as before.
+   */
+  async function releasePull(repo: string, pull: number): Promise<number> {
+    // Working copies stay while a command of this PR still runs in them (deleted when it ends).
+    const removeCopies = !server.tracker.isShuttingDown && !running.has(pullKey(repo, pull));
+    const { locks, plans } = await store.unlockAllForPull(repo, pull, { discardPlans: true });
     for (const p of plans) rmSync(p.planPath, { force: true });
     // As Atlantis: a closed PR's plan status goes too (a reopened PR plans afresh).
-    store.deletePullStatus(repo, pull);
-    // Working copies stay while a command of this PR still runs in them (deleted when it ends).
-    if (!server.tracker.isShuttingDown && !running.has(pullKey(repo, pull))) copies.remove(repo, pull);
+    await store.deletePullStatus(repo, pull);
+    if (removeCopies) copies.remove(repo, pull);
     if (locks.length > 0) server.trackBackground(comment(repo, pull, pullClosedComment(locks)));
     return locks.length;
   }
 
-  function closePull(repo: string, pull: number): WebhookResponse {
+  async function closePull(repo: string, pull: number): Promise<WebhookResponse> {
     // Not an operation: no terraform runs, and locks must not outlive a closed PR even when
-    // the server is draining.
+    // the server is draining. The running commands are marked before any await.
     const entry = running.get(pullKey(repo, pull));
     if (entry) entry.closed = true;
     // As Atlantis: a closed PR's cancel mark and project states go with it.
     runner.forgetPull(repo, pull);
-    return { status: 200, body: `Pull request closed: released ${releasePull(repo, pull)} lock(s)\n` };
+    return { status: 200, body: `Pull request closed: released ${await releasePull(repo, pull)} lock(s)\n` };
   }
 
   async function onWebhook(req: WebhookRequest): Promise<WebhookResponse> {
@@ -292,21 +303,21 @@ export function workflowPlugin(server: AtlantisServer) {
 
   /** Jobs the journal says were running when the previous process died. */
   async function recoverCrashedJobs(): Promise<void> {
-    for (const j of store.unfinishedJobs()) {
-      store.jobFinished(j.id, 'interrupted', 'server stopped while the job ran');
-      if (j.command === 'apply') store.deletePlan(j.repo, j.pull, j.dir ?? '.', j.workspace ?? 'default');
+    for (const j of await store.unfinishedJobs()) {
+      await store.jobFinished(j.id, 'interrupted', 'server stopped while the job ran');
+      if (j.command === 'apply') await store.deletePlan(j.repo, j.pull, j.dir ?? '.', j.workspace ?? 'default');
       log.warn('Found a job interrupted by a server crash', { jobId: j.id, repo: j.repo, pull: j.pull, command: j.command });
       server.trackBackground(comment(j.repo, j.pull, crashedJobComment(j, cfg.executableName)));
     }
   }
 
-  function replayQueue(): void {
-    for (const q of store.takeAll()) {
+  async function replayQueue(): Promise<void> {
+    for (const q of await store.takeAll()) {
       const item = q.payload as WorkItem;
       const line = item.kind === 'autoplan' ? `${cfg.executableName} plan` : item.commandLine;
       log.info('Running command queued during the previous drain', { repo: q.repo, pull: q.pull, command: line });
       server.trackBackground(comment(q.repo, q.pull, queuedCommandStartingComment(line)));
-      accept(item);
+      await accept(item);
     }
   }
 
@@ -328,11 +339,11 @@ export function workflowPlugin(server: AtlantisServer) {
       decisionOptions.botLogin = await auth.botLogin();
       await recoverCrashedJobs();
       await jobLogPruner.start();
-      replayQueue();
+      await replayQueue();
     },
     close: async () => {
       await jobLogPruner.stop();
-      store.close();
+      await store.close();
     },
   };
 }

@@ -14,7 +14,7 @@ import {
   planCombinedStatus,
   projectStatusContext,
 } from '../locks/pull-status.js';
-import type { LockStore } from '../locks/store.js';
+import type { StateStore } from '../locks/state-store.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { GitHubClient } from '../vcs/github-client.js';
 
@@ -26,7 +26,7 @@ export interface StatusTarget {
 
 export interface PrStatusDeps {
   github: GitHubClient;
-  store: LockStore;
+  store: StateStore;
   metrics: ServerMetrics;
   logger: Logger;
   atlantisUrl: string;
@@ -81,7 +81,7 @@ export class PrStatuses {
    * `replace`: the plan found no projects, so the PR's earlier records go.
    */
   async afterPlan(t: StatusTarget, outcomes: ProjectOutcome[], opts: { replace?: boolean } = {}): Promise<PullStatus> {
-    const ps = this.d.store.updatePullStatus(t.repo, t.pull, t.headSha, outcomes, opts);
+    const ps = await this.d.store.updatePullStatus(t.repo, t.pull, t.headSha, outcomes, opts);
     const plan = planCombinedStatus(ps);
     await this.post(t, 'atlantis/plan', plan.state, plan.description);
     const apply = applyCombinedStatus(ps, 'plan');
@@ -91,8 +91,9 @@ export class PrStatuses {
 
   /** After an apply: records the results and sets `atlantis/apply` from the whole PR. */
   async afterApply(t: StatusTarget, outcomes: ProjectOutcome[]): Promise<void> {
-    const ps =
-      outcomes.length > 0 ? this.d.store.updatePullStatus(t.repo, t.pull, t.headSha, outcomes) : this.d.store.getPullStatus(t.repo, t.pull);
+    const ps = await (outcomes.length > 0
+      ? this.d.store.updatePullStatus(t.repo, t.pull, t.headSha, outcomes)
+      : this.d.store.getPullStatus(t.repo, t.pull));
     const apply = applyCombinedStatus(ps ?? { headSha: t.headSha, projects: [] }, 'apply');
     if (apply) await this.post(t, 'atlantis/apply', apply.state, apply.description);
   }

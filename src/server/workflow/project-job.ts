@@ -3,7 +3,7 @@
 // as a job, and the result comment. One instance per server, used by the command modules
 // (plan-command.ts, apply-command.ts, other-commands.ts).
 import { rmSync } from 'node:fs';
-import type { PlanRecord } from '../locks/store.js';
+import type { PlanRecord } from '../locks/state-store.js';
 import type { ParsedCommand } from './comment-parser.js';
 import type { CommandRunnerDeps, PullContext } from './command-runner.js';
 import { KeyedMutex } from './concurrency.js';
@@ -50,15 +50,19 @@ export class ProjectJobs {
     });
   }
 
-  /** Deletes plans (records and files); with `unlockFor`, releases this PR's locks of those projects. */
-  discardPlans(ctx: PullContext, plans: PlanRecord[], unlockFor: ProjectSpec[] = projectsOf(plans)): void {
+  /**
+   * Deletes plans (records and files); with `unlockFor`, releases this PR's locks of those
+   * projects. Each step is one atomic store call on this PR's own records: a plan of this PR
+   * saved between two of them is deleted or kept as if saved just before or just after.
+   */
+  async discardPlans(ctx: PullContext, plans: PlanRecord[], unlockFor: ProjectSpec[] = projectsOf(plans)): Promise<void> {
     for (const pl of plans) {
-      this.d.store.deletePlan(ctx.repo, ctx.pull, pl.dir, pl.workspace);
+      await this.d.store.deletePlan(ctx.repo, ctx.pull, pl.dir, pl.workspace);
       rmSync(pl.planPath, { force: true });
     }
     for (const p of unlockFor) {
       if (this.lockModes.get(p) === 'on_plan' || !this.lockModes.has(p))
-        this.d.store.unlockIfOwnedBy({ repo: ctx.repo, dir: p.dir, workspace: p.workspace }, ctx.pull);
+        await this.d.store.unlockIfOwnedBy({ repo: ctx.repo, dir: p.dir, workspace: p.workspace }, ctx.pull);
     }
   }
 
@@ -143,7 +147,7 @@ export class ProjectJobs {
     const wc = await this.checkout(ctx, p.workspace);
     const logFile = this.d.jobLogPath(id);
     this.d.jobs.start({ id, command, repo: ctx.repo, pull: ctx.pull, project: p.name ?? null, dir: p.dir, workspace: p.workspace });
-    this.d.store.jobStarted({ id, command, repo: ctx.repo, pull: ctx.pull, project: p.name, dir: p.dir, workspace: p.workspace });
+    await this.d.store.jobStarted({ id, command, repo: ctx.repo, pull: ctx.pull, project: p.name, dir: p.dir, workspace: p.workspace });
     let run: ProjectRun;
     try {
       const projectDir = await this.checkedProjectDir(wc, p, commentArgs);
@@ -170,7 +174,7 @@ export class ProjectJobs {
     }
     const final = run.status === 'running' ? 'error' : run.status;
     this.d.jobs.finish(id, final);
-    this.d.store.jobFinished(id, final, run.view.outcome.type);
+    await this.d.store.jobFinished(id, final, run.view.outcome.type);
     return run;
   }
 

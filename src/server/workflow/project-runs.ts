@@ -2,7 +2,7 @@
 // turn runs into the PR's plan-status outcomes and a command result.
 import type { ProjectKey, ProjectOutcome } from '../locks/pull-status.js';
 import { planHasNoChanges } from '../locks/pull-status.js';
-import type { PlanRecord } from '../locks/store.js';
+import type { PlanRecord } from '../locks/state-store.js';
 import type { ParsedCommand } from './comment-parser.js';
 import type { PullContext } from './command-runner.js';
 import type { JobStatus } from './jobs.js';

@@ -6,13 +6,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import type express from 'express';
 import { lockIdFromQuery, lockId, lockPath as lockPathOf, parseLockId } from '../locks/lock-id.js';
-import type { LockKey, LockRecord, LockStore } from '../locks/store.js';
+import type { LockKey, LockRecord, StateStore } from '../locks/state-store.js';
 import { discardLock } from './lock-delete.js';
 import { processRedactor } from '../secrets/redact.js';
 import type { JobRegistry, JobView } from './jobs.js';
 
 export interface WebUiDeps {
-  store: LockStore;
+  store: StateStore;
   jobs: JobRegistry;
   jobLogPath: (id: string) => string;
   drainStatus: () => { shuttingDown: boolean; inProgress: number };
@@ -67,8 +67,8 @@ function jobRows(jobs: JobView[]): string {
 }
 
 export function mountWebUi(app: express.Express, d: WebUiDeps): void {
-  app.get('/', (_req, res) => {
-    const locks = d.store.list();
+  app.get('/', async (_req, res) => {
+    const locks = await d.store.list();
     const st = d.drainStatus();
     const lockRows =
       locks.length === 0
@@ -91,11 +91,11 @@ export function mountWebUi(app: express.Express, d: WebUiDeps): void {
     );
   });
 
-  app.get('/lock', (req, res) => {
+  app.get('/lock', async (req, res) => {
     const id = idParam(req);
     if (id === undefined) return plain(res, 400, 'No lock id in request');
     const key = lockOf(id);
-    const l = key && d.store.getLock(key);
+    const l = key && (await d.store.getLock(key));
     if (!l) return plain(res, 404, `No lock found at id '${unescaped(id)}'`);
     res.type('html').send(
       page(
@@ -109,11 +109,11 @@ document.getElementById('result').textContent=await r.text();if(r.ok)setTimeout(
     );
   });
 
-  app.delete('/locks', (req, res) => {
+  app.delete('/locks', async (req, res) => {
     const id = idParam(req);
     if (id === undefined) return plain(res, 400, 'No lock id in request');
     const key = lockOf(id);
-    const l = key && discardLock(d.store, key);
+    const l = key && (await discardLock(d.store, key));
     if (!l) return plain(res, 404, `No lock found at id '${unescaped(id)}'`);
     d.onLockDiscarded(l);
     plain(res, 200, `Deleted lock id '${id}'`);

@@ -1,83 +1,35 @@
-// The server's durable state in the data dir: project locks, saved-plan metadata, the queue
-// of commands received while draining, and a journal of jobs for crash recovery.
+// The embedded StateStore (`--locking-db-type boltdb`, Atlantis's name for its embedded
+// store): project locks, saved-plan metadata, each PR's plan status, the queue of commands
+// received while draining, and a journal of jobs for crash recovery, in the data dir.
 //
 // SQLite through better-sqlite3 in WAL mode with synchronous=FULL: a committed transaction
 // survives a crash or power loss, and a kill -9 in the middle of a write leaves the previous
 // committed state (SQLite's journal rolls the partial write back on the next open). Every
 // multi-row change runs in one transaction. better-sqlite3 is synchronous: each call is a
-// few microseconds to a millisecond, so it does not need to be moved off the event loop.
+// few microseconds to a millisecond, so it does not need to be moved off the event loop. The
+// methods are async only to fit the StateStore interface: each one's SQL runs, whole, when it
+// is called (an async function runs synchronously up to its first await, and these have none).
 import Database from 'better-sqlite3';
 import fs from 'node:fs';
 import path from 'node:path';
 import { planFileName } from './plan-file.js';
-import { type JobRow, type LockRow, type PlanRow, toJob, toLock, toPlan } from './store-rows.js';
 import { type ProjectOutcome, type ProjectPlanStatus, type PullStatus, mergePullStatus } from './pull-status.js';
-
-// The pure plan-file helpers live in plan-file.ts; re-exported for existing importers.
-export { fileSha256, planFileName, planFileProblem } from './plan-file.js';
+import type {
+  JobRecord,
+  JobResult,
+  JobStart,
+  LockHolder,
+  LockKey,
+  LockRecord,
+  PlanRecord,
+  QueuedCommand,
+  StateStore,
+  StoreKind,
+  TryLockResult,
+} from './state-store.js';
+import { type JobRow, type LockRow, type PlanRow, toJob, toLock, toPlan } from './store-rows.js';
 
 export const STORE_FILENAME = 'atlantis-operator.db';
-
-export interface LockKey {
-  /** `owner/name` */
-  repo: string;
-  /** Repo-relative dir, `.` for the root. */
-  dir: string;
-  workspace: string;
-}
-
-export interface LockRecord extends LockKey {
-  pull: number;
-  user: string;
-  project?: string;
-  /** RFC 3339 time the lock was taken. */
-  time: string;
-}
-
-export type TryLockResult = { acquired: true; lock: LockRecord } | { acquired: false; holder: LockRecord };
-
-export interface PlanRecord extends LockKey {
-  pull: number;
-  project?: string;
-  /** Absolute path of the saved plan file (under `<dataDir>/plans/`). */
-  planPath: string;
-  /** Commit the plan was made from; an apply on a newer head must plan again. */
-  headSha: string;
-  /**
-   * sha256 (hex) of the plan file when terraform wrote it; the apply refuses a file that no
-   * longer matches. Undefined for a plan recorded before hashes were kept (it must be re-planned).
-   */
-  planSha256?: string;
-  createdAt: string;
-}
-
-export interface QueuedCommand {
-  id: number;
-  repo: string;
-  pull: number;
-  /** Whatever the server needs to run the command again (e.g. the webhook event). */
-  payload: unknown;
-  enqueuedAt: string;
-}
-
-export type JobResult = 'success' | 'failure' | 'error' | 'interrupted';
-
-export interface JobStart {
-  id: string;
-  command: string;
-  repo: string;
-  pull: number;
-  project?: string;
-  dir?: string;
-  workspace?: string;
-}
-
-export interface JobRecord extends JobStart {
-  startedAt: string;
-  finishedAt?: string;
-  result?: JobResult;
-  summary?: string;
-}
 
 export interface StoreOptions {
   /** Clock for timestamps (tests). */
@@ -116,7 +68,8 @@ CREATE TABLE IF NOT EXISTS pull_projects (
 );
 `;
 
-export class LockStore {
+export class SqliteStore implements StateStore {
+  readonly kind: StoreKind = 'boltdb';
   readonly dataDir: string;
   readonly file: string;
   private readonly db: Database.Database;
@@ -142,8 +95,8 @@ export class LockStore {
   }
 
   /** Opens (creating if needed) the store in `dataDir`. Throws if the file is unusable. */
-  static open(dataDir: string, opts: StoreOptions = {}): LockStore {
-    return new LockStore(dataDir, opts);
+  static open(dataDir: string, opts: StoreOptions = {}): SqliteStore {
+    return new SqliteStore(dataDir, opts);
   }
 
   private sql(text: string): Database.Statement {
@@ -161,20 +114,10 @@ export class LockStore {
 
   // ---- locks ----------------------------------------------------------------------
 
-  /**
-   * Takes the lock on repo+dir+workspace for `pull`. Re-entrant for the same pull (as in
-   * Atlantis: a PR re-planning its own locked project keeps the lock). Otherwise returns
-   * the holder.
-   */
-  tryLock(key: LockKey, holder: { pull: number; user: string; project?: string }): TryLockResult {
+  async tryLock(key: LockKey, holder: LockHolder): Promise<TryLockResult> {
     const run = this.db.transaction((): TryLockResult => {
-      const row = this.sql('SELECT * FROM locks WHERE repo = ? AND dir = ? AND workspace = ?').get(key.repo, key.dir, key.workspace) as
-        | LockRow
-        | undefined;
-      if (row) {
-        if (row.pull === holder.pull) return { acquired: true, lock: toLock(row) };
-        return { acquired: false, holder: toLock(row) };
-      }
+      const found = this.lockOf(key);
+      if (found) return found.pull === holder.pull ? { acquired: true, lock: found } : { acquired: false, holder: found };
       const time = this.ts();
       this.sql('INSERT INTO locks (repo, dir, workspace, pull, user, project, time) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
         key.repo,
@@ -193,29 +136,45 @@ export class LockStore {
     return run.immediate();
   }
 
-  getLock(key: LockKey): LockRecord | undefined {
+  async getLock(key: LockKey): Promise<LockRecord | undefined> {
+    return this.lockOf(key);
+  }
+
+  private lockOf(key: LockKey): LockRecord | undefined {
     const row = this.sql('SELECT * FROM locks WHERE repo = ? AND dir = ? AND workspace = ?').get(key.repo, key.dir, key.workspace) as
       | LockRow
       | undefined;
     return row ? toLock(row) : undefined;
   }
 
-  /** Releases one lock. Returns the released lock, if there was one. */
-  unlock(key: LockKey): LockRecord | undefined {
+  async unlock(key: LockKey): Promise<LockRecord | undefined> {
     const run = this.db.transaction(() => {
-      const l = this.getLock(key);
-      if (l) this.sql('DELETE FROM locks WHERE repo = ? AND dir = ? AND workspace = ?').run(key.repo, key.dir, key.workspace);
+      const l = this.lockOf(key);
+      if (l) this.deleteLockRow(key);
       return l;
     });
     return run.immediate();
   }
 
-  /**
-   * Releases every lock of a pull (PR closed, `atlantis unlock`). With `discardPlans` the
-   * pull's plan records go in the same transaction; the returned plans' files are the
-   * caller's to delete.
-   */
-  unlockAllForPull(repo: string, pull: number, opts: { discardPlans?: boolean } = {}): { locks: LockRecord[]; plans: PlanRecord[] } {
+  async unlockIfOwnedBy(key: LockKey, pull: number): Promise<LockRecord | undefined> {
+    const run = this.db.transaction(() => {
+      const l = this.lockOf(key);
+      if (!l || l.pull !== pull) return undefined;
+      this.deleteLockRow(key);
+      return l;
+    });
+    return run.immediate();
+  }
+
+  private deleteLockRow(key: LockKey): void {
+    this.sql('DELETE FROM locks WHERE repo = ? AND dir = ? AND workspace = ?').run(key.repo, key.dir, key.workspace);
+  }
+
+  async unlockAllForPull(
+    repo: string,
+    pull: number,
+    opts: { discardPlans?: boolean } = {},
+  ): Promise<{ locks: LockRecord[]; plans: PlanRecord[] }> {
     const run = this.db.transaction(() => {
       const locks = (this.sql('SELECT * FROM locks WHERE repo = ? AND pull = ? ORDER BY dir, workspace').all(repo, pull) as LockRow[]).map(
         toLock,
@@ -223,7 +182,7 @@ export class LockStore {
       this.sql('DELETE FROM locks WHERE repo = ? AND pull = ?').run(repo, pull);
       let plans: PlanRecord[] = [];
       if (opts.discardPlans) {
-        plans = this.listPlans(repo, pull);
+        plans = this.plansOf(repo, pull);
         this.sql('DELETE FROM plans WHERE repo = ? AND pull = ?').run(repo, pull);
       }
       return { locks, plans };
@@ -231,8 +190,7 @@ export class LockStore {
     return run.immediate();
   }
 
-  /** All locks, or those of one repo, ordered by repo, dir, workspace. */
-  list(repo?: string): LockRecord[] {
+  async list(repo?: string): Promise<LockRecord[]> {
     const rows = (
       repo === undefined
         ? this.sql('SELECT * FROM locks ORDER BY repo, dir, workspace').all()
@@ -257,8 +215,7 @@ export class LockStore {
     return path.join(this.planDir(key.repo, pull), planFileName(key.dir, key.workspace, project));
   }
 
-  /** Records (or replaces) the saved plan of one project of a pull. */
-  savePlan(rec: Omit<PlanRecord, 'createdAt'> & { createdAt?: string }): PlanRecord {
+  async savePlan(rec: Omit<PlanRecord, 'createdAt'> & { createdAt?: string }): Promise<PlanRecord> {
     const createdAt = rec.createdAt ?? this.ts();
     this.sql(
       `INSERT INTO plans (repo, pull, dir, workspace, project, plan_path, head_sha, plan_sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -268,44 +225,44 @@ export class LockStore {
     return { ...rec, createdAt };
   }
 
-  getPlan(repo: string, pull: number, dir: string, workspace: string): PlanRecord | undefined {
+  async getPlan(repo: string, pull: number, dir: string, workspace: string): Promise<PlanRecord | undefined> {
+    return this.planOf(repo, pull, dir, workspace);
+  }
+
+  private planOf(repo: string, pull: number, dir: string, workspace: string): PlanRecord | undefined {
     const row = this.sql('SELECT * FROM plans WHERE repo = ? AND pull = ? AND dir = ? AND workspace = ?').get(repo, pull, dir, workspace) as
       | PlanRow
       | undefined;
     return row ? toPlan(row) : undefined;
   }
 
-  listPlans(repo: string, pull: number): PlanRecord[] {
+  async listPlans(repo: string, pull: number): Promise<PlanRecord[]> {
+    return this.plansOf(repo, pull);
+  }
+
+  private plansOf(repo: string, pull: number): PlanRecord[] {
     return (this.sql('SELECT * FROM plans WHERE repo = ? AND pull = ? ORDER BY dir, workspace').all(repo, pull) as PlanRow[]).map(toPlan);
   }
 
-  deletePlan(repo: string, pull: number, dir: string, workspace: string): PlanRecord | undefined {
+  async deletePlan(repo: string, pull: number, dir: string, workspace: string): Promise<PlanRecord | undefined> {
     const run = this.db.transaction(() => {
-      const p = this.getPlan(repo, pull, dir, workspace);
+      const p = this.planOf(repo, pull, dir, workspace);
       if (p) this.sql('DELETE FROM plans WHERE repo = ? AND pull = ? AND dir = ? AND workspace = ?').run(repo, pull, dir, workspace);
       return p;
     });
     return run.immediate();
   }
 
-  /**
-   * Releases a lock only if `pull` holds it (a failed plan gives back what it took, never
-   * another PR's lock). Returns the released lock.
-   */
-  unlockIfOwnedBy(key: LockKey, pull: number): LockRecord | undefined {
-    const run = this.db.transaction(() => {
-      const l = this.getLock(key);
-      if (!l || l.pull !== pull) return undefined;
-      this.sql('DELETE FROM locks WHERE repo = ? AND dir = ? AND workspace = ?').run(key.repo, key.dir, key.workspace);
-      return l;
-    });
-    return run.immediate();
-  }
+  /** The plan file is written to this data dir and only this server reads it: nothing to bring back. */
+  async restorePlanFile(_plan: PlanRecord): Promise<void> {}
 
   // ---- pull status (Atlantis's per-PR plan status) ---------------------------------
 
-  /** The PR's recorded plan status, undefined when it has none (never planned, or closed). */
-  getPullStatus(repo: string, pull: number): PullStatus | undefined {
+  async getPullStatus(repo: string, pull: number): Promise<PullStatus | undefined> {
+    return this.pullStatusOf(repo, pull);
+  }
+
+  private pullStatusOf(repo: string, pull: number): PullStatus | undefined {
     const head = this.sql('SELECT head_sha FROM pull_status WHERE repo = ? AND pull = ?').get(repo, pull) as
       | { head_sha: string }
       | undefined;
@@ -317,13 +274,16 @@ export class LockStore {
     return { headSha: head.head_sha, projects: rows.map((r) => ({ ...r, status: r.status as ProjectPlanStatus })) };
   }
 
-  /**
-   * Records a command's results (merged for the same head, fresh for a new one; `replace`
-   * starts from nothing, as after a plan that found no projects). One transaction.
-   */
-  updatePullStatus(repo: string, pull: number, headSha: string, outcomes: ProjectOutcome[], opts: { replace?: boolean } = {}): PullStatus {
+  /** `replace` starts from nothing, as after a plan that found no projects. One transaction. */
+  async updatePullStatus(
+    repo: string,
+    pull: number,
+    headSha: string,
+    outcomes: ProjectOutcome[],
+    opts: { replace?: boolean } = {},
+  ): Promise<PullStatus> {
     const run = this.db.transaction(() => {
-      const next = mergePullStatus(opts.replace ? undefined : this.getPullStatus(repo, pull), headSha, outcomes);
+      const next = mergePullStatus(opts.replace ? undefined : this.pullStatusOf(repo, pull), headSha, outcomes);
       this.deletePullStatusRows(repo, pull);
       this.sql('INSERT INTO pull_status (repo, pull, head_sha) VALUES (?, ?, ?)').run(repo, pull, headSha);
       const ins = this.sql('INSERT INTO pull_projects (repo, pull, seq, dir, workspace, project, status) VALUES (?, ?, ?, ?, ?, ?, ?)');
@@ -333,16 +293,14 @@ export class LockStore {
     return run.immediate();
   }
 
-  /** A project's plan was discarded (lock deleted from the web page), as Atlantis's UpdateProjectStatus. */
-  markDiscarded(repo: string, pull: number, dir: string, workspace: string): void {
+  async markDiscarded(repo: string, pull: number, dir: string, workspace: string): Promise<void> {
     this.sql(
       `UPDATE pull_projects SET status = 'plan_discarded' WHERE rowid = (SELECT rowid FROM pull_projects
          WHERE repo = ? AND pull = ? AND dir = ? AND workspace = ? ORDER BY seq LIMIT 1)`,
     ).run(repo, pull, dir, workspace);
   }
 
-  /** Forgets the PR's plan status (PR closed). */
-  deletePullStatus(repo: string, pull: number): void {
+  async deletePullStatus(repo: string, pull: number): Promise<void> {
     this.db.transaction(() => this.deletePullStatusRows(repo, pull)).immediate();
   }
 
@@ -353,8 +311,7 @@ export class LockStore {
 
   // ---- drain queue ----------------------------------------------------------------
 
-  /** Stores a command received while draining. Returns its position id. */
-  enqueue(repo: string, pull: number, payload: unknown): number {
+  async enqueue(repo: string, pull: number, payload: unknown): Promise<number> {
     const r = this.sql('INSERT INTO queue (repo, pull, payload, enqueued_at) VALUES (?, ?, ?, ?)').run(
       repo,
       pull,
@@ -364,8 +321,7 @@ export class LockStore {
     return Number(r.lastInsertRowid);
   }
 
-  /** Removes and returns every queued command, oldest first, in one transaction. */
-  takeAll(): QueuedCommand[] {
+  async takeAll(): Promise<QueuedCommand[]> {
     const run = this.db.transaction(() => {
       const rows = this.sql('SELECT * FROM queue ORDER BY id').all() as {
         id: number;
@@ -386,13 +342,13 @@ export class LockStore {
     return run.immediate();
   }
 
-  queueLength(): number {
+  async queueLength(): Promise<number> {
     return (this.sql('SELECT COUNT(*) AS n FROM queue').get() as { n: number }).n;
   }
 
   // ---- job journal ----------------------------------------------------------------
 
-  jobStarted(job: JobStart): JobRecord {
+  async jobStarted(job: JobStart): Promise<JobRecord> {
     const startedAt = this.ts();
     this.sql(
       'INSERT OR REPLACE INTO jobs (id, command, repo, pull, project, dir, workspace, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
@@ -400,21 +356,21 @@ export class LockStore {
     return { ...job, startedAt };
   }
 
-  jobFinished(id: string, result: JobResult, summary?: string): void {
+  async jobFinished(id: string, result: JobResult, summary?: string): Promise<void> {
     this.sql('UPDATE jobs SET finished_at = ?, result = ?, summary = ? WHERE id = ?').run(this.ts(), result, summary ?? null, id);
   }
 
   /** Jobs started but never finished: the previous process died while running them. */
-  unfinishedJobs(): JobRecord[] {
+  async unfinishedJobs(): Promise<JobRecord[]> {
     return (this.sql('SELECT * FROM jobs WHERE finished_at IS NULL ORDER BY started_at, id').all() as JobRow[]).map(toJob);
   }
 
-  recentJobs(limit = 50): JobRecord[] {
+  async recentJobs(limit = 50): Promise<JobRecord[]> {
     return (this.sql('SELECT * FROM jobs ORDER BY started_at DESC, id DESC LIMIT ?').all(limit) as JobRow[]).map(toJob);
   }
 
   /** Drops finished jobs beyond the newest `keep`, so the journal does not grow forever. */
-  pruneJobs(keep = 1000): number {
+  async pruneJobs(keep = 1000): Promise<number> {
     return this.sql(
       'DELETE FROM jobs WHERE finished_at IS NOT NULL AND id NOT IN (SELECT id FROM jobs ORDER BY started_at DESC LIMIT ?)',
     ).run(keep).changes;
@@ -423,7 +379,7 @@ export class LockStore {
   // ---- health ---------------------------------------------------------------------
 
   /** For /readyz: the database answers a read and the file is still there. */
-  isHealthy(): boolean {
+  async isHealthy(): Promise<boolean> {
     if (this.closed) return false;
     try {
       this.sql('SELECT 1 AS ok').get();
@@ -434,13 +390,13 @@ export class LockStore {
     }
   }
 
-  /** Full check (slow on big files): SQLite's `PRAGMA integrity_check`. */
+  /** Full check (slow on big files): SQLite's `PRAGMA integrity_check`. SQLite only: tests and operators. */
   integrityCheck(): string {
     const rows = this.db.pragma('integrity_check') as { integrity_check: string }[];
     return rows.map((r) => r.integrity_check).join('\n');
   }
 
-  close(): void {
+  async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.db.close();
