@@ -296,7 +296,7 @@ test('connect fails with a clear error when Redis is not there', async () => {
   const t0 = Date.now();
   await assert.rejects(
     RedisStore.connect({ host, port, dataDir: tmpRoot, replicaId: 'r' }),
-    (err: Error) => err.message.includes(`cannot connect to Redis at ${host}:${port}`) && /ECONNREFUSED/.test(err.message),
+    (err: Error) => err.message.includes(`failed to connect to redis at ${host}:${port}`) && /ECONNREFUSED/.test(err.message),
   );
   assert.ok(Date.now() - t0 < 3000);
 });
@@ -306,7 +306,7 @@ test('auth: requirepass and an ACL user; a wrong password is a clear error from 
   try {
     const base = { host: sec.host, port: sec.port, dataDir: tmpRoot, replicaId: 'r' };
     await assert.rejects(RedisStore.connect({ ...base, password: 'wrong' }), (err: Error) => {
-      assert.match(err.message, new RegExp(`cannot connect to Redis at ${sec.host}:${sec.port}: WRONGPASS`));
+      assert.match(err.message, new RegExp(`failed to connect to redis at ${sec.host}:${sec.port}: WRONGPASS`));
       assert.equal(err.message.includes('wrong'), false, 'the password is not in the message');
       return true;
     });

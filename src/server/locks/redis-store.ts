@@ -125,7 +125,7 @@ export class RedisStore implements StateStore {
 
   private constructor(
     private readonly redis: Redis,
-    opts: RedisStoreOptions,
+    private readonly opts: RedisStoreOptions,
   ) {
     this.dataDir = opts.dataDir;
     this.replicaId = opts.replicaId;
@@ -135,10 +135,21 @@ export class RedisStore implements StateStore {
     this.scripts = redis as unknown as Scripts;
   }
 
+  /** A store on a connection not made yet (`connect()` makes it): the server opens it at start. */
+  static create(opts: RedisStoreOptions): RedisStore {
+    if (!opts.replicaId) throw new Error('RedisStore: replicaId is required');
+    return new RedisStore(new Redis(redisClientOptions(opts)), opts);
+  }
+
   /** Connects to Redis; rejects with the reason when it cannot be reached or refuses the login. */
   static async connect(opts: RedisStoreOptions): Promise<RedisStore> {
-    if (!opts.replicaId) throw new Error('RedisStore: replicaId is required');
-    const redis = new Redis(redisClientOptions(opts));
+    const store = RedisStore.create(opts);
+    await store.connect();
+    return store;
+  }
+
+  async connect(): Promise<void> {
+    const { redis, opts } = this;
     let lastError: Error | undefined;
     let down = false;
     // ioredis emits every failed attempt; log the change of state only, not each retry.
@@ -156,9 +167,9 @@ export class RedisStore implements StateStore {
     } catch (err) {
       redis.disconnect();
       const why = lastError?.message ?? (err as Error).message;
-      throw new Error(`cannot connect to Redis at ${opts.host}:${opts.port}: ${why}`);
+      // Atlantis's start-up error text.
+      throw new Error(`failed to connect to redis at ${opts.host}:${opts.port}: ${why}`);
     }
-    return new RedisStore(redis, opts);
   }
 
   private ts(): string {

@@ -372,13 +372,16 @@ export class SqliteStore implements StateStore {
   /** Drops finished jobs beyond the newest `keep`, so the journal does not grow forever. */
   async pruneJobs(keep = 1000): Promise<number> {
     return this.sql(
-      'DELETE FROM jobs WHERE finished_at IS NOT NULL AND id NOT IN (SELECT id FROM jobs ORDER BY started_at DESC LIMIT ?)',
+      'DELETE FROM jobs WHERE finished_at IS NOT NULL AND id NOT IN (SELECT id FROM jobs ORDER BY started_at DESC, id DESC LIMIT ?)',
     ).run(keep).changes;
   }
 
   // ---- health ---------------------------------------------------------------------
 
   /** For /readyz: the database answers a read and the file is still there. */
+  /** Opened by `open()` already: the file is local. */
+  async connect(): Promise<void> {}
+
   async isHealthy(): Promise<boolean> {
     if (this.closed) return false;
     try {

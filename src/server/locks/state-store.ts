@@ -149,6 +149,8 @@ export interface StateStore {
   pruneJobs(keep?: number): Promise<number>;
 
   // ---- health ----
+  /** Opens the connection (Redis) or nothing (SQLite, opened already); rejects when the store cannot be used. */
+  connect(): Promise<void>;
   /** For /readyz: the store answers now. Cheap; never throws. */
   isHealthy(): Promise<boolean>;
   close(): Promise<void>;

@@ -58,7 +58,7 @@ export function workflowPlugin(server: AtlantisServer) {
       throw new UsageError(`invalid --repo-config: ${msg}`);
     }
   }
-  const store = openStateStore(cfg);
+  const store = openStateStore(cfg, log);
   const auth = githubAuth(cfg, log);
   const github = new GitHubClient({
     baseUrl: cfg.ghApiUrl,
@@ -336,6 +336,14 @@ export function workflowPlugin(server: AtlantisServer) {
         },
       }),
     start: async () => {
+      // As Atlantis: a store that cannot be reached at start stops the start (a pod restarts).
+      await store.connect();
+      if (cfg.store.type === 'redis')
+        log.info('Utilizing Redis DB in single-node mode', {
+          host: cfg.store.redis.host,
+          port: cfg.store.redis.port,
+          replicaId: cfg.replicaId,
+        });
       decisionOptions.botLogin = await auth.botLogin();
       await recoverCrashedJobs();
       await jobLogPruner.start();
