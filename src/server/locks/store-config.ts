@@ -44,7 +44,17 @@ export function storeConfigFromFlags(values: FlagValues): StoreConfig {
 
 /** `--replica-id`, else the host name (a pod's name); limited to what is safe in a Redis key and a log line. */
 export function replicaIdFromFlags(values: FlagValues): string {
-  const id = nonEmpty(values['replica-id']) ?? hostname();
+  const given = nonEmpty(values['replica-id']);
+  // A host name is whatever the machine says: made safe rather than refused, so an odd one
+  // never stops a server that does not even share a store.
+  if (given === undefined)
+    return (
+      hostname()
+        .replace(/[^A-Za-z0-9._-]/g, '-')
+        .replace(/^[^A-Za-z0-9]+/, '')
+        .slice(0, 253) || 'atlantis'
+    );
+  const id = given;
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/.test(id))
     throw new UsageError(`invalid value "${id}" for --replica-id: letters, digits, '.', '_' and '-' only, at most 253`);
   return id;
