@@ -3,9 +3,12 @@
 // in its read of the PR: the GitHub stand-in holds the answer to GET /pulls/N). A server
 // started again on the same data dir (and, with Redis, the same replica id) finds the command
 // in its journal, runs it, and the PR gets exactly one plan comment. Order is judged from the
-// stand-in's recorded requests and the servers' log lines, never from sleeps.
+// stand-in's recorded requests and the servers' log lines, never from sleeps. A command that
+// had begun (its pre-workflow hook was running) is not run again: the PR is told it was
+// interrupted and should be run again.
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { RedisStore } from '../src/server/locks/redis-store.js';
 import { SqliteStore } from '../src/server/locks/sqlite-store.js';
@@ -153,4 +156,61 @@ describe('a command answered 200 survives a SIGKILL before it began', () => {
       assert.deepEqual(await v.journal(dataDir), [], 'the journal is empty after the command ended');
     });
   }
+});
+
+describe('a command that had begun when the server was SIGKILLed, with no job of it journalled', () => {
+  it('is not run again; the PR gets one comment saying so and what to do', { timeout: 240_000 }, async () => {
+    const dataDir = tempDataDir();
+    dirs.push(dataDir);
+    const pull = 88;
+    const dir = 'begun';
+    // The pre-workflow hook runs after the command began and before its first job; it says
+    // where it is (its pid) and waits, so the kill lands exactly there.
+    const pidFile = path.join(dataDir, 'hook.pid');
+    const repoConfig = JSON.stringify({ repos: [{ id: '/.*/', pre_workflow_hooks: [{ run: `echo $$ > '${pidFile}'; exec sleep 120` }] }] });
+    const start = async () => {
+      const s = await startWorkflowServer(env, dataDir, `127.18.70.${hostSeq++}`, ['--disable-autoplan', '--repo-config-json', repoConfig]);
+      procs.push(s.p);
+      return s;
+    };
+    const first = await start();
+    assert.equal(
+      (await env.openPull(first.url, pull, `begun-${pull}`, { [`${dir}/main.tf`]: terraformConfig({ marker: dir }) })).status,
+      200,
+    );
+    assert.deepEqual(await env.comment(first.url, pull, 'atlantis plan'), { status: 200, body: 'Processing...\n' });
+    await waitFor('the pre-workflow hook to run', () => existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim() !== '', 60_000);
+    first.p.child.kill('SIGKILL');
+    assert.equal((await first.p.exited).signal, 'SIGKILL');
+    // A crash of a pod kills every process of it: the hook too.
+    try {
+      process.kill(Number(readFileSync(pidFile, 'utf8').trim()), 'SIGKILL');
+    } catch {
+      /* gone with the server */
+    }
+    const journalled = await variants[0]!.journal(dataDir);
+    assert.equal(journalled.length, 1);
+    assert.ok(journalled[0]?.startedAt !== undefined, 'the journal says the command began');
+    const commentsBefore = env.commentsOn(pull).length;
+
+    const second = await start();
+    const notice = await env.waitForComment(pull, /Interrupted/, { after: commentsBefore, timeoutMs: 60_000 });
+    assert.equal(
+      notice.body,
+      '**Plan Interrupted**: the Atlantis server stopped unexpectedly while running `atlantis plan` (it was not drained), ' +
+        'before it posted a result. Comment `atlantis plan` to run it again.',
+    );
+    const found = logLines(second.p, 'Found a command interrupted by a server crash');
+    assert.deepEqual(
+      found.map((l) => [l.level, l.pull, l.command, l.interruptedJobs]),
+      [['warn', pull, 'atlantis plan', 0]],
+    );
+    // Stopped (SIGTERM drains: it waits for its background comments), then nothing else came.
+    second.p.child.kill('SIGTERM');
+    await second.p.exited;
+    assert.deepEqual(logLines(second.p, 'Running a command accepted before the server stopped'), [], 'not run again');
+    assert.ok(!env.commentsOn(pull).some((c) => /^Ran Plan/.test(c.body)), 'no plan ran');
+    assert.equal(env.commentsOn(pull).length, commentsBefore + 1, 'one comment: the notice');
+    assert.deepEqual(await variants[0]!.journal(dataDir), [], 'the entry is gone: a further restart says nothing again');
+  });
 });
