@@ -49,6 +49,7 @@ stateStoreContract('RedisStore', async () => {
     store,
     dataDir,
     reopen: () => connect({ keyPrefix, dataDir }),
+    otherServer: () => connect({ keyPrefix, replicaId: 'replica-1' }),
     cleanup: async () => {
       fs.rmSync(dataDir, { recursive: true, force: true });
     },

@@ -14,6 +14,7 @@ stateStoreContract('SqliteStore', async () => {
     store,
     dataDir,
     reopen: async () => SqliteStore.open(dataDir),
+    otherServer: async () => SqliteStore.open(fs.mkdtempSync(path.join(dataDir, 'other-'))),
     cleanup: async () => {
       fs.rmSync(dataDir, { recursive: true, force: true });
     },

@@ -44,6 +44,11 @@ export class ServerMetrics {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
+  readonly storeUp = new Gauge({
+    name: 'atlantis_store_up',
+    help: '1 when the state store answered its last check (/readyz) or call, 0 when it did not',
+    registers: [this.registry],
+  });
   readonly webhooksTotal = new Counter({
     name: 'atlantis_webhooks_total',
     help: 'Webhook requests, by event and HTTP status code',

@@ -16,6 +16,11 @@ export interface OpenedStore {
   dataDir: string;
   /** Opens the same state again (the test closes the previous store first). */
   reopen(): Promise<StateStore>;
+  /**
+   * The store of another server: on Redis another replica id on the same keys, for SQLite
+   * another data dir. What is only this server's (the command journal) it must not see.
+   */
+  otherServer(): Promise<StateStore>;
   /** Closes every store it opened and removes what it made. */
   cleanup(): Promise<void>;
 }
@@ -367,6 +372,72 @@ export function stateStoreContract(name: string, open: () => Promise<OpenedStore
     assert.equal((await s.recentJobs()).length, 1);
   });
 
+  withStore('command journal: accepted, started, finished; oldest first; payload as given', async ({ store: s }) => {
+    assert.deepEqual(await s.acceptedCommands(), []);
+    const payload = { kind: 'comment', command: { name: 'plan', flags: [] }, n: 1.5, empty: {}, list: [] };
+    const a = await s.acceptCommand({ id: 'c-b', repo: R, pull: 1, payload });
+    isTime(a.acceptedAt);
+    assert.equal(a.startedAt, undefined);
+    // Ids in no order: the journal keeps the order of acceptance, not of ids.
+    await s.acceptCommand({ id: 'c-a', repo: R, pull: 2, payload: { p: 2 } });
+    await s.acceptCommand({ id: 'c-c', repo: 'acme/other', pull: 1, payload: undefined });
+    const all = await s.acceptedCommands();
+    assert.deepEqual(
+      all.map((c) => [c.id, c.repo, c.pull, c.startedAt]),
+      [
+        ['c-b', R, 1, undefined],
+        ['c-a', R, 2, undefined],
+        ['c-c', 'acme/other', 1, undefined],
+      ],
+    );
+    assert.deepEqual(all[0], { id: 'c-b', repo: R, pull: 1, payload, acceptedAt: a.acceptedAt });
+    assert.equal(all[2]?.payload, null);
+    await s.commandStarted('c-a');
+    await s.commandStarted('nope');
+    const started = (await s.acceptedCommands()).find((c) => c.id === 'c-a');
+    isTime(started?.startedAt ?? '');
+    assert.equal(
+      (await s.acceptedCommands()).filter((c) => c.startedAt !== undefined).length,
+      1,
+      'only the started one is marked, an unknown id adds nothing',
+    );
+    await s.commandFinished('c-a');
+    await s.commandFinished('c-b');
+    await s.commandFinished('c-b');
+    assert.deepEqual(
+      (await s.acceptedCommands()).map((c) => c.id),
+      ['c-c'],
+    );
+    // Finished, then marked started (a late call): it does not come back.
+    await s.commandStarted('c-a');
+    assert.deepEqual(
+      (await s.acceptedCommands()).map((c) => c.id),
+      ['c-c'],
+    );
+  });
+
+  withStore("command journal: only this server's commands", async (o) => {
+    const s = o.store;
+    const other = await o.otherServer();
+    await s.acceptCommand({ id: 'mine', repo: R, pull: 1, payload: 1 });
+    await other.acceptCommand({ id: 'theirs', repo: R, pull: 1, payload: 2 });
+    assert.deepEqual(
+      (await s.acceptedCommands()).map((c) => c.id),
+      ['mine'],
+    );
+    assert.deepEqual(
+      (await other.acceptedCommands()).map((c) => c.id),
+      ['theirs'],
+    );
+    // Neither marks nor removes the other's entries.
+    await other.commandStarted('mine');
+    await other.commandFinished('mine');
+    assert.deepEqual(
+      (await s.acceptedCommands()).map((c) => [c.id, c.startedAt]),
+      [['mine', undefined]],
+    );
+  });
+
   withStore('tryLock: concurrent calls for one key from different pulls, exactly one wins', async ({ store: s }) => {
     for (let round = 0; round < 20; round++) {
       const key = { ...K, dir: `r${round}` };
@@ -387,6 +458,9 @@ export function stateStoreContract(name: string, open: () => Promise<OpenedStore
     await s.updatePullStatus(R, 9, 'sha', [plan(K.dir)]);
     await s.enqueue(R, 9, { a: 1 });
     await s.jobStarted({ id: 'j', command: 'apply', repo: R, pull: 9 });
+    await s.acceptCommand({ id: 'c1', repo: R, pull: 9, payload: { line: 'atlantis plan' } });
+    await s.acceptCommand({ id: 'c2', repo: R, pull: 9, payload: { line: 'atlantis apply' } });
+    await s.commandStarted('c2');
     const lock = await s.getLock(K);
     await s.close();
     assert.equal(await s.isHealthy(), false);
@@ -405,6 +479,13 @@ export function stateStoreContract(name: string, open: () => Promise<OpenedStore
     assert.deepEqual(
       (await s2.unfinishedJobs()).map((j) => j.id),
       ['j'],
+    );
+    assert.deepEqual(
+      (await s2.acceptedCommands()).map((c) => [c.id, c.payload, c.startedAt !== undefined]),
+      [
+        ['c1', { line: 'atlantis plan' }, false],
+        ['c2', { line: 'atlantis apply' }, true],
+      ],
     );
   });
 }

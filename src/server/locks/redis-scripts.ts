@@ -55,6 +55,20 @@ return 1`,
 redis.call('RPUSH', KEYS[1], '{"id":' .. string.format('%d', id) .. ',' .. string.sub(ARGV[1], 2))
 return id`,
   },
+  // KEYS commands of the replica, commands-seq; ARGV id, the command JSON without its seq (an object). The seq.
+  atlAcceptCommand: {
+    numberOfKeys: 2,
+    lua: `local seq = redis.call('INCR', KEYS[2])
+redis.call('HSET', KEYS[1], ARGV[1], '{"seq":' .. string.format('%d', seq) .. ',' .. string.sub(ARGV[2], 2))
+return seq`,
+  },
+  // KEYS commands, commands-started of the replica; ARGV id, time. Marks only a journalled command.
+  atlCommandStarted: {
+    numberOfKeys: 2,
+    lua: `if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return 1`,
+  },
   // KEYS jobs, jobs-finished, jobs-unfinished; ARGV id, finished JSON. 1 if the job exists.
   atlJobFinished: {
     numberOfKeys: 3,

@@ -13,6 +13,9 @@
 //   P version                STRING counter giving every pull-status write a never-reused version
 //   P queue                  LIST  queued command JSON, oldest first
 //   P queue-id               STRING counter of queued command ids
+//   P commands:<replicaId>   HASH  command id -> accepted command JSON (with `seq`, its order), until it finishes
+//   P commands-started:<replicaId>  HASH  command id -> the time it started (absent: not started)
+//   P commands-seq           STRING counter giving accepted commands their order
 //   P jobs                   HASH  job id -> JobRecord JSON at start, with the `replicaId` that started it
 //   P jobs-finished          HASH  job id -> { finishedAt, result, summary } JSON
 //   P jobs-by-start          ZSET  job id scored by startedAt (ms): newest first, ties by id
@@ -37,6 +40,7 @@ import { planFileName } from './plan-file.js';
 import { type ProjectOutcome, type PullStatus, mergePullStatus } from './pull-status.js';
 import { SCRIPTS, type Scripts } from './redis-scripts.js';
 import type {
+  AcceptedCommand,
   JobRecord,
   JobResult,
   JobStart,
@@ -392,6 +396,38 @@ export class RedisStore implements StateStore {
 
   queueLength(): Promise<number> {
     return this.redis.llen(`${this.p}queue`);
+  }
+
+  // ---- command journal ------------------------------------------------------------
+
+  private commandKeys(): [string, string] {
+    return [`${this.p}commands:${this.replicaId}`, `${this.p}commands-started:${this.replicaId}`];
+  }
+
+  /** One script: the entry and its place in the order. Durable once Redis has it in its AOF. */
+  async acceptCommand(cmd: { id: string; repo: string; pull: number; payload: unknown }): Promise<AcceptedCommand> {
+    const rec: AcceptedCommand = { id: cmd.id, repo: cmd.repo, pull: cmd.pull, payload: cmd.payload ?? null, acceptedAt: this.ts() };
+    await this.scripts.atlAcceptCommand(this.commandKeys()[0], `${this.p}commands-seq`, cmd.id, JSON.stringify(rec));
+    return rec;
+  }
+
+  async commandStarted(id: string): Promise<void> {
+    await this.scripts.atlCommandStarted(...this.commandKeys(), id, this.ts());
+  }
+
+  async commandFinished(id: string): Promise<void> {
+    const [cmds, started] = this.commandKeys();
+    execOk(await this.redis.multi().hdel(cmds, id).hdel(started, id).exec());
+  }
+
+  async acceptedCommands(): Promise<AcceptedCommand[]> {
+    const [cmds, started] = this.commandKeys();
+    const res = execOk(await this.redis.multi().hgetall(cmds).hgetall(started).exec());
+    const at = res[1] as Record<string, string>;
+    return Object.values(res[0] as Record<string, string>)
+      .map((s) => JSON.parse(s) as AcceptedCommand & { seq: number })
+      .sort((a, b) => a.seq - b.seq)
+      .map(({ seq: _seq, ...c }) => (at[c.id] !== undefined ? { ...c, startedAt: at[c.id] as string } : c));
   }
 
   // ---- job journal ----------------------------------------------------------------

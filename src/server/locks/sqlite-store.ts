@@ -1,6 +1,7 @@
 // The embedded StateStore (`--locking-db-type boltdb`, Atlantis's name for its embedded
 // store): project locks, saved-plan metadata, each PR's plan status, the queue of commands
-// received while draining, and a journal of jobs for crash recovery, in the data dir.
+// received while draining, the journal of accepted commands and of jobs for crash recovery,
+// in the data dir.
 //
 // SQLite through better-sqlite3 in WAL mode with synchronous=FULL: a committed transaction
 // survives a crash or power loss, and a kill -9 in the middle of a write leaves the previous
@@ -15,6 +16,7 @@ import path from 'node:path';
 import { planFileName } from './plan-file.js';
 import { type ProjectOutcome, type ProjectPlanStatus, type PullStatus, mergePullStatus } from './pull-status.js';
 import type {
+  AcceptedCommand,
   JobRecord,
   JobResult,
   JobStart,
@@ -52,6 +54,10 @@ CREATE TABLE IF NOT EXISTS plans (
 CREATE TABLE IF NOT EXISTS queue (
   id INTEGER PRIMARY KEY AUTOINCREMENT, repo TEXT NOT NULL, pull INTEGER NOT NULL,
   payload TEXT NOT NULL, enqueued_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS commands (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, repo TEXT NOT NULL, pull INTEGER NOT NULL,
+  payload TEXT NOT NULL, accepted_at TEXT NOT NULL, started_at TEXT
 );
 CREATE TABLE IF NOT EXISTS jobs (
   id TEXT PRIMARY KEY, command TEXT NOT NULL, repo TEXT NOT NULL, pull INTEGER NOT NULL,
@@ -344,6 +350,49 @@ export class SqliteStore implements StateStore {
 
   async queueLength(): Promise<number> {
     return (this.sql('SELECT COUNT(*) AS n FROM queue').get() as { n: number }).n;
+  }
+
+  // ---- command journal ------------------------------------------------------------
+
+  /** One INSERT, committed (and, synchronous=FULL, fsynced) when it returns. */
+  async acceptCommand(cmd: { id: string; repo: string; pull: number; payload: unknown }): Promise<AcceptedCommand> {
+    const acceptedAt = this.ts();
+    this.sql('INSERT INTO commands (id, repo, pull, payload, accepted_at) VALUES (?, ?, ?, ?, ?)').run(
+      cmd.id,
+      cmd.repo,
+      cmd.pull,
+      JSON.stringify(cmd.payload ?? null),
+      acceptedAt,
+    );
+    return { ...cmd, payload: cmd.payload ?? null, acceptedAt };
+  }
+
+  async commandStarted(id: string): Promise<void> {
+    this.sql('UPDATE commands SET started_at = ? WHERE id = ?').run(this.ts(), id);
+  }
+
+  async commandFinished(id: string): Promise<void> {
+    this.sql('DELETE FROM commands WHERE id = ?').run(id);
+  }
+
+  /** Every row: the data dir is this server's alone (its lock file says so). */
+  async acceptedCommands(): Promise<AcceptedCommand[]> {
+    const rows = this.sql('SELECT * FROM commands ORDER BY seq').all() as {
+      id: string;
+      repo: string;
+      pull: number;
+      payload: string;
+      accepted_at: string;
+      started_at: string | null;
+    }[];
+    return rows.map((r) => ({
+      id: r.id,
+      repo: r.repo,
+      pull: r.pull,
+      payload: JSON.parse(r.payload) as unknown,
+      acceptedAt: r.accepted_at,
+      ...(r.started_at !== null ? { startedAt: r.started_at } : {}),
+    }));
   }
 
   // ---- job journal ----------------------------------------------------------------

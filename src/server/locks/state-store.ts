@@ -3,6 +3,7 @@
 // journal used for crash recovery. Two implementations: the embedded SQLite store of one
 // server's data dir (`--locking-db-type boltdb`, Atlantis's name for "embedded") and Redis,
 // shared by several replicas (`--locking-db-type redis`). The workflow never knows which.
+// Also the command journal: a command is written here before its webhook is answered 200.
 //
 // Every method is async: Redis answers over the network. A method that throws leaves the
 // state as it was (each implementation makes every multi-key change atomic).
@@ -51,6 +52,21 @@ export interface QueuedCommand {
   /** Whatever the server needs to run the command again (e.g. the webhook event). */
   payload: unknown;
   enqueuedAt: string;
+}
+
+/**
+ * A command this server answered 200 for and has not finished: written before the answer,
+ * marked started just before its first side effect, removed when it ends.
+ */
+export interface AcceptedCommand {
+  id: string;
+  repo: string;
+  pull: number;
+  /** Whatever the server needs to run the command again (the work item). */
+  payload: unknown;
+  acceptedAt: string;
+  /** Set once the command may have done something visible (a reaction, a comment, a job). */
+  startedAt?: string;
 }
 
 export type JobResult = 'success' | 'failure' | 'error' | 'interrupted';
@@ -137,6 +153,19 @@ export interface StateStore {
   /** Removes and returns every queued command, oldest first, atomically. */
   takeAll(): Promise<QueuedCommand[]>;
   queueLength(): Promise<number>;
+
+  // ---- command journal ----
+  /** Records an accepted command of this server (this replica), durably, before its 200. */
+  acceptCommand(cmd: { id: string; repo: string; pull: number; payload: unknown }): Promise<AcceptedCommand>;
+  /** The command is about to do its first side effect. Nothing for an id not journalled (or finished). */
+  commandStarted(id: string): Promise<void>;
+  /** The command ended, whatever its outcome: its entry goes. Idempotent. */
+  commandFinished(id: string): Promise<void>;
+  /**
+   * This server's commands accepted and never finished, in the order they were accepted. A
+   * data dir (SQLite) is one server's; on Redis, the replica of the same identity's only.
+   */
+  acceptedCommands(): Promise<AcceptedCommand[]>;
 
   // ---- job journal ----
   jobStarted(job: JobStart): Promise<JobRecord>;

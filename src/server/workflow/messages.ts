@@ -83,6 +83,32 @@ export function crashedJobComment(
   return renderResults({ command, results: [view], executableName });
 }
 
+/** The title Atlantis gives a command's results: `Plan`, `Apply`, `Approve Policies`. */
+const titleOf = (name: string): string =>
+  name
+    .split('_')
+    .map((w) => w.charAt(0).toUpperCase() + w.slice(1))
+    .join(' ');
+
+/**
+ * Ours: a command the journal shows begun (it may have reacted or commented) when the previous
+ * server died, with no job of it left running: its result was never posted. Worded as the
+ * crashed job's comment; the command is not run again by itself (it may have had effects).
+ */
+export function interruptedCommandComment(name: string, commandLine: string): string {
+  const title = titleOf(name === 'autoplan' ? 'plan' : name);
+  const check = name === 'apply' ? ' Check the state (and `terraform force-unlock` if needed), then comment' : ' Comment';
+  return (
+    `**${title} Interrupted**: the Atlantis server stopped unexpectedly while running \`${commandLine}\` (it was not drained), ` +
+    `before it posted a result.${check} \`${commandLine}\` to run it again.`
+  );
+}
+
+/** Ours: a command accepted while the state store answered, which could not be marked started. */
+export function storeUnavailableComment(name: string, commandLine: string): string {
+  return `**${titleOf(name === 'autoplan' ? 'plan' : name)} Error**: Atlantis cannot reach its state store, so \`${commandLine}\` did not run. Comment it again once the store is back.`;
+}
+
 export type ProjectOutcome =
   | {
       type: 'success';

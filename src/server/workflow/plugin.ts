@@ -1,10 +1,13 @@
 // Wires the PR workflow into the server: lock store, GitHub client, working copies, the
-// command runner, POST /events, the web page, and, at start, crash recovery and the
-// commands queued by the previous server during its drain.
+// command runner, POST /events, the web page, and, at start, crash recovery (the command and
+// job journals) and the commands queued by the previous server during its drain.
+import { randomUUID } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../../config/flags.js';
 import { openStateStore } from '../locks/open-store.js';
+import type { JobRecord } from '../locks/state-store.js';
+import type { Operation } from '../drain/operation-tracker.js';
 import type { AtlantisServer } from '../server.js';
 import { GitCredsForInit } from '../terraform/git-creds.js';
 import { TerraformBinaries } from '../terraform/tf-install.js';
@@ -19,9 +22,11 @@ import { JobRegistry } from './jobs.js';
 import {
   SHUTTING_DOWN_COMMENT,
   crashedJobComment,
+  interruptedCommandComment,
   pullClosedComment,
   queuedCommandStartingComment,
   queuedDuringDrainComment,
+  storeUnavailableComment,
 } from './messages.js';
 import { ProjectRunner } from './project-runner.js';
 import { type ServerSideRepoConfig, parseServerSideRepoConfig } from './repo-config/server-side.js';
@@ -30,6 +35,9 @@ import { type PullRefusal, type WorkItem, decideWebhook, gatePull } from './webh
 import { lockDiscardedComment } from './lock-delete.js';
 import { mountWebUi } from './web-ui.js';
 import { WorkingCopies } from './working-copy.js';
+
+/** The body of a 503 to a command whose journal write failed. */
+export const STORE_UNAVAILABLE_BODY = 'The state store cannot be reached: the command was not accepted, try again later';
 
 export function workflowPlugin(server: AtlantisServer) {
   const cfg = server.config;
@@ -150,8 +158,32 @@ export function workflowPlugin(server: AtlantisServer) {
     return gate.comment === undefined ? Promise.resolve() : comment(repo, pull, gate.comment);
   }
 
-  async function execute(item: WorkItem): Promise<void> {
-    if (item.kind === 'autoplan') return runner.run({ kind: 'autoplan', ctx: item.ctx });
+  /** The outcome of a store call in atlantis_store_up: 1 when it answered, 0 when it failed. */
+  const observed = <T>(p: Promise<T>): Promise<T> =>
+    p.then(
+      (v) => {
+        server.metrics.storeUp.set(1);
+        return v;
+      },
+      (e: unknown) => {
+        server.metrics.storeUp.set(0);
+        throw e;
+      },
+    );
+  const lineOf = (item: WorkItem): string => (item.kind === 'autoplan' ? `${cfg.executableName} plan` : item.commandLine);
+  const nameOf = (item: WorkItem): string => (item.kind === 'autoplan' ? 'plan' : item.command.name);
+
+  /**
+   * Runs an accepted command. `began` marks it started in the journal and is called just before
+   * its first side effect: for a comment, after the read of the PR (GitHub's answer) and before
+   * the refusal comment, the reaction, hooks and jobs; for autoplan, before the runner. Why
+   * there: up to that point the command has done nothing anyone can see, so a server that dies
+   * before it may run the command again from the start; after it, the command may have
+   * commented, taken locks or run terraform, and running it again could apply twice.
+   * `began` false (the store failed): the command stops before doing anything.
+   */
+  async function execute(item: WorkItem, began: () => Promise<boolean>): Promise<void> {
+    if (item.kind === 'autoplan') return (await began()) ? runner.run({ kind: 'autoplan', ctx: item.ctx }) : undefined;
     let pr: PullInfo;
     try {
       pr = await github.getPull(item.repo, item.pull);
@@ -160,6 +192,7 @@ export function workflowPlugin(server: AtlantisServer) {
       server.metrics.commandsTotal.inc({ command: item.command.name, result: 'error' });
       return;
     }
+    if (!(await began())) return;
     // A comment's payload says neither where the head is nor (reliably) whether the PR is
     // still open: GitHub's answer does, as Atlantis reads it.
     const gate = gatePull(
@@ -197,14 +230,16 @@ export function workflowPlugin(server: AtlantisServer) {
   /**
    * Accepts work as an operation, or refuses / queues it when draining. The decision is
    * synchronous: startOperation comes first, with no await before it (the drain's race guard),
-   * and an accepted command is counted in `running` in the same tick. Only a queued command
-   * waits, for its enqueue: 202 means it is stored.
+   * and an accepted command is counted in `running` in the same tick. Then the command is
+   * written to the journal, and 200 means it is stored (a server killed after the answer runs
+   * it at its next start); a queued command waits for its enqueue the same way (202). A store
+   * that cannot take the write: 503, and nothing was done (the operation ends here).
    */
   async function accept(item: WorkItem): Promise<WebhookResponse> {
     const op = server.startOperation(operationInfo(item));
     const { repo, pull } = item.kind === 'autoplan' ? item.ctx : item;
     if (!op) {
-      const line = item.kind === 'autoplan' ? `${cfg.executableName} plan` : item.commandLine;
+      const line = lineOf(item);
       if (cfg.queueDuringDrain) {
         await store.enqueue(repo, pull, item);
         server.trackBackground(comment(repo, pull, queuedDuringDrainComment(line)));
@@ -215,17 +250,56 @@ export function workflowPlugin(server: AtlantisServer) {
       log.info('Command refused during drain', { repo, pull, command: line });
       return { status: 503, body: `${SHUTTING_DOWN_COMMENT}\n` };
     }
+    countRunning(repo, pull);
+    const id = randomUUID();
+    try {
+      await observed(store.acceptCommand({ id, repo, pull, payload: item }));
+    } catch (e) {
+      log.warn('Command refused: the state store cannot be reached', { repo, pull, command: lineOf(item), error: (e as Error).message });
+      server.metrics.commandsRefused.inc({ reason: 'store_unavailable' });
+      await endCommand(repo, pull, op);
+      return { status: 503, body: `${STORE_UNAVAILABLE_BODY}\n` };
+    }
+    launch(item, id, op);
+    return { status: 200, body: 'Processing...\n' };
+  }
+
+  function countRunning(repo: string, pull: number): void {
     const key = pullKey(repo, pull);
     const entry = running.get(key) ?? { count: 0, closed: false };
     entry.count++;
     running.set(key, entry);
-    void execute(item)
-      .catch((e: unknown) => log.error('Command crashed', { error: (e as Error).message }))
-      // The operation ends after what a close left for it is released, as when that was synchronous.
-      .then(() => commandDone(repo, pull))
+  }
+
+  /** Ends a command's operation after what a close left for it is released, as when that was synchronous. */
+  function endCommand(repo: string, pull: number, op: Operation): Promise<void> {
+    return commandDone(repo, pull)
       .catch((e: unknown) => log.error('Could not release a closed pull request', { repo, pull, error: (e as Error).message }))
       .finally(() => server.finishOperation(op));
-    return { status: 200, body: 'Processing...\n' };
+  }
+
+  /** Runs a journalled command (counted in `running`, its operation started) to its end, then removes its entry. */
+  function launch(item: WorkItem, id: string, op: Operation): void {
+    const { repo, pull } = item.kind === 'autoplan' ? item.ctx : item;
+    const began = (): Promise<boolean> =>
+      observed(store.commandStarted(id)).then(
+        () => true,
+        async (e: unknown) => {
+          log.error('Command not run: the state store cannot be reached', {
+            repo,
+            pull,
+            command: lineOf(item),
+            error: (e as Error).message,
+          });
+          await comment(repo, pull, storeUnavailableComment(nameOf(item), lineOf(item))).catch(() => undefined);
+          return false;
+        },
+      );
+    void execute(item, began)
+      .catch((e: unknown) => log.error('Command crashed', { error: (e as Error).message }))
+      .then(() => observed(store.commandFinished(id)))
+      .catch((e: unknown) => log.warn('Could not remove a finished command from the journal', { repo, pull, error: (e as Error).message }))
+      .then(() => endCommand(repo, pull, op));
   }
 
   /**
@@ -302,8 +376,8 @@ export function workflowPlugin(server: AtlantisServer) {
   }
 
   /** Jobs the journal says were running when the previous process died. */
-  async function recoverCrashedJobs(): Promise<void> {
-    for (const j of await store.unfinishedJobs()) {
+  async function recoverCrashedJobs(unfinished: JobRecord[]): Promise<void> {
+    for (const j of unfinished) {
       await store.jobFinished(j.id, 'interrupted', 'server stopped while the job ran');
       if (j.command === 'apply') await store.deletePlan(j.repo, j.pull, j.dir ?? '.', j.workspace ?? 'default');
       log.warn('Found a job interrupted by a server crash', { jobId: j.id, repo: j.repo, pull: j.pull, command: j.command });
@@ -311,10 +385,39 @@ export function workflowPlugin(server: AtlantisServer) {
     }
   }
 
+  /**
+   * Commands this server accepted (answered 200) before it died. Never begun: run now, under
+   * their journal entry. Begun: not run again (they may have had effects); their running jobs
+   * are answered by recoverCrashedJobs, and one with no job left running (it died before its
+   * first job, or after its jobs and before its result) is answered here.
+   */
+  async function recoverAcceptedCommands(unfinished: JobRecord[]): Promise<void> {
+    for (const c of await store.acceptedCommands()) {
+      const item = c.payload as WorkItem;
+      const info = { repo: c.repo, pull: c.pull, command: lineOf(item), commandId: c.id };
+      if (c.startedAt === undefined) {
+        const op = server.startOperation(operationInfo(item));
+        if (!op) {
+          log.info('Command accepted before the server stopped stays journalled: the server is draining', info);
+          continue;
+        }
+        log.info('Running a command accepted before the server stopped', info);
+        countRunning(c.repo, c.pull);
+        launch(item, c.id, op);
+        continue;
+      }
+      const began = Date.parse(c.startedAt);
+      const jobs = unfinished.filter((j) => j.repo === c.repo && j.pull === c.pull && Date.parse(j.startedAt) >= began).length;
+      await store.commandFinished(c.id);
+      log.warn('Found a command interrupted by a server crash', { ...info, interruptedJobs: jobs });
+      if (jobs === 0) server.trackBackground(comment(c.repo, c.pull, interruptedCommandComment(nameOf(item), lineOf(item))));
+    }
+  }
+
   async function replayQueue(): Promise<void> {
     for (const q of await store.takeAll()) {
       const item = q.payload as WorkItem;
-      const line = item.kind === 'autoplan' ? `${cfg.executableName} plan` : item.commandLine;
+      const line = lineOf(item);
       log.info('Running command queued during the previous drain', { repo: q.repo, pull: q.pull, command: line });
       server.trackBackground(comment(q.repo, q.pull, queuedCommandStartingComment(line)));
       await accept(item);
@@ -323,7 +426,11 @@ export function workflowPlugin(server: AtlantisServer) {
 
   return {
     onWebhook,
-    storeHealthy: () => store.isHealthy(),
+    storeHealthy: async () => {
+      const up = await store.isHealthy();
+      server.metrics.storeUp.set(up ? 1 : 0);
+      return up;
+    },
     extraRoutes: (app: import('express').Express) =>
       mountWebUi(app, {
         store,
@@ -338,6 +445,7 @@ export function workflowPlugin(server: AtlantisServer) {
     start: async () => {
       // As Atlantis: a store that cannot be reached at start stops the start (a pod restarts).
       await store.connect();
+      server.metrics.storeUp.set(1);
       if (cfg.store.type === 'redis')
         log.info('Utilizing Redis DB in single-node mode', {
           host: cfg.store.redis.host,
@@ -345,7 +453,9 @@ export function workflowPlugin(server: AtlantisServer) {
           replicaId: cfg.replicaId,
         });
       decisionOptions.botLogin = await auth.botLogin();
-      await recoverCrashedJobs();
+      const unfinished = await store.unfinishedJobs();
+      await recoverCrashedJobs(unfinished);
+      await recoverAcceptedCommands(unfinished);
       await jobLogPruner.start();
       await replayQueue();
     },
