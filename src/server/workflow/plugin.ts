@@ -5,6 +5,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../../config/flags.js';
 import { openStateStore } from '../locks/open-store.js';
+import { openProjectLeases } from '../locks/project-lease.js';
 import type { AtlantisServer } from '../server.js';
 import { GitCredsForInit } from '../terraform/git-creds.js';
 import { TerraformBinaries } from '../terraform/tf-install.js';
@@ -59,6 +60,7 @@ export function workflowPlugin(server: AtlantisServer) {
     }
   }
   const store = openStateStore(cfg, log);
+  const leases = openProjectLeases(cfg, log);
   const auth = githubAuth(cfg, log);
   const github = new GitHubClient({
     baseUrl: cfg.ghApiUrl,
@@ -95,6 +97,7 @@ export function workflowPlugin(server: AtlantisServer) {
   const runner = new CommandRunner({
     config: cfg,
     store,
+    leases,
     github,
     copies,
     jobs,
@@ -351,6 +354,7 @@ export function workflowPlugin(server: AtlantisServer) {
     },
     close: async () => {
       await jobLogPruner.stop();
+      await leases.close();
       await store.close();
     },
   };
