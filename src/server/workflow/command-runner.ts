@@ -5,6 +5,7 @@
 // a tracked operation; everything here is I/O orchestration, the decisions live in pure modules.
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
+import type { ProjectLeases } from '../locks/project-lease.js';
 import type { StateStore } from '../locks/state-store.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { GitHubClient, ReactionContent } from '../vcs/github-client.js';
@@ -47,6 +48,8 @@ export type CommandRequest =
 export interface CommandRunnerDeps {
   config: ServerConfig;
   store: StateStore;
+  /** One job at a time runs terraform in a project, cluster-wide (project-lease.ts). */
+  leases: ProjectLeases;
   github: GitHubClient;
   copies: WorkingCopies;
   jobs: JobRegistry;

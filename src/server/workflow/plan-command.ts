@@ -19,6 +19,10 @@ import { CANCELLED_PROJECT_ERROR } from './execution-order.js';
 import { requirementRefusal } from './requirement-checks.js';
 import type { ProjectJobs } from './project-job.js';
 
+/** The project's error when the fencing check fails before the plan is saved. */
+export const leaseLostError = (exe: string): string =>
+  `this server lost its hold on the project while terraform ran (another server may have run terraform in it since), so the plan may be stale and was not saved; comment \`${exe} plan\` to plan again`;
+
 export async function plan(j: ProjectJobs, ctx: PullContext, c: ParsedCommand | undefined, autoplan: boolean): Promise<string> {
   const { projects, config } = await j.selection(ctx, c);
   const t = target(ctx);
@@ -107,7 +111,7 @@ async function planProjectRun(
     if (locks) await j.d.store.unlockIfOwnedBy(key, ctx.pull);
     return j.failure(p, refused);
   }
-  return j.job(ctx, p, 'plan', c?.extraArgs ?? [], jobId, async (jobCtx) => {
+  return j.job(ctx, p, 'plan', c?.extraArgs ?? [], jobId, async (jobCtx, lease) => {
     const r = await j.d.projectRunner.runSteps(p.workflow.plan, jobCtx);
     if (!r.ok) {
       // As Atlantis: a failed plan gives back this PR's lock, and its older plan is no
@@ -123,6 +127,14 @@ async function planProjectRun(
       if (e.code === 'ENOENT') return undefined;
       throw e;
     });
+    if (!(await lease.stillHeld())) {
+      // The fencing check: the lease expired while terraform ran (this replica cut off from
+      // Redis, say), so another replica may have run in the project since. This plan may be
+      // stale: it is not saved, and its file goes (the store's record, if any, is not ours).
+      rmSync(jobCtx.planFile, { force: true });
+      j.d.logger.error('Plan not saved: the project lease was lost while terraform ran', { ...key, pull: ctx.pull, jobId });
+      return j.error(p, leaseLostError(j.d.config.executableName));
+    }
     await j.d.store.savePlan({
       repo: ctx.repo,
       pull: ctx.pull,

@@ -8,6 +8,7 @@ import { UsageError } from '../../config/flags.js';
 import { openStateStore } from '../locks/open-store.js';
 import type { JobRecord } from '../locks/state-store.js';
 import type { Operation } from '../drain/operation-tracker.js';
+import { openProjectLeases } from '../locks/project-lease.js';
 import type { AtlantisServer } from '../server.js';
 import { GitCredsForInit } from '../terraform/git-creds.js';
 import { TerraformBinaries } from '../terraform/tf-install.js';
@@ -67,6 +68,7 @@ export function workflowPlugin(server: AtlantisServer) {
     }
   }
   const store = openStateStore(cfg, log);
+  const leases = openProjectLeases(cfg, log);
   const auth = githubAuth(cfg, log);
   const github = new GitHubClient({
     baseUrl: cfg.ghApiUrl,
@@ -103,6 +105,7 @@ export function workflowPlugin(server: AtlantisServer) {
   const runner = new CommandRunner({
     config: cfg,
     store,
+    leases,
     github,
     copies,
     jobs,
@@ -461,6 +464,7 @@ export function workflowPlugin(server: AtlantisServer) {
     },
     close: async () => {
       await jobLogPruner.stop();
+      await leases.close();
       await store.close();
     },
   };

@@ -2,7 +2,10 @@
 // repo config and project selection, each project's repo_locks mode, running one project
 // as a job, and the result comment. One instance per server, used by the command modules
 // (plan-command.ts, apply-command.ts, other-commands.ts).
-import { rmSync } from 'node:fs';
+import { appendFileSync, mkdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { sleep } from '../../async.js';
+import type { Lease } from '../locks/project-lease.js';
 import type { PlanRecord } from '../locks/state-store.js';
 import type { ParsedCommand } from './comment-parser.js';
 import type { CommandRunnerDeps, PullContext } from './command-runner.js';
@@ -23,6 +26,10 @@ import { hideBeforeResult, layoutOptions } from './result-comment.js';
 import type { RequirementSources } from './requirement-checks.js';
 import { ProjectScheduler } from './project-scheduler.js';
 import { Automerger } from './automerge.js';
+
+/** How long a job waits for another job's terraform in the same project, and how often it asks. */
+export const LEASE_WAIT_MS = 10 * 60_000;
+const LEASE_POLL_MS = 500;
 
 export class ProjectJobs {
   readonly scheduler: ProjectScheduler;
@@ -142,40 +149,79 @@ export class ProjectJobs {
     command: string,
     commentArgs: string[],
     id: string,
-    fn: (jc: ProjectRunContext) => Promise<ProjectRun>,
+    fn: (jc: ProjectRunContext, lease: Lease) => Promise<ProjectRun>,
   ): Promise<ProjectRun> {
     const wc = await this.checkout(ctx, p.workspace);
     const logFile = this.d.jobLogPath(id);
     this.d.jobs.start({ id, command, repo: ctx.repo, pull: ctx.pull, project: p.name ?? null, dir: p.dir, workspace: p.workspace });
     await this.d.store.jobStarted({ id, command, repo: ctx.repo, pull: ctx.pull, project: p.name, dir: p.dir, workspace: p.workspace });
     let run: ProjectRun;
+    let lease: Lease | undefined;
     try {
+      // Held from before the first step in the project dir until the job ends, however it ends.
+      lease = await this.projectLease(ctx, p, id, logFile);
       const projectDir = await this.checkedProjectDir(wc, p, commentArgs);
-      run = await fn({
-        jobId: id,
-        projectDir,
-        dir: p.dir,
-        workspace: p.workspace,
-        projectName: p.name,
-        planFile: this.d.store.planPath({ repo: ctx.repo, dir: p.dir, workspace: p.workspace }, ctx.pull, p.name),
-        repo: ctx.repo,
-        pull: ctx.pull,
-        user: ctx.user,
-        headSha: ctx.headSha,
-        headRef: ctx.headRef,
-        baseRef: ctx.baseRef,
-        terraformVersion: p.terraformVersion,
-        commentArgs,
-        logFile,
-        onOutput: (chunk) => this.d.jobs.append(id, chunk),
-      });
+      run = await fn(
+        {
+          jobId: id,
+          projectDir,
+          dir: p.dir,
+          workspace: p.workspace,
+          projectName: p.name,
+          planFile: this.d.store.planPath({ repo: ctx.repo, dir: p.dir, workspace: p.workspace }, ctx.pull, p.name),
+          repo: ctx.repo,
+          pull: ctx.pull,
+          user: ctx.user,
+          headSha: ctx.headSha,
+          headRef: ctx.headRef,
+          baseRef: ctx.baseRef,
+          terraformVersion: p.terraformVersion,
+          commentArgs,
+          logFile,
+          onOutput: (chunk) => this.d.jobs.append(id, chunk),
+        },
+        lease,
+      );
     } catch (e) {
       run = { ...this.error(p, (e as Error).message), ...(e instanceof DirNotExistError ? { dirMissing: true as const } : {}) };
+    } finally {
+      await lease
+        ?.release()
+        .catch((e: Error) => this.d.logger.warn('Could not release the project lease', { jobId: id, error: e.message }));
     }
     const final = run.status === 'running' ? 'error' : run.status;
     this.d.jobs.finish(id, final);
     await this.d.store.jobFinished(id, final, run.view.outcome.type);
     return run;
+  }
+
+  /**
+   * The project's lease (project-lease.ts): while another job (of any PR, on any replica) runs
+   * terraform in this repo + dir + workspace, waits for it, saying so in the job log, up to
+   * LEASE_WAIT_MS; then the project fails and nothing ran.
+   */
+  private async projectLease(ctx: PullContext, p: ProjectSpec, jobId: string, logFile: string): Promise<Lease> {
+    const key = { repo: ctx.repo, dir: p.dir, workspace: p.workspace };
+    const end = Date.now() + LEASE_WAIT_MS;
+    let said = '';
+    for (;;) {
+      const r = await this.d.leases.acquire(key, { replicaId: this.d.config.replicaId, jobId });
+      if (r.held) return r.lease;
+      const who = `${r.holder.replicaId} (job ${r.holder.jobId})`;
+      if (who !== said) {
+        said = who;
+        const line = `waiting for ${who} to finish terraform in this project\n`;
+        mkdirSync(path.dirname(logFile), { recursive: true, mode: 0o700 });
+        appendFileSync(logFile, line, { mode: 0o600 });
+        this.d.jobs.append(jobId, line);
+        this.d.logger.info('Waiting for the project lease', { ...key, pull: ctx.pull, jobId, holder: r.holder });
+      }
+      if (Date.now() >= end)
+        throw new Error(
+          `${who} was still running terraform in this project after a ${LEASE_WAIT_MS / 60_000}-minute wait; nothing was run here, try again when it is done`,
+        );
+      await sleep(LEASE_POLL_MS);
+    }
   }
 
   /** The result comment of a command; a lost comment is logged and counted by comment(). */

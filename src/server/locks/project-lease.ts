@@ -1,0 +1,324 @@
+// The project lease: held by one job at a time, cluster-wide, while it runs terraform in a
+// project (repo + dir + workspace). Atlantis's project lock keeps OTHER pull requests out;
+// the lease also keeps apart two commands of the same PR that land on two replicas.
+//
+// A lease has a TTL and is renewed every TTL/3 while the job runs, so a replica that dies or
+// is cut off loses it within one TTL and another can go on. Its token comes from a counter
+// that never goes back: every acquire, renew, release and check compares it, so a replica
+// whose lease expired can never extend, release or pass the check of the lease another
+// holds now. `stillHeld()` is the fencing check, made before a result is written back.
+//
+// RedisProjectLeases: a key per project with a PX expiry, the token from INCR, each step one
+// Lua script. LocalProjectLeases: the embedded store's; the data-dir lock already guarantees
+// one server per data dir, so an in-memory map with a counter is enough.
+import { Redis } from 'ioredis';
+import type { Logger } from '../../log.js';
+import type { ServerConfig } from '../config.js';
+import { type RedisConnectionOptions, redisClientOptions } from './redis-store.js';
+import type { LockKey } from './state-store.js';
+
+export interface LeaseHolder {
+  replicaId: string;
+  jobId: string;
+}
+
+export interface Lease {
+  /** Fencing token: greater than that of every lease of any project acquired before. */
+  readonly token: number;
+  /** Extends the TTL; false when the lease is no longer ours (expired, maybe taken since). */
+  renew(): Promise<boolean>;
+  /** The fencing check: true only while this lease, with this token, is the project's. */
+  stillHeld(): Promise<boolean>;
+  /** Gives it back (and stops renewing); never touches a lease someone else holds now. */
+  release(): Promise<void>;
+}
+
+export type LeaseAcquireResult = { held: true; lease: Lease } | { held: false; holder: LeaseHolder };
+
+export interface ProjectLeases {
+  acquire(key: LockKey, holder: LeaseHolder): Promise<LeaseAcquireResult>;
+  /** Stops the renewals of leases still held (they expire) and closes the connection. */
+  close(): Promise<void>;
+}
+
+export interface LeaseTiming {
+  /** Default 30 s. */
+  ttlMs?: number;
+  /** Default ttlMs / 3; 0: no automatic renewal (tests). */
+  renewEveryMs?: number;
+}
+
+/** What a store of leases does, each step atomic; `field` names the project. */
+interface LeaseBackend {
+  /** The new token, or the current holder. */
+  tryAcquire(field: string, holder: LeaseHolder, ttlMs: number): Promise<number | LeaseHolder>;
+  renew(field: string, token: number, ttlMs: number): Promise<boolean>;
+  release(field: string, token: number): Promise<boolean>;
+  check(field: string, token: number): Promise<boolean>;
+}
+
+const DEFAULT_TTL_MS = 30_000;
+/** Injective: JSON of the three parts. */
+const fieldOf = (k: LockKey): string => JSON.stringify([k.repo, k.dir, k.workspace]);
+
+class HeldLease implements Lease {
+  private timer: NodeJS.Timeout | undefined;
+  private lost = false;
+
+  constructor(
+    private readonly backend: LeaseBackend,
+    private readonly key: LockKey,
+    private readonly holder: LeaseHolder,
+    readonly token: number,
+    private readonly ttlMs: number,
+    renewEveryMs: number,
+    private readonly logger: Logger | undefined,
+    private readonly live: Set<HeldLease>,
+  ) {
+    live.add(this);
+    if (renewEveryMs > 0) {
+      this.timer = setInterval(() => void this.renew(), renewEveryMs);
+      this.timer.unref();
+    }
+  }
+
+  async renew(): Promise<boolean> {
+    if (this.lost) return false;
+    let ok: boolean;
+    try {
+      ok = await this.backend.renew(fieldOf(this.key), this.token, this.ttlMs);
+    } catch (e) {
+      // Redis away for a moment: the next renewal may still come in time.
+      this.logger?.warn('Could not renew the project lease', { ...this.fields(), error: (e as Error).message });
+      return false;
+    }
+    if (!ok) this.markLost();
+    return ok;
+  }
+
+  async stillHeld(): Promise<boolean> {
+    if (this.lost) return false;
+    try {
+      if (await this.backend.check(fieldOf(this.key), this.token)) return true;
+    } catch (e) {
+      // Unknown counts as lost: the caller must not write a result it cannot vouch for.
+      this.logger?.warn('Could not check the project lease', { ...this.fields(), error: (e as Error).message });
+      return false;
+    }
+    this.markLost();
+    return false;
+  }
+
+  async release(): Promise<void> {
+    this.stop();
+    if (this.lost) return;
+    this.lost = true;
+    await this.backend.release(fieldOf(this.key), this.token);
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    this.live.delete(this);
+  }
+
+  private markLost(): void {
+    if (this.lost) return;
+    this.lost = true;
+    this.stop();
+    this.logger?.error('Lost the project lease: it expired, another replica may have run terraform in the project', this.fields());
+  }
+
+  private fields() {
+    return { ...this.key, ...this.holder, token: this.token };
+  }
+}
+
+class Leases implements ProjectLeases {
+  private readonly live = new Set<HeldLease>();
+  private readonly ttlMs: number;
+  private readonly renewEveryMs: number;
+
+  constructor(
+    private readonly backend: LeaseBackend,
+    timing: LeaseTiming,
+    private readonly logger: Logger | undefined,
+    private readonly onClose: () => Promise<void> = async () => undefined,
+  ) {
+    this.ttlMs = timing.ttlMs ?? DEFAULT_TTL_MS;
+    this.renewEveryMs = timing.renewEveryMs ?? Math.floor(this.ttlMs / 3);
+  }
+
+  async acquire(key: LockKey, holder: LeaseHolder): Promise<LeaseAcquireResult> {
+    const r = await this.backend.tryAcquire(fieldOf(key), holder, this.ttlMs);
+    if (typeof r !== 'number') return { held: false, holder: r };
+    return { held: true, lease: new HeldLease(this.backend, key, holder, r, this.ttlMs, this.renewEveryMs, this.logger, this.live) };
+  }
+
+  async close(): Promise<void> {
+    for (const l of [...this.live]) l.stop();
+    await this.onClose();
+  }
+}
+
+/** In-process leases for the embedded store (one server per data dir: the data-dir lock). */
+export class LocalProjectLeases extends Leases {
+  constructor(opts: LeaseTiming & { logger?: Logger; now?: () => number } = {}) {
+    super(new MemoryBackend(opts.now ?? Date.now), opts, opts.logger);
+  }
+}
+
+class MemoryBackend implements LeaseBackend {
+  private readonly leases = new Map<string, { token: number; holder: LeaseHolder; expiresAt: number }>();
+  private counter = 0;
+
+  constructor(private readonly now: () => number) {}
+
+  private current(field: string) {
+    const l = this.leases.get(field);
+    if (l && l.expiresAt <= this.now()) this.leases.delete(field);
+    return this.leases.get(field);
+  }
+
+  async tryAcquire(field: string, holder: LeaseHolder, ttlMs: number): Promise<number | LeaseHolder> {
+    const cur = this.current(field);
+    if (cur) return cur.holder;
+    const token = ++this.counter;
+    this.leases.set(field, { token, holder: { ...holder }, expiresAt: this.now() + ttlMs });
+    return token;
+  }
+
+  async renew(field: string, token: number, ttlMs: number): Promise<boolean> {
+    const cur = this.current(field);
+    if (cur?.token !== token) return false;
+    cur.expiresAt = this.now() + ttlMs;
+    return true;
+  }
+
+  async release(field: string, token: number): Promise<boolean> {
+    if (this.current(field)?.token !== token) return false;
+    this.leases.delete(field);
+    return true;
+  }
+
+  async check(field: string, token: number): Promise<boolean> {
+    return this.current(field)?.token === token;
+  }
+}
+
+// KEYS: the project's lease key (value: JSON {token, replicaId, jobId}); for acquire also the
+// token counter. ARGV: holder JSON and TTL (acquire), or token (and TTL for renew).
+const LEASE_SCRIPTS = {
+  atlLeaseAcquire: {
+    numberOfKeys: 2,
+    lua: `local cur = redis.call('GET', KEYS[1])
+if cur then return cur end
+local token = redis.call('INCR', KEYS[2])
+local h = cjson.decode(ARGV[1])
+redis.call('SET', KEYS[1], cjson.encode({token = token, replicaId = h.replicaId, jobId = h.jobId}), 'PX', ARGV[2])
+return token`,
+  },
+  atlLeaseRenew: {
+    numberOfKeys: 1,
+    lua: `local cur = redis.call('GET', KEYS[1])
+if not cur or cjson.decode(cur).token ~= tonumber(ARGV[1]) then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1`,
+  },
+  atlLeaseRelease: {
+    numberOfKeys: 1,
+    lua: `local cur = redis.call('GET', KEYS[1])
+if not cur or cjson.decode(cur).token ~= tonumber(ARGV[1]) then return 0 end
+redis.call('DEL', KEYS[1])
+return 1`,
+  },
+  atlLeaseCheck: {
+    numberOfKeys: 1,
+    lua: `local cur = redis.call('GET', KEYS[1])
+if not cur or cjson.decode(cur).token ~= tonumber(ARGV[1]) then return 0 end
+return 1`,
+  },
+} as const;
+
+type LeaseScripts = { [K in keyof typeof LEASE_SCRIPTS]: (...args: (string | number)[]) => Promise<unknown> };
+
+class RedisBackend implements LeaseBackend {
+  private readonly s: LeaseScripts;
+  private connected: Promise<void> | undefined;
+
+  constructor(
+    readonly redis: Redis,
+    private readonly p: string,
+  ) {
+    for (const [name, def] of Object.entries(LEASE_SCRIPTS)) redis.defineCommand(name, def);
+    this.s = redis as unknown as LeaseScripts;
+  }
+
+  /** The first call connects (the server's start connects the store, which reports a bad Redis). */
+  private ready(): Promise<void> {
+    this.connected ??= this.redis.connect().catch((e: unknown) => {
+      // Back to a state a later call can connect from; after a first connection, ioredis reconnects alone.
+      this.redis.disconnect();
+      this.connected = undefined;
+      throw e;
+    });
+    return this.connected;
+  }
+
+  private k(field: string): string {
+    return `${this.p}lease:${field}`;
+  }
+
+  async tryAcquire(field: string, holder: LeaseHolder, ttlMs: number): Promise<number | LeaseHolder> {
+    await this.ready();
+    const r = await this.s.atlLeaseAcquire(this.k(field), `${this.p}lease-token`, JSON.stringify(holder), ttlMs);
+    if (typeof r === 'number') return r;
+    const cur = JSON.parse(r as string) as LeaseHolder;
+    return { replicaId: cur.replicaId, jobId: cur.jobId };
+  }
+
+  async renew(field: string, token: number, ttlMs: number): Promise<boolean> {
+    return (await this.s.atlLeaseRenew(this.k(field), token, ttlMs)) === 1;
+  }
+
+  async release(field: string, token: number): Promise<boolean> {
+    return (await this.s.atlLeaseRelease(this.k(field), token)) === 1;
+  }
+
+  async check(field: string, token: number): Promise<boolean> {
+    return (await this.s.atlLeaseCheck(this.k(field), token)) === 1;
+  }
+}
+
+export interface RedisLeaseOptions extends RedisConnectionOptions, LeaseTiming {
+  keyPrefix?: string;
+  logger?: Logger;
+}
+
+/** Leases in the Redis the replicas share, on a connection of their own (made at the first acquire). */
+export class RedisProjectLeases extends Leases {
+  constructor(opts: RedisLeaseOptions) {
+    const redis = new Redis(redisClientOptions(opts));
+    // The store's connection logs Redis going away; this one only must not crash on it.
+    redis.on('error', () => undefined);
+    super(new RedisBackend(redis, opts.keyPrefix ?? 'atlantis:'), opts, opts.logger, async () => {
+      redis.disconnect();
+    });
+  }
+}
+
+/** The leases of the server's store: Redis with `--locking-db-type redis`, else in-process. */
+export function openProjectLeases(cfg: Pick<ServerConfig, 'store'>, logger: Logger, timing: LeaseTiming = {}): ProjectLeases {
+  if (cfg.store.type === 'boltdb') return new LocalProjectLeases({ ...timing, logger });
+  const r = cfg.store.redis;
+  return new RedisProjectLeases({
+    host: r.host,
+    port: r.port,
+    db: r.db,
+    ...(r.username !== undefined ? { username: r.username } : {}),
+    ...(r.password !== undefined ? { password: r.password } : {}),
+    ...(r.tls ? { tls: { rejectUnauthorized: !r.insecureSkipVerify } } : {}),
+    ...timing,
+    logger,
+  });
+}
