@@ -94,6 +94,20 @@ describe('OperationTracker', () => {
     assert.equal(late, 1, 'at once once drained');
   });
 
+  it('onShutDown calls back once, in the shutDown call, before any operation could start after it', () => {
+    const t = new OperationTracker();
+    const seen: string[] = [];
+    t.onShutDown(() => seen.push(`shutting down=${t.isShuttingDown}, may start=${t.tryStart(info) !== undefined}`));
+    t.tryStart(info);
+    assert.deepEqual(seen, []);
+    t.shutDown();
+    t.shutDown();
+    assert.deepEqual(seen, ['shutting down=true, may start=false'], 'once, with the flag already set');
+    let late = 0;
+    t.onShutDown(() => late++);
+    assert.equal(late, 1, 'at once when the drain has started');
+  });
+
   it('a listener that throws does not stop shutDown half way; its error is thrown again later', () => {
     const t = new OperationTracker();
     const later: Array<() => void> = [];

@@ -1,6 +1,7 @@
 // The project lease across replicas: two server processes on one real redis-server, one PR,
 // `atlantis plan -d p1` sent to replica A and, while A's terraform runs, the same to replica
-// B. The project lock lets both through (same PR); the lease makes B wait until A is done.
+// B, each marked to be handled where it lands (HANDLE_HERE: as when two replicas' views of who
+// owns the PR disagree). The project lock lets both through (same PR); the lease makes B wait.
 // Each job's own steps record when it starts and ends (date +%s%N, around init and plan and a
 // sleep), with its plan file's path, which names the replica's data dir. Real git, terraform.
 import assert from 'node:assert/strict';
@@ -12,7 +13,7 @@ import type { CliProcess } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type RedisServer, startRedisServer } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
-import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
+import { HANDLE_HERE, type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
 let env: WorkflowEnv;
 let redis: RedisServer;
@@ -100,16 +101,22 @@ describe('the project lease across two replicas sharing one Redis', () => {
   it('a plan of the same PR and project sent to B while A plans waits for A: the two terraform runs never overlap', async () => {
     const a = await startReplica('127.18.80.1', 'replica-a');
     const b = await startReplica('127.18.80.2', 'replica-b');
-    await env.openPull(a.url, 1, 'lease-1', {
-      'p1/main.tf': terraformConfig({ marker: 'p1-v1' }),
-      'atlantis.yaml': 'version: 3\nprojects:\n- dir: p1\n  workflow: stamped\n',
-    });
-    assert.equal((await env.comment(a.url, 1, 'atlantis plan -d p1')).status, 200);
+    await env.openPull(
+      a.url,
+      1,
+      'lease-1',
+      {
+        'p1/main.tf': terraformConfig({ marker: 'p1-v1' }),
+        'atlantis.yaml': 'version: 3\nprojects:\n- dir: p1\n  workflow: stamped\n',
+      },
+      HANDLE_HERE,
+    );
+    assert.equal((await env.comment(a.url, 1, 'atlantis plan -d p1', 'dev', HANDLE_HERE)).status, 200);
     await waitFor('A to start its terraform', () => runs().size === 1, 60_000);
     const [aDir] = [...runs().keys()];
     assert.ok(aDir?.startsWith(a.dataDir), `the first run is A's (${aDir})`);
     assert.equal(runs().get(aDir!)?.end, undefined, 'A is still running when B is asked');
-    assert.equal((await env.comment(b.url, 1, 'atlantis plan -d p1')).status, 200);
+    assert.equal((await env.comment(b.url, 1, 'atlantis plan -d p1', 'dev', HANDLE_HERE)).status, 200);
 
     await waitFor('both plans to end', () => [...runs().values()].filter((r) => r.end !== undefined).length === 2, 90_000);
     await waitFor('both plan comments', () => env.commentsOn(1).filter((c) => /^Ran Plan for dir: `p1`/.test(c.body)).length === 2, 30_000);

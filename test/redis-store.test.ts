@@ -203,6 +203,40 @@ test('unfinished jobs are per replica; recent jobs are everyone’s; a restarted
   );
 });
 
+test("a survivor reads a dead replica's unfinished jobs and accepted commands (of), and finishes them for it", async () => {
+  const keyPrefix = freshPrefix();
+  const dead = await connect({ keyPrefix, replicaId: 'atlantis-0' });
+  const survivor = await connect({ keyPrefix, replicaId: 'atlantis-1' });
+  await dead.jobStarted({ id: 'd1', command: 'apply', repo: R, pull: 1, dir: 'net', workspace: 'default' });
+  await dead.acceptCommand({ id: 'c1', repo: R, pull: 1, payload: { kind: 'comment' } });
+  await dead.acceptCommand({ id: 'c2', repo: R, pull: 2, payload: { kind: 'autoplan' } });
+  await dead.commandStarted('c1');
+  await survivor.acceptCommand({ id: 's1', repo: R, pull: 3, payload: null });
+  assert.deepEqual(
+    (await survivor.unfinishedJobs('atlantis-0')).map((j) => j.id),
+    ['d1'],
+  );
+  assert.deepEqual(
+    (await survivor.acceptedCommands('atlantis-0')).map((c) => [c.id, c.startedAt !== undefined]),
+    [
+      ['c1', true],
+      ['c2', false],
+    ],
+  );
+  await survivor.commandFinished('c1', 'atlantis-0');
+  await survivor.commandFinished('c2', 'atlantis-0');
+  await survivor.jobFinished('d1', 'interrupted');
+  assert.deepEqual(await dead.acceptedCommands(), [], "the dead replica's entries are gone");
+  assert.deepEqual(await dead.unfinishedJobs(), []);
+  assert.deepEqual(
+    (await survivor.acceptedCommands()).map((c) => c.id),
+    ['s1'],
+    "the survivor's own entry is untouched",
+  );
+  await dead.close();
+  await survivor.close();
+});
+
 /** Waits until `ok()` holds, polling, within `ms`. */
 async function eventually(ok: () => Promise<boolean>, ms: number, what: string): Promise<number> {
   const t0 = Date.now();

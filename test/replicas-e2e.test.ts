@@ -1,123 +1,201 @@
-// Two server processes sharing one real redis-server (`--locking-db-type redis`) behave as
-// one Atlantis for a PR whose webhooks land on either: a plan made on replica A is applied
-// by replica B (which clones the PR, restores the plan file from Redis and checks its hash),
-// a lock taken on A holds back another PR's plan on B, both replicas show the same locks,
-// and a close on A releases them for B. Real git, real terraform, the GitHub stand-in.
+// Three server processes sharing one real redis-server (`--locking-db-type redis`) behave as
+// one Atlantis whatever replica a webhook lands on: each PR's commands run on the replica that
+// owns it (rendezvous hashing over the live replicas, src/server/replicas/affinity.ts), the
+// others hand its webhooks over; locks and statuses are the same as with one server. When the
+// owner drains and leaves, another replica takes the PR and applies the plan the first one made
+// (restored from Redis, hash checked). When the owner is SIGKILLed mid-apply, one survivor sees
+// its heartbeat expire and posts the interrupted comment once; the lock stays.
+// Real git, real terraform, the GitHub stand-in.
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { type ReplicaInfo, ownerOf } from '../src/server/replicas/affinity.js';
 import type { CliProcess } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type RedisServer, startRedisServer } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
+interface Replica {
+  id: string;
+  p: CliProcess;
+  url: string;
+}
+
 let env: WorkflowEnv;
 let redis: RedisServer;
-const procs: CliProcess[] = [];
+const replicas: Replica[] = [];
 const dirs: string[] = [];
+const markers = path.join(tmpdir(), `ato-replicas-${process.pid}`);
 
 before(async () => {
   env = await createWorkflowEnv();
   redis = await startRedisServer();
+  for (const [i, id] of ['r1', 'r2', 'r3'].entries()) {
+    const dataDir = tempDataDir();
+    dirs.push(dataDir);
+    const host = `127.18.60.${i + 1}`;
+    const started = await startWorkflowServer(env, dataDir, host, [
+      ...['--locking-db-type', 'redis', '--redis-host', redis.host, '--redis-port', String(redis.port)],
+      ...['--replica-id', id],
+    ]);
+    replicas.push({ id, ...started });
+  }
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  for (const r of replicas) r.p.child.kill('SIGKILL');
   await env.close();
   await redis.cleanup();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  for (const d of [...dirs, markers]) rmSync(d, { recursive: true, force: true });
 });
 
-async function startReplica(host: string, id: string): Promise<{ p: CliProcess; url: string }> {
-  const dataDir = tempDataDir();
-  dirs.push(dataDir);
-  const started = await startWorkflowServer(env, dataDir, host, [
-    '--locking-db-type',
-    'redis',
-    '--redis-host',
-    redis.host,
-    '--redis-port',
-    String(redis.port),
-    '--replica-id',
-    id,
-  ]);
-  procs.push(started.p);
-  return started;
+const alive = (): Replica[] => replicas.filter((r) => r.p.child.exitCode === null && r.p.child.signalCode === null);
+/** The replica that owns PR `n` among those alive, by the servers' own rule. */
+function owner(n: number): Replica {
+  const infos: ReplicaInfo[] = alive().map((r) => ({ id: r.id, url: r.url, draining: false, heartbeatAt: 0 }));
+  const o = ownerOf(`${env.repo.fullName}#${n}`, infos);
+  return replicas.find((r) => r.id === o?.id) as Replica;
 }
+const notOwner = (n: number): Replica => alive().find((r) => r.id !== owner(n).id) as Replica;
 
-/** The server's own log lines of finished commands, as `<command> #<pull>`. */
-const finished = (p: CliProcess): string[] =>
-  p
+/** A server's own log lines with message `msg`, parsed. */
+const logged = (r: Replica, msg: string): Array<Record<string, unknown>> =>
+  r.p
     .output()
     .split('\n')
-    .filter((l) => /"msg":"Command (finished|failed)"/.test(l))
-    .map((l) => {
-      const j = JSON.parse(l) as { command: string; pull: number };
-      return `${j.command} #${j.pull}`;
-    });
+    .filter((l) => l.includes(`"msg":"${msg}"`))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+/** Commands a server finished, as `<command> #<pull>`. */
+const finished = (r: Replica): string[] =>
+  [...logged(r, 'Command finished'), ...logged(r, 'Command failed')].map((j) => `${String(j.command)} #${String(j.pull)}`);
 
 /** The rows of the index page's Locks table. */
 const lockRows = async (url: string): Promise<string> => {
   const page = await (await fetch(`${url}/`)).text();
   return page.slice(page.indexOf('<h2>Locks</h2>'), page.indexOf('<h2>Running jobs</h2>'));
 };
-
 const statuses = (sha: string, context: string) =>
   env.gh
     .statusesFor(env.repo.fullName, sha)
     .filter((s) => s.context === context)
     .map((s) => `${s.state}: ${s.description}`);
 
-describe('two replicas sharing one Redis', () => {
-  let a: { p: CliProcess; url: string };
-  let b: { p: CliProcess; url: string };
-  let head1 = '';
-  const marker = path.join(tmpdir(), `ato-replicas-applied-${process.pid}`);
-  after(() => rmSync(marker, { force: true }));
+/** A project whose apply writes `started` then, after `sleep` seconds, `done` to marker files. */
+const slowApply = (name: string, sleep: number): string => `resource "terraform_data" "m" {
+  input = "${name}"
+  provisioner "local-exec" {
+    command = "mkdir -p '${markers}'; echo started > '${markers}/${name}.started'; sleep ${sleep}; echo done > '${markers}/${name}.done'"
+  }
+}
+`;
 
-  it('a plan made on replica A is locked for both: B shows the lock, and another PR on B is refused by it', async () => {
-    a = await startReplica('127.18.60.1', 'replica-a');
-    b = await startReplica('127.18.60.2', 'replica-b');
-    const opened = await env.openPull(a.url, 1, 'rep-1', { 'net/main.tf': terraformConfig({ marker: 'net-v2', touchFile: marker }) });
+describe('three replicas sharing one Redis', () => {
+  let head1 = '';
+
+  it("a PR's autoplan runs on its owner whatever replica the webhook hit; every replica shows the lock", async () => {
+    const o = owner(1);
+    const via = notOwner(1);
+    const opened = await env.openPull(via.url, 1, 'rep-1', { 'net/main.tf': terraformConfig({ marker: 'net-v2' }) });
     head1 = opened.headSha;
     assert.equal(opened.status, 200);
     const plan = await env.waitForComment(1, /^Ran Plan for dir: `net` workspace: `default`/);
     assert.match(plan.body, /Plan: 1 to add, 0 to change, 0 to destroy\./);
-    await waitFor('autoplan to finish on A', () => finished(a.p).includes('plan #1'));
-    for (const r of [a, b]) assert.match(await lockRows(r.url), /<td>net<\/td><td>default<\/td><td>#1 by /, `${r.url} lists A's lock`);
-    const other = await env.openPull(b.url, 2, 'rep-2', { 'net/main.tf': terraformConfig({ marker: 'net-other' }) });
+    await waitFor('the owner to finish the autoplan', () => finished(o).includes('plan #1'), 60_000);
+    assert.deepEqual(
+      logged(via, 'Webhook handed to the replica that owns the pull request').map((l) => [l.owner, l.status]),
+      [[o.id, 200]],
+    );
+    for (const r of replicas) assert.deepEqual(finished(r).includes('plan #1'), r === o, `${r.id} ran the plan: ${r === o}`);
+    for (const r of replicas) assert.match(await lockRows(r.url), /<td>net<\/td><td>default<\/td><td>#1 by /, `${r.id} lists the lock`);
+  });
+
+  it("another PR on the same dir, through any replica, is refused by the first PR's lock", async () => {
+    const other = await env.openPull(notOwner(2).url, 2, 'rep-2', { 'net/main.tf': terraformConfig({ marker: 'net-other' }) });
     const refused = await env.waitForComment(2, /^Ran Plan for dir: `net`/);
     assert.match(refused.body, /\*\*Plan Failed\*\*: This project is currently locked by an unapplied plan from pull #1/);
     await waitFor('PR 2 plan status', () => statuses(other.headSha, 'atlantis/plan').length === 2);
     assert.deepEqual(statuses(other.headSha, 'atlantis/plan'), ['pending: Plan in progress...', 'failure: 1/1 projects failed to plan.']);
-    assert.deepEqual(finished(a.p), ['plan #1'], 'PR 2 ran on B only');
+    await waitFor('the owner of PR 2 to finish', () => finished(owner(2)).includes('plan #2'));
   });
 
-  it('`atlantis apply` sent to B applies the plan A made: the same comment and statuses as one server', async () => {
+  it('`atlantis apply` sent to a replica that does not own the PR is applied by the owner: the same comment and statuses', async () => {
     const before = env.commentsOn(1).length;
-    const r = await env.comment(b.url, 1, 'atlantis apply');
-    assert.equal(r.status, 200);
+    assert.equal((await env.comment(notOwner(1).url, 1, 'atlantis apply')).status, 200);
     const applied = await env.waitForComment(1, /^Ran Apply for dir: `net` workspace: `default`/, { after: before });
     assert.match(applied.body, /Apply complete! Resources: 1 added, 0 changed, 0 destroyed\./);
-    await waitFor('apply to finish on B', () => finished(b.p).includes('apply #1'));
-    assert.ok(!finished(a.p).includes('apply #1'), 'A ran no apply');
-    assert.equal(readFileSync(marker, 'utf8'), 'net-v2', "terraform's local-exec ran the plan's marker");
+    await waitFor('the owner to finish the apply', () => finished(owner(1)).includes('apply #1'));
     assert.equal(statuses(head1, 'atlantis/apply').at(-1), 'success: 1/1 projects applied successfully.');
     assert.deepEqual(statuses(head1, 'atlantis/apply: net/default'), ['pending: Apply in progress...', 'success: Apply succeeded.']);
-    // As Atlantis: the lock outlives the apply, on every replica.
-    for (const r of [a, b]) assert.match(await lockRows(r.url), /<td>net<\/td><td>default<\/td><td>#1 by /);
+    for (const r of replicas)
+      assert.match(await lockRows(r.url), /<td>net<\/td><td>default<\/td><td>#1 by /, 'the lock outlives the apply');
   });
 
-  it('closing the PR on A releases its lock for B: PR 2 then plans on B', async () => {
-    assert.equal((await env.closePull(a.url, 1)).status, 200);
+  it('closing the PR releases its lock for every replica; PR 2 then plans', async () => {
+    assert.equal((await env.closePull(notOwner(1).url, 1)).status, 200);
     const c = await env.waitForComment(1, /^Locks and plans deleted for the projects and workspaces modified in this pull request:/);
     assert.match(c.body, /- dir: `net` workspace: `default`/);
-    for (const r of [a, b]) assert.match(await lockRows(r.url), /<td colspan="6">none<\/td>/, `${r.url} lists no lock`);
+    for (const r of replicas) assert.match(await lockRows(r.url), /<td colspan="6">none<\/td>/, `${r.id} lists no lock`);
     const before = env.commentsOn(2).length;
-    await env.comment(b.url, 2, 'atlantis plan');
+    await env.comment(notOwner(2).url, 2, 'atlantis plan');
     const plan = await env.waitForComment(2, /^Ran Plan for dir: `net` workspace: `default`/, { after: before });
     assert.match(plan.body, /Plan: 1 to add, 0 to change, 0 to destroy\./);
+  });
+
+  it('the owner drains and leaves: the PR moves, and its new owner applies the plan the old one made', async () => {
+    await env.openPull(notOwner(3).url, 3, 'rep-3', { 'dns/main.tf': slowApply('dns', 0) });
+    await env.waitForComment(3, /^Ran Plan for dir: `dns` workspace: `default`/);
+    const old = owner(3);
+    await waitFor('the owner to finish the plan', () => finished(old).includes('plan #3'));
+    old.p.child.kill('SIGTERM');
+    await old.p.exited;
+    const next = owner(3);
+    assert.notEqual(next.id, old.id);
+    const before = env.commentsOn(3).length;
+    assert.equal((await env.comment(next.url, 3, 'atlantis apply')).status, 200);
+    const applied = await env.waitForComment(3, /^Ran Apply for dir: `dns` workspace: `default`/, { after: before });
+    assert.match(applied.body, /Apply complete! Resources: 1 added, 0 changed, 0 destroyed\./);
+    assert.ok(existsSync(path.join(markers, 'dns.done')), "the plan's local-exec ran");
+    await waitFor('the new owner to finish the apply', () => finished(next).includes('apply #3'));
+    assert.deepEqual(logged(next, 'Webhook handed to the replica that owns the pull request'), [], 'no hand-over: it owns the PR now');
+  });
+
+  it('the owner is SIGKILLed mid-apply: one survivor posts the interrupted comment once, and the lock stays', async () => {
+    const o = owner(4);
+    await env.openPull(o.url, 4, 'rep-4', { 'slow/main.tf': slowApply('slow', 60) });
+    await env.waitForComment(4, /^Ran Plan for dir: `slow` workspace: `default`/);
+    await waitFor('the plan to finish', () => finished(o).includes('plan #4'));
+    const before = env.commentsOn(4).length;
+    assert.equal((await env.comment(o.url, 4, 'atlantis apply')).status, 200);
+    await waitFor('terraform to start the apply', () => existsSync(path.join(markers, 'slow.started')), 60_000);
+    o.p.child.kill('SIGKILL');
+    await o.p.exited;
+    const c = await env.waitForComment(4, /\*\*Apply Interrupted\*\*/, { after: before, timeoutMs: 40_000 });
+    assert.match(c.body, /^Ran Apply for dir: `slow` workspace: `default`/);
+    const survivors = alive();
+    await waitFor('the takeover to be logged', () =>
+      survivors.some((r) => logged(r, 'A replica stopped heartbeating: taking over its interrupted jobs and accepted commands').length > 0),
+    );
+    const takers = survivors.filter(
+      (r) => logged(r, 'A replica stopped heartbeating: taking over its interrupted jobs and accepted commands').length,
+    );
+    assert.deepEqual(
+      takers.map((r) =>
+        logged(r, 'A replica stopped heartbeating: taking over its interrupted jobs and accepted commands').map((l) => l.replica),
+      ),
+      [[o.id]],
+      'exactly one survivor took over, once',
+    );
+    assert.equal(
+      env
+        .commentsOn(4)
+        .slice(before)
+        .filter((x) => /Interrupted\*\*/.test(x.body)).length,
+      1,
+      'one comment',
+    );
+    for (const r of survivors)
+      assert.match(await lockRows(r.url), /<td>slow<\/td><td>default<\/td><td>#4 by /, `${r.id} still lists the lock`);
   });
 });

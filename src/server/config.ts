@@ -7,7 +7,7 @@ import path from 'node:path';
 import { judgeAtlantisFlags } from '../config/atlantis-flags.js';
 import { type FlagValues, UsageError } from '../config/flags.js';
 import type { LogLevel } from '../log.js';
-import { type StoreConfig, replicaIdFromFlags, storeConfigFromFlags } from './locks/store-config.js';
+import { type StoreConfig, replicaIdFromFlags, replicaUrlFromFlags, storeConfigFromFlags } from './locks/store-config.js';
 import { ACCEPTED_COMMAND_NAMES, type CommandName, resolveAllowCommands } from './workflow/commands.js';
 import { automergeMethodProblem } from './workflow/automerge.js';
 import { normaliseTfVersion } from './terraform/tf-versions.js';
@@ -104,6 +104,8 @@ export interface ServerConfig {
   store: StoreConfig;
   /** --replica-id: this server's name among replicas sharing a store. */
   replicaId: string;
+  /** --replica-url: where the other replicas reach this one. */
+  replicaUrl: string;
 }
 
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
@@ -261,6 +263,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     writeGitCreds: values['write-git-creds'] === true,
     store: storeConfigFromFlags(values),
     replicaId: replicaIdFromFlags(values),
+    replicaUrl: replicaUrlFromFlags(values, values['bind-address'] as string, port),
   };
 }
 

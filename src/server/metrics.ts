@@ -62,6 +62,13 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  readonly webhooksForwarded = new Counter({
+    name: 'atlantis_webhooks_forwarded_total',
+    help: "Webhooks handed to the replica that owns their pull request: relayed (the owner's answer went back) or handled_here (the owner could not be reached)",
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
   constructor(opts: { defaults?: boolean } = {}) {
     if (opts.defaults !== false) collectProcessMetrics(this.registry);
   }

@@ -321,6 +321,12 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description:
       "This server's name among the replicas sharing one Redis (ours; default the host name, which is the pod name); a restarted replica with the same name recovers its own interrupted jobs",
   },
+  {
+    name: 'replica-url',
+    type: 'string',
+    description:
+      "Where the other replicas sharing one Redis reach this one's /events (ours; default http://<bind-address>:<port>, or the host name when bound to all addresses); in Kubernetes, the pod IP",
+  },
   // Atlantis flags this server does not honour: parsed (hidden) only to be refused or warned about.
   ...unhonouredAtlantisFlagSpecs(),
 ];

@@ -10,6 +10,8 @@ export interface SendWebhookOptions {
   /** Send these bytes instead of JSON.stringify(payload) (truncated-body tests). */
   rawBody?: Buffer | string;
   timeoutMs?: number;
+  /** More headers (e.g. X-Atlantis-Forwarded-By, so a replica handles the webhook itself). */
+  headers?: Record<string, string>;
 }
 
 export interface WebhookResponse {
@@ -35,6 +37,7 @@ export async function sendWebhook(
     'x-github-delivery': deliveryId,
     'x-github-hook-id': '123456',
     'x-github-hook-installation-target-type': 'repository',
+    ...opts.headers,
   };
   if (opts.signature !== undefined) {
     if (opts.signature !== null) headers['x-hub-signature-256'] = opts.signature;

@@ -11,13 +11,33 @@ import { sleep } from '../../src/async.js';
 
 export const WEBHOOK_SECRET = 'webhook-secret-for-tests';
 
+/**
+ * Marks a webhook as handed over by another replica: the replica that gets it handles it itself
+ * (the loop guard of src/server/replicas/router.ts), as when two replicas' lists of the live
+ * replicas disagree for a moment. Tests use it to run one PR's commands on chosen replicas.
+ */
+export const HANDLE_HERE = { 'x-atlantis-forwarded-by': 'test' };
+
 export interface WorkflowEnv {
   gh: GitHubStandin;
   repo: TestRepo;
   /** Server flags pointing at the stand-in. */
   serverArgs(dataDir: string, host: string, extra?: string[]): string[];
-  openPull(serverUrl: string, number: number, branch: string, files: FileChanges): Promise<{ status: number; headSha: string }>;
-  comment(serverUrl: string, number: number, body: string, user?: string): Promise<{ status: number; body: string }>;
+  /** `headers`: more webhook headers, e.g. HANDLE_HERE to keep a replica from handing it to the PR's owner. */
+  openPull(
+    serverUrl: string,
+    number: number,
+    branch: string,
+    files: FileChanges,
+    headers?: Record<string, string>,
+  ): Promise<{ status: number; headSha: string }>;
+  comment(
+    serverUrl: string,
+    number: number,
+    body: string,
+    user?: string,
+    headers?: Record<string, string>,
+  ): Promise<{ status: number; body: string }>;
   closePull(serverUrl: string, number: number): Promise<{ status: number }>;
   /** Waits until PR `number` has a comment matching `re` posted after `after` comments; returns it. */
   waitForComment(number: number, re: RegExp, opts?: { after?: number; timeoutMs?: number; pollMs?: number }): Promise<StandinComment>;
@@ -59,7 +79,7 @@ export async function createWorkflowEnv(opts: { ghHost?: string } = {}): Promise
         ...extra,
       ];
     },
-    async openPull(serverUrl, number, branch, files) {
+    async openPull(serverUrl, number, branch, files, headers) {
       const headSha = await repo.createBranch(branch, files);
       await repo.publishPull(number, branch);
       gh.addPull(repo.fullName, {
@@ -73,16 +93,16 @@ export async function createWorkflowEnv(opts: { ghHost?: string } = {}): Promise
         `${serverUrl}/events`,
         'pull_request',
         pullRequestPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, action: 'opened', number, headSha, headRef: branch }),
-        { secret: WEBHOOK_SECRET },
+        { secret: WEBHOOK_SECRET, ...(headers ? { headers } : {}) },
       );
       return { status: r.status, headSha };
     },
-    async comment(serverUrl, number, body, user = 'dev') {
+    async comment(serverUrl, number, body, user = 'dev', headers) {
       const r = await sendWebhook(
         `${serverUrl}/events`,
         'issue_comment',
         issueCommentPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, number, body, user }),
-        { secret: WEBHOOK_SECRET },
+        { secret: WEBHOOK_SECRET, ...(headers ? { headers } : {}) },
       );
       return { status: r.status, body: r.body };
     },

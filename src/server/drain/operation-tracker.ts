@@ -23,6 +23,7 @@ export class OperationTracker {
   private readonly running = new Map<string, Operation>();
   private idleWaiters: Array<() => void> = [];
   private drainedListeners: Array<() => void> = [];
+  private shutDownListeners: Array<() => void> = [];
 
   /** Starts an operation, or returns undefined when shutting down: the caller must refuse the work. */
   tryStart(info: OperationInfo): Operation | undefined {
@@ -49,6 +50,7 @@ export class OperationTracker {
     if (this.shuttingDown) return false;
     this.shuttingDown = true;
     this.changes++;
+    this.notify('shutDownListeners');
     if (this.running.size === 0) this.notifyDrained();
     return true;
   }
@@ -91,9 +93,19 @@ export class OperationTracker {
     else this.drainedListeners.push(listener);
   }
 
+  /** Calls `listener` once when the drain starts (no operation may start from then on), or at once when it has. */
+  onShutDown(listener: () => void): void {
+    if (this.shuttingDown) listener();
+    else this.shutDownListeners.push(listener);
+  }
+
   private notifyDrained(): void {
-    const listeners = this.drainedListeners;
-    this.drainedListeners = [];
+    this.notify('drainedListeners');
+  }
+
+  private notify(which: 'drainedListeners' | 'shutDownListeners'): void {
+    const listeners = this[which];
+    this[which] = [];
     for (const l of listeners) {
       // A listener's error must not stop the caller (shutDown, finish) half way: it is
       // thrown again after the current statement sequence, as a promise callback's was.

@@ -18,6 +18,7 @@ import type { Operation, OperationTracker } from '../drain/operation-tracker.js'
 import { type ServerMetrics, webhookEventLabel } from '../metrics.js';
 import { processRedactor } from '../secrets/redact.js';
 import type { TurnQueue } from './turn-queue.js';
+import { FORWARDED_BY_HEADER } from '../replicas/forward.js';
 import { UNAUTHORIZED_BODY, WWW_AUTHENTICATE, type WebAuthConfig, decideWebAuth } from './web-auth.js';
 import { MAX_WEBHOOK_BYTES, WebhookIntake } from './webhook-intake.js';
 
@@ -28,6 +29,10 @@ export interface WebhookRequest {
   deliveryId: string | undefined;
   signature: string | undefined;
   rawBody: Buffer;
+  /** Content-Type as received, passed on when the webhook is handed to another replica. */
+  contentType?: string;
+  /** X-Atlantis-Forwarded-By: another replica handed this webhook here (replicas/forward.ts). */
+  forwardedBy?: string;
 }
 
 export interface WebhookResponse {
@@ -238,6 +243,8 @@ function buildRoutes(deps: AppDeps): {
           deliveryId: header(req, 'x-github-delivery'),
           signature: header(req, 'x-hub-signature-256'),
           rawBody,
+          contentType: header(req, 'content-type'),
+          forwardedBy: header(req, FORWARDED_BY_HEADER),
         }),
       );
     } catch (e) {

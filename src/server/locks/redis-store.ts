@@ -400,8 +400,8 @@ export class RedisStore implements StateStore {
 
   // ---- command journal ------------------------------------------------------------
 
-  private commandKeys(): [string, string] {
-    return [`${this.p}commands:${this.replicaId}`, `${this.p}commands-started:${this.replicaId}`];
+  private commandKeys(of = this.replicaId): [string, string] {
+    return [`${this.p}commands:${of}`, `${this.p}commands-started:${of}`];
   }
 
   /** One script: the entry and its place in the order. Durable once Redis has it in its AOF. */
@@ -415,13 +415,13 @@ export class RedisStore implements StateStore {
     await this.scripts.atlCommandStarted(...this.commandKeys(), id, this.ts());
   }
 
-  async commandFinished(id: string): Promise<void> {
-    const [cmds, started] = this.commandKeys();
+  async commandFinished(id: string, of?: string): Promise<void> {
+    const [cmds, started] = this.commandKeys(of);
     execOk(await this.redis.multi().hdel(cmds, id).hdel(started, id).exec());
   }
 
-  async acceptedCommands(): Promise<AcceptedCommand[]> {
-    const [cmds, started] = this.commandKeys();
+  async acceptedCommands(of?: string): Promise<AcceptedCommand[]> {
+    const [cmds, started] = this.commandKeys(of);
     const res = execOk(await this.redis.multi().hgetall(cmds).hgetall(started).exec());
     const at = res[1] as Record<string, string>;
     return Object.values(res[0] as Record<string, string>)
@@ -452,8 +452,8 @@ export class RedisStore implements StateStore {
     await this.scripts.atlJobFinished(`${this.p}jobs`, `${this.p}jobs-finished`, `${this.p}jobs-unfinished`, id, fin);
   }
 
-  async unfinishedJobs(): Promise<JobRecord[]> {
-    const recs = (await this.scripts.atlUnfinished(`${this.p}jobs-unfinished`, `${this.p}jobs`, this.replicaId)) as string[];
+  async unfinishedJobs(of = this.replicaId): Promise<JobRecord[]> {
+    const recs = (await this.scripts.atlUnfinished(`${this.p}jobs-unfinished`, `${this.p}jobs`, of)) as string[];
     return recs.map((s) => toJob(s, null)).sort((a, b) => byteCmp(a.startedAt, b.startedAt) || byteCmp(a.id, b.id));
   }
 

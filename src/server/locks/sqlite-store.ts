@@ -371,12 +371,12 @@ export class SqliteStore implements StateStore {
     this.sql('UPDATE commands SET started_at = ? WHERE id = ?').run(this.ts(), id);
   }
 
-  async commandFinished(id: string): Promise<void> {
+  async commandFinished(id: string, _of?: string): Promise<void> {
     this.sql('DELETE FROM commands WHERE id = ?').run(id);
   }
 
   /** Every row: the data dir is this server's alone (its lock file says so). */
-  async acceptedCommands(): Promise<AcceptedCommand[]> {
+  async acceptedCommands(_of?: string): Promise<AcceptedCommand[]> {
     const rows = this.sql('SELECT * FROM commands ORDER BY seq').all() as {
       id: string;
       repo: string;
@@ -410,7 +410,7 @@ export class SqliteStore implements StateStore {
   }
 
   /** Jobs started but never finished: the previous process died while running them. */
-  async unfinishedJobs(): Promise<JobRecord[]> {
+  async unfinishedJobs(_of?: string): Promise<JobRecord[]> {
     return (this.sql('SELECT * FROM jobs WHERE finished_at IS NULL ORDER BY started_at, id').all() as JobRow[]).map(toJob);
   }
 

@@ -159,19 +159,23 @@ export interface StateStore {
   acceptCommand(cmd: { id: string; repo: string; pull: number; payload: unknown }): Promise<AcceptedCommand>;
   /** The command is about to do its first side effect. Nothing for an id not journalled (or finished). */
   commandStarted(id: string): Promise<void>;
-  /** The command ended, whatever its outcome: its entry goes. Idempotent. */
-  commandFinished(id: string): Promise<void>;
+  /** The command ended, whatever its outcome: its entry goes. Idempotent. `of`: another replica's entry (takeover). */
+  commandFinished(id: string, of?: string): Promise<void>;
   /**
    * This server's commands accepted and never finished, in the order they were accepted. A
-   * data dir (SQLite) is one server's; on Redis, the replica of the same identity's only.
+   * data dir (SQLite) is one server's; on Redis, the replica of the same identity's only, or
+   * with `of` those of that replica (a survivor taking over a dead one's; SQLite ignores it).
    */
-  acceptedCommands(): Promise<AcceptedCommand[]>;
+  acceptedCommands(of?: string): Promise<AcceptedCommand[]>;
 
   // ---- job journal ----
   jobStarted(job: JobStart): Promise<JobRecord>;
   jobFinished(id: string, result: JobResult, summary?: string): Promise<void>;
-  /** Jobs this server (or the replica of the same identity before a restart) started and never finished. */
-  unfinishedJobs(): Promise<JobRecord[]>;
+  /**
+   * Jobs this server (or the replica of the same identity before a restart) started and never
+   * finished; with `of`, those replica `of` started (takeover; SQLite ignores it).
+   */
+  unfinishedJobs(of?: string): Promise<JobRecord[]>;
   /** The newest jobs first. */
   recentJobs(limit?: number): Promise<JobRecord[]>;
   /** Drops finished jobs beyond the newest `keep`; returns how many went. */

@@ -59,3 +59,16 @@ export function replicaIdFromFlags(values: FlagValues): string {
     throw new UsageError(`invalid value "${id}" for --replica-id: letters, digits, '.', '_' and '-' only, at most 253`);
   return id;
 }
+
+/** `--replica-url`, else this server's own address: the bind address, or the host name when bound to all. */
+export function replicaUrlFromFlags(values: FlagValues, bindAddress: string, port: number): string {
+  const given = nonEmpty(values['replica-url']);
+  if (given !== undefined) {
+    if (!/^https?:\/\/[^/@\s]+\/?$/.test(given))
+      throw new UsageError(`invalid value "${given}" for --replica-url: must be http(s)://host:port, without a path or credentials`);
+    return given.replace(/\/+$/, '');
+  }
+  const wildcard = bindAddress === '0.0.0.0' || bindAddress === '::' || bindAddress === '';
+  const host = wildcard ? hostname() : bindAddress;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}

@@ -6,9 +6,11 @@ import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../../config/flags.js';
 import { openStateStore } from '../locks/open-store.js';
-import type { JobRecord } from '../locks/state-store.js';
 import type { Operation } from '../drain/operation-tracker.js';
 import { openProjectLeases } from '../locks/project-lease.js';
+import type { ReplicaInfo } from '../replicas/affinity.js';
+import { openReplicaRegistry } from '../replicas/registry.js';
+import { WebhookRouter } from '../replicas/router.js';
 import type { AtlantisServer } from '../server.js';
 import { GitCredsForInit } from '../terraform/git-creds.js';
 import { TerraformBinaries } from '../terraform/tf-install.js';
@@ -22,14 +24,13 @@ import { JobLogPruner } from './job-logs.js';
 import { JobRegistry } from './jobs.js';
 import {
   SHUTTING_DOWN_COMMENT,
-  crashedJobComment,
-  interruptedCommandComment,
   pullClosedComment,
   queuedCommandStartingComment,
   queuedDuringDrainComment,
   storeUnavailableComment,
 } from './messages.js';
 import { ProjectRunner } from './project-runner.js';
+import { type RecoveryDeps, recoverJournal } from './recovery.js';
 import { type ServerSideRepoConfig, parseServerSideRepoConfig } from './repo-config/server-side.js';
 import { RepoConfigError } from './repo-config/types.js';
 import { type PullRefusal, type WorkItem, decideWebhook, gatePull } from './webhook-decision.js';
@@ -373,49 +374,39 @@ export function workflowPlugin(server: AtlantisServer) {
       case 'refuse':
         server.trackBackground(refuse(d.repo, d.pull, 'autoplan', d.gate));
         return { status: d.status, body: `${d.body}\n` };
-      case 'work':
-        return accept(d.item);
-    }
-  }
-
-  /** Jobs the journal says were running when the previous process died. */
-  async function recoverCrashedJobs(unfinished: JobRecord[]): Promise<void> {
-    for (const j of unfinished) {
-      await store.jobFinished(j.id, 'interrupted', 'server stopped while the job ran');
-      if (j.command === 'apply') await store.deletePlan(j.repo, j.pull, j.dir ?? '.', j.workspace ?? 'default');
-      log.warn('Found a job interrupted by a server crash', { jobId: j.id, repo: j.repo, pull: j.pull, command: j.command });
-      server.trackBackground(comment(j.repo, j.pull, crashedJobComment(j, cfg.executableName)));
-    }
-  }
-
-  /**
-   * Commands this server accepted (answered 200) before it died. Never begun: run now, under
-   * their journal entry. Begun: not run again (they may have had effects); their running jobs
-   * are answered by recoverCrashedJobs, and one with no job left running (it died before its
-   * first job, or after its jobs and before its result) is answered here.
-   */
-  async function recoverAcceptedCommands(unfinished: JobRecord[]): Promise<void> {
-    for (const c of await store.acceptedCommands()) {
-      const item = c.payload as WorkItem;
-      const info = { repo: c.repo, pull: c.pull, command: lineOf(item), commandId: c.id };
-      if (c.startedAt === undefined) {
-        const op = server.startOperation(operationInfo(item));
-        if (!op) {
-          log.info('Command accepted before the server stopped stays journalled: the server is draining', info);
-          continue;
-        }
-        log.info('Running a command accepted before the server stopped', info);
-        countRunning(c.repo, c.pull);
-        launch(item, c.id, op);
-        continue;
+      case 'work': {
+        // Replicas sharing a store: the PR's owner runs it (replicas/router.ts); else here.
+        const { repo, pull } = d.item.kind === 'autoplan' ? d.item.ctx : d.item;
+        return (await router.route(pullKey(repo, pull), req)) ?? accept(d.item);
       }
-      const began = Date.parse(c.startedAt);
-      const jobs = unfinished.filter((j) => j.repo === c.repo && j.pull === c.pull && Date.parse(j.startedAt) >= began).length;
-      await store.commandFinished(c.id);
-      log.warn('Found a command interrupted by a server crash', { ...info, interruptedJobs: jobs });
-      if (jobs === 0) server.trackBackground(comment(c.repo, c.pull, interruptedCommandComment(nameOf(item), lineOf(item))));
     }
   }
+
+  const recovery: RecoveryDeps = {
+    store,
+    logger: log,
+    executableName: cfg.executableName,
+    comment: (repo, pull, body) => server.trackBackground(comment(repo, pull, body)),
+    lineOf,
+    nameOf,
+    resume: (item, id) => {
+      const op = server.startOperation(operationInfo(item));
+      if (!op) return false;
+      const { repo, pull } = item.kind === 'autoplan' ? item.ctx : item;
+      countRunning(repo, pull);
+      launch(item, id, op);
+      return true;
+    },
+    adopt: async (item) => void (await accept(item)),
+  };
+
+  /** A replica died without leaving, and this one won the claim: its journal is ours to finish. */
+  async function takeOver(gone: ReplicaInfo): Promise<void> {
+    log.warn('A replica stopped heartbeating: taking over its interrupted jobs and accepted commands', { replica: gone.id });
+    await recoverJournal(recovery, gone.id);
+  }
+  const membership = openReplicaRegistry(cfg, cfg.replicaUrl, { logger: log, onReplicaGone: takeOver });
+  const router = new WebhookRouter({ membership, isDraining: () => server.tracker.isShuttingDown, logger: log, metrics: server.metrics });
 
   async function replayQueue(): Promise<void> {
     for (const q of await store.takeAll()) {
@@ -456,13 +447,18 @@ export function workflowPlugin(server: AtlantisServer) {
           replicaId: cfg.replicaId,
         });
       decisionOptions.botLogin = await auth.botLogin();
-      const unfinished = await store.unfinishedJobs();
-      await recoverCrashedJobs(unfinished);
-      await recoverAcceptedCommands(unfinished);
+      await recoverJournal(recovery);
+      await membership.start();
+      // A draining replica owns no PR: the others stop handing it webhooks at its next heartbeat.
+      server.tracker.onShutDown(() =>
+        membership.setDraining(true).catch((e: Error) => log.warn('Could not announce the drain to the replicas', { error: e.message })),
+      );
       await jobLogPruner.start();
       await replayQueue();
     },
     close: async () => {
+      await membership.leave().catch((e: Error) => log.warn('Could not leave the replicas', { error: e.message }));
+      await membership.close();
       await jobLogPruner.stop();
       await leases.close();
       await store.close();
