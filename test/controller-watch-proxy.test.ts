@@ -12,10 +12,12 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { finished } from 'node:stream/promises';
 import { after, before, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { podTemplateRevision } from '../src/controller/resources/index.js';
 import { API_VERSION, PLURAL } from '../src/controller/types.js';
+import { withTimeout } from '../src/async.js';
 import { apiPath } from '../src/k8s/client.js';
 import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
 import { gatedConfig } from './support/git-repos.js';
@@ -36,6 +38,7 @@ import {
 } from './support/controller-asserts.js';
 import { deleteNamespace, freshNamespace, getCluster, getLocalNode, readFileOr, waitFor, type TestCluster } from './support/k8s.js';
 import { TcpProxy } from './support/tcp-proxy.js';
+import { reportOpenHandlesAfter } from './support/open-handles.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
 
 const NAME = 'atl';
@@ -120,21 +123,52 @@ before(async () => {
   );
 });
 
-after(async () => {
-  if (ctrl && ctrl.child.exitCode === null) {
-    ctrl.child.kill('SIGTERM');
-    await Promise.race([ctrl.exited, new Promise((r) => setTimeout(r, 15_000))]);
-    if (ctrl.child.exitCode === null) ctrl.child.kill('SIGKILL');
+/**
+ * One step of the teardown: at most `ms`, and whatever it does (hangs, throws) the next step
+ * still runs; a step that does not finish in time is named on stderr.
+ */
+async function teardownStep(what: string, ms: number, fn: () => Promise<unknown>): Promise<void> {
+  try {
+    if ((await withTimeout(fn(), ms)) === 'timeout') process.stderr.write(`after(): ${what} did not finish within ${ms} ms\n`);
+  } catch (e) {
+    process.stderr.write(`after(): ${what} failed: ${(e as Error).message}\n`);
   }
-  if (!passed && ctrl)
-    process.stderr.write(
-      `controller output (last 20000 chars):\n${ctrl.output().slice(-20_000)}\nproxy: ${JSON.stringify(proxy?.stats)}\n`,
+}
+
+after(async () => {
+  const c = ctrl;
+  if (c) {
+    const running = () => c.child.exitCode === null && c.child.signalCode === null;
+    if (running()) {
+      c.child.kill('SIGTERM');
+      await teardownStep('the controller to exit on SIGTERM', 15_000, () => c.exited);
+    }
+    if (running()) {
+      c.child.kill('SIGKILL');
+      await teardownStep('the controller to exit on SIGKILL', 5_000, () => c.exited);
+    }
+    // The rest of its output, then its pipes are closed here: a process that inherited them
+    // must not keep this one alive.
+    await teardownStep('the controller output to end', 2_000, () =>
+      Promise.all([c.child.stdout, c.child.stderr].map((s) => (s ? finished(s).catch(() => {}) : undefined))),
     );
-  await proxy?.close();
-  await env?.close();
+    c.child.stdout?.destroy();
+    c.child.stderr?.destroy();
+    if (!passed)
+      process.stderr.write(`controller output (last 20000 chars):\n${c.output().slice(-20_000)}\nproxy: ${JSON.stringify(proxy?.stats)}\n`);
+  }
+  if (proxy) await teardownStep('proxy.close()', 10_000, () => proxy.close());
+  if (env) await teardownStep('the GitHub stand-in to close', 10_000, () => env.close());
   // the server pods are processes on this machine: let the garbage collector stop them
-  if (passed && ns) await deleteNamespace(ns).catch(() => {});
-  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  if (passed && ns) await teardownStep(`the delete of namespace ${ns}`, 40_000, () => deleteNamespace(ns));
+  if (tmp) await teardownStep(`the removal of ${tmp}`, 10_000, async () => fs.rmSync(tmp, { recursive: true, force: true }));
+  // Nothing of this file should be left now: should the process not exit, it says why.
+  reportOpenHandlesAfter(10_000, 'controller-watch-proxy.test.ts', () => ({
+    proxy: proxy?.stats,
+    proxyOpenSockets: proxy?.openSockets(),
+    proxyOpenConnections: proxy?.openCounts(),
+    controller: c && { pid: c.child.pid, exitCode: c.child.exitCode, signal: c.child.signalCode },
+  }));
 });
 
 describe('controller behind a proxy that cuts and then black-holes its connections', () => {

@@ -15,6 +15,17 @@
 // connection behind a NAT or load balancer that lost its state. A client notices only by its
 // own timeouts (e.g. a watch that gets no bytes). pass() does not revive black holes: only
 // connections accepted after it are forwarded.
+//
+// Cutting a socket resets it (RST), except one whose FIN is already on its way (end() called,
+// by the proxy or by Node.js itself after the peer's FIN) or that is still connecting: that one
+// is closed plainly. On Node.js 20 (libuv 1.46) resetAndDestroy() of a socket with a pending
+// shutdown fails with EINVAL (an 'error' event, which the proxy ignores), and Node.js then
+// drops the socket's handle without closing it: an open TCP handle that nothing owns any more
+// and nothing can close, so the process never exits (once its event loop is empty it spins in
+// its exit cleanup). That is how test/controller-watch-proxy.test.ts ran into its 600 s file
+// timeout: its after() hook calls close() the moment the controller has exited, which can be
+// in the same turn of the event loop in which the proxy passed the FIN of one of the
+// controller's last connections on (upstream.end()).
 import net from 'node:net';
 
 export type TcpProxyMode = 'pass' | 'silent';
@@ -55,8 +66,15 @@ export class TcpProxy {
   private readonly conns = new Set<Conn>();
   private readonly history: Conn[] = [];
   private nextId = 1;
-  /** counters for assertions and failure messages */
-  readonly stats = { accepted: 0, forwarded: 0, dropped: 0, blackholed: 0, upstreamErrors: 0 };
+  /** Every socket of the proxy (both sides of every connection) until its 'close': what close() destroys, uncapped. */
+  private readonly sockets = new Set<net.Socket>();
+  private closed = false;
+  /**
+   * counters for assertions and failure messages; `resetFailed`: resets Node.js could not do (each
+   * leaves a handle open that keeps the process alive), `lateAccepts`: connections refused
+   * because close() had begun
+   */
+  readonly stats = { accepted: 0, forwarded: 0, dropped: 0, blackholed: 0, upstreamErrors: 0, resetFailed: 0, lateAccepts: 0 };
 
   constructor(opts: TcpProxyOptions) {
     if (!/^127\.\d+\.\d+\.\d+$/.test(opts.host)) throw new Error(`TcpProxy listens on loopback only, not ${opts.host}`);
@@ -130,21 +148,52 @@ export class TcpProxy {
     return r;
   }
 
-  /** Stops listening and destroys every connection, black holes included. */
-  async close(): Promise<void> {
+  /** Sockets not closed yet (both sides counted): 0 after close() has returned. */
+  openSockets(): number {
+    return this.sockets.size;
+  }
+
+  /**
+   * Stops listening and destroys every connection, black holes included. Returns once the
+   * listener is closed, or after `timeoutMs` at the latest (then with a line on stderr, and
+   * the counters, instead of holding the caller up).
+   */
+  async close(timeoutMs = 5_000): Promise<void> {
     const s = this.server;
     this.server = undefined;
+    this.closed = true;
+    // The listener first, so no connection arrives while the others are being destroyed.
+    const listenerClosed = s ? new Promise<void>((r) => s.close(() => r())) : Promise.resolve();
     for (const c of [...this.conns]) this.finish(c, true);
-    // Every socket this proxy ever opened, whatever state its bookkeeping shows: one left open
-    // keeps the test process alive after its last test (seen once as a 600 s file timeout).
-    for (const c of this.history) {
-      c.client.destroy();
-      c.upstream?.destroy();
-    }
-    if (s) await new Promise<void>((r) => s.close(() => r()));
+    // Whatever the bookkeeping says, every socket the proxy still holds.
+    for (const sock of [...this.sockets]) sock.destroy();
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<boolean>((r) => {
+      timer = setTimeout(() => r(true), timeoutMs);
+    });
+    const late = await Promise.race([listenerClosed.then(() => false), timedOut]);
+    clearTimeout(timer);
+    if (late)
+      process.stderr.write(
+        `TcpProxy ${this.address}: the listener did not close within ${timeoutMs} ms; open sockets ${this.sockets.size}, ` +
+          `stats ${JSON.stringify(this.stats)}\n`,
+      );
+  }
+
+  /** Tracks `s` until its 'close'. */
+  private track(s: net.Socket): void {
+    this.sockets.add(s);
+    s.once('close', () => this.sockets.delete(s));
   }
 
   private accept(client: net.Socket): void {
+    if (this.closed) {
+      this.stats.lateAccepts++;
+      client.on('error', () => {});
+      client.destroy();
+      return;
+    }
+    this.track(client);
     this.stats.accepted++;
     const c: Conn = {
       id: this.nextId++,
@@ -172,6 +221,7 @@ export class TcpProxy {
       return;
     }
     const up = net.connect({ host: this.target.host, port: this.target.port });
+    this.track(up);
     c.upstream = up;
     up.setNoDelay(true);
     client.setNoDelay(true);
@@ -243,10 +293,30 @@ export class TcpProxy {
     c.pending = [];
     const kill = (s: net.Socket | undefined) => {
       if (!s || s.destroyed) return;
-      if (cut) s.resetAndDestroy();
+      if (cut) this.reset(s);
       else s.destroy();
     };
     kill(c.upstream);
     if (cut) kill(c.client);
+  }
+
+  /**
+   * Resets `s` (RST) where Node.js can: not while it is connecting, and not once its FIN is on
+   * its way (end() called: resetAndDestroy() would fail with EINVAL and leave the handle open
+   * for good, see the top of this file); those are closed plainly. A reset that fails anyway
+   * is counted in stats.resetFailed (nothing can close that handle any more: Node.js marks it
+   * closing), so the failure report of a hung test names it.
+   */
+  private reset(s: net.Socket): void {
+    if (s.connecting || s.pending || s.writableEnded || !s.writable) {
+      s.destroy();
+      return;
+    }
+    const onError = (e: NodeJS.ErrnoException) => {
+      if (e.syscall === 'reset') this.stats.resetFailed++;
+    };
+    s.on('error', onError);
+    s.resetAndDestroy();
+    s.off('error', onError);
   }
 }
