@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
 import { pullRequestPayload, sendWebhook } from './support/github-standin.js';
+import { waitFor } from './support/server.js';
 import { type WorkflowEnv, WEBHOOK_SECRET, createWorkflowEnv, tempDataDir } from './support/workflow-env.js';
 
 let env: WorkflowEnv;
@@ -144,10 +145,14 @@ describe('hostile when_modified (real server process)', { timeout: 180_000 }, ()
     const patterns = Array.from({ length: 100 }, () => LONG_PATHOLOGICAL);
     const status = await openPull(5, { 'atlantis.yaml': atlantisYaml(patterns) }, [LONG_PATH]);
     assert.equal(status, 200);
+    // The command is journalled before the 200 and begins after it: its first line may follow the answer.
+    await waitFor("the server's first line of PR 5's event", () => logLines().some((l) => l.pull === 5), 30_000).catch((e: Error) => {
+      throw new Error(`${e.message}\n${server.output().slice(-2000)}`);
+    });
     const accepted = logLines()
       .filter((l) => l.pull === 5)
       .at(0);
-    assert.ok(accepted, `the server logged PR 5's event:\n${server.output().slice(-2000)}`);
+    assert.ok(accepted);
     server.child.kill('SIGTERM');
     const exit = await server.exited;
     assert.equal(exit.code, 0, server.output().slice(-3000));
