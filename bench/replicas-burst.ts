@@ -142,7 +142,10 @@ async function round(name: string, n: number, redis: RedisServer, admin: Redis, 
       replicas.push({ id, url: `http://${replicaHost(k)}:4141`, dataDir, p });
     }
     for (const r of replicas)
-      await waitForHttp(`${r.url}/healthz`, 60_000).catch((e: Error) => {
+      await Promise.race([
+        waitForHttp(`${r.url}/healthz`, 60_000),
+        r.p.exited.then((x) => Promise.reject(new Error(`exited before answering (code ${x.code}, signal ${x.signal})`))),
+      ]).catch((e: Error) => {
         throw new Error(`${r.id}: ${e.message}\n${r.p.output().slice(-3000)}`);
       });
     const alive = () => replicas.every((r) => running(r.p));
