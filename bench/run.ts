@@ -9,6 +9,7 @@ const benches: Array<[string, () => Promise<{ ok: boolean }>]> = [
   ['workflow-overhead', benchWorkflowOverhead],
   ['controller-scale', benchControllerScale],
   ['webhook-burst', async () => (await import('./webhook-burst.js')).benchWebhookBurst()],
+  ['replicas-burst', async () => (await import('./replicas-burst.js')).benchReplicasBurst()],
 ];
 
 const only = process.argv.slice(2);

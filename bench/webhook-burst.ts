@@ -33,130 +33,44 @@
 // BENCH_SERVER_CLI (another build of dist/atlantis-operator.mjs, to compare two versions).
 // The server runs with --log-level debug (the exact concurrency comes from its log); its log
 // is kept as <data dir>/server.log.
-import crypto from 'node:crypto';
-import http from 'node:http';
 import { loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { EVENT_LOOP_MONITORING_PRECISION_MS } from '../src/process-metrics.js';
-import { type CliProcess, startCli, waitForHttp } from '../test/support/cli.js';
-import { sendWebhook } from '../test/support/github-standin.js';
-import { terraformConfig } from '../test/support/git-repos.js';
+import { type CliProcess, waitForHttp } from '../test/support/cli.js';
 import { assertTerraform } from '../test/support/terraform.js';
-import { WEBHOOK_SECRET, createWorkflowEnv, tempDataDir } from '../test/support/workflow-env.js';
+import { createWorkflowEnv, tempDataDir } from '../test/support/workflow-env.js';
 import { type LatencySummary, fmtMs, printTable, summarize } from './support.js';
 import { cpuTicks, liveChildren, metricSum, procStatusKiB, processHostPid, terraformFromLog } from './proc-stats.js';
 import { startProbe, window } from './status-probe.js';
-import { BOT, type Hook, type Pr, hooksFor, mulberry32 } from './webhook-mix.js';
+import {
+  GITHUB_TIMEOUT_MS,
+  burstParams,
+  countAnswers,
+  createBurst,
+  expected,
+  printMix,
+  running,
+  sendBurst,
+  startServer,
+  waitForAnswers,
+} from './burst-core.js';
 
 const HOST = '127.0.203.1';
 const GH_HOST = '127.0.203.2'; // the GitHub stand-in
-/** GitHub closes a webhook delivery that gets no answer within 10 s and marks it failed (no automatic redelivery). */
-const GITHUB_TIMEOUT_MS = 10_000;
-
-/** Still running: a process killed by a signal (a V8 abort is SIGABRT) has no exit code. */
-const running = (p: CliProcess) => p.child.exitCode === null && p.child.signalCode === null;
-
-/**
- * A webhook the way GitHub delivers one: signed like sendWebhook, on a connection of its own
- * (no keep-alive), answered within GITHUB_TIMEOUT_MS or given up.
- */
-function postOnNewConnection(
-  target: string,
-  event: string,
-  payload: unknown,
-  deliveryId: string,
-): Promise<{ status: number; body: string }> {
-  const raw = Buffer.from(JSON.stringify(payload));
-  const headers = {
-    'content-type': 'application/json',
-    'content-length': String(raw.length),
-    'user-agent': 'GitHub-Hookshot/3b5e1c2',
-    connection: 'close',
-    'x-github-event': event,
-    'x-github-delivery': deliveryId,
-    'x-github-hook-id': '123456',
-    'x-github-hook-installation-target-type': 'repository',
-    'x-hub-signature-256': 'sha256=' + crypto.createHmac('sha256', WEBHOOK_SECRET).update(raw).digest('hex'),
-    'x-hub-signature': 'sha1=' + crypto.createHmac('sha1', WEBHOOK_SECRET).update(raw).digest('hex'),
-  };
-  return new Promise((resolve, reject) => {
-    const req = http.request(target, { method: 'POST', headers, agent: false, signal: AbortSignal.timeout(GITHUB_TIMEOUT_MS) }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(raw);
-  });
-}
-
-/**
- * The CLI (or BENCH_SERVER_CLI, another build of the bundle, for before/after comparisons)
- * with stdout and stderr going straight to `logFile`, not a pipe to this busy process: when
- * it falls behind reading, the server's event loop stands still on its own log lines. See
- * startCli.
- */
-function startServer(args: string[], env: NodeJS.ProcessEnv, logFile: string): CliProcess {
-  return startCli(args, env, { logFile, cli: process.env.BENCH_SERVER_CLI });
-}
 
 // ---- the benchmark ---------------------------------------------------------------------------
 
 export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
   assertTerraform();
-  const WEBHOOKS = Number(process.env.BENCH_WEBHOOKS ?? 1000);
-  const PRS = Number(process.env.BENCH_PRS ?? 50);
-  const POOL = Number(process.env.BENCH_POOL ?? 4);
-  const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 50);
-  const TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_S ?? 600) * 1000;
-  const KEEPALIVE = process.env.BENCH_KEEPALIVE === '1';
-  if (!(PRS >= 1 && WEBHOOKS >= PRS && POOL >= 1 && CONCURRENCY >= 1))
-    throw new Error('need BENCH_PRS >= 1, BENCH_WEBHOOKS >= BENCH_PRS, BENCH_POOL >= 1, BENCH_CONCURRENCY >= 1');
+  const { WEBHOOKS, PRS, POOL, CONCURRENCY, TIMEOUT_MS, KEEPALIVE } = burstParams();
   const benchStart = Date.now();
   const loadBefore = loadavg();
 
   const env = await createWorkflowEnv({ ghHost: GH_HOST });
   let server: CliProcess | undefined;
   try {
-    // 50 PRs, each adding its own project burst<N>/ (so no PR waits for another's lock).
-    const prs: Pr[] = [];
-    for (let n = 1; n <= PRS; n++) {
-      const pr: Pr = { number: n, dir: `burst${n}`, branch: `burst-${n}`, headSha: '' };
-      pr.headSha = await env.repo.createBranch(pr.branch, { [`${pr.dir}/main.tf`]: terraformConfig({ marker: `burst${n}` }) });
-      await env.repo.publishPull(n, pr.branch);
-      env.gh.addPull(env.repo.fullName, {
-        number: n,
-        headSha: pr.headSha,
-        headRef: pr.branch,
-        baseRef: env.repo.baseBranch,
-        files: [{ filename: `${pr.dir}/main.tf`, status: 'added' }],
-      });
-      prs.push(pr);
-    }
-    const hooks: Hook[] = prs.flatMap((pr, i) => hooksFor(env, pr, Math.floor(WEBHOOKS / PRS) + (i < WEBHOOKS % PRS ? 1 : 0)));
-    const rand = mulberry32(20_260_601);
-    for (let i = hooks.length - 1; i > 0; i--) {
-      const j = Math.floor(rand() * (i + 1));
-      [hooks[i], hooks[j]] = [hooks[j]!, hooks[i]!];
-    }
-
-    const mixRows = new Map<string, { kind: string; total: number; answer: string; effect: string }>();
-    for (const h of hooks) {
-      const k = h.kind.replace(/burst\d+/, 'burstN');
-      const row = mixRows.get(k) ?? {
-        kind: k,
-        total: 0,
-        answer: `${h.expect.status} ${h.expect.body}`,
-        effect: h.expect.runs ? `${h.expect.runs} plan run + comment + status` : h.expect.comment ? `${h.expect.comment} comment` : 'none',
-      };
-      row.total++;
-      mixRows.set(k, row);
-    }
-    printTable(
-      `mix: ${hooks.length} signed webhooks over ${PRS} PRs, shuffled, ${CONCURRENCY} in flight, ${KEEPALIVE ? `on up to ${CONCURRENCY} kept-alive connections` : 'each on a new connection (as GitHub delivers them)'}`,
-      [...mixRows.values()],
-    );
+    const { prs, hooks } = await createBurst(env, PRS, WEBHOOKS);
+    printMix(hooks, PRS, CONCURRENCY, KEEPALIVE);
 
     const dataDir = tempDataDir();
     // startWorkflowServer's way, with more time to come up on a loaded machine.
@@ -210,40 +124,7 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     const ownLag = monitorEventLoopDelay({ resolution: 10 });
     ownLag.enable();
     const sendStart = Date.now();
-    // Delivery ids burst-<i>, so that a late one can be found in the server log.
-    const results: Array<{ status: number; body: string; ms: number; at: number; error?: string }> = new Array(hooks.length);
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: Math.min(CONCURRENCY, hooks.length) }, async () => {
-        while (next < hooks.length) {
-          const i = next++;
-          const h = hooks[i]!;
-          const t0 = performance.now();
-          const at = Date.now() - sendStart;
-          try {
-            const r = KEEPALIVE
-              ? await sendWebhook(`${url}/events`, h.event, h.payload, {
-                  secret: WEBHOOK_SECRET,
-                  timeoutMs: GITHUB_TIMEOUT_MS,
-                  deliveryId: `burst-${i}`,
-                })
-              : await postOnNewConnection(`${url}/events`, h.event, h.payload, `burst-${i}`);
-            results[i] = { status: r.status, body: r.body, ms: performance.now() - t0, at };
-          } catch (e) {
-            const ms = performance.now() - t0;
-            // Given up at GitHub's timeout (TimeoutError from fetch, AbortError from http.request).
-            const timedOut = ms >= GITHUB_TIMEOUT_MS - 100 && /abort|timeout/i.test(`${(e as Error).name} ${(e as Error).message}`);
-            results[i] = {
-              status: -1,
-              body: '',
-              ms,
-              at,
-              error: timedOut ? `no answer within ${GITHUB_TIMEOUT_MS / 1000} s` : (e as Error).message,
-            };
-          }
-        }
-      }),
-    );
+    const results = await sendBurst(hooks, () => url, CONCURRENCY, KEEPALIVE, sendStart);
     const sendEnd = Date.now();
     // The histogram's values include its sampling interval: what is past it is the delay.
     const intakeLagMax = (await metricSum(url, 'nodejs_eventloop_lag_max_seconds')) - EVENT_LOOP_MONITORING_PRECISION_MS / 1000;
@@ -254,36 +135,9 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     const rssAfterIntakeKiB = procStatusKiB(pid, 'VmRSS');
 
     // ---- expected answers, then wait for them (bounded) ------------------------------------
-    const want = { plan: 0, unlock: 0, help: 0, 'did-you-mean': 0, runs: 0, planStatuses: 0, reactions: 0, commands: 0 };
-    for (const h of hooks) {
-      if (h.expect.comment) want[h.expect.comment]++;
-      want.runs += h.expect.runs;
-      if (h.expect.planStatus) want.planStatuses++;
-      if (h.expect.reaction) want.reactions++;
-      if (h.expect.body === 'Processing...') want.commands++;
-    }
-    const wantComments = want.plan + want.unlock + want.help + want['did-you-mean'];
-    const botComments = () => [...env.gh.commentsById.values()].filter((c) => c.user === BOT);
-    const finalStatuses = () => env.gh.statuses.filter((s) => s.context === 'atlantis/plan' && s.state !== 'pending');
-    // Until every answer is there; or, when some never come, until nothing has moved for 15 s
-    // with no operation left (what is missing then is lost, not late).
-    let inProgress = -1;
-    let lastProgress = { at: Date.now(), n: -1 };
-    const deadline = sendEnd + TIMEOUT_MS;
-    while (Date.now() < deadline && running(server)) {
-      try {
-        inProgress = (
-          (await (await fetch(`${url}/status`, { signal: AbortSignal.timeout(5000) })).json()) as { in_progress_operations: number }
-        ).in_progress_operations;
-      } catch {
-        inProgress = -1;
-      }
-      const n = botComments().length + finalStatuses().length;
-      if (inProgress === 0 && botComments().length >= wantComments && finalStatuses().length >= want.planStatuses) break;
-      if (n !== lastProgress.n || inProgress !== 0) lastProgress = { at: Date.now(), n };
-      else if (Date.now() - lastProgress.at > 15_000) break;
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    const want = expected(hooks);
+    const wantComments = want.comments;
+    await waitForAnswers(env, want, [url], sendEnd + TIMEOUT_MS, () => running(server!));
     const doneAt = Date.now();
     const processingLagMax = (await metricSum(url, 'nodejs_eventloop_lag_max_seconds')) - EVENT_LOOP_MONITORING_PRECISION_MS / 1000;
     const burstCpu = (cpuTicks(pid) - cpu0) / 100;
@@ -313,29 +167,7 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     const mismatched = results
       .map((r, i) => ({ r, h: hooks[i]! }))
       .filter(({ r, h }) => r.status !== h.expect.status || !r.body.startsWith(h.expect.body));
-    const comments = botComments();
-    const got = {
-      plan: comments.filter(
-        (c) => /^Ran Plan for dir: `burst\d+` workspace: `default`/.test(c.body) && c.body.includes('To **apply** all unapplied plans'),
-      ).length,
-      planFailed: comments.filter((c) => /^Ran Plan/.test(c.body) && !c.body.includes('To **apply** all unapplied plans')).length,
-      unlock: comments.filter((c) => c.body.startsWith('All Atlantis locks for this PR have been unlocked')).length,
-      help: comments.filter((c) => c.body.startsWith('```cmake\natlantis\nTerraform Pull Request Automation')).length,
-      'did-you-mean': comments.filter((c) => c.body.startsWith('Did you mean to use `atlantis` instead of `terraform`?')).length,
-    };
-    // Per PR: each plan comment on the PR it belongs to, each final status on its head commit.
-    let misplaced = 0;
-    for (const pr of prs) {
-      const expPlans = hooks.filter((h) => h.pull === pr.number && h.expect.comment === 'plan').length;
-      const onPr = env.gh.comments(env.repo.fullName, pr.number).filter((c) => c.body.startsWith(`Ran Plan for dir: \`${pr.dir}\``)).length;
-      const statusesOnPr = env.gh
-        .statusesFor(env.repo.fullName, pr.headSha)
-        .filter((s) => s.context === 'atlantis/plan' && s.state === 'success').length;
-      if (onPr !== expPlans || statusesOnPr !== expPlans) misplaced++;
-    }
-    const pending = env.gh.statuses.filter((s) => s.context === 'atlantis/plan' && s.state === 'pending').length;
-    const success = finalStatuses().filter((s) => s.state === 'success').length;
-    const eyes = env.gh.reactions.filter((r) => r.content === 'eyes').length;
+    const { comments, got, misplaced, pending, success, eyes } = countAnswers(env, hooks, prs);
     const tf = terraformFromLog(server.output(), POOL);
     const logErrors = server
       .output()
