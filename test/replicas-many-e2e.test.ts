@@ -13,9 +13,9 @@
 //      terraform runs apart), and a loser tries again (still refused by the winner).
 //   F. All 50 PRs close: the winners get Atlantis's "Locks and plans deleted" comment; no lock
 //      is left on any replica.
-//   G. (After the checks below.) PR 51 opens on r1, whose autoplan is held (the stand-in holds
-//      its GET of the PR's files, before it takes the lock) while the PR closes on r2: once the
-//      autoplan ends, no lock may be left, as on one server (MANY_CLOSE_ON=0 closes on r1).
+//   G. (After the checks below.) PR 51 opens through r1; its autoplan, on the PR's owner, is held
+//      (the stand-in holds its GET of the PR's files, before it takes the lock) while the PR
+//      closes through r2: once the autoplan ends, no lock may be left, as on one server.
 // Checked: every webhook answered 200; every command answered by exactly one comment, as the
 // model says; no two recorded runs of one project overlap; one run per successful project
 // plan, each run ended; every command logged finished once; no "Command crashed".
@@ -24,6 +24,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { ownerOf as replicaOwning } from '../src/server/replicas/affinity.js';
 import type { CliProcess } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
 import { pullRequestPayload, sendWebhook } from './support/github-standin.js';
@@ -36,8 +37,6 @@ const PULLS = 50;
 const PROJECTS = ['p0', 'p1', 'p2', 'p3', 'p4'];
 const CONCURRENCY = 12;
 const PHASE_MS = 120_000;
-/** G: the replica (index) the close goes to; r1 (0) runs the autoplan (MANY_CLOSE_ON=0: the one-server case). */
-const CLOSE_ON = Number(process.env.MANY_CLOSE_ON ?? 1);
 
 let env: WorkflowEnv;
 let redis: RedisServer;
@@ -385,25 +384,31 @@ describe('three replicas sharing one Redis, 50 PRs over 5 shared projects', { ti
     took(`${runs.length} terraform runs (${byReplica})`);
   });
 
-  it('G: a PR closed on r2 while its autoplan runs on r1 leaves no lock once that autoplan ends', async () => {
-    // PR 51 (p0) opens on r1; its autoplan is held at its list of the PR's files (before it
-    // takes the lock) while the close goes to r2, then goes on. r1 never saw the close itself.
+  it('G: a PR closed through one replica while its autoplan runs on another leaves no lock once that autoplan ends', async () => {
+    // PR 51 (p0) opens through r1 and its autoplan runs on the PR's owner, held at its list of
+    // the PR's files (before it takes the lock) while the close goes through r2 (routed to the
+    // owner too, so the running command sees it), then goes on.
     const n = PULLS + 1;
+    const ownerId = replicaOwning(
+      `${env.repo.fullName}#${n}`,
+      replicas.map((r) => ({ id: r.id, url: r.url, draining: false, heartbeatAt: 0 })),
+    )?.id;
+    const owner = replicas.find((r) => r.id === ownerId) as Replica;
     const hold = env.gh.holdNext({ method: 'GET', path: new RegExp(`/pulls/${n}/files$`) });
     const opened = send(n, 'autoplan', 'opened', 0);
     await hold.reached;
-    const closed = await send(n, 'close', 'closed', CLOSE_ON);
+    const closed = await send(n, 'close', 'closed', 1);
     assert.equal(closed.status, 200);
     hold.release();
     assert.equal((await opened).status, 200);
-    const finished = () => logLines(replicas[0]!.p, 'Command finished').filter((j) => j.pull === n).length;
-    await waitFor("r1's autoplan of PR 51 to finish", () => finished() === 1, PHASE_MS);
+    const finished = () => logLines(owner.p, 'Command finished').filter((j) => j.pull === n).length;
+    await waitFor("the owner's autoplan of PR 51 to finish", () => finished() === 1, PHASE_MS);
     // As on one server (where the close marks the running command, which releases at its end):
     // no lock is left, and the release is told after the autoplan's answer.
     const noLock = async () =>
       (await Promise.all(replicas.map((r) => lockRows(r.url)))).every((t) => t.includes('<td colspan="6">none</td>'));
     await waitFor('no lock of the closed PR 51 on any replica', noLock, 15_000).catch(async (e: Error) => {
-      const logs = replicas.slice(0, 2).map(
+      const logs = replicas.map(
         (r) =>
           `--- ${r.id}\n${r.p
             .output()
@@ -411,13 +416,13 @@ describe('three replicas sharing one Redis, 50 PRs over 5 shared projects', { ti
             .filter((l) => l.includes(`"pull":${n}`))
             .join('\n')}`,
       );
-      throw new Error(`${e.message}: r1 lists ${await lockRows(replicas[0]!.url)}\n${logs.join('\n')}`);
+      throw new Error(`${e.message}: the owner lists ${await lockRows(owner.url)}\n${logs.join('\n')}`);
     });
     const got = await newAnswers('the autoplan of PR 51 and the release of its lock', new Map([[n, 2]]));
     assertAnswers('G', got, new Map([[n, [planOf({ p0: 'ok' }), 'closed p0']]]));
     const runs = readRuns(events).filter((r) => r.pull === n);
     assert.deepEqual(
-      runs.map((r) => [r.project, r.end !== undefined, r.dir.startsWith(replicas[0]!.dataDir)]),
+      runs.map((r) => [r.project, r.end !== undefined, r.dir.startsWith(owner.dataDir)]),
       [['p0', true, true]],
     );
     assert.equal(env.commentsOn(n).length, seen.get(n), 'no comment beyond those two');

@@ -370,7 +370,9 @@ export function workflowPlugin(server: AtlantisServer) {
         server.trackBackground(comment(d.repo, d.pull, d.body));
         return { status: d.status, body: `${d.responseBody}\n` };
       case 'close':
-        return closePull(d.repo, d.pull);
+        // To the owner too: the replica running the PR's commands must see the close, so that
+        // what they take after it is released when they end (commandDone).
+        return (await router.route(pullKey(d.repo, d.pull), req)) ?? closePull(d.repo, d.pull);
       case 'refuse':
         server.trackBackground(refuse(d.repo, d.pull, 'autoplan', d.gate));
         return { status: d.status, body: `${d.body}\n` };
