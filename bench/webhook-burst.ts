@@ -77,7 +77,8 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     // BENCH_SERVER_NODE_OPTIONS: NODE_OPTIONS of the server process (e.g. a --require'd profiler).
     const nodeOptions = process.env.BENCH_SERVER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVER_NODE_OPTIONS } : {};
     server = startServer(
-      env.serverArgs(dataDir, HOST, ['--parallel-pool-size', String(POOL), '--log-level', 'debug']),
+      // --emoji-reaction eyes: off by default (as Atlantis); with it, command and help/did-you-mean comments get :eyes:.
+      env.serverArgs(dataDir, HOST, ['--parallel-pool-size', String(POOL), '--log-level', 'debug', '--emoji-reaction', 'eyes']),
       nodeOptions,
       `${dataDir}/server.log`,
     );
@@ -136,6 +137,7 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
 
     // ---- expected answers, then wait for them (bounded) ------------------------------------
     const want = expected(hooks);
+    want.reactions += want.help + want['did-you-mean']; // a reply reacts too (plugin.ts)
     const wantComments = want.comments;
     await waitForAnswers(env, want, [url], sendEnd + TIMEOUT_MS, () => running(server!));
     const doneAt = Date.now();
