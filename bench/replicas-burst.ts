@@ -25,7 +25,7 @@ import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { type CliProcess, waitForHttp } from '../test/support/cli.js';
-import { type RedisServer, startRedisServer } from '../test/support/redis-server.js';
+import { type RedisServer, replicaArgs, startRedisServer } from '../test/support/redis-server.js';
 import { assertTerraform } from '../test/support/terraform.js';
 import { type WorkflowEnv, createWorkflowEnv, tempDataDir } from '../test/support/workflow-env.js';
 import {
@@ -127,17 +127,7 @@ async function round(name: string, n: number, redis: RedisServer, admin: Redis, 
       const id = `r${k + 1}`;
       const dataDir = tempDataDir();
       // --emoji-reaction eyes: off by default (as Atlantis); with it, command and help/did-you-mean comments get :eyes:.
-      const extra = [
-        '--parallel-pool-size',
-        String(POOL),
-        '--log-level',
-        'debug',
-        '--emoji-reaction',
-        'eyes',
-        '--locking-db-type',
-        'redis',
-      ];
-      extra.push('--redis-host', redis.host, '--redis-port', String(redis.port), '--replica-id', id);
+      const extra = ['--parallel-pool-size', String(POOL), '--log-level', 'debug', '--emoji-reaction', 'eyes', ...replicaArgs(redis, id)];
       const p = startServer(env.serverArgs(dataDir, replicaHost(k), extra), {}, `${dataDir}/server.log`);
       replicas.push({ id, url: `http://${replicaHost(k)}:4141`, dataDir, p });
     }

@@ -15,7 +15,7 @@ import { SqliteStore } from '../src/server/locks/sqlite-store.js';
 import type { AcceptedCommand } from '../src/server/locks/state-store.js';
 import type { CliProcess } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
-import { type RedisServer, startRedisServer } from './support/redis-server.js';
+import { type RedisServer, replicaArgs, startRedisServer } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
@@ -67,7 +67,7 @@ const variants: Variant[] = [
   },
   {
     name: 'Redis store (--locking-db-type redis)',
-    args: () => ['--locking-db-type', 'redis', '--redis-host', redis.host, '--redis-port', String(redis.port), '--replica-id', REPLICA],
+    args: () => replicaArgs(redis, REPLICA),
     journal: async (dataDir) => {
       const s = await RedisStore.connect({ host: redis.host, port: redis.port, dataDir, replicaId: REPLICA });
       try {

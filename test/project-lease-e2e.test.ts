@@ -11,7 +11,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { CliProcess } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
-import { type RedisServer, startRedisServer } from './support/redis-server.js';
+import { type RedisServer, startRedisServer, replicaArgs } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
 import { HANDLE_HERE, type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
@@ -56,14 +56,7 @@ async function startReplica(host: string, id: string): Promise<{ p: CliProcess; 
   const dataDir = tempDataDir();
   dirs.push(dataDir);
   const started = await startWorkflowServer(env, dataDir, host, [
-    '--locking-db-type',
-    'redis',
-    '--redis-host',
-    redis.host,
-    '--redis-port',
-    String(redis.port),
-    '--replica-id',
-    id,
+    ...replicaArgs(redis, id),
     '--repo-config',
     path.join(eventsDir, 'repos.yaml'),
     '--disable-autoplan',

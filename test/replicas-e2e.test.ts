@@ -14,7 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import { type ReplicaInfo, ownerOf } from '../src/server/replicas/affinity.js';
 import type { CliProcess } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
-import { type RedisServer, startRedisServer } from './support/redis-server.js';
+import { type RedisServer, replicaArgs, startRedisServer } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
@@ -37,10 +37,7 @@ before(async () => {
     const dataDir = tempDataDir();
     dirs.push(dataDir);
     const host = `127.18.60.${i + 1}`;
-    const started = await startWorkflowServer(env, dataDir, host, [
-      ...['--locking-db-type', 'redis', '--redis-host', redis.host, '--redis-port', String(redis.port)],
-      ...['--replica-id', id],
-    ]);
+    const started = await startWorkflowServer(env, dataDir, host, [...replicaArgs(redis, id)]);
     replicas.push({ id, ...started });
   }
 });

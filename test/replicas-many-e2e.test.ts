@@ -29,7 +29,7 @@ import type { CliProcess } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
 import { pullRequestPayload, sendWebhook } from './support/github-standin.js';
 import { type Answer, type Run, classify, describeAnswer, overlaps, pooled, readRuns, stampedReposYaml } from './support/many-prs.js';
-import { type RedisServer, startRedisServer } from './support/redis-server.js';
+import { type RedisServer, startRedisServer, replicaArgs } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
@@ -71,14 +71,7 @@ async function startReplica(host: string, id: string): Promise<Replica> {
   const dataDir = tempDataDir();
   dirs.push(dataDir);
   const started = await startWorkflowServer(env, dataDir, host, [
-    '--locking-db-type',
-    'redis',
-    '--redis-host',
-    redis.host,
-    '--redis-port',
-    String(redis.port),
-    '--replica-id',
-    id,
+    ...replicaArgs(redis, id),
     '--repo-config',
     path.join(eventsDir, 'repos.yaml'),
   ]);

@@ -8,7 +8,7 @@ import { rmSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import type { CliProcess } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
-import { type RedisServer, startRedisServer } from './support/redis-server.js';
+import { type RedisServer, startRedisServer, replicaArgs } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
@@ -46,14 +46,7 @@ describe('Redis unreachable, then back', () => {
       '--disable-autoplan',
       '--emoji-reaction',
       'eyes',
-      '--locking-db-type',
-      'redis',
-      '--redis-host',
-      redis.host,
-      '--redis-port',
-      String(redis.port),
-      '--replica-id',
-      'outage-0',
+      ...replicaArgs(redis, 'outage-0'),
     ]);
     procs.push(p);
     const pull = 91;

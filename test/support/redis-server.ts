@@ -165,3 +165,8 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<R
     },
   };
 }
+
+/** The server flags of a replica on `redis`: the Redis store, its address, the replica's name. */
+export function replicaArgs(redis: Pick<RedisServer, 'host' | 'port'>, replicaId: string): string[] {
+  return ['--locking-db-type', 'redis', '--redis-host', redis.host, '--redis-port', String(redis.port), '--replica-id', replicaId];
+}

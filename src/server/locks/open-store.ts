@@ -3,7 +3,7 @@
 // Everything else takes the interface. The caller awaits `connect()` before using it.
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
-import { RedisStore } from './redis-store.js';
+import { RedisStore, redisConnection } from './redis-store.js';
 import { SqliteStore } from './sqlite-store.js';
 import type { StateStore } from './state-store.js';
 
@@ -13,12 +13,7 @@ export function openStateStore(cfg: Pick<ServerConfig, 'dataDir' | 'store' | 're
   return RedisStore.create({
     dataDir: cfg.dataDir,
     replicaId: cfg.replicaId,
-    host: r.host,
-    port: r.port,
-    db: r.db,
-    ...(r.username !== undefined ? { username: r.username } : {}),
-    ...(r.password !== undefined ? { password: r.password } : {}),
-    ...(r.tls ? { tls: { rejectUnauthorized: !r.insecureSkipVerify } } : {}),
+    ...redisConnection(r),
     logger,
   });
 }

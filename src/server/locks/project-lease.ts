@@ -14,7 +14,7 @@
 import { Redis } from 'ioredis';
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
-import { type RedisConnectionOptions, redisClientOptions } from './redis-store.js';
+import { type RedisConnectionOptions, redisClientOptions, redisConnection } from './redis-store.js';
 import type { LockKey } from './state-store.js';
 
 export interface LeaseHolder {
@@ -312,12 +312,7 @@ export function openProjectLeases(cfg: Pick<ServerConfig, 'store'>, logger: Logg
   if (cfg.store.type === 'boltdb') return new LocalProjectLeases({ ...timing, logger });
   const r = cfg.store.redis;
   return new RedisProjectLeases({
-    host: r.host,
-    port: r.port,
-    db: r.db,
-    ...(r.username !== undefined ? { username: r.username } : {}),
-    ...(r.password !== undefined ? { password: r.password } : {}),
-    ...(r.tls ? { tls: { rejectUnauthorized: !r.insecureSkipVerify } } : {}),
+    ...redisConnection(r),
     ...timing,
     logger,
   });

@@ -35,6 +35,7 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from '../../log.js';
+import type { RedisSettings } from './store-config.js';
 import { localSha256, readPlanBytes, writeFileAtomic } from './plan-bytes.js';
 import { planFileName } from './plan-file.js';
 import { type ProjectOutcome, type PullStatus, mergePullStatus } from './pull-status.js';
@@ -88,6 +89,28 @@ type Reply = string | null;
 /** SQLite's BINARY collation: compare the UTF-8 bytes, so both stores order alike. */
 const byteCmp = (a: string, b: string): number => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 const byDirWs = (a: LockKey, b: LockKey): number => byteCmp(a.dir, b.dir) || byteCmp(a.workspace, b.workspace);
+
+/** The connection of the `--redis-*` settings: the store, the leases and the registry each open one of these. */
+export function redisConnection(r: RedisSettings): RedisConnectionOptions {
+  return {
+    host: r.host,
+    port: r.port,
+    db: r.db,
+    ...(r.username !== undefined ? { username: r.username } : {}),
+    ...(r.password !== undefined ? { password: r.password } : {}),
+    ...(r.tls ? { tls: { rejectUnauthorized: !r.insecureSkipVerify } } : {}),
+  };
+}
+
+/** Ends a client: QUIT when connected, and no more reconnecting either way. */
+export async function closeRedis(redis: Redis): Promise<void> {
+  try {
+    await redis.quit();
+  } catch {
+    // Not connected: stop reconnecting instead.
+  }
+  redis.disconnect();
+}
 
 /** ioredis options; every choice is about failing fast while Redis is away and recovering alone. */
 export function redisClientOptions(o: RedisConnectionOptions): RedisOptions {
@@ -496,12 +519,7 @@ export class RedisStore implements StateStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    try {
-      await this.redis.quit();
-    } catch {
-      // Not connected: stop reconnecting instead.
-    }
-    this.redis.disconnect();
+    await closeRedis(this.redis);
   }
 }
 

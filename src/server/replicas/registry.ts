@@ -18,7 +18,7 @@
 import { Redis } from 'ioredis';
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
-import { type RedisConnectionOptions, redisClientOptions } from '../locks/redis-store.js';
+import { type RedisConnectionOptions, closeRedis, redisClientOptions, redisConnection } from '../locks/redis-store.js';
 import type { ReplicaInfo } from './affinity.js';
 
 export const DEFAULT_HEARTBEAT_MS = 2000;
@@ -267,12 +267,7 @@ export class ReplicaRegistry implements ReplicaMembership {
     this.stop();
     if (this.closed) return;
     this.closed = true;
-    try {
-      await this.redis.quit();
-    } catch {
-      // Not connected: stop reconnecting instead.
-    }
-    this.redis.disconnect();
+    await closeRedis(this.redis);
   }
 }
 
@@ -327,11 +322,6 @@ export function openReplicaRegistry(
   return new ReplicaRegistry({
     ...opts,
     self,
-    host: r.host,
-    port: r.port,
-    db: r.db,
-    ...(r.username !== undefined ? { username: r.username } : {}),
-    ...(r.password !== undefined ? { password: r.password } : {}),
-    ...(r.tls ? { tls: { rejectUnauthorized: !r.insecureSkipVerify } } : {}),
+    ...redisConnection(r),
   });
 }
