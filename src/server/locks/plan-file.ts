@@ -2,7 +2,8 @@
 // applied. Pure apart from hashing a file.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import type { PlanRecord } from './state-store.js';
+import path from 'node:path';
+import type { LockKey, PlanRecord } from './state-store.js';
 
 // Escapes every byte but [A-Za-z0-9_-], so `.` can separate the parts: the name is
 // injective in (project, dir, workspace) and never contains `/` or `..`.
@@ -22,6 +23,18 @@ export function planFileName(dir: string, workspace: string, project?: string): 
   const escaped = `${parts.map(escapePart).join('.')}.tfplan`;
   if (escaped.length <= 200) return escaped;
   return `h-${createHash('sha256').update(JSON.stringify(parts)).digest('hex')}.tfplan`;
+}
+
+/**
+ * Where a project's plan file goes in a data dir, whatever the store:
+ * `<dataDir>/plans/<owner>/<name>/<pull>/<planFileName>` (owner and name URI-encoded).
+ */
+export function planPathIn(dataDir: string, key: LockKey, pull: number, project?: string): string {
+  const safe = key.repo
+    .split('/')
+    .map((s) => encodeURIComponent(s))
+    .join(path.sep);
+  return path.join(dataDir, 'plans', safe, String(pull), planFileName(key.dir, key.workspace, project));
 }
 
 /** sha256 (hex) of a file, read without blocking the event loop. */

@@ -32,12 +32,11 @@
 // Durability is Redis's: run it with `appendonly yes` and `appendfsync always` (or accept
 // losing the last second with `everysec`).
 import { createHash } from 'node:crypto';
-import path from 'node:path';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from '../../log.js';
 import type { RedisSettings } from './store-config.js';
 import { localSha256, readPlanBytes, writeFileAtomic } from './plan-bytes.js';
-import { planFileName } from './plan-file.js';
+import { planPathIn } from './plan-file.js';
 import { type ProjectOutcome, type PullStatus, mergePullStatus } from './pull-status.js';
 import { SCRIPTS, type Scripts } from './redis-scripts.js';
 import type {
@@ -272,17 +271,9 @@ export class RedisStore implements StateStore {
 
   // ---- plans ----------------------------------------------------------------------
 
-  /** Where a pull's plan files go on this replica: `<dataDir>/plans/<owner>/<name>/<pull>/` (as store.ts). */
-  planDir(repo: string, pull: number): string {
-    const safe = repo
-      .split('/')
-      .map((s) => encodeURIComponent(s))
-      .join(path.sep);
-    return path.join(this.dataDir, 'plans', safe, String(pull));
-  }
-
+  /** Plan file path for one project of a pull on this replica (plan-file.ts's layout). */
   planPath(key: LockKey, pull: number, project?: string): string {
-    return path.join(this.planDir(key.repo, pull), planFileName(key.dir, key.workspace, project));
+    return planPathIn(this.dataDir, key, pull, project);
   }
 
   private toPlan(json: string): PlanRecord {

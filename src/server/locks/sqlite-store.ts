@@ -13,7 +13,7 @@
 import Database from 'better-sqlite3';
 import fs from 'node:fs';
 import path from 'node:path';
-import { planFileName } from './plan-file.js';
+import { planPathIn } from './plan-file.js';
 import { type ProjectOutcome, type ProjectPlanStatus, type PullStatus, mergePullStatus } from './pull-status.js';
 import type {
   AcceptedCommand,
@@ -29,7 +29,18 @@ import type {
   StoreKind,
   TryLockResult,
 } from './state-store.js';
-import { type JobRow, type LockRow, type PlanRow, toJob, toLock, toPlan } from './store-rows.js';
+import {
+  type JobRow,
+  type LockRow,
+  type PlanRow,
+  toJob,
+  toLock,
+  toPlan,
+  type CommandRow,
+  type QueueRow,
+  toAccepted,
+  toQueued,
+} from './store-rows.js';
 
 export const STORE_FILENAME = 'atlantis-operator.db';
 
@@ -207,18 +218,9 @@ export class SqliteStore implements StateStore {
 
   // ---- plans ----------------------------------------------------------------------
 
-  /** Where a pull's plan files should be written: `<dataDir>/plans/<owner>/<name>/<pull>/`. */
-  planDir(repo: string, pull: number): string {
-    const safe = repo
-      .split('/')
-      .map((s) => encodeURIComponent(s))
-      .join(path.sep);
-    return path.join(this.dataDir, 'plans', safe, String(pull));
-  }
-
-  /** Plan file path for one project of a pull: `<planDir>/<planFileName>`. */
+  /** Plan file path for one project of a pull on this replica (plan-file.ts's layout). */
   planPath(key: LockKey, pull: number, project?: string): string {
-    return path.join(this.planDir(key.repo, pull), planFileName(key.dir, key.workspace, project));
+    return planPathIn(this.dataDir, key, pull, project);
   }
 
   async savePlan(rec: Omit<PlanRecord, 'createdAt'> & { createdAt?: string }): Promise<PlanRecord> {
@@ -329,21 +331,9 @@ export class SqliteStore implements StateStore {
 
   async takeAll(): Promise<QueuedCommand[]> {
     const run = this.db.transaction(() => {
-      const rows = this.sql('SELECT * FROM queue ORDER BY id').all() as {
-        id: number;
-        repo: string;
-        pull: number;
-        payload: string;
-        enqueued_at: string;
-      }[];
+      const rows = this.sql('SELECT * FROM queue ORDER BY id').all() as QueueRow[];
       this.sql('DELETE FROM queue').run();
-      return rows.map((r) => ({
-        id: r.id,
-        repo: r.repo,
-        pull: r.pull,
-        payload: JSON.parse(r.payload) as unknown,
-        enqueuedAt: r.enqueued_at,
-      }));
+      return rows.map(toQueued);
     });
     return run.immediate();
   }
@@ -377,22 +367,7 @@ export class SqliteStore implements StateStore {
 
   /** Every row: the data dir is this server's alone (its lock file says so). */
   async acceptedCommands(_of?: string): Promise<AcceptedCommand[]> {
-    const rows = this.sql('SELECT * FROM commands ORDER BY seq').all() as {
-      id: string;
-      repo: string;
-      pull: number;
-      payload: string;
-      accepted_at: string;
-      started_at: string | null;
-    }[];
-    return rows.map((r) => ({
-      id: r.id,
-      repo: r.repo,
-      pull: r.pull,
-      payload: JSON.parse(r.payload) as unknown,
-      acceptedAt: r.accepted_at,
-      ...(r.started_at !== null ? { startedAt: r.started_at } : {}),
-    }));
+    return (this.sql('SELECT * FROM commands ORDER BY seq').all() as CommandRow[]).map(toAccepted);
   }
 
   // ---- job journal ----------------------------------------------------------------

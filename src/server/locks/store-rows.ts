@@ -1,5 +1,5 @@
 // The SQLite store's rows and their mapping to the records the rest of the server uses.
-import type { JobRecord, JobResult, LockRecord, PlanRecord } from './state-store.js';
+import type { AcceptedCommand, JobRecord, JobResult, LockRecord, PlanRecord, QueuedCommand } from './state-store.js';
 
 export interface LockRow {
   repo: string;
@@ -68,3 +68,37 @@ export const toJob = (r: JobRow): JobRecord => {
   if (r.summary !== null) j.summary = r.summary;
   return j;
 };
+
+export interface QueueRow {
+  id: number;
+  repo: string;
+  pull: number;
+  payload: string;
+  enqueued_at: string;
+}
+
+export const toQueued = (r: QueueRow): QueuedCommand => ({
+  id: r.id,
+  repo: r.repo,
+  pull: r.pull,
+  payload: JSON.parse(r.payload) as unknown,
+  enqueuedAt: r.enqueued_at,
+});
+
+export interface CommandRow {
+  id: string;
+  repo: string;
+  pull: number;
+  payload: string;
+  accepted_at: string;
+  started_at: string | null;
+}
+
+export const toAccepted = (r: CommandRow): AcceptedCommand => ({
+  id: r.id,
+  repo: r.repo,
+  pull: r.pull,
+  payload: JSON.parse(r.payload) as unknown,
+  acceptedAt: r.accepted_at,
+  ...(r.started_at !== null ? { startedAt: r.started_at } : {}),
+});
