@@ -6,7 +6,8 @@
 // Where we differ on purpose (documented in docs/server.md), deliberate-differences.json next to
 // it says why and rewrites Atlantis's lines of that step into ours; the rest of the step must
 // still match exactly, and the rewrite must still be needed. ATLANTIS_DIFF_REPORT=<file> writes
-// every step's line diff as markdown.
+// every step's line diff as markdown. The comparing half is in test/support/atlantis-differential.ts;
+// test/atlantis-differential-replicas.test.ts runs it against three replicas sharing one Redis.
 //
 // Recording the fixtures (never part of `make test`; needs an Atlantis binary built beforehand):
 //
@@ -25,81 +26,21 @@
 // flags (ours also --bind-address, which Atlantis lacks): the stand-in as a GitHub Enterprise
 // host over HTTPS with a self-signed certificate, TF_CLI_CONFIG_FILE unset,
 // CHECKPOINT_DISABLE=1, --tf-download=false, terraform from PATH.
-import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { networkInterfaces, tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { after, before, describe, it } from 'node:test';
 import { GitHubStandin } from './support/github-standin.js';
-import {
-  type NormaliseContext,
-  type ScenarioRepos,
-  SCENARIO_BOT,
-  SCENARIO_WEBHOOK_SECRET,
-  STEPS,
-  type StepRecord,
-  createScenarioRepos,
-  removeScenarioRepos,
-  lineDiff,
-  runScenario,
-  terraformOnPath,
-} from './support/atlantis-scenario.js';
-import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
-
-const FIXTURE_DIR = fileURLToPath(new URL('./fixtures/atlantis-v0.47/', import.meta.url));
-const FIXTURE = path.join(FIXTURE_DIR, 'scenario.json');
-
-interface Fixture {
-  recordedFrom: string;
-  flags: string[];
-  steps: StepRecord[];
-}
-
-/** The flags both servers get (Atlantis's names; ours are the same). */
-function sharedFlags(gh: GitHubStandin, dataDir: string, serverUrl: string, port: number): string[] {
-  return [
-    'server',
-    '--port',
-    String(port),
-    '--atlantis-url',
-    serverUrl,
-    '--data-dir',
-    dataDir,
-    '--gh-hostname',
-    gh.hostPort,
-    '--gh-user',
-    SCENARIO_BOT,
-    '--gh-token',
-    gh.token,
-    '--gh-webhook-secret',
-    SCENARIO_WEBHOOK_SECRET,
-    '--repo-allowlist',
-    '*',
-    '--tf-download=false',
-  ];
-}
-
-/** The environment of either server: TF_CLI_CONFIG_FILE unset, the stand-in's certificate trusted. */
-function serverEnv(gh: GitHubStandin, home: string): NodeJS.ProcessEnv {
-  const ca = gh.caFile!;
-  return {
-    PATH: process.env.PATH,
-    HOME: home,
-    CHECKPOINT_DISABLE: '1',
-    SSL_CERT_FILE: ca,
-    GIT_SSL_CAINFO: ca,
-    NODE_EXTRA_CA_CERTS: ca,
-  };
-}
+import { type NormaliseContext, SCENARIO_BOT, createScenarioRepos, removeScenarioRepos, runScenario } from './support/atlantis-scenario.js';
+import { FIXTURE, FIXTURE_DIR, type Fixture, compareWithAtlantis, serverEnv, sharedFlags } from './support/atlantis-differential.js';
+import { waitForHttp } from './support/cli.js';
 
 /** Replaces the token and the scenario's secrets, which the fixture must never hold. */
 function flagsForFixture(flags: string[], gh: GitHubStandin, ctx: NormaliseContext): string[] {
   return flags.map((f) =>
     f === gh.token
       ? '<token>'
-      : f === ctx.dataDir
+      : ctx.dataDirs.includes(f)
         ? '<data-dir>'
         : f === ctx.serverUrl
           ? '<atlantis-url>'
@@ -144,11 +85,11 @@ async function record(): Promise<void> {
     await waitForHttp(`${serverUrl}/healthz`, 30_000).catch((e: Error) => {
       throw new Error(`${e.message}\n${log}`);
     });
-    const ctx: NormaliseContext = { serverUrl, githubUrl: gh.url, dataDir };
+    const ctx: NormaliseContext = { serverUrl, githubUrl: gh.url, dataDirs: [dataDir] };
     const steps = await runScenario({
       gh,
       scenario,
-      serverUrl,
+      serverUrls: [serverUrl],
       ctx,
       expect: (step) => ({ comments: step.comments, statuses: step.statuses ?? 0 }),
       waitMs: 180_000,
@@ -173,152 +114,5 @@ async function record(): Promise<void> {
 
 // ---- test ---------------------------------------------------------------------------
 
-/** One line per status or reaction, one per line of a comment, so that a failing step reads as a line diff. */
-function lines(r: StepRecord | undefined): string[] {
-  if (!r) return ['(step not run)'];
-  const out: string[] = [];
-  for (const e of r.events) {
-    if (e.kind === 'comment' || e.kind === 'comment-edit') {
-      out.push(e.kind === 'comment' ? `comment on #${e.pull}:` : 'comment edited to:');
-      for (const l of e.body.split('\n')) out.push(`  | ${l}`);
-    } else if (e.kind === 'status')
-      out.push(`status ${JSON.stringify(e.context)} ${e.state} ${JSON.stringify(e.description)} ${JSON.stringify(e.target_url)}`);
-    else if (e.kind === 'reaction') out.push(`reaction ${e.content}`);
-    else out.push(`${e.method} ${e.path}`);
-  }
-  return out;
-}
-
-/** Steps where we differ from Atlantis on purpose: why, and how Atlantis's lines become ours. */
-const DELIBERATE_DIFFERENCES = path.join(FIXTURE_DIR, 'deliberate-differences.json');
-
-interface DeliberateDifference {
-  why: string;
-  /** [pattern, replacement] applied in order to the step's lines joined by newlines (flags gmu). */
-  rewrite: Array<[string, string]>;
-}
-
-/** Atlantis's lines of one step with a deliberate difference applied. */
-function rewriteLines(expected: string[], d: DeliberateDifference): string[] {
-  let text = expected.join('\n');
-  for (const [pattern, replacement] of d.rewrite) text = text.replace(new RegExp(pattern, 'gmu'), replacement);
-  return text.split('\n');
-}
-
-function markdownReport(steps: Array<{ name: string; did: string; expected: string[]; got: string[] }>): string {
-  const differing = steps.filter((s) => lineDiff(s.expected, s.got).some((l) => !l.startsWith('  ')));
-  const out = [
-    '# Our server vs Atlantis v0.47, step by step',
-    '',
-    `${steps.length - differing.length} of ${steps.length} steps match. Lines: \`-\` only Atlantis posted it, \`+\` only we did.`,
-    '',
-  ];
-  for (const s of steps) {
-    const diff = lineDiff(s.expected, s.got);
-    const same = diff.every((l) => l.startsWith('  '));
-    out.push(`## ${s.name}: ${same ? 'same' : 'DIFFERS'}`, '', s.did, '');
-    if (!same) out.push('```diff', ...diff, '```', '');
-  }
-  return out.join('\n');
-}
-
-/** How many commands the server has logged as over. */
-function commandEnds(log: string): number {
-  return log.match(/"msg":"Command (finished|failed)"/g)?.length ?? 0;
-}
-
-function compare(): void {
-  const fixture = JSON.parse(readFileSync(FIXTURE, 'utf8')) as Fixture;
-  const deliberate = JSON.parse(readFileSync(DELIBERATE_DIFFERENCES, 'utf8')) as Record<string, DeliberateDifference>;
-  const expected = new Map(fixture.steps.map((s) => [s.name, s]));
-  const HOST = '127.0.18.1';
-  const SERVER_HOST = '127.0.18.2';
-  let gh: GitHubStandin;
-  let scenario: ScenarioRepos;
-  let server: CliProcess;
-  let ours: StepRecord[] = [];
-  const tempDirs: string[] = [];
-
-  describe('our server posts what Atlantis v0.47 posts', () => {
-    before(async () => {
-      terraformOnPath();
-      gh = await GitHubStandin.start({ botLogin: SCENARIO_BOT, tls: true, host: HOST });
-      scenario = await createScenarioRepos(gh);
-      const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-diff-data-'));
-      const home = mkdtempSync(path.join(tmpdir(), 'ato-diff-home-'));
-      tempDirs.push(dataDir, home);
-      const serverUrl = `http://${SERVER_HOST}:4141`;
-      server = startCli([...sharedFlags(gh, dataDir, serverUrl, 4141), '--bind-address', SERVER_HOST], serverEnv(gh, home));
-      await waitForHttp(`${serverUrl}/healthz`).catch((e: Error) => {
-        server.child.kill('SIGKILL');
-        throw new Error(`${e.message}\n${server.output()}`);
-      });
-      ours = await runScenario({
-        gh,
-        scenario,
-        serverUrl,
-        ctx: { serverUrl, githubUrl: gh.url, dataDir },
-        expect: (step) => {
-          const events = expected.get(step.name)?.events ?? [];
-          return {
-            comments: events.filter((e) => e.kind === 'comment').length,
-            statuses: events.filter((e) => e.kind === 'status').length,
-          };
-        },
-        waitMs: 60_000,
-        quietMs: 1500,
-        // Our server logs the end of each command it runs; a step whose command never ends
-        // that way (a parse error, a close) is over when its comments and statuses came.
-        finishedSince: () => {
-          const before = commandEnds(server.output());
-          return () => commandEnds(server.output()) > before;
-        },
-        onStep: (r) => console.log(`# ${r.name}: ${r.events.length} events`),
-      });
-      // ATLANTIS_DIFF_REPORT=<file>: also write every step's diff as markdown.
-      const reportFile = process.env.ATLANTIS_DIFF_REPORT;
-      if (reportFile) {
-        const steps = STEPS.map((st) => {
-          const got = ours.find((r) => r.name === st.name);
-          return { name: st.name, did: got?.did ?? '', expected: lines(expected.get(st.name)), got: lines(got) };
-        });
-        writeFileSync(reportFile, markdownReport(steps));
-      }
-    });
-    after(async () => {
-      server?.child.kill('SIGTERM');
-      await server?.exited;
-      await gh?.close();
-      if (scenario) removeScenarioRepos(scenario);
-      for (const d of tempDirs) rmSync(d, { recursive: true, force: true });
-    });
-
-    it('the fixture covers every step of the scenario, in order; deliberate differences name steps', () => {
-      assert.deepEqual(
-        fixture.steps.map((s) => s.name),
-        STEPS.map((s) => s.name),
-      );
-      for (const name of Object.keys(deliberate)) assert.ok(expected.has(name), `deliberate-differences.json names no step "${name}"`);
-    });
-    for (const step of STEPS) {
-      it(`step "${step.name}"`, () => {
-        const got = ours.find((r) => r.name === step.name);
-        const atlantis = lines(expected.get(step.name));
-        const d = deliberate[step.name];
-        if (d !== undefined) {
-          const plain = lineDiff(atlantis, lines(got)).some((l) => !l.startsWith('  '));
-          assert.ok(plain, `step "${step.name}" now matches Atlantis v0.47 as it is: remove it from deliberate-differences.json`);
-        }
-        const diff = lineDiff(d ? rewriteLines(atlantis, d) : atlantis, lines(got));
-        const differs = diff.some((l) => !l.startsWith('  '));
-        assert.ok(
-          !differs,
-          `step "${step.name}" (${got?.did ?? ''}) differs from Atlantis v0.47 (- Atlantis, + ours):\n${diff.join('\n')}`,
-        );
-      });
-    }
-  });
-}
-
 if (process.argv.includes('--record')) await record();
-else compare();
+else compareWithAtlantis({ title: 'our server posts what Atlantis v0.47 posts', replicas: 1, net: '127.0.18' });

@@ -9,7 +9,7 @@ import type { RecordedCall } from './support/github-standin.js';
 const ctx: NormaliseContext = {
   serverUrl: 'http://127.0.18.2:4141',
   githubUrl: 'https://127.0.18.1:40123',
-  dataDir: '/tmp/ato-diff-data-AbC123',
+  dataDirs: ['/tmp/ato-diff-data-AbC123', '/tmp/ato-diff-data-XyZ789'],
 };
 
 describe('normalise', () => {
@@ -22,6 +22,11 @@ describe('normalise', () => {
     ['a job URL with a UUID', 'http://127.0.18.2:4141/jobs/0f8fad5b-d9cb-469f-a165-70867728950e', '<atlantis-url>/jobs/<uuid>'],
     ['GitHub URL and host', 'https://127.0.18.1:40123/acme/infra.git 127.0.18.1:40123', '<github-url>/acme/infra.git <github-host>'],
     ['the data dir', "in '/tmp/ato-diff-data-AbC123/repos/acme/infra/3/default/dir3'", "in '<data-dir>/repos/acme/infra/3/default/dir3'"],
+    [
+      "another replica's data dir",
+      "in '/tmp/ato-diff-data-XyZ789/repos/acme/infra/3/default/dir3'",
+      "in '<data-dir>/repos/acme/infra/3/default/dir3'",
+    ],
     ['a SHA', 'head 4f3c2a1b0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b', 'head <sha>'],
     ['timestamps', 'at 2026-12-01T07:12:56.567Z and 2026-12-01 07:12:56 UTC', 'at <time> and <time>'],
     ['a duration', 'Creation complete after 0s [id=x]; done in 1.5s', 'Creation complete after <duration> [id=x]; done in <duration>'],

@@ -155,7 +155,8 @@ export interface StepRecord {
 export interface NormaliseContext {
   serverUrl: string;
   githubUrl: string;
-  dataDir: string;
+  /** Every server's data dir (one per replica). */
+  dataDirs: string[];
 }
 
 /**
@@ -164,15 +165,14 @@ export interface NormaliseContext {
  */
 export function normalise(text: string, ctx: NormaliseContext): string {
   const githubHost = ctx.githubUrl.replace(/^https?:\/\//, '');
-  return text
+  const withoutDataDirs = ctx.dataDirs.reduce((t, dir) => t.split(dir).join('<data-dir>'), text);
+  return withoutDataDirs
     .split(ctx.serverUrl)
     .join('<atlantis-url>')
     .split(ctx.githubUrl)
     .join('<github-url>')
     .split(githubHost)
     .join('<github-host>')
-    .split(ctx.dataDir)
-    .join('<data-dir>')
     .replace(/\b[0-9a-f]{40}\b/g, '<sha>')
     .replace(/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/g, '<uuid>')
     .replace(/\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?( [A-Z]{3,4})?/g, '<time>')
@@ -305,7 +305,8 @@ async function act(step: Step, gh: GitHubStandin, scenario: ScenarioRepos, serve
 export interface RunOptions {
   gh: GitHubStandin;
   scenario: ScenarioRepos;
-  serverUrl: string;
+  /** Where the webhooks go: step i to `serverUrls[i % length]` (several replicas: round-robin). */
+  serverUrls: string[];
   ctx: NormaliseContext;
   /**
    * When a step counts as over: the comments and statuses to wait for (at most `waitMs`),
@@ -328,13 +329,13 @@ function writes(calls: RecordedCall[]): RecordedCall[] {
   return calls.filter((call) => call.method !== 'GET' && !/\.git\//.test(call.path));
 }
 
-/** Runs every step against the server at `serverUrl`; returns what each step caused. */
+/** Runs every step against the servers at `serverUrls`; returns what each step caused. */
 export async function runScenario(o: RunOptions): Promise<StepRecord[]> {
   const out: StepRecord[] = [];
-  for (const step of STEPS) {
+  for (const [i, step] of STEPS.entries()) {
     const from = o.gh.calls.length;
     const finished = o.finishedSince?.() ?? (() => false);
-    await act(step, o.gh, o.scenario, o.serverUrl);
+    await act(step, o.gh, o.scenario, o.serverUrls[i % o.serverUrls.length] as string);
     const want = o.expect(step);
     const since = (): RecordedCall[] => o.gh.calls.slice(from);
     const count = (re: RegExp): number => writes(since()).filter((call) => re.test(call.path) && call.method === 'POST').length;
