@@ -148,6 +148,7 @@ export function redisClientOptions(o: RedisConnectionOptions): RedisOptions {
 
 export class RedisStore implements StateStore {
   readonly kind = 'redis' as const;
+  readonly shared = true;
   readonly dataDir: string;
   readonly replicaId: string;
   private readonly p: string;
@@ -498,7 +499,10 @@ export class RedisStore implements StateStore {
   }
 
   async getJob(id: string): Promise<JobRecord | undefined> {
-    const [rec, fin] = execOk(await this.redis.multi().hget(`${this.p}jobs`, id).hget(`${this.p}jobs-finished`, id).exec()) as [Reply, Reply];
+    const [rec, fin] = execOk(await this.redis.multi().hget(`${this.p}jobs`, id).hget(`${this.p}jobs-finished`, id).exec()) as [
+      Reply,
+      Reply,
+    ];
     return rec === null ? undefined : toJob(rec, fin);
   }
 

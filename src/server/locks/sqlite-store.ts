@@ -89,6 +89,8 @@ CREATE TABLE IF NOT EXISTS pull_projects (
 
 export class SqliteStore implements StateStore {
   readonly kind: StoreKind = 'boltdb';
+  /** A data dir is one server's (its lock file says so). */
+  readonly shared = false;
   readonly dataDir: string;
   readonly file: string;
   private readonly db: Database.Database;

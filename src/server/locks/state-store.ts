@@ -98,6 +98,8 @@ export type StoreKind = 'boltdb' | 'redis';
 
 export interface StateStore {
   readonly kind: StoreKind;
+  /** Other server processes (replicas) read this store too: what only this one holds must be copied in. */
+  readonly shared: boolean;
 
   // ---- locks ----
   /**
