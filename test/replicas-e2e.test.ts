@@ -79,6 +79,40 @@ const statuses = (sha: string, context: string) =>
     .filter((s) => s.context === context)
     .map((s) => `${s.state}: ${s.description}`);
 
+/** The rows of one of the index page's job tables. */
+const jobRows = async (url: string, table: 'Running jobs' | 'Recent jobs'): Promise<string> => {
+  const page = await (await fetch(`${url}/`)).text();
+  const start = page.indexOf(`<h2>${table}</h2>`);
+  const end = page.indexOf('</table>', start);
+  return page.slice(start, end);
+};
+
+/** The server-sent events of `url` until the server ends the stream (bounded by `timeoutMs`). */
+async function sseEvents(url: string, timeoutMs: number): Promise<Array<{ event: string; data: string }>> {
+  const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+  const text = await res.text();
+  return text
+    .split('\n\n')
+    .filter((b) => b.trim() !== '')
+    .map((b) => {
+      const line = (k: string) =>
+        b
+          .split('\n')
+          .find((l) => l.startsWith(`${k}: `))
+          ?.slice(k.length + 2) ?? '';
+      return { event: line('event'), data: line('data') };
+    });
+}
+
+/** A project whose apply prints tick-1..tick-5, 2 s apart, after writing `started`. */
+const tickingApply = (name: string): string => `resource "terraform_data" "t" {
+  input = "${name}"
+  provisioner "local-exec" {
+    command = "mkdir -p '${markers}'; echo started > '${markers}/${name}.started'; for i in 1 2 3 4 5; do echo tick-$i; sleep 2; done"
+  }
+}
+`;
+
 /** A project whose apply writes `started` then, after `sleep` seconds, `done` to marker files. */
 const slowApply = (name: string, sleep: number): string => `resource "terraform_data" "m" {
   input = "${name}"
@@ -138,6 +172,38 @@ describe('three replicas sharing one Redis', () => {
     await env.comment(notOwner(2).url, 2, 'atlantis plan');
     const plan = await env.waitForComment(2, /^Ran Plan for dir: `net` workspace: `default`/, { after: before });
     assert.match(plan.body, /Plan: 1 to add, 0 to change, 0 to destroy\./);
+  });
+
+  it("every replica lists a job running on the owner, and another replica's page follows its output live to the end", async () => {
+    const o = owner(5);
+    const other = notOwner(5);
+    await env.openPull(o.url, 5, 'rep-5', { 'ticks/main.tf': tickingApply('ticks') });
+    await env.waitForComment(5, /^Ran Plan for dir: `ticks` workspace: `default`/);
+    await waitFor('the plan to finish', () => finished(o).includes('plan #5'));
+    assert.equal((await env.comment(other.url, 5, 'atlantis apply')).status, 200);
+    await waitFor('terraform to start the apply', () => existsSync(path.join(markers, 'ticks.started')), 60_000);
+    const rows = await jobRows(other.url, 'Running jobs');
+    const id = /<a href="\/jobs\/([0-9a-f-]{36})">apply<\/a><\/td><td>acme\/infra#5<\/td>/.exec(rows)?.[1];
+    assert.ok(id, `${other.id} lists the owner's running apply: ${rows}`);
+    for (const r of replicas) assert.match(await jobRows(r.url, 'Running jobs'), new RegExp(id), `${r.id} lists it too`);
+    const page = await (await fetch(`${other.url}/jobs/${id}`)).text();
+    assert.match(page, /<p id="status">running<\/p>/);
+    const from = /\/stream\?from=(\d+)/.exec(page)?.[1];
+    assert.ok(from !== undefined, 'the page follows the job from the cursor it showed');
+    const events = await sseEvents(`${other.url}/jobs/${id}/stream?from=${from}`, 120_000);
+    const outputs = events.filter((e) => e.event === 'output').map((e) => JSON.parse(e.data) as string);
+    assert.deepEqual(events.at(-1), { event: 'done', data: '"success"' }, 'the stream ends with the job');
+    const shown = /<pre id="out">([\s\S]*?)<\/pre>/.exec(page)?.[1] ?? '';
+    const all = shown + outputs.join('');
+    for (let i = 1; i <= 5; i++) assert.match(all, new RegExp(`tick-${i}`), `tick-${i} shown`);
+    // Live: the ticks come 2 s apart, the page reads the store every 500 ms, so the first tick and
+    // the last never arrive in the same event.
+    const withTick = (n: number) => outputs.findIndex((t) => t.includes(`tick-${n}`));
+    assert.ok(withTick(5) > 0 && withTick(5) > Math.max(0, withTick(1)), `output came in pieces: ${JSON.stringify(outputs)}`);
+    assert.equal(all.match(/tick-5/g)?.length, 1, 'nothing shown twice');
+    const donePage = await (await fetch(`${other.url}/jobs/${id}`)).text();
+    assert.match(donePage, /<p id="status">success<\/p>/);
+    assert.match(await jobRows(other.url, 'Recent jobs'), new RegExp(id));
   });
 
   it('the owner drains and leaves: the PR moves, and its new owner applies the plan the old one made', async () => {

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import type { ProjectOutcome } from '../../src/server/locks/pull-status.js';
-import type { LockKey, LockRecord, StateStore } from '../../src/server/locks/state-store.js';
+import { JOB_OUTPUT_MAX, type LockKey, type LockRecord, type StateStore } from '../../src/server/locks/state-store.js';
 
 export interface OpenedStore {
   /** A fresh store with no state. */
@@ -370,6 +370,39 @@ export function stateStoreContract(name: string, open: () => Promise<OpenedStore
       [['j', undefined]],
     );
     assert.equal((await s.recentJobs()).length, 1);
+  });
+
+  withStore('job output: appended in order, read from a cursor, any text; getJob; pruned with its job', async ({ store: s }) => {
+    assert.deepEqual(await s.readJobOutput('none'), { text: '', cursor: 0 }, 'no output yet: empty, cursor at the start');
+    const j = await s.jobStarted({ id: 'jo', command: 'plan', repo: R, pull: 1, dir: '.', workspace: 'default' });
+    assert.deepEqual(await s.getJob('jo'), j);
+    assert.equal(await s.getJob('nope'), undefined);
+    // Multibyte and astral characters and ANSI colours: a cursor never splits one.
+    const chunks = ['Initializing...\n', '\u001b[32mPlan:\u001b[0m 1 to add ✓\n', '🚀 done\n'];
+    await s.appendJobOutput('jo', chunks[0] as string);
+    const first = await s.readJobOutput('jo');
+    assert.equal(first.text, chunks[0]);
+    for (const c of chunks.slice(1)) await s.appendJobOutput('jo', c);
+    const rest = await s.readJobOutput('jo', first.cursor);
+    assert.equal(rest.text, chunks.slice(1).join(''));
+    assert.deepEqual(await s.readJobOutput('jo', rest.cursor), { text: '', cursor: rest.cursor }, 'nothing new: the same cursor');
+    assert.equal((await s.readJobOutput('jo')).text, chunks.join(''));
+    await s.jobFinished('jo', 'success');
+    assert.equal((await s.getJob('jo'))?.result, 'success');
+    await s.jobStarted({ id: 'newer', command: 'plan', repo: R, pull: 2 });
+    assert.equal(await s.pruneJobs(1), 1);
+    assert.equal(await s.getJob('jo'), undefined);
+    assert.deepEqual(await s.readJobOutput('jo'), { text: '', cursor: 0 }, 'its output went with it');
+  });
+
+  withStore('job output: past JOB_OUTPUT_MAX the rest is dropped, what was kept stays', async ({ store: s }) => {
+    const big = 'x'.repeat(1024 * 1024);
+    for (let i = 0; i < 3; i++) await s.appendJobOutput('big', big);
+    await s.appendJobOutput('big', 'the end');
+    const all = await s.readJobOutput('big');
+    assert.equal(all.text.length, 2 * 1024 * 1024, 'appends stop once JOB_OUTPUT_MAX is reached');
+    assert.equal(all.text.length, JOB_OUTPUT_MAX);
+    assert.ok(!all.text.includes('the end'));
   });
 
   withStore('command journal: accepted, started, finished; oldest first; payload as given', async ({ store: s }) => {

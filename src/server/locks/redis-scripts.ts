@@ -100,7 +100,7 @@ for i, id in ipairs(redis.call('ZREVRANGE', KEYS[3], 0, tonumber(ARGV[1]))) do
 end
 return {recs, fins}`,
   },
-  // KEYS jobs, jobs-finished, jobs-by-start; ARGV keep. How many finished jobs went.
+  // KEYS jobs, jobs-finished, jobs-by-start; ARGV keep, job-output key prefix. How many finished jobs went.
   atlPruneJobs: {
     numberOfKeys: 3,
     lua: `local n = 0
@@ -109,10 +109,18 @@ for _, id in ipairs(redis.call('ZREVRANGE', KEYS[3], tonumber(ARGV[1]), -1)) do
     redis.call('HDEL', KEYS[1], id)
     redis.call('HDEL', KEYS[2], id)
     redis.call('ZREM', KEYS[3], id)
+    redis.call('DEL', ARGV[2] .. id)
     n = n + 1
   end
 end
 return n`,
+  },
+  // KEYS job-output; ARGV chunk, most bytes kept, ttl ms. Appends unless the output is full already.
+  atlAppendOutput: {
+    numberOfKeys: 1,
+    lua: `if redis.call('STRLEN', KEYS[1]) < tonumber(ARGV[2]) then redis.call('APPEND', KEYS[1], ARGV[1]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1`,
   },
 } as const;
 

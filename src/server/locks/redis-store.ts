@@ -20,6 +20,8 @@
 //   P jobs-finished          HASH  job id -> { finishedAt, result, summary } JSON
 //   P jobs-by-start          ZSET  job id scored by startedAt (ms): newest first, ties by id
 //   P jobs-unfinished        HASH  job id -> replicaId, until the job finishes
+//   P job-output:<job id>    STRING the job's terraform output (at most JOB_OUTPUT_MAX bytes), gone
+//                                  with the job's record or JOB_OUTPUT_TTL_MS after its last append
 //
 // Atomicity: every change of more than one key is one Lua script (defineCommand) or one
 // MULTI/EXEC. The read-merge-write of a pull status is optimistic: read `v`, merge in JS
@@ -52,6 +54,7 @@ import type {
   StateStore,
   TryLockResult,
 } from './state-store.js';
+import { JOB_OUTPUT_MAX } from './state-store.js';
 
 export interface RedisConnectionOptions {
   host: string;
@@ -78,6 +81,9 @@ interface StoredPlan extends Omit<PlanRecord, 'planPath'> {
   fileSha256?: string;
   fileSize?: number;
 }
+
+/** A job's output outlives its last append by the default job log retention (168h). */
+const JOB_OUTPUT_TTL_MS = 168 * 3600 * 1000;
 
 interface StoredJob extends JobRecord {
   replicaId: string;
@@ -142,6 +148,7 @@ export function redisClientOptions(o: RedisConnectionOptions): RedisOptions {
 
 export class RedisStore implements StateStore {
   readonly kind = 'redis' as const;
+  readonly shared = true;
   readonly dataDir: string;
   readonly replicaId: string;
   private readonly p: string;
@@ -486,7 +493,28 @@ export class RedisStore implements StateStore {
 
   async pruneJobs(keep = 1000): Promise<number> {
     if (keep < 0) return 0;
-    return Number(await this.scripts.atlPruneJobs(`${this.p}jobs`, `${this.p}jobs-finished`, `${this.p}jobs-by-start`, keep));
+    return Number(
+      await this.scripts.atlPruneJobs(`${this.p}jobs`, `${this.p}jobs-finished`, `${this.p}jobs-by-start`, keep, `${this.p}job-output:`),
+    );
+  }
+
+  async getJob(id: string): Promise<JobRecord | undefined> {
+    const [rec, fin] = execOk(await this.redis.multi().hget(`${this.p}jobs`, id).hget(`${this.p}jobs-finished`, id).exec()) as [
+      Reply,
+      Reply,
+    ];
+    return rec === null ? undefined : toJob(rec, fin);
+  }
+
+  // ---- job output: the cursor is a byte offset; every append is whole, so a read ends on a character
+
+  async appendJobOutput(id: string, chunk: string): Promise<void> {
+    await this.scripts.atlAppendOutput(`${this.p}job-output:${id}`, chunk, JOB_OUTPUT_MAX, JOB_OUTPUT_TTL_MS);
+  }
+
+  async readJobOutput(id: string, cursor = 0): Promise<{ text: string; cursor: number }> {
+    const bytes = await this.redis.getrangeBuffer(`${this.p}job-output:${id}`, cursor, -1);
+    return { text: bytes.toString('utf8'), cursor: cursor + bytes.length };
   }
 
   // ---- health ---------------------------------------------------------------------

@@ -29,6 +29,7 @@ import type {
   StoreKind,
   TryLockResult,
 } from './state-store.js';
+import { JOB_OUTPUT_MAX } from './state-store.js';
 import {
   type JobRow,
   type LockRow,
@@ -76,6 +77,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   finished_at TEXT, result TEXT, summary TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_unfinished ON jobs (finished_at);
+CREATE TABLE IF NOT EXISTS job_output (id TEXT PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pull_status (
   repo TEXT NOT NULL, pull INTEGER NOT NULL, head_sha TEXT NOT NULL, PRIMARY KEY (repo, pull)
 );
@@ -87,6 +89,8 @@ CREATE TABLE IF NOT EXISTS pull_projects (
 
 export class SqliteStore implements StateStore {
   readonly kind: StoreKind = 'boltdb';
+  /** A data dir is one server's (its lock file says so). */
+  readonly shared = false;
   readonly dataDir: string;
   readonly file: string;
   private readonly db: Database.Database;
@@ -393,11 +397,35 @@ export class SqliteStore implements StateStore {
     return (this.sql('SELECT * FROM jobs ORDER BY started_at DESC, id DESC LIMIT ?').all(limit) as JobRow[]).map(toJob);
   }
 
+  async getJob(id: string): Promise<JobRecord | undefined> {
+    const row = this.sql('SELECT * FROM jobs WHERE id = ?').get(id) as JobRow | undefined;
+    return row && toJob(row);
+  }
+
   /** Drops finished jobs beyond the newest `keep`, so the journal does not grow forever. */
   async pruneJobs(keep = 1000): Promise<number> {
-    return this.sql(
-      'DELETE FROM jobs WHERE finished_at IS NOT NULL AND id NOT IN (SELECT id FROM jobs ORDER BY started_at DESC, id DESC LIMIT ?)',
-    ).run(keep).changes;
+    return this.db.transaction(() => {
+      const n = this.sql(
+        'DELETE FROM jobs WHERE finished_at IS NOT NULL AND id NOT IN (SELECT id FROM jobs ORDER BY started_at DESC, id DESC LIMIT ?)',
+      ).run(keep).changes;
+      this.sql('DELETE FROM job_output WHERE id NOT IN (SELECT id FROM jobs)').run();
+      return n;
+    })();
+  }
+
+  // ---- job output: the cursor is a character offset ---------------------------------
+
+  async appendJobOutput(id: string, chunk: string): Promise<void> {
+    this.sql(
+      'INSERT INTO job_output (id, text) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET text = text || excluded.text WHERE length(text) < ?',
+    ).run(id, chunk, JOB_OUTPUT_MAX);
+  }
+
+  async readJobOutput(id: string, cursor = 0): Promise<{ text: string; cursor: number }> {
+    const row = this.sql('SELECT substr(text, ? + 1) AS rest FROM job_output WHERE id = ?').get(cursor, id) as { rest: string } | undefined;
+    const text = row?.rest ?? '';
+    // SQLite counts characters (code points), not UTF-16 units as String.length does.
+    return { text, cursor: cursor + [...text].length };
   }
 
   // ---- health ---------------------------------------------------------------------

@@ -71,6 +71,9 @@ export interface AcceptedCommand {
 
 export type JobResult = 'success' | 'failure' | 'error' | 'interrupted';
 
+/** The most of one job's output a store keeps (the job's log file on its replica has all of it). */
+export const JOB_OUTPUT_MAX = 2 * 1024 * 1024;
+
 export interface JobStart {
   id: string;
   command: string;
@@ -95,6 +98,8 @@ export type StoreKind = 'boltdb' | 'redis';
 
 export interface StateStore {
   readonly kind: StoreKind;
+  /** Other server processes (replicas) read this store too: what only this one holds must be copied in. */
+  readonly shared: boolean;
 
   // ---- locks ----
   /**
@@ -178,8 +183,19 @@ export interface StateStore {
   unfinishedJobs(of?: string): Promise<JobRecord[]>;
   /** The newest jobs first. */
   recentJobs(limit?: number): Promise<JobRecord[]>;
-  /** Drops finished jobs beyond the newest `keep`; returns how many went. */
+  /** One job's record, whichever replica started it. */
+  getJob(id: string): Promise<JobRecord | undefined>;
+  /** Drops finished jobs beyond the newest `keep` (their output too); returns how many went. */
   pruneJobs(keep?: number): Promise<number>;
+
+  // ---- job output (what every replica's web page shows) ----
+  /** Appends to a job's terraform output; past JOB_OUTPUT_MAX (about 2 MiB) the rest is dropped. */
+  appendJobOutput(id: string, chunk: string): Promise<void>;
+  /**
+   * A job's output from `cursor` on (0: the start), and the cursor of the next read. The
+   * cursor is the store's own position (bytes or characters), valid only for this job.
+   */
+  readJobOutput(id: string, cursor?: number): Promise<{ text: string; cursor: number }>;
 
   // ---- health ----
   /** Opens the connection (Redis) or nothing (SQLite, opened already); rejects when the store cannot be used. */

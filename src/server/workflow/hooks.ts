@@ -271,7 +271,7 @@ export class WorkflowHooks {
       onOutput: (chunk) => this.d.jobs.append(id, chunk),
     });
     const ok = r.exitCode === 0 && !r.interrupted;
-    this.d.jobs.finish(id, ok ? 'success' : r.interrupted ? 'interrupted' : 'failure');
+    await this.d.jobs.finish(id, ok ? 'success' : r.interrupted ? 'interrupted' : 'failure');
     if (!ok) {
       log.warn('Workflow hook failed', { description, exitCode: r.exitCode, signal: r.signal, jobId: id });
       await status('failure');

@@ -1,7 +1,9 @@
-// In-memory view of jobs (one project command run) for the web page: running and recent
-// jobs and a live feed of their terraform output. The durable journal is in the store;
-// the full output is in the per-job log file.
+// In-memory view of this replica's jobs (one project command run) for the web page: running
+// and recent jobs and a live feed of their terraform output. The durable journal is in the
+// store, and so is a copy of the output (the mirror), for the pages of other replicas; the
+// full output is in the per-job log file.
 import { EventEmitter } from 'node:events';
+import type { JobOutputMirror } from './job-output-mirror.js';
 
 export type JobStatus = 'running' | 'success' | 'failure' | 'error' | 'interrupted';
 
@@ -29,7 +31,12 @@ export class JobRegistry {
   private readonly jobs = new Map<string, JobEntry>();
   private readonly events = new EventEmitter();
 
-  constructor(private readonly keepFinished = 100) {
+  private readonly keepFinished: number;
+  private readonly mirror: JobOutputMirror | undefined;
+
+  constructor(opts: { keepFinished?: number; mirror?: JobOutputMirror } = {}) {
+    this.keepFinished = opts.keepFinished ?? 100;
+    this.mirror = opts.mirror;
     this.events.setMaxListeners(0);
   }
 
@@ -43,16 +50,19 @@ export class JobRegistry {
     j.output.push(chunk);
     j.outputLength += chunk.length;
     while (j.outputLength > MAX_OUTPUT_CHARS && j.output.length > 1) j.outputLength -= j.output.shift()!.length;
+    this.mirror?.append(id, chunk);
     this.events.emit(`output:${id}`, chunk);
   }
 
-  finish(id: string, status: Exclude<JobStatus, 'running'>): void {
+  /** Resolves once the job's output is in the store too (write the journal's end after it). */
+  finish(id: string, status: Exclude<JobStatus, 'running'>): Promise<void> {
     const j = this.jobs.get(id);
-    if (!j) return;
+    if (!j) return Promise.resolve();
     j.status = status;
     j.finishedAt = new Date();
     this.events.emit(`done:${id}`, status);
     this.prune();
+    return this.mirror?.finish(id) ?? Promise.resolve();
   }
 
   get(id: string): JobView | undefined {

@@ -21,6 +21,7 @@ import { AllowlistError, type RepoAllowlist, parseRepoAllowlist } from '../vcs/r
 import { CommandRunner, type PullContext } from './command-runner.js';
 import { WorkflowHooks } from './hooks.js';
 import { JobLogPruner } from './job-logs.js';
+import { JobOutputMirror } from './job-output-mirror.js';
 import { JobRegistry } from './jobs.js';
 import {
   SHUTTING_DOWN_COMMENT,
@@ -95,7 +96,8 @@ export function workflowPlugin(server: AtlantisServer) {
     const v = cfg.defaultTfVersion;
     void terraformBinaries.binaryFor(v).catch((e: Error) => log.error('Could not get terraform', { version: v, error: e.message }));
   }
-  const jobs = new JobRegistry();
+  // Replicas show each other's jobs from the store; a server alone has them all in memory.
+  const jobs = new JobRegistry(store.shared ? { mirror: new JobOutputMirror(store, log) } : {});
   const jobLogPruner = new JobLogPruner({
     dir: server.jobLogDir,
     retention: { maxAgeMs: cfg.jobLogRetentionMs, maxCount: cfg.jobLogMaxCount },

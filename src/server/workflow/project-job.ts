@@ -190,7 +190,7 @@ export class ProjectJobs {
         .catch((e: Error) => this.d.logger.warn('Could not release the project lease', { jobId: id, error: e.message }));
     }
     const final = run.status === 'running' ? 'error' : run.status;
-    this.d.jobs.finish(id, final);
+    await this.d.jobs.finish(id, final);
     await this.d.store.jobFinished(id, final, run.view.outcome.type);
     return run;
   }
