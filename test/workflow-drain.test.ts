@@ -140,13 +140,17 @@ describe('drain of the real server process with webhooks', () => {
     assert.equal((await p.exited).code, 0);
   });
 
-  it('--queue-during-drain: a command received while draining runs first on the next server', async () => {
+  it('--queue-during-drain: the draining server stays ready; a command received while draining runs first on the next server', async () => {
     const dataDir = tempDataDir();
     const first = await startServer(dataDir, ['--queue-during-drain']);
     const other = await plannedPull(first.url);
     await startLongApply(first.url, dataDir, 4);
     first.p.child.kill('SIGTERM');
     await waitFor('shutting_down', async () => (await status(first.url)).shutting_down);
+    // Still in the Service while it drains: it takes webhooks in and queues their commands.
+    const ready = await fetch(`${first.url}/readyz`);
+    assert.equal(ready.status, 200);
+    assert.deepEqual(await ready.json(), { status: 'draining, queueing commands' });
     const before = env.commentsOn(other).length;
     const r = await env.comment(first.url, other, 'atlantis plan');
     assert.equal(r.status, 202);

@@ -129,6 +129,7 @@ export class AtlantisServer {
       metrics: this.metrics,
       logger: this.logger,
       storeHealthy: this.appDeps.storeHealthy ?? (async () => true),
+      queueDuringDrain: this.config.queueDuringDrain,
       onWebhook: this.appDeps.onWebhook,
       webhookQueue: this.webhookQueue,
       requireWebhookSignature: this.config.ghWebhookSecret !== undefined,

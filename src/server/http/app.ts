@@ -1,6 +1,7 @@
 // The server's HTTP surface (SPEC section 3). Handlers here only read state; /status in
 // particular does no I/O so it answers at once while terraform runs.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { readiness } from './readiness.js';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from '../../log.js';
 import { VERSION } from '../../version.js';
@@ -47,6 +48,8 @@ export interface AppDeps {
   logger: Logger;
   /** Whether the lock store answers; /readyz fails when it does not. */
   storeHealthy: () => Promise<boolean>;
+  /** --queue-during-drain: a draining server stays ready (readiness.ts). */
+  queueDuringDrain?: boolean;
   /** POST /events; absent until the workflow is wired. */
   onWebhook?: (req: WebhookRequest) => Promise<WebhookResponse>;
   /** Where webhook handlers wait for their turn (see turn-queue.ts); the server awaits it on close. */
@@ -202,11 +205,13 @@ function buildRoutes(deps: AppDeps): {
   });
 
   app.get(READINESS_PATH, async (_req, res) => {
-    if (deps.tracker.isShuttingDown) return void res.status(503).json({ status: 'draining' });
-    if (!(await deps.storeHealthy())) return void res.status(503).json({ status: 'lock store unusable' });
-    // A drain may have begun while the store answered: from its start, /readyz is 503.
-    if (deps.tracker.isShuttingDown) return void res.status(503).json({ status: 'draining' });
-    res.status(200).json({ status: 'ok' });
+    const queueDuringDrain = deps.queueDuringDrain ?? false;
+    // Draining without queueing: 503 at once, the store is not asked.
+    if (deps.tracker.isShuttingDown && !queueDuringDrain) return void res.status(503).json({ status: 'draining' });
+    const storeHealthy = await deps.storeHealthy();
+    // A drain may have begun while the store answered: the state after the await decides.
+    const r = readiness({ shuttingDown: deps.tracker.isShuttingDown, queueDuringDrain, storeHealthy });
+    res.status(r.status).json({ status: r.text });
   });
 
   app.get('/metrics', async (_req, res) => {
