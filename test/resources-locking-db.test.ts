@@ -1,9 +1,15 @@
 // The store setting (spec.atlantis.lockingDB) and maxSurge: their defaults, the pod they
-// render (env, secrets only by reference, the data volume) and the revision.
+// render (env, secrets only by reference, the data volume), the revision, and the CRD's
+// schema defaults in step with the code's.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse } from 'yaml';
 import type { V1EnvVar } from '@kubernetes/client-node';
 import {
+  DEFAULTS,
   lockingDBEnv,
   lockingDBWithDefaults,
   maxSurgeWithDefaults,
@@ -223,4 +229,28 @@ test('revision: the store changes it, maxSurge does not', async (t) => {
     ['redis: storage class (no PVC)', ad({ storage: { size: '5Gi', storageClassName: 'fast' } }, REDIS), redis, false],
   ];
   for (const [what, a, against, differs] of rows) await t.test(what, () => assert.equal(podTemplateRevision(a) !== against, differs));
+});
+
+test('the CRD schema defaults of lockingDB are the code defaults; maxSurge has none', () => {
+  const crdPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'crds', 'atlantisdeployments.atlantis-operator.dev.yaml');
+  type Schema = { properties?: Record<string, Schema>; default?: unknown; enum?: unknown[]; required?: string[] };
+  const crd = parse(fs.readFileSync(crdPath, 'utf8')) as { spec: { versions: Array<{ schema: { openAPIV3Schema: Schema } }> } };
+  const spec = crd.spec.versions[0]!.schema.openAPIV3Schema.properties!.spec!;
+  const at = (dotted: string): Schema =>
+    dotted.split('.').reduce((s, k) => {
+      const next = s.properties?.[k];
+      assert.ok(next, `schema has ${dotted}`);
+      return next;
+    }, spec);
+  assert.equal(at('atlantis.lockingDB.type').default, DEFAULTS.lockingDBType);
+  assert.deepEqual(at('atlantis.lockingDB.type').enum, ['boltdb', 'redis']);
+  assert.equal(at('atlantis.lockingDB.redis.port').default, DEFAULTS.redisPort);
+  assert.equal(at('atlantis.lockingDB.redis.db').default, DEFAULTS.redisDB);
+  assert.equal(at('atlantis.lockingDB.redis.tls').default, DEFAULTS.redisTLS);
+  assert.equal(at('atlantis.lockingDB.redis.insecureSkipVerify').default, DEFAULTS.redisInsecureSkipVerify);
+  assert.deepEqual(at('atlantis.lockingDB.redis').required, ['host']);
+  for (const ref of ['usernameSecretRef', 'passwordSecretRef'])
+    assert.deepEqual(at(`atlantis.lockingDB.redis.${ref}`).required, ['name', 'key'], `${ref} has the secretKeyRef shape`);
+  assert.equal(at('updateStrategy.maxSurge').default, undefined, 'maxSurge depends on lockingDB: the controller defaults it');
+  assert.equal(at('atlantis.lockingDB').default, undefined, 'stored objects stay as written');
 });
