@@ -2,12 +2,16 @@
 // accepted and defaulted; every schema and CEL rule rejects a bad object with 422 and a
 // message naming the field, through the API and through `kubectl apply`; unknown fields
 // are pruned (or refused under strict field validation); the scale subresource, printer
-// columns, the status subresource and the short name work.
+// columns, the status subresource and the short name work. lockingDB and maxSurge: Redis
+// settings defaulted and checked, a surge refused with the embedded store (on create and on
+// update), the Redis example accepted.
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { MERGE_PATCH, apiPath, kubeRequest, kubeRequestOk, type KubeStatus } from '../src/k8s/client.js';
+import { parseAllDocuments } from 'yaml';
 import { API_VERSION, KIND, PLURAL, type AtlantisDeployment } from '../src/controller/types.js';
-import { ensureCrd, getAd } from './support/controller.js';
+import { CRD_FILE, ensureCrd, getAd } from './support/controller.js';
 import { deleteNamespace, freshNamespace, getCluster, type TestCluster } from './support/k8s.js';
 
 let cluster: TestCluster;
@@ -59,6 +63,13 @@ interface BadCase {
   /** Substrings the API server's message must contain (the field and the reason). */
   expect: string[];
 }
+
+/** A Redis store with its required host; `extra` is merged into lockingDB.redis. */
+const redisDB = (extra: Obj = {}): Obj => ({ type: 'redis', redis: { host: 'redis.infra.svc', ...extra } });
+const withStore = (o: { spec: Obj }, db: Obj): void => {
+  at(o.spec, 'atlantis').lockingDB = db;
+};
+const SURGE_WHY = 'with the embedded store each pod owns its data volume, so a second pod cannot run beside it';
 
 const BAD: BadCase[] = [
   { what: 'missing image', obj: (n) => cr(n, (o) => delete o.spec.image), expect: ['spec.image', 'Required value'] },
@@ -182,6 +193,124 @@ const BAD: BadCase[] = [
   },
   { what: 'paused as a string', obj: (n) => cr(n, (o) => (o.spec.paused = 'yes')), expect: ['spec.paused', 'must be of type boolean'] },
   {
+    what: 'lockingDB.type Foo',
+    obj: (n) => cr(n, (o) => withStore(o, { type: 'etcd' })),
+    expect: ['spec.atlantis.lockingDB.type', 'Unsupported value', '"boltdb"', '"redis"'],
+  },
+  {
+    what: 'lockingDB redis without settings',
+    obj: (n) => cr(n, (o) => withStore(o, { type: 'redis' })),
+    expect: ['spec.atlantis.lockingDB', 'spec.atlantis.lockingDB.redis.host is required with type redis'],
+  },
+  {
+    what: 'lockingDB redis without a host',
+    obj: (n) => cr(n, (o) => withStore(o, { type: 'redis', redis: { port: 6379 } })),
+    expect: ['spec.atlantis.lockingDB.redis.host', 'Required value'],
+  },
+  {
+    what: 'redis.host empty',
+    obj: (n) => cr(n, (o) => withStore(o, redisDB({ host: '' }))),
+    expect: ['spec.atlantis.lockingDB.redis.host', 'must not be empty'],
+  },
+  {
+    what: 'redis.host a URL',
+    obj: (n) => cr(n, (o) => withStore(o, redisDB({ host: 'redis://redis:6379' }))),
+    expect: ['spec.atlantis.lockingDB.redis.host', "without whitespace or '/'"],
+  },
+  {
+    what: 'redis.port 0',
+    obj: (n) => cr(n, (o) => withStore(o, redisDB({ port: 0 }))),
+    expect: ['spec.atlantis.lockingDB.redis.port', 'must be between 1 and 65535'],
+  },
+  {
+    what: 'redis.port 65536',
+    obj: (n) => cr(n, (o) => withStore(o, redisDB({ port: 65536 }))),
+    expect: ['spec.atlantis.lockingDB.redis.port', 'must be between 1 and 65535'],
+  },
+  {
+    what: 'redis.db -1',
+    obj: (n) => cr(n, (o) => withStore(o, redisDB({ db: -1 }))),
+    expect: ['spec.atlantis.lockingDB.redis.db', 'must be 0 or more'],
+  },
+  {
+    what: 'redis.tls as a string',
+    obj: (n) => cr(n, (o) => withStore(o, redisDB({ tls: 'yes' }))),
+    expect: ['spec.atlantis.lockingDB.redis.tls', 'must be of type boolean'],
+  },
+  {
+    what: 'redis.passwordSecretRef without a key',
+    obj: (n) => cr(n, (o) => withStore(o, redisDB({ passwordSecretRef: { name: 'redis' } }))),
+    expect: ['spec.atlantis.lockingDB.redis.passwordSecretRef.key', 'Required value'],
+  },
+  {
+    what: 'redis.passwordSecretRef empty name',
+    obj: (n) => cr(n, (o) => withStore(o, redisDB({ passwordSecretRef: { name: '', key: 'password' } }))),
+    expect: ['spec.atlantis.lockingDB.redis.passwordSecretRef', 'needs a non-empty name and key'],
+  },
+  {
+    what: 'redis.usernameSecretRef key with a slash',
+    obj: (n) => cr(n, (o) => withStore(o, redisDB({ usernameSecretRef: { name: 'redis', key: 'a/b' } }))),
+    expect: ['spec.atlantis.lockingDB.redis.usernameSecretRef', 'may contain only letters'],
+  },
+  {
+    what: 'maxSurge 1 with the embedded store (lockingDB unset)',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'updateStrategy').maxSurge = 1)),
+    expect: ['spec.updateStrategy.maxSurge', 'maxSurge needs spec.atlantis.lockingDB.type redis', SURGE_WHY],
+  },
+  {
+    what: 'maxSurge 2 with lockingDB boltdb',
+    obj: (n) =>
+      cr(n, (o) => {
+        withStore(o, { type: 'boltdb', redis: { host: 'ignored' } });
+        at(o.spec, 'updateStrategy').maxSurge = 2;
+      }),
+    expect: ['spec.updateStrategy.maxSurge', SURGE_WHY],
+  },
+  {
+    what: 'maxSurge -1',
+    obj: (n) =>
+      cr(n, (o) => {
+        withStore(o, redisDB());
+        at(o.spec, 'updateStrategy').maxSurge = -1;
+      }),
+    expect: ['spec.updateStrategy.maxSurge', 'must be 0 or more'],
+  },
+  {
+    what: 'maxSurge above the maximum',
+    obj: (n) =>
+      cr(n, (o) => {
+        withStore(o, redisDB());
+        at(o.spec, 'updateStrategy').maxSurge = 1001;
+      }),
+    expect: ['spec.updateStrategy.maxSurge', '1000'],
+  },
+  {
+    what: 'maxSurge as a percentage',
+    obj: (n) =>
+      cr(n, (o) => {
+        withStore(o, redisDB());
+        at(o.spec, 'updateStrategy').maxSurge = '25%';
+      }),
+    expect: ['spec.updateStrategy.maxSurge', 'must be of type integer'],
+  },
+  {
+    what: 'env sets ATLANTIS_LOCKING_DB_TYPE',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis').env = [{ name: 'ATLANTIS_LOCKING_DB_TYPE', value: 'redis' }])),
+    expect: ['spec.atlantis.env[0]', 'must not set ATLANTIS_LOCKING_DB_TYPE', 'set spec.atlantis.lockingDB instead'],
+  },
+  {
+    what: 'env sets ATLANTIS_REDIS_PASSWORD',
+    obj: (n) =>
+      cr(n, (o) => {
+        withStore(o, redisDB());
+        at(o.spec, 'atlantis').env = [
+          { name: 'ATLANTIS_LOG_LEVEL', value: 'debug' },
+          { name: 'ATLANTIS_REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'r', key: 'p' } } },
+        ];
+      }),
+    expect: ['spec.atlantis.env[1]', 'must not set ATLANTIS_REDIS_PASSWORD', 'set spec.atlantis.lockingDB instead'],
+  },
+  {
     what: 'missing spec',
     obj: (n) => {
       const o = cr(n);
@@ -221,6 +350,71 @@ describe('valid AtlantisDeployment', () => {
     // Defaults are persisted, not only in the create response.
     const got = await getAd(cluster.kc, ns, 'valid');
     assert.deepEqual(got.spec, created.spec);
+  });
+
+  it('lockingDB is stored as written: absent stays absent, a redis block gets its defaults, maxSurge is left to the controller', async () => {
+    const created = await kubeRequestOk<AtlantisDeployment>(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), cr('store-default'));
+    assert.equal(created.spec.atlantis?.lockingDB, undefined, 'no lockingDB written, none stored (the controller defaults boltdb)');
+    const empty = await kubeRequestOk<AtlantisDeployment>(
+      cluster.kc,
+      'POST',
+      apiPath(API_VERSION, PLURAL, ns),
+      cr('store-empty', (o) => withStore(o, {})),
+    );
+    assert.deepEqual(empty.spec.atlantis?.lockingDB, { type: 'boltdb' });
+    const redis = await kubeRequestOk<AtlantisDeployment>(
+      cluster.kc,
+      'POST',
+      apiPath(API_VERSION, PLURAL, ns),
+      cr('store-redis', (o) => withStore(o, redisDB({ passwordSecretRef: { name: 'redis', key: 'password' } }))),
+    );
+    assert.deepEqual(redis.spec.atlantis?.lockingDB, {
+      type: 'redis',
+      redis: {
+        host: 'redis.infra.svc',
+        port: 6379,
+        db: 0,
+        tls: false,
+        insecureSkipVerify: false,
+        passwordSecretRef: { name: 'redis', key: 'password' },
+      },
+    });
+    assert.equal(redis.spec.updateStrategy?.maxSurge, undefined, 'no schema default: it depends on lockingDB');
+    assert.deepEqual((await getAd(cluster.kc, ns, 'store-redis')).spec, redis.spec, 'defaults are persisted');
+  });
+
+  it('accepts the store at the edges: redis with every setting and a surge, boltdb with maxSurge 0 and an unused redis block', async () => {
+    // [name, lockingDB, updateStrategy, env]
+    const rows: Array<[string, Obj | undefined, Obj | undefined, Obj[] | undefined]> = [
+      [
+        'edge-redis',
+        redisDB({
+          host: '10.0.0.7',
+          port: 65535,
+          db: 15,
+          tls: true,
+          insecureSkipVerify: true,
+          usernameSecretRef: { name: 'redis', key: 'user.name' },
+          passwordSecretRef: { name: 'redis', key: 'pass_word-1' },
+        }),
+        { maxUnavailable: 1, maxSurge: 1000 },
+        undefined,
+      ],
+      ['edge-redis-port-1', redisDB({ port: 1, db: 0 }), undefined, undefined],
+      ['edge-redis-no-surge', redisDB(), { maxSurge: 0 }, undefined],
+      ['edge-bolt-surge-0', { type: 'boltdb', redis: { host: 'unused' } }, { maxSurge: 0 }, undefined],
+      ['edge-unset-surge-0', undefined, { maxSurge: 0 }, undefined],
+      ['edge-env-replica-url', redisDB(), undefined, [{ name: 'ATLANTIS_REPLICA_URL', value: 'http://[$(POD_IP)]:4141' }]],
+    ];
+    for (const [name, db, updateStrategy, env] of rows) {
+      const mutate = (o: { spec: Obj }): void => {
+        if (db) withStore(o, db);
+        if (updateStrategy) o.spec.updateStrategy = updateStrategy;
+        if (env) at(o.spec, 'atlantis').env = env;
+      };
+      const r = await kubeRequest<AtlantisDeployment>(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), cr(name, mutate));
+      assert.equal(r.status, 201, `${name} accepted; got ${r.status}: ${statusOf(r.body).message}`);
+    }
   });
 
   it('accepts values at the edges of every rule', async () => {
@@ -300,6 +494,32 @@ describe('bad AtlantisDeployments are rejected through the API with 422 and a re
     assert.equal(ok.status, 200, `other fields may change: ${statusOf(ok.body).message}`);
   });
 
+  it('a surge and the embedded store cannot meet through an update either', async () => {
+    const patch = (name: string, spec: Obj) =>
+      kubeRequest(cluster.kc, 'PATCH', apiPath(API_VERSION, PLURAL, ns, name), { spec }, { contentType: MERGE_PATCH });
+    // A boltdb object given a surge.
+    await kubeRequestOk(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), cr('surge-bolt'));
+    const bad = await patch('surge-bolt', { updateStrategy: { maxSurge: 1 } });
+    assert.equal(bad.status, 422, `want 422, got ${bad.status}: ${statusOf(bad.body).message}`);
+    assert.ok(statusOf(bad.body).message?.includes(SURGE_WHY), `message: ${statusOf(bad.body).message}`);
+    assert.equal((await getAd(cluster.kc, ns, 'surge-bolt')).spec.updateStrategy?.maxSurge, undefined);
+    // The store and the surge in one change are fine.
+    const ok = await patch('surge-bolt', { atlantis: { lockingDB: redisDB() }, updateStrategy: { maxSurge: 2 } });
+    assert.equal(ok.status, 200, `redis and a surge together: ${statusOf(ok.body).message}`);
+    // Back to the embedded store while the surge stays: refused, the object keeps Redis.
+    const back = await patch('surge-bolt', { atlantis: { lockingDB: { type: 'boltdb' } } });
+    assert.equal(back.status, 422, `want 422, got ${back.status}: ${statusOf(back.body).message}`);
+    assert.ok(statusOf(back.body).message?.includes('spec.updateStrategy.maxSurge'), `message: ${statusOf(back.body).message}`);
+    assert.equal((await getAd(cluster.kc, ns, 'surge-bolt')).spec.atlantis?.lockingDB?.type, 'redis');
+    // With the surge dropped in the same change it goes through.
+    const both = await patch('surge-bolt', {
+      atlantis: { lockingDB: { type: 'boltdb', redis: null } },
+      updateStrategy: { maxSurge: null },
+    });
+    assert.equal(both.status, 200, `boltdb without a surge: ${statusOf(both.body).message}`);
+    assert.deepEqual((await getAd(cluster.kc, ns, 'surge-bolt')).spec.atlantis?.lockingDB, { type: 'boltdb' });
+  });
+
   it('an update breaking a rule is rejected too (maxUnavailable 0 on an existing object)', async () => {
     await kubeRequestOk(cluster.kc, 'POST', apiPath(API_VERSION, PLURAL, ns), cr('update-bad'));
     const r = await kubeRequest(
@@ -323,7 +543,7 @@ describe('unknown fields', () => {
       apiPath(API_VERSION, PLURAL, ns),
       cr('pruned', (o) => {
         o.spec.imagePullPolicy = 'Always';
-        at(o.spec, 'updateStrategy').maxSurge = 2;
+        at(o.spec, 'updateStrategy').partition = 2;
       }),
     );
     assert.equal(r.status, 201, `created: ${statusOf(r.body).message}`);
@@ -335,7 +555,7 @@ describe('unknown fields', () => {
     );
     const got = (await getAd(cluster.kc, ns, 'pruned')) as unknown as { spec: Obj & { updateStrategy: Obj } };
     assert.equal(got.spec.imagePullPolicy, undefined, 'spec.imagePullPolicy pruned');
-    assert.equal(got.spec.updateStrategy.maxSurge, undefined, 'spec.updateStrategy.maxSurge pruned');
+    assert.equal(got.spec.updateStrategy.partition, undefined, 'spec.updateStrategy.partition pruned');
   });
 
   it('are refused with fieldValidation=Strict', async () => {
@@ -363,6 +583,8 @@ describe('kubectl apply', () => {
     'terminationGracePeriodSeconds 29 (CEL minimum 30)',
     'missing github.tokenSecretRef.name',
     'env sets POD_NAME',
+    'maxSurge 1 with the embedded store (lockingDB unset)',
+    'lockingDB redis without settings',
   ];
   for (const what of KUBECTL_CASES) {
     it(`refuses: ${what}`, async () => {
@@ -386,6 +608,25 @@ describe('kubectl apply', () => {
     const r = await kubectlApply(cr('kubectl-ok'));
     assert.equal(r.exitCode, 0, `stderr: ${r.stderr}`);
     assert.match(r.stdout, /atlantisdeployment\.atlantis-operator\.dev\/kubectl-ok created/);
+  });
+
+  it('accepts the Redis example (manifests/example-redis) in a server-side dry run', async () => {
+    const built = await cluster.kubectl(['kustomize', path.join(path.dirname(CRD_FILE), '..', 'manifests', 'example-redis')]);
+    assert.equal(built.exitCode, 0, built.stderr);
+    // Into the test's namespace: a dry-run Namespace would not exist for the objects after it.
+    const docs = parseAllDocuments(built.stdout)
+      .map((d) => d.toJSON() as Obj & { metadata: Obj })
+      .filter((d) => d.kind !== 'Namespace')
+      .map((d) => ({ ...d, metadata: { ...d.metadata, namespace: ns } }));
+    const r = await cluster.kubectl(['apply', '--dry-run=server', '-o', 'json', '-f', '-'], {
+      input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: docs }),
+    });
+    assert.equal(r.exitCode, 0, `stderr: ${r.stderr}`);
+    const items = (JSON.parse(r.stdout) as { items: Obj[] }).items;
+    const ad = items.find((i) => i.kind === KIND) as unknown as AtlantisDeployment | undefined;
+    assert.ok(ad, `the example has an AtlantisDeployment: ${items.map((i) => i.kind).join(', ')}`);
+    assert.equal(ad.spec.atlantis?.lockingDB?.type, 'redis');
+    assert.deepEqual(ad.spec.atlantis?.lockingDB?.redis?.passwordSecretRef, { name: 'redis', key: 'password' });
   });
 });
 

@@ -89,9 +89,9 @@ test('defaults match the CRD', () => {
   assert.deepEqual(d, {
     image: 'x',
     replicas: 1,
-    atlantis: {},
+    atlantis: { lockingDB: { type: 'boltdb' } },
     storage: { size: '5Gi', storageClassName: null },
-    updateStrategy: { maxUnavailable: 1, drainTimeoutSeconds: 3600, onDrainTimeout: 'Wait' },
+    updateStrategy: { maxUnavailable: 1, maxSurge: 0, drainTimeoutSeconds: 3600, onDrainTimeout: 'Wait' },
     paused: false,
     terminationGracePeriodSeconds: 120,
     service: { type: 'ClusterIP', port: 80 },

@@ -33,7 +33,7 @@ export const APP_NAME = 'atlantis';
 export const MANAGED_BY = 'atlantis-operator';
 /** Name of the server container in every pod; used to read its waiting reason. */
 export const SERVER_CONTAINER = 'atlantis';
-/** Where the PVC is mounted and the server keeps its data (ATLANTIS_DATA_DIR). */
+/** Where the data volume (PVC, or emptyDir with Redis) is mounted and the server keeps its data (ATLANTIS_DATA_DIR). */
 export const DATA_DIR = '/atlantis';
 
 export interface SecretKeyRef {
@@ -47,10 +47,38 @@ export interface GithubSettings {
   webhookSecretRef?: SecretKeyRef;
 }
 
+export type LockingDBType = 'boltdb' | 'redis';
+
+/** spec.atlantis.lockingDB.redis as a user may write it (the server's --redis-* flags). */
+export interface RedisSettingsInput {
+  host: string;
+  port?: number;
+  db?: number;
+  tls?: boolean;
+  /** With tls: accept any certificate and host name (--redis-insecure-skip-verify). */
+  insecureSkipVerify?: boolean;
+  usernameSecretRef?: SecretKeyRef;
+  passwordSecretRef?: SecretKeyRef;
+}
+
+/** spec.atlantis.lockingDB as a user may write it. */
+export interface LockingDBInput {
+  type?: LockingDBType;
+  /** Read only with type redis. */
+  redis?: RedisSettingsInput;
+}
+
+export type RedisSettings = Required<Omit<RedisSettingsInput, 'usernameSecretRef' | 'passwordSecretRef'>> &
+  Pick<RedisSettingsInput, 'usernameSecretRef' | 'passwordSecretRef'>;
+
+/** The store after defaulting: the embedded one in each pod's data dir, or one Redis shared by all pods. */
+export type LockingDB = { type: 'boltdb' } | { type: 'redis'; redis: RedisSettings };
+
 export interface AtlantisSettings {
   url?: string;
   repoAllowlist?: string;
   github?: GithubSettings;
+  lockingDB?: LockingDBInput;
   /** Extra env appended after the operator's own env, so a user's value wins (later entries win in Kubernetes). */
   env?: V1EnvVar[];
 }
@@ -64,6 +92,12 @@ export type OnDrainTimeout = 'Wait' | 'Interrupt';
 
 export interface UpdateStrategy {
   maxUnavailable: number;
+  /**
+   * Pods of the new revision started beside the old ones during a rollout. Defaulted by the
+   * controller, not the schema (it depends on lockingDB): 1 with Redis, 0 with the embedded
+   * store, where each pod owns its data volume.
+   */
+  maxSurge: number;
   /** 0 = no timeout: wait for the drain forever (as the server's `--drain-timeout 0`). */
   drainTimeoutSeconds: number;
   onDrainTimeout: OnDrainTimeout;
@@ -88,11 +122,16 @@ export interface ServiceSpec {
   port: number;
 }
 
-/** The spec after API-server defaulting (every defaulted field present). */
+/** spec.atlantis after defaulting: lockingDB is always present. */
+export interface AtlantisSettingsResolved extends Omit<AtlantisSettings, 'lockingDB'> {
+  lockingDB: LockingDB;
+}
+
+/** The spec after defaulting (every defaulted field present). */
 export interface AtlantisDeploymentSpec {
   image: string;
   replicas: number;
-  atlantis: AtlantisSettings;
+  atlantis: AtlantisSettingsResolved;
   storage: StorageSpec;
   updateStrategy: UpdateStrategy;
   paused: boolean;

@@ -28,6 +28,7 @@ import {
   renderService,
   renderServiceAccount,
   serverAccess,
+  usesDataClaims,
   withDefaults,
 } from '../resources/index.js';
 import {
@@ -177,6 +178,8 @@ export class Reconciler {
     const observed = observeDeployment(ad, revision, pods, pvcs, probes);
     observed.replacementRejected = await this.checkReplacement(key, ad, observed, log, call);
     const plan = planRollout(observed, this.now(), this.o.drainWatch ? { statusPollIntervalMs: POLL_WITH_DRAIN_WATCH_MS } : {});
+    // The planner makes a PVC for each missing ordinal; with Redis the pods use an emptyDir.
+    if (!usesDataClaims(withDefaults(ad.spec))) plan.actions = plan.actions.filter((a) => a.type !== 'createPVC');
     this.logWaits(key, plan, log);
 
     const failedPods = new Set<string>();

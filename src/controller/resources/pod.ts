@@ -1,10 +1,12 @@
 // The server pod (SPEC section 6). renderPodTemplate gives everything that does not depend
-// on the ordinal; its hash is the revision. renderPod adds the ordinal's name, labels and PVC.
-import type { V1EnvVar, V1Pod, V1PodSecurityContext, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
+// on the ordinal; its hash is the revision. renderPod adds the ordinal's name, labels and,
+// with the embedded store, its PVC.
+import type { V1EnvVar, V1Pod, V1PodSecurityContext, V1PodSpec, V1SecurityContext, V1Volume } from '@kubernetes/client-node';
 import { LIVENESS_PATH, READINESS_PATH, SERVER_PORT } from '../../contract/drain-protocol.js';
-import { DATA_DIR, SERVER_CONTAINER, type AtlantisDeployment, type AtlantisDeploymentSpec } from '../types.js';
+import { DATA_DIR, SERVER_CONTAINER, type AtlantisDeployment, type AtlantisDeploymentSpec, type LockingDB } from '../types.js';
 import { withDefaults } from './defaults.js';
 import { commonLabels, ownerReference, podAccountName, podLabels, podName, pvcName, requireName } from './names.js';
+import { usesDataClaims } from './pvc.js';
 import { hashRevision } from './revision.js';
 import { drainTiming, goDuration } from './timing.js';
 
@@ -37,6 +39,48 @@ const CONTAINER_SECURITY_CONTEXT: V1SecurityContext = {
   capabilities: { drop: ['ALL'] },
 };
 
+/**
+ * The --locking-db-type and --redis-* settings. Nothing for the embedded store: it is the
+ * server's default, and pods rendered before lockingDB existed keep their revision.
+ * Credentials only as secretKeyRef, so they are never in the pod spec.
+ */
+export function lockingDBEnv(db: LockingDB): V1EnvVar[] {
+  if (db.type !== 'redis') return [];
+  const r = db.redis;
+  const env: V1EnvVar[] = [{ name: 'ATLANTIS_LOCKING_DB_TYPE', value: 'redis' }];
+  if (r.host) env.push({ name: 'ATLANTIS_REDIS_HOST', value: r.host });
+  env.push(
+    { name: 'ATLANTIS_REDIS_PORT', value: String(r.port) },
+    { name: 'ATLANTIS_REDIS_DB', value: String(r.db) },
+    { name: 'ATLANTIS_REDIS_TLS_ENABLED', value: String(r.tls) },
+    { name: 'ATLANTIS_REDIS_INSECURE_SKIP_VERIFY', value: String(r.insecureSkipVerify) },
+  );
+  if (r.usernameSecretRef) {
+    const { name, key } = r.usernameSecretRef;
+    env.push({ name: 'ATLANTIS_REDIS_USERNAME', valueFrom: { secretKeyRef: { name, key } } });
+  }
+  if (r.passwordSecretRef) {
+    const { name, key } = r.passwordSecretRef;
+    env.push({ name: 'ATLANTIS_REDIS_PASSWORD', valueFrom: { secretKeyRef: { name, key } } });
+  }
+  return env;
+}
+
+/**
+ * How the replicas sharing a Redis name and reach each other. The id is the pod's name, given
+ * explicitly: the host name is cut to 63 characters, which can make two pods' ids equal. The
+ * URL is the pod IP (a pod's host name does not resolve); POD_IP comes first so kubelet's
+ * $(VAR) expansion sees it.
+ */
+function replicaEnv(db: LockingDB): V1EnvVar[] {
+  if (db.type !== 'redis') return [];
+  return [
+    { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+    { name: 'ATLANTIS_REPLICA_ID', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    { name: 'ATLANTIS_REPLICA_URL', value: `http://$(POD_IP):${SERVER_PORT}` },
+  ];
+}
+
 export function serverEnv(spec: AtlantisDeploymentSpec): V1EnvVar[] {
   const timing = drainTiming(spec.terminationGracePeriodSeconds);
   const a = spec.atlantis;
@@ -55,14 +99,27 @@ export function serverEnv(spec: AtlantisDeploymentSpec): V1EnvVar[] {
     const { name, key } = a.github.webhookSecretRef;
     env.push({ name: 'ATLANTIS_GH_WEBHOOK_SECRET', valueFrom: { secretKeyRef: { name, key } } });
   }
+  env.push(...lockingDBEnv(a.lockingDB));
   env.push(
     { name: 'ATLANTIS_DRAIN_TIMEOUT', value: goDuration(timing.drainTimeoutSeconds) },
     { name: 'ATLANTIS_TERRAFORM_INTERRUPT_GRACE', value: goDuration(timing.interruptGraceSeconds) },
     { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    ...replicaEnv(a.lockingDB),
   );
   // Appended last: for duplicate names Kubernetes uses the last entry, so the user's env wins.
   return [...env, ...(a.env ?? [])];
+}
+
+/**
+ * With the embedded store the data dir is the ordinal's PVC (its locks and plans outlive the
+ * pod). With Redis it holds only working copies, which a new pod clones again: an emptyDir,
+ * so a pod of a new revision can start beside the old one. Its sizeLimit makes the kubelet
+ * evict a pod that fills it rather than let it fill the node.
+ */
+function dataVolume(spec: AtlantisDeploymentSpec): V1Volume {
+  if (usesDataClaims(spec)) return { name: DATA_VOLUME, persistentVolumeClaim: { claimName: CLAIM_PLACEHOLDER } };
+  return { name: DATA_VOLUME, emptyDir: { sizeLimit: spec.storage.size } };
 }
 
 export function renderPodTemplate(ad: AtlantisDeployment): PodTemplate {
@@ -116,7 +173,7 @@ export function renderPodTemplate(ad: AtlantisDeployment): PodTemplate {
         ...(us.resources ? { resources: us.resources } : {}),
       },
     ],
-    volumes: [{ name: DATA_VOLUME, persistentVolumeClaim: { claimName: CLAIM_PLACEHOLDER } }],
+    volumes: [dataVolume(spec)],
     ...(us.nodeSelector ? { nodeSelector: us.nodeSelector } : {}),
     ...(us.tolerations ? { tolerations: us.tolerations } : {}),
     ...(us.affinity ? { affinity: us.affinity } : {}),
@@ -143,7 +200,9 @@ export function renderPod(ad: AtlantisDeployment, ordinal: number, revision: str
     ...t.spec,
     serviceAccountName: t.spec.serviceAccountName === ACCOUNT_PLACEHOLDER ? podAccountName(name, ordinal) : t.spec.serviceAccountName,
     volumes: (t.spec.volumes ?? []).map((v) =>
-      v.name === DATA_VOLUME ? { name: DATA_VOLUME, persistentVolumeClaim: { claimName: pvcName(name, ordinal) } } : v,
+      v.name === DATA_VOLUME && v.persistentVolumeClaim
+        ? { name: DATA_VOLUME, persistentVolumeClaim: { claimName: pvcName(name, ordinal) } }
+        : v,
     ),
   };
   return {

@@ -1,0 +1,221 @@
+// A Redis-mode AtlantisDeployment (spec.atlantis.lockingDB.type redis) on the real local
+// control plane with the in-process controller and a real redis-server that needs a user and
+// a password: the pods start on an emptyDir and no PVC is made; the store settings are env
+// values and the credentials are secretKeyRefs only (the pods read back from the API server
+// never hold them), yet the server processes got them from the kubelet and use them; each
+// pod registers in Redis under its name with its pod IP as replica URL; and a pod's
+// ServiceAccount reads its own Pod and nothing else (not the Redis Secret).
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import { Redis } from 'ioredis';
+import { apiPath, kubeRequestOk } from '../src/k8s/client.js';
+import { assertBuilt } from './support/cli.js';
+import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, startController, type TestController } from './support/controller.js';
+import { rolloutComplete, waitForAd, waitForReadyPods } from './support/controller-asserts.js';
+import {
+  deleteNamespace,
+  freshNamespace,
+  getCluster,
+  getLocalNode,
+  waitFor,
+  type LocalNodeHandle,
+  type TestCluster,
+} from './support/k8s.js';
+import { startRedisServer, type RedisServer } from './support/redis-server.js';
+
+const NAME = 'shared';
+const DB = 3;
+const USER = 'atlantis';
+// Random per run, so finding one in an object read back means it leaked there.
+const PASSWORD = randomBytes(18).toString('hex');
+const DEFAULT_PASSWORD = randomBytes(18).toString('hex');
+let cluster: TestCluster;
+let node: LocalNodeHandle;
+let ctrl: TestController | undefined;
+let redis: RedisServer | undefined;
+let ns = '';
+
+before(async () => {
+  assertBuilt();
+  cluster = await getCluster();
+  node = await getLocalNode();
+  await ensureCrd(cluster);
+  ns = await freshNamespace('ctrl-redis');
+  await createVcsSecret(cluster.kc, ns);
+  // requirepass too, so a server that did not authenticate as the user would be refused.
+  redis = await startRedisServer({ password: DEFAULT_PASSWORD, user: { name: USER, password: PASSWORD } });
+  await kubeRequestOk(cluster.kc, 'POST', apiPath('v1', 'secrets', ns), {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'redis', namespace: ns },
+    type: 'Opaque',
+    stringData: { username: USER, password: PASSWORD },
+  });
+  ctrl = await startController(cluster.kc, ns);
+});
+after(async () => {
+  await ctrl?.stop();
+  if (ns) await deleteNamespace(ns);
+  await redis?.cleanup();
+});
+
+const envOf = (p: V1Pod, name: string) => p.spec!.containers[0]!.env!.find((e) => e.name === name);
+
+/** The server process of a pod as the node started it. */
+function serverEnviron(p: V1Pod): string[] {
+  const started = node
+    .events({ namespace: ns, pod: p.metadata!.name! })
+    .filter((e) => e.uid === p.metadata!.uid && e.type === 'ContainerStarted' && e.pid);
+  const pid = started.at(-1)?.pid;
+  assert.ok(pid, `the node recorded the server process of ${p.metadata!.name}`);
+  return fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+}
+
+async function canI(account: string, verb: string, resource: string, name?: string): Promise<boolean> {
+  const r = await kubeRequestOk<{ status: { allowed: boolean } }>(
+    cluster.kc,
+    'POST',
+    '/apis/authorization.k8s.io/v1/subjectaccessreviews',
+    {
+      apiVersion: 'authorization.k8s.io/v1',
+      kind: 'SubjectAccessReview',
+      spec: {
+        user: `system:serviceaccount:${ns}:${account}`,
+        groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
+        resourceAttributes: { verb, group: '', resource, namespace: ns, ...(name ? { name } : {}) },
+      },
+    },
+  );
+  return r.status.allowed;
+}
+
+describe('AtlantisDeployment on Redis', () => {
+  let pods: V1Pod[] = [];
+
+  it('pods on an emptyDir without a PVC, store env with secretKeyRefs only, registered in Redis by pod IP', {
+    timeout: 180_000,
+  }, async () => {
+    const r = redis!;
+    await createAd(
+      cluster.kc,
+      atlantisDeployment(ns, NAME, {
+        replicas: 2,
+        terminationGracePeriodSeconds: 30,
+        storage: { size: '1Gi' },
+        atlantis: {
+          lockingDB: {
+            type: 'redis',
+            redis: {
+              host: r.host,
+              port: r.port,
+              db: DB,
+              usernameSecretRef: { name: 'redis', key: 'username' },
+              passwordSecretRef: { name: 'redis', key: 'password' },
+            },
+          },
+        },
+      }),
+    );
+    // Ready means the server opened its store: it authenticated to Redis with the Secret's values.
+    pods = await waitForReadyPods(cluster.kc, ns, NAME, [`${NAME}-0`, `${NAME}-1`], { timeoutMs: 150_000 });
+    await waitForAd(cluster.kc, ns, NAME, 'a complete rollout', rolloutComplete(2));
+
+    const claims = await kubeRequestOk<{ items: V1PersistentVolumeClaim[] }>(
+      cluster.kc,
+      'GET',
+      apiPath('v1', 'persistentvolumeclaims', ns),
+      undefined,
+      { query: { labelSelector: `app.kubernetes.io/instance=${NAME}` } },
+    );
+    assert.deepEqual(
+      claims.items.map((c) => c.metadata!.name),
+      [],
+      'no PVC for a Redis-mode AtlantisDeployment',
+    );
+
+    for (const p of pods) {
+      const name = p.metadata!.name!;
+      // Beside the data volume only the token volume the API server's admission adds.
+      const data = p.spec!.volumes!.filter((v) => !v.projected);
+      assert.deepEqual(data, [{ name: 'data', emptyDir: { sizeLimit: '1Gi' } }], `${name}: the data dir is an emptyDir`);
+      // The pod as the API server stores it: settings as values, credentials by reference only.
+      const stored = JSON.stringify(p);
+      assert.ok(!stored.includes(PASSWORD), `${name}: the Redis password is not in the pod object`);
+      assert.ok(!stored.includes(DEFAULT_PASSWORD), `${name}: no other Redis password either`);
+      assert.equal(envOf(p, 'ATLANTIS_LOCKING_DB_TYPE')?.value, 'redis');
+      assert.equal(envOf(p, 'ATLANTIS_REDIS_HOST')?.value, r.host);
+      assert.equal(envOf(p, 'ATLANTIS_REDIS_PORT')?.value, String(r.port));
+      assert.equal(envOf(p, 'ATLANTIS_REDIS_DB')?.value, String(DB));
+      assert.deepEqual(envOf(p, 'ATLANTIS_REDIS_PASSWORD'), {
+        name: 'ATLANTIS_REDIS_PASSWORD',
+        valueFrom: { secretKeyRef: { name: 'redis', key: 'password' } },
+      });
+      assert.deepEqual(envOf(p, 'ATLANTIS_REDIS_USERNAME')?.valueFrom, { secretKeyRef: { name: 'redis', key: 'username' } });
+      // The process got the resolved values from the kubelet.
+      const environ = serverEnviron(p);
+      const ip = p.status!.podIP!;
+      for (const want of [
+        `ATLANTIS_REDIS_PASSWORD=${PASSWORD}`,
+        `ATLANTIS_REDIS_USERNAME=${USER}`,
+        `ATLANTIS_REPLICA_ID=${name}`,
+        `ATLANTIS_REPLICA_URL=http://${ip}:4141`,
+      ])
+        assert.ok(environ.includes(want), `${name}: the process has ${want.replace(PASSWORD, '<password>')}`);
+    }
+
+    // Each server registered itself in the shared Redis, under its pod name, reachable at its pod IP.
+    const client = new Redis({
+      host: r.host,
+      port: r.port,
+      db: DB,
+      password: DEFAULT_PASSWORD,
+      lazyConnect: true,
+      maxRetriesPerRequest: 1,
+    });
+    try {
+      await client.connect();
+      const want = Object.fromEntries(pods.map((p) => [p.metadata!.name!, `http://${p.status!.podIP}:4141`]));
+      const seen = await waitFor(
+        'both replicas in the registry',
+        async () => {
+          const all = await client.hgetall('atlantis:replicas');
+          const urls = Object.fromEntries(Object.values(all).map((v) => [JSON.parse(v).id, JSON.parse(v).url] as [string, string]));
+          return Object.keys(want).every((id) => urls[id] === want[id]) ? urls : undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 250 },
+      );
+      assert.deepEqual(seen, want);
+      // Every server connection authenticated as the Secret's user (ours is the only default one).
+      const lines = ((await client.client('LIST')) as string).trim().split('\n');
+      const others = lines.filter((l) => !l.includes(' cmd=client|list '));
+      assert.ok(others.length >= pods.length, `a connection per server at least: ${lines.join('\n')}`);
+      for (const l of others) assert.match(l, new RegExp(` user=${USER} `), l);
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it("a pod's ServiceAccount reads its own Pod and nothing else: not a sibling, not the Redis Secret", async () => {
+    assert.equal(pods.length, 2, 'the pods of the previous step');
+    for (const [i, p] of pods.entries()) {
+      const account = p.spec!.serviceAccountName!;
+      assert.equal(account, `${NAME}-atlantis-${i}`);
+      const rows: Array<[string, string, string | undefined, boolean]> = [
+        ['get', 'pods', `${NAME}-${i}`, true],
+        ['watch', 'pods', `${NAME}-${i}`, true],
+        ['get', 'pods', `${NAME}-${1 - i}`, false],
+        ['list', 'pods', undefined, false],
+        ['get', 'secrets', 'redis', false],
+        ['get', 'secrets', 'vcs', false],
+        ['list', 'secrets', undefined, false],
+        ['get', 'configmaps', undefined, false],
+        ['create', 'pods', undefined, false],
+      ];
+      for (const [verb, resource, name, allowed] of rows)
+        assert.equal(await canI(account, verb, resource, name), allowed, `${account}: ${verb} ${resource}${name ? `/${name}` : ''}`);
+    }
+  });
+});
