@@ -50,6 +50,7 @@ export class PortProxy {
   private readonly sockets = new Set<net.Socket>();
   private bound: { host: string; port: number } | undefined;
   private starting: Promise<void> = Promise.resolve();
+  private closed = false;
 
   constructor(private readonly o: PortProxyOptions) {}
 
@@ -58,8 +59,8 @@ export class PortProxy {
     this.endpoints = eps;
   }
 
-  current(): readonly Endpoint[] {
-    return this.endpoints;
+  isClosed(): boolean {
+    return this.closed;
   }
 
   /** Where it listens, once listening. */
@@ -69,6 +70,7 @@ export class PortProxy {
 
   /** Listens on host:port (port 0: a free one). */
   listen(host: string, port: number): Promise<{ host: string; port: number }> {
+    if (this.closed) return Promise.reject(new Error('the port proxy is closed'));
     const server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (c) => this.accept(c));
     this.server = server;
     const started = new Promise<{ host: string; port: number }>((resolve, reject) => {
@@ -94,6 +96,7 @@ export class PortProxy {
    * without it they carry on, as established connections do when kube-proxy removes a Service.
    */
   async close(dropConnections: boolean): Promise<void> {
+    this.closed = true;
     const s = this.server;
     this.server = undefined;
     this.bound = undefined;
