@@ -65,9 +65,12 @@ test("startStack({ serviceProxy }) proxies the namespace's Services and stops th
 
   // keepDir: the log is read after the stop (the dir is removed below)
   await stack.stop({ keepDir: true });
-  const log = fs.readFileSync(stack.serviceProxyLog, 'utf8');
+  // written asynchronously: wait for the last line
+  const log = await waitFor('the proxy stopped line', () => {
+    const text = fs.readFileSync(stack!.serviceProxyLog, 'utf8');
+    return text.includes('"msg":"Service proxy stopped"') ? text : undefined;
+  });
   assert.match(log, /"msg":"Service endpoints changed".*"podName":"web-0"/);
-  assert.match(log, /"msg":"Service proxy stopped"/);
   const probe = net.connect(addr);
   const code = await new Promise<string>((r) => {
     probe.on('error', (e: NodeJS.ErrnoException) => r(e.code ?? ''));

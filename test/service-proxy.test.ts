@@ -125,11 +125,12 @@ test('a Service through the proxy: both pods, then the Ready one only, then a re
   const c = await getCluster();
   ns = await freshNamespace('svcproxy');
   const logPath = path.join(logDir, 'service-proxy.log');
+  /** the complete lines of the proxy's log so far (a line still being written is left for the next read) */
   const lines = (): LogLine[] =>
     fs
       .readFileSync(logPath, 'utf8')
       .split('\n')
-      .filter(Boolean)
+      .slice(0, -1)
       .map((l) => JSON.parse(l) as LogLine);
   const changes = () => lines().filter((l) => l.msg === 'Service endpoints changed' && l.service === 'web');
   const names = (l: LogLine) => [...new Set((l.endpoints ?? []).map((e) => e.podName))].sort();
@@ -205,11 +206,20 @@ test('a Service through the proxy: both pods, then the Ready one only, then a re
   assert.deepEqual(new Set(after1), new Set(['web-b']), after1.join());
   assert.deepEqual(await ask(kept), { ok: true, body: 'web-a' }, 'the open connection carries on');
   kept.destroy();
-  const log1 = lines();
-  const at = log1.findIndex((l) => l.seq === onlyB.seq);
-  const forwardedAfter = log1.slice(at + 1).filter((l) => l.msg === 'Connection forwarded' && l.service === 'web');
+  // The log is written asynchronously: wait for the 20 connection lines after the change line.
+  const forwardedAfter = await waitFor(
+    '20 connection lines after the change line',
+    () => {
+      const l = lines();
+      const later = l.slice(l.findIndex((x) => x.seq === onlyB.seq) + 1).filter((x) => x.msg === 'Connection forwarded');
+      return later.length >= 20 ? later : undefined;
+    },
+    { timeoutMs: 5_000, intervalMs: 20 },
+  );
   assert.equal(forwardedAfter.length, 20, 'one log line per new connection, after the change line');
   for (const l of forwardedAfter) assert.match(l.endpoint ?? '', /^web-b@/);
+  const log1 = lines();
+  const at = log1.findIndex((l) => l.seq === onlyB.seq);
   const beforeLines = log1.slice(0, at).filter((l) => l.msg === 'Connection forwarded' && /^web-a@/.test(l.endpoint ?? ''));
   assert.ok(beforeLines.length > 0, 'web-a got connections before the change line');
 
@@ -228,8 +238,11 @@ test('a Service through the proxy: both pods, then the Ready one only, then a re
   assert.equal(stats.failed, 0, JSON.stringify(stats));
   assert.equal(stats.forwarded, (stats.perPod['web-a'] ?? 0) + (stats.perPod['web-b'] ?? 0));
   assert.ok((stats.perPod['web-b'] ?? 0) >= 20, JSON.stringify(stats));
-  const resetLine = lines().findLast((l) => l.msg === 'Connection reset: no Ready endpoint');
-  assert.ok(resetLine && (resetLine.seq ?? 0) > none.seq!, 'the reset is logged after the change line');
+  await waitFor(
+    'the reset logged after the change line',
+    () => lines().some((l) => l.msg === 'Connection reset: no Ready endpoint' && (l.seq ?? 0) > none.seq!),
+    { timeoutMs: 5_000, intervalMs: 20 },
+  );
 
   // The Service deleted: its listeners close, nothing answers on its address any more.
   await kubeRequestOk(c.kc, 'DELETE', `/api/v1/namespaces/${ns}/services/web`);
