@@ -186,6 +186,7 @@ test('a Service through the proxy: both pods, then the Ready one only, then a re
     else s.destroy();
   }
   assert.ok(kept, 'a connection landed on web-a');
+  kept.on('error', () => {}); // reset by stop() at the end
 
   // web-a goes unready (its readiness probe fails): the proxy drops it from the endpoints.
   const podA = await kubeRequestOk<V1Pod>(c.kc, 'GET', `/api/v1/namespaces/${ns}/pods/web-a`);
@@ -205,7 +206,6 @@ test('a Service through the proxy: both pods, then the Ready one only, then a re
   }
   assert.deepEqual(new Set(after1), new Set(['web-b']), after1.join());
   assert.deepEqual(await ask(kept), { ok: true, body: 'web-a' }, 'the open connection carries on');
-  kept.destroy();
   // The log is written asynchronously: wait for the 20 connection lines after the change line.
   const forwardedAfter = await waitFor(
     '20 connection lines after the change line',
@@ -260,6 +260,13 @@ test('a Service through the proxy: both pods, then the Ready one only, then a re
     { timeoutMs: 5_000, intervalMs: 20 },
   );
   assert.equal(gone.ok, false);
+
+  // web-a still runs (unready): the connection opened to it outlives the Service, until the proxy stops.
+  assert.deepEqual(await ask(kept), { ok: true, body: 'web-a' }, 'an open connection outlives its Service');
+  const keptClosed = new Promise<string>((r) => kept.once('close', () => r('closed')));
+  await proxy.stop();
+  const bound = new Promise<string>((r) => setTimeout(() => r('still open 5 s after stop()'), 5_000).unref());
+  assert.equal(await Promise.race([keptClosed, bound]), 'closed', 'stop() cuts it');
 
   // The change lines carry a time, in the order of their seq.
   const all = changes();

@@ -59,6 +59,11 @@ export class PortProxy {
     this.endpoints = eps;
   }
 
+  /** Sockets of open connections (both sides counted). */
+  openConnections(): number {
+    return this.sockets.size;
+  }
+
   isClosed(): boolean {
     return this.closed;
   }

@@ -100,6 +100,13 @@ export async function startServiceProxy(opts: ServiceProxyOptions): Promise<Serv
   const changes: EndpointChangeRecord[] = [];
   /** stats outlive a Service's deletion, so a test can read them after it */
   const statsBy = new Map<string, PortStats>();
+  /** listeners closed before stop() (Service or port gone) whose open connections carry on until stop() */
+  const retired = new Set<PortProxy>();
+  const retire = (pp: PortProxy): Promise<void> => {
+    for (const old of retired) if (old.openConnections() === 0) retired.delete(old);
+    retired.add(pp);
+    return pp.close(false);
+  };
   let seq = 0;
   let live = false;
   let stopped = false;
@@ -185,7 +192,7 @@ export async function startServiceProxy(opts: ServiceProxyOptions): Promise<Serv
   const dropService = (name: string, st: ServiceState) => {
     applyEndpoints(name, st, undefined, []);
     states.delete(name);
-    const closing = [...st.ports.values()].map((pp) => pp.close(false));
+    const closing = [...st.ports.values()].map(retire);
     if (st.allocated) void Promise.all(closing).then(() => pool.release(st.host));
     log.info('Service removed', { service: name });
   };
@@ -213,7 +220,7 @@ export async function startServiceProxy(opts: ServiceProxyOptions): Promise<Serv
     for (const [port, pp] of st.ports) {
       if (!ports.includes(port)) {
         st.ports.delete(port);
-        void pp.close(false);
+        void retire(pp);
       }
     }
     for (const port of ports) if (!st.ports.has(port)) openPort(name, st, port);
@@ -239,7 +246,9 @@ export async function startServiceProxy(opts: ServiceProxyOptions): Promise<Serv
     stopped = true;
     services.stop();
     pods.stop();
-    await Promise.all([...states.values()].flatMap((st) => [...st.ports.values()].map((pp) => pp.close(true))));
+    const all = [...retired, ...[...states.values()].flatMap((st) => [...st.ports.values()])];
+    await Promise.all(all.map((pp) => pp.close(true)));
+    retired.clear();
     states.clear();
     pool.releaseAll();
     log.info('Service proxy stopped', {});
