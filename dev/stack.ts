@@ -5,12 +5,15 @@ import path from 'node:path';
 import { createLogger, type Logger } from '../src/log.js';
 import { LocalCluster, type LocalClusterOptions } from './cluster.js';
 import { LocalNode, type LocalNodeOptions } from './local-node/index.js';
+import { type ServiceProxy, type ServiceProxyOptions, startServiceProxy } from './service-proxy/index.js';
 
 export interface StackOptions {
   cluster?: LocalClusterOptions;
   node?: Partial<LocalNodeOptions>;
   /** start no local node */
   noNode?: boolean;
+  /** also start a Service proxy (dev/service-proxy/, a kube-proxy stand-in) for one namespace's Services */
+  serviceProxy?: Pick<ServiceProxyOptions, 'namespace' | 'addresses' | 'listenPorts' | 'logLevel'>;
 }
 
 export interface Stack {
@@ -18,8 +21,11 @@ export interface Stack {
   node: LocalNode | undefined;
   /** the local node's log (JSON lines) */
   nodeLog: string;
+  /** with the serviceProxy option: the proxy, and its log (JSON lines) */
+  serviceProxy: ServiceProxy | undefined;
+  serviceProxyLog: string;
   startSeconds: number;
-  /** stops the node and the cluster; keepDir keeps the cluster dir (logs, node state) */
+  /** stops the Service proxy, the node and the cluster; keepDir keeps the cluster dir (logs, node state) */
   stop(opts?: { keepDir?: boolean }): Promise<void>;
 }
 
@@ -47,14 +53,28 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       throw err;
     }
   }
+  const serviceProxyLog = path.join(cluster.dir, 'logs', 'service-proxy.log');
+  let serviceProxy: ServiceProxy | undefined;
+  if (opts.serviceProxy) {
+    try {
+      serviceProxy = await startServiceProxy({ kubeconfigPath: cluster.kubeconfigPath, logPath: serviceProxyLog, ...opts.serviceProxy });
+    } catch (err) {
+      await node?.stop().catch(() => {});
+      await cluster.stop();
+      throw err;
+    }
+  }
   let stopping: Promise<void> | undefined;
   return {
     cluster,
     node,
     nodeLog,
+    serviceProxy,
+    serviceProxyLog,
     startSeconds: (Date.now() - t0) / 1000,
     stop(opts = {}) {
       stopping ??= (async () => {
+        await serviceProxy?.stop().catch(() => {});
         await node?.stop().catch(() => {});
         await cluster.stop(opts);
       })();
