@@ -316,6 +316,27 @@ export const SERVER_FLAGS: FlagSpec[] = [
       "Controls whether the Redis client verifies the Redis server's certificate chain and host name. If true, accepts any certificate presented by the server and any host name in that certificate.",
   },
   {
+    name: 'redis-sentinel-addresses',
+    type: 'list',
+    description:
+      "Redis Sentinel (ours): the sentinels to ask for the master's address (host:port, port 26379 by default); the data connection goes to the master they name, not to --redis-host/--redis-port, and follows a failover",
+  },
+  {
+    name: 'redis-sentinel-master-name',
+    type: 'string',
+    description: 'The master group name the sentinels monitor (ours; required with --redis-sentinel-addresses)',
+  },
+  {
+    name: 'redis-sentinel-username',
+    type: 'string',
+    description: 'The ACL user to log in to the sentinels with (ours); --redis-username is for the master',
+  },
+  {
+    name: 'redis-sentinel-password',
+    type: 'string',
+    description: 'The password of the sentinels (ours; a secret: give it as env); --redis-password is for the master',
+  },
+  {
     name: 'replica-id',
     type: 'string',
     description:

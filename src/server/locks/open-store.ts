@@ -3,7 +3,8 @@
 // Everything else takes the interface. The caller awaits `connect()` before using it.
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
-import { RedisStore, redisConnection } from './redis-store.js';
+import { redisConnection } from './redis-connection.js';
+import { RedisStore } from './redis-store.js';
 import { SqliteStore } from './sqlite-store.js';
 import type { StateStore } from './state-store.js';
 

@@ -14,7 +14,7 @@
 import { Redis } from 'ioredis';
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
-import { type RedisConnectionOptions, redisClientOptions, redisConnection } from './redis-store.js';
+import { type RedisConnectionOptions, connectRedis, redisClientOptions, redisConnection } from './redis-connection.js';
 import type { LockKey } from './state-store.js';
 
 export interface LeaseHolder {
@@ -256,7 +256,7 @@ class RedisBackend implements LeaseBackend {
 
   /** The first call connects (the server's start connects the store, which reports a bad Redis). */
   private ready(): Promise<void> {
-    this.connected ??= this.redis.connect().catch((e: unknown) => {
+    this.connected ??= connectRedis(this.redis).catch((e: unknown) => {
       // Back to a state a later call can connect from; after a first connection, ioredis reconnects alone.
       this.redis.disconnect();
       this.connected = undefined;

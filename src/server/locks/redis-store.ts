@@ -34,10 +34,10 @@
 // Durability is Redis's: run it with `appendonly yes` and `appendfsync always` (or accept
 // losing the last second with `everysec`).
 import { createHash } from 'node:crypto';
-import { Redis, type RedisOptions } from 'ioredis';
+import { Redis } from 'ioredis';
 import type { Logger } from '../../log.js';
-import type { RedisSettings } from './store-config.js';
 import { localSha256, readPlanBytes, writeFileAtomic } from './plan-bytes.js';
+import { type RedisConnectionOptions, closeRedis, connectRedis, redisClientOptions, redisTarget } from './redis-connection.js';
 import { planPathIn } from './plan-file.js';
 import { type ProjectOutcome, type PullStatus, mergePullStatus } from './pull-status.js';
 import { SCRIPTS, type Scripts } from './redis-scripts.js';
@@ -55,15 +55,6 @@ import type {
   TryLockResult,
 } from './state-store.js';
 import { JOB_OUTPUT_MAX } from './state-store.js';
-
-export interface RedisConnectionOptions {
-  host: string;
-  port: number;
-  username?: string;
-  password?: string;
-  db?: number;
-  tls?: { rejectUnauthorized?: boolean };
-}
 
 export interface RedisStoreOptions extends RedisConnectionOptions {
   /** The data dir of this replica: plan files go under `<dataDir>/plans/`. */
@@ -94,57 +85,6 @@ type Reply = string | null;
 /** SQLite's BINARY collation: compare the UTF-8 bytes, so both stores order alike. */
 const byteCmp = (a: string, b: string): number => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 const byDirWs = (a: LockKey, b: LockKey): number => byteCmp(a.dir, b.dir) || byteCmp(a.workspace, b.workspace);
-
-/** The connection of the `--redis-*` settings: the store, the leases and the registry each open one of these. */
-export function redisConnection(r: RedisSettings): RedisConnectionOptions {
-  return {
-    host: r.host,
-    port: r.port,
-    db: r.db,
-    ...(r.username !== undefined ? { username: r.username } : {}),
-    ...(r.password !== undefined ? { password: r.password } : {}),
-    ...(r.tls ? { tls: { rejectUnauthorized: !r.insecureSkipVerify } } : {}),
-  };
-}
-
-/** Ends a client: QUIT when connected, and no more reconnecting either way. */
-export async function closeRedis(redis: Redis): Promise<void> {
-  try {
-    await redis.quit();
-  } catch {
-    // Not connected: stop reconnecting instead.
-  }
-  redis.disconnect();
-}
-
-/** ioredis options; every choice is about failing fast while Redis is away and recovering alone. */
-export function redisClientOptions(o: RedisConnectionOptions): RedisOptions {
-  return {
-    host: o.host,
-    port: o.port,
-    ...(o.username !== undefined ? { username: o.username } : {}),
-    ...(o.password !== undefined ? { password: o.password } : {}),
-    db: o.db ?? 0,
-    ...(o.tls ? { tls: { rejectUnauthorized: o.tls.rejectUnauthorized ?? true } } : {}),
-    // connect() decides when the first connection happens, and fails if it cannot be made.
-    lazyConnect: true,
-    // Without a connection a command fails at once instead of waiting in a queue: the caller
-    // (a webhook, /readyz) gets an answer now, and a write it gave up on is never sent later.
-    enableOfflineQueue: false,
-    // Commands in flight when the connection drops fail on that drop (no retry on the next
-    // connection) and are never re-sent: a script whose outcome is unknown must not run twice.
-    maxRetriesPerRequest: 0,
-    autoResendUnfulfilledCommands: false,
-    // A connection that is up but silent (a partition, a stopped Redis) still bounds each call.
-    // A call that timed out may still run in Redis later, as with any networked store; callers
-    // treat it as failed, and a retry is safe (tryLock is re-entrant, the rest are idempotent).
-    commandTimeout: 2000,
-    connectTimeout: 2000,
-    keepAlive: 10_000,
-    // Reconnect forever, 50 ms doubling to at most 1 s apart: back soon after Redis is.
-    retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times, 5), 1000),
-  };
-}
 
 export class RedisStore implements StateStore {
   readonly kind = 'redis' as const;
@@ -188,20 +128,20 @@ export class RedisStore implements StateStore {
     // ioredis emits every failed attempt; log the change of state only, not each retry.
     redis.on('error', (err: Error) => {
       lastError = err;
-      if (!down) opts.logger?.warn('Redis connection lost', { host: opts.host, port: opts.port, error: err.message });
+      if (!down) opts.logger?.warn('Redis connection lost', { redis: redisTarget(opts), error: err.message });
       down = true;
     });
     redis.on('ready', () => {
-      if (down) opts.logger?.info('Redis connection back', { host: opts.host, port: opts.port });
+      if (down) opts.logger?.info('Redis connection back', { redis: redisTarget(opts) });
       down = false;
     });
     try {
-      await redis.connect();
+      await connectRedis(redis);
     } catch (err) {
       redis.disconnect();
       const why = lastError?.message ?? (err as Error).message;
       // Atlantis's start-up error text.
-      throw new Error(`failed to connect to redis at ${opts.host}:${opts.port}: ${why}`);
+      throw new Error(`failed to connect to redis at ${redisTarget(opts)}: ${why}`);
     }
   }
 

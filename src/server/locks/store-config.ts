@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import { type FlagValues, UsageError } from '../../config/flags.js';
 
 export interface RedisSettings {
+  /** The data connection's address; not used when `sentinel` is set (the sentinels name the master). */
   host: string;
   port: number;
   username?: string;
@@ -13,7 +14,21 @@ export interface RedisSettings {
   tls: boolean;
   /** With tls: accept any certificate and host name (Atlantis's --redis-insecure-skip-verify). */
   insecureSkipVerify: boolean;
+  /** `--redis-sentinel-*` (ours): find the master through these sentinels; TLS settings apply to them too. */
+  sentinel?: SentinelSettings;
 }
+
+export interface SentinelSettings {
+  addresses: Array<{ host: string; port: number }>;
+  /** The master group's name in the sentinels' configuration (`sentinel monitor <name> ...`). */
+  masterName: string;
+  username?: string;
+  /** A secret: the redactor scrubs it (secrets/server-secrets.ts). */
+  password?: string;
+}
+
+/** Sentinel's own default port. */
+export const SENTINEL_DEFAULT_PORT = 26379;
 
 export type StoreConfig = { type: 'boltdb' } | { type: 'redis'; redis: RedisSettings };
 
@@ -39,7 +54,56 @@ export function storeConfigFromFlags(values: FlagValues): StoreConfig {
   if (username !== undefined) redis.username = username;
   const password = nonEmpty(values['redis-password']);
   if (password !== undefined) redis.password = password;
+  const sentinel = sentinelFromFlags(values);
+  if (sentinel !== undefined) redis.sentinel = sentinel;
   return { type, redis };
+}
+
+/** `--redis-sentinel-*`, undefined when no addresses are given; the rest of them alone is a mistake, refused. */
+function sentinelFromFlags(values: FlagValues): SentinelSettings | undefined {
+  const list = values['redis-sentinel-addresses'];
+  const raw = Array.isArray(list) ? list : [];
+  const masterName = nonEmpty(values['redis-sentinel-master-name']);
+  const username = nonEmpty(values['redis-sentinel-username']);
+  const password = nonEmpty(values['redis-sentinel-password']);
+  if (raw.length === 0) {
+    // Named without values: the password may be a secret, so only flag names are echoed.
+    const orphan = (
+      [
+        ['redis-sentinel-master-name', masterName],
+        ['redis-sentinel-username', username],
+        ['redis-sentinel-password', password],
+      ] as const
+    ).find(([, v]) => v !== undefined);
+    if (orphan) throw new UsageError(`--${orphan[0]} is set without --redis-sentinel-addresses`);
+    return undefined;
+  }
+  // One source of the master's address: a --redis-host left over from a single Redis would be ignored silently.
+  if (nonEmpty(values['redis-host']) !== undefined)
+    throw new UsageError(
+      '--redis-host and --redis-sentinel-addresses are both set: with Sentinel the sentinels name the master; unset --redis-host',
+    );
+  if (values['redis-port'] !== 6379)
+    throw new UsageError(
+      '--redis-port and --redis-sentinel-addresses are both set: with Sentinel the sentinels name the master; unset --redis-port',
+    );
+  if (masterName === undefined) throw new UsageError('--redis-sentinel-master-name is required with --redis-sentinel-addresses');
+  if (/\s/.test(masterName))
+    throw new UsageError(`invalid value "${masterName}" for --redis-sentinel-master-name: must not contain spaces`);
+  const s: SentinelSettings = { addresses: raw.map(parseSentinelAddress), masterName };
+  if (username !== undefined) s.username = username;
+  if (password !== undefined) s.password = password;
+  return s;
+}
+
+/** `host:port`, `[v6]:port`, or a host alone (port 26379). */
+export function parseSentinelAddress(a: string): { host: string; port: number } {
+  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([^\s:/@[\]]+))(?::(\d{1,5}))?$/.exec(a);
+  const host = m?.[1] ?? m?.[2];
+  const port = m?.[3] === undefined ? SENTINEL_DEFAULT_PORT : Number(m[3]);
+  if (!m || host === undefined || port < 1 || port > 65535)
+    throw new UsageError(`invalid value "${a}" for --redis-sentinel-addresses: must be host:port[,host:port...]`);
+  return { host, port };
 }
 
 /** `--replica-id`, else the host name (a pod's name); limited to what is safe in a Redis key and a log line. */

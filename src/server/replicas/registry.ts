@@ -18,7 +18,14 @@
 import { Redis } from 'ioredis';
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
-import { type RedisConnectionOptions, closeRedis, redisClientOptions, redisConnection } from '../locks/redis-store.js';
+import {
+  type RedisConnectionOptions,
+  closeRedis,
+  connectRedis,
+  redisClientOptions,
+  redisConnection,
+  redisTarget,
+} from '../locks/redis-connection.js';
 import type { ReplicaInfo } from './affinity.js';
 
 export const DEFAULT_HEARTBEAT_MS = 2000;
@@ -169,10 +176,10 @@ export class ReplicaRegistry implements ReplicaMembership {
     if (this.running) return;
     if (this.redis.status === 'wait') {
       try {
-        await this.redis.connect();
+        await connectRedis(this.redis);
       } catch (err) {
         this.redis.disconnect();
-        throw new Error(`replica registry: failed to connect to redis at ${this.opts.host}:${this.opts.port}: ${(err as Error).message}`);
+        throw new Error(`replica registry: failed to connect to redis at ${redisTarget(this.opts)}: ${(err as Error).message}`);
       }
     }
     await this.heartbeat();

@@ -10,8 +10,8 @@ type SecretSettings = Pick<ServerConfig, 'ghToken' | 'ghWebhookSecret'> &
 export function serverSecretValues(cfg: SecretSettings): Array<string | undefined> {
   // A GitHub App's installation tokens are added as they are fetched (GitHubClient remembers them).
   const appKey = cfg.ghApp ? appKeySecretValues(cfg.ghApp.privateKeyPem) : [];
-  const redisPassword = cfg.store?.type === 'redis' ? cfg.store.redis.password : undefined;
-  return [currentToken(cfg.ghToken), cfg.ghWebhookSecret, webPassword(cfg), redisPassword, ...appKey];
+  const redis = cfg.store?.type === 'redis' ? cfg.store.redis : undefined;
+  return [currentToken(cfg.ghToken), cfg.ghWebhookSecret, webPassword(cfg), redis?.password, redis?.sentinel?.password, ...appKey];
 }
 
 /** The token now (--gh-token-file is read on each call); undefined while the file cannot be read. */

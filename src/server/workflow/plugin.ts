@@ -8,6 +8,7 @@ import { UsageError } from '../../config/flags.js';
 import { openStateStore } from '../locks/open-store.js';
 import type { Operation } from '../drain/operation-tracker.js';
 import { openProjectLeases } from '../locks/project-lease.js';
+import { redisTarget } from '../locks/redis-connection.js';
 import type { ReplicaInfo } from '../replicas/affinity.js';
 import { openReplicaRegistry } from '../replicas/registry.js';
 import { WebhookRouter } from '../replicas/router.js';
@@ -445,9 +446,8 @@ export function workflowPlugin(server: AtlantisServer) {
       await store.connect();
       server.metrics.storeUp.set(1);
       if (cfg.store.type === 'redis')
-        log.info('Utilizing Redis DB in single-node mode', {
-          host: cfg.store.redis.host,
-          port: cfg.store.redis.port,
+        log.info(`Utilizing Redis DB in ${cfg.store.redis.sentinel ? 'sentinel' : 'single-node'} mode`, {
+          redis: redisTarget(cfg.store.redis),
           replicaId: cfg.replicaId,
         });
       decisionOptions.botLogin = await auth.botLogin();
