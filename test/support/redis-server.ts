@@ -36,6 +36,8 @@ export interface RedisServerOptions {
   user?: { name: string; password: string };
   /** Bound on the wait for a start. */
   startTimeoutMs?: number;
+  /** More redis-server arguments, after these (e.g. `--replicaof`), at every start. */
+  args?: string[];
 }
 
 const running = new Set<ChildProcess>();
@@ -91,6 +93,7 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<R
     a.push('--daemonize', 'no', '--logfile', logFile, '--databases', '16');
     if (opts.password !== undefined) a.push('--requirepass', opts.password);
     if (opts.user) a.push('--user', opts.user.name, 'on', `>${opts.user.password}`, '~*', '&*', '+@all');
+    a.push(...(opts.args ?? []));
     return a;
   };
   // AUTH first when the server needs it, so LOADING (the AOF being read) is seen, not NOAUTH.
