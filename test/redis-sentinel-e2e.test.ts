@@ -5,7 +5,8 @@
 // redelivery is accepted, then planned once. After it: PR 1's lock is still listed on every
 // replica, its apply is answered 200 and applied once, a new PR plans, /readyz is 200 again,
 // every command got its answer and ran once (the replicas' own "Command finished" lines), no
-// replica was declared gone, and once the PRs are closed no lock or lease is left in Redis.
+// replica was declared gone, once the PRs are closed no lock or lease is left in Redis, and
+// SIGTERM stops both replicas cleanly.
 // Real redis-servers and sentinels, real git and terraform, the GitHub stand-in.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -188,13 +189,16 @@ describe('two replicas through Redis Sentinel, across a failover', { timeout: 30
       assert.deepEqual(logged(r, 'Lost the project lease: it expired, another replica may have run terraform in the project'), [], r.id);
       assert.match(await lockRows(r.url), /<td colspan="6">none<\/td>/, `${r.id} lists no lock`);
       assert.ok(!r.p.output().includes(PW) && !r.p.output().includes(SPW), `${r.id} never wrote a password`);
-      assert.equal(r.p.child.exitCode, null, `${r.id} never exited`);
+      assert.equal(r.p.child.exitCode, null, `${r.id} never exited by itself`);
     }
     const c = s.client(s.nodes[1]);
     assert.equal(await c.hlen('atlantis:locks'), 0, 'no lock in Redis');
     assert.deepEqual(await c.keys('atlantis:lease:*'), [], 'no project lease in Redis');
     for (const r of replicas) assert.equal(await c.hlen(`atlantis:commands:${r.id}`), 0, `nothing left in ${r.id}'s journal`);
     c.disconnect();
+    // A clean stop ends every connection, the sentinels' subscriptions of the failover detector included.
+    for (const r of replicas) r.p.child.kill('SIGTERM');
+    for (const r of replicas) assert.deepEqual(await r.p.exited, { code: 0, signal: null }, `${r.id} stopped cleanly`);
     // The figures of this run, for docs/reliability.md.
     const ms = (t: number) => `${t - failover.killedAt} ms`;
     console.log(
