@@ -134,7 +134,8 @@ function sentinelOptions(
     // ioredis ends the client for good).
     sentinelRetryStrategy: retryStrategy,
     // The sentinels' +switch-master ends the connection to a master that was replaced while
-    // it stayed reachable but silent (paused, partitioned), which nothing else would end.
+    // it stayed reachable but silent (paused, partitioned), which nothing else would end; its
+    // subscriptions to the sentinels come back as soon as a lost sentinel does.
     failoverDetector: true,
     sentinelReconnectStrategy: retryStrategy,
   };
