@@ -245,7 +245,7 @@ describe('the chart on a real cluster', () => {
     const names = firstPods.map((p) => p.metadata!.name!);
     const holder = await waitFor('a controller pod to hold the Lease', async () => {
       const h = await leaseHolder();
-      return h && names.some((n) => h.startsWith(n)) ? h : undefined;
+      return h && names.some((n) => h.startsWith(`${n}_`)) ? h : undefined;
     });
     assert.ok(holder);
 
@@ -317,7 +317,7 @@ describe('the chart on a real cluster', () => {
       'a new controller pod to hold the Lease',
       async () => {
         const h = await leaseHolder();
-        return h && names.some((n) => h.startsWith(n));
+        return h && names.some((n) => h.startsWith(`${n}_`));
       },
       { timeoutMs: 60_000, intervalMs: 250 },
     );
