@@ -32,7 +32,7 @@ lint: deps ## the style gate: Biome's linter and formatter check, no writes (bio
 format: deps ## format the tree and apply Biome's safe fixes
 	npx biome check --write .
 
-test: lint build k8s-bins redis-bin ## the style gate, then every test (node:test through tsx)
+test: lint build k8s-bins helm-bin redis-bin ## the style gate, then every test (node:test through tsx)
 	node --import tsx dev/with-cluster.ts -- node --import tsx --test $(NODE_TEST_FLAGS) $(TESTS)
 
 bench: build k8s-bins redis-bin ## run benchmarks and print figures
@@ -48,3 +48,4 @@ clean:
 	rm -rf dist
 
 -include hack/k8s/k8s.mk
+-include hack/helm/helm.mk
