@@ -80,6 +80,17 @@ export function observePod(pod: V1Pod, status: StatusProbe | null = null): PodOb
 }
 
 /**
+ * spec.updateStrategy.maxSurge (already defaulted) and whether pods mount the ordinal's PVC.
+ * Until the CRD has spec.atlantis.lockingDB and updateStrategy.maxSurge, read through this
+ * one cast: the API server prunes both, so every object plans as with the embedded store.
+ */
+export function surgeInputs(spec: AtlantisDeployment['spec']): { maxSurge: number; dataClaims: boolean } {
+  const s = spec as { updateStrategy?: { maxSurge?: number }; atlantis?: { lockingDB?: { type?: string } } };
+  const dataClaims = s.atlantis?.lockingDB?.type !== 'redis';
+  return { maxSurge: dataClaims ? 0 : (s.updateStrategy?.maxSurge ?? 0), dataClaims };
+}
+
+/**
  * The planner's input from an AtlantisDeployment, the pods and PVCs the informers hold, and
  * the last /status poll per pod uid. Pods owned by another object (by uid) or without an
  * ordinal are left out; PVC ordinals come from their names (`<name>-data-<ordinal>`).
@@ -110,6 +121,7 @@ export function observeDeployment(
     const ord = parseOrdinal(n.slice(prefix.length));
     if (ord !== null) pvcOrdinals.push(ord);
   }
+  const surge = surgeInputs(ad.spec);
   return {
     name,
     namespace: ad.metadata.namespace ?? '',
@@ -121,6 +133,9 @@ export function observeDeployment(
       paused: spec.paused,
       drainTimeoutSeconds: spec.updateStrategy.drainTimeoutSeconds,
       onDrainTimeout: spec.updateStrategy.onDrainTimeout,
+      // Only when they differ from the embedded store's, which their absence means.
+      ...(surge.maxSurge > 0 ? { maxSurge: surge.maxSurge } : {}),
+      ...(surge.dataClaims ? {} : { dataClaims: false }),
     },
     pods: observed,
     pvcOrdinals: pvcOrdinals.sort((a, b) => a - b),
