@@ -75,18 +75,20 @@ test('keeperOf: a Ready pod first, then the expected name, then the oldest', () 
 });
 
 test('observeDeployment: maxSurge and dataClaims only when pods share state in Redis', () => {
-  const ad = (spec: Record<string, unknown>): AtlantisDeployment => ({
+  const ad = (spec: Partial<AtlantisDeployment['spec']>): AtlantisDeployment => ({
     apiVersion: 'atlantis-operator.dev/v1alpha1',
     kind: 'AtlantisDeployment',
     metadata: { name: 'web', namespace: 'infra', uid: 'u' },
-    spec: { image: 'i', ...spec } as AtlantisDeployment['spec'],
+    spec: { image: 'i', ...spec },
   });
   const spec = (a: AtlantisDeployment) => observeDeployment(a, NEW, [], [], new Map()).spec;
-  const redis = { atlantis: { lockingDB: { type: 'redis', redis: { host: 'r' } } } };
+  const redis = { atlantis: { lockingDB: { type: 'redis' as const, redis: { host: 'r' } } } };
   assert.equal('maxSurge' in spec(ad({})), false);
   assert.equal('dataClaims' in spec(ad({})), false);
   assert.equal('maxSurge' in spec(ad({ updateStrategy: { maxSurge: 2 } })), false, 'no surge with the embedded store');
-  assert.deepEqual([spec(ad({ ...redis, updateStrategy: { maxSurge: 2 } })).maxSurge, spec(ad(redis)).dataClaims], [2, false]);
+  assert.deepEqual([spec(ad(redis)).maxSurge, spec(ad(redis)).dataClaims], [1, false], 'the default with Redis');
+  assert.equal(spec(ad({ ...redis, updateStrategy: { maxSurge: 2 } })).maxSurge, 2);
+  assert.equal('maxSurge' in spec(ad({ ...redis, updateStrategy: { maxSurge: 0 } })), false);
 });
 
 // ---- invariants over arbitrary observed states with a surge

@@ -44,7 +44,6 @@ import {
   observePod,
   planRollout,
   replacementNeeded,
-  surgeInputs,
 } from '../rollout/index.js';
 import { canonicalJSON } from '../resources/revision.js';
 import type { AtlantisDeployment, StatusProbe } from '../types.js';
@@ -186,8 +185,6 @@ export class Reconciler {
     const observed = observeDeployment(ad, revision, pods, pvcs, probes);
     observed.replacementRejected = await this.checkReplacement(key, ad, observed, log, call);
     const plan = planRollout(observed, this.now(), this.o.drainWatch ? { statusPollIntervalMs: POLL_WITH_DRAIN_WATCH_MS } : {});
-    // The planner makes a PVC for each missing ordinal; with Redis the pods use an emptyDir.
-    if (!usesDataClaims(withDefaults(ad.spec))) plan.actions = plan.actions.filter((a) => a.type !== 'createPVC');
     this.logWaits(key, plan, log);
     this.o.metrics.setSurgePods(key, plan.status.surgeReplicas ?? 0);
 
@@ -316,7 +313,7 @@ export class Reconciler {
     });
     const access = serverAccess(ad, spec.replicas, existing);
     // Before the plan creates a pod: its Role names it already.
-    const naming = podNaming(surgeInputs(ad.spec).dataClaims);
+    const naming = podNaming(usesDataClaims(spec));
     const names = accessPodNames(ad, access, existing, (i) => podNameFor(name, i, revision, naming));
     // Accounts before Roles before bindings, and all of them before a pod that runs as one.
     // Per-ordinal objects of a scale-down stay, like its PVCs, until the AD is deleted.

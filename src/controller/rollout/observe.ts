@@ -13,6 +13,7 @@ import {
 } from '../types.js';
 import { parseOrdinal } from '../resources/names.js';
 import { withDefaults } from '../resources/defaults.js';
+import { usesDataClaims } from '../resources/pvc.js';
 import type { ObservedState } from './planner.js';
 
 export type PodPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Unknown';
@@ -80,17 +81,6 @@ export function observePod(pod: V1Pod, status: StatusProbe | null = null): PodOb
 }
 
 /**
- * spec.updateStrategy.maxSurge (already defaulted) and whether pods mount the ordinal's PVC.
- * Until the CRD has spec.atlantis.lockingDB and updateStrategy.maxSurge, read through this
- * one cast: the API server prunes both, so every object plans as with the embedded store.
- */
-export function surgeInputs(spec: AtlantisDeployment['spec']): { maxSurge: number; dataClaims: boolean } {
-  const s = spec as { updateStrategy?: { maxSurge?: number }; atlantis?: { lockingDB?: { type?: string } } };
-  const dataClaims = s.atlantis?.lockingDB?.type !== 'redis';
-  return { maxSurge: dataClaims ? 0 : (s.updateStrategy?.maxSurge ?? 0), dataClaims };
-}
-
-/**
  * The planner's input from an AtlantisDeployment, the pods and PVCs the informers hold, and
  * the last /status poll per pod uid. Pods owned by another object (by uid) or without an
  * ordinal are left out; PVC ordinals come from their names (`<name>-data-<ordinal>`).
@@ -121,7 +111,9 @@ export function observeDeployment(
     const ord = parseOrdinal(n.slice(prefix.length));
     if (ord !== null) pvcOrdinals.push(ord);
   }
-  const surge = surgeInputs(ad.spec);
+  // Pods without a PVC (Redis) are named by revision; a surge needs them (two pods cannot share one PVC).
+  const dataClaims = usesDataClaims(spec);
+  const maxSurge = dataClaims ? 0 : spec.updateStrategy.maxSurge;
   return {
     name,
     namespace: ad.metadata.namespace ?? '',
@@ -134,8 +126,8 @@ export function observeDeployment(
       drainTimeoutSeconds: spec.updateStrategy.drainTimeoutSeconds,
       onDrainTimeout: spec.updateStrategy.onDrainTimeout,
       // Only when they differ from the embedded store's, which their absence means.
-      ...(surge.maxSurge > 0 ? { maxSurge: surge.maxSurge } : {}),
-      ...(surge.dataClaims ? {} : { dataClaims: false }),
+      ...(maxSurge > 0 ? { maxSurge } : {}),
+      ...(dataClaims ? {} : { dataClaims: false }),
     },
     pods: observed,
     pvcOrdinals: pvcOrdinals.sort((a, b) => a - b),
