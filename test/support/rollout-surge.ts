@@ -220,6 +220,17 @@ export const surgeRows: Row[] = [
     waiting: { [O(1)]: ['MaxSurgeReached'], [O(0)]: ['MaxSurgeReached'] },
   },
   {
+    name: 'scaled down mid-surge: both pods of the extra ordinal drain, one ordinal of budget',
+    state: surgeState([cur(0), prev(1), cur(1)], { replicas: 1 }),
+    actions: [`startDrain ${O(1)}`, `startDrain ${N(1)}`],
+  },
+  {
+    name: 'scaled down mid-surge with the budget used: one pod of the extra ordinal drains, not both',
+    state: surgeState([starting(0), prev(1), cur(1)], { replicas: 1 }),
+    actions: [`startDrain ${O(1)}`],
+    waiting: { [N(1)]: ['MaxUnavailableReached'] },
+  },
+  {
     name: 'the new pod crash-loops: the old one keeps serving, Degraded',
     state: surgeState([prev(0), prev(1), prev(2), starting(2, 30, { waitingReason: 'CrashLoopBackOff' })]),
     actions: [],

@@ -63,6 +63,7 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
   const { keepers, nextName } = ordinals;
   const views = pods.map((p) => classifyPod(p, { replicas: R, updateRevision: U, drainTimeoutSeconds, onDrainTimeout, now, keepers }));
 
+  const drainsStarted = new Set<string>();
   // The budget: pods not-ready-or-draining (or missing) now. Drains granted below are added
   // as they are granted, so one pass never exceeds maxUnavailable.
   const unavailable = new Set<number>();
@@ -81,7 +82,9 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
       const live = pods.filter((p) => p.ordinal === i && !isTerminating(p)).map((p) => p.name);
       return live.length > 0 ? live.sort().join('/') : nextName(i);
     },
-    servedBeside: (v) => pods.some((p) => p.ordinal === v.pod.ordinal && p.name !== v.pod.name && isAvailable(p)),
+    // Available and not drained in this pass: two pods of an ordinal never both drain for free.
+    servedBeside: (v) =>
+      pods.some((p) => p.ordinal === v.pod.ordinal && p.name !== v.pod.name && isAvailable(p) && !drainsStarted.has(p.name)),
     maxSurge: S,
     surgeLimit: R + S,
     keepers,
@@ -91,7 +94,6 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
 
   const actions: Action[] = [];
   const waits: PodWait[] = [];
-  const drainsStarted = new Set<string>();
   const deleted = new Set<string>();
   const wakeups: number[] = [];
   const notReadyInTime: string[] = [];
