@@ -125,6 +125,7 @@ export const surgeRows: Row[] = [
     actions: [`createPod ${N(1)}@${NEW}`],
     events: [`Normal SurgePodCreated ${N(1)}`],
     waiting: { [O(2)]: ['Terminating'], [O(1)]: ['ReplacementNotReady'], [O(0)]: ['MaxSurgeReached'] },
+    check: phase('Draining'),
   },
   {
     name: 'maxSurge 2: two ordinals surge at once',

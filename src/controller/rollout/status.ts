@@ -48,6 +48,7 @@ export function rolloutPhase(f: {
   complete: boolean;
   stalled: boolean;
   paused: boolean;
+  /** Pods draining, or drained and terminating (a drain ends when the pod is gone). */
   draining: number;
   surge: number;
   extra: number;
@@ -188,7 +189,7 @@ export function computeStatus(o: ObservedState, now: Date, s: StatusInputs): { s
       complete,
       stalled: progressing.status === 'False',
       paused: o.spec.paused,
-      draining: drainingReplicas,
+      draining: drainingReplicas + o.pods.filter(isTerminating).length,
       surge: surge + s.surgeCreates,
       extra: live.filter((p) => p.ordinal >= R).length,
     }),
