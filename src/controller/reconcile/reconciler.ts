@@ -53,10 +53,10 @@ import { DEFAULT_WAIT_SECONDS, type DrainWatch, type DrainWatchTarget } from './
 import { Expectations } from './expectations.js';
 import { StatusWriter } from './status-writer.js';
 import { WrittenObjects } from './written-objects.js';
-
-export { WrittenObjects };
 import { REJECTED_RECHECK_MS, type ReplacementVerdict, dryRunCreate, rejectionOf, usableVerdict } from './replacement-check.js';
 import { withTimeout } from '../../async.js';
+
+export { WrittenObjects };
 
 export const OWNED_KINDS = {
   services: { apiVersion: 'v1', plural: 'services' },
