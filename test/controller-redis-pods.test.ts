@@ -12,6 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { apiPath, kubeRequestOk } from '../src/k8s/client.js';
+import { podNameFor, podTemplateRevision } from '../src/controller/resources/index.js';
 import { assertBuilt } from './support/cli.js';
 import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, startController, type TestController } from './support/controller.js';
 import { rolloutComplete, waitForAd, waitForReadyPods } from './support/controller-asserts.js';
@@ -99,28 +100,28 @@ describe('AtlantisDeployment on Redis', () => {
     timeout: 180_000,
   }, async () => {
     const r = redis!;
-    await createAd(
-      cluster.kc,
-      atlantisDeployment(ns, NAME, {
-        replicas: 2,
-        terminationGracePeriodSeconds: 30,
-        storage: { size: '1Gi' },
-        atlantis: {
-          lockingDB: {
-            type: 'redis',
-            redis: {
-              host: r.host,
-              port: r.port,
-              db: DB,
-              usernameSecretRef: { name: 'redis', key: 'username' },
-              passwordSecretRef: { name: 'redis', key: 'password' },
-            },
+    const ad = atlantisDeployment(ns, NAME, {
+      replicas: 2,
+      terminationGracePeriodSeconds: 30,
+      storage: { size: '1Gi' },
+      atlantis: {
+        lockingDB: {
+          type: 'redis',
+          redis: {
+            host: r.host,
+            port: r.port,
+            db: DB,
+            usernameSecretRef: { name: 'redis', key: 'username' },
+            passwordSecretRef: { name: 'redis', key: 'password' },
           },
         },
-      }),
-    );
+      },
+    });
+    await createAd(cluster.kc, ad);
+    // Redis pods are named by ordinal and revision (docs/controller.md).
+    const names = [0, 1].map((i) => podNameFor(NAME, i, podTemplateRevision(ad), 'revision'));
     // Ready means the server opened its store: it authenticated to Redis with the Secret's values.
-    pods = await waitForReadyPods(cluster.kc, ns, NAME, [`${NAME}-0`, `${NAME}-1`], { timeoutMs: 150_000 });
+    pods = await waitForReadyPods(cluster.kc, ns, NAME, names, { timeoutMs: 150_000 });
     await waitForAd(cluster.kc, ns, NAME, 'a complete rollout', rolloutComplete(2));
 
     const claims = await kubeRequestOk<{ items: V1PersistentVolumeClaim[] }>(
@@ -204,9 +205,9 @@ describe('AtlantisDeployment on Redis', () => {
       const account = p.spec!.serviceAccountName!;
       assert.equal(account, `${NAME}-atlantis-${i}`);
       const rows: Array<[string, string, string | undefined, boolean]> = [
-        ['get', 'pods', `${NAME}-${i}`, true],
-        ['watch', 'pods', `${NAME}-${i}`, true],
-        ['get', 'pods', `${NAME}-${1 - i}`, false],
+        ['get', 'pods', p.metadata!.name!, true],
+        ['watch', 'pods', p.metadata!.name!, true],
+        ['get', 'pods', pods[1 - i]!.metadata!.name!, false],
         ['list', 'pods', undefined, false],
         ['get', 'secrets', 'redis', false],
         ['get', 'secrets', 'vcs', false],

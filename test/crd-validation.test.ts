@@ -680,7 +680,7 @@ describe('subresources, short name, printer columns', () => {
     const r = await cluster.kubectl(['-n', ns, 'get', 'atd', 'columns']);
     assert.equal(r.exitCode, 0, r.stderr);
     const [header, row] = r.stdout.trim().split('\n');
-    assert.deepEqual(header!.trim().split(/\s+/), ['NAME', 'REPLICAS', 'READY', 'UP-TO-DATE', 'DRAINING', 'AGE']);
+    assert.deepEqual(header!.trim().split(/\s+/), ['NAME', 'REPLICAS', 'READY', 'UP-TO-DATE', 'DRAINING', 'SURGE', 'PHASE', 'AGE']);
     assert.deepEqual(row!.trim().split(/\s+/).slice(0, 5), ['columns', '1', '2', '1', '1']);
 
     const wide = await cluster.kubectl(['-n', ns, 'get', 'atd', 'columns', '-o', 'wide']);

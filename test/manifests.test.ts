@@ -83,6 +83,8 @@ test('CRD identity, subresources and printer columns', () => {
     'Ready=.status.readyReplicas',
     'Up-to-date=.status.updatedReplicas',
     'Draining=.status.drainingReplicas',
+    'Surge=.status.surgeReplicas',
+    'Phase=.status.rolloutPhase',
     'Age=.metadata.creationTimestamp',
   ]);
 });
@@ -444,7 +446,7 @@ test('API server: storage.size is immutable; scale subresource and printer colum
     assert.equal(scaled.exitCode, 0, scaled.stderr);
     assert.equal((await c.kubectl(['-n', ns, 'get', 'atd', 'live', '-o', 'jsonpath={.spec.replicas}'])).stdout, '2');
     const table = await c.kubectl(['-n', ns, 'get', 'atd']);
-    assert.match(table.stdout.split('\n')[0]!, /^NAME\s+REPLICAS\s+READY\s+UP-TO-DATE\s+DRAINING\s+AGE$/);
+    assert.match(table.stdout.split('\n')[0]!, /^NAME\s+REPLICAS\s+READY\s+UP-TO-DATE\s+DRAINING\s+SURGE\s+PHASE\s+AGE$/);
     const short = await c.kubectl(['get', 'atlantis', '-n', ns, '-o', 'name']);
     assert.match(short.stdout, /atlantisdeployment\.atlantis-operator\.dev\/live/, 'category "atlantis" lists it');
   } finally {

@@ -21,6 +21,11 @@ export interface ControllerMetrics {
   statusWatches: Gauge;
   kubeApiRequests: Counter<'method' | 'code'>;
   kubeApiRequestDuration: Histogram<'method'>;
+  surgePods: Gauge;
+  /** An AtlantisDeployment's status.surgeReplicas, summed over all of them in atlantis_operator_surge_pods. */
+  setSurgePods(key: string, count: number): void;
+  /** The AtlantisDeployment is gone: its share of per-deployment gauges goes too. */
+  forgetDeployment(key: string): void;
   /** Times one reconcile and counts it; `result` decides the label. */
   observeReconcile(result: ReconcileOutcome, seconds: number): void;
   /** Call after an action of the plan was carried out (not before: a failed delete is no drain). */
@@ -120,6 +125,17 @@ export function createControllerMetrics(options: ControllerMetricsOptions = {}):
     buckets: fastBuckets,
     registers: [registry],
   });
+  const surgeByKey = new Map<string, number>();
+  const surgePods = new Gauge({
+    name: 'atlantis_operator_surge_pods',
+    help: 'Server pods started beside an older pod of their ordinal (status.surgeReplicas), over all AtlantisDeployments',
+    registers: [registry],
+    collect(this: Gauge) {
+      let n = 0;
+      for (const v of surgeByKey.values()) n += v;
+      this.set(n);
+    },
+  });
   if (options.collectDefaults) collectProcessMetrics(registry);
 
   return {
@@ -136,6 +152,14 @@ export function createControllerMetrics(options: ControllerMetricsOptions = {}):
     statusWatches,
     kubeApiRequests,
     kubeApiRequestDuration,
+    surgePods,
+    setSurgePods(key, count) {
+      if (count > 0) surgeByKey.set(key, count);
+      else surgeByKey.delete(key);
+    },
+    forgetDeployment(key) {
+      surgeByKey.delete(key);
+    },
     observeReconcile(result, seconds) {
       reconcileTotal.inc({ result });
       reconcileDuration.observe(seconds);

@@ -178,12 +178,18 @@ export interface PodStatusSummary {
   inProgressOperations: number | null;
 }
 
+/** status.rolloutPhase: where a rollout is, for `kubectl get atd` (docs/controller.md). */
+export type RolloutPhase = 'Complete' | 'Stalled' | 'Paused' | 'Draining' | 'Surging' | 'ScalingDown' | 'Updating';
+
 export interface AtlantisDeploymentStatus {
   observedGeneration: number;
   replicas: number;
   readyReplicas: number;
   updatedReplicas: number;
   drainingReplicas: number;
+  /** Live pods of desired ordinals beyond one per ordinal (a surge); absent in a status written before it existed. */
+  surgeReplicas?: number;
+  rolloutPhase?: RolloutPhase;
   currentRevision: string;
   updateRevision: string;
   /** Label selector string, for the scale subresource (labelSelectorPath). */

@@ -12,9 +12,12 @@ import type { KubeObject } from '../../k8s/informer.js';
 import type { Logger } from '../../log.js';
 import type { ControllerMetrics } from '../metrics.js';
 import {
+  accessPodNames,
   drainPatch,
   drainStartedPatch,
   podDeleteOptions,
+  podNameFor,
+  podNaming,
   podTemplateRevision,
   renderEvent,
   renderPDB,
@@ -49,8 +52,11 @@ import { probeServerStatus } from './status-probe.js';
 import { DEFAULT_WAIT_SECONDS, type DrainWatch, type DrainWatchTarget } from './drain-watch.js';
 import { Expectations } from './expectations.js';
 import { StatusWriter } from './status-writer.js';
+import { WrittenObjects } from './written-objects.js';
 import { REJECTED_RECHECK_MS, type ReplacementVerdict, dryRunCreate, rejectionOf, usableVerdict } from './replacement-check.js';
 import { withTimeout } from '../../async.js';
+
+export { WrittenObjects };
 
 export const OWNED_KINDS = {
   services: { apiVersion: 'v1', plural: 'services' },
@@ -155,6 +161,7 @@ export class Reconciler {
     if (!cached || cached.metadata.deletionTimestamp) {
       this.written.forget(key, new Set());
       this.o.drainWatch?.sync(key, []);
+      this.o.metrics.forgetDeployment(key);
       this.verdicts.delete(key);
       this.applied.forget(key);
       return { requeueAfterMs: null };
@@ -172,15 +179,14 @@ export class Reconciler {
       log.debug('Waiting for the cache to show our last writes');
       return { requeueAfterMs: 1000 };
     }
-    await this.ensureOwnedObjects(ad, pods, log, call);
+    await this.ensureOwnedObjects(ad, pods, revision, log, call);
 
     const probes = await this.probeDrainingPods(key, pods);
     const observed = observeDeployment(ad, revision, pods, pvcs, probes);
     observed.replacementRejected = await this.checkReplacement(key, ad, observed, log, call);
     const plan = planRollout(observed, this.now(), this.o.drainWatch ? { statusPollIntervalMs: POLL_WITH_DRAIN_WATCH_MS } : {});
-    // The planner makes a PVC for each missing ordinal; with Redis the pods use an emptyDir.
-    if (!usesDataClaims(withDefaults(ad.spec))) plan.actions = plan.actions.filter((a) => a.type !== 'createPVC');
     this.logWaits(key, plan, log);
+    this.o.metrics.setSurgePods(key, plan.status.surgeReplicas ?? 0);
 
     const failedPods = new Set<string>();
     for (const action of plan.actions) {
@@ -298,7 +304,7 @@ export class Reconciler {
     return probes;
   }
 
-  private async ensureOwnedObjects(ad: AtlantisDeployment, pods: V1Pod[], log: Logger, call: CallOptions): Promise<void> {
+  private async ensureOwnedObjects(ad: AtlantisDeployment, pods: V1Pod[], revision: string, log: Logger, call: CallOptions): Promise<void> {
     const { name, namespace } = { name: ad.metadata.name!, namespace: ad.metadata.namespace! };
     const spec = withDefaults(ad.spec);
     const existing = pods.flatMap((pod) => {
@@ -306,16 +312,19 @@ export class Reconciler {
       return o ? [{ ordinal: o.ordinal, pod }] : [];
     });
     const access = serverAccess(ad, spec.replicas, existing);
+    // Before the plan creates a pod: its Role names it already.
+    const naming = podNaming(usesDataClaims(spec));
+    const names = accessPodNames(ad, access, existing, (i) => podNameFor(name, i, revision, naming));
     // Accounts before Roles before bindings, and all of them before a pod that runs as one.
     // Per-ordinal objects of a scale-down stay, like its PVCs, until the AD is deleted.
     const desired: Array<[OwnedKindName, KubeObject]> = [
       ['serviceaccounts', renderServiceAccount(ad)],
-      ['roles', renderRole(ad, access.shared)],
+      ['roles', renderRole(ad, access.shared, names.shared)],
       ['rolebindings', renderRoleBinding(ad)],
       ...access.perPod.flatMap(
         (i): Array<[OwnedKindName, KubeObject]> => [
           ['serviceaccounts', renderPodServiceAccount(ad, i)],
-          ['roles', renderPodRole(ad, i)],
+          ['roles', renderPodRole(ad, i, names.perPod.get(i))],
           ['rolebindings', renderPodRoleBinding(ad, i)],
         ],
       ),
@@ -343,10 +352,13 @@ export class Reconciler {
         log.info('Creating PVC', { pvc: a.name, ordinal: a.ordinal });
         await this.pvcClient.create(ns, renderPVC(ad, a.ordinal), call).catch(ignoreAlreadyExists);
         return;
-      case 'createPod':
-        log.info('Creating pod', { pod: a.name, ordinal: a.ordinal, revision: a.revision });
-        await this.podClient.create(ns, renderPod(ad, a.ordinal, revision), call);
+      case 'createPod': {
+        log.info('Creating pod', { pod: a.name, ordinal: a.ordinal, revision: a.revision, surge: a.surge ?? false });
+        const pod = renderPod(ad, a.ordinal, revision);
+        // The planner names it: by ordinal, or by ordinal and revision when old and new pods coexist.
+        await this.podClient.create(ns, { ...pod, metadata: { ...pod.metadata, name: a.name } }, call);
         return;
+      }
       case 'startDrain': {
         log.info('Starting drain', { pod: a.podName, uid: a.uid });
         const observed = pods.find((p) => p.metadata?.uid === a.uid);
@@ -423,43 +435,6 @@ export class Reconciler {
   private withPendingStatus(ad: AtlantisDeployment): AtlantisDeployment {
     const pending = this.statusWriter.pendingFor(ad);
     return pending ? { ...ad, status: pending } : ad;
-  }
-}
-
-/**
- * The objects our own PATCHes returned, newer than the informer's copies until the watch
- * delivers them (client-go's MutationCache). Without it every drain patch and status write
- * would make the next reconcile of the key wait for the watch, seconds on a busy API server.
- * Only a fresher view of the cluster: nothing here says what was done or decided.
- */
-export class WrittenObjects {
-  private readonly byUid = new Map<string, { key: string; obj: KubeObject }>();
-
-  record(key: string, obj: KubeObject | undefined): void {
-    const uid = obj?.metadata?.uid;
-    if (uid && obj.metadata?.resourceVersion) this.byUid.set(uid, { key, obj });
-  }
-
-  /** The written copy when it is newer than the cached one; drops it once the cache caught up. */
-  fresher<T extends KubeObject>(cached: T): T {
-    const uid = cached.metadata?.uid;
-    const w = uid ? this.byUid.get(uid) : undefined;
-    if (!w) return cached;
-    // resourceVersions are opaque, but etcd's are increasing integers (client-go compares them the same way).
-    const mine = Number(w.obj.metadata?.resourceVersion);
-    const theirs = Number(cached.metadata?.resourceVersion);
-    if (Number.isFinite(mine) && Number.isFinite(theirs) && mine > theirs) return w.obj as T;
-    this.byUid.delete(uid!);
-    return cached;
-  }
-
-  /** Forgets the key's entries whose object is gone (not among `live` uids). */
-  forget(key: string, live: Set<string>): void {
-    for (const [uid, w] of this.byUid) if (w.key === key && !live.has(uid)) this.byUid.delete(uid);
-  }
-
-  size(): number {
-    return this.byUid.size;
   }
 }
 

@@ -15,6 +15,17 @@ import {
 } from '../types.js';
 
 export const podName = (name: string, ordinal: number): string => `${name}-${ordinal}`;
+/**
+ * `ordinal`: `<name>-<ordinal>`, one pod per ordinal at a time (the embedded store: the
+ * ordinal's PVC holds its state, so its next pod waits for the last to be gone).
+ * `revision`: `<name>-<ordinal>-<revision>` (pods without a PVC, their state in Redis), so
+ * the ordinal's pod of a new revision can run beside the old one during a surge.
+ */
+export type PodNaming = 'ordinal' | 'revision';
+export const podNaming = (dataClaims: boolean): PodNaming => (dataClaims ? 'ordinal' : 'revision');
+/** The name of the ordinal's pod at `revision`: what the rollout creates for that ordinal next. */
+export const podNameFor = (name: string, ordinal: number, revision: string, naming: PodNaming): string =>
+  naming === 'ordinal' ? podName(name, ordinal) : `${name}-${ordinal}-${revision}`;
 export const pvcName = (name: string, ordinal: number): string => `${name}-data-${ordinal}`;
 export const serviceName = (name: string): string => name;
 /**

@@ -7,6 +7,12 @@
 // request carries the field selector `metadata.name=<name>`, so the server watches its Pod
 // that way (a plain list/watch of all pods is refused).
 //
+// Pods named by revision (`<name>-<ordinal>-<revision>`, a surge) change names with each
+// rollout; an ordinal's Role lists the names of its pods that exist (the old and the new one
+// during a surge) and of the pod the rollout creates next, so the new pod can read itself
+// from its first request and the old one until it is gone. The two pods of one ordinal
+// share its account, so during a surge each can read the other; no other ordinal's pod.
+//
 // The instance-wide account `<name>-atlantis` remains for two cases: pods that run as a
 // podTemplate.spec.serviceAccountName (one account for every pod, so its Role covers every
 // ordinal), and pods created before accounts were per pod (covered until they are replaced).
@@ -28,10 +34,10 @@ export function renderServiceAccount(ad: AtlantisDeployment): V1ServiceAccount {
   return { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(ad, serverAccountName(requireName(ad).name)) };
 }
 
-/** The instance-wide Role: `ordinals` from sharedRoleOrdinals. */
-export function renderRole(ad: AtlantisDeployment, ordinals: Iterable<number>): V1Role {
+/** The instance-wide Role: `ordinals` from serverAccess, or the pods' names (accessPodNames) when given. */
+export function renderRole(ad: AtlantisDeployment, ordinals: Iterable<number>, podNames?: readonly string[]): V1Role {
   const { name } = requireName(ad);
-  const names = [...new Set(ordinals)].sort((a, b) => a - b).map((o) => podName(name, o));
+  const names = podNames ? sortedNames(podNames) : [...new Set(ordinals)].sort((a, b) => a - b).map((o) => podName(name, o));
   return {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'Role',
@@ -64,16 +70,18 @@ export function renderPodServiceAccount(ad: AtlantisDeployment, ordinal: number)
   return { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(ad, podAccountName(requireName(ad).name, ordinal)) };
 }
 
-/** The ordinal's Role: its own Pod, by name, nothing else. */
-export function renderPodRole(ad: AtlantisDeployment, ordinal: number): V1Role {
+/** The ordinal's Role: its own Pod(s), by name (accessPodNames), nothing else. */
+export function renderPodRole(ad: AtlantisDeployment, ordinal: number, podNames?: readonly string[]): V1Role {
   const { name } = requireName(ad);
   return {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'Role',
     metadata: meta(ad, podAccountName(name, ordinal)),
-    rules: ownPodRules([podName(name, ordinal)]),
+    rules: ownPodRules(podNames ? sortedNames(podNames) : [podName(name, ordinal)]),
   };
 }
+
+const sortedNames = (names: readonly string[]): string[] => [...new Set(names)].sort();
 
 export function renderPodRoleBinding(ad: AtlantisDeployment, ordinal: number): V1RoleBinding {
   const { name, namespace } = requireName(ad);
@@ -123,4 +131,36 @@ export function serverAccess(
       .sort((a, b) => a - b),
     perPod: all,
   };
+}
+
+export interface AccessPodNames {
+  /** The pods the instance-wide Role names. */
+  shared: string[];
+  /** Per ordinal of `perPod`: the pods its own Role names. */
+  perPod: Map<number, string[]>;
+}
+
+/**
+ * Pod names for the Roles of `access`: an ordinal's pods that exist (old and new, terminating
+ * ones too: they watch their Pod until they exit) and `next(ordinal)`, the pod the rollout
+ * creates for it at the update revision. The instance-wide Role of pods made before accounts
+ * were per pod names only those pods.
+ */
+export function accessPodNames(
+  ad: AtlantisDeployment,
+  access: ServerAccess,
+  existing: ReadonlyArray<{ ordinal: number; pod: V1Pod }>,
+  next: (ordinal: number) => string,
+): AccessPodNames {
+  const of = (ordinals: Iterable<number>): string[] => {
+    const want = new Set(ordinals);
+    const names = existing.filter((e) => want.has(e.ordinal)).flatMap((e) => (e.pod.metadata?.name ? [e.pod.metadata.name] : []));
+    return sortedNames([...names, ...[...want].map(next)]);
+  };
+  const legacy = serverAccountName(requireName(ad).name);
+  const shared =
+    customAccount(ad) !== undefined
+      ? of(access.shared)
+      : sortedNames(existing.filter((e) => e.pod.spec?.serviceAccountName === legacy).flatMap((e) => e.pod.metadata?.name ?? []));
+  return { shared, perPod: new Map(access.perPod.map((i) => [i, of([i])])) };
 }

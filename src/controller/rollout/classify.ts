@@ -4,6 +4,7 @@ import type { OnDrainTimeout, StatusProbe } from '../types.js';
 import type { PodObservation } from './observe.js';
 import type { DeleteReason } from './plan.js';
 import { drainStartTime, isDrained, isDraining, isFinished, isRunning, isTerminating } from './pod-state.js';
+import type { Keeper } from './surge.js';
 
 export type Step =
   /** Nothing to do to the pod itself: up to date, or already terminating. */
@@ -28,8 +29,10 @@ export interface DrainState {
 
 export interface PodView {
   pod: PodObservation;
-  /** Its ordinal is recreated once it is gone (within spec.replicas). */
+  /** Its ordinal is recreated once it is gone (within spec.replicas, and no other pod keeps it). */
   replace: boolean;
+  /** Another pod keeps its ordinal (up to date, or created in this plan): this one goes once that is Ready. */
+  replacedBy: string | null;
   step: Step;
   drain: DrainState | null;
   /** A hand drain ("now", "true", ...) without a readable start: stamp `now`, so its timeout has one. */
@@ -47,6 +50,8 @@ export interface ClassifyContext {
   drainTimeoutSeconds: number;
   onDrainTimeout: OnDrainTimeout;
   now: Date;
+  /** Per desired ordinal, the pod it keeps (surge.ts); absent = every pod stands for its ordinal alone. */
+  keepers?: ReadonlyMap<number, Keeper>;
 }
 
 function drainWait(st: StatusProbe | null): DrainState['wait'] {
@@ -59,8 +64,10 @@ function drainWait(st: StatusProbe | null): DrainState['wait'] {
 const phaseOf = (p: PodObservation): string => `${p.phase}${p.waitingReason ? ` (${p.waitingReason})` : ''}`;
 
 export function classifyPod(p: PodObservation, c: ClassifyContext): PodView {
-  const replace = p.ordinal < c.replicas;
-  const base = { pod: p, replace, drain: null, stamp: false, drainingSince: isDraining(p) ? drainStartTime(p) : null };
+  const keeper = p.ordinal < c.replicas ? c.keepers?.get(p.ordinal) : undefined;
+  const replacedBy = keeper && keeper.name !== p.name ? keeper.name : null;
+  const replace = p.ordinal < c.replicas && replacedBy === null;
+  const base = { pod: p, replace, replacedBy, drain: null, stamp: false, drainingSince: isDraining(p) ? drainStartTime(p) : null };
   if (isTerminating(p)) return { ...base, step: { kind: 'keep' }, summary: 'pod is terminating' };
   // The container is gone; nothing to drain. Recreated (or removed on scale-down).
   if (isFinished(p)) return { ...base, step: { kind: 'delete', reason: 'Failed', rollout: false }, summary: `pod ${p.phase}` };
@@ -86,6 +93,19 @@ export function classifyPod(p: PodObservation, c: ClassifyContext): PodView {
       step: { kind: 'delete', reason, rollout: false },
       summary: `draining for ${Math.round(elapsedMs / 1000)}s`,
     };
+  }
+  if (replacedBy !== null) {
+    if (!isRunning(p))
+      return {
+        ...base,
+        step: { kind: 'delete', reason: 'NotRunning', rollout: false },
+        summary: `replaced by ${replacedBy} and ${phaseOf(p)}`,
+      };
+    const why =
+      p.revision === c.updateRevision
+        ? `${replacedBy} is the up-to-date pod of ordinal ${p.ordinal}`
+        : `revision ${p.revision ?? 'none'} is outdated (want ${c.updateRevision}), replaced by ${replacedBy}`;
+    return { ...base, step: { kind: 'startDrain', why }, summary: why };
   }
   if (!replace) {
     if (!isRunning(p))

@@ -5,6 +5,7 @@
 import type { OnDrainTimeout } from '../types.js';
 import type { PodView } from './classify.js';
 import { isAvailable, isTerminating } from './pod-state.js';
+import type { Keeper, SurgeHold } from './surge.js';
 
 export type GuardName =
   | 'Paused'
@@ -17,7 +18,11 @@ export type GuardName =
   | 'DrainTimeout'
   | 'WaitingForReadiness'
   | 'Terminating'
-  | 'WaitingForTermination';
+  | 'WaitingForTermination'
+  | SurgeGuardName;
+
+/** Guards consulted only with maxSurge > 0. */
+export type SurgeGuardName = 'MaxSurgeReached' | 'WaitingForSurgePod' | 'ReplacementNotReady';
 
 export interface GuardContext {
   paused: boolean;
@@ -30,6 +35,15 @@ export interface GuardContext {
   /** Ordinals not-ready-or-draining (or missing) now, the drains granted earlier in this pass included. */
   unavailable: ReadonlySet<number>;
   podName: (ordinal: number) => string;
+  /** Another pod of the ordinal is available: draining this one leaves the ordinal served. */
+  servedBeside: (v: PodView) => boolean;
+  /** Effective maxSurge: 0 turns the surge guards off. */
+  maxSurge: number;
+  /** replicas + maxSurge: the live pods a surge may reach. */
+  surgeLimit: number;
+  keepers: ReadonlyMap<number, Keeper>;
+  surgeHolds: ReadonlyMap<number, SurgeHold>;
+  nextName: (ordinal: number) => string;
 }
 
 export interface Guard {
@@ -39,9 +53,17 @@ export interface Guard {
 }
 
 const disrupts = (v: PodView): boolean => v.step.kind !== 'keep';
-/** Starting this drain costs budget (the pod is still available) and none is left. */
+/**
+ * Starting this drain costs budget (the pod is still available) and none is left. With a
+ * surge a desired ordinal's pod drains only beside its Ready replacement (SURGE_GUARDS), which
+ * costs none, so the budget rules only the scale-down there.
+ */
 const budgetFull = (v: PodView, c: GuardContext): boolean =>
-  v.step.kind === 'startDrain' && !c.unavailable.has(v.pod.ordinal) && c.unavailable.size >= c.maxUnavailable;
+  v.step.kind === 'startDrain' &&
+  !(c.maxSurge > 0 && (v.replace || v.replacedBy !== null)) &&
+  !c.unavailable.has(v.pod.ordinal) &&
+  !c.servedBeside(v) &&
+  c.unavailable.size >= c.maxUnavailable;
 const higherUnavailable = (v: PodView, c: GuardContext): boolean => [...c.unavailable].some((o) => o > v.pod.ordinal);
 const budgetDetail = (c: GuardContext): string =>
   `maxUnavailable ${c.maxUnavailable} reached, unavailable: ${[...c.unavailable]
@@ -95,11 +117,50 @@ export const GUARDS: readonly Guard[] = [
   { name: 'WaitingForTermination', holds: (v) => (isTerminating(v.pod) && v.replace ? 'its replacement waits until it is gone' : null) },
 ];
 
+/** A drain of a desired ordinal's pod that no other pod keeps. */
+const rolloutDrain = (v: PodView): boolean => v.step.kind === 'startDrain' && v.replace;
+
+/**
+ * With maxSurge > 0 an old pod is drained only once its ordinal's pod of the update revision
+ * is Ready, so these hold it until then, saying what that pod waits on. Checked after GUARDS.
+ */
+export const SURGE_GUARDS: readonly Guard[] = [
+  /** Its ordinal's new pod cannot be created: replicas + maxSurge pods are live. */
+  {
+    name: 'MaxSurgeReached',
+    holds: (v, c) =>
+      rolloutDrain(v) && c.surgeHolds.get(v.pod.ordinal) === 'noRoom'
+        ? `${c.surgeLimit} pod(s) live (replicas + maxSurge ${c.maxSurge}): ${c.nextName(v.pod.ordinal)} waits for room`
+        : null,
+  },
+  /** Its ordinal's new pod has the name of a pod still going away (a drained or failed namesake). */
+  {
+    name: 'WaitingForSurgePod',
+    holds: (v, c) =>
+      rolloutDrain(v) && c.surgeHolds.get(v.pod.ordinal) === 'nameTaken'
+        ? `${c.nextName(v.pod.ordinal)} is created once its namesake is gone`
+        : null,
+  },
+  /** Its ordinal's new pod exists (or is created now) and is not Ready yet. */
+  {
+    name: 'ReplacementNotReady',
+    holds: (v, c) => {
+      if (v.step.kind !== 'startDrain' || v.replacedBy === null) return null;
+      const k = c.keepers.get(v.pod.ordinal);
+      if (!k || k.available) return null;
+      return k.planned ? `its replacement ${k.name} is created now` : `its replacement ${k.name} is not Ready`;
+    },
+  },
+];
+
+/** The guards of every rollout (SURGE_GUARDS come on top with maxSurge > 0). */
 export const GUARD_NAMES: readonly GuardName[] = GUARDS.map((g) => g.name);
+export const SURGE_GUARD_NAMES: readonly SurgeGuardName[] = SURGE_GUARDS.map((g) => g.name as SurgeGuardName);
+export const ALL_GUARD_NAMES: readonly GuardName[] = [...GUARD_NAMES, ...SURGE_GUARD_NAMES];
 
 /** The guards holding this pod back, with why; empty = its step may go ahead. */
 export function holdingGuards(v: PodView, c: GuardContext): Array<{ name: GuardName; detail: string }> {
-  return GUARDS.flatMap((g) => {
+  return (c.maxSurge > 0 ? [...GUARDS, ...SURGE_GUARDS] : GUARDS).flatMap((g) => {
     const detail = g.holds(v, c);
     return detail === null ? [] : [{ name: g.name, detail }];
   });

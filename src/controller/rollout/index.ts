@@ -1,3 +1,4 @@
 export * from './guards.js';
 export * from './observe.js';
 export * from './planner.js';
+export * from './surge.js';

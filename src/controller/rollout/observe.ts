@@ -13,6 +13,7 @@ import {
 } from '../types.js';
 import { parseOrdinal } from '../resources/names.js';
 import { withDefaults } from '../resources/defaults.js';
+import { usesDataClaims } from '../resources/pvc.js';
 import type { ObservedState } from './planner.js';
 
 export type PodPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Unknown';
@@ -110,6 +111,9 @@ export function observeDeployment(
     const ord = parseOrdinal(n.slice(prefix.length));
     if (ord !== null) pvcOrdinals.push(ord);
   }
+  // Pods without a PVC (Redis) are named by revision; a surge needs them (two pods cannot share one PVC).
+  const dataClaims = usesDataClaims(spec);
+  const maxSurge = dataClaims ? 0 : spec.updateStrategy.maxSurge;
   return {
     name,
     namespace: ad.metadata.namespace ?? '',
@@ -121,6 +125,9 @@ export function observeDeployment(
       paused: spec.paused,
       drainTimeoutSeconds: spec.updateStrategy.drainTimeoutSeconds,
       onDrainTimeout: spec.updateStrategy.onDrainTimeout,
+      // Only when they differ from the embedded store's, which their absence means.
+      ...(maxSurge > 0 ? { maxSurge } : {}),
+      ...(dataClaims ? {} : { dataClaims: false }),
     },
     pods: observed,
     pvcOrdinals: pvcOrdinals.sort((a, b) => a - b),

@@ -13,6 +13,17 @@ export interface RolloutSpec {
   /** 0 = no timeout. */
   drainTimeoutSeconds: number;
   onDrainTimeout: OnDrainTimeout;
+  /**
+   * New-revision pods started beside the old ones (updateStrategy.maxSurge, defaulted).
+   * Absent = 0. Only honoured when pods need no PVC (`dataClaims` false).
+   */
+  maxSurge?: number;
+  /**
+   * Each ordinal's pod mounts the ordinal's PVC (the embedded store): pods are named
+   * `<name>-<ordinal>` and an ordinal has one pod at a time. false (Redis): no PVC, pods named
+   * `<name>-<ordinal>-<revision>`. Absent = true.
+   */
+  dataClaims?: boolean;
 }
 
 export interface ObservedState {
@@ -44,7 +55,14 @@ export interface PlannerOptions {
 export const DEFAULT_STATUS_POLL_INTERVAL_MS = 500;
 export const DEFAULT_PROGRESS_DEADLINE_SECONDS = 600;
 
-export type EventReason = 'DrainStarted' | 'Drained' | 'DrainTimeout' | 'PodReplaced' | 'ReplacementRejected' | 'RolloutComplete';
+export type EventReason =
+  | 'DrainStarted'
+  | 'Drained'
+  | 'DrainTimeout'
+  | 'PodReplaced'
+  | 'ReplacementRejected'
+  | 'RolloutComplete'
+  | 'SurgePodCreated';
 
 /** Why a pod is deleted: Drained (status said shutting_down and 0 operations), DrainTimeout
  * (onDrainTimeout Interrupt), NotRunning (no terraform can run in it), Failed (phase Failed/Succeeded). */
@@ -52,7 +70,8 @@ export type DeleteReason = 'Drained' | 'DrainTimeout' | 'NotRunning' | 'Failed';
 
 export type Action =
   | { type: 'createPVC'; ordinal: number; name: string }
-  | { type: 'createPod'; ordinal: number; name: string; revision: string }
+  /** `surge`: created beside the ordinal's live pod(s), which are drained once it is Ready. */
+  | { type: 'createPod'; ordinal: number; name: string; revision: string; surge?: boolean }
   /** Patch metadata.annotations[atlantis-operator.dev/drain] = value (an RFC 3339 time). */
   | { type: 'startDrain'; ordinal: number; podName: string; uid: string; value: string }
   /** Patch atlantis-operator.dev/drain-started-at = value on a hand-drained pod, so its timeout has a start. */

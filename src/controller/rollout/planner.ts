@@ -6,7 +6,7 @@
 // pass hands out drains highest ordinal first, compute the status (status.ts), and derive
 // the events of the change from the previous status (events.ts). The executor performs the
 // actions in order and requeues after `requeueAfterMs`.
-import { podName, pvcName } from '../resources/names.js';
+import { podName, podNaming, pvcName } from '../resources/names.js';
 import { classifyPod, type PodView } from './classify.js';
 import { transitionEvents } from './events.js';
 import { holdingGuards, type GuardContext, type GuardName } from './guards.js';
@@ -23,6 +23,7 @@ import {
 } from './plan.js';
 import { formatTime, isAvailable, isDraining, isFailing, isTerminating } from './pod-state.js';
 import { computeStatus } from './status.js';
+import { planOrdinals } from './surge.js';
 
 export * from './plan.js';
 export * from './pod-state.js';
@@ -43,11 +44,26 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
   const M = Math.max(1, Math.floor(o.spec.maxUnavailable));
   const nowIso = formatTime(now);
   const rejected = o.replacementRejected ? truncate(o.replacementRejected, MAX_REJECTION_CHARS) : null;
+  const dataClaims = o.spec.dataClaims ?? true;
+  const naming = podNaming(dataClaims);
+  // Two pods of one ordinal cannot share its PVC: no surge with one.
+  const S = dataClaims ? 0 : Math.max(0, Math.floor(o.spec.maxSurge ?? 0));
 
   // Highest ordinal first: scale-down pods, then the rollout from the top.
   const pods = [...o.pods].sort((a, b) => b.ordinal - a.ordinal || a.name.localeCompare(b.name));
-  const views = pods.map((p) => classifyPod(p, { replicas: R, updateRevision: U, drainTimeoutSeconds, onDrainTimeout, now }));
+  const ordinals = planOrdinals(pods, {
+    name: o.name,
+    replicas: R,
+    updateRevision: U,
+    naming,
+    maxSurge: S,
+    paused,
+    rejected: rejected !== null,
+  });
+  const { keepers, nextName } = ordinals;
+  const views = pods.map((p) => classifyPod(p, { replicas: R, updateRevision: U, drainTimeoutSeconds, onDrainTimeout, now, keepers }));
 
+  const drainsStarted = new Set<string>();
   // The budget: pods not-ready-or-draining (or missing) now. Drains granted below are added
   // as they are granted, so one pass never exceeds maxUnavailable.
   const unavailable = new Set<number>();
@@ -61,12 +77,23 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
     drainTimeoutSeconds,
     onDrainTimeout,
     unavailable,
-    podName: (i) => podName(o.name, i),
+    podName: (i) => {
+      if (naming === 'ordinal') return podName(o.name, i);
+      const live = pods.filter((p) => p.ordinal === i && !isTerminating(p)).map((p) => p.name);
+      return live.length > 0 ? live.sort().join('/') : nextName(i);
+    },
+    // Available and not drained in this pass: two pods of an ordinal never both drain for free.
+    servedBeside: (v) =>
+      pods.some((p) => p.ordinal === v.pod.ordinal && p.name !== v.pod.name && isAvailable(p) && !drainsStarted.has(p.name)),
+    maxSurge: S,
+    surgeLimit: R + S,
+    keepers,
+    surgeHolds: ordinals.holds,
+    nextName,
   };
 
   const actions: Action[] = [];
   const waits: PodWait[] = [];
-  const drainsStarted = new Set<string>();
   const deleted = new Set<string>();
   const wakeups: number[] = [];
   const notReadyInTime: string[] = [];
@@ -85,8 +112,9 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
       actions.push(...stepActions(v, { now, updateRevision: U, drainTimeoutSeconds }));
       if (v.step.kind === 'delete') deleted.add(p.name);
       if (v.step.kind === 'startDrain') {
-        // The budget pass: this drain now holds budget for the lower ordinals that follow.
-        unavailable.add(p.ordinal);
+        // The budget pass: this drain now holds budget for the lower ordinals that follow
+        // (unless another pod of its ordinal serves).
+        if (!guardContext.servedBeside(v)) unavailable.add(p.ordinal);
         drainsStarted.add(p.name);
         wakeups.push(pollMs);
       }
@@ -114,19 +142,35 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
   }
 
   // Missing ordinals: PVC first, then the pod. Creating only adds capacity, so only a
-  // refused replacement holds it (its PVC is still made).
+  // refused replacement holds it (its PVC is still made). With a surge, surge.ts decided.
   const pvcs = new Set(o.pvcOrdinals);
   for (let i = 0; i < R; i++) {
     if (pods.some((p) => p.ordinal === i)) continue;
-    if (!pvcs.has(i)) actions.push({ type: 'createPVC', ordinal: i, name: pvcName(o.name, i) });
+    if (dataClaims && !pvcs.has(i)) actions.push({ type: 'createPVC', ordinal: i, name: pvcName(o.name, i) });
     if (rejected !== null)
       waits.push({
         ordinal: i,
-        podName: podName(o.name, i),
+        podName: nextName(i),
         guards: ['ReplacementRejected'],
         message: `not created: the API server refuses pods of revision ${U}`,
       });
-    else actions.push({ type: 'createPod', ordinal: i, name: podName(o.name, i), revision: U });
+    else if (S === 0) actions.push({ type: 'createPod', ordinal: i, name: nextName(i), revision: U });
+  }
+  for (const c of ordinals.creates) {
+    if (!c.surge) {
+      actions.push({ type: 'createPod', ordinal: c.ordinal, name: c.name, revision: U });
+      continue;
+    }
+    actions.push(
+      { type: 'createPod', ordinal: c.ordinal, name: c.name, revision: U, surge: true },
+      {
+        type: 'emitEvent',
+        eventType: 'Normal',
+        reason: 'SurgePodCreated',
+        message: `Creating pod ${c.name} at revision ${U} beside ${c.beside.join(', ')}, which drain once ${c.name} is Ready`,
+        podName: c.name,
+      },
+    );
   }
 
   const timedOut = waits.filter((w) => w.guards.includes('DrainTimeout')).map((w) => w.podName);
@@ -141,6 +185,7 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
     drainingSince,
     drainsStarted,
     waits,
+    surgeCreates: ordinals.creates.filter((c) => c.surge).length,
   });
   const drainDetail = new Map(views.flatMap((v) => (v.drain ? [[v.pod.name, v.drain.wait.detail] as const] : [])));
   actions.push(
@@ -197,6 +242,10 @@ function stepActions(v: PodView, c: { now: Date; updateRevision: string; drainTi
         'PodReplaced',
         `Deleting pod ${p.name} (revision ${p.revision ?? 'none'}, ${reason}) to recreate it at revision ${c.updateRevision}`,
       ),
+    );
+  else if (v.replacedBy !== null)
+    out.push(
+      event('Normal', 'PodReplaced', `Deleting pod ${p.name} (revision ${p.revision ?? 'none'}, ${reason}): ${v.replacedBy} replaces it`),
     );
   return out;
 }

@@ -1,7 +1,14 @@
 // The AtlantisDeployment status a plan leaves behind: counts, revisions, conditions (their
 // messages are for humans only: nothing reads them back) and the structured fields the next
 // plan compares against (timedOutPods), from which events are derived (events.ts).
-import type { AtlantisCondition, AtlantisDeploymentStatus, ConditionStatus, ConditionType, PodStatusSummary } from '../types.js';
+import type {
+  AtlantisCondition,
+  AtlantisDeploymentStatus,
+  ConditionStatus,
+  ConditionType,
+  PodStatusSummary,
+  RolloutPhase,
+} from '../types.js';
 import { selectorString } from '../resources/names.js';
 import type { ObservedState, PodWait } from './plan.js';
 import { formatTime, isAvailable, isDraining, isTerminating } from './pod-state.js';
@@ -20,6 +27,39 @@ export interface StatusInputs {
   /** Pods whose drain starts in this plan. */
   drainsStarted: ReadonlySet<string>;
   waits: PodWait[];
+  /** Pods this plan creates beside the live pods of their ordinal. */
+  surgeCreates: number;
+}
+
+/**
+ * Live pods of desired ordinals beyond one per ordinal: new-revision pods beside the old
+ * ones. A scale-down's extra ordinals are not counted (they show in replicas).
+ */
+export function surgeReplicas(o: ObservedState, R: number): number {
+  const perOrdinal = new Map<number, number>();
+  for (const p of o.pods) if (p.ordinal < R && !isTerminating(p)) perOrdinal.set(p.ordinal, (perOrdinal.get(p.ordinal) ?? 0) + 1);
+  let n = 0;
+  for (const count of perOrdinal.values()) n += count - 1;
+  return n;
+}
+
+/** One word for where the rollout is, the first that holds, for `kubectl get atd`. */
+export function rolloutPhase(f: {
+  complete: boolean;
+  stalled: boolean;
+  paused: boolean;
+  /** Pods draining, or drained and terminating (a drain ends when the pod is gone). */
+  draining: number;
+  surge: number;
+  extra: number;
+}): RolloutPhase {
+  if (f.complete) return 'Complete';
+  if (f.stalled) return 'Stalled';
+  if (f.paused) return 'Paused';
+  if (f.draining > 0) return 'Draining';
+  if (f.surge > 0) return 'Surging';
+  if (f.extra > 0) return 'ScalingDown';
+  return 'Updating';
 }
 
 export function computeStatus(o: ObservedState, now: Date, s: StatusInputs): { status: AtlantisDeploymentStatus; complete: boolean } {
@@ -136,12 +176,23 @@ export function computeStatus(o: ObservedState, now: Date, s: StatusInputs): { s
       };
     });
 
+  const drainingReplicas = live.filter((p) => isDraining(p) || s.drainsStarted.has(p.name)).length;
+  const surge = surgeReplicas(o, R);
   const status: AtlantisDeploymentStatus = {
     observedGeneration: o.generation,
     replicas: live.length,
     readyReplicas: live.filter((p) => p.ready && p.phase === 'Running').length,
     updatedReplicas: live.filter((p) => p.revision === U).length,
-    drainingReplicas: live.filter((p) => isDraining(p) || s.drainsStarted.has(p.name)).length,
+    drainingReplicas,
+    surgeReplicas: surge,
+    rolloutPhase: rolloutPhase({
+      complete,
+      stalled: progressing.status === 'False',
+      paused: o.spec.paused,
+      draining: drainingReplicas + o.pods.filter(isTerminating).length,
+      surge: surge + s.surgeCreates,
+      extra: live.filter((p) => p.ordinal >= R).length,
+    }),
     currentRevision,
     updateRevision: U,
     selector: selectorString(o.name),
