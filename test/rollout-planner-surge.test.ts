@@ -149,6 +149,7 @@ const arbSurgeState = fc
 const live = (pods: readonly PodObservation[]): PodObservation[] => pods.filter((p) => !isTerminating(p));
 
 test('surge invariants hold for any observed state', () => {
+  // biome-ignore lint/nursery/noFloatingPromises: fc.assert of a synchronous property returns void
   fc.assert(
     fc.property(arbSurgeState, (o) => {
       const plan = planRollout(o, NOW);
@@ -290,6 +291,7 @@ function playRollout(p: { replicas: number; maxSurge: number; maxUnavailable: nu
 }
 
 test('surge rollouts complete: new pod Ready before its old one drains, no busy pod deleted, within replicas + maxSurge', () => {
+  // biome-ignore lint/nursery/noFloatingPromises: fc.assert of a synchronous property returns void
   fc.assert(
     fc.property(
       fc.record({
