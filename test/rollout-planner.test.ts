@@ -104,7 +104,7 @@ test('status fields', () => {
   }
   assert.deepEqual(
     s.conditions.map((c) => c.type),
-    ['Available', 'Progressing', 'Paused', 'Degraded'],
+    ['Available', 'Progressing', 'Paused', 'Degraded', 'Reconciling', 'Stalled', 'Ready'],
   );
 });
 

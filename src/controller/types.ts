@@ -153,7 +153,7 @@ export interface AtlantisDeploymentSpecInput {
   service?: Partial<ServiceSpec>;
 }
 
-export type ConditionType = 'Available' | 'Progressing' | 'Paused' | 'Degraded';
+export type ConditionType = 'Available' | 'Progressing' | 'Paused' | 'Degraded' | 'Reconciling' | 'Stalled' | 'Ready';
 export type ConditionStatus = 'True' | 'False' | 'Unknown';
 
 /**

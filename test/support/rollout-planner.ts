@@ -144,6 +144,14 @@ export const completeStatus = (rev: string): AtlantisDeploymentStatus => ({
       lastTransitionTime: '2026-01-01T00:00:00Z',
       observedGeneration: 6,
     },
+    ...(['Reconciling', 'Stalled', 'Ready'] as const).map((type) => ({
+      type,
+      status: type === 'Ready' ? ('True' as const) : ('False' as const),
+      reason: 'RolloutComplete',
+      message: '',
+      lastTransitionTime: '2026-01-01T00:00:00Z',
+      observedGeneration: 6,
+    })),
   ],
   pods: [],
 });

@@ -12,6 +12,7 @@ import type {
 import { selectorString } from '../resources/names.js';
 import type { ObservedState, PodWait } from './plan.js';
 import { formatTime, isAvailable, isDraining, isTerminating } from './pod-state.js';
+import { kstatusConditions, kstatusFacts } from './conditions.js';
 
 export interface StatusInputs {
   R: number;
@@ -152,6 +153,8 @@ export function computeStatus(o: ObservedState, now: Date, s: StatusInputs): { s
         ? { type: 'Degraded', status: 'True', reason: 'PodsFailing', message: `Pods failing: ${s.failing.join('; ')}` }
         : { type: 'Degraded', status: 'False', reason: 'PodsHealthy', message: 'No pod is failing' },
   );
+  // kstatus's Reconciling, Stalled and Ready, for kstatus, Flux, Argo CD and kubectl wait (conditions.ts).
+  conds.push(...kstatusConditions(kstatusFacts(o, s, complete, desiredAvailable >= R - M)));
 
   const conditions: AtlantisCondition[] = conds.map((c) => {
     const before = prev?.conditions.find((x) => x.type === c.type);
