@@ -13,6 +13,7 @@ import { HEALTH_LUA, argoHealthOf, kstatusOf } from './support/gitops.js';
 import { NOW } from './support/rollout-planner.js';
 import { rolloutRows } from './support/rollout-rows.js';
 import { podRows } from './support/rollout-rows-pods.js';
+import { surgeRows } from './support/rollout-surge.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -157,7 +158,7 @@ test('the Argo CD script and kstatus on each kind of status', async (t) => {
 test('on every status of the planner table, Argo CD and kstatus agree', async () => {
   const agree: Record<string, string[]> = { InProgress: ['Progressing', 'Suspended'], Current: ['Healthy'], Failed: ['Degraded'] };
   const seen = new Set<string>();
-  for (const row of [...rolloutRows, ...podRows]) {
+  for (const row of [...rolloutRows, ...podRows, ...surgeRows]) {
     const status: AtlantisDeploymentStatus = planRollout(row.state, row.now ?? NOW).status;
     const obj = ad(status, row.state.generation);
     const [ks, argo] = [await kstatusOf(obj), await argoHealthOf(obj)];

@@ -7,6 +7,7 @@ import { planRollout, type ObservedState, type Plan } from '../src/controller/ro
 import { NOW, NEW, ago, probe, unreachable, pod, old, draining, observed, completeStatus } from './support/rollout-planner.js';
 import { rolloutRows } from './support/rollout-rows.js';
 import { podRows } from './support/rollout-rows-pods.js';
+import { surgeRows } from './support/rollout-surge.js';
 
 const facts = (f: Partial<KstatusFacts>): KstatusFacts => ({
   replicas: 2,
@@ -290,8 +291,8 @@ test('lastTransitionTime of a kstatus condition stays while its status does', ()
   assert.equal(at(upgraded, 'Progressing'), '2026-01-01T00:00:00Z');
 });
 
-test('over the whole planner table: exactly one of Ready, Reconciling, Stalled is True, and Ready only when complete', () => {
-  for (const row of [...rolloutRows, ...podRows]) {
+test('over the whole planner table (surge rows too): exactly one of Ready, Reconciling, Stalled is True, and Ready only when complete', () => {
+  for (const row of [...rolloutRows, ...podRows, ...surgeRows]) {
     const plan = planRollout(row.state, row.now ?? NOW);
     const status = (type: string) => plan.status.conditions.find((c) => c.type === type)?.status;
     const trues = ['Ready', 'Reconciling', 'Stalled'].filter((t) => status(t) === 'True');
