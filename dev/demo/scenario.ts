@@ -101,11 +101,11 @@ export async function runScenario(ctx: ScenarioContext, o: ScenarioOptions): Pro
     `${o.replicas} Ready pods in the Service`,
     async () => {
       const ps = (await listPods(kc, ns, name)).filter(isReady);
-      return ps.length === o.replicas && proxy.endpoints(name).length === o.replicas && proxy.addressOf(name, 4141) ? ps : undefined;
+      return ps.length === o.replicas && proxy.endpoints(name).length === o.replicas && proxy.addressOf(name, 'http') ? ps : undefined;
     },
     180_000,
   );
-  const target: Target = proxy.addressOf(name, 4141)!;
+  const target: Target = proxy.addressOf(name, 'http')!;
   say(`${pods.map((p) => `${p.metadata!.name} Ready at ${p.status!.podIP}`).join(', ')}; Service ${name} at ${target.host}:${target.port}`);
 
   // The long apply, and the PRs the deliveries comment on, all through the Service.
