@@ -184,10 +184,13 @@ export async function runScenario(ctx: ScenarioContext, o: ScenarioOptions): Pro
   const logs = [...podsSeen].map(([uid, pod]) => ({ pod, uid, lines: serverLog(ctx.node as LocalNodeHandle, ns, pod, uid) }));
   const sigkills = ctx.node.events({ namespace: ns }).filter((e) => e.type === 'SIGKILL sent').length;
   const reasons = killReasons({ sigkills, serverLogs: logs, applyComment });
-  const timeline: TimelineEntry[] = [...watch.entries];
+  // The watch lists the pods already there when it starts: the rollout's timeline begins at the image change.
+  const timeline: TimelineEntry[] = watch.entries.filter((e) => e.at >= patchedAt);
   const busyLog = logs.filter((l) => l.uid === busy.metadata!.uid).flatMap((l) => l.lines);
   const applyStart = busyLog.find((l) => l.msg === 'Process started' && isApplyArgs(l.args));
-  const applyEnd = applyStart && busyLog.find((l) => l.msg === 'Process finished' && l.jobId === applyStart.jobId);
+  // A job runs several processes (init, then apply): its apply's end is the line of the same pid.
+  const applyEnd =
+    applyStart && busyLog.find((l) => l.msg === 'Process finished' && l.jobId === applyStart.jobId && l.pid === applyStart.pid);
   if (applyStart)
     timeline.push({ at: applyStart.at, what: `${busyName}: terraform apply started (pid ${String(applyStart.pid)}), by its log` });
   if (applyEnd)
