@@ -55,7 +55,7 @@ export function watchPods(kc: KubeClientConfig, ns: string, instance: string): P
   };
   const open = (): Promise<void> =>
     new Promise<void>((ended) => {
-      openKubeStream(
+      void openKubeStream(
         kc,
         apiPath('v1', 'pods', ns),
         { watch: true, labelSelector: `app.kubernetes.io/instance=${instance}`, timeoutSeconds: 300 },
