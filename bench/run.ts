@@ -10,6 +10,7 @@ const benches: Array<[string, () => Promise<{ ok: boolean }>]> = [
   ['controller-scale', benchControllerScale],
   ['webhook-burst', async () => (await import('./webhook-burst.js')).benchWebhookBurst()],
   ['replicas-burst', async () => (await import('./replicas-burst.js')).benchReplicasBurst()],
+  ['rollout-modes', async () => (await import('./rollout-modes.js')).benchRolloutModes()],
 ];
 
 const only = process.argv.slice(2);
