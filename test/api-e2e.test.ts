@@ -5,9 +5,10 @@
 // released after it (those held before kept), the ref without a pull request planned in a
 // working copy of its own that goes afterwards; the refusals (401, 400 naming the field, 403,
 // 503 without --api-secret) with nothing run; the secret never in the log; and a drain that
-// waits for a running API apply and refuses new API work meanwhile.
+// waits for a running API apply and refuses new API work meanwhile; the team rule and a closed
+// PR refused; a crash during a run without a PR cleaned up by the next server.
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -302,6 +303,23 @@ describe('the API without --api-secret', () => {
   });
 });
 
+describe('the API, the team allowlist and the pull request gate', () => {
+  it('a request has no user: only rules for every team let it run; a closed PR is refused; nothing runs', async () => {
+    const { url, p } = await startServer('127.24.61.4', ['--api-secret', SECRET, '--gh-team-allowlist', '*:plan,ops:apply']);
+    env.gh.addPull(env.repo.fullName, { number: 3, headSha: 'c'.repeat(40), headRef: 'closed-3', baseRef: 'main', state: 'closed' });
+    const apply = await api(url, 'POST', '/api/apply', request({ Ref: 'closed-3', PR: 3, Paths: [{ Directory: 'app1' }] }));
+    assert.equal(apply.status, 403);
+    assert.equal(
+      (apply.json as { error: string }).error,
+      'team allowlist denied command: apply is not authorized for API requests, which have no user (--gh-team-allowlist needs *:apply)',
+    );
+    const plan = await api(url, 'POST', '/api/plan', request({ Ref: 'closed-3', PR: 3, Paths: [{ Directory: 'app1' }] }));
+    assert.equal(plan.status, 403, 'plan passes the team rule, then the closed PR is refused');
+    assert.equal(plan.text, '{"error":"PR: pull request #3 is not open"}\n');
+    assert.doesNotMatch(p.output(), /"msg":"Cloning pull request"/);
+  });
+});
+
 describe('the API and the drain', () => {
   it('a drain waits for a running API apply, refuses new API work with 503, and exits after its answer', async () => {
     const gate = path.join(mkdtempSync(path.join(tmpdir(), 'ato-api-gate-')), 'go');
@@ -347,4 +365,55 @@ describe('the API and the drain', () => {
     assert.ok(at('API command finished') <= at('Drained'), 'the drain ended after the API command');
     assert.match(p.output(), /"msg":"API request refused during drain"/);
   });
+
+  it('a crash during an API run without a PR: the next server on the data dir releases its locks, plans and working copy, and comments nothing', async () => {
+    const gate = path.join(mkdtempSync(path.join(tmpdir(), 'ato-api-gate-')), 'go');
+    await env.repo.createBranch('gated-crash', { 'crash/main.tf': gatedConfig('crash', gate) });
+    const first = await startServer('127.24.61.5', ['--api-secret', SECRET]);
+    const running = api(first.url, 'POST', '/api/apply', request({ Ref: 'gated-crash', Paths: [{ Directory: 'crash' }] })).catch(
+      (e: Error) => e,
+    );
+    await waitFor(
+      'the API apply to be applying',
+      () => {
+        const jobs = path.join(first.dataDir, 'jobs');
+        return (
+          existsSync(jobs) &&
+          readdirSync(jobs).some((f) => readFileSync(path.join(jobs, f), 'utf8').includes(`Provisioning with 'local-exec'`))
+        );
+      },
+      60_000,
+    );
+    const locked = (((await api(first.url, 'GET', '/api/locks')).json as { Locks: Lock[] }).Locks ?? []).map((l) => Number(l.PullID));
+    assert.equal(locked.length, 1);
+    assert.ok((locked[0] ?? 0) < 0, 'locked under a pull number of its own');
+    const copies = path.join(first.dataDir, 'repos', 'acme', 'infra');
+    assert.deepEqual(readdirSync(copies), [String(locked[0])]);
+    first.p.child.kill('SIGKILL');
+    assert.equal((await first.p.exited).signal, 'SIGKILL');
+    assert.ok((await running) instanceof Error, 'the killed server never answered');
+    // terraform runs in its own process group and outlives the server: let it end before the next start.
+    writeFileSync(gate, '');
+    await waitFor('terraform under the data dir to end', () => !processesIn(first.dataDir), 60_000);
+    const comments = env.gh.callsTo('POST', /\/issues\/.*\/comments$/).length;
+    const second = await startWorkflowServer(env, first.dataDir, '127.24.61.6', ['--api-secret', SECRET]);
+    procs.push(second.p);
+    await waitFor('the interrupted job to be handled', () => /"msg":"Found a job interrupted by a server crash"/.test(second.p.output()));
+    assert.equal((await api(second.url, 'GET', '/api/locks')).text, '{"Locks":null}\n');
+    assert.deepEqual(readdirSync(copies), [], 'its working copy is gone');
+    assert.equal(env.gh.callsTo('POST', /\/issues\/.*\/comments$/).length, comments, 'no comment: there is no pull request to tell');
+  });
 });
+
+/** Whether a live process has its working directory under `dir` (terraform in a working copy). */
+function processesIn(dir: string): boolean {
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      if (readlinkSync(`/proc/${pid}/cwd`).startsWith(dir)) return true;
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return false;
+}
