@@ -1,9 +1,11 @@
 // The API's request body (src/server/http/api-request.ts): read as Go's encoding/json reads
 // Atlantis's APIRequest (any case of a key, nulls and unknown keys ignored), then checked field
-// by field; every refusal names the field. Pure, so a table.
+// by field; every refusal names the field. Pure, so a table. And the --api-secret flag.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { type ApiRequest, parseApiRequest, targetLabel } from '../src/server/http/api-request.js';
+import { serverSecretValues } from '../src/server/secrets/server-secrets.js';
+import { configWithRequiredFlags } from './support/server-config.js';
 
 const base = { Repository: 'acme/infra', Ref: 'feature', Type: 'Github' };
 const body = (extra: Record<string, unknown> = {}): string => JSON.stringify({ ...base, ...extra });
@@ -178,5 +180,20 @@ describe('parseApiRequest: refused bodies name the field', () => {
 describe('targetLabel', () => {
   it('names the project, or the dir and the workspace when one was given', () => {
     assert.deepEqual([{ project: 'net' }, { dir: 'a' }, { dir: 'a', workspace: 'w' }].map(targetLabel), ['net', 'a', 'a/w']);
+  });
+});
+
+describe('--api-secret', () => {
+  const config = configWithRequiredFlags('ato-api-flags-');
+
+  it('is unset by default: the API is disabled', () => {
+    assert.equal(config([]).apiSecret, undefined);
+    assert.equal(config(['--api-secret', '']).apiSecret, undefined, 'empty counts as unset');
+  });
+  it('reads the flag and ATLANTIS_API_SECRET (the flag wins), and is one of the secrets the server scrubs', () => {
+    assert.equal(config([], { ATLANTIS_API_SECRET: 'from-env-secret' }).apiSecret, 'from-env-secret');
+    const c = config(['--api-secret=from-flag-secret'], { ATLANTIS_API_SECRET: 'from-env-secret' });
+    assert.equal(c.apiSecret, 'from-flag-secret');
+    assert.ok(serverSecretValues(c).includes('from-flag-secret'), 'the API secret is a secret value');
   });
 });
