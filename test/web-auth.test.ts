@@ -24,7 +24,11 @@ describe('decideWebAuth', () => {
     ['/STATUS', undefined, AUTH, 'missing'],
     ['/%73tatus', undefined, AUTH, 'missing'],
     ['/events/x', undefined, AUTH, 'missing'],
-    ['/api/locks', undefined, AUTH, 'missing'],
+    // the API has its own secret (as Atlantis: any path under /api/)
+    ['/api/locks', undefined, AUTH, 'open'],
+    ['/api/plan', basic('x', 'y'), AUTH, 'open'],
+    ['/api', undefined, AUTH, 'missing'],
+    ['/API/locks', undefined, AUTH, 'missing'],
     // protected paths
     ['/', undefined, AUTH, 'missing'],
     ['/metrics', undefined, AUTH, 'missing'],

@@ -44,7 +44,7 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'allow-commands': H,
   'allow-draft-prs': refused('bool', false, 'draft pull requests are never autoplanned here'),
   'allow-fork-prs': H,
-  'api-secret': refused('string', '', 'this server has no /api endpoints'),
+  'api-secret': H,
   'atlantis-url': H,
   'autodiscover-mode': refused('string', 'auto', 'projects are always discovered as in mode auto'),
   automerge: H,

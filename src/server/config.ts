@@ -37,6 +37,8 @@ export interface ServerConfig {
   /** --gh-app-*: authenticate as this GitHub App (vcs/github-app.ts) instead of with a token. */
   ghApp: GitHubAppSettings | undefined;
   ghWebhookSecret: string | undefined;
+  /** --api-secret: the X-Atlantis-Token of /api/ requests; undefined: the API is disabled (as Atlantis). A secret. */
+  apiSecret: string | undefined;
   ghHostname: string;
   ghApiUrl: string;
   repoAllowlist: string;
@@ -214,6 +216,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     ghToken: credentials.kind === 'app' ? () => '' : tokenFile ? () => readFileSync(tokenFile, 'utf8').trim() : () => token!,
     ghApp: credentials.kind === 'app' ? credentials.app : undefined,
     ghWebhookSecret,
+    apiSecret: str(values, 'api-secret'),
     ghHostname,
     ghApiUrl: ghApiUrl.replace(/\/+$/, ''),
     repoAllowlist,

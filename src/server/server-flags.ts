@@ -43,6 +43,12 @@ export const SERVER_FLAGS: FlagSpec[] = [
   },
   { name: 'gh-webhook-secret', type: 'string', description: 'Secret used to validate GitHub webhooks (X-Hub-Signature-256)' },
   {
+    name: 'api-secret',
+    type: 'string',
+    description:
+      'Secret used to validate requests made to /api/ (the X-Atlantis-Token header); without it the API is disabled. A secret: give it as env',
+  },
+  {
     name: 'gh-app-id',
     type: 'int',
     default: 0,

@@ -13,10 +13,11 @@ export interface WebAuthConfig {
 /**
  * Paths answered without credentials, compared exactly to the request's path (no query) as
  * Atlantis does. Anything else, including unknown paths and variants such as `/status/` or
- * `/STATUS`, needs credentials. Atlantis also leaves `/api/*` open (it has its own API secret);
- * this server has no `/api/` endpoints, so those paths are treated like any unknown path.
+ * `/STATUS`, needs credentials, except what starts with API_PATH_PREFIX.
  */
 export const OPEN_PATHS: ReadonlySet<string> = new Set(['/events', LIVENESS_PATH, READINESS_PATH, STATUS_PATH]);
+/** As Atlantis: the API has its own secret (--api-secret, http/api.ts), so `/api/...` is open here. */
+export const API_PATH_PREFIX = '/api/';
 
 /** Atlantis's challenge, byte for byte. */
 export const WWW_AUTHENTICATE = 'Basic realm="restricted", charset="UTF-8"';
@@ -51,7 +52,7 @@ function sameSecret(given: string, expected: string): boolean {
 
 /** Whether a request for `path` may go on. `auth` undefined: basic auth is off, every path is open. */
 export function decideWebAuth(path: string, authorization: string | undefined, auth: WebAuthConfig | undefined): WebAuthDecision {
-  if (!auth || OPEN_PATHS.has(path)) return { kind: 'open' };
+  if (!auth || OPEN_PATHS.has(path) || path.startsWith(API_PATH_PREFIX)) return { kind: 'open' };
   const creds = parseBasicAuth(authorization);
   if (!creds) return { kind: 'missing' };
   // Both compared every time: which one was wrong must not show in the timing either.

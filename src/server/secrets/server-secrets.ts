@@ -5,13 +5,21 @@ import { type ServerConfig, DEFAULT_WEB_PASSWORD } from '../config.js';
 import { appKeySecretValues } from '../vcs/github-app.js';
 
 type SecretSettings = Pick<ServerConfig, 'ghToken' | 'ghWebhookSecret'> &
-  Partial<Pick<ServerConfig, 'webBasicAuth' | 'webPassword' | 'ghApp' | 'store'>>;
+  Partial<Pick<ServerConfig, 'webBasicAuth' | 'webPassword' | 'ghApp' | 'store' | 'apiSecret'>>;
 
 export function serverSecretValues(cfg: SecretSettings): Array<string | undefined> {
   // A GitHub App's installation tokens are added as they are fetched (GitHubClient remembers them).
   const appKey = cfg.ghApp ? appKeySecretValues(cfg.ghApp.privateKeyPem) : [];
   const redis = cfg.store?.type === 'redis' ? cfg.store.redis : undefined;
-  return [currentToken(cfg.ghToken), cfg.ghWebhookSecret, webPassword(cfg), redis?.password, redis?.sentinel?.password, ...appKey];
+  return [
+    currentToken(cfg.ghToken),
+    cfg.ghWebhookSecret,
+    cfg.apiSecret,
+    webPassword(cfg),
+    redis?.password,
+    redis?.sentinel?.password,
+    ...appKey,
+  ];
 }
 
 /** The token now (--gh-token-file is read on each call); undefined while the file cannot be read. */

@@ -565,6 +565,14 @@ export class GitHubClient {
     return { status: r.status, json: r.json, path: new URL(url).pathname };
   }
 
+  /** The repository's clone URL (GET /repos/<repo>), as Atlantis's API asks for it. */
+  async getCloneUrl(repo: string): Promise<string> {
+    const r = await this.request('GET', this.repoPath(repo), { idempotent: true });
+    const url = (r.json as { clone_url?: unknown } | null)?.clone_url;
+    if (typeof url !== 'string' || url === '') throw new Error(`GitHub gave no clone URL for ${repo}`);
+    return url;
+  }
+
   // ---- automerge (workflow/automerge.ts) ----
 
   async getRepoMergeSettings(repo: string): Promise<RepoMergeSettings> {

@@ -72,13 +72,15 @@ export async function apply(j: ProjectJobs, ctx: PullContext, c: ParsedCommand):
     if (w && r.status === 'success') await j.statuses.project(t, 'apply', keyOf(w), 'success', jobIds.get(w) ?? '');
   }
   await j.statuses.afterApply(t, outcomes('apply', runs));
-  await j.automerger.afterApply(
-    ctx,
-    config,
-    plans,
-    c,
-    runs.every((r) => r.status === 'success'),
-  );
+  // As Atlantis: the API never automerges.
+  if (!ctx.api)
+    await j.automerger.afterApply(
+      ctx,
+      config,
+      plans,
+      c,
+      runs.every((r) => r.status === 'success'),
+    );
   return summarize(runs);
 }
 

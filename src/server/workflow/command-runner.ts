@@ -16,7 +16,8 @@ import { type WorkflowHooks, hookRunFor, preHookFailedComment } from './hooks.js
 import { target } from './project-runs.js';
 import { type ServerSideRepoConfig, baseBranchAllowed } from './repo-config/server-side.js';
 import type { ProjectRunner } from './project-runner.js';
-import type { WorkingCopies } from './working-copy.js';
+import type { CheckoutStrategy, WorkingCopies } from './working-copy.js';
+import type { ProjectRun } from './project-runs.js';
 import { teamPermits } from './team-gate.js';
 import { type RequirementSources, requirementSourcesFor } from './requirement-checks.js';
 import { ProjectJobs } from './project-job.js';
@@ -39,6 +40,20 @@ export interface PullContext {
   /** The PR's author and head repository (`owner/name`), when known (hook env). */
   author?: string;
   headRepo?: string;
+  /** A run of POST /api/plan or /api/apply: no PR comment, the results are collected here. */
+  api?: ApiRun;
+  /** Overrides --checkout-strategy (a run of the API without a pull request checks out its ref). */
+  strategy?: CheckoutStrategy;
+}
+
+/**
+ * What an API run (workflow/api-command.ts) gets back instead of the result comment: each
+ * command's project results, and the error that stopped a command before or between its
+ * projects (the comment's "**Plan Error**").
+ */
+export interface ApiRun {
+  runs: ProjectRun[];
+  error?: string;
 }
 
 export type CommandRequest =
@@ -89,7 +104,8 @@ export class CommandRunner {
             .catch((e: unknown) => log.warn('Failed to react to comment', { error: (e as Error).message }))
         : Promise.resolve();
     const refuse = (body: string) => this.jobs.comment(req.ctx, body, name).catch(() => undefined);
-    if (!(await teamPermits(this.d, req, name, log, refuse))) return void (await reaction);
+    // The API has no user: its team rule is decided before it runs (http/api.ts).
+    if (!req.ctx.api && !(await teamPermits(this.d, req, name, log, refuse))) return void (await reaction);
     // No await without pre hooks: the command starts in the same tick as before hooks existed.
     if (this.d.hooks?.configured('pre', req.ctx.repo, req.ctx.baseRef) && !(await this.preHooks(req, name, log)))
       return void (await reaction);
@@ -103,6 +119,7 @@ export class CommandRunner {
     } catch (e) {
       this.d.metrics.commandsTotal.inc({ command: name, result: 'error' });
       log.error('Command failed', { error: (e as Error).message });
+      if (req.ctx.api) req.ctx.api.error = (e as Error).message;
       // As Atlantis: a command that fails before running its projects (bad -p, bad config,
       // nothing to apply) fails its PR-wide status and answers "**Plan Error**" with the error.
       if (name === 'plan' || name === 'apply') await this.jobs.statuses.combined(target(req.ctx), name, 'failure');
@@ -125,6 +142,7 @@ export class CommandRunner {
     log.error('Error running pre-workflow hooks', { error });
     if (!this.d.config.failOnPreWorkflowHookError) return true;
     this.d.metrics.commandsTotal.inc({ command: name, result: 'error' });
+    if (req.ctx.api) req.ctx.api.error = `pre-workflow hook failed: ${error}`;
     await this.jobs.comment(req.ctx, preHookFailedComment(error), name).catch(() => undefined);
     if (name === 'plan' || name === 'apply') await this.jobs.statuses.combined(target(req.ctx), name, 'failure');
     return false;
@@ -151,6 +169,14 @@ export class CommandRunner {
       case 'approve_policies':
         return approvePolicies(this.jobs, req.ctx, c);
     }
+  }
+
+  /**
+   * The projects a command would run on, without running anything (the API checks every
+   * target of a request before the first runs): the PR's checkout, its repo config, the target.
+   */
+  async projectsFor(ctx: PullContext, command: ParsedCommand): Promise<number> {
+    return (await this.jobs.selection(ctx, command)).projects.length;
   }
 
   /** A closed PR: forget its cancel mark and project states. */

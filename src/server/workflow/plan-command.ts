@@ -54,11 +54,12 @@ export async function plan(j: ProjectJobs, ctx: PullContext, c: ParsedCommand | 
     run: (p) => planProject(j, ctx, p, c, merged.get(p.workspace)),
     cancelled: (p) => j.error(p, CANCELLED_PROJECT_ERROR),
   });
-  await j.automerger.afterPlan(ctx, config, projects, !runs.every((r) => r.status === 'success'));
+  // As Atlantis: the API never automerges.
+  if (!ctx.api) await j.automerger.afterPlan(ctx, config, projects, !runs.every((r) => r.status === 'success'));
   await j.postResults(ctx, 'plan', runs, c);
   await j.statuses.afterPlan(t, outcomes('plan', runs));
-  // As Atlantis: a comment's plan that went through runs the (here empty) policy checks.
-  if (!autoplan && runs.every((r) => r.status === 'success')) await j.statuses.noPolicyChecks(t);
+  // As Atlantis: a comment's plan that went through runs the (here empty) policy checks; the API's sets no such status.
+  if (!autoplan && !ctx.api && runs.every((r) => r.status === 'success')) await j.statuses.noPolicyChecks(t);
   return summarize(runs);
 }
 

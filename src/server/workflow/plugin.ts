@@ -38,6 +38,8 @@ import { RepoConfigError } from './repo-config/types.js';
 import { type PullRefusal, type WorkItem, decideWebhook, gatePull } from './webhook-decision.js';
 import { lockDiscardedComment } from './lock-delete.js';
 import { mountWebUi } from './web-ui.js';
+import { mountApi } from '../http/api.js';
+import { type ApiCommandDeps, apiRoutes, releasePullless } from './api-command.js';
 import { WorkingCopies } from './working-copy.js';
 
 /** The body of a 503 to a command whose journal write failed. */
@@ -387,6 +389,7 @@ export function workflowPlugin(server: AtlantisServer) {
     }
   }
 
+  const apiDeps: ApiCommandDeps = { config: cfg, runner, store, github, copies, logger: log, began: countRunning, ended: commandDone };
   const recovery: RecoveryDeps = {
     store,
     logger: log,
@@ -403,6 +406,7 @@ export function workflowPlugin(server: AtlantisServer) {
       return true;
     },
     adopt: async (item) => void (await accept(item)),
+    releasePullless: (repo, pull) => releasePullless(apiDeps, repo, pull),
   };
 
   /** A replica died without leaving, and this one won the claim: its journal is ours to finish. */
@@ -430,7 +434,8 @@ export function workflowPlugin(server: AtlantisServer) {
       server.metrics.storeUp.set(up ? 1 : 0);
       return up;
     },
-    extraRoutes: (app: import('express').Express) =>
+    extraRoutes: (app: import('express').Express) => {
+      mountApi(app, apiRoutes(apiDeps, { server, allowlist }));
       mountWebUi(app, {
         store,
         jobs,
@@ -438,9 +443,11 @@ export function workflowPlugin(server: AtlantisServer) {
         drainStatus: () => ({ shuttingDown: server.tracker.isShuttingDown, inProgress: server.tracker.inProgress }),
         onLockDiscarded: (l) => {
           log.info('Lock deleted from the web page', { repo: l.repo, pull: l.pull, dir: l.dir, workspace: l.workspace });
-          server.trackBackground(comment(l.repo, l.pull, lockDiscardedComment(l.dir, l.workspace)));
+          // An API run without a pull request (pull <= 0) has no PR to tell.
+          if (l.pull > 0) server.trackBackground(comment(l.repo, l.pull, lockDiscardedComment(l.dir, l.workspace)));
         },
-      }),
+      });
+    },
     start: async () => {
       // As Atlantis: a store that cannot be reached at start stops the start (a pod restarts).
       await store.connect();

@@ -226,6 +226,8 @@ export class ProjectJobs {
 
   /** The result comment of a command; a lost comment is logged and counted by comment(). */
   async postResults(ctx: PullContext, cmd: ResultCommand, runs: ProjectRun[], c: ParsedCommand | undefined): Promise<void> {
+    // An API run answers with the results instead (as Atlantis, no comment).
+    if (ctx.api) return void ctx.api.runs.push(...runs);
     const body = renderResults({
       command: cmd,
       subName: c?.subName,
@@ -261,6 +263,8 @@ export class ProjectJobs {
   }
 
   async comment(ctx: PullContext, body: string, command: string): Promise<void> {
+    // As Atlantis: an API run comments nothing on the PR.
+    if (ctx.api) return;
     try {
       await this.d.github.createComment(ctx.repo, ctx.pull, body, { command });
     } catch (e) {

@@ -20,6 +20,11 @@ export interface RecoveryDeps {
   resume: (item: WorkItem, id: string) => boolean;
   /** Accepts a dead replica's never-begun command here, as a new webhook would be (journalled under this replica). */
   adopt: (item: WorkItem) => Promise<void>;
+  /**
+   * Releases what an API run without a pull request (pull <= 0) left: its locks, plans and
+   * working copy. Nobody else ever would: no pull request closes, and none is told.
+   */
+  releasePullless?: (repo: string, pull: number) => Promise<void>;
 }
 
 /** The journal of `of` (undefined: this server's own): interrupted jobs, then accepted commands. */
@@ -35,7 +40,8 @@ async function reportInterruptedJobs(d: RecoveryDeps, unfinished: JobRecord[]): 
     // The saved plan is stale after a partial apply; the lock stays (nobody plans on top of it).
     if (j.command === 'apply') await d.store.deletePlan(j.repo, j.pull, j.dir ?? '.', j.workspace ?? 'default');
     d.logger.warn('Found a job interrupted by a server crash', { jobId: j.id, repo: j.repo, pull: j.pull, command: j.command });
-    d.comment(j.repo, j.pull, crashedJobComment(j, d.executableName));
+    if (j.pull <= 0) await d.releasePullless?.(j.repo, j.pull);
+    else d.comment(j.repo, j.pull, crashedJobComment(j, d.executableName));
   }
 }
 

@@ -53,7 +53,8 @@ export async function requirementRefusal(
   reqs: readonly ApplyRequirement[],
   project: RequirementProject,
 ): Promise<string | undefined> {
-  if (reqs.length === 0) return undefined;
+  // A run of the API without a pull request (pull <= 0): nothing to ask, as Atlantis skips PR requirements then.
+  if (reqs.length === 0 || target.pull <= 0) return undefined;
   const { github } = src;
   const f: RequirementFacts = {};
   if (reqs.includes('approved')) f.approved = approvedByReviews(await github.listReviews(target.repo, target.pull));

@@ -26,12 +26,14 @@ export interface CheckoutRequest {
   baseRef?: string;
   /** The base repository's clone URL (merge strategy); default cloneUrl. */
   baseCloneUrl?: string;
+  /** Overrides --checkout-strategy for this working copy (the API's run of a ref without a pull request: branch). */
+  strategy?: CheckoutStrategy;
 }
 
 /** The request for one workspace of a pull request (from the command's pull context). */
 export function checkoutRequest(ctx: Omit<CheckoutRequest, 'workspace'>, workspace: string): CheckoutRequest {
-  const { repo, pull, cloneUrl, baseCloneUrl, headRef, headSha, baseRef } = ctx;
-  return { repo, pull, workspace, cloneUrl, baseCloneUrl, headRef, headSha, baseRef };
+  const { repo, pull, cloneUrl, baseCloneUrl, headRef, headSha, baseRef, strategy } = ctx;
+  return { repo, pull, workspace, cloneUrl, baseCloneUrl, headRef, headSha, baseRef, ...(strategy ? { strategy } : {}) };
 }
 
 /** --checkout-strategy and --checkout-depth, as Atlantis. */
@@ -124,12 +126,13 @@ export class WorkingCopies {
    */
   async checkout(req: CheckoutRequest): Promise<string> {
     const dir = this.dirFor(req.repo, req.pull, req.workspace);
-    if (existsSync(path.join(dir, '.git')) && isAtTarget(this.options, req, await this.seen(dir, req))) return dir;
+    const o = this.optionsFor(req);
+    if (existsSync(path.join(dir, '.git')) && isAtTarget(o, req, await this.seen(dir, req))) return dir;
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(path.dirname(dir), { recursive: true });
     // Credentials a PR's clone URL may carry are dropped: ours come from the helper only.
     const url = withoutCredentials(req.cloneUrl);
-    const strategy = this.options.strategy;
+    const strategy = o.strategy;
     this.logger.info('Cloning pull request', {
       repo: req.repo,
       pull: req.pull,
@@ -139,12 +142,12 @@ export class WorkingCopies {
       strategy,
     });
     if (strategy === 'merge') {
-      await this.git(path.dirname(dir), cloneArgs(this.options, req, dir), baseUrlOf(req));
+      await this.git(path.dirname(dir), cloneArgs(o, req, dir), baseUrlOf(req));
       await this.git(dir, ['remote', 'add', HEAD_REMOTE, url], url);
       await this.mergeHead(dir, req);
       return dir;
     }
-    await this.git(path.dirname(dir), cloneArgs(this.options, req, dir), url);
+    await this.git(path.dirname(dir), cloneArgs(o, req, dir), url);
     if ((await this.headOf(dir)) !== req.headSha) {
       // The branch moved on since the event (or the ref is not a branch): fetch the exact commit.
       await this.git(dir, ['fetch', '--quiet', '--depth=1', url, req.headSha], url);
@@ -158,7 +161,7 @@ export class WorkingCopies {
    * since the working copy was merged, merges the head into the new base. True when it did.
    */
   async mergeAgain(req: CheckoutRequest): Promise<boolean> {
-    if (this.options.strategy !== 'merge') return false;
+    if (this.optionsFor(req).strategy !== 'merge') return false;
     const dir = this.dirFor(req.repo, req.pull, req.workspace);
     // Not cloned yet: its first checkout merges into the newest base anyway.
     if (!existsSync(path.join(dir, '.git'))) return false;
@@ -181,7 +184,7 @@ export class WorkingCopies {
    * there a project never diverges.
    */
   async divergedFiles(req: CheckoutRequest, fromPullHead: boolean): Promise<string[] | undefined> {
-    if (this.options.strategy !== 'merge') return undefined;
+    if (this.optionsFor(req).strategy !== 'merge') return undefined;
     const dir = this.dirFor(req.repo, req.pull, req.workspace);
     const baseUrl = baseUrlOf(req);
     await this.git(dir, ['fetch', '--quiet', '--no-tags', 'origin'], baseUrl);
@@ -208,13 +211,32 @@ export class WorkingCopies {
     await this.git(dir, mergeArgs(req.headSha), url, MERGE_ENV);
   }
 
+  /**
+   * The commit a branch of a repository points at now (`git ls-remote`), or undefined when it
+   * has no such branch: the API's run of a ref without a pull request starts from it.
+   */
+  async branchHead(cloneUrl: string, branch: string): Promise<string | undefined> {
+    const out = await this.git(
+      this.dataDir,
+      ['ls-remote', '--heads', '--', withoutCredentials(cloneUrl), `refs/heads/${branch}`],
+      cloneUrl,
+    );
+    const line = out.split('\n').find((l) => l.endsWith(`\trefs/heads/${branch}`));
+    const sha = line?.split('\t')[0];
+    return sha && SHA.test(sha) ? sha : undefined;
+  }
+
+  private optionsFor(req: CheckoutRequest): CheckoutOptions {
+    return req.strategy ? { ...this.options, strategy: req.strategy } : this.options;
+  }
+
   /** Removes all working copies of a pull request (PR closed). */
   remove(repo: string, pull: number): void {
     rmSync(path.join(this.dataDir, 'repos', repo, String(pull)), { recursive: true, force: true });
   }
 
   private async seen(dir: string, req: CheckoutRequest): Promise<{ head?: string; secondParent?: string; hasBaseRemoteRef?: boolean }> {
-    if (this.options.strategy === 'branch') return { head: await this.headOf(dir) };
+    if (this.optionsFor(req).strategy === 'branch') return { head: await this.headOf(dir) };
     const r = await this.host.spawn({ command: 'git', args: ['rev-parse', '--verify', '--quiet', 'HEAD^2'], cwd: dir, output: 'capture' });
     const ref = req.baseRef ? `refs/remotes/origin/${req.baseRef}` : undefined;
     const hasRef = ref !== undefined && (await this.ok(dir, ['show-ref', '--verify', '--quiet', ref]));
