@@ -6,6 +6,8 @@ import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../../config/flags.js';
 import { openStateStore } from '../locks/open-store.js';
+import type { StateStore } from '../locks/state-store.js';
+import { waitingStore } from '../locks/store-wait.js';
 import type { Operation } from '../drain/operation-tracker.js';
 import { openProjectLeases } from '../locks/project-lease.js';
 import { redisTarget } from '../locks/redis-connection.js';
@@ -73,6 +75,8 @@ export function workflowPlugin(server: AtlantisServer) {
     }
   }
   const store = openStateStore(cfg, log);
+  // The store as accepted commands use it: their calls wait out a short outage (store-wait.ts).
+  const patient = waitingStore(store, { logger: log, onReachable: (up) => server.metrics.storeUp.set(up ? 1 : 0) });
   const leases = openProjectLeases(cfg, log);
   const auth = githubAuth(cfg, log);
   const github = new GitHubClient({
@@ -110,7 +114,7 @@ export function workflowPlugin(server: AtlantisServer) {
   });
   const runner = new CommandRunner({
     config: cfg,
-    store,
+    store: patient,
     leases,
     github,
     copies,
@@ -291,7 +295,7 @@ export function workflowPlugin(server: AtlantisServer) {
   function launch(item: WorkItem, id: string, op: Operation): void {
     const { repo, pull } = item.kind === 'autoplan' ? item.ctx : item;
     const began = (): Promise<boolean> =>
-      observed(store.commandStarted(id)).then(
+      observed(patient.commandStarted(id)).then(
         () => true,
         async (e: unknown) => {
           log.error('Command not run: the state store cannot be reached', {
@@ -306,7 +310,7 @@ export function workflowPlugin(server: AtlantisServer) {
       );
     void execute(item, began)
       .catch((e: unknown) => log.error('Command crashed', { error: (e as Error).message }))
-      .then(() => observed(store.commandFinished(id)))
+      .then(() => observed(patient.commandFinished(id)))
       .catch((e: unknown) => log.warn('Could not remove a finished command from the journal', { repo, pull, error: (e as Error).message }))
       .then(() => endCommand(repo, pull, op));
   }
@@ -334,14 +338,16 @@ export function workflowPlugin(server: AtlantisServer) {
    * of locks. Two store calls: a command of this PR that records a status between them has
    * it deleted, as if it had come before the close; one still running releases again at its
    * end (commandDone). Whether a command runs is read before the first await, as before.
+   * `first`: the store of the first call (the raw one for a webhook: a 503 at once, nothing done).
    */
-  async function releasePull(repo: string, pull: number): Promise<number> {
+  async function releasePull(repo: string, pull: number, first: StateStore = patient): Promise<number> {
     // Working copies stay while a command of this PR still runs in them (deleted when it ends).
     const removeCopies = !server.tracker.isShuttingDown && !running.has(pullKey(repo, pull));
-    const { locks, plans } = await store.unlockAllForPull(repo, pull, { discardPlans: true });
+    const { locks, plans } = await first.unlockAllForPull(repo, pull, { discardPlans: true });
     for (const p of plans) rmSync(p.planPath, { force: true });
-    // As Atlantis: a closed PR's plan status goes too (a reopened PR plans afresh).
-    await store.deletePullStatus(repo, pull);
+    // As Atlantis: a closed PR's plan status goes too (a reopened PR plans afresh). Waiting:
+    // once the locks went, a redelivered close would find nothing to tell the PR about.
+    await patient.deletePullStatus(repo, pull);
     if (removeCopies) copies.remove(repo, pull);
     if (locks.length > 0) server.trackBackground(comment(repo, pull, pullClosedComment(locks)));
     return locks.length;
@@ -354,7 +360,7 @@ export function workflowPlugin(server: AtlantisServer) {
     if (entry) entry.closed = true;
     // As Atlantis: a closed PR's cancel mark and project states go with it.
     runner.forgetPull(repo, pull);
-    return { status: 200, body: `Pull request closed: released ${await releasePull(repo, pull)} lock(s)\n` };
+    return { status: 200, body: `Pull request closed: released ${await releasePull(repo, pull, store)} lock(s)\n` };
   }
 
   async function onWebhook(req: WebhookRequest): Promise<WebhookResponse> {
@@ -391,7 +397,7 @@ export function workflowPlugin(server: AtlantisServer) {
 
   const apiDeps: ApiCommandDeps = { config: cfg, runner, store, github, copies, logger: log, began: countRunning, ended: commandDone };
   const recovery: RecoveryDeps = {
-    store,
+    store: patient,
     logger: log,
     executableName: cfg.executableName,
     comment: (repo, pull, body) => server.trackBackground(comment(repo, pull, body)),
