@@ -92,6 +92,17 @@ for (const [name, open] of Object.entries(kinds)) {
       await Promise.all([la.release(), other.release(), ws.release()]);
     });
 
+    it('the same job asking again gets the lease it holds, as when its first answer was lost', async () => {
+      const { a, b } = open({});
+      const la = held(await a.acquire(K, A));
+      const again = held(await a.acquire(K, A));
+      assert.equal(again.token, la.token, 'the same lease');
+      assert.deepEqual(await b.acquire(K, B), { held: false, holder: A });
+      await again.release();
+      assert.equal(await la.stillHeld(), false, 'one lease, released through either');
+      assert.equal(held(await b.acquire(K, B)).token > la.token, true);
+    });
+
     it('hands out strictly increasing tokens; release frees the project for the other', async () => {
       const { a, b } = open({});
       const tokens: number[] = [];
@@ -173,3 +184,37 @@ for (const [name, open] of Object.entries(kinds)) {
     });
   });
 }
+
+describe('RedisProjectLeases while Redis goes away', () => {
+  it('the fencing check and the release wait for a Redis back within the TTL; an acquire waits too', async () => {
+    const own = await startRedisServer();
+    const logged: string[] = [];
+    const leases = new RedisProjectLeases({ host: own.host, port: own.port, ttlMs: 20_000, logger: recordingLogger(logged) });
+    const other = new RedisProjectLeases({ host: own.host, port: own.port, ttlMs: 20_000 });
+    try {
+      const la = held(await leases.acquire(K, A));
+      await own.stop();
+      // Asked with Redis down: answered once it is back, and still held (the outage was shorter than the TTL).
+      const check = la.stillHeld();
+      const acquire = leases.acquire({ ...K, dir: 'other' }, B);
+      await own.restart();
+      assert.equal(await check, true, 'still held after the outage');
+      const lo = held(await acquire);
+      await own.stop();
+      const released = la.release();
+      await own.restart();
+      await released;
+      assert.equal(held(await other.acquire(K, B)).token > lo.token, true, 'released: free for another job at once');
+      assert.deepEqual(
+        logged.filter((l) => l.startsWith('error')),
+        [],
+        'nothing lost',
+      );
+      assert.ok(logged.includes('warn: State store unreachable: the call waits for it'), logged.join('\n'));
+    } finally {
+      await leases.close();
+      await other.close();
+      await own.cleanup();
+    }
+  });
+});

@@ -7,6 +7,8 @@
 // that never goes back: every acquire, renew, release and check compares it, so a replica
 // whose lease expired can never extend, release or pass the check of the lease another
 // holds now. `stillHeld()` is the fencing check, made before a result is written back.
+// Calls wait for a Redis that cannot be reached (store-wait.ts): acquire as any call of an
+// accepted command, the check and the release at most one TTL (after that the lease is gone).
 //
 // RedisProjectLeases: a key per project with a PX expiry, the token from INCR, each step one
 // Lua script. LocalProjectLeases: the embedded store's; the data-dir lock already guarantees
@@ -16,6 +18,7 @@ import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
 import { type RedisConnectionOptions, connectRedis, redisClientOptions, redisConnection } from './redis-connection.js';
 import type { LockKey } from './state-store.js';
+import { waitingForStore } from './store-wait.js';
 
 export interface LeaseHolder {
   replicaId: string;
@@ -36,6 +39,10 @@ export interface Lease {
 export type LeaseAcquireResult = { held: true; lease: Lease } | { held: false; holder: LeaseHolder };
 
 export interface ProjectLeases {
+  /**
+   * The lease, or who holds it. Not re-entrant, except for the very same holder (replica and
+   * job) asking again: it gets the lease it holds, as when the answer to its first ask was lost.
+   */
   acquire(key: LockKey, holder: LeaseHolder): Promise<LeaseAcquireResult>;
   /** Stops the renewals of leases still held (they expire) and closes the connection. */
   close(): Promise<void>;
@@ -58,6 +65,8 @@ interface LeaseBackend {
 }
 
 const DEFAULT_TTL_MS = 30_000;
+/** The same job asking again (its first answer was lost with the connection): it gets its own lease back. */
+const sameJob = (a: LeaseHolder, b: LeaseHolder): boolean => a.replicaId === b.replicaId && a.jobId === b.jobId;
 /** Injective: JSON of the three parts. */
 const fieldOf = (k: LockKey): string => JSON.stringify([k.repo, k.dir, k.workspace]);
 
@@ -99,7 +108,8 @@ class HeldLease implements Lease {
   async stillHeld(): Promise<boolean> {
     if (this.lost) return false;
     try {
-      if (await this.backend.check(fieldOf(this.key), this.token)) return true;
+      // Redis away for a moment: the lease outlives it by its TTL, so the answer is worth the wait.
+      if (await this.waiting('project lease check', () => this.backend.check(fieldOf(this.key), this.token))) return true;
     } catch (e) {
       // Unknown counts as lost: the caller must not write a result it cannot vouch for.
       this.logger?.warn('Could not check the project lease', { ...this.fields(), error: (e as Error).message });
@@ -113,7 +123,13 @@ class HeldLease implements Lease {
     this.stop();
     if (this.lost) return;
     this.lost = true;
-    await this.backend.release(fieldOf(this.key), this.token);
+    // Else the project stays closed to every other job until the TTL ends.
+    await this.waiting('project lease release', () => this.backend.release(fieldOf(this.key), this.token));
+  }
+
+  /** A backend call that waits for Redis to come back, no longer than the lease could live. */
+  private waiting<T>(what: string, call: () => Promise<T>): Promise<T> {
+    return waitingForStore(what, call, { maxWaitMs: this.ttlMs, ...(this.logger ? { logger: this.logger } : {}) });
   }
 
   stop(): void {
@@ -150,7 +166,10 @@ class Leases implements ProjectLeases {
   }
 
   async acquire(key: LockKey, holder: LeaseHolder): Promise<LeaseAcquireResult> {
-    const r = await this.backend.tryAcquire(fieldOf(key), holder, this.ttlMs);
+    // Retried while Redis cannot be reached: the job asking is one whose command was answered 200.
+    const r = await waitingForStore('project lease acquire', () => this.backend.tryAcquire(fieldOf(key), holder, this.ttlMs), {
+      ...(this.logger ? { logger: this.logger } : {}),
+    });
     if (typeof r !== 'number') return { held: false, holder: r };
     return { held: true, lease: new HeldLease(this.backend, key, holder, r, this.ttlMs, this.renewEveryMs, this.logger, this.live) };
   }
@@ -182,6 +201,10 @@ class MemoryBackend implements LeaseBackend {
 
   async tryAcquire(field: string, holder: LeaseHolder, ttlMs: number): Promise<number | LeaseHolder> {
     const cur = this.current(field);
+    if (cur && sameJob(cur.holder, holder)) {
+      cur.expiresAt = this.now() + ttlMs;
+      return cur.token;
+    }
     if (cur) return cur.holder;
     const token = ++this.counter;
     this.leases.set(field, { token, holder: { ...holder }, expiresAt: this.now() + ttlMs });
@@ -212,9 +235,16 @@ const LEASE_SCRIPTS = {
   atlLeaseAcquire: {
     numberOfKeys: 2,
     lua: `local cur = redis.call('GET', KEYS[1])
-if cur then return cur end
-local token = redis.call('INCR', KEYS[2])
 local h = cjson.decode(ARGV[1])
+if cur then
+  local c = cjson.decode(cur)
+  if c.replicaId == h.replicaId and c.jobId == h.jobId then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return c.token
+  end
+  return cur
+end
+local token = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], cjson.encode({token = token, replicaId = h.replicaId, jobId = h.jobId}), 'PX', ARGV[2])
 return token`,
   },
