@@ -1,6 +1,7 @@
-// Store calls of accepted commands wait out a short Redis outage (src/server/locks/store-wait.ts).
-// Against a real redis-server that is stopped, restarted and paused; the errors classified are
-// the ones ioredis really gives.
+// Store calls of accepted commands wait out a short Redis outage (src/server/locks/store-wait.ts),
+// and the journal entry of a command answered 503 goes once Redis answers again
+// (src/server/workflow/refused-entries.ts). Against a real redis-server that is stopped,
+// restarted and paused; the errors classified are the ones ioredis really gives.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -10,6 +11,7 @@ import type { LogFields, Logger } from '../src/log.js';
 import { RedisStore } from '../src/server/locks/redis-store.js';
 import type { LockKey } from '../src/server/locks/state-store.js';
 import { retryPauseMs, storeUnreachable, waitingStore } from '../src/server/locks/store-wait.js';
+import { RefusedEntries } from '../src/server/workflow/refused-entries.js';
 import { type RedisServer, startRedisServer } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
 
@@ -158,5 +160,39 @@ describe('waitingStore', () => {
     assert.equal(w.kind, 'redis');
     assert.match(w.planPath(K, 1), /plans/);
     await srv.restart();
+  });
+});
+
+describe('RefusedEntries', () => {
+  it('removes the entry of a write that timed out (answered 503) and reached Redis when it resumed', async () => {
+    const { srv, store } = await fresh();
+    const logged: string[] = [];
+    const refused = new RefusedEntries(store, recordingLogger(logged));
+    srv.pause();
+    // The write waits in the socket; the caller sees a timeout (the webhook got its 503).
+    await assert.rejects(store.acceptCommand({ id: 'lost-reply', repo: 'acme/infra', pull: 1, payload: {} }), /timed out/);
+    const done = refused.add('lost-reply');
+    assert.equal(refused.pending, 1);
+    srv.resume();
+    await done;
+    assert.equal(refused.pending, 0);
+    assert.deepEqual(await store.acceptedCommands(), [], 'the entry the paused Redis took in the end is gone');
+    assert.deepEqual(logged, []);
+  });
+
+  it('entries never written (Redis stopped) are a no-op for one loop, which leaves the other entries alone', async () => {
+    const { srv, store } = await fresh();
+    const refused = new RefusedEntries(store, recordingLogger([]));
+    await store.acceptCommand({ id: 'kept', repo: 'acme/infra', pull: 2, payload: {} });
+    await srv.stop();
+    const a = refused.add('never-written-1');
+    const b = refused.add('never-written-2');
+    assert.equal(a, b, 'one loop');
+    await srv.restart();
+    await a;
+    assert.deepEqual(
+      (await store.acceptedCommands()).map((c) => c.id),
+      ['kept'],
+    );
   });
 });

@@ -35,6 +35,7 @@ import {
 } from './messages.js';
 import { ProjectRunner } from './project-runner.js';
 import { type RecoveryDeps, recoverJournal } from './recovery.js';
+import { RefusedEntries } from './refused-entries.js';
 import { type ServerSideRepoConfig, parseServerSideRepoConfig } from './repo-config/server-side.js';
 import { RepoConfigError } from './repo-config/types.js';
 import { type PullRefusal, type WorkItem, decideWebhook, gatePull } from './webhook-decision.js';
@@ -77,6 +78,7 @@ export function workflowPlugin(server: AtlantisServer) {
   const store = openStateStore(cfg, log);
   // The store as accepted commands use it: their calls wait out a short outage (store-wait.ts).
   const patient = waitingStore(store, { logger: log, onReachable: (up) => server.metrics.storeUp.set(up ? 1 : 0) });
+  const refused = new RefusedEntries(store, log);
   const leases = openProjectLeases(cfg, log);
   const auth = githubAuth(cfg, log);
   const github = new GitHubClient({
@@ -270,6 +272,8 @@ export function workflowPlugin(server: AtlantisServer) {
     } catch (e) {
       log.warn('Command refused: the state store cannot be reached', { repo, pull, command: lineOf(item), error: (e as Error).message });
       server.metrics.commandsRefused.inc({ reason: 'store_unavailable' });
+      // The write may have reached the store all the same: its entry must not run besides the redelivery.
+      server.trackBackground(refused.add(id));
       await endCommand(repo, pull, op);
       return { status: 503, body: `${STORE_UNAVAILABLE_BODY}\n` };
     }
