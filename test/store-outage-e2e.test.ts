@@ -1,8 +1,9 @@
 // Redis unreachable: a comment webhook whose journal write fails is answered 503 with a
 // one-line body, and nothing is half done (no comment, no reaction, no operation left
-// running); /readyz is 503 and /metrics shows atlantis_store_up 0 and the refusal. Redis
-// back (restarted, its AOF brings the data back): the same server process, never
-// restarted, answers the next comment with 200 and a plan; /readyz 200, atlantis_store_up 1.
+// running); a close is answered 503 too; /readyz is 503 and /metrics shows atlantis_store_up
+// 0 and the refusal. Redis back (restarted, its AOF brings the data back): the same server
+// process, never restarted, answers the next comment with 200 and a plan; /readyz 200,
+// atlantis_store_up 1; the close sent again releases the plan's lock.
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
@@ -77,6 +78,11 @@ describe('Redis unreachable, then back', () => {
     assert.deepEqual(env.gh.callsTo('POST', /\/reactions$/), [], 'no reaction either');
     const status = (await (await fetch(`${url}/status`)).json()) as { in_progress_operations: number };
     assert.equal(status.in_progress_operations, 0, '/status lists no operation');
+    // A close cannot release anything either: 503 with the reason, so that it is sent again.
+    const closeRefused = await env.closePull(url, pull);
+    assert.equal(closeRefused.status, 503);
+    assert.equal(closeRefused.body, "The state store cannot be reached: the pull request's locks were not released, try again later\n");
+    env.gh.updatePull(env.repo.fullName, pull, { state: 'open' });
 
     // Redis back: the same process resumes without a restart.
     await redis.restart();
@@ -88,6 +94,13 @@ describe('Redis unreachable, then back', () => {
     assert.match(plan.body, /Plan: 1 to add, 0 to change, 0 to destroy/);
     assert.equal(env.commentsOn(pull).length, 1, 'one comment: the plan of the accepted command');
     assert.equal(await metric(url, 'atlantis_commands_refused_total{reason="store_unavailable"}'), 1);
+    // The close sent again now releases the lock the plan took, and says so.
+    assert.equal((await env.closePull(url, pull)).status, 200);
+    const closed = await env.waitForComment(
+      pull,
+      /^Locks and plans deleted for the projects and workspaces modified in this pull request:/,
+    );
+    assert.match(closed.body, new RegExp(`- dir: \`${dir}\` workspace: \`default\``));
     assert.equal(p.child.exitCode, null, 'the server never exited');
   });
 });

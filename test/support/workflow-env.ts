@@ -38,7 +38,7 @@ export interface WorkflowEnv {
     user?: string,
     headers?: Record<string, string>,
   ): Promise<{ status: number; body: string }>;
-  closePull(serverUrl: string, number: number): Promise<{ status: number }>;
+  closePull(serverUrl: string, number: number): Promise<{ status: number; body: string }>;
   /** Waits until PR `number` has a comment matching `re` posted after `after` comments; returns it. */
   waitForComment(number: number, re: RegExp, opts?: { after?: number; timeoutMs?: number; pollMs?: number }): Promise<StandinComment>;
   commentsOn(number: number): StandinComment[];
@@ -122,7 +122,7 @@ export async function createWorkflowEnv(opts: { ghHost?: string } = {}): Promise
         }),
         { secret: WEBHOOK_SECRET },
       );
-      return { status: r.status };
+      return { status: r.status, body: r.body };
     },
     commentsOn(number) {
       return gh.comments(repo.fullName, number);

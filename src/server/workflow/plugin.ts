@@ -7,7 +7,7 @@ import path from 'node:path';
 import { UsageError } from '../../config/flags.js';
 import { openStateStore } from '../locks/open-store.js';
 import type { StateStore } from '../locks/state-store.js';
-import { waitingStore } from '../locks/store-wait.js';
+import { storeUnreachable, waitingStore } from '../locks/store-wait.js';
 import type { Operation } from '../drain/operation-tracker.js';
 import { openProjectLeases } from '../locks/project-lease.js';
 import { redisTarget } from '../locks/redis-connection.js';
@@ -47,6 +47,9 @@ import { WorkingCopies } from './working-copy.js';
 
 /** The body of a 503 to a command whose journal write failed. */
 export const STORE_UNAVAILABLE_BODY = 'The state store cannot be reached: the command was not accepted, try again later';
+/** The body of a 503 to a close whose release of the PR's locks could not begin. */
+export const CLOSE_STORE_UNAVAILABLE_BODY =
+  "The state store cannot be reached: the pull request's locks were not released, try again later";
 
 export function workflowPlugin(server: AtlantisServer) {
   const cfg = server.config;
@@ -364,7 +367,15 @@ export function workflowPlugin(server: AtlantisServer) {
     if (entry) entry.closed = true;
     // As Atlantis: a closed PR's cancel mark and project states go with it.
     runner.forgetPull(repo, pull);
-    return { status: 200, body: `Pull request closed: released ${await releasePull(repo, pull, store)} lock(s)\n` };
+    let released: number;
+    try {
+      released = await releasePull(repo, pull, store);
+    } catch (e) {
+      if (!storeUnreachable(e)) throw e;
+      log.warn('Close not handled: the state store cannot be reached', { repo, pull, error: (e as Error).message });
+      return { status: 503, body: `${CLOSE_STORE_UNAVAILABLE_BODY}\n` };
+    }
+    return { status: 200, body: `Pull request closed: released ${released} lock(s)\n` };
   }
 
   async function onWebhook(req: WebhookRequest): Promise<WebhookResponse> {
