@@ -37,7 +37,11 @@ export async function recoverJournal(d: RecoveryDeps, of?: string): Promise<void
 async function reportInterruptedJobs(d: RecoveryDeps, unfinished: JobRecord[]): Promise<void> {
   for (const j of unfinished) {
     await d.store.jobFinished(j.id, 'interrupted', 'server stopped while the job ran');
-    // The saved plan is stale after a partial apply; the lock stays (nobody plans on top of it).
+    // The lock stays, whatever the job, as Atlantis v0.47 leaves it when killed (it frees a
+    // lock only when a plan fails in its own process): after an apply the state may be half
+    // written; after a plan the killed terraform may hold its state lock, and the PR's next
+    // plan takes the lock again (re-entrant). Only an apply's saved plan goes (stale); a plan
+    // saved before an interrupted plan stays, as does the status that describes it.
     if (j.command === 'apply') await d.store.deletePlan(j.repo, j.pull, j.dir ?? '.', j.workspace ?? 'default');
     d.logger.warn('Found a job interrupted by a server crash', { jobId: j.id, repo: j.repo, pull: j.pull, command: j.command });
     if (j.pull <= 0) await d.releasePullless?.(j.repo, j.pull);
