@@ -14,6 +14,7 @@ import { retryPauseMs, storeUnreachable, waitingStore } from '../src/server/lock
 import { RefusedEntries } from '../src/server/workflow/refused-entries.js';
 import { type RedisServer, startRedisServer } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
+import { stateStoreContract } from './support/state-store-contract.js';
 
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'store-wait-'));
 const servers: RedisServer[] = [];
@@ -98,6 +99,34 @@ describe('storeUnreachable', () => {
   it('retries 100 ms apart, doubling to at most 1 s', () => {
     assert.deepEqual([1, 2, 3, 4, 5, 6, 10].map(retryPauseMs), [100, 200, 400, 800, 1000, 1000, 1000]);
   });
+});
+
+// The wrapper changes nothing while Redis answers: the whole store contract, through it.
+let contractN = 0;
+let contractServer: RedisServer | undefined;
+stateStoreContract('waitingStore(RedisStore)', async () => {
+  if (!contractServer) {
+    contractServer = await startRedisServer();
+    servers.push(contractServer);
+  }
+  const srv = contractServer;
+  const keyPrefix = `contract-${contractN++}:`;
+  const dataDir = path.join(tmpRoot, keyPrefix.slice(0, -1));
+  const own: RedisStore[] = [];
+  const open = async (replicaId = 'r0', dir = dataDir) => {
+    const s = await RedisStore.connect({ host: srv.host, port: srv.port, dataDir: dir, replicaId, keyPrefix });
+    own.push(s);
+    return waitingStore(s);
+  };
+  return {
+    store: await open(),
+    dataDir,
+    reopen: () => open(),
+    otherServer: () => open('r1', `${dataDir}-other`),
+    cleanup: async () => {
+      for (const s of own) await s.close();
+    },
+  };
 });
 
 describe('waitingStore', () => {
