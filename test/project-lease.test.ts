@@ -186,6 +186,40 @@ for (const [name, open] of Object.entries(kinds)) {
 }
 
 describe('RedisProjectLeases while Redis goes away', () => {
+  it('a lease outlives an outage shorter than its TTL less a renewal period and the reconnect', async () => {
+    const own = await startRedisServer();
+    const logged: string[] = [];
+    const leases = new RedisProjectLeases({
+      host: own.host,
+      port: own.port,
+      ttlMs: 8000,
+      renewEveryMs: 1000,
+      logger: recordingLogger(logged),
+    });
+    const other = new RedisProjectLeases({ host: own.host, port: own.port, ttlMs: 8000 });
+    try {
+      const t0 = Date.now();
+      const la = held(await leases.acquire(K, A));
+      await own.stop();
+      await sleep(3000);
+      await own.restart();
+      // Past the expiry of the last renewal before the outage: only a renewal after it keeps the lease.
+      await sleep(t0 + 9500 - Date.now());
+      assert.equal(await la.stillHeld(), true);
+      assert.deepEqual(await other.acquire(K, B), { held: false, holder: A });
+      assert.deepEqual(
+        logged.filter((l) => l.startsWith('error')),
+        [],
+      );
+      assert.ok(logged.includes('warn: Could not renew the project lease'), 'the failed renewals are logged');
+      await la.release();
+    } finally {
+      await leases.close();
+      await other.close();
+      await own.cleanup();
+    }
+  });
+
   it('the fencing check and the release wait for a Redis back within the TTL; an acquire waits too', async () => {
     const own = await startRedisServer();
     const logged: string[] = [];

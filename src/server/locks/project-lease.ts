@@ -2,8 +2,10 @@
 // project (repo + dir + workspace). Atlantis's project lock keeps OTHER pull requests out;
 // the lease also keeps apart two commands of the same PR that land on two replicas.
 //
-// A lease has a TTL and is renewed every TTL/3 while the job runs, so a replica that dies or
-// is cut off loses it within one TTL and another can go on. Its token comes from a counter
+// A lease has a TTL and is renewed every TTL/6 while the job runs, so a replica that dies or
+// is cut off loses it within one TTL and another can go on; a Redis outage shorter than the
+// TTL less one renewal period loses no lease (a renewal that finds Redis away tries again
+// until the next one is due, so it lands as soon as Redis is back). Its token comes from a counter
 // that never goes back: every acquire, renew, release and check compares it, so a replica
 // whose lease expired can never extend, release or pass the check of the lease another
 // holds now. `stillHeld()` is the fencing check, made before a result is written back.
@@ -51,7 +53,7 @@ export interface ProjectLeases {
 export interface LeaseTiming {
   /** Default 30 s. */
   ttlMs?: number;
-  /** Default ttlMs / 3; 0: no automatic renewal (tests). */
+  /** Default ttlMs / 6; 0: no automatic renewal (tests). */
   renewEveryMs?: number;
 }
 
@@ -73,6 +75,7 @@ const fieldOf = (k: LockKey): string => JSON.stringify([k.repo, k.dir, k.workspa
 class HeldLease implements Lease {
   private timer: NodeJS.Timeout | undefined;
   private lost = false;
+  private renewing = false;
 
   constructor(
     private readonly backend: LeaseBackend,
@@ -86,16 +89,29 @@ class HeldLease implements Lease {
   ) {
     live.add(this);
     if (renewEveryMs > 0) {
-      this.timer = setInterval(() => void this.renew(), renewEveryMs);
+      this.timer = setInterval(() => void this.renewBeforeNext(renewEveryMs), renewEveryMs);
       this.timer.unref();
     }
   }
 
-  async renew(): Promise<boolean> {
+  /** The timer's renewal: while Redis cannot be reached it is tried again until the next one is due. */
+  private async renewBeforeNext(periodMs: number): Promise<void> {
+    if (this.renewing) return;
+    this.renewing = true;
+    try {
+      await this.renew(periodMs);
+    } finally {
+      this.renewing = false;
+    }
+  }
+
+  async renew(waitMs = 0): Promise<boolean> {
     if (this.lost) return false;
     let ok: boolean;
     try {
-      ok = await this.backend.renew(fieldOf(this.key), this.token, this.ttlMs);
+      ok = await waitingForStore('project lease renewal', () => this.backend.renew(fieldOf(this.key), this.token, this.ttlMs), {
+        maxWaitMs: waitMs,
+      });
     } catch (e) {
       // Redis away for a moment: the next renewal may still come in time.
       this.logger?.warn('Could not renew the project lease', { ...this.fields(), error: (e as Error).message });
@@ -162,7 +178,7 @@ class Leases implements ProjectLeases {
     private readonly onClose: () => Promise<void> = async () => undefined,
   ) {
     this.ttlMs = timing.ttlMs ?? DEFAULT_TTL_MS;
-    this.renewEveryMs = timing.renewEveryMs ?? Math.floor(this.ttlMs / 3);
+    this.renewEveryMs = timing.renewEveryMs ?? Math.floor(this.ttlMs / 6);
   }
 
   async acquire(key: LockKey, holder: LeaseHolder): Promise<LeaseAcquireResult> {
