@@ -28,16 +28,18 @@ const CONNECTION_MESSAGES = new Set([
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTCONN']);
 
 /**
- * Whether a failed store call failed because the store could not be reached (worth another
- * try once it is back), as opposed to an answer of the store (a script error, a refusal).
+ * Whether a failed store call failed because the store could not be reached, or refused the
+ * call for a moment without running it (worth another try), as opposed to an answer of the
+ * store (a script error, a wrong type).
  */
 export function storeUnreachable(e: unknown): boolean {
   if (!(e instanceof Error)) return false;
   if (CONNECTION_MESSAGES.has(e.message)) return true;
   // maxRetriesPerRequest 0: a call queued when the connection dropped.
   if (e.name === 'MaxRetriesPerRequestError') return true;
-  // Redis restarted and still reading its AOF.
-  if (e.message.startsWith('LOADING ')) return true;
+  // Refused for a moment, not run: still reading its AOF after a restart, a master demoted in a
+  // failover (the client reconnects to the new one), too few replicas in sync, no master.
+  if (/^(LOADING|READONLY|NOREPLICAS|MASTERDOWN) /.test(e.message)) return true;
   const code = (e as NodeJS.ErrnoException).code;
   return code !== undefined && CONNECTION_CODES.has(code);
 }
