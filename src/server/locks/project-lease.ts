@@ -3,14 +3,15 @@
 // the lease also keeps apart two commands of the same PR that land on two replicas.
 //
 // A lease has a TTL and is renewed every TTL/6 while the job runs, so a replica that dies or
-// is cut off loses it within one TTL and another can go on; a Redis outage shorter than the
-// TTL less one renewal period loses no lease (a renewal that finds Redis away tries again
-// until the next one is due, so it lands as soon as Redis is back). Its token comes from a counter
+// is cut off loses it within one TTL and another can go on. Its token comes from a counter
 // that never goes back: every acquire, renew, release and check compares it, so a replica
 // whose lease expired can never extend, release or pass the check of the lease another
 // holds now. `stillHeld()` is the fencing check, made before a result is written back.
+//
 // Calls wait for a Redis that cannot be reached (store-wait.ts): acquire as any call of an
-// accepted command, the check and the release at most one TTL (after that the lease is gone).
+// accepted command, the check and the release at most one TTL (after that the lease is gone),
+// a renewal until the next one is due (so it lands as soon as Redis is back). So a Redis
+// outage shorter than the TTL less a renewal period and the reconnect loses no lease.
 //
 // RedisProjectLeases: a key per project with a PX expiry, the token from INCR, each step one
 // Lua script. LocalProjectLeases: the embedded store's; the data-dir lock already guarantees
