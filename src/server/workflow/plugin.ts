@@ -427,7 +427,7 @@ export function workflowPlugin(server: AtlantisServer) {
       return true;
     },
     adopt: async (item) => void (await accept(item)),
-    releasePullless: (repo, pull) => releasePullless(apiDeps, repo, pull),
+    releasePullless: (repo, pull) => releasePullless({ ...apiDeps, store: patient }, repo, pull),
   };
 
   /** A replica died without leaving, and this one won the claim: its journal is ours to finish. */
