@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../../config/flags.js';
+import { VERSION } from '../../version.js';
 import { openStateStore } from '../locks/open-store.js';
 import type { Operation } from '../drain/operation-tracker.js';
 import { openProjectLeases } from '../locks/project-lease.js';
@@ -36,7 +37,7 @@ import { type ServerSideRepoConfig, parseServerSideRepoConfig } from './repo-con
 import { RepoConfigError } from './repo-config/types.js';
 import { type PullRefusal, type WorkItem, decideWebhook, gatePull } from './webhook-decision.js';
 import { lockDiscardedComment } from './lock-delete.js';
-import { mountWebUi } from './web-ui.js';
+import { mountWebUi } from './web/routes.js';
 import { WorkingCopies } from './working-copy.js';
 
 /** The body of a 503 to a command whose journal write failed. */
@@ -434,7 +435,19 @@ export function workflowPlugin(server: AtlantisServer) {
         store,
         jobs,
         jobLogPath: (id) => server.jobLogPath(id),
-        drainStatus: () => ({ shuttingDown: server.tracker.isShuttingDown, inProgress: server.tracker.inProgress }),
+        logger: log,
+        server: () => ({
+          phase: server.drain.state.phase,
+          drainingSince: server.drain.state.since,
+          drainReason: server.drain.state.reason,
+          inProgress: server.tracker.inProgress,
+          ...(store.shared ? { replicaId: cfg.replicaId } : {}),
+          version: VERSION,
+        }),
+        applyLockEnabled: !cfg.disableGlobalApplyLock,
+        ...(cfg.webBasicAuth ? { webUser: cfg.webUsername } : {}),
+        atlantisUrl: cfg.atlantisUrl,
+        ghHostname: cfg.ghHostname,
         onLockDiscarded: (l) => {
           log.info('Lock deleted from the web page', { repo: l.repo, pull: l.pull, dir: l.dir, workspace: l.workspace });
           server.trackBackground(comment(l.repo, l.pull, lockDiscardedComment(l.dir, l.workspace)));
