@@ -159,6 +159,8 @@ describe('the web page behind basic auth, in Chromium', { timeout: 300_000 }, ()
         page.evaluate("document.getElementById('g').submit()"),
       ]);
       assert.equal(discard.status(), 403);
+      await page.waitForURL((u) => u.href.startsWith(`${url}/locks/discard`), { timeout: 20_000 });
+      assert.equal((await page.locator('body').textContent())?.trim(), 'Forbidden: this action must come from a page of this server');
 
       const expected = ['POST /apply/lock Sec-Fetch-Site: cross-site', 'POST /locks/discard Sec-Fetch-Site: cross-site'];
       if (fetched.status() === 403) expected.unshift('POST /apply/lock Sec-Fetch-Site: cross-site');

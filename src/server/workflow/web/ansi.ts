@@ -1,11 +1,11 @@
-// Terminal colours in job output (ANSI SGR escapes: a custom `run` step, a hook, `terraform
-// init` of a module that prints them) shown as coloured text: each escape becomes a class on a
+// Terminal colours in job output (ANSI SGR escapes: terraform runs with -no-color, but what a
+// provisioner, a custom `run` step or a hook runs prints its own) shown as coloured text: each escape becomes a class on a
 // <span>, every other escape (cursor moves, titles) is dropped, and the text is escaped, so
 // output can never become markup. The page's policy allows no inline style, hence classes
 // for all 256 colours (24-bit colours go to the nearest of them); palette() gives their CSS.
 // Pure; one converter per output, since colours and a cut escape carry over from one chunk to
-// the next.
-import { esc } from './html.js';
+// the next. It only escapes: callers scrub the server's secrets from the text first.
+import { escapeText } from './html.js';
 
 interface Style {
   fg?: number;
@@ -23,6 +23,9 @@ const ESCAPE = /\x1b(?:\[([0-?]*)[ -/]*([@-~])|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()
 /** The start of an escape cut at the end of a chunk: kept for the next one. */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: escapes are what this matches
 const CUT = /\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*\x1b?|[()*+#%])?$/y;
+/** Every control character but tab and newline (ESC among them), and DEL. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this matches
+const SPECIAL = /[\x00-\x08\x0b-\x1f\x7f]/g;
 /** An escape longer than this is no escape: its ESC is dropped and the rest shown. */
 const MAX_ESCAPE = 256;
 
@@ -39,34 +42,37 @@ export class AnsiHtml {
     const flush = () => {
       if (run === '') return;
       const cls = classesOf(this.style);
-      out += cls === '' ? esc(run) : `<span class="${cls}">${esc(run)}</span>`;
+      out += cls === '' ? escapeText(run) : `<span class="${cls}">${escapeText(run)}</span>`;
       run = '';
     };
     let i = 0;
     while (i < s.length) {
-      const c = s.charCodeAt(i);
-      if (c === 0x1b) {
-        ESCAPE.lastIndex = i;
-        const m = ESCAPE.exec(s);
-        if (m) {
-          if (m[2] === 'm') {
-            flush();
-            this.style = applySgr(this.style, m[1] ?? '');
-          }
-          i = ESCAPE.lastIndex;
-          continue;
-        }
-        CUT.lastIndex = i;
-        if (s.length - i <= MAX_ESCAPE && CUT.test(s)) {
-          this.cut = s.slice(i);
-          break;
-        }
+      // Text up to the next escape or control character goes as it is (escaped in flush).
+      SPECIAL.lastIndex = i;
+      const next = SPECIAL.exec(s);
+      const j = next ? next.index : s.length;
+      if (j > i) run += s.slice(i, j);
+      if (!next) break;
+      i = j;
+      if (s.charCodeAt(i) !== 0x1b) {
+        // A carriage return, a bell, a backspace: dropped.
         i++;
         continue;
       }
-      // Newlines and tabs stay; a carriage return and other control characters are dropped.
-      if (c >= 0x20 || c === 0x0a || c === 0x09) {
-        if (c !== 0x7f) run += s[i];
+      ESCAPE.lastIndex = i;
+      const m = ESCAPE.exec(s);
+      if (m) {
+        if (m[2] === 'm') {
+          flush();
+          this.style = applySgr(this.style, m[1] ?? '');
+        }
+        i = ESCAPE.lastIndex;
+        continue;
+      }
+      CUT.lastIndex = i;
+      if (s.length - i <= MAX_ESCAPE && CUT.test(s)) {
+        this.cut = s.slice(i);
+        break;
       }
       i++;
     }

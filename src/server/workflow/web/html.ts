@@ -3,9 +3,11 @@
 // around a page's main part, and the headers every page is sent with. Pure.
 import { processRedactor } from '../../secrets/redact.js';
 
-/** Text for HTML: secrets scrubbed, then the five characters that could start markup or end an attribute. */
 const ENTITIES: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-export const esc = (s: unknown): string => processRedactor.redact(String(s)).replace(/[&<>"']/g, (c) => ENTITIES[c] ?? c);
+/** Text for HTML as it is: the five characters that could start markup or end an attribute become entities. */
+export const escapeText = (s: string): string => s.replace(/[&<>"']/g, (c) => ENTITIES[c] ?? c);
+/** Text for HTML: secrets scrubbed, then escaped. */
+export const esc = (s: unknown): string => escapeText(processRedactor.redact(String(s)));
 
 /** `2026-12-01 10:00:00 UTC`: what a page shows before its script puts the time in the viewer's zone. */
 export function utcText(iso: string): string {
