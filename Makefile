@@ -8,7 +8,7 @@ SHELL := /usr/bin/env bash
 NODE_TEST_FLAGS ?= --test-concurrency=2 --test-timeout=600000
 TESTS ?= $(shell find test -name '*.test.ts' | sort)
 
-.PHONY: help deps build typecheck lint format test unit-test bench run clean redis-bin
+.PHONY: help deps build typecheck lint format test unit-test bench run clean redis-bin chromium-bin
 
 help:
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -32,7 +32,7 @@ lint: deps ## the style gate: Biome's linter and formatter check, no writes (bio
 format: deps ## format the tree and apply Biome's safe fixes
 	npx biome check --write .
 
-test: lint build k8s-bins helm-bin redis-bin ## the style gate, then every test (node:test through tsx)
+test: lint build k8s-bins helm-bin redis-bin chromium-bin ## the style gate, then every test (node:test through tsx)
 	node --import tsx dev/with-cluster.ts -- node --import tsx --test $(NODE_TEST_FLAGS) $(TESTS)
 
 bench: build k8s-bins redis-bin ## run benchmarks and print figures
@@ -43,6 +43,9 @@ run: build k8s-bins redis-bin ## the local demo: a rolling upgrade that never ki
 
 redis-bin: ## redis-server for the Redis store's tests (the Debian package; hack/deps/redis.sh)
 	bash hack/deps/redis.sh
+
+chromium-bin: ## Debian's Chromium for the browser tests (driven by playwright-core; hack/deps/chromium.sh)
+	bash hack/deps/chromium.sh
 
 clean:
 	rm -rf dist

@@ -7,6 +7,7 @@
 // 503 without --api-secret) with nothing run; the secret never in the log; and a drain that
 // waits for a running API apply and refuses new API work meanwhile; the team rule and a closed
 // PR refused; a crash during a run without a PR cleaned up by the next server.
+import { APPLY_DISABLED_COMMENT } from '../src/server/workflow/apply-lock.js';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -198,6 +199,23 @@ describe('the API on a server with --api-secret', () => {
     assert.deepEqual(statuses(head1, 'atlantis/apply'), ['pending: Apply in progress...', 'pending: 1/3 projects applied.']);
     assert.equal(env.commentsOn(1).length, commentsAfterAutoplan);
     assert.deepEqual(await lockDirs(url), ['a#1', 'b#1']);
+  });
+
+  it("the global apply lock on (from the page): /api/apply is refused with Atlantis's text before anything runs; off again, it runs", async () => {
+    assert.equal((await fetch(`${url}/apply/lock`, { method: 'POST', signal: AbortSignal.timeout(10_000) })).status, 200);
+    const jobsBefore = readdirSync(path.join(dataDir, 'jobs')).length;
+    const refused = await api(
+      url,
+      'POST',
+      '/api/apply',
+      request({ Ref: 'feat', PR: 1, Paths: [{ Directory: 'app1', Workspace: 'default' }] }),
+    );
+    assert.equal(refused.status, 403, refused.text);
+    assert.deepEqual(refused.json, { error: APPLY_DISABLED_COMMENT });
+    assert.equal(readdirSync(path.join(dataDir, 'jobs')).length, jobsBefore, 'nothing ran');
+    assert.equal((await fetch(`${url}/apply/unlock`, { method: 'DELETE', signal: AbortSignal.timeout(10_000) })).status, 200);
+    const plan = await api(url, 'POST', '/api/plan', request({ Ref: 'feat', PR: 1, Paths: [{ Directory: 'app1', Workspace: 'default' }] }));
+    assert.equal(plan.status, 200, 'the lock only ever refused applies');
   });
 
   it('a missing dir: 500 with the project error as Atlantis marshals it; an unknown project: 500 before anything runs', async () => {

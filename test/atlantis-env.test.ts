@@ -145,9 +145,9 @@ describe('Atlantis settings as env only, on the real server', () => {
       /^atlantis-operator: --discard-approval-on-plan \(ATLANTIS_DISCARD_APPROVAL_ON_PLAN\) is set, but this server does not support it/,
     ],
     [
-      'ATLANTIS_DISABLE_GLOBAL_APPLY_LOCK',
-      { ATLANTIS_DISABLE_GLOBAL_APPLY_LOCK: 'true' },
-      /--disable-global-apply-lock \(ATLANTIS_DISABLE_GLOBAL_APPLY_LOCK\)/,
+      'ATLANTIS_DISABLE_UNLOCK_LABEL',
+      { ATLANTIS_DISABLE_UNLOCK_LABEL: 'no-unlock' },
+      /--disable-unlock-label \(ATLANTIS_DISABLE_UNLOCK_LABEL\)/,
     ],
     ['ATLANTIS_TFE_TOKEN (a secret)', { ATLANTIS_TFE_TOKEN: 'tfe-secret-value-123' }, /--tfe-token \(ATLANTIS_TFE_TOKEN\)/],
     [

@@ -73,7 +73,7 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'disable-automerge-label': H,
   'disable-autoplan': H,
   'disable-autoplan-label': refused('string', '', NOT_YET),
-  'disable-global-apply-lock': refused('bool', false, NOT_YET),
+  'disable-global-apply-lock': H,
   'disable-markdown-folding': H,
   'disable-repo-locking': H,
   'disable-unlock-label': refused('string', '', NOT_YET),

@@ -69,6 +69,8 @@ export interface ServerConfig {
   /** --disable-automerge-label; '' = none. */
   disableAutomergeLabel: string;
   disableApplyAll: boolean;
+  /** --disable-global-apply-lock: the web page has no apply lock, applies never read it. */
+  disableGlobalApplyLock: boolean;
   /** --disable-repo-locking: no project locks at all. */
   disableRepoLocking: boolean;
   /** --emoji-reaction: the reaction to a command comment; '' for none. */
@@ -239,6 +241,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     automergeMethod,
     disableAutomergeLabel: (values['disable-automerge-label'] as string | undefined) ?? '',
     disableApplyAll: values['disable-apply-all'] === true,
+    disableGlobalApplyLock: values['disable-global-apply-lock'] === true,
     disableRepoLocking: values['disable-repo-locking'] === true,
     emojiReaction: (values['emoji-reaction'] as string | undefined) ?? '',
     failOnPreWorkflowHookError: values['fail-on-pre-workflow-hook-error'] === true,

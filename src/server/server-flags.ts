@@ -163,6 +163,12 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description: 'Refuse "apply" without -p, -d or -w (apply all); a project, dir or workspace must be named',
   },
   {
+    name: 'disable-global-apply-lock',
+    type: 'bool',
+    default: false,
+    description: 'No global apply lock: the web page neither shows nor sets it, and applies never consult it',
+  },
+  {
     name: 'disable-repo-locking',
     type: 'bool',
     default: false,

@@ -521,4 +521,28 @@ export function stateStoreContract(name: string, open: () => Promise<OpenedStore
       ],
     );
   });
+
+  withStore(
+    'apply lock: off at first; on keeps the first one; off; kept over a reopen; seen by every replica of a shared store',
+    async (o) => {
+      const s = o.store;
+      assert.equal(await s.getApplyLock(), undefined);
+      assert.equal(await s.setApplyLock(false, 'ops'), undefined, 'off while off: nothing');
+      const on = await s.setApplyLock(true, 'ops');
+      assert.equal(on?.by, 'ops');
+      isTime(on?.time ?? '');
+      assert.deepEqual(await s.getApplyLock(), on);
+      assert.deepEqual(await s.setApplyLock(true, 'someone-else'), on, 'on while on: the first stays, time and who');
+      const other = await o.otherServer();
+      assert.deepEqual(await other.getApplyLock(), s.shared ? on : undefined, 'one lock for every replica, one per data dir');
+      await s.close();
+      const s2 = await o.reopen();
+      assert.deepEqual(await s2.getApplyLock(), on, 'kept over a restart');
+      assert.equal(await s2.setApplyLock(false, 'ops'), undefined);
+      assert.equal(await s2.getApplyLock(), undefined);
+      if (s2.shared) assert.equal(await other.getApplyLock(), undefined, 'off for every replica');
+      const again = await s2.setApplyLock(true, 'dev');
+      assert.equal(again?.by, 'dev', 'on again: a new lock');
+    },
+  );
 }

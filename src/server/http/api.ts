@@ -42,7 +42,7 @@ export interface ApiDeps {
   listLocks: () => Promise<LockRecord[]>;
   /**
    * The global apply lock (Atlantis's "apply is disabled globally"): why an apply may not run
-   * now, or undefined. Not in the StateStore yet; until it is, applies are never refused here.
+   * now (Atlantis's text), or undefined; checked before anything runs (workflow/apply-lock.ts).
    */
   globalApplyLock?: () => Promise<string | undefined>;
 }

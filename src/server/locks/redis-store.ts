@@ -22,6 +22,7 @@
 //   P jobs-unfinished        HASH  job id -> replicaId, until the job finishes
 //   P job-output:<job id>    STRING the job's terraform output (at most JOB_OUTPUT_MAX bytes), gone
 //                                  with the job's record or JOB_OUTPUT_TTL_MS after its last append
+//   P apply-lock             STRING the global apply lock's JSON ({ time, by }), absent while applies may run
 //
 // Atomicity: every change of more than one key is one Lua script (defineCommand) or one
 // MULTI/EXEC. The read-merge-write of a pull status is optimistic: read `v`, merge in JS
@@ -41,8 +42,10 @@ import { type RedisConnectionOptions, closeRedis, connectRedis, redisClientOptio
 import { planPathIn } from './plan-file.js';
 import { type ProjectOutcome, type PullStatus, mergePullStatus } from './pull-status.js';
 import { SCRIPTS, type Scripts } from './redis-scripts.js';
+import { getApplyLock, setApplyLock } from './redis-apply-lock.js';
 import type {
   AcceptedCommand,
+  ApplyLock,
   JobRecord,
   JobResult,
   JobStart,
@@ -480,6 +483,10 @@ export class RedisStore implements StateStore {
     this.closed = true;
     await closeRedis(this.redis);
   }
+
+  readonly getApplyLock = (): Promise<ApplyLock | undefined> => getApplyLock(this.redis, this.p);
+  readonly setApplyLock = (on: boolean, by: string): Promise<ApplyLock | undefined> =>
+    setApplyLock(this.redis, this.p, on, { time: this.now().toISOString(), by });
 }
 
 const lockField = (k: LockKey): string => JSON.stringify([k.repo, k.dir, k.workspace]);

@@ -17,6 +17,7 @@ import { planPathIn } from './plan-file.js';
 import { type ProjectOutcome, type ProjectPlanStatus, type PullStatus, mergePullStatus } from './pull-status.js';
 import type {
   AcceptedCommand,
+  ApplyLock,
   JobRecord,
   JobResult,
   JobStart,
@@ -455,5 +456,22 @@ export class SqliteStore implements StateStore {
     if (this.closed) return;
     this.closed = true;
     this.db.close();
+  }
+
+  // ---- global apply lock: one row of the meta table ---------------------------------
+
+  async getApplyLock(): Promise<ApplyLock | undefined> {
+    const row = this.sql("SELECT value FROM meta WHERE key = 'apply_lock'").get() as { value: string } | undefined;
+    return row && (JSON.parse(row.value) as ApplyLock);
+  }
+
+  async setApplyLock(on: boolean, by: string): Promise<ApplyLock | undefined> {
+    if (!on) {
+      this.sql("DELETE FROM meta WHERE key = 'apply_lock'").run();
+      return undefined;
+    }
+    const lock: ApplyLock = { time: this.now().toISOString(), by };
+    this.sql("INSERT OR IGNORE INTO meta (key, value) VALUES ('apply_lock', ?)").run(JSON.stringify(lock));
+    return this.getApplyLock();
   }
 }

@@ -93,6 +93,14 @@ export interface JobRecord extends JobStart {
 
 export type LockHolder = { pull: number; user: string; project?: string };
 
+/** The global apply lock (the web page's "Disable Apply Commands"): while it is on, every apply is refused. */
+export interface ApplyLock {
+  /** RFC 3339 time it was turned on. */
+  time: string;
+  /** Who turned it on, as the web page shows it. */
+  by: string;
+}
+
 /** Atlantis's `--locking-db-type` values. */
 export type StoreKind = 'boltdb' | 'redis';
 
@@ -203,4 +211,10 @@ export interface StateStore {
   /** For /readyz: the store answers now. Cheap; never throws. */
   isHealthy(): Promise<boolean>;
   close(): Promise<void>;
+
+  // ---- global apply lock (one for every replica of a shared store) ----
+  /** The lock, or undefined while applies may run. */
+  getApplyLock(): Promise<ApplyLock | undefined>;
+  /** Turns it on (one already on is kept as it was, time and who) or off; returns it as it is after the call. */
+  setApplyLock(on: boolean, by: string): Promise<ApplyLock | undefined>;
 }

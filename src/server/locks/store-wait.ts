@@ -133,6 +133,9 @@ const WAITS = {
   // Appends: a repeat after a lost reply would copy the output twice (the copy is cosmetic).
   appendJobOutput: false,
   readJobOutput: true,
+  // Read before an accepted apply runs; set by a person on the page, who gets the error now.
+  getApplyLock: true,
+  setApplyLock: false,
   connect: false,
   isHealthy: false,
   close: false,

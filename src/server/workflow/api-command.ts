@@ -6,6 +6,7 @@
 // released. A pull request number runs on that PR (its head must be the ref); without one the
 // ref runs in a working copy of its own under a pull number of its own (negative, as
 // Atlantis's), and everything of it (locks, plans, plan status, working copy) goes at the end.
+import { checkApplyLock } from './apply-lock.js';
 import { randomInt } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import type { Logger } from '../../log.js';
@@ -23,7 +24,10 @@ import { gatePull } from './webhook-decision.js';
 import type { WorkingCopies } from './working-copy.js';
 
 export interface ApiCommandDeps {
-  config: Pick<ServerConfig, 'allowForkPrs' | 'silenceForkPrErrors' | 'apiSecret' | 'ghHostname' | 'ghTeamAllowlist'>;
+  config: Pick<
+    ServerConfig,
+    'allowForkPrs' | 'silenceForkPrErrors' | 'apiSecret' | 'ghHostname' | 'ghTeamAllowlist' | 'disableGlobalApplyLock'
+  >;
   runner: CommandRunner;
   store: StateStore;
   github: GitHubClient;
@@ -49,6 +53,10 @@ export function apiRoutes(
     finishOperation: (op) => o.server.finishOperation(op),
     run: (command, req) => runApiCommand(d, command, req),
     listLocks: () => d.store.list(),
+    globalApplyLock: async () => {
+      const gate = await checkApplyLock(d.store, d.config.disableGlobalApplyLock);
+      return gate.kind === 'refuse' ? gate.comment : undefined;
+    },
   };
 }
 

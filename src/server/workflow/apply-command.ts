@@ -13,6 +13,7 @@ import { type ProjectRun, keyOf, outcomes, planKey, summarize, target, targeted 
 import { type ProjectSpec, projectForPlan, selectProjects } from './projects.js';
 import { CANCELLED_PROJECT_ERROR } from './execution-order.js';
 import { requirementRefusal } from './requirement-checks.js';
+import { checkApplyLock } from './apply-lock.js';
 import { dependencyFailure } from './requirements.js';
 import type { ProjectJobs } from './project-job.js';
 
@@ -22,6 +23,14 @@ export const APPLY_ALL_DISABLED_COMMENT =
   ' You must specify which project to apply via the `-d <dir>`, `-w <workspace>` or `-p <project name>` flags.';
 
 export async function apply(j: ProjectJobs, ctx: PullContext, c: ParsedCommand): Promise<string> {
+  // As Atlantis: the global apply lock first, then the apply-all rule.
+  const gate = await checkApplyLock(j.d.store, j.d.config.disableGlobalApplyLock);
+  if (gate.kind === 'refuse') {
+    j.d.logger.info(gate.log, { repo: ctx.repo, pull: ctx.pull, ...(gate.error ? { error: gate.error } : {}) });
+    if (gate.failStatus) await j.statuses.combined(target(ctx), 'apply', 'failure');
+    await j.comment(ctx, gate.comment, 'apply');
+    return 'refused';
+  }
   if (j.d.config.disableApplyAll && !targeted(c)) {
     await j.comment(ctx, APPLY_ALL_DISABLED_COMMENT, 'apply');
     return 'refused';

@@ -23,6 +23,8 @@ export interface JobView {
 interface JobEntry extends JobView {
   output: string[];
   outputLength: number;
+  /** Characters dropped from the front (past MAX_OUTPUT_CHARS): where `output` starts in the job's whole output. */
+  dropped: number;
 }
 
 const MAX_OUTPUT_CHARS = 2 * 1024 * 1024;
@@ -41,7 +43,7 @@ export class JobRegistry {
   }
 
   start(job: Omit<JobView, 'startedAt' | 'finishedAt' | 'status'>): void {
-    this.jobs.set(job.id, { ...job, startedAt: new Date(), finishedAt: null, status: 'running', output: [], outputLength: 0 });
+    this.jobs.set(job.id, { ...job, startedAt: new Date(), finishedAt: null, status: 'running', output: [], outputLength: 0, dropped: 0 });
   }
 
   append(id: string, chunk: string): void {
@@ -49,7 +51,11 @@ export class JobRegistry {
     if (!j) return;
     j.output.push(chunk);
     j.outputLength += chunk.length;
-    while (j.outputLength > MAX_OUTPUT_CHARS && j.output.length > 1) j.outputLength -= j.output.shift()!.length;
+    while (j.outputLength > MAX_OUTPUT_CHARS && j.output.length > 1) {
+      const gone = j.output.shift()!.length;
+      j.outputLength -= gone;
+      j.dropped += gone;
+    }
     this.mirror?.append(id, chunk);
     this.events.emit(`output:${id}`, chunk);
   }
@@ -72,6 +78,18 @@ export class JobRegistry {
 
   output(id: string): string | undefined {
     return this.jobs.get(id)?.output.join('');
+  }
+
+  /**
+   * The output from character `from` of the job's whole output on (what was dropped is not
+   * there any more), and the position after it: a page that read up to a position and then
+   * subscribes in the same turn misses nothing.
+   */
+  outputFrom(id: string, from: number): { text: string; cursor: number } | undefined {
+    const j = this.jobs.get(id);
+    if (!j) return undefined;
+    const text = j.output.join('');
+    return { text: text.slice(Math.max(0, from - j.dropped)), cursor: j.dropped + text.length };
   }
 
   running(): JobView[] {
@@ -107,6 +125,6 @@ export class JobRegistry {
 }
 
 function strip(j: JobEntry): JobView {
-  const { output: _o, outputLength: _l, ...view } = j;
+  const { output: _o, outputLength: _l, dropped: _d, ...view } = j;
   return view;
 }

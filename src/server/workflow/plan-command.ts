@@ -9,7 +9,7 @@ import type { PullContext } from './command-runner.js';
 import { lockedByMessage } from './messages.js';
 import { formatPlanOutput } from './plan-output.js';
 import { commandLocks } from './lock-policy.js';
-import { lockPath } from './web-ui.js';
+import { lockPath } from './web/pages.js';
 import { type ProjectRun, keyOf, outcomes, summarize, target, targeted } from './project-runs.js';
 import type { ProjectSpec } from './projects.js';
 import { DirNotExistError } from './checkout-paths.js';

@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../../config/flags.js';
+import { VERSION } from '../../version.js';
 import { openStateStore } from '../locks/open-store.js';
 import type { StateStore } from '../locks/state-store.js';
 import { storeUnreachable, waitingStore } from '../locks/store-wait.js';
@@ -40,7 +41,7 @@ import { type ServerSideRepoConfig, parseServerSideRepoConfig } from './repo-con
 import { RepoConfigError } from './repo-config/types.js';
 import { type PullRefusal, type WorkItem, decideWebhook, gatePull } from './webhook-decision.js';
 import { lockDiscardedComment } from './lock-delete.js';
-import { mountWebUi } from './web-ui.js';
+import { mountWebUi } from './web/routes.js';
 import { mountApi } from '../http/api.js';
 import { type ApiCommandDeps, apiRoutes, releasePullless } from './api-command.js';
 import { WorkingCopies } from './working-copy.js';
@@ -461,7 +462,19 @@ export function workflowPlugin(server: AtlantisServer) {
         store,
         jobs,
         jobLogPath: (id) => server.jobLogPath(id),
-        drainStatus: () => ({ shuttingDown: server.tracker.isShuttingDown, inProgress: server.tracker.inProgress }),
+        logger: log,
+        server: () => ({
+          phase: server.drain.state.phase,
+          drainingSince: server.drain.state.since,
+          drainReason: server.drain.state.reason,
+          inProgress: server.tracker.inProgress,
+          ...(store.shared ? { replicaId: cfg.replicaId } : {}),
+          version: VERSION,
+        }),
+        applyLockEnabled: !cfg.disableGlobalApplyLock,
+        ...(cfg.webBasicAuth ? { webUser: cfg.webUsername } : {}),
+        atlantisUrl: cfg.atlantisUrl,
+        ghHostname: cfg.ghHostname,
         onLockDiscarded: (l) => {
           log.info('Lock deleted from the web page', { repo: l.repo, pull: l.pull, dir: l.dir, workspace: l.workspace });
           // An API run without a pull request (pull <= 0) has no PR to tell.
