@@ -373,7 +373,8 @@ describe('the real webhook handler under arbitrary input', () => {
       fc.asyncProperty(anyRequest('file:///nonexistent/acme/infra.git', fc.integer({ min: 900, max: 999 })), async (r) => {
         const res = await post(r.event, r.body, sign(r.body));
         assert.ok([200, 400, 403].includes(res.status), `status ${res.status}: ${res.body}`);
-        const d = decide(r.event, r.body, sign(r.body));
+        // HTTP drops a header value's leading and trailing spaces and tabs (RFC 9110 5.5): decide on what arrives.
+        const d = decide(r.event.replace(/^[ \t]+|[ \t]+$/g, ''), r.body, sign(r.body));
         if (d.kind === 'respond') assert.equal(res.status, d.status, 'the handler answers as decided');
       }),
       { numRuns: 150 },
