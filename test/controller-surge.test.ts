@@ -2,10 +2,11 @@
 // sharing a real redis-server (lockingDB redis, maxSurge 1) rolled out three times, each with
 // a long `atlantis apply` held on one pod by a gate file:
 //
-// 1. the scenario: webhooks delivered throughout (as a Service routes: to Ready pods), every
-//    delivery answered 2xx and every command run once; each ordinal's new pod is Ready before
-//    its old pod's drain starts (the pods' own watch order); never more than replicas +
-//    maxSurge pods; the busy pod deleted only after its apply ended; no SIGKILL; status,
+// 1. the scenario: webhooks delivered throughout through the Service (dev/service-proxy, the
+//    local cluster's kube-proxy), every delivery answered 2xx and every command run once;
+//    each ordinal's new pod is Ready before its old pod's drain starts, and the old pod is
+//    out of the Service (not Ready) before its deletion (the pods' own watch order); never
+//    more than replicas + maxSurge pods; the busy pod deleted only after its apply ended; no SIGKILL; status,
 //    events, metric and `kubectl get atd` show the surge while it lasts;
 // 2. the controller SIGKILLed mid-surge (its new pod just created) and started again: it
 //    carries on, never more pods, nothing deleted undrained, no pod created twice;
@@ -85,7 +86,7 @@ async function startController(): Promise<CliProcess> {
 before(async () => {
   assertBuilt();
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'surge-'));
-  stack = await startStack({ node: { crashBackoffBaseMs: 1_000 } });
+  stack = await startStack({ node: { crashBackoffBaseMs: 1_000 }, serviceProxy: { namespace: ns } });
   const c = stack.cluster;
   kc = c.kubeConfig;
   cluster = {
@@ -200,6 +201,11 @@ async function checkSurgeRollout(old: V1Pod[], rev: string, recorders: PodRecord
       `${replacement.name} Ready (at ${replacement.readySeen}) before ${h.name}'s drain started (at ${h.drainSeen})`,
     );
     assert.ok(h.deletingSeen !== undefined && h.deletingSeen > h.drainSeen, `${h.name} deleted after its drain`);
+    // Out of the Service first (a watch event of its own; equal only when one list showed both).
+    assert.ok(
+      h.unreadySeen !== undefined && h.unreadySeen <= h.deletingSeen,
+      `${h.name} not Ready (at ${h.unreadySeen}) before its deletion (at ${h.deletingSeen})`,
+    );
     const deletes = log.filter((l) => l.msg === 'Deleting pod' && l.uid === h.uid);
     assert.ok(deletes.length >= 1, `the controller deleted ${h.name}`);
     for (const d of deletes) assert.equal(d.reason, 'Drained', `${h.name} deleted as Drained only: ${JSON.stringify(d)}`);
@@ -277,7 +283,13 @@ describe('surge-then-drain rollouts on Redis (maxSurge 1)', () => {
     const rec = await recordPods(kc, ns, NAME, { replicas: () => REPLICAS });
     const statuses = await watchStatuses(kc, ns, NAME);
     const newEvents = await eventsSince(kc, ns, NAME);
-    const deliveries = startDeliveries(env!, kc, ns, NAME, { firstPull: 200, max: 40, intervalMs: 1500 });
+    const proxy = stack!.serviceProxy!;
+    const service = await waitFor(
+      `Service ${NAME} with ${REPLICAS} endpoints`,
+      async () => (proxy.endpoints(NAME).length === REPLICAS ? proxy.addressOf(NAME, 'http') : undefined),
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
+    const deliveries = startDeliveries(env!, service, { firstPull: 200, max: 40, intervalMs: 1500 });
     const old = pods;
     rev = await startRollout('atlantis-operator:v2');
 
@@ -319,7 +331,12 @@ describe('surge-then-drain rollouts on Redis (maxSurge 1)', () => {
 
     // Every delivery answered 2xx, every PR planned once (its comment, and one run over all pods).
     assert.ok(sent.length >= 5, `deliveries throughout the rollout (${sent.length})`);
-    for (const d of sent) assert.ok(d.status >= 200 && d.status < 300, `PR #${d.pull} delivered to ${d.pod}: ${d.status}`);
+    const failed = sent.filter((d) => d.status === undefined || d.status < 200 || d.status >= 300);
+    assert.deepEqual(
+      failed,
+      [],
+      `deliveries not answered 2xx; the Service's endpoint changes: ${JSON.stringify(proxy.changes().filter((c) => c.service === NAME))}`,
+    );
     for (const d of sent) await env!.waitForComment(d.pull, /^Ran Plan for dir/, { timeoutMs: 120_000 });
     for (const d of sent) assert.equal(env!.commentsOn(d.pull).filter((c) => /^Ran Plan for dir/.test(c.body)).length, 1, `PR #${d.pull}`);
     for (const [pull, n] of commandsRun([busy.pull, ...sent.map((d) => d.pull)]))

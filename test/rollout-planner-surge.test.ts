@@ -219,6 +219,8 @@ interface Model {
   pods: Map<string, PodObservation>;
   /** Per pod: ticks until it is Ready (new pods) or drained (draining pods). */
   left: Map<string, number>;
+  /** Per draining pod: ticks until its readiness probe fails (it stays Ready until then). */
+  unreadyIn: Map<string, number>;
   readyAt: Map<string, number>;
 }
 
@@ -231,8 +233,15 @@ interface Run {
 }
 
 /** Plays one rollout: each tick plans, carries out the actions on the model, then advances it. */
-function playRollout(p: { replicas: number; maxSurge: number; maxUnavailable: number; busy: number[]; startTicks: number }): Run {
-  const m: Model = { pods: new Map(), left: new Map(), readyAt: new Map() };
+function playRollout(p: {
+  replicas: number;
+  maxSurge: number;
+  maxUnavailable: number;
+  busy: number[];
+  startTicks: number;
+  probeTicks: number;
+}): Run {
+  const m: Model = { pods: new Map(), left: new Map(), unreadyIn: new Map(), readyAt: new Map() };
   for (let i = 0; i < p.replicas; i++) {
     const x = at(i, OLD);
     m.pods.set(x.name, x);
@@ -262,11 +271,13 @@ function playRollout(p: { replicas: number; maxSurge: number; maxUnavailable: nu
           replacementReadyAt: replacement && m.readyAt.get(replacement.name),
         });
         const busy = x.revision === OLD ? (p.busy[a.ordinal] ?? 0) : 0;
-        m.pods.set(a.podName, { ...x, ready: false, drainAnnotation: a.value, status: probe(true, busy > 0 ? 1 : 0) });
+        m.pods.set(a.podName, { ...x, drainAnnotation: a.value, status: probe(true, busy > 0 ? 1 : 0) });
         m.left.set(a.podName, busy);
+        m.unreadyIn.set(a.podName, p.probeTicks);
       } else if (a.type === 'deletePod') {
         const x = m.pods.get(a.podName)!;
         assert.ok(x.status?.ok && x.status.body.in_progress_operations === 0, `${a.podName} deleted while busy`);
+        assert.ok(!x.ready, `${a.podName} deleted while still in the Service`);
         run.deletes.push(a.podName);
         m.pods.set(a.podName, { ...x, deletionTimestamp: now });
       }
@@ -284,7 +295,10 @@ function playRollout(p: { replicas: number; maxSurge: number; maxUnavailable: nu
         m.pods.set(name, { ...x, phase: 'Running', ready: true });
         m.readyAt.set(name, tick);
       }
-      if (isDraining(x) && left <= 0) m.pods.set(name, { ...x, status: DRAINED });
+      const unreadyIn = (m.unreadyIn.get(name) ?? 0) - 1;
+      m.unreadyIn.set(name, unreadyIn);
+      if (isDraining(x) && x.ready && unreadyIn < 0) m.pods.set(name, { ...m.pods.get(name)!, ready: false });
+      if (isDraining(x) && left <= 0) m.pods.set(name, { ...m.pods.get(name)!, status: DRAINED });
     }
   }
   assert.fail('the rollout did not complete in 400 ticks');
@@ -300,6 +314,7 @@ test('surge rollouts complete: new pod Ready before its old one drains, no busy 
         maxUnavailable: fc.integer({ min: 1, max: 2 }),
         busy: fc.array(fc.integer({ min: 0, max: 20 }), { minLength: 4, maxLength: 4 }),
         startTicks: fc.integer({ min: 1, max: 5 }),
+        probeTicks: fc.integer({ min: 0, max: 3 }),
       }),
       (p) => {
         const run = playRollout(p);
@@ -314,7 +329,7 @@ test('surge rollouts complete: new pod Ready before its old one drains, no busy 
 });
 
 test('one surge rollout, step by step: 3 replicas, maxSurge 1, ordinal 1 busy', () => {
-  const run = playRollout({ replicas: 3, maxSurge: 1, maxUnavailable: 1, busy: [0, 8, 0], startTicks: 2 });
+  const run = playRollout({ replicas: 3, maxSurge: 1, maxUnavailable: 1, busy: [0, 8, 0], startTicks: 2, probeTicks: 1 });
   assert.deepEqual(
     run.drains.map((d) => d.pod),
     [N(2, OLD), N(1, OLD), N(0, OLD)],

@@ -24,6 +24,8 @@ export interface PodRecord {
   deletingSeen?: number;
   goneSeen?: number;
   readySeen?: number;
+  /** First seen not Ready once its drain had started: out of the Service. */
+  unreadySeen?: number;
 }
 
 export interface PodRecorder {
@@ -91,6 +93,7 @@ export async function recordPods(
     if (p.metadata?.annotations?.[DRAIN] && r.drainSeen === undefined) r.drainSeen = seq;
     if (p.metadata?.deletionTimestamp && r.deletingSeen === undefined) r.deletingSeen = seq;
     if (isReady(p) && r.readySeen === undefined) r.readySeen = seq;
+    if (r.drainSeen !== undefined && !isReady(p) && r.unreadySeen === undefined) r.unreadySeen = seq;
   };
   const gone = (uid: string): void => {
     current.delete(uid);

@@ -1,13 +1,12 @@
 // Helpers of the surge rollout e2e (test/controller-surge.test.ts): pod histories from one or
 // more watches in the cluster's own order, an AtlantisDeployment status watch, and webhook
-// deliveries sent the way a Service would (to a pod that is Ready and not going away).
-import type { V1Pod } from '@kubernetes/client-node';
+// deliveries sent through the Service (dev/service-proxy), as GitHub's reach a cluster.
 import { API_VERSION, type AtlantisDeployment, type AtlantisDeploymentStatus, PLURAL } from '../../src/controller/types.js';
 import { apiPath, openKubeStream, type KubeStream } from '../../src/k8s/client.js';
 import type { KubeClientConfig } from '../../src/k8s/kubeconfig.js';
 import { sleep } from '../../src/async.js';
-import { isReady, listPods } from './controller.js';
-import { DRAIN, type PodRecord, type PodRecorder } from './controller-asserts.js';
+import { openedPayload, postWebhook, preparePull, type Target } from '../../dev/demo/deliveries.js';
+import type { PodRecord, PodRecorder } from './controller-asserts.js';
 import { terraformConfig } from './git-repos.js';
 import type { WorkflowEnv } from './workflow-env.js';
 
@@ -20,6 +19,8 @@ export interface PodHistory {
   firstSeen: number;
   readySeen?: number;
   drainSeen?: number;
+  /** Not Ready after its drain started (out of the Service). */
+  unreadySeen?: number;
   /** Seen with a deletionTimestamp, or gone. */
   deletingSeen?: number;
 }
@@ -45,6 +46,7 @@ export function podHistories(recorders: readonly PodRecorder[], ordinalOf: (r: P
       };
       h.readySeen = first(h.readySeen, pos(i, r.readySeen));
       h.drainSeen = first(h.drainSeen, pos(i, r.drainSeen));
+      h.unreadySeen = first(h.unreadySeen, pos(i, r.unreadySeen));
       h.deletingSeen = first(h.deletingSeen, pos(i, r.deletingSeen ?? r.goneSeen));
       out.set(r.uid, h);
     }
@@ -111,8 +113,11 @@ export async function watchStatuses(kc: KubeClientConfig, ns: string, name: stri
 
 export interface Delivery {
   pull: number;
-  pod: string;
-  status: number;
+  sentAt: number;
+  answeredAt: number;
+  /** The HTTP status; undefined when the connection failed (then `error`). */
+  status?: number;
+  error?: string;
 }
 
 export interface Deliveries {
@@ -122,29 +127,27 @@ export interface Deliveries {
 }
 
 /**
- * Opens PRs one after another (an autoplan each), each delivered to a pod a Service would
- * route to now: Ready, not draining, not terminating (round-robin over those). At most `max`.
+ * Opens PRs one after another (an autoplan each), each webhook sent through the Service (the
+ * Service proxy's address) on a new connection, as GitHub sends them. At most `max`.
  */
 export function startDeliveries(
   env: WorkflowEnv,
-  kc: KubeClientConfig,
-  ns: string,
-  instance: string,
+  service: Target,
   opts: { firstPull: number; max: number; intervalMs: number },
 ): Deliveries {
   const sent: Delivery[] = [];
   let running = true;
   const loop = (async () => {
     for (let i = 0; i < opts.max && running; i++) {
-      const pods = (await listPods(kc, ns, instance)).filter((p: V1Pod) => isReady(p) && !p.metadata?.annotations?.[DRAIN]);
-      const pod = pods[i % Math.max(1, pods.length)];
-      if (pod) {
-        const pull = opts.firstPull + i;
-        const r = await env.openPull(`http://${pod.status!.podIP}:4141`, pull, `surge-${pull}`, {
-          [`sgd${pull}/main.tf`]: terraformConfig({ marker: `sgd${pull}` }),
-        });
-        sent.push({ pull, pod: pod.metadata!.name!, status: r.status });
-      }
+      const pull = opts.firstPull + i;
+      const branch = `surge-${pull}`;
+      const sha = await preparePull(env, pull, branch, { [`sgd${pull}/main.tf`]: terraformConfig({ marker: `sgd${pull}` }) });
+      const sentAt = Date.now();
+      const d = await postWebhook(service, 'pull_request', openedPayload(env, pull, branch, sha)).then(
+        (r) => ({ pull, sentAt, answeredAt: Date.now(), status: r.status }),
+        (e: Error) => ({ pull, sentAt, answeredAt: Date.now(), error: e.message }),
+      );
+      sent.push(d);
       await sleep(opts.intervalMs);
     }
   })();

@@ -120,6 +120,24 @@ export const surgeRows: Row[] = [
     check: (p) => assert.match(actionsOf(p, 'emitEvent')[1]!.message, new RegExp(`: ${N(2)} replaces it$`)),
   },
   {
+    name: 'old pod drained but still Ready (its probe has not failed yet): kept until it leaves the Service',
+    state: surgeState([prev(0), prev(1), drainingAt(2, OLD, 3, DRAINED, { ready: true }), cur(2)]),
+    actions: [],
+    waiting: { [O(2)]: ['LeavingService'], [O(1)]: ['MaxSurgeReached'] },
+    check: (p) => {
+      assert.match(p.waiting.find((w) => w.podName === O(2))!.message, /drained but still Ready/);
+      assert.ok(p.requeueAfterMs !== null && p.requeueAfterMs <= 12_000, `woken by the wait's end at the latest: ${p.requeueAfterMs}`);
+      phase('Draining')(p);
+    },
+  },
+  {
+    name: 'old pod drained and Ready past the wait (it stays Ready on purpose): deleted',
+    state: surgeState([prev(0), prev(1), drainingAt(2, OLD, 16, DRAINED, { ready: true }), cur(2)]),
+    actions: [`deletePod ${O(2)} Drained`],
+    events: [`Normal Drained ${O(2)}`, `Normal PodReplaced ${O(2)}`],
+    waiting: { [O(1)]: ['MaxSurgeReached'] },
+  },
+  {
     name: 'old pod terminating: it no longer counts, the next ordinal surges',
     state: surgeState([prev(0), prev(1), drainingAt(2, OLD, 40, DRAINED, { deletionTimestamp: ago(1) }), cur(2)]),
     actions: [`createPod ${N(1)}@${NEW}`],
@@ -285,6 +303,14 @@ export const surgeAlone = [
     released: surgeState([cur(0), cur(1), prev(2), cur(2)]),
     thenWaits: [],
     then: [`startDrain ${O(2)}`],
+  },
+  {
+    guard: 'LeavingService',
+    pod: O(2),
+    held: surgeState([cur(0), cur(1), drainingAt(2, OLD, 3, DRAINED, { ready: true }), cur(2)]),
+    released: surgeState([cur(0), cur(1), drainingAt(2, OLD, 3, DRAINED), cur(2)]),
+    thenWaits: [],
+    then: [`deletePod ${O(2)} Drained`],
   },
 ] as const;
 

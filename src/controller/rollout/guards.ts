@@ -22,7 +22,14 @@ export type GuardName =
   | SurgeGuardName;
 
 /** Guards consulted only with maxSurge > 0. */
-export type SurgeGuardName = 'MaxSurgeReached' | 'WaitingForSurgePod' | 'ReplacementNotReady';
+export type SurgeGuardName = 'MaxSurgeReached' | 'WaitingForSurgePod' | 'ReplacementNotReady' | 'LeavingService';
+
+/**
+ * How long after its drain started a drained pod that is still Ready may wait to leave the
+ * Service. A draining server fails its readiness probe (every 2 s) at once, so this is reached
+ * only by a pod that stays Ready on purpose (--queue-during-drain).
+ */
+export const LEAVE_SERVICE_WAIT_MS = 15_000;
 
 export interface GuardContext {
   paused: boolean;
@@ -150,6 +157,17 @@ export const SURGE_GUARDS: readonly Guard[] = [
       if (!k || k.available) return null;
       return k.planned ? `its replacement ${k.name} is created now` : `its replacement ${k.name} is not Ready`;
     },
+  },
+  /**
+   * Drained, yet still Ready: the Service may still route a new connection to it, which its
+   * exit would refuse. Deleted once its readiness probe has taken it out (the others serve).
+   */
+  {
+    name: 'LeavingService',
+    holds: (v) =>
+      v.step.kind === 'delete' && v.drain?.drained && v.pod.ready && v.drain.elapsedMs < LEAVE_SERVICE_WAIT_MS
+        ? `drained but still Ready: deleted once its readiness probe takes it out of the Service (at most ${LEAVE_SERVICE_WAIT_MS / 1000}s after the drain started)`
+        : null,
   },
 ];
 
