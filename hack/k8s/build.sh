@@ -45,7 +45,7 @@ if [[ ${#missing[@]} -eq 0 ]]; then
 fi
 
 echo "k8s-bins: building ${missing[*]} (Kubernetes $version) into $dest"
-echo "k8s-bins: a cold build takes a while (about 20 minutes on 2 cores); later runs reuse the cache"
+echo "k8s-bins: a cold build takes a while (5 to 20 minutes on 2 cores); later runs reuse the cache"
 mkdir -p "$dest"
 tmp="$(mktemp -d "$dest/.build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
