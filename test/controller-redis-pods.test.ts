@@ -7,7 +7,6 @@
 // ServiceAccount reads its own Pod and nothing else (not the Redis Secret).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
@@ -15,7 +14,7 @@ import { apiPath, kubeRequestOk } from '../src/k8s/client.js';
 import { podNameFor, podTemplateRevision } from '../src/controller/resources/index.js';
 import { assertBuilt } from './support/cli.js';
 import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, startController, type TestController } from './support/controller.js';
-import { rolloutComplete, waitForAd, waitForReadyPods } from './support/controller-asserts.js';
+import { rolloutComplete, serverEnviron, waitForAd, waitForReadyPods } from './support/controller-asserts.js';
 import {
   deleteNamespace,
   freshNamespace,
@@ -64,16 +63,6 @@ after(async () => {
 });
 
 const envOf = (p: V1Pod, name: string) => p.spec!.containers[0]!.env!.find((e) => e.name === name);
-
-/** The server process of a pod as the node started it. */
-function serverEnviron(p: V1Pod): string[] {
-  const started = node
-    .events({ namespace: ns, pod: p.metadata!.name! })
-    .filter((e) => e.uid === p.metadata!.uid && e.type === 'ContainerStarted' && e.pid);
-  const pid = started.at(-1)?.pid;
-  assert.ok(pid, `the node recorded the server process of ${p.metadata!.name}`);
-  return fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
-}
 
 async function canI(account: string, verb: string, resource: string, name?: string): Promise<boolean> {
   const r = await kubeRequestOk<{ status: { allowed: boolean } }>(
@@ -156,7 +145,7 @@ describe('AtlantisDeployment on Redis', () => {
       });
       assert.deepEqual(envOf(p, 'ATLANTIS_REDIS_USERNAME')?.valueFrom, { secretKeyRef: { name: 'redis', key: 'username' } });
       // The process got the resolved values from the kubelet.
-      const environ = serverEnviron(p);
+      const environ = serverEnviron(node, p);
       const ip = p.status!.podIP!;
       for (const want of [
         `ATLANTIS_REDIS_PASSWORD=${PASSWORD}`,

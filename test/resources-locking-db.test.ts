@@ -1,6 +1,9 @@
 // The store setting (spec.atlantis.lockingDB) and maxSurge: their defaults, the pod they
 // render (env, secrets only by reference, the data volume), the revision, and the CRD's
 // schema defaults in step with the code's.
+import { parseFlags } from '../src/config/flags.js';
+import { SERVER_FLAGS } from '../src/server/config.js';
+import { storeConfigFromFlags } from '../src/server/locks/store-config.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -188,6 +191,44 @@ test('redis env: no credentials, no host, defaults as strings', () => {
   assert.deepEqual(lockingDBEnv({ type: 'boltdb' }), [], 'the embedded store is the server default: no env');
 });
 
+test('redis through Sentinel: the sentinels and master name as values, no host or port, every secret by reference', () => {
+  const sentinel = {
+    masterName: 'atlantis',
+    addresses: ['s0.redis.svc:26379', '[fd00::1]:26380', 's2'],
+    usernameSecretRef: { name: 'sentinel', key: 'user' },
+    passwordSecretRef: { name: 'sentinel', key: 'password' },
+  };
+  const db = lockingDBWithDefaults({ type: 'redis', redis: { sentinel, db: 4, passwordSecretRef: { name: 'redis', key: 'pw' } } });
+  assert.deepEqual(lockingDBEnv(db), [
+    { name: 'ATLANTIS_LOCKING_DB_TYPE', value: 'redis' },
+    { name: 'ATLANTIS_REDIS_SENTINEL_ADDRESSES', value: 's0.redis.svc:26379,[fd00::1]:26380,s2' },
+    { name: 'ATLANTIS_REDIS_SENTINEL_MASTER_NAME', value: 'atlantis' },
+    { name: 'ATLANTIS_REDIS_SENTINEL_USERNAME', valueFrom: { secretKeyRef: { name: 'sentinel', key: 'user' } } },
+    { name: 'ATLANTIS_REDIS_SENTINEL_PASSWORD', valueFrom: { secretKeyRef: { name: 'sentinel', key: 'password' } } },
+    { name: 'ATLANTIS_REDIS_DB', value: '4' },
+    { name: 'ATLANTIS_REDIS_TLS_ENABLED', value: 'false' },
+    { name: 'ATLANTIS_REDIS_INSECURE_SKIP_VERIFY', value: 'false' },
+    { name: 'ATLANTIS_REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'redis', key: 'pw' } } },
+  ]);
+  // The server reads these env names as its flags and finds the master through the sentinels.
+  const env = Object.fromEntries(
+    lockingDBEnv(db).map((e) => [e.name, e.value ?? (e.valueFrom?.secretKeyRef?.key === 'user' ? 'u' : 'secret')]),
+  );
+  const store = storeConfigFromFlags(parseFlags([], SERVER_FLAGS, env).values);
+  assert.ok(store.type === 'redis');
+  assert.deepEqual(store.redis.sentinel, {
+    addresses: [
+      { host: 's0.redis.svc', port: 26379 },
+      { host: 'fd00::1', port: 26380 },
+      { host: 's2', port: 26379 },
+    ],
+    masterName: 'atlantis',
+    username: 'u',
+    password: 'secret',
+  });
+  assert.equal(store.redis.db, 4);
+});
+
 test('the embedded store renders the pod as before: no store or replica env, the ordinal PVC', () => {
   for (const a of [ad(), ad({}, { type: 'boltdb' }), ad({}, { type: 'boltdb', redis: { host: 'ignored' } })]) {
     const names = containerEnv(a).map((e) => e.name);
@@ -226,6 +267,7 @@ test('revision: the store changes it, maxSurge does not', async (t) => {
     ['redis: password secret', ad({}, { ...REDIS, redis: { ...REDIS.redis!, passwordSecretRef: { name: 'r2', key: 'p' } } }), redis, true],
     ['redis: no username', ad({}, { ...REDIS, redis: { ...REDIS.redis!, usernameSecretRef: undefined } }), redis, true],
     ['redis: storage size (the emptyDir limit)', ad({ storage: { size: '9Gi' } }, REDIS), redis, true],
+    ['redis: host -> sentinel', ad({}, { type: 'redis', redis: { sentinel: { masterName: 'm', addresses: ['s0'] } } }), redis, true],
     ['redis: storage class (no PVC)', ad({ storage: { size: '5Gi', storageClassName: 'fast' } }, REDIS), redis, false],
   ];
   for (const [what, a, against, differs] of rows) await t.test(what, () => assert.equal(podTemplateRevision(a) !== against, differs));
@@ -248,8 +290,10 @@ test('the CRD schema defaults of lockingDB are the code defaults; maxSurge has n
   assert.equal(at('atlantis.lockingDB.redis.db').default, DEFAULTS.redisDB);
   assert.equal(at('atlantis.lockingDB.redis.tls').default, DEFAULTS.redisTLS);
   assert.equal(at('atlantis.lockingDB.redis.insecureSkipVerify').default, DEFAULTS.redisInsecureSkipVerify);
-  assert.deepEqual(at('atlantis.lockingDB.redis').required, ['host']);
-  for (const ref of ['usernameSecretRef', 'passwordSecretRef'])
+  // host or sentinel: a CEL rule wants one of them (crd-validation-sentinel.test.ts).
+  assert.equal(at('atlantis.lockingDB.redis').required, undefined);
+  assert.deepEqual(at('atlantis.lockingDB.redis.sentinel').required, ['masterName', 'addresses']);
+  for (const ref of ['usernameSecretRef', 'passwordSecretRef', 'sentinel.usernameSecretRef', 'sentinel.passwordSecretRef'])
     assert.deepEqual(at(`atlantis.lockingDB.redis.${ref}`).required, ['name', 'key'], `${ref} has the secretKeyRef shape`);
   assert.equal(at('updateStrategy.maxSurge').default, undefined, 'maxSurge depends on lockingDB: the controller defaults it');
   assert.equal(at('atlantis.lockingDB').default, undefined, 'stored objects stay as written');

@@ -49,9 +49,21 @@ export interface GithubSettings {
 
 export type LockingDBType = 'boltdb' | 'redis';
 
+/** spec.atlantis.lockingDB.redis.sentinel: the server's --redis-sentinel-* flags (ours). */
+export interface SentinelSettingsInput {
+  masterName: string;
+  /** `host:port` or a host alone (port 26379), as --redis-sentinel-addresses. */
+  addresses: string[];
+  /** The sentinels' own ACL user and password; the master's are the redis block's. */
+  usernameSecretRef?: SecretKeyRef;
+  passwordSecretRef?: SecretKeyRef;
+}
+
 /** spec.atlantis.lockingDB.redis as a user may write it (the server's --redis-* flags). */
 export interface RedisSettingsInput {
-  host: string;
+  /** One Redis; with `sentinel` the sentinels name the master instead (the schema wants one of them). */
+  host?: string;
+  sentinel?: SentinelSettingsInput;
   port?: number;
   db?: number;
   tls?: boolean;
@@ -68,8 +80,8 @@ export interface LockingDBInput {
   redis?: RedisSettingsInput;
 }
 
-export type RedisSettings = Required<Omit<RedisSettingsInput, 'usernameSecretRef' | 'passwordSecretRef'>> &
-  Pick<RedisSettingsInput, 'usernameSecretRef' | 'passwordSecretRef'>;
+type OptionalRedisSetting = 'usernameSecretRef' | 'passwordSecretRef' | 'sentinel';
+export type RedisSettings = Required<Omit<RedisSettingsInput, OptionalRedisSetting>> & Pick<RedisSettingsInput, OptionalRedisSetting>;
 
 /** The store after defaulting: the embedded one in each pod's data dir, or one Redis shared by all pods. */
 export type LockingDB = { type: 'boltdb' } | { type: 'redis'; redis: RedisSettings };

@@ -2,6 +2,8 @@
 // watches the pods of one AtlantisDeployment and keeps, per pod UID, when it was first seen
 // draining, deleting, gone and Ready (so tests can assert the order of replacements and the
 // unavailability budget), plus small status and /status helpers.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeClientConfig } from '../../src/k8s/kubeconfig.js';
 import { sleep } from '../../src/async.js';
@@ -357,6 +359,17 @@ export function parseJsonLog(text: string): JsonLogLine[] {
  */
 export function serverLog(node: LocalNodeHandle, ns: string, pod: string, uid: string): JsonLogLine[] {
   return parseJsonLog(readFileOr(node.logPath(ns, pod, 'atlantis', uid)));
+}
+
+/** The environment of a pod's server process as the node started it (its last start). */
+export function serverEnviron(node: LocalNodeHandle, p: V1Pod): string[] {
+  const ns = p.metadata!.namespace!;
+  const started = node
+    .events({ namespace: ns, pod: p.metadata!.name! })
+    .filter((e) => e.uid === p.metadata!.uid && e.type === 'ContainerStarted' && e.pid);
+  const pid = started.at(-1)?.pid;
+  assert.ok(pid, `the node recorded the server process of ${p.metadata!.name}`);
+  return fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
 }
 
 /** When the server pod's apply command ended, by its own "Command finished" line (undefined: it did not). */

@@ -29,7 +29,7 @@ export function lockingDBWithDefaults(input: LockingDBInput | undefined): Lockin
   return {
     type: 'redis',
     redis: {
-      // Required by the schema when type is redis; empty here only for an object it never saw.
+      // The schema wants host or sentinel with type redis; empty with sentinel (not rendered).
       host: r?.host ?? '',
       port: r?.port ?? DEFAULTS.redisPort,
       db: r?.db ?? DEFAULTS.redisDB,
@@ -37,6 +37,7 @@ export function lockingDBWithDefaults(input: LockingDBInput | undefined): Lockin
       insecureSkipVerify: r?.insecureSkipVerify ?? DEFAULTS.redisInsecureSkipVerify,
       ...(r?.usernameSecretRef ? { usernameSecretRef: r.usernameSecretRef } : {}),
       ...(r?.passwordSecretRef ? { passwordSecretRef: r.passwordSecretRef } : {}),
+      ...(r?.sentinel ? { sentinel: r.sentinel } : {}),
     },
   };
 }

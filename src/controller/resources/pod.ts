@@ -3,7 +3,15 @@
 // with the embedded store, its PVC.
 import type { V1EnvVar, V1Pod, V1PodSecurityContext, V1PodSpec, V1SecurityContext, V1Volume } from '@kubernetes/client-node';
 import { LIVENESS_PATH, READINESS_PATH, SERVER_PORT } from '../../contract/drain-protocol.js';
-import { DATA_DIR, SERVER_CONTAINER, type AtlantisDeployment, type AtlantisDeploymentSpec, type LockingDB } from '../types.js';
+import {
+  DATA_DIR,
+  SERVER_CONTAINER,
+  type AtlantisDeployment,
+  type AtlantisDeploymentSpec,
+  type LockingDB,
+  type SecretKeyRef,
+  type SentinelSettingsInput,
+} from '../types.js';
 import { withDefaults } from './defaults.js';
 import { commonLabels, ownerReference, podAccountName, podLabels, podName, pvcName, requireName } from './names.js';
 import { usesDataClaims } from './pvc.js';
@@ -48,22 +56,33 @@ export function lockingDBEnv(db: LockingDB): V1EnvVar[] {
   if (db.type !== 'redis') return [];
   const r = db.redis;
   const env: V1EnvVar[] = [{ name: 'ATLANTIS_LOCKING_DB_TYPE', value: 'redis' }];
-  if (r.host) env.push({ name: 'ATLANTIS_REDIS_HOST', value: r.host });
+  // With Sentinel the sentinels name the master: the server refuses a host or port beside them.
+  if (r.sentinel) env.push(...sentinelEnv(r.sentinel));
+  else {
+    if (r.host) env.push({ name: 'ATLANTIS_REDIS_HOST', value: r.host });
+    env.push({ name: 'ATLANTIS_REDIS_PORT', value: String(r.port) });
+  }
   env.push(
-    { name: 'ATLANTIS_REDIS_PORT', value: String(r.port) },
     { name: 'ATLANTIS_REDIS_DB', value: String(r.db) },
     { name: 'ATLANTIS_REDIS_TLS_ENABLED', value: String(r.tls) },
     { name: 'ATLANTIS_REDIS_INSECURE_SKIP_VERIFY', value: String(r.insecureSkipVerify) },
   );
-  if (r.usernameSecretRef) {
-    const { name, key } = r.usernameSecretRef;
-    env.push({ name: 'ATLANTIS_REDIS_USERNAME', valueFrom: { secretKeyRef: { name, key } } });
-  }
-  if (r.passwordSecretRef) {
-    const { name, key } = r.passwordSecretRef;
-    env.push({ name: 'ATLANTIS_REDIS_PASSWORD', valueFrom: { secretKeyRef: { name, key } } });
-  }
+  env.push(...fromSecret('ATLANTIS_REDIS_USERNAME', r.usernameSecretRef), ...fromSecret('ATLANTIS_REDIS_PASSWORD', r.passwordSecretRef));
   return env;
+}
+
+/** The variable read from a Secret key by the kubelet, or nothing without a ref. */
+function fromSecret(env: string, ref: SecretKeyRef | undefined): V1EnvVar[] {
+  return ref ? [{ name: env, valueFrom: { secretKeyRef: { name: ref.name, key: ref.key } } }] : [];
+}
+
+function sentinelEnv(s: SentinelSettingsInput): V1EnvVar[] {
+  return [
+    { name: 'ATLANTIS_REDIS_SENTINEL_ADDRESSES', value: s.addresses.join(',') },
+    { name: 'ATLANTIS_REDIS_SENTINEL_MASTER_NAME', value: s.masterName },
+    ...fromSecret('ATLANTIS_REDIS_SENTINEL_USERNAME', s.usernameSecretRef),
+    ...fromSecret('ATLANTIS_REDIS_SENTINEL_PASSWORD', s.passwordSecretRef),
+  ];
 }
 
 /**
