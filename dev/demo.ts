@@ -17,6 +17,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { kubeRequestOk } from '../src/k8s/client.js';
 import { kubeconfigYaml } from '../src/k8s/kubeconfig.js';
 import { createVcsSecret } from '../test/support/controller.js';
+import { waitForCrdEstablished } from '../test/support/k8s.js';
 import { type RedisServer, startRedisServer } from '../test/support/redis-server.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from '../test/support/workflow-env.js';
 import { fmtMs } from './demo/figures.js';
@@ -56,7 +57,7 @@ async function main(): Promise<number> {
     };
     say('kubectl apply -k manifests/   (CRD, namespace, RBAC, controller Deployment)');
     await k(['apply', '-k', path.join(repoRoot, 'manifests')]);
-    await k(['wait', '--for=condition=Established', 'crd/atlantisdeployments.atlantis-operator.dev', '--timeout=60s']);
+    await waitForCrdEstablished(kc, 'atlantisdeployments.atlantis-operator.dev');
 
     // The local control plane runs no Deployment controller, so the controller runs here as
     // a process, with a token of the Deployment's own ServiceAccount: the manifests' RBAC is

@@ -14,7 +14,7 @@ import type { Lease } from '../src/controller/leader-election.js';
 import { buildControllerConfig, CONTROLLER_FLAGS } from '../src/controller/main.js';
 import { parseFlags } from '../src/config/flags.js';
 import { type CliProcess, runCli, startCli, waitForHttp } from './support/cli.js';
-import { deleteNamespace, freshNamespace, getCluster, waitFor, type TestCluster } from './support/k8s.js';
+import { deleteNamespace, freshNamespace, getCluster, waitFor, waitForCrdEstablished, type TestCluster } from './support/k8s.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CRD_PATH = path.join(root, 'crds/atlantisdeployments.atlantis-operator.dev.yaml');
@@ -37,13 +37,7 @@ before(async () => {
     CRD_PATH,
   ]);
   assert.equal(r.exitCode, 0, `CRD apply: ${r.stderr}`);
-  const w = await cluster.kubectl([
-    'wait',
-    '--for=condition=Established',
-    '--timeout=60s',
-    'crd/atlantisdeployments.atlantis-operator.dev',
-  ]);
-  assert.equal(w.exitCode, 0, w.stderr);
+  await waitForCrdEstablished(cluster.kc, 'atlantisdeployments.atlantis-operator.dev');
   ns = await freshNamespace('ctrl-process');
 });
 

@@ -9,7 +9,7 @@ import { KubeApiError, kubeRequest, kubeRequestOk, MERGE_PATCH } from '../src/k8
 import { Informer, type KubeObject } from '../src/k8s/informer.js';
 import { loadKubeConfig } from '../src/k8s/kubeconfig.js';
 import { KubeConfig } from '@kubernetes/client-node';
-import { freshNamespace, getCluster, waitFor } from './support/k8s.js';
+import { freshNamespace, getCluster, waitFor, waitForCrdEstablished } from './support/k8s.js';
 
 const GROUP = 'k8stest.atlantis-operator.dev';
 const CRD = `
@@ -54,8 +54,7 @@ async function ensureCrd(): Promise<void> {
   const c = await getCluster();
   const r = await c.kubectl(['apply', '-f', '-'], { input: CRD });
   assert.equal(r.exitCode, 0, `kubectl apply CRD failed: ${r.stderr}`);
-  const w = await c.kubectl(['wait', '--for=condition=Established', '--timeout=30s', `crd/widgets.${GROUP}`]);
-  assert.equal(w.exitCode, 0, `CRD not established: ${w.stderr}`);
+  await waitForCrdEstablished(c.kc, `widgets.${GROUP}`, 30_000);
   // discovery can lag the Established condition by a moment
   await waitFor('widgets served', async () => (await kubeRequest(c.kc, 'GET', `/apis/${GROUP}/v1/widgets`)).status === 200, {
     timeoutMs: 20_000,

@@ -308,7 +308,7 @@ test('example AtlantisDeployment is kept out of the base and renders', () => {
 // the whole base passes server-side validation.
 
 import { stringify } from 'yaml';
-import { freshNamespace, getCluster, waitFor, type TestCluster } from './support/k8s.js';
+import { freshNamespace, getCluster, waitFor, waitForCrdEstablished, type TestCluster } from './support/k8s.js';
 
 let crdApplied: Promise<TestCluster> | undefined;
 function clusterWithCRD(): Promise<TestCluster> {
@@ -324,8 +324,7 @@ function clusterWithCRD(): Promise<TestCluster> {
       CRD_PATH,
     ]);
     assert.equal(r.exitCode, 0, `CRD apply: ${r.stderr}`);
-    const w = await c.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/atlantisdeployments.atlantis-operator.dev']);
-    assert.equal(w.exitCode, 0, w.stderr);
+    await waitForCrdEstablished(c.kc, 'atlantisdeployments.atlantis-operator.dev');
     // Discovery can lag the Established condition by a moment.
     await waitFor('atd in discovery', async () => (await c.kubectl(['get', 'atd', '-A'])).exitCode === 0, {
       timeoutMs: 30_000,

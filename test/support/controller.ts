@@ -10,7 +10,7 @@ import { type LogFields, type Logger, createLogger } from '../../src/log.js';
 import { createControllerMetrics, type ControllerMetrics } from '../../src/controller/metrics.js';
 import { AtlantisController } from '../../src/controller/reconcile/controller.js';
 import { API_VERSION, type AtlantisDeployment, type AtlantisDeploymentSpecInput, KIND, PLURAL } from '../../src/controller/types.js';
-import type { TestCluster } from './k8s.js';
+import { type TestCluster, waitForCrdEstablished } from './k8s.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const CRD_FILE = path.join(repoRoot, 'crds', 'atlantisdeployments.atlantis-operator.dev.yaml');
@@ -22,13 +22,7 @@ export function ensureCrd(cluster: TestCluster): Promise<void> {
   crdApplied ??= (async () => {
     const r = await cluster.kubectl(['apply', '--server-side', '--force-conflicts', '-f', CRD_FILE]);
     if (r.exitCode !== 0) throw new Error(`kubectl apply of the CRD failed: ${r.stderr}`);
-    const w = await cluster.kubectl([
-      'wait',
-      '--for=condition=Established',
-      '--timeout=60s',
-      'crd/atlantisdeployments.atlantis-operator.dev',
-    ]);
-    if (w.exitCode !== 0) throw new Error(`the CRD did not become Established: ${w.stderr}`);
+    await waitForCrdEstablished(cluster.kc, 'atlantisdeployments.atlantis-operator.dev');
   })();
   return crdApplied;
 }

@@ -183,6 +183,26 @@ export async function deleteNamespace(name: string): Promise<void> {
 }
 
 /** Polls `fn` until it returns a truthy value; throws with `what` after timeoutMs. */
+/**
+ * Waits until a CRD is Established. Asked with GETs, not `kubectl wait`: that fails at once
+ * ("accessor error") when it reads the CRD before the API server wrote any condition, as a
+ * fresh cluster under load does.
+ */
+export async function waitForCrdEstablished(kc: KubeClientConfig, name: string, timeoutMs = 60_000): Promise<void> {
+  await waitFor(
+    `CRD ${name} to become Established`,
+    async () => {
+      const r = await kubeRequest<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(
+        kc,
+        'GET',
+        `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`,
+      );
+      return r.status === 200 && r.body.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
+    },
+    { timeoutMs, intervalMs: 100 },
+  );
+}
+
 export async function waitFor<T>(
   what: string,
   fn: () => Promise<T | undefined | null | false> | T | undefined | null | false,
