@@ -110,14 +110,10 @@ export function serverEnv(spec: AtlantisDeploymentSpec): V1EnvVar[] {
   if (a.url) env.push({ name: 'ATLANTIS_ATLANTIS_URL', value: a.url });
   if (a.repoAllowlist) env.push({ name: 'ATLANTIS_REPO_ALLOWLIST', value: a.repoAllowlist });
   if (a.github?.user) env.push({ name: 'ATLANTIS_GH_USER', value: a.github.user });
-  if (a.github?.tokenSecretRef) {
-    const { name, key } = a.github.tokenSecretRef;
-    env.push({ name: 'ATLANTIS_GH_TOKEN', valueFrom: { secretKeyRef: { name, key } } });
-  }
-  if (a.github?.webhookSecretRef) {
-    const { name, key } = a.github.webhookSecretRef;
-    env.push({ name: 'ATLANTIS_GH_WEBHOOK_SECRET', valueFrom: { secretKeyRef: { name, key } } });
-  }
+  env.push(
+    ...fromSecret('ATLANTIS_GH_TOKEN', a.github?.tokenSecretRef),
+    ...fromSecret('ATLANTIS_GH_WEBHOOK_SECRET', a.github?.webhookSecretRef),
+  );
   env.push(...lockingDBEnv(a.lockingDB));
   env.push(
     { name: 'ATLANTIS_DRAIN_TIMEOUT', value: goDuration(timing.drainTimeoutSeconds) },

@@ -57,6 +57,8 @@ export interface Guard {
   name: GuardName;
   /** Why this guard holds the pod back, or null when it lets the pod's step go. */
   holds(v: PodView, c: GuardContext): string | null;
+  /** When it holds: in how long it lets go by itself (no event may say so). */
+  releasesInMs?(v: PodView): number | undefined;
 }
 
 const disrupts = (v: PodView): boolean => v.step.kind !== 'keep';
@@ -168,6 +170,8 @@ export const SURGE_GUARDS: readonly Guard[] = [
       v.step.kind === 'delete' && v.drain?.drained && v.pod.ready && v.drain.elapsedMs < LEAVE_SERVICE_WAIT_MS
         ? `drained but still Ready: deleted once its readiness probe takes it out of the Service (at most ${LEAVE_SERVICE_WAIT_MS / 1000}s after the drain started)`
         : null,
+    // Its Ready change wakes the controller; this bounds the wait.
+    releasesInMs: (v) => (v.drain ? LEAVE_SERVICE_WAIT_MS - v.drain.elapsedMs : undefined),
   },
 ];
 
@@ -177,9 +181,11 @@ export const SURGE_GUARD_NAMES: readonly SurgeGuardName[] = SURGE_GUARDS.map((g)
 export const ALL_GUARD_NAMES: readonly GuardName[] = [...GUARD_NAMES, ...SURGE_GUARD_NAMES];
 
 /** The guards holding this pod back, with why; empty = its step may go ahead. */
-export function holdingGuards(v: PodView, c: GuardContext): Array<{ name: GuardName; detail: string }> {
+export function holdingGuards(v: PodView, c: GuardContext): Array<{ name: GuardName; detail: string; releasesInMs?: number }> {
   return (c.maxSurge > 0 ? [...GUARDS, ...SURGE_GUARDS] : GUARDS).flatMap((g) => {
     const detail = g.holds(v, c);
-    return detail === null ? [] : [{ name: g.name, detail }];
+    if (detail === null) return [];
+    const releasesInMs = g.releasesInMs?.(v);
+    return [{ name: g.name, detail, ...(releasesInMs !== undefined ? { releasesInMs } : {}) }];
   });
 }

@@ -9,7 +9,7 @@
 import { podName, podNaming, pvcName } from '../resources/names.js';
 import { classifyPod, type PodView } from './classify.js';
 import { transitionEvents } from './events.js';
-import { holdingGuards, LEAVE_SERVICE_WAIT_MS, type GuardContext, type GuardName } from './guards.js';
+import { holdingGuards, type GuardContext, type GuardName } from './guards.js';
 import {
   DEFAULT_PROGRESS_DEADLINE_SECONDS,
   DEFAULT_STATUS_POLL_INTERVAL_MS,
@@ -119,8 +119,8 @@ export function planRollout(o: ObservedState, now: Date, options: PlannerOptions
         wakeups.push(pollMs);
       }
     }
-    // Held until it leaves the Service: its Ready change wakes the controller, this bounds it.
-    if (v.drain && held.some((h) => h.name === 'LeavingService')) wakeups.push(LEAVE_SERVICE_WAIT_MS - v.drain.elapsedMs);
+    // A guard that lets go by itself after a while: plan again then.
+    for (const h of held) if (h.releasesInMs !== undefined) wakeups.push(h.releasesInMs);
     // Keep polling a drain that may still end (Wait keeps polling past the timeout too).
     if (v.drain && !v.drain.drained && !(v.drain.pastTimeout && onDrainTimeout === 'Interrupt')) {
       wakeups.push(pollMs);
