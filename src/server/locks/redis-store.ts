@@ -23,6 +23,7 @@
 //   P job-output:<job id>    STRING the job's terraform output (at most JOB_OUTPUT_MAX bytes), gone
 //                                  with the job's record or JOB_OUTPUT_TTL_MS after its last append
 //   P apply-lock             STRING the global apply lock's JSON ({ time, by }), absent while applies may run
+//   P atlantis-import*       the one-time import of Atlantis's atlantis.db (bolt-import-redis.ts)
 //
 // Atomicity: every change of more than one key is one Lua script (defineCommand) or one
 // MULTI/EXEC. The read-merge-write of a pull status is optimistic: read `v`, merge in JS
@@ -39,6 +40,8 @@ import { Redis } from 'ioredis';
 import type { Logger } from '../../log.js';
 import { localSha256, readPlanBytes, writeFileAtomic } from './plan-bytes.js';
 import { type RedisConnectionOptions, closeRedis, connectRedis, redisClientOptions, redisTarget } from './redis-connection.js';
+import { redisImportAtlantis, redisImportMarker, redisTakeImportNotices } from './bolt-import-redis.js';
+import type { AtlantisImportBatch, AtlantisImportOutcome, ImportMarker, ImportNotice } from './bolt-import-types.js';
 import { planPathIn } from './plan-file.js';
 import { type ProjectOutcome, type PullStatus, mergePullStatus } from './pull-status.js';
 import { SCRIPTS, type Scripts } from './redis-scripts.js';
@@ -487,6 +490,12 @@ export class RedisStore implements StateStore {
   readonly getApplyLock = (): Promise<ApplyLock | undefined> => getApplyLock(this.redis, this.p);
   readonly setApplyLock = (on: boolean, by: string): Promise<ApplyLock | undefined> =>
     setApplyLock(this.redis, this.p, on, { time: this.now().toISOString(), by });
+
+  // ---- the Atlantis import (bolt-import-redis.ts has its keys) ----
+  readonly importAtlantisState = (batch: AtlantisImportBatch): Promise<AtlantisImportOutcome> =>
+    redisImportAtlantis(this.redis, this.p, batch, lockField);
+  readonly atlantisImportMarker = (): Promise<ImportMarker | undefined> => redisImportMarker(this.redis, this.p);
+  readonly takeImportNotices = (): Promise<ImportNotice[]> => redisTakeImportNotices(this.redis, this.p);
 }
 
 const lockField = (k: LockKey): string => JSON.stringify([k.repo, k.dir, k.workspace]);

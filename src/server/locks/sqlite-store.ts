@@ -13,6 +13,8 @@
 import Database from 'better-sqlite3';
 import fs from 'node:fs';
 import path from 'node:path';
+import { sqliteImportAtlantis, sqliteImportMarker, sqliteTakeImportNotices } from './bolt-import-sqlite.js';
+import type { AtlantisImportBatch, AtlantisImportOutcome, ImportMarker, ImportNotice } from './bolt-import-types.js';
 import { planPathIn } from './plan-file.js';
 import { type ProjectOutcome, type ProjectPlanStatus, type PullStatus, mergePullStatus } from './pull-status.js';
 import type {
@@ -473,5 +475,16 @@ export class SqliteStore implements StateStore {
     const lock: ApplyLock = { time: this.now().toISOString(), by };
     this.sql("INSERT OR IGNORE INTO meta (key, value) VALUES ('apply_lock', ?)").run(JSON.stringify(lock));
     return this.getApplyLock();
+  }
+
+  // ---- the Atlantis import (bolt-import-sqlite.ts) ----
+  async importAtlantisState(batch: AtlantisImportBatch): Promise<AtlantisImportOutcome> {
+    return sqliteImportAtlantis(this.db, batch);
+  }
+  async atlantisImportMarker(): Promise<ImportMarker | undefined> {
+    return sqliteImportMarker(this.db);
+  }
+  async takeImportNotices(): Promise<ImportNotice[]> {
+    return sqliteTakeImportNotices(this.db);
   }
 }

@@ -7,6 +7,7 @@
 //
 // Every method is async: Redis answers over the network. A method that throws leaves the
 // state as it was (each implementation makes every multi-key change atomic).
+import type { AtlantisImportBatch, AtlantisImportOutcome, ImportMarker, ImportNotice } from './bolt-import-types.js';
 import type { ProjectOutcome, PullStatus } from './pull-status.js';
 
 export interface LockKey {
@@ -217,4 +218,15 @@ export interface StateStore {
   getApplyLock(): Promise<ApplyLock | undefined>;
   /** Turns it on (one already on is kept as it was, time and who) or off; returns it as it is after the call. */
   setApplyLock(on: boolean, by: string): Promise<ApplyLock | undefined>;
+
+  // ---- the one-time import of Atlantis's atlantis.db (bolt-import.ts) ----
+  /**
+   * Writes the batch and its marker in one atomic change, unless a marker is there already
+   * (then nothing is written). A lock or pull status the store has already is kept as it is.
+   */
+  importAtlantisState(batch: AtlantisImportBatch): Promise<AtlantisImportOutcome>;
+  /** The marker of the import done, if any. */
+  atlantisImportMarker(): Promise<ImportMarker | undefined>;
+  /** Removes and returns the pull requests still to be told to plan again (one taker gets them). */
+  takeImportNotices(): Promise<ImportNotice[]>;
 }

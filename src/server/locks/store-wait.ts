@@ -139,6 +139,10 @@ const WAITS = {
   connect: false,
   isHealthy: false,
   close: false,
+  // Used at start only, with the raw store: a failure is reported there, not waited out.
+  importAtlantisState: false,
+  atlantisImportMarker: false,
+  takeImportNotices: false,
 } as const satisfies Record<keyof StateStore, boolean>;
 
 /** `store` whose calls (those WAITS marks) wait out an outage, for the work of accepted commands. */
