@@ -5,6 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { runDrainCommand, LAST_EXIT_FILE } from './cli/drain-command.js';
+import { migrateMain } from './cli/migrate-command.js';
 import { MAX_DURATION_MS } from './config/duration.js';
 import { type FlagSpec, parseFlags, renderHelp, UsageError } from './config/flags.js';
 import { createLogger } from './log.js';
@@ -22,6 +23,7 @@ Usage:
   atlantis-operator server      [flags]   the Atlantis-compatible PR automation server
   atlantis-operator controller  [flags]   the AtlantisDeployment operator
   atlantis-operator drain       [flags]   drain the local server and wait (preStop hook)
+  atlantis-operator migrate     <what>    one-shot moves from Atlantis (migrate atlantis-db <file>)
   atlantis-operator version               print the version
 
 Run 'atlantis-operator <command> --help' for the flags of a command.
@@ -133,6 +135,8 @@ export async function main(argv: string[]): Promise<number> {
       return controllerMain(rest);
     case 'drain':
       return drainMain(rest);
+    case 'migrate':
+      return migrateMain(rest);
     case 'version':
     case '--version':
       process.stdout.write(`atlantis-operator ${VERSION}\n`);

@@ -6,6 +6,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../../config/flags.js';
 import { VERSION } from '../../version.js';
+import { importAtStart, postImportNotices } from '../locks/bolt-import.js';
 import { openStateStore } from '../locks/open-store.js';
 import type { StateStore } from '../locks/state-store.js';
 import { storeUnreachable, waitingStore } from '../locks/store-wait.js';
@@ -491,7 +492,14 @@ export function workflowPlugin(server: AtlantisServer) {
           redis: redisTarget(cfg.store.redis),
           replicaId: cfg.replicaId,
         });
+      // Atlantis's atlantis.db in the data dir: its locks carried over, once (bolt-import.ts).
+      await importAtStart(store, cfg.dataDir, `server ${cfg.replicaId}`, log);
       decisionOptions.botLogin = await auth.botLogin();
+      server.trackBackground(
+        postImportNotices(store, comment, cfg.executableName, log).catch((e: Error) =>
+          log.warn('Could not read the pull requests to tell after the Atlantis import', { error: e.message }),
+        ),
+      );
       await recoverJournal(recovery);
       await membership.start();
       // A draining replica owns no PR: the others stop handing it webhooks at its next heartbeat.
