@@ -12,12 +12,12 @@ import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'nod
 import { networkInterfaces, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sleep } from '../../src/async.js';
 import { serverEnv, sharedFlags } from './atlantis-differential.js';
-import { SCENARIO_BOT, SCENARIO_WEBHOOK_SECRET } from './atlantis-scenario.js';
+import { type Ctx, REPOS_YAML, createLocksRepos, open, runLocksScenario, settled } from './atlantis-db-scenario.js';
+import { SCENARIO_BOT } from './atlantis-scenario.js';
 import { waitForHttp } from './cli.js';
-import { type FileChanges, type TestRepo, createTestRepo, terraformConfig } from './git-repos.js';
-import { GitHubStandin, issueCommentPayload, pullRequestPayload, sendWebhook } from './github-standin.js';
+import { type FileChanges, createTestRepo } from './git-repos.js';
+import { GitHubStandin } from './github-standin.js';
 
 const OUT = fileURLToPath(new URL('../fixtures/atlantis-db/', import.meta.url));
 const METRICS_OUT = fileURLToPath(new URL('../fixtures/atlantis-v0.47/metrics.txt', import.meta.url));
@@ -27,87 +27,6 @@ export const RECORDER_TOKEN = 'fixture-token-not-a-secret';
 /** The monorepo of the many-locks file: this many project dirs, this many per pull request. */
 export const MANY_DIRS = 320;
 export const MANY_PER_PULL = 40;
-
-const NAMED_YAML = `version: 3
-projects:
-  - name: alpha
-    dir: dir1
-  - name: beta
-    dir: dir2
-`;
-
-/** repos.yaml: Prometheus metrics on; acme/mono's plans run no terraform (only the locks matter there). */
-const REPOS_YAML = `repos:
-- id: /.*/
-- id: acme/mono
-  workflow: echo
-workflows:
-  echo:
-    plan:
-      steps:
-      - run: echo planned $DIR
-    apply:
-      steps:
-      - run: echo applied $DIR
-metrics:
-  prometheus:
-    endpoint: /metrics
-`;
-
-const ERRORED = `resource "terraform_data" "broken" {
-  input = var.not_declared
-}
-`;
-
-interface Ctx {
-  gh: GitHubStandin;
-  url: string;
-  repos: Map<string, TestRepo>;
-}
-
-async function open(c: Ctx, repo: string, pull: number, branch: string, files: FileChanges, user = 'dev'): Promise<string> {
-  const r = c.repos.get(repo)!;
-  const headSha = await r.createBranch(branch, files);
-  await r.publishPull(pull, branch);
-  const changed = (await r.changedFiles(branch)).map((filename) => ({ filename }));
-  c.gh.addPull(repo, { number: pull, headSha, headRef: branch, baseRef: r.baseBranch, baseSha: r.baseSha, files: changed, user });
-  const payload = pullRequestPayload({
-    repo,
-    cloneUrl: c.gh.gitUrl(repo),
-    action: 'opened',
-    number: pull,
-    headSha,
-    headRef: branch,
-    baseSha: r.baseSha,
-    user,
-  });
-  await post(c, 'pull_request', payload);
-  return headSha;
-}
-
-async function comment(c: Ctx, repo: string, pull: number, body: string, user = 'dev'): Promise<void> {
-  await post(c, 'issue_comment', issueCommentPayload({ repo, cloneUrl: c.gh.gitUrl(repo), number: pull, body, user }));
-}
-
-async function post(c: Ctx, event: string, payload: unknown): Promise<void> {
-  const r = await sendWebhook(`${c.url}/events`, event, payload, { secret: SCENARIO_WEBHOOK_SECRET, timeoutMs: 30_000 });
-  if (r.status >= 300) throw new Error(`Atlantis answered ${event} with ${r.status}: ${r.body.slice(0, 300)}`);
-}
-
-/** Waits until the status `context` on `sha` is no longer pending, then a quiet second. */
-async function settled(c: Ctx, sha: string, context: string, from: number, waitMs = 600_000): Promise<string> {
-  const end = Date.now() + waitMs;
-  while (Date.now() < end) {
-    const s = c.gh.statuses.slice(from).filter((x) => x.sha === sha && x.context === context);
-    const last = s[s.length - 1];
-    if (last && last.state !== 'pending') {
-      await sleep(1000);
-      return last.state;
-    }
-    await sleep(200);
-  }
-  throw new Error(`${context} on ${sha} did not settle`);
-}
 
 async function record(): Promise<void> {
   const bin = process.env.ATLANTIS_REFERENCE_BIN;
@@ -123,18 +42,11 @@ async function record(): Promise<void> {
     process.exit(r.status ?? 1);
   }
   const gh = await GitHubStandin.start({ botLogin: SCENARIO_BOT, tls: true, token: RECORDER_TOKEN });
-  const repos = new Map<string, TestRepo>();
-  const base = {
-    'README.md': '# infra\n',
-    'dir1/main.tf': terraformConfig({ marker: 'v1' }),
-    'dir2/main.tf': terraformConfig({ marker: 'v1' }),
-  };
-  repos.set('acme/infra', await createTestRepo({ fullName: 'acme/infra', files: base }));
-  repos.set('acme/named', await createTestRepo({ fullName: 'acme/named', files: { ...base, 'atlantis.yaml': NAMED_YAML } }));
+  const repos = await createLocksRepos(gh);
   const mono: Record<string, string> = { 'README.md': '# mono\n' };
   for (let i = 0; i < MANY_DIRS; i++) mono[`stacks/s${String(i).padStart(3, '0')}/main.tf`] = '# v1\n';
   repos.set('acme/mono', await createTestRepo({ fullName: 'acme/mono', files: mono }));
-  for (const [name, r] of repos) gh.addRepo(name, { cloneUrl: gh.gitUrl(name), bareDir: r.bareDir });
+  gh.addRepo('acme/mono', { cloneUrl: gh.gitUrl('acme/mono'), bareDir: repos.get('acme/mono')!.bareDir });
 
   const work = mkdtempSync(path.join(tmpdir(), 'atlantis-db-rec-'));
   const reposYaml = path.join(work, 'repos.yaml');
@@ -169,40 +81,7 @@ async function record(): Promise<void> {
 
   // The small file: the cases one by one.
   await withAtlantis('atlantis-locks', async (c) => {
-    let from = gh.statuses.length;
-    const sha1 = await open(c, 'acme/infra', 1, 'change-both', {
-      'dir1/main.tf': terraformConfig({ marker: 'dir1-v2' }),
-      'dir2/main.tf': terraformConfig({ marker: 'dir2-v2' }),
-    });
-    await settled(c, sha1, 'atlantis/plan', from);
-    from = gh.statuses.length;
-    await comment(c, 'acme/infra', 1, 'atlantis plan -d dir2 -w staging');
-    await settled(c, sha1, 'atlantis/plan', from);
-    // Another PR on dir1: refused by #1's lock (its plan errors, it holds no lock).
-    from = gh.statuses.length;
-    const sha2 = await open(c, 'acme/infra', 2, 'also-dir1', { 'dir1/main.tf': terraformConfig({ marker: 'dir1-other' }) }, 'carol');
-    await settled(c, sha2, 'atlantis/plan', from);
-    from = gh.statuses.length;
-    const sha3 = await open(c, 'acme/infra', 3, 'broken', { 'dir3/main.tf': ERRORED });
-    await settled(c, sha3, 'atlantis/plan', from);
-    // Named projects: alpha planned and applied (its lock stays until the PR closes), beta planned.
-    from = gh.statuses.length;
-    const sha4 = await open(
-      c,
-      'acme/named',
-      4,
-      'alpha-beta',
-      {
-        'dir1/main.tf': terraformConfig({ marker: 'alpha-v2' }),
-        'dir2/main.tf': terraformConfig({ marker: 'beta-v2' }),
-      },
-      'bob',
-    );
-    await settled(c, sha4, 'atlantis/plan', from);
-    from = gh.statuses.length;
-    await comment(c, 'acme/named', 4, 'atlantis apply -p alpha', 'bob');
-    // The PR-wide atlantis/apply stays pending while beta is unapplied: the project's status says it is over.
-    await settled(c, sha4, 'atlantis/apply: alpha', from);
+    await runLocksScenario(c);
     const metrics = await fetch(`${url}/metrics`).then((r) => r.text());
     // Go's runtime and process collectors say nothing about Atlantis: left out.
     const kept = metrics.split('\n').filter((l) => !/^(# (HELP|TYPE) )?(go|process)_/.test(l));
