@@ -2,6 +2,7 @@
 // servers in one test process do not share counters.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { collectProcessMetrics } from '../process-metrics.js';
+import { AtlantisMetrics } from './atlantis-metrics.js';
 
 /**
  * The `X-GitHub-Event` values atlantis_webhooks_total names: the events the server handles and
@@ -68,6 +69,9 @@ export class ServerMetrics {
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
+
+  /** Atlantis v0.47's own names, beside these (atlantis-metrics.ts). */
+  readonly atlantis = new AtlantisMetrics(this.registry);
 
   constructor(opts: { defaults?: boolean } = {}) {
     if (opts.defaults !== false) collectProcessMetrics(this.registry);

@@ -21,6 +21,7 @@ import { processRedactor } from './secrets/redact.js';
 import { serverSecretValues } from './secrets/server-secrets.js';
 import { ProcessHost } from './terraform/process-host.js';
 import { ProcessRunner } from './terraform/runner.js';
+import { since } from './atlantis-metrics.js';
 
 export interface AtlantisServerOptions {
   config: ServerConfig;
@@ -185,7 +186,11 @@ export class AtlantisServer {
     }
     this.metrics.operationsInProgress.set(this.tracker.inProgress);
     const end = this.metrics.commandDuration.startTimer({ command: info.command });
-    this.operationTimers.set(op.id, end);
+    const started = process.hrtime.bigint();
+    this.operationTimers.set(op.id, () => {
+      end();
+      this.metrics.atlantis.command(info.command, since(started));
+    });
     return op;
   }
 

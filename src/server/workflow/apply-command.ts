@@ -68,7 +68,7 @@ export async function apply(j: ProjectJobs, ctx: PullContext, c: ParsedCommand):
     parallel: config?.parallelApply ?? j.d.config.parallelApply,
     abortOnFail: config?.abortOnExecutionOrderFail ?? false,
     run: async (w) => {
-      const r = await applyProject(j, ctx, w, w.plan, jobIds.get(w) ?? randomUUID());
+      const r = await j.measured('apply', ctx, w, () => applyProject(j, ctx, w, w.plan, jobIds.get(w) ?? randomUUID()));
       ran.set(r, w);
       return r;
     },

@@ -67,25 +67,27 @@ export async function simple(j: ProjectJobs, ctx: PullContext, c: ParsedCommand,
     parallel,
     abortOnFail: config?.abortOnExecutionOrderFail ?? false,
     run: (p) =>
-      j.guarded(ctx, p, async () => {
-        const refused =
-          cmd === 'import' ? await requirementRefusal(j.requirementSources, ctx, 'import', p.importRequirements, p) : undefined;
-        if (refused) return j.failure(p, refused);
-        return j.job(ctx, p, cmd, c.extraArgs, randomUUID(), async (jobCtx) => {
-          const init = j.d.projectRunner.isInitialised(jobCtx.projectDir) ? [] : p.workflow.plan.filter((s) => s.kind === 'init');
-          const extra = cmd === 'version' ? { version: true } : cmd === 'import' ? { importArgs: c.args } : { stateRmArgs: c.args };
-          const stage = cmd === 'import' ? p.workflow.import : cmd === 'state' ? p.workflow.stateRm : undefined;
-          const r = await j.d.projectRunner.runSteps(stage ?? init, jobCtx, stage ? { ...extra, customStage: true } : extra);
-          if (r.interrupted) return j.interrupted(p);
-          if (!r.ok) return j.error(p, r.output);
-          if (cmd !== 'version') await j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace); // state changed: plan is stale
-          // After import or state rm the plan is stale: the comment says how to plan again (without the args).
-          const replan =
-            cmd === 'version' ? {} : { replanCmd: buildPlanComment(j.d.config.executableName, p.dir, p.workspace, p.name, []) };
-          const outcome = { type: 'success' as const, output: r.output, ...replan };
-          return { status: 'success', view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome } };
-        });
-      }),
+      j.measured(cmd, ctx, p, () =>
+        j.guarded(ctx, p, async () => {
+          const refused =
+            cmd === 'import' ? await requirementRefusal(j.requirementSources, ctx, 'import', p.importRequirements, p) : undefined;
+          if (refused) return j.failure(p, refused);
+          return j.job(ctx, p, cmd, c.extraArgs, randomUUID(), async (jobCtx) => {
+            const init = j.d.projectRunner.isInitialised(jobCtx.projectDir) ? [] : p.workflow.plan.filter((s) => s.kind === 'init');
+            const extra = cmd === 'version' ? { version: true } : cmd === 'import' ? { importArgs: c.args } : { stateRmArgs: c.args };
+            const stage = cmd === 'import' ? p.workflow.import : cmd === 'state' ? p.workflow.stateRm : undefined;
+            const r = await j.d.projectRunner.runSteps(stage ?? init, jobCtx, stage ? { ...extra, customStage: true } : extra);
+            if (r.interrupted) return j.interrupted(p);
+            if (!r.ok) return j.error(p, r.output);
+            if (cmd !== 'version') await j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace); // state changed: plan is stale
+            // After import or state rm the plan is stale: the comment says how to plan again (without the args).
+            const replan =
+              cmd === 'version' ? {} : { replanCmd: buildPlanComment(j.d.config.executableName, p.dir, p.workspace, p.name, []) };
+            const outcome = { type: 'success' as const, output: r.output, ...replan };
+            return { status: 'success', view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome } };
+          });
+        }),
+      ),
   });
   await j.postResults(ctx, cmd, runs, c);
   // As Atlantis: a successful import or state rm marks the plan discarded.

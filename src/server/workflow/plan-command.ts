@@ -51,7 +51,7 @@ export async function plan(j: ProjectJobs, ctx: PullContext, c: ParsedCommand | 
   const runs = await j.scheduler.ordered('plan', ctx, projects, {
     parallel: config?.parallelPlan ?? j.d.config.parallelPlan,
     abortOnFail: config?.abortOnExecutionOrderFail ?? false,
-    run: (p) => planProject(j, ctx, p, c, merged.get(p.workspace)),
+    run: (p) => j.measured('plan', ctx, p, () => planProject(j, ctx, p, c, merged.get(p.workspace))),
     cancelled: (p) => j.error(p, CANCELLED_PROJECT_ERROR),
   });
   // As Atlantis: the API never automerges.

@@ -6,6 +6,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../../config/flags.js';
 import { VERSION } from '../../version.js';
+import { countWebhook, instrumentGitHub, since } from '../atlantis-metrics.js';
 import { importAtStart, postImportNotices } from '../locks/bolt-import.js';
 import { openStateStore } from '../locks/open-store.js';
 import type { StateStore } from '../locks/state-store.js';
@@ -23,6 +24,7 @@ import type { WebhookRequest, WebhookResponse } from '../http/app.js';
 import { githubAuth } from '../vcs/github-app.js';
 import { GitHubClient, type PullInfo, type ReactionContent } from '../vcs/github-client.js';
 import { AllowlistError, type RepoAllowlist, parseRepoAllowlist } from '../vcs/repo-allowlist.js';
+import { verifySignature } from '../vcs/webhook.js';
 import { CommandRunner, type PullContext } from './command-runner.js';
 import { WorkflowHooks } from './hooks.js';
 import { JobLogPruner } from './job-logs.js';
@@ -86,12 +88,16 @@ export function workflowPlugin(server: AtlantisServer) {
   const refused = new RefusedEntries(store, log);
   const leases = openProjectLeases(cfg, log);
   const auth = githubAuth(cfg, log);
-  const github = new GitHubClient({
-    baseUrl: cfg.ghApiUrl,
-    logger: log,
-    maxCommentsPerCommand: cfg.maxCommentsPerCommand,
-    ...auth.clientOptions,
-  });
+  // Its calls also counted and timed under Atlantis's metric names (atlantis-metrics.ts).
+  const github = instrumentGitHub(
+    new GitHubClient({
+      baseUrl: cfg.ghApiUrl,
+      logger: log,
+      maxCommentsPerCommand: cfg.maxCommentsPerCommand,
+      ...auth.clientOptions,
+    }),
+    server.metrics.atlantis,
+  );
   const copies = new WorkingCopies(cfg.dataDir, auth.clientOptions.token, log, server.processHost, {
     strategy: cfg.checkoutStrategy,
     depth: cfg.checkoutDepth,
@@ -370,9 +376,12 @@ export function workflowPlugin(server: AtlantisServer) {
     // As Atlantis: a closed PR's cancel mark and project states go with it.
     runner.forgetPull(repo, pull);
     let released: number;
+    const started = process.hrtime.bigint();
     try {
       released = await releasePull(repo, pull, store);
+      server.metrics.atlantis.pullClosed(true, since(started));
     } catch (e) {
+      server.metrics.atlantis.pullClosed(false, since(started));
       if (!storeUnreachable(e)) throw e;
       log.warn('Close not handled: the state store cannot be reached', { repo, pull, error: (e as Error).message });
       return { status: 503, body: `${CLOSE_STORE_UNAVAILABLE_BODY}\n` };
@@ -451,7 +460,15 @@ export function workflowPlugin(server: AtlantisServer) {
   }
 
   return {
-    onWebhook,
+    // Counted under Atlantis's names by the replica GitHub sent it to, not again by the one it was handed to.
+    onWebhook: async (req: WebhookRequest): Promise<WebhookResponse> => {
+      const res = await onWebhook(req);
+      if (req.forwardedBy === undefined)
+        countWebhook(server.metrics.atlantis, req, res.status, (raw, sig) =>
+          cfg.ghWebhookSecret === undefined ? true : verifySignature(cfg.ghWebhookSecret, raw, sig),
+        );
+      return res;
+    },
     storeHealthy: async () => {
       const up = await store.isHealthy();
       server.metrics.storeUp.set(up ? 1 : 0);

@@ -5,6 +5,7 @@
 import { appendFileSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { sleep } from '../../async.js';
+import { since } from '../atlantis-metrics.js';
 import type { Lease } from '../locks/project-lease.js';
 import type { PlanRecord } from '../locks/state-store.js';
 import type { ParsedCommand } from './comment-parser.js';
@@ -108,6 +109,29 @@ export class ProjectJobs {
       ).catch(() => undefined);
     const defaults = defaultsFor(this.d.serverRepoConfig, repoId);
     return { config, defaults };
+  }
+
+  /** One project of plan, apply, import or state, counted and timed under Atlantis's metric names too. */
+  async measured(command: string, ctx: PullContext, p: ProjectSpec, fn: () => Promise<ProjectRun>): Promise<ProjectRun> {
+    if (!['plan', 'apply', 'import', 'state'].includes(command)) return fn();
+    const started = process.hrtime.bigint();
+    const labels = {
+      repo: ctx.repo,
+      pull: ctx.pull,
+      project: p.name ?? '',
+      dir: p.dir,
+      workspace: p.workspace,
+      terraformVersion: p.terraformVersion ?? '',
+    };
+    try {
+      const run = await fn();
+      const t = run.view.outcome.type;
+      this.d.metrics.atlantis.project(command, labels, t === 'success' ? 'success' : t === 'failure' ? 'failure' : 'error', since(started));
+      return run;
+    } catch (e) {
+      this.d.metrics.atlantis.project(command, labels, 'error', since(started));
+      throw e;
+    }
   }
 
   guarded(ctx: PullContext, p: ProjectSpec, fn: () => Promise<ProjectRun>): Promise<ProjectRun> {
