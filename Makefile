@@ -54,3 +54,4 @@ clean:
 -include hack/helm/helm.mk
 -include hack/kstatus/kstatus.mk
 -include hack/provider/provider.mk
+-include hack/tofu/tofu.mk
