@@ -7,6 +7,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, write
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { execa } from 'execa';
 import {
   FIXTURE_SOURCE,
   type ProviderMirror,
@@ -94,6 +95,33 @@ describe('provider network mirror with terraform', { timeout: 900_000 }, () => {
     assert.equal(mirror.counts(mark).archives, 1, 'plan and apply downloaded nothing more');
   });
 
+  it('cuts a long create short when terraform is interrupted (the provider is told to stop)', async () => {
+    const cli = mirror.writeCliConfig(path.join(root, 'interrupt.tfrc'));
+    const dir = project('interrupt', fixtureConfig({ applySleepMs: 120_000 }));
+    await runTfOk(TERRAFORM, ['init', '-input=false', '-no-color'], dir, mirror.env(cli));
+    const child = execa(TERRAFORM, ['apply', '-input=false', '-no-color', '-auto-approve'], {
+      cwd: dir,
+      env: { ...mirror.env(cli), TF_IN_AUTOMATION: '1' },
+      reject: false,
+      timeout: 100_000,
+    });
+    let out = '';
+    let interruptedAt = 0;
+    child.stdout!.on('data', (b: Buffer) => {
+      out += b.toString();
+      if (!interruptedAt && out.includes('fixture_value.v[0]: Creating...')) {
+        interruptedAt = Date.now();
+        child.kill('SIGINT');
+      }
+    });
+    const r = await child;
+    assert.ok(interruptedAt > 0, `the create started:\n${out}`);
+    assert.notEqual(r.exitCode, 0);
+    assert.match(String(r.stderr), /fixture_value: create interrupted/);
+    assert.match(String(r.stderr), /stopped after less than 120000 ms: context canceled/);
+    assert.ok(Date.now() - interruptedAt < 60_000, 'terraform ended long before the sleep would have');
+  });
+
   it('serves an older version when the config pins it, and refuses an unknown one', async () => {
     const cli = mirror.writeCliConfig(path.join(root, 'pinned.tfrc'));
     const dir = project('pinned', fixtureConfig({ version: '< 1.0.0' }));
@@ -148,6 +176,23 @@ describe('provider network mirror with terraform', { timeout: 900_000 }, () => {
     assert.equal(mirror.counts(mark).archives, 0, 'a second project with a lock file downloads nothing');
     const plan = await runTfOk(TERRAFORM, ['plan', '-input=false', '-no-color'], second, env);
     assert.match(plan.stdout, /Plan: 1 to add/);
+  });
+
+  it('tells parallel inits apart by the tag of their CLI config', async () => {
+    const mark = mirror.requests.length;
+    const tags = ['p1', 'p2', 'p3'];
+    await Promise.all(
+      tags.map((tag) => {
+        const cli = mirror.writeCliConfig(path.join(root, `${tag}.tfrc`), { tag });
+        return runTfOk(TERRAFORM, ['init', '-input=false', '-no-color'], project(`tagged-${tag}`, fixtureConfig()), mirror.env(cli));
+      }),
+    );
+    for (const tag of tags) {
+      const c = mirror.counts(mark, tag);
+      assert.equal(c.archives, 1, `${tag} downloaded the provider once`);
+      assert.equal(c.archiveBytes, mirror.counts(mark).archiveBytes / tags.length);
+    }
+    assert.equal(mirror.counts(mark).archives, tags.length);
   });
 
   it('without a lock file terraform downloads again unless told the cache may fill the lock file', async () => {

@@ -34,6 +34,8 @@ export interface MirrorRequest {
   path: string;
   /** The registry host the path names (registry.terraform.io, ...), if any. */
   registryHost: string | undefined;
+  /** The tag of the CLI config that made the request (CliConfigOptions.tag), if any. */
+  tag: string | undefined;
   kind: MirrorRequestKind;
   status: number;
   /** Body bytes sent. */
@@ -55,6 +57,11 @@ export interface CliConfigOptions {
   pluginCacheDir?: string;
   /** `plugin_cache_may_break_dependency_lock_file = true` (terraform ≥ 1.4 otherwise downloads when no lock file records the hash yet). */
   pluginCacheMayBreakLockFile?: boolean;
+  /**
+   * Tags every request made through this config (the mirror URL gets a `/t/<tag>/` prefix),
+   * so parallel inits with different configs can be told apart in `requests`.
+   */
+  tag?: string;
 }
 
 export interface ProviderMirror {
@@ -68,8 +75,8 @@ export interface ProviderMirror {
   releases: Map<string, Omit<PackedRelease, 'zip'> & { file: string }>;
   /** Every request so far, in order of completion. */
   requests: MirrorRequest[];
-  /** Counts over requests[since..] (since: a length of `requests` taken earlier). */
-  counts(since?: number): MirrorCounts;
+  /** Counts over requests[since..] (since: a length of `requests` taken earlier), or over one tag's. */
+  counts(since?: number, tag?: string): MirrorCounts;
   /** Writes a CLI config that installs every provider from this mirror and returns its path. */
   writeCliConfig(file: string, opts?: CliConfigOptions): string;
   /** Env for terraform/tofu children: TF_CLI_CONFIG_FILE, SSL_CERT_FILE, CHECKPOINT_DISABLE. */
@@ -144,7 +151,9 @@ export async function startProviderMirror(opts: ProviderMirrorOptions = {}): Pro
   };
 
   const server = https.createServer({ cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) }, (req, res) => {
-    const p = decodeURIComponent(new URL(req.url ?? '/', 'https://mirror').pathname);
+    let p = decodeURIComponent(new URL(req.url ?? '/', 'https://mirror').pathname);
+    const tagged = /^\/t\/([^/]+)(\/.*)$/.exec(p);
+    if (tagged) p = tagged[2]!;
     const a = req.method === 'GET' || req.method === 'HEAD' ? answer(p) : { kind: 'other' as const, status: 405, body: '' };
     const send = (): void => {
       const body = typeof a.body === 'string' ? Buffer.from(a.body) : a.body;
@@ -155,6 +164,7 @@ export async function startProviderMirror(opts: ProviderMirrorOptions = {}): Pro
           method: req.method ?? '',
           path: p,
           registryHost: regHost && hosts.has(regHost) ? regHost : undefined,
+          tag: tagged?.[1],
           kind: a.kind,
           status: a.status,
           bytes: req.method === 'HEAD' ? 0 : body.length,
@@ -176,8 +186,8 @@ export async function startProviderMirror(opts: ProviderMirrorOptions = {}): Pro
     versions,
     releases: new Map([...zips].map(([v, r]) => [v, { zh: r.zh, h1: r.h1, file: zipName(v) }])),
     requests,
-    counts(since = 0) {
-      const rs = requests.slice(since);
+    counts(since = 0, tag) {
+      const rs = requests.slice(since).filter((r) => tag === undefined || r.tag === tag);
       const archives = rs.filter((r) => r.kind === 'archive' && r.status === 200 && r.method === 'GET');
       return {
         requests: rs.length,
@@ -187,11 +197,13 @@ export async function startProviderMirror(opts: ProviderMirrorOptions = {}): Pro
       };
     },
     writeCliConfig(file, o = {}) {
+      if (o.tag !== undefined && !/^[\w.-]+$/.test(o.tag)) throw new Error(`mirror tag ${o.tag}: letters, digits, _ . - only`);
+      const u = o.tag === undefined ? url : `${url}t/${o.tag}/`;
       const lines = [
         'disable_checkpoint = true',
         'provider_installation {',
         '  network_mirror {',
-        `    url = ${JSON.stringify(url)}`,
+        `    url = ${JSON.stringify(u)}`,
         '  }',
         '}',
       ];
