@@ -55,3 +55,4 @@ clean:
 -include hack/kstatus/kstatus.mk
 -include hack/provider/provider.mk
 -include hack/tofu/tofu.mk
+-include hack/conftest/conftest.mk
