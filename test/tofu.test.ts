@@ -2,7 +2,7 @@
 // network mirror as terraform, under tofu's own default registry host (registry.opentofu.org),
 // then plans and applies; and runs a terraform_data config with no provider at all.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -80,6 +80,28 @@ describe('OpenTofu built from Go modules', { timeout: 1_800_000 }, () => {
     const apply = await runTfOk(tofu, ['apply', '-input=false', '-no-color', 'tfplan'], dir, mirror.env(cli));
     assert.match(apply.stdout, /Apply complete! Resources: 2 added/);
     assert.equal(readFileSync(out, 'utf8'), 'written by fixture_file\n');
+  });
+
+  it('with a plugin cache, a project with a lock file downloads nothing, one without downloads again', async () => {
+    const cache = path.join(root, 'plugin-cache');
+    mkdirSync(cache);
+    const env = mirror.env(mirror.writeCliConfig(path.join(root, 'cache.tfrc'), { pluginCacheDir: cache }));
+    const first = project('cache-a', fixtureConfig());
+    let mark = mirror.requests.length;
+    await runTfOk(tofu, ['init', '-input=false', '-no-color'], first, env);
+    assert.equal(mirror.counts(mark).archives, 1);
+    assert.ok(existsSync(path.join(cache, 'registry.opentofu.org', FIXTURE_SOURCE, version, 'linux_amd64')));
+
+    const second = project('cache-b', fixtureConfig({ value: 'other' }));
+    cpSync(path.join(first, '.terraform.lock.hcl'), path.join(second, '.terraform.lock.hcl'));
+    mark = mirror.requests.length;
+    await runTfOk(tofu, ['init', '-input=false', '-no-color'], second, env);
+    assert.equal(mirror.counts(mark).archives, 0, 'with the lock file: from the cache');
+
+    mark = mirror.requests.length;
+    await runTfOk(tofu, ['init', '-input=false', '-no-color'], project('cache-c', fixtureConfig()), env);
+    // As terraform ≥ 1.4: a cached package is used only when a lock file vouches for it.
+    assert.equal(mirror.counts(mark).archives, 1, 'without a lock file: downloaded again');
   });
 
   it('also takes the hashicorp-style address when a config names registry.terraform.io', async () => {

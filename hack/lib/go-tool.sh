@@ -1,6 +1,6 @@
 # Shared by hack/{tofu,conftest,gitea,provider}/build.sh: each builds one tool from the pinned
 # Go modules of its own folder into
-#   ${ATLANTIS_GOTOOLS_CACHE:-$HOME/.cache/atlantis-operator}/<tool>/<version>-<hash>/
+#   ${ATLANTIS_TOOLS_CACHE:-$HOME/.cache/atlantis-operator}/<tool>/<version>-<hash>/
 # where <hash> covers the folder's go.mod, go.sum and any sources, so a change to them builds
 # anew and an unchanged tree reuses what is there. A script prints the cached path on its
 # last stdout line (everything else goes to stderr) so tests can find it by running the script.
@@ -28,7 +28,7 @@ tool_dest() {
   shift
   local hash
   hash="$(cat "$@" | sha256sum | cut -c1-12)"
-  echo "${ATLANTIS_GOTOOLS_CACHE:-$HOME/.cache/atlantis-operator}/$tool/$version-$hash"
+  echo "${ATLANTIS_TOOLS_CACHE:-$HOME/.cache/atlantis-operator}/$tool/$version-$hash"
 }
 
 # timed_build LABEL CMD...: runs CMD niced, then says its wall and CPU seconds (user+sys of
