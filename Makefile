@@ -56,3 +56,4 @@ clean:
 -include hack/provider/provider.mk
 -include hack/tofu/tofu.mk
 -include hack/conftest/conftest.mk
+-include hack/gitea/gitea.mk
