@@ -26,7 +26,7 @@ describe('provider network mirror with terraform', { timeout: 900_000 }, () => {
   before(async () => {
     assertTerraform();
     root = mkdtempSync(path.join(tmpdir(), 'ato-mirror-'));
-    mirror = await startProviderMirror({ versions: ['0.9.0', version] });
+    mirror = await startProviderMirror({ host: '127.0.236.1', versions: ['0.9.0', version] });
   });
   after(async () => {
     await mirror?.close();
@@ -135,7 +135,7 @@ describe('provider network mirror with terraform', { timeout: 900_000 }, () => {
   });
 
   it('refuses a package whose hash does not match what the mirror published', async () => {
-    const bad = await startProviderMirror({ wrongHashes: true });
+    const bad = await startProviderMirror({ host: '127.0.236.1', wrongHashes: true });
     try {
       const cli = bad.writeCliConfig(path.join(root, 'bad.tfrc'));
       const dir = project('bad-hash', fixtureConfig());
