@@ -53,3 +53,7 @@ clean:
 -include hack/k8s/k8s.mk
 -include hack/helm/helm.mk
 -include hack/kstatus/kstatus.mk
+-include hack/provider/provider.mk
+-include hack/tofu/tofu.mk
+-include hack/conftest/conftest.mk
+-include hack/gitea/gitea.mk

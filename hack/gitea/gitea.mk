@@ -1,0 +1,8 @@
+# Gitea for the Gitea tests (docs/test-tools.md). Included by the top-level Makefile;
+# `test: gitea-bin` adds it to test's prerequisites.
+.PHONY: gitea-bin
+
+gitea-bin: ## build Gitea from the pinned Go modules in hack/gitea, with its options/ (cached, see docs/test-tools.md)
+	bash hack/gitea/build.sh >/dev/null
+
+test: gitea-bin
