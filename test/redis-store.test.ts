@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test';
 import { MAX_PLAN_FILE_BYTES } from '../src/server/locks/plan-bytes.js';
 import { RedisStore, type RedisStoreOptions } from '../src/server/locks/redis-store.js';
 import type { LockKey } from '../src/server/locks/state-store.js';
-import { type RedisServer, startRedisServer } from './support/redis-server.js';
+import { type RedisServer, startRedisServer, testSharedStateKey } from './support/redis-server.js';
 import { stateStoreContract } from './support/state-store-contract.js';
 
 let srv: RedisServer;
@@ -33,6 +33,7 @@ async function connect(o: Partial<RedisStoreOptions> & { keyPrefix: string }): P
     port: srv.port,
     dataDir: path.join(tmpRoot, `data-${n++}`),
     replicaId: 'replica-0',
+    sharedStateKey: testSharedStateKey(),
     ...o,
   });
   opened.push(s);
@@ -250,7 +251,7 @@ async function eventually(ok: () => Promise<boolean>, ms: number, what: string):
 test('Redis killed: calls fail within a bound and isHealthy is false; restarted: the same store works again and kept the data', async () => {
   const own = await startRedisServer();
   const dataDir = path.join(tmpRoot, 'outage');
-  const s = await RedisStore.connect({ host: own.host, port: own.port, dataDir, replicaId: 'r' });
+  const s = await RedisStore.connect({ host: own.host, port: own.port, dataDir, replicaId: 'r', sharedStateKey: testSharedStateKey() });
   try {
     const bytes = randomBytes(64 * 1024);
     const p = s.planPath(K, 6);
@@ -304,7 +305,13 @@ test('Redis killed: calls fail within a bound and isHealthy is false; restarted:
 
 test('Redis up but silent (SIGSTOP): calls time out, isHealthy is false; resumed: works again', async () => {
   const own = await startRedisServer();
-  const s = await RedisStore.connect({ host: own.host, port: own.port, dataDir: path.join(tmpRoot, 'paused'), replicaId: 'r' });
+  const s = await RedisStore.connect({
+    host: own.host,
+    port: own.port,
+    dataDir: path.join(tmpRoot, 'paused'),
+    replicaId: 'r',
+    sharedStateKey: testSharedStateKey(),
+  });
   try {
     await s.tryLock(K, { pull: 1, user: 'u' });
     own.pause();
@@ -330,7 +337,7 @@ test('connect fails with a clear error when Redis is not there', async () => {
   await gone.cleanup();
   const t0 = Date.now();
   await assert.rejects(
-    RedisStore.connect({ host, port, dataDir: tmpRoot, replicaId: 'r' }),
+    RedisStore.connect({ host, port, dataDir: tmpRoot, replicaId: 'r', sharedStateKey: testSharedStateKey() }),
     (err: Error) => err.message.includes(`failed to connect to redis at ${host}:${port}`) && /ECONNREFUSED/.test(err.message),
   );
   assert.ok(Date.now() - t0 < 3000);
@@ -339,7 +346,7 @@ test('connect fails with a clear error when Redis is not there', async () => {
 test('auth: requirepass and an ACL user; a wrong password is a clear error from connect', async () => {
   const sec = await startRedisServer({ password: 'right horse', user: { name: 'atlantis', password: 's3cret' } });
   try {
-    const base = { host: sec.host, port: sec.port, dataDir: tmpRoot, replicaId: 'r' };
+    const base = { host: sec.host, port: sec.port, dataDir: tmpRoot, replicaId: 'r', sharedStateKey: testSharedStateKey() };
     await assert.rejects(RedisStore.connect({ ...base, password: 'wrong' }), (err: Error) => {
       assert.match(err.message, new RegExp(`failed to connect to redis at ${sec.host}:${sec.port}: WRONGPASS`));
       assert.equal(err.message.includes('wrong'), false, 'the password is not in the message');

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import type { ReplicaInfo } from '../src/server/replicas/affinity.js';
 import { LocalReplicaRegistry, ReplicaRegistry, openReplicaRegistry } from '../src/server/replicas/registry.js';
-import { type RedisServer, startRedisServer } from './support/redis-server.js';
+import { type RedisServer, startRedisServer, testSharedStateKey } from './support/redis-server.js';
 
 let srv: RedisServer;
 const opened: ReplicaRegistry[] = [];
@@ -49,6 +49,7 @@ async function cluster(n: number): Promise<Cluster> {
       host: srv.host,
       port: srv.port,
       keyPrefix,
+      key: testSharedStateKey(),
       self: { id, url: `http://10.0.0.${i + 1}:4141` },
       heartbeatMs: HEARTBEAT_MS,
       ttlMs: TTL_MS,
@@ -165,14 +166,22 @@ test('Redis restarted, even after more than the TTL down: heartbeats resume alon
 });
 
 test('start() fails with the address when Redis cannot be reached', async () => {
-  const reg = new ReplicaRegistry({ host: '127.0.0.1', port: 1, self: { id: 'x', url: 'http://x:4141' } });
+  const reg = new ReplicaRegistry({ host: '127.0.0.1', port: 1, key: testSharedStateKey(), self: { id: 'x', url: 'http://x:4141' } });
   opened.push(reg);
   await assert.rejects(reg.start(), /failed to connect to redis at 127\.0\.0\.1:1/);
 });
 
 test('the TTL must be longer than the heartbeat', () => {
   assert.throws(
-    () => new ReplicaRegistry({ host: srv.host, port: srv.port, self: { id: 'x', url: 'u' }, heartbeatMs: 1000, ttlMs: 1000 }),
+    () =>
+      new ReplicaRegistry({
+        host: srv.host,
+        port: srv.port,
+        key: testSharedStateKey(),
+        self: { id: 'x', url: 'u' },
+        heartbeatMs: 1000,
+        ttlMs: 1000,
+      }),
     /must be longer/,
   );
 });
@@ -191,7 +200,13 @@ test('openReplicaRegistry follows the store: local for boltdb, Redis for redis',
   const local = openReplicaRegistry({ store: { type: 'boltdb' }, replicaId: 'r0' }, 'http://a:4141');
   assert.ok(local instanceof LocalReplicaRegistry);
   const shared = openReplicaRegistry(
-    { store: { type: 'redis', redis: { host: srv.host, port: srv.port, db: 0, tls: false, insecureSkipVerify: false } }, replicaId: 'r1' },
+    {
+      store: {
+        type: 'redis',
+        redis: { host: srv.host, port: srv.port, db: 0, tls: false, insecureSkipVerify: false, sharedStateKey: testSharedStateKey() },
+      },
+      replicaId: 'r1',
+    },
     'http://b:4141',
     { keyPrefix: `t-${randomBytes(4).toString('hex')}:`, heartbeatMs: HEARTBEAT_MS, ttlMs: TTL_MS },
   );
