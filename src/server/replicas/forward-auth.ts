@@ -52,7 +52,10 @@ export function checkForwardAuth(key: SharedStateKey, header: string | undefined
   if (!m) return { ok: false, problem: `a malformed ${FORWARD_AUTH_HEADER} header` };
   const at = Number(m[1]);
   const nonce = m[2] as string;
-  if (Math.abs(nowMs - at) > FORWARD_MAX_SKEW_MS) return { ok: false, problem: `sent ${Math.round((nowMs - at) / 1000)} s from now` };
+  if (Math.abs(nowMs - at) > FORWARD_MAX_SKEW_MS) {
+    const s = Math.round(Math.abs(nowMs - at) / 1000);
+    return { ok: false, problem: nowMs > at ? `sent ${s} s ago` : `dated ${s} s ahead of this replica's clock` };
+  }
   if (!key.verify('forward/v1', parts(f, at, nonce), m[3])) return { ok: false, problem: 'its authentication code does not match' };
   return { ok: true, nonce };
 }
