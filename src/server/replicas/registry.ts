@@ -110,7 +110,7 @@ redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 return 1`;
 
 // KEYS replicas; ARGV alive-key prefix, claim-key prefix, claim ttl ms, '1' to sweep, own id.
-// {live ids and records (id, rec, ...), records of the deaths this call claimed}. Never sweeps the caller itself.
+// {live ids and records (id, rec, ...), ids and records of the deaths this call claimed}. Never sweeps the caller itself.
 const SWEEP = `local all = redis.call('HGETALL', KEYS[1])
 local live, gone = {}, {}
 for i = 1, #all, 2 do
@@ -121,7 +121,10 @@ for i = 1, #all, 2 do
   elseif ARGV[4] == '1' and id ~= ARGV[5] then
     redis.call('HDEL', KEYS[1], id)
     local beat = string.match(rec, '"heartbeatAt":(%d+)') or redis.sha1hex(rec)
-    if redis.call('SET', ARGV[2] .. id .. ':' .. beat, ARGV[5], 'NX', 'PX', ARGV[3]) then gone[#gone + 1] = rec end
+    if redis.call('SET', ARGV[2] .. id .. ':' .. beat, ARGV[5], 'NX', 'PX', ARGV[3]) then
+      gone[#gone + 1] = id
+      gone[#gone + 1] = rec
+    end
   end
 end
 return {live, gone}`;
@@ -380,15 +383,10 @@ export class ReplicaRegistry implements ReplicaMembership {
       sweep ? '1' : '0',
       this.info.id,
     );
-    for (const rec of gone) {
-      let id = '';
-      try {
-        id = String((JSON.parse(rec) as { id?: unknown }).id ?? '');
-      } catch {
-        /* below: fails its check */
-      }
-      const r = this.checked(id, rec);
-      // A record that fails its check was never a replica: nothing of "its" journal is taken over.
+    for (let i = 0; i + 1 < gone.length; i += 2) {
+      // A record that fails its check (or is kept under another id) was never a replica:
+      // nothing of "its" journal is taken over.
+      const r = this.checked(gone[i] as string, gone[i + 1] as string);
       if (r) this.reportGone(infoOf(r));
     }
     const out: ReplicaInfo[] = [];
