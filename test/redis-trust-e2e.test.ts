@@ -109,6 +109,18 @@ async function idle(): Promise<void> {
   );
 }
 
+describe('at start', () => {
+  it('a replica on a Redis without a password and without TLS says so, one warn line each', () => {
+    for (const x of replicas) {
+      const warns = x.p
+        .output()
+        .split('\n')
+        .filter((l) => l.includes('"level":"warn"') && /"msg":"Redis is used without (a password|TLS) /.test(l));
+      assert.equal(warns.length, 2, `${x.id}: ${warns.join('\n')}`);
+    }
+  });
+});
+
 describe('plans in Redis are checked against the shared state key', () => {
   it('a plan file and its sha256 replaced in Redis: apply is refused with a comment on the replica that planned, nothing runs', async () => {
     await planned(1, 'net');
