@@ -19,7 +19,7 @@ import { startServiceProxy } from '../dev/service-proxy/index.js';
 import { type Mode, runScenario, type ScenarioResult } from '../dev/demo/scenario.js';
 import { fmtMs } from '../dev/demo/figures.js';
 import { startCli } from '../test/support/cli.js';
-import { createVcsSecret, ensureCrd } from '../test/support/controller.js';
+import { createVcsSecret, ensureCrd, createSharedStateKeySecret } from '../test/support/controller.js';
 import { freshNamespace, getCluster, getLocalNode } from '../test/support/k8s.js';
 import { startRedisServer } from '../test/support/redis-server.js';
 import { WEBHOOK_SECRET, createWorkflowEnv } from '../test/support/workflow-env.js';
@@ -47,6 +47,7 @@ export async function benchRolloutModes(): Promise<{ ok: boolean }> {
       const ns = await freshNamespace(`rollout-${m.mode}`);
       const env = await createWorkflowEnv();
       await createVcsSecret(cluster.kc, ns, env.gh.token, WEBHOOK_SECRET);
+      const { ref: sharedStateKeySecretRef } = await createSharedStateKeySecret(cluster.kc, ns);
       const logPath = path.join(os.tmpdir(), `bench-rollout-${m.mode}-${process.pid}`);
       const proxy = await startServiceProxy({ kubeconfigPath: cluster.kubeconfigPath, namespace: ns, logPath: `${logPath}-proxy.log` });
       const ctrl = startCli(
@@ -56,7 +57,15 @@ export async function benchRolloutModes(): Promise<{ ok: boolean }> {
       );
       try {
         const r = await runScenario(
-          { kc: cluster.kc, node, proxy, env, ns, redis, say: (msg) => console.log(`  [${m.mode}] ${msg}`) },
+          {
+            kc: cluster.kc,
+            node,
+            proxy,
+            env,
+            ns,
+            redis: { host: redis.host, port: redis.port, sharedStateKeySecretRef },
+            say: (msg) => console.log(`  [${m.mode}] ${msg}`),
+          },
           { mode: m.mode, replicas: m.replicas, applySeconds: APPLY_SECONDS },
         );
         results.push(r);

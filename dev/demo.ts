@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { kubeRequestOk } from '../src/k8s/client.js';
 import { kubeconfigYaml } from '../src/k8s/kubeconfig.js';
-import { createVcsSecret } from '../test/support/controller.js';
+import { createSharedStateKeySecret, createVcsSecret } from '../test/support/controller.js';
 import { waitForCrdEstablished } from '../test/support/k8s.js';
 import { type RedisServer, startRedisServer } from '../test/support/redis-server.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from '../test/support/workflow-env.js';
@@ -107,8 +107,18 @@ async function main(): Promise<number> {
     say(`redis-server ${redis.host}:${redis.port} (the replicas' shared state; its log ${redis.logFile})`);
     await k(['create', 'namespace', NS]);
     await createVcsSecret(kc, NS, env.gh.token, WEBHOOK_SECRET);
+    // The replicas sign what they keep in Redis with this key; the kubelet mounts it from the Secret.
+    const { ref: sharedStateKeySecretRef } = await createSharedStateKeySecret(kc, NS);
     const r = await runScenario(
-      { kc, node: stack.node!, proxy: stack.serviceProxy!, env, ns: NS, redis, say },
+      {
+        kc,
+        node: stack.node!,
+        proxy: stack.serviceProxy!,
+        env,
+        ns: NS,
+        redis: { host: redis.host, port: redis.port, sharedStateKeySecretRef },
+        say,
+      },
       { mode: 'redis-surge', replicas: 2, applySeconds: APPLY_SECONDS },
     );
     process.stdout.write(`\nTimeline (pod watch, Service endpoints, the servers' own logs):\n`);

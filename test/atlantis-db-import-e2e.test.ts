@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { CLI, type CliProcess } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
-import { type RedisServer, replicaArgs, startRedisServer } from './support/redis-server.js';
+import { type RedisServer, replicaArgs, sharedStateKeyFile, startRedisServer } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
@@ -196,7 +196,18 @@ describe('atlantis-operator migrate atlantis-db', () => {
   });
 
   it('on Redis (the server flags and ATLANTIS_* env say where)', () => {
-    const args = ['--locking-db-type', 'redis', '--redis-host', redis.host, '--redis-port', String(redis.port), '--redis-db', '5'];
+    const args = [
+      '--locking-db-type',
+      'redis',
+      '--redis-host',
+      redis.host,
+      '--redis-port',
+      String(redis.port),
+      '--redis-db',
+      '5',
+      '--shared-state-key-file',
+      sharedStateKeyFile(),
+    ];
     const r = run(SMALL, '--data-dir', tempDataDir(), ...args);
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /^Imported into Redis from /);

@@ -2,14 +2,27 @@
 // SERVER_FLAGS, and what each kind of setting does at start; --disable-apply, --gh-team-allowlist
 // parsing and matching; duration bounds.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { inspect } from 'node:util';
 import { describe, it } from 'node:test';
 import { ATLANTIS_FLAGS, judgeAtlantisFlags } from '../src/config/atlantis-flags.js';
 import { parseFlags, UsageError } from '../src/config/flags.js';
 import { SERVER_FLAGS } from '../src/server/config.js';
 import { ACCEPTED_COMMAND_NAMES, RUNNABLE_COMMANDS } from '../src/server/workflow/commands.js';
 import { TeamAllowlistError, noPermissionComment, parseTeamAllowlist, teamAllows } from '../src/server/workflow/team-allowlist.js';
+import { SharedStateKey } from '../src/server/locks/shared-state-key.js';
+import { type RedisSettings, redisStartWarnings } from '../src/server/locks/store-config.js';
+import { sharedStateKeyFile } from './support/redis-server.js';
 import { configWithRequiredFlags } from './support/server-config.js';
+
+/** A key file one byte too short. */
+function shortKeyFile(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'ato-short-key-'));
+  writeFileSync(path.join(dir, 'key'), `${'k'.repeat(31)}\n`);
+  return path.join(dir, 'key');
+}
 
 const config = configWithRequiredFlags('ato-atlflags-');
 
@@ -65,7 +78,18 @@ describe('the Atlantis flag table', () => {
     ['repo locking at its default', [], { ATLANTIS_DISABLE_REPO_LOCKING: 'false' }, 'ok'],
     ['global apply lock off (honoured)', ['--disable-global-apply-lock'], {}, 'ok'],
     ['unlock label', [], { ATLANTIS_DISABLE_UNLOCK_LABEL: 'no-unlock' }, { refused: /--disable-unlock-label/ }],
-    ['redis locking (honoured)', [], { ATLANTIS_LOCKING_DB_TYPE: 'redis', ATLANTIS_REDIS_HOST: 'redis.infra' }, 'ok'],
+    [
+      'redis locking (honoured), with the shared state key (ours)',
+      [],
+      { ATLANTIS_LOCKING_DB_TYPE: 'redis', ATLANTIS_REDIS_HOST: 'redis.infra', ATLANTIS_SHARED_STATE_KEY_FILE: sharedStateKeyFile() },
+      'ok',
+    ],
+    [
+      'redis locking without the shared state key (a deliberate difference)',
+      [],
+      { ATLANTIS_LOCKING_DB_TYPE: 'redis', ATLANTIS_REDIS_HOST: 'redis.infra' },
+      { refused: /^--shared-state-key-file is required with --locking-db-type redis: / },
+    ],
     ['Redis Cluster', [], { ATLANTIS_REDIS_CLUSTER_ADDRESSES: 'a:6379,b:6379' }, { refused: /--redis-cluster-addresses.*Redis Cluster/ }],
     ['boltdb locking (the default)', [], { ATLANTIS_LOCKING_DB_TYPE: 'boltdb' }, 'ok'],
     ['policy checks on the command line', ['--enable-policy-checks'], {}, { refused: /--enable-policy-checks/ }],
@@ -271,7 +295,15 @@ describe('comment layout flags', () => {
   });
 });
 
-describe('the store flags (--locking-db-type, --redis-*, --replica-id)', () => {
+describe('the store flags (--locking-db-type, --redis-*, --replica-id, --shared-state-key-file)', () => {
+  const KEY = { ATLANTIS_SHARED_STATE_KEY_FILE: sharedStateKeyFile() };
+  /** The Redis settings without the key (a class compared on its own below). */
+  const settings = (c: ReturnType<typeof config>) => {
+    assert.equal(c.store.type, 'redis');
+    const { sharedStateKey, ...rest } = (c.store as { redis: RedisSettings }).redis;
+    assert.ok(sharedStateKey instanceof SharedStateKey);
+    return rest;
+  };
   it("default to the embedded store (Atlantis's boltdb) and the host name", () => {
     const c = config([]);
     assert.deepEqual(c.store, { type: 'boltdb' });
@@ -287,22 +319,35 @@ describe('the store flags (--locking-db-type, --redis-*, --replica-id)', () => {
       ATLANTIS_REDIS_PASSWORD: 'pw-1',
       ATLANTIS_REDIS_TLS_ENABLED: 'true',
       ATLANTIS_REDIS_INSECURE_SKIP_VERIFY: 'true',
+      ...KEY,
     });
     assert.deepEqual(c.flagWarnings, []);
-    assert.deepEqual(c.store, {
-      type: 'redis',
-      redis: { host: 'redis.infra.svc', port: 6380, db: 3, username: 'atlantis', password: 'pw-1', tls: true, insecureSkipVerify: true },
+    assert.deepEqual(settings(c), {
+      host: 'redis.infra.svc',
+      port: 6380,
+      db: 3,
+      username: 'atlantis',
+      password: 'pw-1',
+      tls: true,
+      insecureSkipVerify: true,
     });
     assert.equal(c.replicaId, 'atlantis-2');
   });
   it('connect to the local Redis on 6379 when no host is given, as Atlantis', () => {
-    assert.deepEqual(config(['--locking-db-type', 'redis']).store, {
-      type: 'redis',
-      redis: { host: 'localhost', port: 6379, db: 0, tls: false, insecureSkipVerify: false },
+    assert.deepEqual(settings(config(['--locking-db-type', 'redis'], KEY)), {
+      host: 'localhost',
+      port: 6379,
+      db: 0,
+      tls: false,
+      insecureSkipVerify: false,
     });
   });
   it('keep the default port when Kubernetes puts a Service link in ATLANTIS_REDIS_PORT, as Atlantis', () => {
-    const c = config(['--locking-db-type=redis'], { ATLANTIS_REDIS_PORT: 'tcp://10.96.3.4:6379', ATLANTIS_PORT: 'tcp://10.96.0.10:4141' });
+    const c = config(['--locking-db-type=redis'], {
+      ATLANTIS_REDIS_PORT: 'tcp://10.96.3.4:6379',
+      ATLANTIS_PORT: 'tcp://10.96.0.10:4141',
+      ...KEY,
+    });
     assert.equal(c.store.type === 'redis' && c.store.redis.port, 6379);
     assert.equal(c.port, 4141);
   });
@@ -313,16 +358,57 @@ describe('the store flags (--locking-db-type, --redis-*, --replica-id)', () => {
     [['--locking-db-type', 'redis', '--redis-db', '-1'], /^invalid value -1 for --redis-db: must be 0 or more$/],
     [['--replica-id', 'a b'], /^invalid value "a b" for --replica-id: letters, digits/],
     [['--replica-id', 'x:y'], /for --replica-id/],
+    [
+      ['--replica-url', 'http://10.0.0.7:4141/stolen?x=/events'],
+      /^invalid value ".*" for --replica-url: must be http\(s\):\/\/host:port, without a path/,
+    ],
+    [['--replica-url', 'http://u:p@10.0.0.7:4141'], /for --replica-url: must be http\(s\):\/\/host:port/],
+    [['--replica-url', 'http://10.0.0.7'], /for --replica-url: must be http\(s\):\/\/host:port/],
+    [['--replica-url', 'http://10.0.0.7:4141#f'], /for --replica-url/],
+    [['--replica-url', 'http://10.0.0.7:70000'], /for --replica-url: its port must be between 1 and 65535/],
+    [['--locking-db-type', 'redis', '--shared-state-key-file', ''], /^--shared-state-key-file is required with --locking-db-type redis: /],
+    [
+      ['--locking-db-type', 'redis', '--shared-state-key-file', '/nonexistent/key'],
+      /^--shared-state-key-file \/nonexistent\/key cannot be read: ENOENT$/,
+    ],
+    [
+      ['--locking-db-type', 'redis', '--shared-state-key-file', shortKeyFile()],
+      /is not a usable key: it holds 31 bytes, at least 32 are needed/,
+    ],
   ];
   for (const [argv, err] of bad)
     it(`refuses ${argv.join(' ')}`, () =>
       assert.match(
-        usageError(() => config(argv)),
+        usageError(() => config(argv, argv.includes('--shared-state-key-file') ? {} : KEY)),
         err,
       ));
+  it('reads the key file once, trailing newline removed, and never shows the key', () => {
+    const c = config(['--locking-db-type=redis'], KEY);
+    const key = (c.store as { redis: RedisSettings }).redis.sharedStateKey;
+    const text = readFileSync(KEY.ATLANTIS_SHARED_STATE_KEY_FILE, 'utf8').trim();
+    assert.equal(key.secretText(), text);
+    assert.ok(!JSON.stringify(c).includes(text), 'not in JSON');
+    assert.ok(!inspect(c, { depth: 10 }).includes(text), 'not in util.inspect');
+  });
+  it('accepts a replica URL of scheme://host:port (a trailing / dropped), IPv6 too', () => {
+    assert.equal(config(['--replica-url', 'https://atlantis-0.atlantis:4141/']).replicaUrl, 'https://atlantis-0.atlantis:4141');
+    assert.equal(config(['--replica-url', 'http://[fd00::7]:4141']).replicaUrl, 'http://[fd00::7]:4141');
+  });
+  it('warns at start, one line each, about a Redis without a password and without TLS', () => {
+    const warn = (env: NodeJS.ProcessEnv) =>
+      redisStartWarnings((config(['--locking-db-type=redis'], { ...KEY, ...env }).store as { redis: RedisSettings }).redis);
+    const both = warn({});
+    assert.equal(both.length, 2);
+    assert.match(both[0] as string, /^Redis is used without a password \(--redis-password\): /);
+    assert.match(both[1] as string, /^Redis is used without TLS \(--redis-tls-enabled\): /);
+    for (const w of both) assert.ok(!w.includes('\n'));
+    assert.deepEqual(warn({ ATLANTIS_REDIS_PASSWORD: 'pw', ATLANTIS_REDIS_TLS_ENABLED: 'true' }), []);
+  });
   it('scrubs the Redis password from what the server writes', async () => {
     const { serverSecretValues } = await import('../src/server/secrets/server-secrets.js');
-    const c = config(['--locking-db-type=redis'], { ATLANTIS_REDIS_PASSWORD: 'redis-pw-secret' });
+    const c = config(['--locking-db-type=redis'], { ATLANTIS_REDIS_PASSWORD: 'redis-pw-secret', ...KEY });
     assert.ok(serverSecretValues(c).includes('redis-pw-secret'));
+    // The shared state key is a secret too.
+    assert.ok(serverSecretValues(c).includes(readFileSync(KEY.ATLANTIS_SHARED_STATE_KEY_FILE, 'utf8').trim()));
   });
 });

@@ -15,7 +15,7 @@ import { genericApplyProblem } from '../src/server/locks/pull-status.js';
 import { RedisStore } from '../src/server/locks/redis-store.js';
 import { SqliteStore } from '../src/server/locks/sqlite-store.js';
 import type { StateStore } from '../src/server/locks/state-store.js';
-import { type RedisServer, startRedisServer } from './support/redis-server.js';
+import { type RedisServer, startRedisServer, testSharedStateKey } from './support/redis-server.js';
 
 const FIXTURES = fileURLToPath(new URL('./fixtures/atlantis-db/', import.meta.url));
 const SMALL = path.join(FIXTURES, 'atlantis-locks.db');
@@ -95,6 +95,7 @@ const kinds: Array<[string, () => Promise<StateStore>]> = [
         db: ++db,
         dataDir: mkdtempSync(path.join(tmp, 'r-')),
         replicaId: 'a',
+        sharedStateKey: testSharedStateKey(),
       });
       stores.push(s);
       return s;
@@ -289,6 +290,7 @@ describe('import on Redis, two replicas starting at once', () => {
         db: n,
         dataDir: mkdtempSync(path.join(tmp, 'rr-')),
         replicaId: id,
+        sharedStateKey: testSharedStateKey(),
       });
       stores.push(s);
       return s;

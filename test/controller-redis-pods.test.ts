@@ -3,8 +3,10 @@
 // a password: the pods start on an emptyDir and no PVC is made; the store settings are env
 // values and the credentials are secretKeyRefs only (the pods read back from the API server
 // never hold them), yet the server processes got them from the kubelet and use them; each
-// pod registers in Redis under its name with its pod IP as replica URL; and a pod's
-// ServiceAccount reads its own Pod and nothing else (not the Redis Secret).
+// pod registers in Redis under its name with its pod IP as replica URL, its record sealed with
+// the shared state key the kubelet mounted as a file from its Secret (never a value in the pod
+// or its environment); and a pod's ServiceAccount reads its own Pod and nothing else (not the
+// Redis Secret, not the key's).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
@@ -13,7 +15,17 @@ import { Redis } from 'ioredis';
 import { apiPath, kubeRequestOk } from '../src/k8s/client.js';
 import { podNameFor, podTemplateRevision } from '../src/controller/resources/index.js';
 import { assertBuilt } from './support/cli.js';
-import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, startController, type TestController } from './support/controller.js';
+import {
+  atlantisDeployment,
+  createAd,
+  createSharedStateKeySecret,
+  createVcsSecret,
+  ensureCrd,
+  startController,
+  type TestController,
+} from './support/controller.js';
+import { SharedStateKey } from '../src/server/locks/shared-state-key.js';
+import { openReplica } from '../src/server/replicas/replica-record.js';
 import { rolloutComplete, serverEnviron, waitForAd, waitForReadyPods } from './support/controller-asserts.js';
 import {
   deleteNamespace,
@@ -37,6 +49,7 @@ let node: LocalNodeHandle;
 let ctrl: TestController | undefined;
 let redis: RedisServer | undefined;
 let ns = '';
+let sharedKey: { ref: { name: string; key: string }; key: string };
 
 before(async () => {
   assertBuilt();
@@ -54,6 +67,7 @@ before(async () => {
     type: 'Opaque',
     stringData: { username: USER, password: PASSWORD },
   });
+  sharedKey = await createSharedStateKeySecret(cluster.kc, ns);
   ctrl = await startController(cluster.kc, ns);
 });
 after(async () => {
@@ -102,6 +116,7 @@ describe('AtlantisDeployment on Redis', () => {
             db: DB,
             usernameSecretRef: { name: 'redis', key: 'username' },
             passwordSecretRef: { name: 'redis', key: 'password' },
+            sharedStateKeySecretRef: sharedKey.ref,
           },
         },
       },
@@ -128,12 +143,24 @@ describe('AtlantisDeployment on Redis', () => {
 
     for (const p of pods) {
       const name = p.metadata!.name!;
-      // Beside the data volume only the token volume the API server's admission adds.
+      // Beside the data volume the shared state key's Secret, and the token volume the API server's admission adds.
       const data = p.spec!.volumes!.filter((v) => !v.projected);
-      assert.deepEqual(data, [{ name: 'data', emptyDir: { sizeLimit: '1Gi' } }], `${name}: the data dir is an emptyDir`);
+      assert.deepEqual(
+        data,
+        [
+          { name: 'data', emptyDir: { sizeLimit: '1Gi' } },
+          {
+            name: 'shared-state-key',
+            secret: { secretName: sharedKey.ref.name, items: [{ key: 'key', path: 'key' }], defaultMode: 0o440 },
+          },
+        ],
+        `${name}: the data dir is an emptyDir, the key a Secret volume`,
+      );
       // The pod as the API server stores it: settings as values, credentials by reference only.
       const stored = JSON.stringify(p);
       assert.ok(!stored.includes(PASSWORD), `${name}: the Redis password is not in the pod object`);
+      assert.ok(!stored.includes(sharedKey.key), `${name}: the shared state key is not in the pod object`);
+      assert.equal(envOf(p, 'ATLANTIS_SHARED_STATE_KEY_FILE')?.value, '/etc/atlantis/shared-state/key');
       assert.ok(!stored.includes(DEFAULT_PASSWORD), `${name}: no other Redis password either`);
       assert.equal(envOf(p, 'ATLANTIS_LOCKING_DB_TYPE')?.value, 'redis');
       assert.equal(envOf(p, 'ATLANTIS_REDIS_HOST')?.value, r.host);
@@ -147,6 +174,7 @@ describe('AtlantisDeployment on Redis', () => {
       // The process got the resolved values from the kubelet.
       const environ = serverEnviron(node, p);
       const ip = p.status!.podIP!;
+      assert.ok(!environ.includes(sharedKey.key), `${name}: the key is a file, not in the environment`);
       for (const want of [
         `ATLANTIS_REDIS_PASSWORD=${PASSWORD}`,
         `ATLANTIS_REDIS_USERNAME=${USER}`,
@@ -178,6 +206,10 @@ describe('AtlantisDeployment on Redis', () => {
         { timeoutMs: 30_000, intervalMs: 250 },
       );
       assert.deepEqual(seen, want);
+      // Their heartbeats are sealed with the key the kubelet mounted from the Secret.
+      const key = SharedStateKey.fromBytes(Buffer.from(sharedKey.key));
+      for (const [id, raw] of Object.entries(await client.hgetall('atlantis:replicas')))
+        assert.equal(openReplica(key, id, raw).ok, true, `${id}'s record is sealed with the Secret's key`);
       // Every server connection authenticated as the Secret's user (ours is the only default one).
       const lines = ((await client.client('LIST')) as string).trim().split('\n');
       const others = lines.filter((l) => !l.includes(' cmd=client|list '));
@@ -199,6 +231,7 @@ describe('AtlantisDeployment on Redis', () => {
         ['get', 'pods', pods[1 - i]!.metadata!.name!, false],
         ['list', 'pods', undefined, false],
         ['get', 'secrets', 'redis', false],
+        ['get', 'secrets', sharedKey.ref.name, false],
         ['get', 'secrets', 'vcs', false],
         ['list', 'secrets', undefined, false],
         ['get', 'configmaps', undefined, false],

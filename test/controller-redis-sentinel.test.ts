@@ -22,6 +22,7 @@ import {
   listPods,
   startController,
   type TestController,
+  createSharedStateKeySecret,
 } from './support/controller.js';
 import { rolloutComplete, serverEnviron, waitForAd, waitForReadyPods } from './support/controller-asserts.js';
 import {
@@ -44,6 +45,7 @@ let node: LocalNodeHandle;
 let ctrl: TestController | undefined;
 let setup: SentinelSetup | undefined;
 let ns = '';
+let sharedKeyRef: { name: string; key: string };
 
 before(async () => {
   assertBuilt();
@@ -60,6 +62,7 @@ before(async () => {
     type: 'Opaque',
     stringData: { password: PASSWORD, 'sentinel-password': SENTINEL_PASSWORD },
   });
+  sharedKeyRef = (await createSharedStateKeySecret(cluster.kc, ns)).ref;
   ctrl = await startController(cluster.kc, ns);
 });
 after(async () => {
@@ -94,6 +97,7 @@ describe('AtlantisDeployment on Redis through Sentinel', () => {
           type: 'redis',
           redis: {
             passwordSecretRef: { name: 'redis', key: 'password' },
+            sharedStateKeySecretRef: sharedKeyRef,
             sentinel: {
               masterName: s.masterName,
               addresses: s.addresses.split(','),

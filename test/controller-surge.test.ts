@@ -28,7 +28,17 @@ import { kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
 import type { KubeClientConfig } from '../src/k8s/kubeconfig.js';
 import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
 import { gatedConfig } from './support/git-repos.js';
-import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, isReady, listPods, patchAdSpec } from './support/controller.js';
+import {
+  atlantisDeployment,
+  createAd,
+  createVcsSecret,
+  ensureCrd,
+  getAd,
+  isReady,
+  listPods,
+  patchAdSpec,
+  createSharedStateKeySecret,
+} from './support/controller.js';
 import {
   applyEndedAt,
   cond,
@@ -59,6 +69,7 @@ let cluster: TestCluster;
 let kc: KubeClientConfig;
 let env: WorkflowEnv | undefined;
 let redis: RedisServer | undefined;
+let sharedKeyRef: { name: string; key: string };
 let tmp = '';
 let passed = 0;
 /** Every controller process of the file, in start order; the last one runs. */
@@ -106,6 +117,7 @@ before(async () => {
   );
   env = await createWorkflowEnv();
   await createVcsSecret(kc, ns, env.gh.token, WEBHOOK_SECRET);
+  sharedKeyRef = (await createSharedStateKeySecret(kc, ns)).ref;
   redis = await startRedisServer();
   await startController();
 });
@@ -271,7 +283,7 @@ describe('surge-then-drain rollouts on Redis (maxSurge 1)', () => {
       updateStrategy: { maxSurge: MAX_SURGE },
       atlantis: {
         env: [{ name: 'ATLANTIS_GH_API_URL', value: env!.gh.url }],
-        lockingDB: { type: 'redis', redis: { host: redis!.host, port: redis!.port } },
+        lockingDB: { type: 'redis', redis: { host: redis!.host, port: redis!.port, sharedStateKeySecretRef: sharedKeyRef } },
       },
     });
     await createAd(kc, ad);

@@ -24,7 +24,11 @@ after(async () => {
 
 const sentinel = (extra: Obj = {}): Obj => ({ masterName: 'atlantis', addresses: ['s0.infra.svc:26379', 's1.infra.svc'], ...extra });
 /** A Redis found through Sentinel; `extra` is merged into lockingDB.redis. */
-const sentinelDB = (extra: Obj = {}): Obj => ({ type: 'redis', redis: { sentinel: sentinel(), ...extra } });
+const KEY_REF = { name: 'atlantis-shared-state', key: 'key' };
+const sentinelDB = (extra: Obj = {}): Obj => ({
+  type: 'redis',
+  redis: { sentinel: sentinel(), sharedStateKeySecretRef: KEY_REF, ...extra },
+});
 const withStore = (db: Obj) => (name: string) =>
   crObject(ns, name, (o) => {
     at(o.spec, 'atlantis').lockingDB = db;
@@ -36,7 +40,7 @@ const BAD_ADDRESSES = ['s0:65536', 's0:0', 's0:', 's 0:26379', 'redis://s0:26379
 const BAD: BadCase[] = [
   {
     what: 'host and sentinel both',
-    obj: withStore({ type: 'redis', redis: { host: 'redis.infra.svc', sentinel: sentinel() } }),
+    obj: withStore({ type: 'redis', redis: { host: 'redis.infra.svc', sentinel: sentinel(), sharedStateKeySecretRef: KEY_REF } }),
     expect: ['spec.atlantis.lockingDB.redis', 'host and sentinel are both set', 'leave host out'],
   },
   {
@@ -146,7 +150,7 @@ describe('lockingDB.redis.sentinel: good objects', () => {
     assert.equal(r.status, 201, statusOf(r.body).message);
     assert.deepEqual(r.body.spec.atlantis?.lockingDB, {
       type: 'redis',
-      redis: { sentinel: sentinel(), port: 6379, db: 0, tls: false, insecureSkipVerify: false },
+      redis: { sentinel: sentinel(), port: 6379, db: 0, tls: false, insecureSkipVerify: false, sharedStateKeySecretRef: KEY_REF },
     });
   });
 });

@@ -30,8 +30,13 @@ after(async () => {
 /** A minimal valid object in this file's namespace; `mutate` edits a deep copy. */
 const cr = (name: string, mutate?: (o: { metadata: Obj; spec: Obj }) => void): Obj => crObject(ns, name, mutate);
 
-/** A Redis store with its required host; `extra` is merged into lockingDB.redis. */
-const redisDB = (extra: Obj = {}): Obj => ({ type: 'redis', redis: { host: 'redis.infra.svc', ...extra } });
+/** The shared state key's Secret ref every Redis store needs. */
+const KEY_REF = { name: 'atlantis-shared-state', key: 'key' };
+/** A Redis store with its required host and key; `extra` is merged into lockingDB.redis. */
+const redisDB = (extra: Obj = {}): Obj => ({
+  type: 'redis',
+  redis: { host: 'redis.infra.svc', sharedStateKeySecretRef: KEY_REF, ...extra },
+});
 const withStore = (o: { spec: Obj }, db: Obj): void => {
   at(o.spec, 'atlantis').lockingDB = db;
 };
@@ -172,6 +177,24 @@ const BAD: BadCase[] = [
     what: 'lockingDB redis without a host or sentinel',
     obj: (n) => cr(n, (o) => withStore(o, { type: 'redis', redis: { port: 6379 } })),
     expect: ['spec.atlantis.lockingDB.redis', 'spec.atlantis.lockingDB.redis.host (or redis.sentinel) is required with type redis'],
+  },
+  {
+    what: 'lockingDB redis without the shared state key',
+    obj: (n) => cr(n, (o) => withStore(o, { type: 'redis', redis: { host: 'redis.infra.svc' } })),
+    expect: [
+      'spec.atlantis.lockingDB',
+      'spec.atlantis.lockingDB.redis.sharedStateKeySecretRef is required with type redis: the pods sign what they keep in Redis with that key, which Redis never sees',
+    ],
+  },
+  {
+    what: 'redis.sharedStateKeySecretRef with an empty key',
+    obj: (n) => cr(n, (o) => withStore(o, redisDB({ sharedStateKeySecretRef: { name: 's', key: '' } }))),
+    expect: ['spec.atlantis.lockingDB.redis.sharedStateKeySecretRef', 'needs a non-empty name and key'],
+  },
+  {
+    what: 'redis.sharedStateKeySecretRef key with a slash',
+    obj: (n) => cr(n, (o) => withStore(o, redisDB({ sharedStateKeySecretRef: { name: 's', key: '../key' } }))),
+    expect: ['spec.atlantis.lockingDB.redis.sharedStateKeySecretRef.key', "may contain only letters, digits, '-', '_' and '.'"],
   },
   {
     what: 'redis.host empty',
@@ -339,6 +362,7 @@ describe('valid AtlantisDeployment', () => {
         tls: false,
         insecureSkipVerify: false,
         passwordSecretRef: { name: 'redis', key: 'password' },
+        sharedStateKeySecretRef: KEY_REF,
       },
     });
     assert.equal(redis.spec.updateStrategy?.maxSurge, undefined, 'no schema default: it depends on lockingDB');

@@ -15,7 +15,7 @@ import { SqliteStore } from '../src/server/locks/sqlite-store.js';
 import type { AcceptedCommand } from '../src/server/locks/state-store.js';
 import type { CliProcess } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
-import { type RedisServer, replicaArgs, startRedisServer } from './support/redis-server.js';
+import { type RedisServer, replicaArgs, startRedisServer, testSharedStateKey } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
@@ -69,7 +69,13 @@ const variants: Variant[] = [
     name: 'Redis store (--locking-db-type redis)',
     args: () => replicaArgs(redis, REPLICA),
     journal: async (dataDir) => {
-      const s = await RedisStore.connect({ host: redis.host, port: redis.port, dataDir, replicaId: REPLICA });
+      const s = await RedisStore.connect({
+        host: redis.host,
+        port: redis.port,
+        dataDir,
+        replicaId: REPLICA,
+        sharedStateKey: testSharedStateKey(),
+      });
       try {
         return await s.acceptedCommands();
       } finally {

@@ -1,6 +1,6 @@
 // The project lease across replicas: two server processes on one real redis-server, one PR,
 // `atlantis plan -d p1` sent to replica A and, while A's terraform runs, the same to replica
-// B, each marked to be handled where it lands (HANDLE_HERE: as when two replicas' views of who
+// B, each marked to be handled where it lands (handleHere: as when two replicas' views of who
 // owns the PR disagree). The project lock lets both through (same PR); the lease makes B wait.
 // Each job's own steps record when it starts and ends (date +%s%N, around init and plan and a
 // sleep), with its plan file's path, which names the replica's data dir. Real git, terraform.
@@ -13,7 +13,7 @@ import type { CliProcess } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type RedisServer, startRedisServer, replicaArgs } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
-import { HANDLE_HERE, type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
+import { handleHere, type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
 let env: WorkflowEnv;
 let redis: RedisServer;
@@ -102,14 +102,14 @@ describe('the project lease across two replicas sharing one Redis', () => {
         'p1/main.tf': terraformConfig({ marker: 'p1-v1' }),
         'atlantis.yaml': 'version: 3\nprojects:\n- dir: p1\n  workflow: stamped\n',
       },
-      HANDLE_HERE,
+      handleHere('replica-a'),
     );
-    assert.equal((await env.comment(a.url, 1, 'atlantis plan -d p1', 'dev', HANDLE_HERE)).status, 200);
+    assert.equal((await env.comment(a.url, 1, 'atlantis plan -d p1', 'dev', handleHere('replica-a'))).status, 200);
     await waitFor('A to start its terraform', () => runs().size === 1, 60_000);
     const [aDir] = [...runs().keys()];
     assert.ok(aDir?.startsWith(a.dataDir), `the first run is A's (${aDir})`);
     assert.equal(runs().get(aDir!)?.end, undefined, 'A is still running when B is asked');
-    assert.equal((await env.comment(b.url, 1, 'atlantis plan -d p1', 'dev', HANDLE_HERE)).status, 200);
+    assert.equal((await env.comment(b.url, 1, 'atlantis plan -d p1', 'dev', handleHere('replica-b'))).status, 200);
 
     await waitFor('both plans to end', () => [...runs().values()].filter((r) => r.end !== undefined).length === 2, 90_000);
     await waitFor('both plan comments', () => env.commentsOn(1).filter((c) => /^Ran Plan for dir: `p1`/.test(c.body)).length === 2, 30_000);

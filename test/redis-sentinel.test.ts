@@ -22,7 +22,7 @@ import { REDIS_CONNECT_DEADLINE_MS, connectRedis, redisClientOptions } from '../
 import { RedisStore } from '../src/server/locks/redis-store.js';
 import type { LockKey } from '../src/server/locks/state-store.js';
 import { type SentinelSetup, startSentinelSetup } from './support/redis-sentinel.js';
-import { startRedisServer } from './support/redis-server.js';
+import { startRedisServer, testSharedStateKey } from './support/redis-server.js';
 import { TcpProxy } from './support/tcp-proxy.js';
 
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'redis-sentinel-'));
@@ -49,6 +49,7 @@ async function storeOn(s: Pick<SentinelSetup, 'addresses' | 'masterName'>): Prom
     host: '127.0.0.1',
     port: 1,
     password: PW,
+    sharedStateKey: testSharedStateKey(),
     sentinel: {
       addresses: s.addresses.split(',').map((a) => ({ host: a.split(':')[0]!, port: Number(a.split(':')[1]) })),
       masterName: s.masterName,

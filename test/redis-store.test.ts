@@ -6,10 +6,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { Redis } from 'ioredis';
+import type { Logger } from '../src/log.js';
 import { MAX_PLAN_FILE_BYTES } from '../src/server/locks/plan-bytes.js';
 import { RedisStore, type RedisStoreOptions } from '../src/server/locks/redis-store.js';
-import type { LockKey } from '../src/server/locks/state-store.js';
-import { type RedisServer, startRedisServer } from './support/redis-server.js';
+import { DELIVERY_TTL_MS, type LockKey } from '../src/server/locks/state-store.js';
+import { type RedisServer, startRedisServer, testSharedStateKey } from './support/redis-server.js';
 import { stateStoreContract } from './support/state-store-contract.js';
 
 let srv: RedisServer;
@@ -33,6 +35,7 @@ async function connect(o: Partial<RedisStoreOptions> & { keyPrefix: string }): P
     port: srv.port,
     dataDir: path.join(tmpRoot, `data-${n++}`),
     replicaId: 'replica-0',
+    sharedStateKey: testSharedStateKey(),
     ...o,
   });
   opened.push(s);
@@ -40,6 +43,19 @@ async function connect(o: Partial<RedisStoreOptions> & { keyPrefix: string }): P
 }
 
 const freshPrefix = () => `t${n++}-${randomBytes(3).toString('hex')}:`;
+
+/** A plain client on the shared server: what anyone who can write to Redis has. */
+async function connectRaw(): Promise<Redis> {
+  const c = new Redis({ host: srv.host, port: srv.port, lazyConnect: true, maxRetriesPerRequest: 1 });
+  await c.connect();
+  return c;
+}
+
+function recordingLogger(into: Array<[string, Record<string, unknown>]>): Logger {
+  const log = (msg: string, fields: Record<string, unknown> = {}) => void into.push([msg, fields]);
+  const l: Logger = { debug: log, info: log, warn: log, error: log, child: () => l };
+  return l;
+}
 
 stateStoreContract('RedisStore', async () => {
   const keyPrefix = freshPrefix();
@@ -133,6 +149,80 @@ test('a plan saved by one replica is restored by another into its own path, byte
   fs.rmSync(got.planPath);
   await b.restorePlanFile(got);
   assert.equal(fs.existsSync(got.planPath), false);
+});
+
+test('the replica that made a plan keeps its own file; Redis bytes are written only when they match the sealed sha256', async () => {
+  const logged: Array<[string, Record<string, unknown>]> = [];
+  const logger = recordingLogger(logged);
+  const keyPrefix = freshPrefix();
+  const a = await connect({ keyPrefix, replicaId: 'maker', logger });
+  const b = await connect({ keyPrefix, replicaId: 'other', logger });
+  const bytes = randomBytes(4096);
+  const pa = a.planPath(K, 9);
+  fs.mkdirSync(path.dirname(pa), { recursive: true });
+  fs.writeFileSync(pa, bytes);
+  await a.savePlan({ ...K, pull: 9, planPath: pa, headSha: 'h', planSha256: sha256(bytes) });
+  const atA = (await a.getPlan(R, 9, K.dir, K.workspace))!;
+  const atB = (await b.getPlan(R, 9, K.dir, K.workspace))!;
+  assert.equal(atA.unverified, undefined);
+
+  // The maker's own file changed: never replaced from Redis (its hash check then refuses it).
+  fs.writeFileSync(pa, 'changed on the maker');
+  assert.equal(await a.restorePlanFile(atA), undefined);
+  assert.equal(fs.readFileSync(pa, 'utf8'), 'changed on the maker');
+  assert.ok(logged.some(([m]) => m === 'Plan file not restored: this replica made the plan and its own file differs from the record'));
+  // Its own file gone (a data dir replaced): the sealed bytes come back.
+  fs.rmSync(pa);
+  assert.equal(await a.restorePlanFile(atA), undefined);
+  assert.deepEqual(fs.readFileSync(pa), bytes);
+
+  // Another replica's copy: written, logged.
+  assert.equal(await b.restorePlanFile(atB), undefined);
+  assert.deepEqual(fs.readFileSync(atB.planPath), bytes);
+  const restored = logged.filter(([m]) => m === 'Restored a plan file from the shared store').map(([, f]) => f);
+  assert.deepEqual(
+    restored.map((f) => [f.madeBy, f.replaced, f.bytes]),
+    [
+      ['maker', false, 4096],
+      ['maker', false, 4096],
+    ],
+  );
+
+  // Bytes changed in Redis (the record left as it was): refused, nothing written.
+  fs.rmSync(atB.planPath);
+  const raw = await connectRaw();
+  await raw.hset(`${keyPrefix}planfiles:${R}#9`, JSON.stringify([K.dir, K.workspace]), Buffer.from('forged bytes'));
+  assert.match((await b.restorePlanFile(atB)) ?? '', /does not match the sha256 recorded when it was planned/);
+  assert.equal(fs.existsSync(atB.planPath), false);
+
+  // The record changed in Redis: read back unverified, and never restored.
+  const rec = JSON.parse((await raw.hget(`${keyPrefix}plans:${R}#9`, JSON.stringify([K.dir, K.workspace])))!) as Record<string, unknown>;
+  await raw.hset(`${keyPrefix}plans:${R}#9`, JSON.stringify([K.dir, K.workspace]), JSON.stringify({ ...rec, headSha: 'h2' }));
+  const changed = (await b.getPlan(R, 9, K.dir, K.workspace))!;
+  assert.match(changed.unverified ?? '', /authentication code does not match/);
+  assert.deepEqual([changed.repo, changed.pull, changed.dir, changed.workspace], [R, 9, K.dir, K.workspace]);
+  assert.match((await b.restorePlanFile(changed)) ?? '', /failed its check against the shared state key/);
+  assert.deepEqual(
+    (await b.listPlans(R, 9)).map((p) => p.unverified !== undefined),
+    [true],
+  );
+  // Discarding still works: it goes by where the record is kept.
+  assert.ok(await b.deletePlan(R, 9, K.dir, K.workspace));
+  raw.disconnect();
+});
+
+test('a delivery is kept in Redis for DELIVERY_TTL_MS at most (its key expires)', async () => {
+  const keyPrefix = freshPrefix();
+  const s = await connect({ keyPrefix });
+  assert.ok('accepted' in (await s.acceptDelivery('d-ttl', { id: 'c', repo: R, pull: 1, payload: null })));
+  assert.equal(await s.enqueue(R, 1, null, 'd-ttl-q'), 1);
+  const raw = await connectRaw();
+  for (const k of ['d-ttl', 'd-ttl-q']) {
+    const ttl = await raw.pttl(`${keyPrefix}delivery:${k}`);
+    assert.ok(ttl > DELIVERY_TTL_MS - 60_000 && ttl <= DELIVERY_TTL_MS, `${k}: ${ttl}`);
+  }
+  assert.equal(await raw.get(`${keyPrefix}delivery:d-ttl`), 'replica-0\nc');
+  raw.disconnect();
 });
 
 test('a plan file over 512 MiB is refused with a clear error, and nothing is recorded', async () => {
@@ -250,7 +340,7 @@ async function eventually(ok: () => Promise<boolean>, ms: number, what: string):
 test('Redis killed: calls fail within a bound and isHealthy is false; restarted: the same store works again and kept the data', async () => {
   const own = await startRedisServer();
   const dataDir = path.join(tmpRoot, 'outage');
-  const s = await RedisStore.connect({ host: own.host, port: own.port, dataDir, replicaId: 'r' });
+  const s = await RedisStore.connect({ host: own.host, port: own.port, dataDir, replicaId: 'r', sharedStateKey: testSharedStateKey() });
   try {
     const bytes = randomBytes(64 * 1024);
     const p = s.planPath(K, 6);
@@ -304,7 +394,13 @@ test('Redis killed: calls fail within a bound and isHealthy is false; restarted:
 
 test('Redis up but silent (SIGSTOP): calls time out, isHealthy is false; resumed: works again', async () => {
   const own = await startRedisServer();
-  const s = await RedisStore.connect({ host: own.host, port: own.port, dataDir: path.join(tmpRoot, 'paused'), replicaId: 'r' });
+  const s = await RedisStore.connect({
+    host: own.host,
+    port: own.port,
+    dataDir: path.join(tmpRoot, 'paused'),
+    replicaId: 'r',
+    sharedStateKey: testSharedStateKey(),
+  });
   try {
     await s.tryLock(K, { pull: 1, user: 'u' });
     own.pause();
@@ -330,7 +426,7 @@ test('connect fails with a clear error when Redis is not there', async () => {
   await gone.cleanup();
   const t0 = Date.now();
   await assert.rejects(
-    RedisStore.connect({ host, port, dataDir: tmpRoot, replicaId: 'r' }),
+    RedisStore.connect({ host, port, dataDir: tmpRoot, replicaId: 'r', sharedStateKey: testSharedStateKey() }),
     (err: Error) => err.message.includes(`failed to connect to redis at ${host}:${port}`) && /ECONNREFUSED/.test(err.message),
   );
   assert.ok(Date.now() - t0 < 3000);
@@ -339,7 +435,7 @@ test('connect fails with a clear error when Redis is not there', async () => {
 test('auth: requirepass and an ACL user; a wrong password is a clear error from connect', async () => {
   const sec = await startRedisServer({ password: 'right horse', user: { name: 'atlantis', password: 's3cret' } });
   try {
-    const base = { host: sec.host, port: sec.port, dataDir: tmpRoot, replicaId: 'r' };
+    const base = { host: sec.host, port: sec.port, dataDir: tmpRoot, replicaId: 'r', sharedStateKey: testSharedStateKey() };
     await assert.rejects(RedisStore.connect({ ...base, password: 'wrong' }), (err: Error) => {
       assert.match(err.message, new RegExp(`failed to connect to redis at ${sec.host}:${sec.port}: WRONGPASS`));
       assert.equal(err.message.includes('wrong'), false, 'the password is not in the message');

@@ -5,9 +5,10 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
+import { Redis } from 'ioredis';
 import type { ReplicaInfo } from '../src/server/replicas/affinity.js';
 import { LocalReplicaRegistry, ReplicaRegistry, openReplicaRegistry } from '../src/server/replicas/registry.js';
-import { type RedisServer, startRedisServer } from './support/redis-server.js';
+import { type RedisServer, startRedisServer, testSharedStateKey } from './support/redis-server.js';
 
 let srv: RedisServer;
 const opened: ReplicaRegistry[] = [];
@@ -35,6 +36,7 @@ async function until(what: string, cond: () => Promise<boolean> | boolean, timeo
 }
 
 interface Cluster {
+  keyPrefix: string;
   regs: ReplicaRegistry[];
   gone: Array<{ by: string; id: string; last: ReplicaInfo }>;
 }
@@ -42,13 +44,14 @@ interface Cluster {
 /** `n` replicas on the shared server under their own key prefix, started. */
 async function cluster(n: number): Promise<Cluster> {
   const keyPrefix = `t-${randomBytes(4).toString('hex')}:`;
-  const c: Cluster = { regs: [], gone: [] };
+  const c: Cluster = { keyPrefix, regs: [], gone: [] };
   for (let i = 0; i < n; i++) {
     const id = `atlantis-${i}`;
     const reg = new ReplicaRegistry({
       host: srv.host,
       port: srv.port,
       keyPrefix,
+      key: testSharedStateKey(),
       self: { id, url: `http://10.0.0.${i + 1}:4141` },
       heartbeatMs: HEARTBEAT_MS,
       ttlMs: TTL_MS,
@@ -119,6 +122,40 @@ test('a dead replica that comes back (same id) is listed again, and its next dea
   assert.ok(c.gone[1]!.last.heartbeatAt > c.gone[0]!.last.heartbeatAt);
 });
 
+test('records that fail their check are never listed, and their "deaths" are never reported', async () => {
+  const c = await cluster(2);
+  const [, b] = c.regs as [ReplicaRegistry, ReplicaRegistry];
+  const prefix = c.keyPrefix;
+  const raw = new Redis({ host: srv.host, port: srv.port, lazyConnect: true, maxRetriesPerRequest: 1 });
+  await raw.connect();
+  try {
+    const genuine = (await raw.hget(`${prefix}replicas`, 'atlantis-1')) as string;
+    // Without alive keys: the sweep would report each as dead if it took them for replicas.
+    await raw.hset(`${prefix}replicas`, {
+      // atlantis-1's own sealed record, copied under another id.
+      'copied-1': genuine,
+      unsealed: JSON.stringify({ id: 'unsealed', url: 'http://10.9.9.9:4141', draining: false, heartbeatAt: Date.now(), instance: 'x' }),
+      garbage: '{"id":',
+    });
+    await raw.set(
+      `${prefix}replica:listed-fake`,
+      JSON.stringify({ id: 'listed-fake', url: 'http://10.9.9.9:4141', draining: false, heartbeatAt: 1, instance: 'y' }),
+      'PX',
+      60_000,
+    );
+    await raw.hset(`${prefix}replicas`, 'listed-fake', (await raw.get(`${prefix}replica:listed-fake`)) as string);
+    assert.deepEqual(ids(await b.list()), ['atlantis-0', 'atlantis-1'], 'only the sealed records are listed');
+    await sleep(TTL_MS); // past the sweep grace: the fields without a key are swept
+    await until('the bad fields swept', async () => {
+      const left = Object.keys(await raw.hgetall(`${prefix}replicas`));
+      return !left.includes('copied-1') && !left.includes('unsealed') && !left.includes('garbage');
+    });
+    assert.deepEqual(c.gone, [], 'no death reported: none of them was a replica');
+  } finally {
+    raw.disconnect();
+  }
+});
+
 test('the draining flag is visible to the others within one heartbeat', async () => {
   const { regs } = await cluster(3);
   const [a, b] = regs as [ReplicaRegistry, ReplicaRegistry];
@@ -165,14 +202,22 @@ test('Redis restarted, even after more than the TTL down: heartbeats resume alon
 });
 
 test('start() fails with the address when Redis cannot be reached', async () => {
-  const reg = new ReplicaRegistry({ host: '127.0.0.1', port: 1, self: { id: 'x', url: 'http://x:4141' } });
+  const reg = new ReplicaRegistry({ host: '127.0.0.1', port: 1, key: testSharedStateKey(), self: { id: 'x', url: 'http://x:4141' } });
   opened.push(reg);
   await assert.rejects(reg.start(), /failed to connect to redis at 127\.0\.0\.1:1/);
 });
 
 test('the TTL must be longer than the heartbeat', () => {
   assert.throws(
-    () => new ReplicaRegistry({ host: srv.host, port: srv.port, self: { id: 'x', url: 'u' }, heartbeatMs: 1000, ttlMs: 1000 }),
+    () =>
+      new ReplicaRegistry({
+        host: srv.host,
+        port: srv.port,
+        key: testSharedStateKey(),
+        self: { id: 'x', url: 'u' },
+        heartbeatMs: 1000,
+        ttlMs: 1000,
+      }),
     /must be longer/,
   );
 });
@@ -191,7 +236,13 @@ test('openReplicaRegistry follows the store: local for boltdb, Redis for redis',
   const local = openReplicaRegistry({ store: { type: 'boltdb' }, replicaId: 'r0' }, 'http://a:4141');
   assert.ok(local instanceof LocalReplicaRegistry);
   const shared = openReplicaRegistry(
-    { store: { type: 'redis', redis: { host: srv.host, port: srv.port, db: 0, tls: false, insecureSkipVerify: false } }, replicaId: 'r1' },
+    {
+      store: {
+        type: 'redis',
+        redis: { host: srv.host, port: srv.port, db: 0, tls: false, insecureSkipVerify: false, sharedStateKey: testSharedStateKey() },
+      },
+      replicaId: 'r1',
+    },
     'http://b:4141',
     { keyPrefix: `t-${randomBytes(4).toString('hex')}:`, heartbeatMs: HEARTBEAT_MS, ttlMs: TTL_MS },
   );

@@ -20,7 +20,7 @@ import { RedisStore } from '../src/server/locks/redis-store.js';
 import { terraformConfig } from './support/git-repos.js';
 import { classify, describeAnswer, overlaps, readRuns, stampedReposYaml } from './support/many-prs.js';
 import { killTree } from './support/process-tree.js';
-import { type RedisServer, startRedisServer } from './support/redis-server.js';
+import { type RedisServer, startRedisServer, testSharedStateKey } from './support/redis-server.js';
 import {
   NO_LOCK_ROW,
   type Replica,
@@ -74,7 +74,13 @@ async function addPull(n: number, dir: string): Promise<void> {
 
 /** The victim's command journal, read from Redis as a store of that replica would. */
 async function journalOf(replicaId: string) {
-  const s = await RedisStore.connect({ host: redis.host, port: redis.port, dataDir: tempDataDir(), replicaId });
+  const s = await RedisStore.connect({
+    host: redis.host,
+    port: redis.port,
+    dataDir: tempDataDir(),
+    replicaId,
+    sharedStateKey: testSharedStateKey(),
+  });
   try {
     return await s.acceptedCommands();
   } finally {

@@ -23,6 +23,7 @@ import {
   withDefaults,
 } from '../src/controller/resources/index.js';
 import type { AtlantisDeployment, AtlantisDeploymentSpecInput, LockingDB, LockingDBInput } from '../src/controller/types.js';
+import { sharedStateKeyFile } from './support/redis-server.js';
 
 const REDIS: LockingDBInput = {
   type: 'redis',
@@ -30,6 +31,7 @@ const REDIS: LockingDBInput = {
     host: 'redis.infra.svc',
     usernameSecretRef: { name: 'redis', key: 'user' },
     passwordSecretRef: { name: 'redis', key: 'password' },
+    sharedStateKeySecretRef: { name: 'atlantis-shared-state', key: 'key' },
   },
 };
 
@@ -143,6 +145,7 @@ test('redis pod: store env as values, credentials only as secretKeyRef, replica 
       'ATLANTIS_REDIS_INSECURE_SKIP_VERIFY',
       'ATLANTIS_REDIS_USERNAME',
       'ATLANTIS_REDIS_PASSWORD',
+      'ATLANTIS_SHARED_STATE_KEY_FILE',
       'ATLANTIS_DRAIN_TIMEOUT',
       'ATLANTIS_TERRAFORM_INTERRUPT_GRACE',
       'POD_NAME',
@@ -160,6 +163,7 @@ test('redis pod: store env as values, credentials only as secretKeyRef, replica 
     ['ATLANTIS_REDIS_TLS_ENABLED', 'true'],
     ['ATLANTIS_REDIS_INSECURE_SKIP_VERIFY', 'false'],
     ['ATLANTIS_REPLICA_URL', 'http://$(POD_IP):4141'],
+    ['ATLANTIS_SHARED_STATE_KEY_FILE', '/etc/atlantis/shared-state/key'],
   ];
   for (const [name, value] of values) assert.deepEqual(envOf(env, name), { name, value }, name);
   assert.deepEqual(envOf(env, 'ATLANTIS_REDIS_USERNAME'), {
@@ -198,7 +202,10 @@ test('redis through Sentinel: the sentinels and master name as values, no host o
     usernameSecretRef: { name: 'sentinel', key: 'user' },
     passwordSecretRef: { name: 'sentinel', key: 'password' },
   };
-  const db = lockingDBWithDefaults({ type: 'redis', redis: { sentinel, db: 4, passwordSecretRef: { name: 'redis', key: 'pw' } } });
+  const db = lockingDBWithDefaults({
+    type: 'redis',
+    redis: { sentinel, db: 4, passwordSecretRef: { name: 'redis', key: 'pw' }, sharedStateKeySecretRef: { name: 'k', key: 'key' } },
+  });
   assert.deepEqual(lockingDBEnv(db), [
     { name: 'ATLANTIS_LOCKING_DB_TYPE', value: 'redis' },
     { name: 'ATLANTIS_REDIS_SENTINEL_ADDRESSES', value: 's0.redis.svc:26379,[fd00::1]:26380,s2' },
@@ -209,11 +216,14 @@ test('redis through Sentinel: the sentinels and master name as values, no host o
     { name: 'ATLANTIS_REDIS_TLS_ENABLED', value: 'false' },
     { name: 'ATLANTIS_REDIS_INSECURE_SKIP_VERIFY', value: 'false' },
     { name: 'ATLANTIS_REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'redis', key: 'pw' } } },
+    { name: 'ATLANTIS_SHARED_STATE_KEY_FILE', value: '/etc/atlantis/shared-state/key' },
   ]);
-  // The server reads these env names as its flags and finds the master through the sentinels.
-  const env = Object.fromEntries(
-    lockingDBEnv(db).map((e) => [e.name, e.value ?? (e.valueFrom?.secretKeyRef?.key === 'user' ? 'u' : 'secret')]),
-  );
+  // The server reads these env names as its flags and finds the master through the sentinels
+  // (the key file where the kubelet would mount it, here a test key's).
+  const env = {
+    ...Object.fromEntries(lockingDBEnv(db).map((e) => [e.name, e.value ?? (e.valueFrom?.secretKeyRef?.key === 'user' ? 'u' : 'secret')])),
+    ATLANTIS_SHARED_STATE_KEY_FILE: sharedStateKeyFile(),
+  };
   const store = storeConfigFromFlags(parseFlags([], SERVER_FLAGS, env).values);
   assert.ok(store.type === 'redis');
   assert.deepEqual(store.redis.sentinel, {
@@ -229,6 +239,38 @@ test('redis through Sentinel: the sentinels and master name as values, no host o
   assert.equal(store.redis.db, 4);
 });
 
+test('redis pod: the shared state key is a read-only file from its Secret, named by env; never a value in the spec', () => {
+  const pod = renderPod(ad({}, REDIS), 0);
+  const c = pod.spec!.containers[0]!;
+  assert.deepEqual(
+    pod.spec!.volumes?.find((v) => v.name === 'shared-state-key'),
+    { name: 'shared-state-key', secret: { secretName: 'atlantis-shared-state', items: [{ key: 'key', path: 'key' }], defaultMode: 0o440 } },
+  );
+  assert.deepEqual(
+    c.volumeMounts?.find((m) => m.name === 'shared-state-key'),
+    { name: 'shared-state-key', mountPath: '/etc/atlantis/shared-state', readOnly: true },
+  );
+  assert.deepEqual(envOf(c.env, 'ATLANTIS_SHARED_STATE_KEY_FILE'), {
+    name: 'ATLANTIS_SHARED_STATE_KEY_FILE',
+    value: '/etc/atlantis/shared-state/key',
+  });
+  // The group that reads the 0440 file: the pod's fsGroup.
+  assert.equal(pod.spec!.securityContext?.fsGroup, 1000);
+  // Without the ref (an object stored before the schema required it): no volume, no env; the server refuses to start.
+  const { sharedStateKeySecretRef: _k, ...without } = REDIS.redis!;
+  const bare = renderPod(ad({}, { type: 'redis', redis: without }), 0);
+  assert.equal(
+    bare.spec!.volumes?.some((v) => v.name === 'shared-state-key'),
+    false,
+  );
+  assert.equal(envOf(bare.spec!.containers[0]!.env, 'ATLANTIS_SHARED_STATE_KEY_FILE'), undefined);
+  // Another key is another revision.
+  assert.notEqual(
+    podTemplateRevision(ad({}, REDIS)),
+    podTemplateRevision(ad({}, { type: 'redis', redis: { ...REDIS.redis!, sharedStateKeySecretRef: { name: 'other', key: 'key' } } })),
+  );
+});
+
 test('the embedded store renders the pod as before: no store or replica env, the ordinal PVC', () => {
   for (const a of [ad(), ad({}, { type: 'boltdb' }), ad({}, { type: 'boltdb', redis: { host: 'ignored' } })]) {
     const names = containerEnv(a).map((e) => e.name);
@@ -241,10 +283,15 @@ test('redis pod: the data dir is an emptyDir of spec.storage.size, no PVC', () =
   const a = ad({ storage: { size: '20Gi', storageClassName: 'fast' } }, REDIS);
   for (const ordinal of [0, 3]) {
     const spec = renderPod(a, ordinal).spec!;
-    assert.deepEqual(spec.volumes, [{ name: 'data', emptyDir: { sizeLimit: '20Gi' } }]);
-    assert.deepEqual(spec.containers[0]!.volumeMounts, [{ name: 'data', mountPath: '/atlantis' }]);
+    assert.deepEqual(spec.volumes?.[0], { name: 'data', emptyDir: { sizeLimit: '20Gi' } });
+    assert.deepEqual(spec.containers[0]!.volumeMounts?.[0], { name: 'data', mountPath: '/atlantis' });
+    // Beside it only the shared state key's Secret (the test above).
+    assert.deepEqual(
+      spec.volumes?.map((v) => v.name),
+      ['data', 'shared-state-key'],
+    );
   }
-  assert.deepEqual(renderPod(ad({}, REDIS), 0).spec!.volumes, [{ name: 'data', emptyDir: { sizeLimit: '5Gi' } }], 'default size');
+  assert.deepEqual(renderPod(ad({}, REDIS), 0).spec!.volumes?.[0], { name: 'data', emptyDir: { sizeLimit: '5Gi' } }, 'default size');
   // Still writable for the non-root user: fsGroup applies to an emptyDir too.
   assert.equal(renderPodTemplate(a).spec.securityContext?.fsGroup, 1000);
 });

@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { STORE_FILENAME, SqliteStore } from '../src/server/locks/sqlite-store.js';
-import type { StateStore } from '../src/server/locks/state-store.js';
+import { DELIVERY_TTL_MS, type StateStore } from '../src/server/locks/state-store.js';
 import { fileSha256 } from '../src/server/locks/plan-file.js';
 import { lockId, parseLockId } from '../src/server/locks/lock-id.js';
 import { createHash } from 'node:crypto';
@@ -333,4 +333,24 @@ test('the StateStore of the embedded kind: every call answers a promise; restore
   await s.close();
   assert.equal(await s.isHealthy(), false);
   await s.close();
+});
+
+test('deliveries are remembered for DELIVERY_TTL_MS, then forgotten (the table stays bounded in time)', async () => {
+  let now = 1_700_000_000_000;
+  const dir = tmpDir();
+  const s = SqliteStore.open(dir, { now: () => new Date(now) });
+  const cmd = (id: string) => ({ id, repo: 'acme/infra', pull: 1, payload: null });
+  assert.ok('accepted' in (await s.acceptDelivery('old', cmd('c1'))));
+  await s.commandFinished('c1');
+  now += DELIVERY_TTL_MS - 1;
+  assert.deepEqual(await s.acceptDelivery('old', cmd('c2')), { replay: 'handled' });
+  now += 1;
+  // Past the TTL: a new delivery, and the old row is gone with the next record.
+  assert.ok('accepted' in (await s.acceptDelivery('old', cmd('c3'))));
+  now += DELIVERY_TTL_MS;
+  assert.ok('accepted' in (await s.acceptDelivery('new', cmd('c4'))));
+  await s.close();
+  const db = new Database(path.join(dir, STORE_FILENAME), { readonly: true });
+  assert.deepEqual(db.prepare('SELECT id FROM deliveries ORDER BY id').all(), [{ id: 'new' }]);
+  db.close();
 });

@@ -7,11 +7,13 @@ import { UsageError } from '../src/config/flags.js';
 import { reconnectOnErrorReply, redisClientOptions, redisConnection, redisTarget } from '../src/server/locks/redis-connection.js';
 import { type RedisSettings, parseSentinelAddress } from '../src/server/locks/store-config.js';
 import { serverSecretValues } from '../src/server/secrets/server-secrets.js';
+import { sharedStateKeyFile, testSharedStateKey } from './support/redis-server.js';
 import { configWithRequiredFlags } from './support/server-config.js';
 
 const config = configWithRequiredFlags('ato-storecfg-');
+const KEY = ['--shared-state-key-file', sharedStateKeyFile()];
 const redisOf = (argv: string[], env: NodeJS.ProcessEnv = {}): RedisSettings => {
-  const s = config(['--locking-db-type', 'redis', ...argv], env).store;
+  const s = config(['--locking-db-type', 'redis', ...KEY, ...argv], env).store;
   assert.equal(s.type, 'redis');
   return (s as { redis: RedisSettings }).redis;
 };
@@ -153,7 +155,7 @@ describe('--redis-sentinel-* flags', () => {
     });
 
   it('scrubs the sentinel password, as the Redis password', () => {
-    const c = config(['--locking-db-type=redis', '--redis-sentinel-addresses=s:1', '--redis-sentinel-master-name=m'], {
+    const c = config(['--locking-db-type=redis', ...KEY, '--redis-sentinel-addresses=s:1', '--redis-sentinel-master-name=m'], {
       ATLANTIS_REDIS_PASSWORD: 'data-pw-secret',
       ATLANTIS_REDIS_SENTINEL_PASSWORD: 'sentinel-pw-secret',
     });
@@ -164,7 +166,14 @@ describe('--redis-sentinel-* flags', () => {
 });
 
 describe('the ioredis options of a connection through Sentinel', () => {
-  const base = { host: 'localhost', port: 6379, db: 0, tls: false, insecureSkipVerify: false } satisfies RedisSettings;
+  const base = {
+    host: 'localhost',
+    port: 6379,
+    db: 0,
+    tls: false,
+    insecureSkipVerify: false,
+    sharedStateKey: testSharedStateKey(),
+  } satisfies RedisSettings;
   const sentinel = {
     addresses: [
       { host: '10.0.0.1', port: 26379 },

@@ -12,7 +12,7 @@ import { RedisStore } from '../src/server/locks/redis-store.js';
 import type { LockKey } from '../src/server/locks/state-store.js';
 import { retryPauseMs, storeUnreachable, waitingStore } from '../src/server/locks/store-wait.js';
 import { RefusedEntries } from '../src/server/workflow/refused-entries.js';
-import { type RedisServer, startRedisServer } from './support/redis-server.js';
+import { type RedisServer, startRedisServer, testSharedStateKey } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
 import { stateStoreContract } from './support/state-store-contract.js';
 
@@ -45,6 +45,7 @@ async function fresh(): Promise<{ srv: RedisServer; store: RedisStore }> {
     port: srv.port,
     dataDir: path.join(tmpRoot, `d${servers.length}`),
     replicaId: 'r0',
+    sharedStateKey: testSharedStateKey(),
   });
   stores.push(store);
   return { srv, store };
@@ -118,7 +119,14 @@ stateStoreContract('waitingStore(RedisStore)', async () => {
   const dataDir = path.join(tmpRoot, keyPrefix.slice(0, -1));
   const own: RedisStore[] = [];
   const open = async (replicaId = 'r0', dir = dataDir) => {
-    const s = await RedisStore.connect({ host: srv.host, port: srv.port, dataDir: dir, replicaId, keyPrefix });
+    const s = await RedisStore.connect({
+      host: srv.host,
+      port: srv.port,
+      dataDir: dir,
+      replicaId,
+      keyPrefix,
+      sharedStateKey: testSharedStateKey(),
+    });
     own.push(s);
     return waitingStore(s);
   };

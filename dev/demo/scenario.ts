@@ -25,8 +25,8 @@ export interface ScenarioContext {
   proxy: ServiceProxy;
   env: WorkflowEnv;
   ns: string;
-  /** needed for redis-surge */
-  redis?: { host: string; port: number };
+  /** needed for redis-surge: where Redis is, and the Secret key holding the replicas' shared state key */
+  redis?: { host: string; port: number; sharedStateKeySecretRef: { name: string; key: string } };
   /** progress lines */
   say?: (msg: string) => void;
 }
@@ -90,7 +90,14 @@ export async function runScenario(ctx: ScenarioContext, o: ScenarioOptions): Pro
         { name: 'ATLANTIS_LOG_LEVEL', value: 'debug' },
         ...(o.mode === 'embedded-queue' ? [{ name: 'ATLANTIS_QUEUE_DURING_DRAIN', value: 'true' }] : []),
       ],
-      ...(redis ? { lockingDB: { type: 'redis', redis: { host: ctx.redis!.host, port: ctx.redis!.port } } } : {}),
+      ...(redis
+        ? {
+            lockingDB: {
+              type: 'redis',
+              redis: { host: ctx.redis!.host, port: ctx.redis!.port, sharedStateKeySecretRef: ctx.redis!.sharedStateKeySecretRef },
+            },
+          }
+        : {}),
     },
   });
   await createAd(kc, ad);

@@ -32,6 +32,7 @@ const STORE_FLAG_NAMES = new Set([
   'redis-sentinel-username',
   'redis-sentinel-password',
   'replica-id',
+  'shared-state-key-file',
 ]);
 
 export const MIGRATE_DB_FLAGS: FlagSpec[] = SERVER_FLAGS.filter((f) => STORE_FLAG_NAMES.has(f.name));

@@ -71,6 +71,11 @@ export interface RedisSettingsInput {
   insecureSkipVerify?: boolean;
   usernameSecretRef?: SecretKeyRef;
   passwordSecretRef?: SecretKeyRef;
+  /**
+   * The replicas' shared state key (--shared-state-key-file): mounted as a file from this
+   * Secret key, never read by the controller. The schema requires it with type redis.
+   */
+  sharedStateKeySecretRef?: SecretKeyRef;
 }
 
 /** spec.atlantis.lockingDB as a user may write it. */
@@ -80,7 +85,7 @@ export interface LockingDBInput {
   redis?: RedisSettingsInput;
 }
 
-type OptionalRedisSetting = 'usernameSecretRef' | 'passwordSecretRef' | 'sentinel';
+type OptionalRedisSetting = 'usernameSecretRef' | 'passwordSecretRef' | 'sentinel' | 'sharedStateKeySecretRef';
 export type RedisSettings = Required<Omit<RedisSettingsInput, OptionalRedisSetting>> & Pick<RedisSettingsInput, OptionalRedisSetting>;
 
 /** The store after defaulting: the embedded one in each pod's data dir, or one Redis shared by all pods. */

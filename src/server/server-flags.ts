@@ -360,6 +360,12 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description:
       "Where the other replicas sharing one Redis reach this one's /events (ours; default http://<bind-address>:<port>, or the host name when bound to all addresses); in Kubernetes, the pod IP",
   },
+  {
+    name: 'shared-state-key-file',
+    type: 'string',
+    description:
+      'A file holding the key (at least 32 bytes, the same on every replica) the replicas sharing one Redis sign what they keep there with, so that what Redis hands back is checked before it is trusted (ours; required with --locking-db-type redis; read at start)',
+  },
   // Atlantis flags this server does not honour: parsed (hidden) only to be refused or warned about.
   ...unhonouredAtlantisFlagSpecs(),
 ];

@@ -1,6 +1,7 @@
 // Controller test helpers: the CRD applied once per cluster, an in-process controller
 // watching one test namespace (so test files sharing the cluster never act on each other's
 // objects), and small typed helpers around AtlantisDeployments.
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -75,6 +76,26 @@ export async function createVcsSecret(
     type: 'Opaque',
     stringData: { token, 'webhook-secret': webhookSecret },
   });
+}
+
+/**
+ * A Secret holding a fresh shared state key (64 hex characters), as an operator makes one for
+ * spec.atlantis.lockingDB.redis.sharedStateKeySecretRef; returns that ref and the key.
+ */
+export async function createSharedStateKeySecret(
+  kc: KubeClientConfig,
+  namespace: string,
+  name = 'atlantis-shared-state',
+): Promise<{ ref: { name: string; key: string }; key: string }> {
+  const key = randomBytes(32).toString('hex');
+  await kubeRequestOk(kc, 'POST', apiPath('v1', 'secrets', namespace), {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name, namespace },
+    type: 'Opaque',
+    stringData: { key },
+  });
+  return { ref: { name, key: 'key' }, key };
 }
 
 export function atlantisDeployment(

@@ -10,8 +10,19 @@ export interface SendWebhookOptions {
   /** Send these bytes instead of JSON.stringify(payload) (truncated-body tests). */
   rawBody?: Buffer | string;
   timeoutMs?: number;
-  /** More headers (e.g. X-Atlantis-Forwarded-By, so a replica handles the webhook itself). */
-  headers?: Record<string, string>;
+  /**
+   * More headers, or a function of what is sent that gives them (e.g. a forward's proof, which
+   * is over the body, the delivery id and the signature: workflow-env.ts handleHere).
+   */
+  headers?: Record<string, string> | ((sent: SentWebhook) => Record<string, string>);
+}
+
+/** What a webhook sends, for headers computed from it. */
+export interface SentWebhook {
+  event: string;
+  deliveryId: string;
+  signature: string | undefined;
+  body: Buffer;
 }
 
 export interface WebhookResponse {
@@ -37,7 +48,7 @@ export async function sendWebhook(
     'x-github-delivery': deliveryId,
     'x-github-hook-id': '123456',
     'x-github-hook-installation-target-type': 'repository',
-    ...opts.headers,
+    ...(typeof opts.headers === 'object' ? opts.headers : {}),
   };
   if (opts.signature !== undefined) {
     if (opts.signature !== null) headers['x-hub-signature-256'] = opts.signature;
@@ -45,6 +56,8 @@ export async function sendWebhook(
     headers['x-hub-signature-256'] = 'sha256=' + crypto.createHmac('sha256', opts.secret).update(raw).digest('hex');
     headers['x-hub-signature'] = 'sha1=' + crypto.createHmac('sha1', opts.secret).update(raw).digest('hex');
   }
+  if (typeof opts.headers === 'function')
+    Object.assign(headers, opts.headers({ event, deliveryId, signature: headers['x-hub-signature-256'], body: raw }));
   const res = await fetch(targetUrl, { method: 'POST', headers, body: raw, signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000) });
   return { status: res.status, body: await res.text(), headers: res.headers, deliveryId };
 }

@@ -11,7 +11,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { REDIS_SERVER_BIN, type RedisServer, startRedisServer } from './redis-server.js';
+import { REDIS_SERVER_BIN, type RedisServer, sharedStateKeyFile, startRedisServer } from './redis-server.js';
 
 export interface Sentinel {
   host: string;
@@ -319,7 +319,7 @@ export async function startSentinelSetup(opts: SentinelSetupOptions = {}): Promi
   return setup;
 }
 
-/** The server flags of a replica through `setup`'s sentinels: the Redis store, the sentinels, the replica's name. */
+/** The server flags of a replica through `setup`'s sentinels: the Redis store, the sentinels, the replica's name, the shared key. */
 export function sentinelReplicaArgs(setup: Pick<SentinelSetup, 'addresses' | 'masterName'>, replicaId: string): string[] {
   return [
     '--locking-db-type',
@@ -330,5 +330,7 @@ export function sentinelReplicaArgs(setup: Pick<SentinelSetup, 'addresses' | 'ma
     setup.masterName,
     '--replica-id',
     replicaId,
+    '--shared-state-key-file',
+    sharedStateKeyFile(),
   ];
 }

@@ -4,10 +4,12 @@
 // logging to a file in its dir. Every process started here is killed when the test process
 // exits, whatever happened.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { SharedStateKey } from '../../src/server/locks/shared-state-key.js';
 
 export interface RedisServer {
   host: string;
@@ -169,7 +171,38 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<R
   };
 }
 
-/** The server flags of a replica on `redis`: the Redis store, its address, the replica's name. */
+let keyFile: string | undefined;
+
+/**
+ * The shared state key file of this test process (a random hex key, made once, removed at
+ * exit): every replica and store a test starts on one Redis uses it, as replicas share one Secret.
+ */
+export function sharedStateKeyFile(): string {
+  if (keyFile !== undefined && fs.existsSync(keyFile)) return keyFile;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ato-shared-key-'));
+  keyFile = path.join(dir, 'key');
+  fs.writeFileSync(keyFile, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
+  process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  return keyFile;
+}
+
+/** The key of sharedStateKeyFile(), for stores and registries a test opens itself. */
+export function testSharedStateKey(): SharedStateKey {
+  return SharedStateKey.readFile(sharedStateKeyFile());
+}
+
+/** The server flags of a replica on `redis`: the Redis store, its address, the replica's name, the shared key. */
 export function replicaArgs(redis: Pick<RedisServer, 'host' | 'port'>, replicaId: string): string[] {
-  return ['--locking-db-type', 'redis', '--redis-host', redis.host, '--redis-port', String(redis.port), '--replica-id', replicaId];
+  return [
+    '--locking-db-type',
+    'redis',
+    '--redis-host',
+    redis.host,
+    '--redis-port',
+    String(redis.port),
+    '--replica-id',
+    replicaId,
+    '--shared-state-key-file',
+    sharedStateKeyFile(),
+  ];
 }

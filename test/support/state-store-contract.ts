@@ -8,6 +8,9 @@ import path from 'node:path';
 import { test } from 'node:test';
 import type { ProjectOutcome } from '../../src/server/locks/pull-status.js';
 import { JOB_OUTPUT_MAX, type LockKey, type LockRecord, type StateStore } from '../../src/server/locks/state-store.js';
+import { deliveryContract } from './state-store-contract-deliveries.js';
+
+export type WithStore = (title: string, fn: (o: OpenedStore) => Promise<void>) => void;
 
 export interface OpenedStore {
   /** A fresh store with no state. */
@@ -37,7 +40,7 @@ const untimed = ({ time, ...rest }: LockRecord) => {
 };
 
 export function stateStoreContract(name: string, open: () => Promise<OpenedStore>): void {
-  const withStore = (title: string, fn: (o: OpenedStore) => Promise<void>) =>
+  const withStore: WithStore = (title, fn) =>
     test(`${name}: ${title}`, async () => {
       const o = await open();
       try {
@@ -275,7 +278,7 @@ export function stateStoreContract(name: string, open: () => Promise<OpenedStore
     assert.equal(await s.queueLength(), 0);
     assert.deepEqual(await s.takeAll(), []);
     const ids: number[] = [];
-    for (let i = 0; i < 5; i++) ids.push(await s.enqueue(R, i, { comment: `atlantis plan ${i}`, n: i }));
+    for (let i = 0; i < 5; i++) ids.push((await s.enqueue(R, i, { comment: `atlantis plan ${i}`, n: i })) as number);
     assert.deepEqual(
       [...ids].sort((a, b) => a - b),
       ids,
@@ -448,6 +451,8 @@ export function stateStoreContract(name: string, open: () => Promise<OpenedStore
       ['c-c'],
     );
   });
+
+  deliveryContract(withStore);
 
   withStore("command journal: only this server's commands", async (o) => {
     const s = o.store;

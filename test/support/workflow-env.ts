@@ -3,7 +3,10 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { forwardAuth } from '../../src/server/replicas/forward-auth.js';
+import type { SentWebhook } from './github-standin-webhooks.js';
 import { type StandinComment, GitHubStandin, issueCommentPayload, pullRequestPayload, sendWebhook } from './github-standin.js';
+import { testSharedStateKey } from './redis-server.js';
 import { type FileChanges, type TestRepo, createTestRepo } from './git-repos.js';
 import { TERRAFORM } from './terraform.js';
 import { type CliProcess, startCli, waitForHttp } from './cli.js';
@@ -12,31 +15,43 @@ import { sleep } from '../../src/async.js';
 export const WEBHOOK_SECRET = 'webhook-secret-for-tests';
 
 /**
- * Marks a webhook as handed over by another replica: the replica that gets it handles it itself
+ * Marks a webhook as handed over by another replica, with the proof a replica holding the
+ * shared state key gives (src/server/replicas/forward-auth.ts): replica `to` handles it itself
  * (the loop guard of src/server/replicas/router.ts), as when two replicas' lists of the live
  * replicas disagree for a moment. Tests use it to run one PR's commands on chosen replicas.
  */
-export const HANDLE_HERE = { 'x-atlantis-forwarded-by': 'test' };
+export function handleHere(to: string): (sent: SentWebhook) => Record<string, string> {
+  return (sent) => ({
+    'x-atlantis-forwarded-by': 'test',
+    'x-atlantis-forward-auth': forwardAuth(
+      testSharedStateKey(),
+      { from: 'test', to, event: sent.event, deliveryId: sent.deliveryId, signature: sent.signature, body: sent.body },
+      Date.now(),
+    ).header,
+  });
+}
+
+type WebhookHeaders = Record<string, string> | ((sent: SentWebhook) => Record<string, string>);
 
 export interface WorkflowEnv {
   gh: GitHubStandin;
   repo: TestRepo;
   /** Server flags pointing at the stand-in. */
   serverArgs(dataDir: string, host: string, extra?: string[]): string[];
-  /** `headers`: more webhook headers, e.g. HANDLE_HERE to keep a replica from handing it to the PR's owner. */
+  /** `headers`: more webhook headers, e.g. handleHere(id) to keep replica `id` from handing it to the PR's owner. */
   openPull(
     serverUrl: string,
     number: number,
     branch: string,
     files: FileChanges,
-    headers?: Record<string, string>,
+    headers?: WebhookHeaders,
   ): Promise<{ status: number; headSha: string }>;
   comment(
     serverUrl: string,
     number: number,
     body: string,
     user?: string,
-    headers?: Record<string, string>,
+    headers?: WebhookHeaders,
   ): Promise<{ status: number; body: string }>;
   closePull(serverUrl: string, number: number): Promise<{ status: number; body: string }>;
   /** Waits until PR `number` has a comment matching `re` posted after `after` comments; returns it. */

@@ -38,6 +38,7 @@ export function lockingDBWithDefaults(input: LockingDBInput | undefined): Lockin
       ...(r?.usernameSecretRef ? { usernameSecretRef: r.usernameSecretRef } : {}),
       ...(r?.passwordSecretRef ? { passwordSecretRef: r.passwordSecretRef } : {}),
       ...(r?.sentinel ? { sentinel: r.sentinel } : {}),
+      ...(r?.sharedStateKeySecretRef ? { sharedStateKeySecretRef: r.sharedStateKeySecretRef } : {}),
     },
   };
 }

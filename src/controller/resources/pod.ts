@@ -1,7 +1,7 @@
 // The server pod (SPEC section 6). renderPodTemplate gives everything that does not depend
 // on the ordinal; its hash is the revision. renderPod adds the ordinal's name, labels and,
 // with the embedded store, its PVC.
-import type { V1EnvVar, V1Pod, V1PodSecurityContext, V1PodSpec, V1SecurityContext, V1Volume } from '@kubernetes/client-node';
+import type { V1EnvVar, V1Pod, V1PodSecurityContext, V1PodSpec, V1SecurityContext, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import { LIVENESS_PATH, READINESS_PATH, SERVER_PORT } from '../../contract/drain-protocol.js';
 import {
   DATA_DIR,
@@ -19,6 +19,10 @@ import { hashRevision } from './revision.js';
 import { drainTiming, goDuration } from './timing.js';
 
 export const DATA_VOLUME = 'data';
+/** The shared state key's Secret volume (Redis only): one file, read-only, readable by the pod's fsGroup. */
+export const SHARED_STATE_KEY_VOLUME = 'shared-state-key';
+export const SHARED_STATE_KEY_DIR = '/etc/atlantis/shared-state';
+export const SHARED_STATE_KEY_FILE = `${SHARED_STATE_KEY_DIR}/key`;
 // The template's claimName before renderPod sets the ordinal's PVC; constant so the hash is too.
 const CLAIM_PLACEHOLDER = '';
 // Likewise the serviceAccountName, unless the user names one: renderPod sets the ordinal's own.
@@ -68,7 +72,27 @@ export function lockingDBEnv(db: LockingDB): V1EnvVar[] {
     { name: 'ATLANTIS_REDIS_INSECURE_SKIP_VERIFY', value: String(r.insecureSkipVerify) },
   );
   env.push(...fromSecret('ATLANTIS_REDIS_USERNAME', r.usernameSecretRef), ...fromSecret('ATLANTIS_REDIS_PASSWORD', r.passwordSecretRef));
+  if (r.sharedStateKeySecretRef) env.push({ name: 'ATLANTIS_SHARED_STATE_KEY_FILE', value: SHARED_STATE_KEY_FILE });
   return env;
+}
+
+/**
+ * The shared state key as a file from its Secret (Redis only): the kubelet mounts it, the
+ * controller never reads it, and it never appears in the pod spec or its env. 0440 with the
+ * pod's fsGroup: the server's user reads it through its group, nobody else.
+ */
+export function sharedStateKeyVolume(db: LockingDB): { volumes: V1Volume[]; mounts: V1VolumeMount[] } {
+  const ref = db.type === 'redis' ? db.redis.sharedStateKeySecretRef : undefined;
+  if (!ref) return { volumes: [], mounts: [] };
+  return {
+    volumes: [
+      {
+        name: SHARED_STATE_KEY_VOLUME,
+        secret: { secretName: ref.name, items: [{ key: ref.key, path: 'key' }], defaultMode: 0o440 },
+      },
+    ],
+    mounts: [{ name: SHARED_STATE_KEY_VOLUME, mountPath: SHARED_STATE_KEY_DIR, readOnly: true }],
+  };
 }
 
 /** The variable read from a Secret key by the kubelet, or nothing without a ref. */
@@ -142,6 +166,7 @@ export function renderPodTemplate(ad: AtlantisDeployment): PodTemplate {
   const spec = withDefaults(ad.spec);
   const user = spec.podTemplate ?? {};
   const us = user.spec ?? {};
+  const key = sharedStateKeyVolume(spec.atlantis.lockingDB);
   const podSpec: V1PodSpec = {
     serviceAccountName: us.serviceAccountName ?? ACCOUNT_PLACEHOLDER,
     // The server watches its own Pod for the drain annotation, so it needs its token.
@@ -183,12 +208,12 @@ export function renderPodTemplate(ad: AtlantisDeployment): PodTemplate {
           timeoutSeconds: 5,
           failureThreshold: 6,
         },
-        volumeMounts: [{ name: DATA_VOLUME, mountPath: DATA_DIR }],
+        volumeMounts: [{ name: DATA_VOLUME, mountPath: DATA_DIR }, ...key.mounts],
         securityContext: CONTAINER_SECURITY_CONTEXT,
         ...(us.resources ? { resources: us.resources } : {}),
       },
     ],
-    volumes: [dataVolume(spec)],
+    volumes: [dataVolume(spec), ...key.volumes],
     ...(us.nodeSelector ? { nodeSelector: us.nodeSelector } : {}),
     ...(us.tolerations ? { tolerations: us.tolerations } : {}),
     ...(us.affinity ? { affinity: us.affinity } : {}),

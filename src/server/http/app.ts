@@ -20,6 +20,7 @@ import { type ServerMetrics, webhookEventLabel } from '../metrics.js';
 import { processRedactor } from '../secrets/redact.js';
 import type { TurnQueue } from './turn-queue.js';
 import { FORWARDED_BY_HEADER } from '../replicas/forward.js';
+import { FORWARD_AUTH_HEADER } from '../replicas/forward-auth.js';
 import { UNAUTHORIZED_BODY, WWW_AUTHENTICATE, type WebAuthConfig, decideWebAuth } from './web-auth.js';
 import { MAX_WEBHOOK_BYTES, WebhookIntake } from './webhook-intake.js';
 
@@ -34,11 +35,15 @@ export interface WebhookRequest {
   contentType?: string;
   /** X-Atlantis-Forwarded-By: another replica handed this webhook here (replicas/forward.ts). */
   forwardedBy?: string;
+  /** X-Atlantis-Forward-Auth: the sender's proof that it holds the shared state key (replicas/forward-auth.ts). */
+  forwardAuth?: string;
 }
 
 export interface WebhookResponse {
   status: number;
   body: string;
+  /** More response headers (the answer's proof to a forwarding replica). */
+  headers?: Record<string, string>;
 }
 
 export interface AppDeps {
@@ -220,9 +225,9 @@ function buildRoutes(deps: AppDeps): {
     res.send(await deps.metrics.registry.metrics());
   });
 
-  const sendText = (res: ServerResponse, status: number, raw: string): void => {
+  const sendText = (res: ServerResponse, status: number, raw: string, headers: Record<string, string> = {}): void => {
     const text = processRedactor.redact(raw);
-    res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+    res.writeHead(status, { ...headers, 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text) });
     res.end(text);
   };
   const header = (req: IncomingMessage, name: string): string | undefined => {
@@ -250,6 +255,7 @@ function buildRoutes(deps: AppDeps): {
           rawBody,
           contentType: header(req, 'content-type'),
           forwardedBy: header(req, FORWARDED_BY_HEADER),
+          forwardAuth: header(req, FORWARD_AUTH_HEADER),
         }),
       );
     } catch (e) {
@@ -258,7 +264,7 @@ function buildRoutes(deps: AppDeps): {
       return sendText(res, 500, `${(e as Error).message}\n`);
     }
     countWebhook(req, out.status);
-    sendText(res, out.status, out.body);
+    sendText(res, out.status, out.body, out.headers);
   };
   const intake = new WebhookIntake(deps.requireWebhookSignature === true, { onBody: answerWebhook, onRefused: countWebhook });
 

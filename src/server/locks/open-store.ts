@@ -14,6 +14,7 @@ export function openStateStore(cfg: Pick<ServerConfig, 'dataDir' | 'store' | 're
   return RedisStore.create({
     dataDir: cfg.dataDir,
     replicaId: cfg.replicaId,
+    sharedStateKey: r.sharedStateKey,
     ...redisConnection(r),
     logger,
   });

@@ -7,16 +7,17 @@
 //   P locks                  HASH  F -> LockRecord JSON (project only when set)
 //   P pull-locks:R#N         SET   the F of every lock pull N of repo R holds (unlockAllForPull)
 //   P plans:R#N              HASH  G -> plan record JSON (no planPath: each replica computes its
-//                                  own; `fileSha256`/`fileSize` describe the bytes kept below)
+//                                  own; `fileSha256`/`fileSize` describe the bytes kept below,
+//                                  `madeBy` the replica that planned, `mac` its seal)
 //   P planfiles:R#N          HASH  G -> the plan file's bytes (absent when no file was written)
 //   P pull-status:R#N        HASH  v -> version, json -> PullStatus JSON
 //   P version                STRING counter giving every pull-status write a never-reused version
 //   P queue                  LIST  queued command JSON, oldest first
 //   P queue-id               STRING counter of queued command ids
-//   P commands:<replicaId>   HASH  command id -> accepted command JSON (with `seq`, its order), until it finishes
+//   P commands:<replicaId>   HASH  command id -> accepted command JSON (with `seq`, its order, and `mac`), until it finishes
 //   P commands-started:<replicaId>  HASH  command id -> the time it started (absent: not started)
 //   P commands-seq           STRING counter giving accepted commands their order
-//   P jobs                   HASH  job id -> JobRecord JSON at start, with the `replicaId` that started it
+//   P jobs                   HASH  job id -> JobRecord JSON at start, with the `replicaId` that started it and `mac`
 //   P jobs-finished          HASH  job id -> { finishedAt, result, summary } JSON
 //   P jobs-by-start          ZSET  job id scored by startedAt (ms): newest first, ties by id
 //   P jobs-unfinished        HASH  job id -> replicaId, until the job finishes
@@ -24,6 +25,15 @@
 //                                  with the job's record or JOB_OUTPUT_TTL_MS after its last append
 //   P apply-lock             STRING the global apply lock's JSON ({ time, by }), absent while applies may run
 //   P atlantis-import*       the one-time import of Atlantis's atlantis.db (bolt-import-redis.ts)
+//   P delivery:<delivery id> STRING `<replicaId>\n<command id>` (or `queued`): a webhook delivery accepted, for
+//                                  DELIVERY_TTL_MS (a delivery sent again with that id is not run again)
+//   P quarantine:<key>:<field> STRING an entry of <key> that could not be used, moved aside for 7 days
+//
+// Trust: Redis is storage that others may write to. The records that decide what runs (plans,
+// accepted and queued commands, jobs) are sealed with the shared state key, which Redis never
+// sees, and checked when read (redis-records.ts): a plan that fails is never applied, a journal
+// entry that fails is quarantined. Locks, PR statuses, leases and the apply lock are not
+// sealed: a writer can drop or change them (a denial of service), not make anything run.
 //
 // Atomicity: every change of more than one key is one Lua script (defineCommand) or one
 // MULTI/EXEC. The read-merge-write of a pull status is optimistic: read `v`, merge in JS
@@ -35,20 +45,21 @@
 //
 // Durability is Redis's: run it with `appendonly yes` and `appendfsync always` (or accept
 // losing the last second with `everysec`).
-import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { Logger } from '../../log.js';
-import { localSha256, readPlanBytes, writeFileAtomic } from './plan-bytes.js';
 import { type RedisConnectionOptions, closeRedis, connectRedis, redisClientOptions, redisTarget } from './redis-connection.js';
 import { redisImportAtlantis, redisImportMarker, redisTakeImportNotices } from './bolt-import-redis.js';
 import type { AtlantisImportBatch, AtlantisImportOutcome, ImportMarker, ImportNotice } from './bolt-import-types.js';
-import { planPathIn } from './plan-file.js';
 import { type ProjectOutcome, type PullStatus, mergePullStatus } from './pull-status.js';
+import { RedisJournal } from './redis-journal.js';
+import { RedisPlans, byDirWs } from './redis-plans.js';
 import { SCRIPTS, type Scripts } from './redis-scripts.js';
 import { getApplyLock, setApplyLock } from './redis-apply-lock.js';
+import type { SharedStateKey } from './shared-state-key.js';
 import type {
   AcceptedCommand,
   ApplyLock,
+  DeliveryAcceptance,
   JobRecord,
   JobResult,
   JobStart,
@@ -68,29 +79,20 @@ export interface RedisStoreOptions extends RedisConnectionOptions {
   /** Who this server is (its pod name): the jobs it starts are its own to recover. */
   replicaId: string;
   keyPrefix?: string;
+  /** `--shared-state-key-file`: seals the records that decide what runs (redis-records.ts). */
+  sharedStateKey: SharedStateKey;
   /** Clock for timestamps (tests). */
   now?: () => Date;
   logger?: Logger;
 }
 
-/** The stored plan record: a PlanRecord without the replica-local path, plus its bytes' hash. */
-interface StoredPlan extends Omit<PlanRecord, 'planPath'> {
-  fileSha256?: string;
-  fileSize?: number;
-}
-
 /** A job's output outlives its last append by the default job log retention (168h). */
 const JOB_OUTPUT_TTL_MS = 168 * 3600 * 1000;
-
-interface StoredJob extends JobRecord {
-  replicaId: string;
-}
 
 type Reply = string | null;
 
 /** SQLite's BINARY collation: compare the UTF-8 bytes, so both stores order alike. */
 const byteCmp = (a: string, b: string): number => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
-const byDirWs = (a: LockKey, b: LockKey): number => byteCmp(a.dir, b.dir) || byteCmp(a.workspace, b.workspace);
 
 export class RedisStore implements StateStore {
   readonly kind = 'redis' as const;
@@ -100,6 +102,8 @@ export class RedisStore implements StateStore {
   private readonly p: string;
   private readonly now: () => Date;
   private readonly scripts: Scripts;
+  private readonly plans: RedisPlans;
+  private readonly journal: RedisJournal;
   private closed = false;
 
   private constructor(
@@ -112,11 +116,22 @@ export class RedisStore implements StateStore {
     this.now = opts.now ?? (() => new Date());
     for (const [name, def] of Object.entries(SCRIPTS)) redis.defineCommand(name, def);
     this.scripts = redis as unknown as Scripts;
+    const shared = {
+      redis,
+      prefix: this.p,
+      key: opts.sharedStateKey,
+      replicaId: opts.replicaId,
+      now: this.now,
+      ...(opts.logger ? { logger: opts.logger } : {}),
+    };
+    this.plans = new RedisPlans({ ...shared, dataDir: opts.dataDir });
+    this.journal = new RedisJournal({ ...shared, scripts: this.scripts });
   }
 
   /** A store on a connection not made yet (`connect()` makes it): the server opens it at start. */
   static create(opts: RedisStoreOptions): RedisStore {
     if (!opts.replicaId) throw new Error('RedisStore: replicaId is required');
+    if (!opts.sharedStateKey) throw new Error('RedisStore: sharedStateKey is required');
     return new RedisStore(new Redis(redisClientOptions(opts)), opts);
   }
 
@@ -211,9 +226,11 @@ export class RedisStore implements StateStore {
       `${this.p}planfiles:${rn}`,
       opts.discardPlans ? '1' : '0',
     )) as [string[], string[]];
+    const discarded: PlanRecord[] = [];
+    for (let i = 0; i + 1 < plans.length; i += 2) discarded.push(this.plans.toPlan(repo, pull, plans[i] as string, plans[i + 1] as string));
     return {
       locks: locks.map((l) => JSON.parse(l) as LockRecord).sort(byDirWs),
-      plans: plans.map((s) => this.toPlan(s)).sort(byDirWs),
+      plans: discarded.sort(byDirWs),
     };
   }
 
@@ -222,74 +239,25 @@ export class RedisStore implements StateStore {
     return all.filter((l) => repo === undefined || l.repo === repo).sort((a, b) => byteCmp(a.repo, b.repo) || byDirWs(a, b));
   }
 
-  // ---- plans ----------------------------------------------------------------------
+  // ---- plans: redis-plans.ts ------------------------------------------------------
 
-  /** Plan file path for one project of a pull on this replica (plan-file.ts's layout). */
   planPath(key: LockKey, pull: number, project?: string): string {
-    return planPathIn(this.dataDir, key, pull, project);
+    return this.plans.planPath(key, pull, project);
   }
-
-  private toPlan(json: string): PlanRecord {
-    const { fileSha256: _sha, fileSize: _size, ...rec } = JSON.parse(json) as StoredPlan;
-    return { ...rec, planPath: this.planPath(rec, rec.pull, rec.project) };
+  savePlan(rec: Omit<PlanRecord, 'createdAt'> & { createdAt?: string }): Promise<PlanRecord> {
+    return this.plans.save(rec);
   }
-
-  /** Records the plan and the bytes of `rec.planPath` (when there is a file) in one MULTI. */
-  async savePlan(rec: Omit<PlanRecord, 'createdAt'> & { createdAt?: string }): Promise<PlanRecord> {
-    const createdAt = rec.createdAt ?? this.ts();
-    const bytes = await readPlanBytes(rec.planPath);
-    const { planPath: _local, ...rest } = rec;
-    const stored: StoredPlan = { ...rest, createdAt };
-    if (bytes) {
-      stored.fileSha256 = createHash('sha256').update(bytes).digest('hex');
-      stored.fileSize = bytes.length;
-    }
-    const rn = this.rn(rec.repo, rec.pull);
-    const g = planField(rec.dir, rec.workspace);
-    const tx = this.redis.multi().hset(`${this.p}plans:${rn}`, g, JSON.stringify(stored));
-    if (bytes) tx.hset(`${this.p}planfiles:${rn}`, g, bytes);
-    else tx.hdel(`${this.p}planfiles:${rn}`, g);
-    execOk(await tx.exec());
-    return { ...rec, createdAt };
+  getPlan(repo: string, pull: number, dir: string, workspace: string): Promise<PlanRecord | undefined> {
+    return this.plans.get(repo, pull, dir, workspace);
   }
-
-  async getPlan(repo: string, pull: number, dir: string, workspace: string): Promise<PlanRecord | undefined> {
-    const s = await this.redis.hget(`${this.p}plans:${this.rn(repo, pull)}`, planField(dir, workspace));
-    return s === null ? undefined : this.toPlan(s);
+  listPlans(repo: string, pull: number): Promise<PlanRecord[]> {
+    return this.plans.list(repo, pull);
   }
-
-  async listPlans(repo: string, pull: number): Promise<PlanRecord[]> {
-    return (await this.redis.hvals(`${this.p}plans:${this.rn(repo, pull)}`)).map((s) => this.toPlan(s)).sort(byDirWs);
+  deletePlan(repo: string, pull: number, dir: string, workspace: string): Promise<PlanRecord | undefined> {
+    return this.plans.delete(repo, pull, dir, workspace);
   }
-
-  async deletePlan(repo: string, pull: number, dir: string, workspace: string): Promise<PlanRecord | undefined> {
-    const rn = this.rn(repo, pull);
-    const g = planField(dir, workspace);
-    const res = execOk(
-      await this.redis.multi().hget(`${this.p}plans:${rn}`, g).hdel(`${this.p}plans:${rn}`, g).hdel(`${this.p}planfiles:${rn}`, g).exec(),
-    );
-    const s = res[0] as Reply;
-    return s === null ? undefined : this.toPlan(s);
-  }
-
-  /** Writes the stored bytes to `plan.planPath` when the file there is missing or differs. */
-  async restorePlanFile(plan: PlanRecord): Promise<void> {
-    const rn = this.rn(plan.repo, plan.pull);
-    const g = planField(plan.dir, plan.workspace);
-    const meta = parse<StoredPlan>(await this.redis.hget(`${this.p}plans:${rn}`, g));
-    if (meta?.fileSha256 === undefined) return;
-    if ((await localSha256(plan.planPath)) === meta.fileSha256) return;
-    // The record and the bytes of one moment, and checked against each other.
-    const res = execOk(await this.redis.multi().hget(`${this.p}plans:${rn}`, g).hgetBuffer(`${this.p}planfiles:${rn}`, g).exec());
-    const now = parse<StoredPlan>(res[0] as Reply);
-    const bytes = res[1] as Buffer | null;
-    if (now?.fileSha256 === undefined || bytes === null) return;
-    if (createHash('sha256').update(bytes).digest('hex') !== now.fileSha256) {
-      throw new Error(
-        `the plan file kept in Redis for ${plan.repo}#${plan.pull} ${plan.dir}/${plan.workspace} does not match its recorded sha256`,
-      );
-    }
-    await writeFileAtomic(plan.planPath, bytes);
+  restorePlanFile(plan: PlanRecord): Promise<string | undefined> {
+    return this.plans.restore(plan);
   }
 
   // ---- pull status ----------------------------------------------------------------
@@ -349,107 +317,52 @@ export class RedisStore implements StateStore {
     return (await this.scripts.atlCasStatus(key, `${this.p}version`, expected, JSON.stringify(next))) === 1;
   }
 
-  // ---- drain queue ----------------------------------------------------------------
+  // ---- drain queue, command and job journals: redis-journal.ts ----------------------
 
-  async enqueue(repo: string, pull: number, payload: unknown): Promise<number> {
-    const body = JSON.stringify({ repo, pull, payload: payload ?? null, enqueuedAt: this.ts() });
-    return Number(await this.scripts.atlEnqueue(`${this.p}queue`, `${this.p}queue-id`, body));
+  enqueue(repo: string, pull: number, payload: unknown, deliveryId?: string): Promise<number | undefined> {
+    return this.journal.enqueue(repo, pull, payload, deliveryId);
   }
-
-  async takeAll(): Promise<QueuedCommand[]> {
-    const res = execOk(await this.redis.multi().lrange(`${this.p}queue`, 0, -1).del(`${this.p}queue`).exec());
-    return (res[0] as string[]).map((s) => JSON.parse(s) as QueuedCommand);
+  takeAll(): Promise<QueuedCommand[]> {
+    return this.journal.takeAll();
   }
-
   queueLength(): Promise<number> {
-    return this.redis.llen(`${this.p}queue`);
+    return this.journal.queueLength();
   }
-
-  // ---- command journal ------------------------------------------------------------
-
-  private commandKeys(of = this.replicaId): [string, string] {
-    return [`${this.p}commands:${of}`, `${this.p}commands-started:${of}`];
+  acceptCommand(cmd: { id: string; repo: string; pull: number; payload: unknown }): Promise<AcceptedCommand> {
+    return this.journal.acceptCommand(cmd);
   }
-
-  /** One script: the entry and its place in the order. Durable once Redis has it in its AOF. */
-  async acceptCommand(cmd: { id: string; repo: string; pull: number; payload: unknown }): Promise<AcceptedCommand> {
-    const rec: AcceptedCommand = { id: cmd.id, repo: cmd.repo, pull: cmd.pull, payload: cmd.payload ?? null, acceptedAt: this.ts() };
-    await this.scripts.atlAcceptCommand(this.commandKeys()[0], `${this.p}commands-seq`, cmd.id, JSON.stringify(rec));
-    return rec;
+  acceptDelivery(deliveryId: string, cmd: { id: string; repo: string; pull: number; payload: unknown }): Promise<DeliveryAcceptance> {
+    return this.journal.acceptDelivery(deliveryId, cmd);
   }
-
-  async commandStarted(id: string): Promise<void> {
-    await this.scripts.atlCommandStarted(...this.commandKeys(), id, this.ts());
+  dropRefusedCommand(id: string, deliveryId?: string): Promise<void> {
+    return this.journal.dropRefusedCommand(id, deliveryId);
   }
-
-  async commandFinished(id: string, of?: string): Promise<void> {
-    const [cmds, started] = this.commandKeys(of);
-    execOk(await this.redis.multi().hdel(cmds, id).hdel(started, id).exec());
+  commandStarted(id: string): Promise<void> {
+    return this.journal.commandStarted(id);
   }
-
-  async acceptedCommands(of?: string): Promise<AcceptedCommand[]> {
-    const [cmds, started] = this.commandKeys(of);
-    const res = execOk(await this.redis.multi().hgetall(cmds).hgetall(started).exec());
-    const at = res[1] as Record<string, string>;
-    return Object.values(res[0] as Record<string, string>)
-      .map((s) => JSON.parse(s) as AcceptedCommand & { seq: number })
-      .sort((a, b) => a.seq - b.seq)
-      .map(({ seq: _seq, ...c }) => (at[c.id] !== undefined ? { ...c, startedAt: at[c.id] as string } : c));
+  commandFinished(id: string, of?: string): Promise<void> {
+    return this.journal.commandFinished(id, of);
   }
-
-  // ---- job journal ----------------------------------------------------------------
-
-  async jobStarted(job: JobStart): Promise<JobRecord> {
-    const startedAt = this.ts();
-    const rec: StoredJob = { ...job, startedAt, replicaId: this.replicaId };
-    execOk(
-      await this.redis
-        .multi()
-        .hset(`${this.p}jobs`, job.id, JSON.stringify(rec))
-        .hdel(`${this.p}jobs-finished`, job.id)
-        .zadd(`${this.p}jobs-by-start`, Date.parse(startedAt), job.id)
-        .hset(`${this.p}jobs-unfinished`, job.id, this.replicaId)
-        .exec(),
-    );
-    return { ...job, startedAt };
+  acceptedCommands(of?: string): Promise<AcceptedCommand[]> {
+    return this.journal.acceptedCommands(of);
   }
-
-  async jobFinished(id: string, result: JobResult, summary?: string): Promise<void> {
-    const fin = JSON.stringify({ finishedAt: this.ts(), result, ...(summary !== undefined ? { summary } : {}) });
-    await this.scripts.atlJobFinished(`${this.p}jobs`, `${this.p}jobs-finished`, `${this.p}jobs-unfinished`, id, fin);
+  jobStarted(job: JobStart): Promise<JobRecord> {
+    return this.journal.jobStarted(job);
   }
-
-  async unfinishedJobs(of = this.replicaId): Promise<JobRecord[]> {
-    const recs = (await this.scripts.atlUnfinished(`${this.p}jobs-unfinished`, `${this.p}jobs`, of)) as string[];
-    return recs.map((s) => toJob(s, null)).sort((a, b) => byteCmp(a.startedAt, b.startedAt) || byteCmp(a.id, b.id));
+  jobFinished(id: string, result: JobResult, summary?: string): Promise<void> {
+    return this.journal.jobFinished(id, result, summary);
   }
-
-  async recentJobs(limit = 50): Promise<JobRecord[]> {
-    if (limit === 0) return [];
-    const [recs, fins] = (await this.scripts.atlRecentJobs(
-      `${this.p}jobs`,
-      `${this.p}jobs-finished`,
-      `${this.p}jobs-by-start`,
-      limit < 0 ? -1 : limit - 1,
-    )) as [Reply[], Reply[]];
-    const out: JobRecord[] = [];
-    for (const [i, s] of recs.entries()) if (s !== null) out.push(toJob(s, fins[i] ?? null));
-    return out;
+  unfinishedJobs(of?: string): Promise<JobRecord[]> {
+    return this.journal.unfinishedJobs(of);
   }
-
-  async pruneJobs(keep = 1000): Promise<number> {
-    if (keep < 0) return 0;
-    return Number(
-      await this.scripts.atlPruneJobs(`${this.p}jobs`, `${this.p}jobs-finished`, `${this.p}jobs-by-start`, keep, `${this.p}job-output:`),
-    );
+  recentJobs(limit?: number): Promise<JobRecord[]> {
+    return this.journal.recentJobs(limit);
   }
-
-  async getJob(id: string): Promise<JobRecord | undefined> {
-    const [rec, fin] = execOk(await this.redis.multi().hget(`${this.p}jobs`, id).hget(`${this.p}jobs-finished`, id).exec()) as [
-      Reply,
-      Reply,
-    ];
-    return rec === null ? undefined : toJob(rec, fin);
+  pruneJobs(keep?: number): Promise<number> {
+    return this.journal.pruneJobs(keep);
+  }
+  getJob(id: string): Promise<JobRecord | undefined> {
+    return this.journal.getJob(id);
   }
 
   // ---- job output: the cursor is a byte offset; every append is whole, so a read ends on a character
@@ -499,17 +412,4 @@ export class RedisStore implements StateStore {
 }
 
 const lockField = (k: LockKey): string => JSON.stringify([k.repo, k.dir, k.workspace]);
-const planField = (dir: string, workspace: string): string => JSON.stringify([dir, workspace]);
 const parse = <T>(s: string | null): T | undefined => (s === null ? undefined : (JSON.parse(s) as T));
-
-function toJob(rec: string, fin: string | null): JobRecord {
-  const { replicaId: _r, ...job } = JSON.parse(rec) as StoredJob;
-  return fin === null ? job : { ...job, ...(JSON.parse(fin) as Pick<JobRecord, 'finishedAt' | 'result' | 'summary'>) };
-}
-
-/** The replies of a MULTI, or the first error in it. */
-function execOk(res: [Error | null, unknown][] | null): unknown[] {
-  if (res === null) throw new Error('Redis transaction aborted');
-  for (const [err] of res) if (err) throw err;
-  return res.map(([, v]) => v);
-}

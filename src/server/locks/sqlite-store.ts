@@ -17,20 +17,22 @@ import { sqliteImportAtlantis, sqliteImportMarker, sqliteTakeImportNotices } fro
 import type { AtlantisImportBatch, AtlantisImportOutcome, ImportMarker, ImportNotice } from './bolt-import-types.js';
 import { planPathIn } from './plan-file.js';
 import { type ProjectOutcome, type ProjectPlanStatus, type PullStatus, mergePullStatus } from './pull-status.js';
-import type {
-  AcceptedCommand,
-  ApplyLock,
-  JobRecord,
-  JobResult,
-  JobStart,
-  LockHolder,
-  LockKey,
-  LockRecord,
-  PlanRecord,
-  QueuedCommand,
-  StateStore,
-  StoreKind,
-  TryLockResult,
+import {
+  type AcceptedCommand,
+  type ApplyLock,
+  type DeliveryAcceptance,
+  isRecordableDelivery,
+  type JobRecord,
+  type JobResult,
+  type JobStart,
+  type LockHolder,
+  type LockKey,
+  type LockRecord,
+  type PlanRecord,
+  type QueuedCommand,
+  type StateStore,
+  type StoreKind,
+  type TryLockResult,
 } from './state-store.js';
 import { JOB_OUTPUT_MAX } from './state-store.js';
 import {
@@ -45,6 +47,8 @@ import {
   toAccepted,
   toQueued,
 } from './store-rows.js';
+
+import { SqliteDeliveries } from './sqlite-deliveries.js';
 
 export const STORE_FILENAME = 'atlantis-operator.db';
 
@@ -84,6 +88,8 @@ CREATE TABLE IF NOT EXISTS job_output (id TEXT PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pull_status (
   repo TEXT NOT NULL, pull INTEGER NOT NULL, head_sha TEXT NOT NULL, PRIMARY KEY (repo, pull)
 );
+CREATE TABLE IF NOT EXISTS deliveries (id TEXT PRIMARY KEY, command_id TEXT, at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS deliveries_at ON deliveries (at);
 CREATE TABLE IF NOT EXISTS pull_projects (
   repo TEXT NOT NULL, pull INTEGER NOT NULL, seq INTEGER NOT NULL, dir TEXT NOT NULL, workspace TEXT NOT NULL,
   project TEXT NOT NULL, status TEXT NOT NULL, PRIMARY KEY (repo, pull, dir, workspace, project)
@@ -100,6 +106,7 @@ export class SqliteStore implements StateStore {
   /** Prepared once per SQL text: preparing is a parse and plan on the event loop, every call. */
   private readonly statements = new Map<string, Database.Statement>();
   private readonly now: () => Date;
+  private readonly deliveries: SqliteDeliveries;
   private closed = false;
 
   private constructor(dataDir: string, opts: StoreOptions) {
@@ -114,6 +121,10 @@ export class SqliteStore implements StateStore {
     this.db.pragma('busy_timeout = 5000');
     this.db.exec(SCHEMA);
     // A data dir from before plan hashes were kept: add the column; its old plans have none.
+    this.deliveries = new SqliteDeliveries(
+      (t) => this.sql(t),
+      () => this.now().getTime(),
+    );
     const cols = this.db.pragma('table_info(plans)') as { name: string }[];
     if (!cols.some((c) => c.name === 'plan_sha256')) this.db.exec('ALTER TABLE plans ADD COLUMN plan_sha256 TEXT');
   }
@@ -269,7 +280,9 @@ export class SqliteStore implements StateStore {
   }
 
   /** The plan file is written to this data dir and only this server reads it: nothing to bring back. */
-  async restorePlanFile(_plan: PlanRecord): Promise<void> {}
+  async restorePlanFile(_plan: PlanRecord): Promise<string | undefined> {
+    return undefined;
+  }
 
   // ---- pull status (Atlantis's per-PR plan status) ---------------------------------
 
@@ -326,14 +339,21 @@ export class SqliteStore implements StateStore {
 
   // ---- drain queue ----------------------------------------------------------------
 
-  async enqueue(repo: string, pull: number, payload: unknown): Promise<number> {
-    const r = this.sql('INSERT INTO queue (repo, pull, payload, enqueued_at) VALUES (?, ?, ?, ?)').run(
-      repo,
-      pull,
-      JSON.stringify(payload ?? null),
-      this.ts(),
-    );
-    return Number(r.lastInsertRowid);
+  async enqueue(repo: string, pull: number, payload: unknown, deliveryId?: string): Promise<number | undefined> {
+    const run = this.db.transaction((): number | undefined => {
+      if (deliveryId !== undefined && isRecordableDelivery(deliveryId)) {
+        if (this.deliveries.replayOf(deliveryId)) return undefined;
+        this.deliveries.record(deliveryId, null);
+      }
+      const r = this.sql('INSERT INTO queue (repo, pull, payload, enqueued_at) VALUES (?, ?, ?, ?)').run(
+        repo,
+        pull,
+        JSON.stringify(payload ?? null),
+        this.ts(),
+      );
+      return Number(r.lastInsertRowid);
+    });
+    return run.immediate();
   }
 
   async takeAll(): Promise<QueuedCommand[]> {
@@ -353,6 +373,10 @@ export class SqliteStore implements StateStore {
 
   /** One INSERT, committed (and, synchronous=FULL, fsynced) when it returns. */
   async acceptCommand(cmd: { id: string; repo: string; pull: number; payload: unknown }): Promise<AcceptedCommand> {
+    return this.insertCommand(cmd);
+  }
+
+  private insertCommand(cmd: { id: string; repo: string; pull: number; payload: unknown }): AcceptedCommand {
     const acceptedAt = this.ts();
     this.sql('INSERT INTO commands (id, repo, pull, payload, accepted_at) VALUES (?, ?, ?, ?, ?)').run(
       cmd.id,
@@ -362,6 +386,26 @@ export class SqliteStore implements StateStore {
       acceptedAt,
     );
     return { ...cmd, payload: cmd.payload ?? null, acceptedAt };
+  }
+
+  async acceptDelivery(deliveryId: string, cmd: { id: string; repo: string; pull: number; payload: unknown }): Promise<DeliveryAcceptance> {
+    if (!isRecordableDelivery(deliveryId)) return { accepted: await this.acceptCommand(cmd) };
+    const run = this.db.transaction((): DeliveryAcceptance => {
+      const replay = this.deliveries.replayOf(deliveryId);
+      if (replay) return { replay };
+      this.deliveries.record(deliveryId, cmd.id);
+      return { accepted: this.insertCommand(cmd) };
+    });
+    return run.immediate();
+  }
+
+  async dropRefusedCommand(id: string, deliveryId?: string): Promise<void> {
+    this.db
+      .transaction(() => {
+        this.sql('DELETE FROM commands WHERE id = ?').run(id);
+        if (deliveryId !== undefined) this.deliveries.forget(deliveryId, id);
+      })
+      .immediate();
   }
 
   async commandStarted(id: string): Promise<void> {

@@ -44,6 +44,12 @@ export interface PlanRecord extends LockKey {
    */
   planSha256?: string;
   createdAt: string;
+  /**
+   * Set only by a shared store: why its record of this plan failed its check against the
+   * shared state key (written or changed in Redis by someone without the key, or moved from
+   * another PR or project). Such a plan is never applied; it may only be discarded.
+   */
+  unverified?: string;
 }
 
 export interface QueuedCommand {
@@ -102,6 +108,23 @@ export interface ApplyLock {
   by: string;
 }
 
+/**
+ * How long a webhook delivery id is remembered (GitHub lets a delivery be sent again for 3
+ * days): a delivery with an id seen in that time is a replay, answered without running.
+ */
+export const DELIVERY_TTL_MS = 72 * 3600 * 1000;
+
+/** A delivery id the stores record: GitHub's are UUIDs; anything else is not deduplicated. */
+export const isRecordableDelivery = (id: string): boolean => /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(id);
+
+/**
+ * acceptDelivery's answer: the command journalled, or not, because that delivery id was
+ * recorded before: `handled` when its command started or ended (or was queued), `pending`
+ * while its command is journalled and not started yet (its fate is not known: the first
+ * delivery may still be refused, so the replay is answered "try again later").
+ */
+export type DeliveryAcceptance = { accepted: AcceptedCommand } | { replay: 'handled' | 'pending' };
+
 /** Atlantis's `--locking-db-type` values. */
 export type StoreKind = 'boltdb' | 'redis';
 
@@ -140,10 +163,13 @@ export interface StateStore {
   listPlans(repo: string, pull: number): Promise<PlanRecord[]>;
   deletePlan(repo: string, pull: number, dir: string, workspace: string): Promise<PlanRecord | undefined>;
   /**
-   * Makes sure `plan.planPath` holds the plan's bytes on this replica (a shared store writes
-   * them from the store when the file is missing). The apply still checks the hash after.
+   * Makes sure `plan.planPath` holds the plan's bytes on this replica: a shared store writes
+   * them from the store when this replica's file is missing or is not that plan's, after
+   * checking them against the record's hash, and never replaces the file of the replica that
+   * made the plan. Returns why the plan must not be applied (for the PR), or undefined; the
+   * apply still checks the file's hash after.
    */
-  restorePlanFile(plan: PlanRecord): Promise<void>;
+  restorePlanFile(plan: PlanRecord): Promise<string | undefined>;
 
   // ---- pull status (Atlantis's per-PR plan status) ----
   /** The PR's recorded plan status, undefined when it has none (never planned, or closed). */
@@ -162,8 +188,11 @@ export interface StateStore {
   deletePullStatus(repo: string, pull: number): Promise<void>;
 
   // ---- drain queue ----
-  /** Stores a command received while draining; returns its id. */
-  enqueue(repo: string, pull: number, payload: unknown): Promise<number>;
+  /**
+   * Stores a command received while draining; returns its id. With `deliveryId` that delivery
+   * is recorded in the same change, and nothing is queued (undefined) when it was recorded already.
+   */
+  enqueue(repo: string, pull: number, payload: unknown, deliveryId?: string): Promise<number | undefined>;
   /** Removes and returns every queued command, oldest first, atomically. */
   takeAll(): Promise<QueuedCommand[]>;
   queueLength(): Promise<number>;
@@ -171,6 +200,18 @@ export interface StateStore {
   // ---- command journal ----
   /** Records an accepted command of this server (this replica), durably, before its 200. */
   acceptCommand(cmd: { id: string; repo: string; pull: number; payload: unknown }): Promise<AcceptedCommand>;
+  /**
+   * acceptCommand for a webhook delivery: the command journalled and `deliveryId` recorded (for
+   * DELIVERY_TTL_MS) in one atomic change, unless that delivery id was recorded already (a
+   * replay): then nothing is written. An id isRecordableDelivery refuses is not recorded.
+   */
+  acceptDelivery(deliveryId: string, cmd: { id: string; repo: string; pull: number; payload: unknown }): Promise<DeliveryAcceptance>;
+  /**
+   * A command answered 503 whose write may have landed: its entry goes, and the record of
+   * `deliveryId` too when it names this command, in one change (so that a delivery sent again
+   * runs, and the first never does).
+   */
+  dropRefusedCommand(id: string, deliveryId?: string): Promise<void>;
   /** The command is about to do its first side effect. Nothing for an id not journalled (or finished). */
   commandStarted(id: string): Promise<void>;
   /** The command ended, whatever its outcome: its entry goes. Idempotent. `of`: another replica's entry (takeover). */

@@ -2,6 +2,8 @@
 // validated from the parsed flags. Pure: connecting is open-store.ts's job.
 import { hostname } from 'node:os';
 import { type FlagValues, UsageError } from '../../config/flags.js';
+import { replicaUrlProblem } from '../replicas/replica-record.js';
+import { SharedStateKey } from './shared-state-key.js';
 
 export interface RedisSettings {
   /** The data connection's address; not used when `sentinel` is set (the sentinels name the master). */
@@ -16,6 +18,8 @@ export interface RedisSettings {
   insecureSkipVerify: boolean;
   /** `--redis-sentinel-*` (ours): find the master through these sentinels; TLS settings apply to them too. */
   sentinel?: SentinelSettings;
+  /** `--shared-state-key-file` (ours): what the replicas sign their records in Redis with; a secret. */
+  sharedStateKey: SharedStateKey;
 }
 
 export interface SentinelSettings {
@@ -49,6 +53,7 @@ export function storeConfigFromFlags(values: FlagValues): StoreConfig {
     db,
     tls: values['redis-tls-enabled'] === true,
     insecureSkipVerify: values['redis-insecure-skip-verify'] === true,
+    sharedStateKey: sharedStateKeyFromFlags(values),
   };
   const username = nonEmpty(values['redis-username']);
   if (username !== undefined) redis.username = username;
@@ -57,6 +62,40 @@ export function storeConfigFromFlags(values: FlagValues): StoreConfig {
   const sentinel = sentinelFromFlags(values);
   if (sentinel !== undefined) redis.sentinel = sentinel;
   return { type, redis };
+}
+
+/**
+ * What the server says at start about a Redis that anyone on its network could use: one line
+ * each for no password and no TLS. Pure.
+ */
+export function redisStartWarnings(r: RedisSettings): string[] {
+  const out: string[] = [];
+  if (r.password === undefined)
+    out.push(
+      'Redis is used without a password (--redis-password): anyone who can reach it can read the shared state and change it; records that decide what runs are signed with the shared state key, but such a writer can still drop locks and plans (a denial of service)',
+    );
+  if (!r.tls)
+    out.push(
+      'Redis is used without TLS (--redis-tls-enabled): the shared state, plan files included, and the Redis password cross the network unencrypted',
+    );
+  return out;
+}
+
+/** `--shared-state-key-file`: required with Redis, read here (never echoed: only its path and size). */
+function sharedStateKeyFromFlags(values: FlagValues): SharedStateKey {
+  const file = nonEmpty(values['shared-state-key-file']);
+  if (file === undefined)
+    throw new UsageError(
+      '--shared-state-key-file is required with --locking-db-type redis: the replicas sign what they keep in Redis with that key, which Redis never sees, so that anyone who can write to Redis cannot make them run a plan or a command',
+    );
+  try {
+    return SharedStateKey.readFile(file);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new UsageError(
+      `--shared-state-key-file ${file} ${code ? `cannot be read: ${code}` : `is not a usable key: ${(e as Error).message}`}`,
+    );
+  }
 }
 
 /** `--redis-sentinel-*`, undefined when no addresses are given; the rest of them alone is a mistake, refused. */
@@ -128,9 +167,10 @@ export function replicaIdFromFlags(values: FlagValues): string {
 export function replicaUrlFromFlags(values: FlagValues, bindAddress: string, port: number): string {
   const given = nonEmpty(values['replica-url']);
   if (given !== undefined) {
-    if (!/^https?:\/\/[^/@\s]+\/?$/.test(given))
-      throw new UsageError(`invalid value "${given}" for --replica-url: must be http(s)://host:port, without a path or credentials`);
-    return given.replace(/\/+$/, '');
+    const url = given.replace(/\/$/, '');
+    const problem = replicaUrlProblem(url);
+    if (problem) throw new UsageError(`invalid value "${given}" for --replica-url: ${problem}`);
+    return url;
   }
   const wildcard = bindAddress === '0.0.0.0' || bindAddress === '::' || bindAddress === '';
   const host = wildcard ? hostname() : bindAddress;

@@ -121,6 +121,9 @@ const WAITS = {
   takeAll: false,
   queueLength: true,
   acceptCommand: false,
+  acceptDelivery: false,
+  // Idempotent, and the cleanup of a refused command: it may wait.
+  dropRefusedCommand: true,
   commandStarted: true,
   commandFinished: true,
   acceptedCommands: true,

@@ -98,7 +98,7 @@ export function route(pullKey: string, self: ReplicaInfo, live: readonly Replica
 
 /** How a forward ended (forward.ts): the owner's answer, or why there was none. */
 export type ForwardOutcome =
-  | { ok: true; status: number; body: string }
+  | { ok: true; status: number; body: string /** X-Atlantis-Forward-Answer: the owner's proof (forward-auth.ts). */; proof?: string }
   | { ok: false; failure: 'refused' | 'timeout' | 'reset' | 'error'; message: string };
 
 export type AfterForward = { kind: 'relay'; status: number; body: string } | { kind: 'local'; reason: 'unreachable' | 'owner-failed' };

@@ -11,6 +11,7 @@
 import http, { type IncomingHttpHeaders } from 'node:http';
 import https from 'node:https';
 import type { ForwardOutcome } from './affinity.js';
+import { FORWARD_ANSWER_HEADER, FORWARD_AUTH_HEADER } from './forward-auth.js';
 
 export const FORWARDED_BY_HEADER = 'x-atlantis-forwarded-by';
 export const DEFAULT_FORWARD_TIMEOUT_MS = 10_000;
@@ -32,6 +33,8 @@ export interface ForwardedWebhook {
 export interface ForwardOptions {
   /** This replica's id, sent in X-Atlantis-Forwarded-By. */
   selfId: string;
+  /** X-Atlantis-Forward-Auth (forward-auth.ts), when the replicas share a key. */
+  auth?: string;
   /** The whole exchange, connect to last byte. */
   timeoutMs?: number;
   signal?: AbortSignal;
@@ -53,12 +56,13 @@ export function forwardedBy(headers: IncomingHttpHeaders): string | undefined {
 }
 
 /** The headers of a forward, by their lower-case names; exported for the tests. */
-export function forwardHeaders(w: ForwardedWebhook, selfId: string): http.OutgoingHttpHeaders {
+export function forwardHeaders(w: ForwardedWebhook, selfId: string, auth?: string): http.OutgoingHttpHeaders {
   const h: http.OutgoingHttpHeaders = {
     'content-type': w.contentType ?? 'application/json',
     'content-length': String(w.rawBody.length),
     [FORWARDED_BY_HEADER]: selfId,
   };
+  if (auth !== undefined) h[FORWARD_AUTH_HEADER] = auth;
   if (w.event !== undefined) h['x-github-event'] = w.event;
   if (w.deliveryId !== undefined) h['x-github-delivery'] = w.deliveryId;
   if (w.signature !== undefined) h['x-hub-signature-256'] = w.signature;
@@ -95,7 +99,7 @@ export function forwardWebhook(ownerUrl: string, w: ForwardedWebhook, opts: Forw
       clearTimeout(timer);
       resolve(o);
     };
-    const req = request(u, { method: 'POST', headers: forwardHeaders(w, opts.selfId), agent, signal: opts.signal }, (res) => {
+    const req = request(u, { method: 'POST', headers: forwardHeaders(w, opts.selfId, opts.auth), agent, signal: opts.signal }, (res) => {
       const chunks: Buffer[] = [];
       let bytes = 0;
       res.on('data', (c: Buffer) => {
@@ -107,7 +111,15 @@ export function forwardWebhook(ownerUrl: string, w: ForwardedWebhook, opts: Forw
         }
         chunks.push(c);
       });
-      res.on('end', () => done({ ok: true, status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('end', () => {
+        const proof = res.headers[FORWARD_ANSWER_HEADER];
+        done({
+          ok: true,
+          status: res.statusCode ?? 0,
+          body: Buffer.concat(chunks).toString('utf8'),
+          ...(typeof proof === 'string' ? { proof } : {}),
+        });
+      });
       res.on('error', (e: Error) => done(classify(e, timedOut)));
       // An answer cut short may close without an 'error'.
       res.on('close', () => {

@@ -18,6 +18,7 @@ export function serverSecretValues(cfg: SecretSettings): Array<string | undefine
     webPassword(cfg),
     redis?.password,
     redis?.sentinel?.password,
+    redis?.sharedStateKey.secretText(),
     ...appKey,
   ];
 }

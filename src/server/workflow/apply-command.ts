@@ -43,6 +43,7 @@ export async function apply(j: ProjectJobs, ctx: PullContext, c: ParsedCommand):
     j.d.store.listPlans(ctx.repo, ctx.pull),
     targeted(c) ? undefined : j.d.store.getPullStatus(ctx.repo, ctx.pull),
   ]);
+  await refuseUnverifiedPlans(j, ctx, plans);
   let work: Array<ProjectSpec & { plan?: PlanRecord }>;
   if (!targeted(c)) {
     // As Atlantis: the PR's plans, checked against its recorded plan status first.
@@ -133,8 +134,9 @@ async function applyProjectRun(
   }
   return j.job(ctx, p, 'apply', [], jobId, async (jobCtx) => {
     // A shared store brings the file back when this replica lacks it; the hash is checked after.
-    await j.d.store.restorePlanFile(plan);
-    const tampered = planFileProblem(plan, await fileSha256(plan.planPath).catch(() => undefined), j.d.config.executableName);
+    const tampered =
+      (await j.d.store.restorePlanFile(plan)) ??
+      planFileProblem(plan, await fileSha256(plan.planPath).catch(() => undefined), j.d.config.executableName);
     if (tampered) {
       // Never apply a plan other than the one shown on the PR; it cannot be used again.
       await j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
@@ -167,4 +169,29 @@ async function applyProjectRun(
       view: { dir: p.dir, workspace: p.workspace, projectName: p.name, outcome: { type: 'success', output: r.output } },
     };
   });
+}
+
+/**
+ * A shared store's plan records that failed their check against the shared state key: the
+ * whole apply is refused before anything runs (someone changed this PR's plans in Redis), and
+ * those records are dropped so the PR can plan again.
+ */
+async function refuseUnverifiedPlans(j: ProjectJobs, ctx: PullContext, plans: PlanRecord[]): Promise<void> {
+  const bad = plans.filter((p) => p.unverified !== undefined);
+  if (bad.length === 0) return;
+  for (const p of bad) {
+    j.d.logger.warn('Refused apply: a saved plan in the shared store failed its check against the shared state key', {
+      repo: ctx.repo,
+      pull: ctx.pull,
+      dir: p.dir,
+      workspace: p.workspace,
+      problem: p.unverified,
+    });
+    await j.d.store.deletePlan(ctx.repo, ctx.pull, p.dir, p.workspace);
+  }
+  const which = bad.map((p) => `dir ${p.dir} workspace ${p.workspace}: ${p.unverified}`).join('\n');
+  throw new Error(
+    `the saved plans of this pull request failed their check against the shared state key, so nothing was applied:\n${which}\n` +
+      `Those records were dropped; comment \`${j.d.config.executableName} plan\` to plan again.`,
+  );
 }

@@ -56,9 +56,9 @@ export async function simple(j: ProjectJobs, ctx: PullContext, c: ParsedCommand,
     // As Atlantis: `version` runs in the projects with a plan; with none it posts nothing.
     const settings = j.repoSettings(ctx, await j.checkout(ctx, 'default'));
     config = settings.config;
-    projects = (await j.d.store.listPlans(ctx.repo, ctx.pull)).map((pl) =>
-      projectForPlan(settings.config, pl.dir, pl.workspace, settings.defaults),
-    );
+    projects = (await j.d.store.listPlans(ctx.repo, ctx.pull))
+      .filter((pl) => pl.unverified === undefined)
+      .map((pl) => projectForPlan(settings.config, pl.dir, pl.workspace, settings.defaults));
     if (projects.length === 0) return 'success';
   } else ({ projects, config } = await j.selection(ctx, c));
   // As Atlantis: one project after another; only `version` follows parallel_plan.

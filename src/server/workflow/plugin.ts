@@ -2,28 +2,25 @@
 // command runner, POST /events, the web page, and, at start, crash recovery (the command and
 // job journals) and the commands queued by the previous server during its drain.
 import { randomUUID } from 'node:crypto';
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
-import { UsageError } from '../../config/flags.js';
 import { VERSION } from '../../version.js';
 import { countWebhook, instrumentGitHub, since } from '../atlantis-metrics.js';
 import { importAtStart, postImportNotices } from '../locks/bolt-import.js';
 import { openStateStore } from '../locks/open-store.js';
-import type { StateStore } from '../locks/state-store.js';
+import type { DeliveryAcceptance, StateStore } from '../locks/state-store.js';
 import { storeUnreachable, waitingStore } from '../locks/store-wait.js';
 import type { Operation } from '../drain/operation-tracker.js';
 import { openProjectLeases } from '../locks/project-lease.js';
 import { redisTarget } from '../locks/redis-connection.js';
-import type { ReplicaInfo } from '../replicas/affinity.js';
-import { openReplicaRegistry } from '../replicas/registry.js';
-import { WebhookRouter } from '../replicas/router.js';
+import { redisStartWarnings } from '../locks/store-config.js';
+import { openReplication } from '../replicas/router.js';
 import type { AtlantisServer } from '../server.js';
 import { GitCredsForInit } from '../terraform/git-creds.js';
 import { TerraformBinaries } from '../terraform/tf-install.js';
 import type { WebhookRequest, WebhookResponse } from '../http/app.js';
 import { githubAuth } from '../vcs/github-app.js';
 import { GitHubClient, type PullInfo, type ReactionContent } from '../vcs/github-client.js';
-import { AllowlistError, type RepoAllowlist, parseRepoAllowlist } from '../vcs/repo-allowlist.js';
 import { verifySignature } from '../vcs/webhook.js';
 import { CommandRunner, type PullContext } from './command-runner.js';
 import { WorkflowHooks } from './hooks.js';
@@ -40,10 +37,10 @@ import {
 import { ProjectRunner } from './project-runner.js';
 import { type RecoveryDeps, recoverJournal } from './recovery.js';
 import { RefusedEntries } from './refused-entries.js';
-import { type ServerSideRepoConfig, parseServerSideRepoConfig } from './repo-config/server-side.js';
-import { RepoConfigError } from './repo-config/types.js';
 import { type PullRefusal, type WorkItem, decideWebhook, gatePull } from './webhook-decision.js';
 import { lockDiscardedComment } from './lock-delete.js';
+import { repoAllowlistOf, serverRepoConfigOf } from './startup-settings.js';
+import { replayAnswer } from './delivery-replay.js';
 import { mountWebUi } from './web/routes.js';
 import { mountApi } from '../http/api.js';
 import { type ApiCommandDeps, apiRoutes, releasePullless } from './api-command.js';
@@ -58,30 +55,8 @@ export const CLOSE_STORE_UNAVAILABLE_BODY =
 export function workflowPlugin(server: AtlantisServer) {
   const cfg = server.config;
   const log = server.logger.child({ component: 'workflow' });
-  let allowlist: RepoAllowlist;
-  try {
-    allowlist = parseRepoAllowlist(cfg.repoAllowlist);
-  } catch (e) {
-    if (e instanceof AllowlistError) throw new UsageError(`invalid value for --repo-allowlist: ${e.message}`);
-    throw e;
-  }
-  let serverRepoConfig: ServerSideRepoConfig | undefined;
-  if (cfg.repoConfigJson) {
-    // JSON is YAML, so the same parser and checks apply.
-    try {
-      serverRepoConfig = parseServerSideRepoConfig(cfg.repoConfigJson, '--repo-config-json');
-    } catch (e) {
-      throw new UsageError(`invalid --repo-config-json: ${e instanceof RepoConfigError ? e.message : (e as Error).message}`);
-    }
-  } else if (cfg.repoConfigPath) {
-    try {
-      serverRepoConfig = parseServerSideRepoConfig(readFileSync(cfg.repoConfigPath, 'utf8'), cfg.repoConfigPath);
-    } catch (e) {
-      const msg =
-        e instanceof RepoConfigError ? e.message : `${cfg.repoConfigPath}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`;
-      throw new UsageError(`invalid --repo-config: ${msg}`);
-    }
-  }
+  const allowlist = repoAllowlistOf(cfg);
+  const serverRepoConfig = serverRepoConfigOf(cfg);
   const store = openStateStore(cfg, log);
   // The store as accepted commands use it: their calls wait out a short outage (store-wait.ts).
   const patient = waitingStore(store, { logger: log, onReachable: (up) => server.metrics.storeUp.set(up ? 1 : 0) });
@@ -261,13 +236,13 @@ export function workflowPlugin(server: AtlantisServer) {
    * it at its next start); a queued command waits for its enqueue the same way (202). A store
    * that cannot take the write: 503, and nothing was done (the operation ends here).
    */
-  async function accept(item: WorkItem): Promise<WebhookResponse> {
+  async function accept(item: WorkItem, deliveryId?: string): Promise<WebhookResponse> {
     const op = server.startOperation(operationInfo(item));
     const { repo, pull } = item.kind === 'autoplan' ? item.ctx : item;
     if (!op) {
       const line = lineOf(item);
       if (cfg.queueDuringDrain) {
-        await store.enqueue(repo, pull, item);
+        if ((await store.enqueue(repo, pull, item, deliveryId)) === undefined) return replayed(item, deliveryId, 'handled');
         server.trackBackground(comment(repo, pull, queuedDuringDrainComment(line)));
         log.info('Command queued during drain', { repo, pull, command: line });
         return { status: 202, body: 'Queued: the server is shutting down; the command runs on the next start\n' };
@@ -278,18 +253,32 @@ export function workflowPlugin(server: AtlantisServer) {
     }
     countRunning(repo, pull);
     const id = randomUUID();
+    const cmd = { id, repo, pull, payload: item };
+    let accepted: DeliveryAcceptance;
     try {
-      await observed(store.acceptCommand({ id, repo, pull, payload: item }));
+      // With a delivery id, a delivery seen before is not run again (its record and the entry: one write).
+      accepted = await observed(
+        deliveryId === undefined ? store.acceptCommand(cmd).then((a) => ({ accepted: a })) : store.acceptDelivery(deliveryId, cmd),
+      );
     } catch (e) {
       log.warn('Command refused: the state store cannot be reached', { repo, pull, command: lineOf(item), error: (e as Error).message });
       server.metrics.commandsRefused.inc({ reason: 'store_unavailable' });
       // The write may have reached the store all the same: its entry must not run besides the redelivery.
-      server.trackBackground(refused.add(id));
+      server.trackBackground(refused.add(id, deliveryId));
       await endCommand(repo, pull, op);
       return { status: 503, body: `${STORE_UNAVAILABLE_BODY}\n` };
     }
+    if ('replay' in accepted) {
+      await endCommand(repo, pull, op);
+      return replayed(item, deliveryId, accepted.replay);
+    }
     launch(item, id, op);
     return { status: 200, body: 'Processing...\n' };
+  }
+
+  function replayed(item: WorkItem, deliveryId: string | undefined, first: 'handled' | 'pending'): WebhookResponse {
+    const { repo, pull } = item.kind === 'autoplan' ? item.ctx : item;
+    return replayAnswer(first, { logger: log, metrics: server.metrics }, { repo, pull, command: lineOf(item), deliveryId });
   }
 
   function countRunning(repo: string, pull: number): void {
@@ -416,7 +405,7 @@ export function workflowPlugin(server: AtlantisServer) {
       case 'work': {
         // Replicas sharing a store: the PR's owner runs it (replicas/router.ts); else here.
         const { repo, pull } = d.item.kind === 'autoplan' ? d.item.ctx : d.item;
-        return (await router.route(pullKey(repo, pull), req)) ?? accept(d.item);
+        return (await router.route(pullKey(repo, pull), req)) ?? accept(d.item, req.deliveryId);
       }
     }
   }
@@ -441,13 +430,16 @@ export function workflowPlugin(server: AtlantisServer) {
     releasePullless: (repo, pull) => releasePullless({ ...apiDeps, store: patient }, repo, pull),
   };
 
-  /** A replica died without leaving, and this one won the claim: its journal is ours to finish. */
-  async function takeOver(gone: ReplicaInfo): Promise<void> {
-    log.warn('A replica stopped heartbeating: taking over its interrupted jobs and accepted commands', { replica: gone.id });
-    await recoverJournal(recovery, gone.id);
-  }
-  const membership = openReplicaRegistry(cfg, cfg.replicaUrl, { logger: log, onReplicaGone: takeOver });
-  const router = new WebhookRouter({ membership, isDraining: () => server.tracker.isShuttingDown, logger: log, metrics: server.metrics });
+  const { membership, router } = openReplication(cfg, {
+    logger: log,
+    metrics: server.metrics,
+    isDraining: () => server.tracker.isShuttingDown,
+    // A replica died without leaving, and this one won the claim: its journal is ours to finish.
+    onReplicaGone: async (gone) => {
+      log.warn('A replica stopped heartbeating: taking over its interrupted jobs and accepted commands', { replica: gone.id });
+      await recoverJournal(recovery, gone.id);
+    },
+  });
 
   async function replayQueue(): Promise<void> {
     for (const q of await store.takeAll()) {
@@ -462,7 +454,7 @@ export function workflowPlugin(server: AtlantisServer) {
   return {
     // Counted under Atlantis's names by the replica GitHub sent it to, not again by the one it was handed to.
     onWebhook: async (req: WebhookRequest): Promise<WebhookResponse> => {
-      const res = await onWebhook(req);
+      const res = await router.receive(req, onWebhook);
       if (req.forwardedBy === undefined)
         countWebhook(server.metrics.atlantis, req, res.status, (raw, sig) =>
           cfg.ghWebhookSecret === undefined ? true : verifySignature(cfg.ghWebhookSecret, raw, sig),
@@ -504,11 +496,16 @@ export function workflowPlugin(server: AtlantisServer) {
       // As Atlantis: a store that cannot be reached at start stops the start (a pod restarts).
       await store.connect();
       server.metrics.storeUp.set(1);
-      if (cfg.store.type === 'redis')
+      if (cfg.store.type === 'redis') {
         log.info(`Utilizing Redis DB in ${cfg.store.redis.sentinel ? 'sentinel' : 'single-node'} mode`, {
           redis: redisTarget(cfg.store.redis),
           replicaId: cfg.replicaId,
         });
+        for (const w of redisStartWarnings(cfg.store.redis)) log.warn(w);
+      }
+      // Before the journal is read: a second process under a live replica's id must not
+      // take that replica's journal for its own (it refuses to start instead).
+      await membership.claim();
       // Atlantis's atlantis.db in the data dir: its locks carried over, once (bolt-import.ts).
       await importAtStart(store, cfg.dataDir, `server ${cfg.replicaId}`, log);
       decisionOptions.botLogin = await auth.botLogin();
