@@ -107,7 +107,9 @@ function statusHead(tracker: OperationTracker, drain: DrainState): Omit<StatusBo
 }
 
 function operationStatus(o: Operation): StatusOperation {
-  return { id: o.id, command: o.command, repo: o.repo, pull: o.pull, project: o.project, started_at: o.startedAt.toISOString() };
+  // Only what came from outside is scrubbed; the command is one of the server's own names.
+  const { repo, project } = processRedactor.redactValue({ repo: o.repo, project: o.project });
+  return { id: o.id, command: o.command, repo, pull: o.pull, project, started_at: o.startedAt.toISOString() };
 }
 
 /**
@@ -168,7 +170,9 @@ function buildRoutes(deps: AppDeps): {
     if (cached?.version !== version || cached.drain !== drain) {
       const { json, parts } = serializeStatus(deps.tracker, drain, operationParts);
       operationParts = parts;
-      cached = { version, drain, body: Buffer.from(processRedactor.redact(json)) };
+      // Never scrubbed as text: it holds no secret, and a short one (`false`, `0`) would
+      // break the JSON the controller reads; its strings are scrubbed in operationStatus.
+      cached = { version, drain, body: Buffer.from(json) };
     }
     res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': cached.body.length });
     res.end(cached.body);
