@@ -30,6 +30,8 @@ export interface ServerConfig {
   bindAddress: string;
   dataDir: string;
   atlantisUrl: string;
+  /** --allowed-hosts: more names the web UI answers to (http/allowed-hosts.ts). */
+  allowedHosts: string[];
   /** --gh-user; empty when the server authenticates as a GitHub App (as Atlantis's GithubUser is then). */
   ghUser: string;
   /** Returns the current token; reads --gh-token-file on each call. With a GitHub App: '' (see ghApp). */
@@ -214,6 +216,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     bindAddress: values['bind-address'] as string,
     dataDir,
     atlantisUrl: atlantisUrl.replace(/\/+$/, ''),
+    allowedHosts: (values['allowed-hosts'] as string[] | undefined) ?? [],
     ghUser: ghUser ?? '',
     ghToken: credentials.kind === 'app' ? () => '' : tokenFile ? () => readFileSync(tokenFile, 'utf8').trim() : () => token!,
     ghApp: credentials.kind === 'app' ? credentials.app : undefined,

@@ -19,6 +19,7 @@ import { ServerMetrics } from './metrics.js';
 import { childEnv } from './secrets/child-env.js';
 import { processRedactor } from './secrets/redact.js';
 import { serverSecretValues, weakSecretSettings } from './secrets/server-secrets.js';
+import { allowedHosts } from './http/allowed-hosts.js';
 import { ProcessHost } from './terraform/process-host.js';
 import { ProcessRunner } from './terraform/runner.js';
 
@@ -140,6 +141,7 @@ export class AtlantisServer {
       requireWebhookSignature: this.config.ghWebhookSecret !== undefined,
       extraRoutes: this.appDeps.extraRoutes,
       webAuth: this.config.webBasicAuth ? { username: this.config.webUsername, password: this.config.webPassword } : undefined,
+      allowedHosts: allowedHosts(this.config.atlantisUrl, this.config.allowedHosts),
     });
     this.http = createServer(listener).listen(this.config.port, this.config.bindAddress);
     await once(this.http, 'listening');

@@ -21,6 +21,7 @@ import { processRedactor } from '../secrets/redact.js';
 import type { TurnQueue } from './turn-queue.js';
 import { FORWARDED_BY_HEADER } from '../replicas/forward.js';
 import { UNAUTHORIZED_BODY, WWW_AUTHENTICATE, type WebAuthConfig, decideWebAuth } from './web-auth.js';
+import { type AllowedHosts, decideHost, hostChecked, unknownHostMessage } from './allowed-hosts.js';
 import { MAX_WEBHOOK_BYTES, WebhookIntake } from './webhook-intake.js';
 
 export { MAX_WEBHOOK_BYTES };
@@ -63,6 +64,8 @@ export interface AppDeps {
   extraRoutes?: (app: express.Express) => void;
   /** --web-basic-auth: the credentials every path but the open ones needs (web-auth.ts); undefined when off. */
   webAuth?: WebAuthConfig;
+  /** The names the web UI answers to (allowed-hosts.ts); undefined: no check. */
+  allowedHosts?: AllowedHosts;
 }
 
 /**
@@ -138,6 +141,20 @@ function buildRoutes(deps: AppDeps): {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+
+  // Before everything else: a web UI path asked for under a name that is not this server's
+  // (DNS rebinding, allowed-hosts.ts) gets nothing, not even a challenge.
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    if (!deps.allowedHosts || !hostChecked(req.path)) return next();
+    const decision = decideHost(req.headers.host, deps.allowedHosts);
+    if (decision.kind === 'allowed') return next();
+    deps.logger.warn('Request for a host name that is not this server refused', {
+      host: decision.host,
+      method: req.method,
+      path: req.path,
+    });
+    sendText(res, 403, unknownHostMessage(decision.host));
+  });
 
   // Before every route: an unknown path answers 401 too, as in Atlantis, so that without
   // credentials nothing tells which paths exist. The fast paths in buildRequestListener
