@@ -292,6 +292,12 @@ export const SERVER_FLAGS: FlagSpec[] = [
       'Allow downloading the Terraform versions projects ask for (terraform_version, --default-tf-version) from --tf-download-url',
   },
   {
+    name: 'tf-download-key-file',
+    type: 'string',
+    description:
+      "File of the ASCII-armored OpenPGP public key that signs --tf-download-url's SHA256SUMS, instead of HashiCorp's (ours; a mirror that signs with its own key)",
+  },
+  {
     name: 'tf-download-url',
     type: 'string',
     default: 'https://releases.hashicorp.com',
