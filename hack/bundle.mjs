@@ -3,7 +3,9 @@
 // @kubernetes/client-node's generated API) costs a Node.js process about 2-3 s of CPU at
 // start; the bundle starts in about a third of that, which matters when 100 server pods
 // start at once. better-sqlite3 stays outside (a native addon found through node_modules).
-// A second, small entry point, dist/process-host-worker.mjs, is the server's process host
+// The server's one native addon, dist/native/non-dumpable.node, is built here too (below), so
+// the image's build stage makes it with the bundle. A second, small
+// entry point, dist/process-host-worker.mjs, is the server's process host
 // thread (src/server/terraform/process-host-worker.ts); the CLI loads it from beside itself.
 // Code reached only through a dynamic import() goes into dist/chunks/ and is loaded when first
 // needed: @kubernetes/client-node, which only an unusual kubeconfig needs (src/k8s/kubeconfig.ts).
@@ -12,8 +14,10 @@
 // server start would otherwise decode and parse them (see lazyIconvTables below).
 // `charset: 'ascii'` escapes the few non-ASCII characters in dependencies: one of them turns
 // the whole bundle's source text into a two-byte string, twice the memory in every process.
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import path from 'node:path';
 import { build } from 'esbuild';
 
 /** iconv-lite's `require("../encodings")` (inside getCodec, called on first decode) goes to node_modules at run time. */
@@ -64,3 +68,36 @@ for (const file of [...readdirSync('dist'), ...readdirSync('dist/chunks').map((f
 // The external tables must resolve from dist/ as they will at run time (in the image too,
 // which ships node_modules for better-sqlite3).
 createRequire(new URL('../dist/atlantis-operator.mjs', import.meta.url)).resolve(ICONV_TABLES);
+
+// The Node-API addon of src/server/secrets/non-dumpable.ts, from one C file with no
+// dependency: a C compiler and Node.js's own headers (node_api.h) are all it needs, the
+// toolchain better-sqlite3 builds with at npm ci; no node-gyp, no download. Linux only:
+// elsewhere nothing is built and the server says so at start.
+const SOURCE = 'src/server/secrets/native/non-dumpable.c';
+const OUT = 'dist/native/non-dumpable.node';
+
+/** Where node_api.h is: npm's nodedir, then the include dir beside this node binary's prefix. */
+function nodeIncludeDir() {
+  const candidates = [
+    process.env.npm_config_nodedir && path.join(process.env.npm_config_nodedir, 'include', 'node'),
+    path.resolve(path.dirname(process.execPath), '..', 'include', 'node'),
+    '/usr/include/node',
+    '/usr/local/include/node',
+  ].filter(Boolean);
+  const found = candidates.find((d) => existsSync(path.join(d, 'node_api.h')));
+  if (!found) throw new Error(`hack/bundle.mjs: node_api.h not found in ${candidates.join(', ')} (install Node.js's headers)`);
+  return found;
+}
+
+function buildNative() {
+  if (process.platform !== 'linux') return;
+  mkdirSync(path.dirname(OUT), { recursive: true });
+  const cc = process.env.CC || 'cc';
+  try {
+    execFileSync(cc, ['-shared', '-fPIC', '-O2', '-Wall', '-Werror', '-I', nodeIncludeDir(), '-o', OUT, SOURCE], { stdio: 'inherit' });
+  } catch (e) {
+    throw new Error(`hack/bundle.mjs: building ${OUT} with ${cc} failed (a C compiler is needed, e.g. apt-get install gcc): ${e.message}`);
+  }
+}
+
+buildNative();

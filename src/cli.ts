@@ -12,6 +12,7 @@ import { createLogger } from './log.js';
 import { buildServerConfig, SERVER_FLAGS } from './server/config.js';
 import { AtlantisServer } from './server/server.js';
 import { PRIVATE_UMASK } from './server/data-dir.js';
+import { makeNonDumpable } from './server/secrets/non-dumpable.js';
 import { VERSION } from './version.js';
 import { ownPodWatchPlugin } from './server/drain/own-pod-watch.js';
 import { workflowPlugin } from './server/workflow/plugin.js';
@@ -59,6 +60,8 @@ async function serverMain(argv: string[]): Promise<number> {
   if (parsed.positionals.length) throw new UsageError(`unexpected argument: ${parsed.positionals[0]}`);
   // Before the data dir is created: everything the server and its children write is private.
   process.umask(PRIVATE_UMASK);
+  // Before any PR's code can run: its environment and memory hold the secrets.
+  const nonDumpable = makeNonDumpable();
   const config = buildServerConfig(parsed.values);
   const logger = createLogger({ level: config.logLevel });
   for (const w of config.flagWarnings) logger.warn(w);
@@ -91,6 +94,15 @@ async function serverMain(argv: string[]): Promise<number> {
     }
     throw e;
   }
+  // Said once the server runs: a refused start prints its one line and nothing else.
+  if (nonDumpable.ok) logger.info("The server's environment and memory are unreadable to other processes of its user (not dumpable)");
+  else
+    logger.warn(
+      'Children of the server can read its environment (/proc/<pid>/environ), secrets included: it could not be made non-dumpable',
+      {
+        reason: nonDumpable.reason,
+      },
+    );
   return server.waitForExit();
 }
 

@@ -18,9 +18,10 @@ export interface Logger {
 
 const jsonLine = winston.format.printf((info) => {
   const { level, message, timestamp, ...rest } = info as winston.Logform.TransformableInfo & { timestamp?: string };
-  const line = { level, time: timestamp, msg: message, ...rest };
-  // The process's secrets (server/secrets/redact.ts), in every form they may take.
-  return processRedactor.redact(JSON.stringify(line, (_k, v: unknown) => (v instanceof Error ? { message: v.message, name: v.name } : v)));
+  // The process's secrets (server/secrets/redact.ts), in every form they may take, scrubbed
+  // inside the fields' strings: the line stays valid JSON whatever a secret is. The level,
+  // time and message are the server's own constants.
+  return JSON.stringify({ level, time: timestamp, msg: message, ...processRedactor.redactValue(rest) });
 });
 
 export interface LoggerOptions {

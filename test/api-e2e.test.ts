@@ -1,8 +1,8 @@
 // Atlantis's API (POST /api/plan, /api/apply, GET /api/locks) on the real server process,
 // with the GitHub stand-in, real git and real terraform: the JSON Atlantis v0.47 answers
 // (test/fixtures/atlantis-v0.47/api-answers.json, recorded from the real Atlantis with the same
-// projects), no PR comment, the statuses the same workflow sets, the locks the request took
-// released after it (those held before kept), the ref without a pull request planned in a
+// projects), no PR comment, the statuses the same workflow sets, the locks a PR's request took
+// kept with its plans (as a comment's plan keeps them), the ref without a pull request planned in a
 // working copy of its own that goes afterwards; the refusals (401, 400 naming the field, 403,
 // 503 without --api-secret) with nothing run; the secret never in the log; and a drain that
 // waits for a running API apply and refuses new API work meanwhile; the team rule and a closed
@@ -172,7 +172,7 @@ describe('the API on a server with --api-secret', () => {
     assert.deepEqual(await lockDirs(url), ['a#1', 'b#1']);
   });
 
-  it('POST /api/plan of a dir the PR did not touch: planned, and the lock the request took is released after', async () => {
+  it('POST /api/plan of a dir the PR did not touch: planned, and the lock it took stays with the plan (as a comment plan)', async () => {
     const a = await api(url, 'POST', '/api/plan', request({ Ref: 'feat', PR: 1, Paths: [{ Directory: 'app1' }] }));
     assert.equal(a.status, 200, a.text);
     const [r] = results(a);
@@ -184,11 +184,12 @@ describe('the API on a server with --api-secret', () => {
       'success: Plan: 1 to add, 0 to change, 0 to destroy.',
     ]);
     assert.equal(statuses(head1, 'atlantis/plan').at(-1), 'success: 3/3 projects planned successfully.');
-    assert.deepEqual(await lockDirs(url), ['a#1', 'b#1'], 'app1 was locked by this request only');
+    // Deliberate: Atlantis releases every lock of the PR here, leaving the plan without its lock.
+    assert.deepEqual(await lockDirs(url), ['a#1', 'app1#1', 'b#1'], 'the PR keeps the lock of its plan');
     assert.match(server.output(), /"msg":"API command finished".*"command":"api plan"/);
   });
 
-  it("POST /api/apply of app1: plans, then applies; the apply's result, its statuses, no lock left by it", async () => {
+  it("POST /api/apply of app1: plans, then applies; the apply's result, its statuses; the lock stays until the PR closes", async () => {
     const a = await api(url, 'POST', '/api/apply', request({ Ref: 'feat', PR: 1, Paths: [{ Directory: 'app1', Workspace: 'default' }] }));
     assert.equal(a.status, 200, a.text);
     const [r] = results(a);
@@ -198,7 +199,7 @@ describe('the API on a server with --api-secret', () => {
     assert.deepEqual(statuses(head1, 'atlantis/apply: app1/default'), ['pending: Apply in progress...', 'success: Apply succeeded.']);
     assert.deepEqual(statuses(head1, 'atlantis/apply'), ['pending: Apply in progress...', 'pending: 1/3 projects applied.']);
     assert.equal(env.commentsOn(1).length, commentsAfterAutoplan);
-    assert.deepEqual(await lockDirs(url), ['a#1', 'b#1']);
+    assert.deepEqual(await lockDirs(url), ['a#1', 'app1#1', 'b#1']);
   });
 
   it("the global apply lock on (from the page): /api/apply is refused with Atlantis's text before anything runs; off again, it runs", async () => {
@@ -240,7 +241,7 @@ describe('the API on a server with --api-secret', () => {
       'success: Plan: 1 to add, 0 to change, 0 to destroy.',
     ]);
     assert.deepEqual(statuses(sha, 'atlantis/plan'), ['pending: Plan in progress...', 'success: 1/1 projects planned successfully.']);
-    assert.deepEqual(await lockDirs(url), ['a#1', 'b#1'], 'no lock of the run left');
+    assert.deepEqual(await lockDirs(url), ['a#1', 'app1#1', 'b#1'], 'no lock of the run left');
     assert.deepEqual(readdirSync(path.join(dataDir, 'repos', 'acme', 'infra')), ['1'], 'its working copy is gone');
     const status = (await (await fetch(`${url}/status`)).json()) as StatusBody;
     assert.equal(status.in_progress_operations, 0);
@@ -292,7 +293,7 @@ describe('the API on a server with --api-secret', () => {
     assert.equal((await fetch(`${url}/api/plan`)).status, 405);
     assert.equal(readdirSync(path.join(dataDir, 'jobs')).length, jobsBefore, 'no job ran');
     assert.equal(env.gh.statusesFor(env.repo.fullName).length, statusesBefore, 'no status was set');
-    assert.deepEqual(await lockDirs(url), ['a#1', 'b#1']);
+    assert.deepEqual(await lockDirs(url), ['a#1', 'app1#1', 'b#1']);
   });
 
   it('the secret is never in the log, and a token sent is not echoed', () => {

@@ -1,8 +1,12 @@
 // Table tests of the pure decisions on PR-supplied terraform arguments and plan files:
 // the blocked-flag rule (Atlantis's --blocked-extra-args semantics plus the flags the server
-// sets), file arguments, plan file names and the plan hash check.
+// sets), file arguments, every terraform flag a PR can pass (against terraform's own -help and
+// docs/terraform-args.md), plan file names and the plan hash check.
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, it, test } from 'node:test';
 import {
   ATLANTIS_BLOCKED_EXTRA_ARGS,
   DEFAULT_BLOCKED_EXTRA_ARGS,
@@ -10,7 +14,10 @@ import {
   firstBlockedArg,
   isInside,
   pathArgs,
+  pathOutsideMessage,
 } from '../src/server/workflow/extra-args.js';
+import { TERRAFORM_FLAGS, type TerraformCommand } from '../src/server/workflow/terraform-flags.js';
+import { TERRAFORM } from './support/terraform.js';
 import { planFileName, planFileProblem } from '../src/server/locks/plan-file.js';
 
 test("the default list is Atlantis's plus the server-set flags, each in both dash forms", () => {
@@ -134,4 +141,74 @@ test('planFileProblem: only the file hashed at plan time is applied', () => {
     else assert.match(got ?? '', c.want, JSON.stringify(c));
   }
   assert.match(planFileProblem({ ...base, project: 'prod', planSha256: 'a' }, 'b', 'run') ?? '', /comment `run plan -p prod`/);
+});
+
+// The reviewed flag table (terraform-flags.ts): every rule, in every spelling Go's flag
+// package takes, through the same two decisions the comment parser and the checkout use.
+describe('every terraform flag a PR can pass gets its reviewed rule', () => {
+  const decide = (args: string[], configured: readonly string[] = DEFAULT_BLOCKED_EXTRA_ARGS): string => {
+    if (firstBlockedArg(args, effectiveBlocked(configured)) !== undefined) return 'refused';
+    return pathArgs(args).length > 0 ? 'path' : 'allowed';
+  };
+  const spellings = (name: string): string[][] => [[`-${name}=x`], [`--${name}=x`], [`-${name}`, 'x'], [`--${name}`, 'x']];
+  for (const f of TERRAFORM_FLAGS) {
+    it(`-${f.name} (${f.rule})`, () => {
+      for (const args of spellings(f.name)) {
+        const got = decide(args);
+        const gotUnblocked = decide(args, []);
+        if (f.rule === 'server-set' || f.rule === 'refused') assert.deepEqual([got, gotUnblocked], ['refused', 'refused'], args.join(' '));
+        else if (f.rule === 'blocked') assert.deepEqual([got, gotUnblocked], ['refused', 'allowed'], args.join(' '));
+        else if (f.rule === 'path') assert.deepEqual([got, gotUnblocked], ['path', 'path'], args.join(' '));
+        else assert.deepEqual([got, gotUnblocked], ['allowed', 'allowed'], args.join(' '));
+      }
+    });
+  }
+
+  it('import -config, in both dash forms, is a path (a dir) and an absolute one reads outside', () => {
+    for (const args of [['-config=/etc'], ['--config=/etc'], ['-config', '/etc'], ['--config', '/etc']]) {
+      const [p] = pathArgs(args);
+      assert.deepEqual([p?.flag, p?.value], ['config', '/etc'], args.join(' '));
+      assert.match(pathOutsideMessage(p!), /config must name a dir inside this pull request's checkout$/);
+    }
+    assert.match(pathOutsideMessage(pathArgs(['-var-file=/x'])[0]!), /var-file must name a file inside/);
+  });
+
+  // Terraform's own help, from the binary the tests run: a flag a new terraform adds fails
+  // here until it is reviewed and put in the table.
+  it("every flag terraform's <command> -help lists is in the table, for that command", () => {
+    const commands: TerraformCommand[] = ['plan', 'apply', 'import', 'state rm', 'init', 'show', 'version'];
+    for (const command of commands) {
+      const r = spawnSync(TERRAFORM, [...command.split(' '), '-help'], {
+        encoding: 'utf8',
+        env: { ...process.env, TF_CLI_CONFIG_FILE: '/dev/null', CHECKPOINT_DISABLE: '1' },
+      });
+      const help = `${r.stdout}${r.stderr}`;
+      const listed = [...help.matchAll(/^\s+-([a-z][a-z-]*)/gm)].map((m) => m[1] as string);
+      assert.ok(listed.length > 0, `${command} -help listed no flag:\n${help}`);
+      for (const name of listed) {
+        const row = TERRAFORM_FLAGS.find((f) => f.name === name);
+        assert.ok(row?.commands.includes(command), `terraform ${command} -${name} is not reviewed in terraform-flags.ts`);
+      }
+    }
+  });
+
+  it('docs/terraform-args.md has one row per flag, with its subcommands and rule', () => {
+    const doc = readFileSync(path.join(import.meta.dirname, '..', 'docs', 'terraform-args.md'), 'utf8');
+    const words: Record<string, string> = {
+      'refused: the server sets it': 'server-set',
+      refused: 'refused',
+      'blocked by default': 'blocked',
+      'path: must be inside the checkout': 'path',
+      allowed: 'allowed',
+    };
+    const rows = [...doc.matchAll(/^\| `-([a-z-]+)` \| ([^|]+) \| [^\n]* \| ([^|]+) \|$/gm)].map((m) => ({
+      name: m[1] as string,
+      commands: (m[2] as string).trim() === '(global)' ? [] : (m[2] as string).split(',').map((c) => c.trim()),
+      rule: words[(m[3] as string).trim()],
+    }));
+    assert.deepEqual(
+      rows,
+      TERRAFORM_FLAGS.map((f) => ({ name: f.name, commands: [...f.commands], rule: f.rule })),
+    );
+  });
 });

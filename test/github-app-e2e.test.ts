@@ -1,8 +1,11 @@
 // The real server process authenticating as a GitHub App against the stand-in: its key from
 // ATLANTIS_GH_APP_KEY, the installation found with a JWT, the bot login read at start,
 // installation tokens that live 4 s (GitHub: an hour) replaced before they expire while the
-// server plans, its own comments ignored, and neither key nor tokens in anything it writes.
+// server plans, its own comments ignored, and neither key nor tokens in anything it writes,
+// also when a PR's terraform prints the server's environment, the key as an indented heredoc.
 import assert from 'node:assert/strict';
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sleep } from '../src/async.js';
 import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
@@ -42,8 +45,10 @@ describe('the server as a GitHub App (real server process)', () => {
   let p: CliProcess;
   const url = `http://${HOST}:4141`;
 
+  const dataDir = tempDataDir();
+
   it('starts with the App key from env: installation found with a JWT, bot login from /apps/<slug>', async () => {
-    p = startCli(appArgs(tempDataDir(), HOST, ['--log-level', 'debug']), { ATLANTIS_GH_APP_KEY: privateKeyPem });
+    p = startCli(appArgs(dataDir, HOST, ['--log-level', 'debug']), { ATLANTIS_GH_APP_KEY: privateKeyPem });
     procs.push(p);
     await waitForHttp(`${url}/healthz`).catch((e: Error) => assert.fail(`${e.message}\n${p.output()}`));
     const installations = env.gh.callsTo('GET', /^\/app\/installations$/);
@@ -108,6 +113,33 @@ describe('the server as a GitHub App (real server process)', () => {
     assert.match(p.output(), /GitHub refused the token; retrying with a new one/);
     assert.equal(app.issued.length >= 1, true);
     app.issued.push(...revoked.map((token) => ({ token, installationId: 31, issuedAtMs: 0, expiresAtMs: 0 })));
+  });
+
+  // The audit's attack: terraform printed the server's environment, the key in it as an
+  // indented heredoc. Root reads a non-dumpable process's environ (as this suite runs), so the
+  // redactor is what stands here; as another user the read itself is refused
+  // (secrets-env-protection.test.ts).
+  it("a PR's terraform showing the server's environ as an indented heredoc: no line of the key in the comment, job log or job page", async () => {
+    const tf = `output "environ" {\n  value = replace(file("/proc/${p.child.pid}/environ"), "\\u0000", "\\n")\n}\n`;
+    const before = env.commentsOn(2).length;
+    await env.openPull(url, 2, 'read-environ', { 'leak/main.tf': tf });
+    const c = (await env.waitForComment(2, /^Ran Plan for dir: `leak`/, { after: before, timeoutMs: 90_000 })).body;
+    if (process.getuid?.() === 0) {
+      assert.match(c, /environ += <<-EOT\n +[^\n]*\n/, c);
+      assert.match(c, /^ +ATLANTIS_GH_APP_KEY=\[REDACTED\]$/m, 'the key was printed, and scrubbed');
+      assert.match(c, /^ +\[REDACTED\]$/m, 'its lines too, in their indentation');
+    } else assert.match(c, /Permission denied/, c);
+    const jobs = readdirSync(path.join(dataDir, 'jobs')).filter((f) => f.endsWith('.log'));
+    const texts: Array<[string, string]> = [['comment', c]];
+    for (const f of jobs) {
+      texts.push([`job log ${f}`, readFileSync(path.join(dataDir, 'jobs', f), 'utf8')]);
+      texts.push([`job page ${f}`, await (await fetch(`${url}/jobs/${f.slice(0, -4)}`)).text()]);
+    }
+    assert.ok(
+      texts.some(([, t]) => t.includes('environ')),
+      'the job logs and pages hold the plan',
+    );
+    for (const [where, t] of texts) for (const l of keyLines) assert.ok(!t.includes(l), `a line of the key in the ${where}`);
   });
 
   it('writes neither the key nor a token anywhere (log, comments)', () => {

@@ -71,11 +71,11 @@ describe('repo locks mode', () => {
   ];
   for (const [name, opts, want] of rows) it(name, () => assert.equal(repoLocksModeFor(opts), want));
 
-  it('which command takes the lock', () => {
+  it('which command takes the lock (an apply under on_plan takes it again: the PR must still hold it)', () => {
     assert.deepEqual(
       (['on_plan', 'on_apply', 'disabled'] as const).map((m) => [commandLocks(m, 'plan'), commandLocks(m, 'apply')]),
       [
-        [true, false],
+        [true, true],
         [false, true],
         [false, false],
       ],

@@ -1,7 +1,7 @@
 // Attacks through what a PR or a comment hands to terraform, against the real server process
 // (GitHub stand-in, real git, real terraform): `-- -out=` at another PR's plan or the store,
-// a plan file changed between plan and apply, symlinks committed in the PR (-d, atlantis.yaml,
-// -var-file) and a committed `.terraform/environment`.
+// a plan file changed between plan and apply, `import -- -config=<dir outside>`, symlinks
+// committed in the PR (-d, atlantis.yaml, -var-file) and a committed `.terraform/environment`.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync, copyFileSync } from 'node:fs';
@@ -114,6 +114,38 @@ describe('extra args cannot replace what the server sets', () => {
     const reply = await commentAndWait(2, `atlantis plan -d app2 -- -var-file=${rel}`, /^Ran Plan for dir: `app2`/);
     assert.match(reply, /var-file must name a file inside this pull request's checkout/);
     assert.doesNotMatch(reply, new RegExp(CANARY));
+  });
+});
+
+describe('import -config cannot make terraform read configuration outside the checkout', () => {
+  it('-config in both dash forms, absolute or climbing out, is refused before terraform runs; inside, import runs', async () => {
+    // A config dir outside the checkout whose only file terraform would quote in its error.
+    const config = mkdtempSync(path.join(tmpdir(), 'ato-outside-config-'));
+    writeFileSync(path.join(config, 'main.tf'), `${CANARY} = = not hcl\n`);
+    const importDataDir = tempDataDir();
+    const importing = await startWorkflowServer(env, importDataDir, '127.0.163.3', [
+      '--allow-commands',
+      'version,plan,apply,unlock,approve_policies,import,state',
+    ]);
+    try {
+      const ask = async (pull: number, body: string, re: RegExp): Promise<string> => {
+        const n = env.commentsOn(pull).length;
+        assert.equal((await env.comment(importing.url, pull, body)).status, 200);
+        return (await env.waitForComment(pull, re, { after: n })).body;
+      };
+      await env.openPull(importing.url, 12, 'import-config', { 'app1/main.tf': terraformConfig({ marker: 'pr12' }) });
+      await env.waitForComment(12, /^Ran Plan for dir: `app1`/);
+      const rel = path.relative(path.join(importDataDir, 'repos', 'acme/infra', '12', 'default', 'app1'), config);
+      for (const arg of [`-config=${config}`, `--config=${config}`, `-config ${config}`, `--config=${rel}`, `-config ${rel}`]) {
+        const reply = await ask(12, `atlantis import -d app1 terraform_data.marker x -- ${arg}`, /config must name a dir inside/);
+        assert.doesNotMatch(reply, new RegExp(CANARY), arg);
+      }
+      const inside = await ask(12, 'atlantis import -d app1 terraform_data.marker x -- -config=.', /^Ran Import for dir: `app1`/);
+      assert.doesNotMatch(inside, /must name a dir inside/, 'a config dir inside the checkout is allowed');
+      for (const c of env.commentsOn(12)) assert.doesNotMatch(c.body, new RegExp(CANARY));
+    } finally {
+      importing.p.child.kill('SIGKILL');
+    }
   });
 });
 

@@ -4,8 +4,9 @@
 // - a .tf that reads file("/proc/self/environ") and shows it (and its base64) as outputs;
 // - a local-exec that prints `env`, `env | base64 -w0`, and the environ of its ancestors
 //   (terraform, the process host's worker, the server itself) plain and base64-wrapped: the
-//   server's own environ still holds the secrets it was started with (see the report in
-//   docs/server.md), so this part is caught by the redactor alone;
+//   server's own environ still holds the secrets it was started with, and this suite runs as
+//   root, which reads a non-dumpable process's environ anyway (secrets-env-protection.test.ts
+//   shows the read refused to another user), so this part is caught by the redactor alone;
 // - run steps (the server-side repo config allows custom workflows) doing the same;
 // - a comment `atlantis plan -d attack -- -var-file=/proc/self/environ`.
 // Then everything the server wrote is searched for the token and the webhook secret, verbatim,

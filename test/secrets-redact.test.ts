@@ -1,9 +1,11 @@
-// The redactor (every form of a secret in any text, and across the chunks of a stream), the
+// The redactor (every form of a secret in any text, and across the chunks of a stream; weak
+// secrets only as whole values; multi-line secrets line by line; JSON inside its strings), the
 // children's environment decision, and how git is given the token: pure functions, tables.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { GITHUB_TOKEN_VARS, childEnv } from '../src/server/secrets/child-env.js';
-import { MIN_ENCODED_LENGTH, REDACTED, Redactor, base64Fragments } from '../src/server/secrets/redact.js';
+import { generateKeyPairSync } from 'node:crypto';
+import { MIN_ENCODED_LENGTH, REDACTED, Redactor, base64Fragments, secretWeakness } from '../src/server/secrets/redact.js';
 import { gitAuth, withoutCredentials } from '../src/server/workflow/working-copy.js';
 
 const TOKEN = 'ghp_Sx9/Token+Value=0123456789abcdef';
@@ -35,7 +37,7 @@ describe('redactor', () => {
     ['base64 URL-safe, offset 2', b64url(`XY${HOOK}?`)],
     ['base64 wrapped at 76 columns', (b64(`PATH=/usr/bin\nATLANTIS_GH_TOKEN=${TOKEN}\nX=1\n`).match(/.{1,76}/g) ?? []).join('\n')],
     ['base64 wrapped with CRLF', (b64(`ATLANTIS_GH_TOKEN=${TOKEN}`).match(/.{1,20}/g) ?? []).join('\r\n')],
-    ['short secret verbatim', `password is ${SHORT}.`],
+    ['short secret as a whole value', `password=${SHORT}\n`],
   ];
   for (const [name, text] of cases) {
     it(`scrubs ${name}`, () => {
@@ -49,9 +51,9 @@ describe('redactor', () => {
     });
   }
 
-  it('leaves other text alone, and a short secret only verbatim (its base64 is too short to tell from text)', () => {
+  it('leaves other text alone, and a short secret only as a whole value (its base64 is too short to tell from text)', () => {
     assert.equal(SHORT.length < MIN_ENCODED_LENGTH, true);
-    const text = `Plan: 1 to add.\n${b64('xx' + SHORT + 'yy')}\n${b64(TOKEN.slice(0, 10))}`;
+    const text = `Plan: 1 to add.\n${b64('xx' + SHORT + 'yy')}\n${b64(TOKEN.slice(0, 10))}\npassword is ${SHORT}.`;
     assert.equal(r.redact(text), text);
     assert.equal(new Redactor().redact(TOKEN), TOKEN, 'no secrets, nothing to scrub');
   });
@@ -85,6 +87,110 @@ describe('redactor', () => {
     assert.equal(s.push('value: ghp_Sx'), 'value: ', 'the start of the token is held');
     assert.equal(s.push('X more\n'), 'ghp_SxX more\n', 'and let go once it is not the token');
     assert.equal(s.flush(), '');
+  });
+});
+
+describe('weak secrets: scrubbed only where they stand as a whole value', () => {
+  it('which secrets are weak: short, or one word or number', () => {
+    const rows: Array<[string, ReturnType<typeof secretWeakness>]> = [
+      ['0', 'short'],
+      ['false', 'short'],
+      ['pw7', 'short'],
+      ['atlantis', 'word'],
+      ['Atlantis', 'word'],
+      ['terraform', 'word'],
+      ['atlantis-bot', 'word'],
+      ['12345678', 'word'],
+      ['correcthorsebatt', undefined],
+      ['atlantis1', undefined],
+      ['webhook-secret-for-tests', undefined],
+      ['ghp_0123456789abcdef0123456789abcdef0123', undefined],
+      ['4f9c2a7e1b', undefined],
+    ];
+    for (const [secret, want] of rows) assert.equal(secretWeakness(secret), want, secret);
+  });
+
+  const r = new Redactor([() => ['atlantis', 'false', '0', 'hunter2']]);
+  const rows: Array<[string, string, string]> = [
+    ['a comment command', 'comment `atlantis apply -d app1` to apply', 'comment `atlantis apply -d app1` to apply'],
+    ['its usage line', 'atlantis plan [options] -- [terraform plan flags]', 'atlantis plan [options] -- [terraform plan flags]'],
+    ['a status context and a file', 'atlantis/plan atlantis.yaml atlantis-bot', 'atlantis/plan atlantis.yaml atlantis-bot'],
+    ['a plan summary', 'Plan: 0 to add, 0 to change, 0 to destroy.', 'Plan: 0 to add, 0 to change, 0 to destroy.'],
+    ['a word in a sentence', 'the value is false here', 'the value is false here'],
+    ['an env line', 'ATLANTIS_GH_WEBHOOK_SECRET=atlantis\nHOME=/x', 'ATLANTIS_GH_WEBHOOK_SECRET=[REDACTED]\nHOME=/x'],
+    ['a NUL-separated environ', 'A=1\0S=hunter2\0B=2', 'A=1\0S=[REDACTED]\0B=2'],
+    ['a quoted value', 'secret = "atlantis"', 'secret = "[REDACTED]"'],
+    ['a YAML value', 'password: hunter2', 'password: [REDACTED]'],
+    ['alone on an indented line', '      atlantis   \n', '      [REDACTED]   \n'],
+    ['a printed string with escaped breaks', '"A=1\\nS=atlantis\\nB=2"', '"A=1\\nS=[REDACTED]\\nB=2"'],
+    ['a URL password', 'redis://:hunter2@redis:6379', 'redis://:[REDACTED]@redis:6379'],
+    ['a number after =', 'x=0\n', 'x=[REDACTED]\n'],
+  ];
+  for (const [name, text, want] of rows) it(name, () => assert.equal(r.redact(text), want));
+
+  it('in a stream, cut anywhere, as in one text', () => {
+    const text = 'atlantis apply\nS=atlantis\n    atlantis  \nxatlantis\n"false" false\nS=hunter2\n';
+    for (let cut = 0; cut <= text.length; cut++) {
+      const s = r.stream();
+      assert.equal(s.push(text.slice(0, cut)) + s.push(text.slice(cut)) + s.flush(), r.redact(text), `cut at ${cut}`);
+    }
+    assert.equal(r.redact(text), 'atlantis apply\nS=[REDACTED]\n    [REDACTED]  \nxatlantis\n"[REDACTED]" false\nS=[REDACTED]\n');
+  });
+
+  it('JSON is scrubbed inside its strings: it stays valid, numbers and booleans are left alone', () => {
+    const status = { shutting_down: false, in_progress_operations: 0, drain_reason: null, operations: [{ project: 'atlantis' }] };
+    const out = JSON.stringify(r.redactValue(status));
+    assert.deepEqual(JSON.parse(out), { ...status, operations: [{ project: REDACTED }] });
+    const strong = new Redactor([() => [TOKEN]]);
+    const e = new Error(`bad ${TOKEN}`);
+    assert.deepEqual(strong.redactValue({ error: e, list: [`t=${TOKEN}`, 1, true], when: new Date(0) }), {
+      error: { message: `bad ${REDACTED}`, name: 'Error' },
+      list: [`t=${REDACTED}`, 1, true],
+      when: '1970-01-01T00:00:00.000Z',
+    });
+  });
+});
+
+describe('multi-line secrets: scrubbed line by line, in any indentation', () => {
+  const pem = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs1', format: 'pem' }).toString();
+  const r = new Redactor([() => [pem]]);
+  const keyLines = pem.split('\n').filter((l) => l.length >= 16);
+  const shown: Array<[string, string]> = [
+    ['as it is', pem],
+    [
+      'as an indented heredoc',
+      `  + environ = <<-EOT\n${pem
+        .split('\n')
+        .map((l) => `        X=${l}`)
+        .join('\n')}\n    EOT\n`,
+    ],
+    ['with CRLF', pem.replace(/\n/g, '\r\n')],
+    [
+      'with a prefix per line',
+      pem
+        .split('\n')
+        .map((l) => `│ ${l}`)
+        .join('\n'),
+    ],
+    ['JSON-escaped', JSON.stringify({ key: pem })],
+    ['URL-encoded', encodeURIComponent(pem)],
+    ['in an env dump', `A=1\nATLANTIS_GH_APP_KEY=${pem}B=2\n`],
+  ];
+  for (const [name, text] of shown) {
+    it(name, () => {
+      const out = r.redact(text);
+      for (const l of keyLines) {
+        assert.ok(!out.includes(l) && !out.includes(encodeURIComponent(l)), `${name}: ${l} left in\n${out}`);
+      }
+    });
+  }
+  it('in a stream cut every 7 characters', () => {
+    const text = shown[1]![1];
+    const s = r.stream();
+    let out = '';
+    for (let i = 0; i < text.length; i += 7) out += s.push(text.slice(i, i + 7));
+    out += s.flush();
+    assert.equal(out, r.redact(text));
   });
 });
 

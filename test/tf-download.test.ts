@@ -1,14 +1,17 @@
 // Terraform versions downloaded as Atlantis v0.47 does with --tf-download (the default) from
 // --tf-download-url, against a local HTTP mirror (never the internet) that serves a zip of
-// this machine's terraform under made-up versions, with HashiCorp's layout and SHA256SUMS:
-// the download is verified and kept under the data dir (a second ask, even by a new
-// process, fetches nothing: the mirror's request log says so); a wrong checksum or a missing
-// version is a clear error, no binary is kept, and on a PR the project's plan is an error
-// comment while nothing of it runs.
+// this machine's terraform under made-up versions, with HashiCorp's layout, SHA256SUMS and
+// its detached signature, made by Debian's gpg with a key generated here (the mirror's own,
+// given as --tf-download-key-file): the download is verified and kept under the data dir (a
+// second ask, even by a new process, fetches nothing: the mirror's request log says so); a
+// SHA256SUMS changed after it was signed, signed by another key, not signed at all, or
+// checked against HashiCorp's key, a wrong checksum and a missing version are each a clear
+// error, no binary is kept, and on a PR the project's plan is an error comment while nothing
+// of it runs.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -18,6 +21,8 @@ import { nullLogger } from '../src/log.js';
 import { ProcessHost } from '../src/server/terraform/process-host.js';
 import { TerraformBinaries } from '../src/server/terraform/tf-install.js';
 import { releaseFiles } from '../src/server/terraform/tf-versions.js';
+import { shortKeyId } from '../src/server/terraform/tf-signature.js';
+import { HASHICORP_PUBLIC_KEY } from '../src/server/terraform/hashicorp-key.js';
 import type { CliProcess } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
 import { TERRAFORM } from './support/terraform.js';
@@ -32,16 +37,57 @@ const files = new Map<string, Buffer>();
 let mirror: http.Server;
 let mirrorUrl: string;
 
-/** Versions served: GOOD with its real checksum, BAD with a wrong one; MISSING not at all. */
+/**
+ * Versions served: GOOD with its real checksum, BAD with a wrong one, both signed by the
+ * mirror's key; TAMPERED's SHA256SUMS changed after it was signed, OTHER_KEY signed by another
+ * key, UNSIGNED without a signature; MISSING not at all.
+ */
 const GOOD = '1.5.7';
 const BAD = '1.5.8';
 const MISSING = '1.5.9';
+const TAMPERED = '1.5.10';
+const OTHER_KEY = '1.5.11';
+const UNSIGNED = '1.5.12';
 
-function serve(version: string, zip: Buffer, sumOf: Buffer): void {
+/** A gpg home with one new signing key (RSA, as HashiCorp's), and the key's public half. */
+interface GpgKey {
+  home: string;
+  armored: string;
+}
+const gpgHomes: string[] = [];
+
+function gpg(home: string, args: string[], input?: Buffer): Buffer {
+  try {
+    return execFileSync('gpg', ['--homedir', home, '--batch', '--yes', '--pinentry-mode', 'loopback', '--passphrase', '', ...args], {
+      input,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new Error('this test needs gpg (Debian: apt-get install gpg)');
+    throw e;
+  }
+}
+
+function newKey(name: string): GpgKey {
+  const home = mkdtempSync(path.join(tmp, 'gnupg-'));
+  chmodSync(home, 0o700);
+  gpgHomes.push(home);
+  gpg(home, ['--quick-gen-key', `${name} <${name}@mirror.test>`, 'rsa2048', 'sign', 'never']);
+  return { home, armored: gpg(home, ['--armor', '--export']).toString() };
+}
+
+let mirrorKey: GpgKey;
+let keyFile: string;
+
+function serve(version: string, zip: Buffer, sumOf: Buffer, sign: { key?: GpgKey; tamper?: boolean } = {}): void {
   const f = releaseFiles(mirrorUrl, version, process.platform, process.arch);
   const sha = createHash('sha256').update(sumOf).digest('hex');
   files.set(new URL(f.zipUrl).pathname, zip);
-  files.set(new URL(f.sumsUrl).pathname, Buffer.from(`${'0'.repeat(64)}  terraform_${version}_windows_amd64.zip\n${sha}  ${f.zipName}\n`));
+  const sums = Buffer.from(`${'0'.repeat(64)}  terraform_${version}_windows_amd64.zip\n${sha}  ${f.zipName}\n`);
+  if (sign.key) files.set(`${new URL(f.sumsUrl).pathname}.sig`, gpg(sign.key.home, ['--detach-sign', '--output', '-'], sums));
+  // Changed after signing: another zip's checksum, as an attacker who swapped the zip would write.
+  const served = sign.tamper ? Buffer.from(sums.toString().replace(sha, createHash('sha256').update('evil').digest('hex'))) : sums;
+  files.set(new URL(f.sumsUrl).pathname, served);
 }
 
 before(async () => {
@@ -60,15 +106,23 @@ before(async () => {
   copyFileSync(TERRAFORM, path.join(src, 'terraform'));
   execFileSync('zip', ['-q', '-1', path.join(tmp, 'release.zip'), 'terraform'], { cwd: src });
   const zip = readFileSync(path.join(tmp, 'release.zip'));
-  serve(GOOD, zip, zip);
-  serve(BAD, zip, Buffer.from('something else'));
+  mirrorKey = newKey('mirror');
+  keyFile = path.join(tmp, 'mirror-key.asc');
+  writeFileSync(keyFile, mirrorKey.armored);
+  serve(GOOD, zip, zip, { key: mirrorKey });
+  serve(BAD, zip, Buffer.from('something else'), { key: mirrorKey });
+  serve(TAMPERED, zip, zip, { key: mirrorKey, tamper: true });
+  serve(OTHER_KEY, zip, zip, { key: newKey('someone-else') });
+  serve(UNSIGNED, zip, zip);
 });
 after(() => {
   mirror.close();
+  for (const home of gpgHomes) spawnSync('gpgconf', ['--homedir', home, '--kill', 'gpg-agent']);
   rmSync(tmp, { recursive: true, force: true });
 });
 
-const binaries = (binDir: string, host: ProcessHost) =>
+/** `key`: the mirror's key (as --tf-download-key-file); 'hashicorp': the default. */
+const binaries = (binDir: string, host: ProcessHost, key: 'mirror' | 'hashicorp' = 'mirror') =>
   new TerraformBinaries({
     tfBinary: TERRAFORM,
     download: true,
@@ -77,6 +131,7 @@ const binaries = (binDir: string, host: ProcessHost) =>
     host,
     logger: nullLogger(),
     pathEnv: '/nonexistent',
+    ...(key === 'mirror' ? { signingKey: { armored: mirrorKey.armored, owner: 'the key of --tf-download-key-file' } } : {}),
   });
 
 describe('terraform downloads from a local mirror', { timeout: 120_000 }, () => {
@@ -92,14 +147,22 @@ describe('terraform downloads from a local mirror', { timeout: 120_000 }, () => 
     assert.deepEqual(readFileSync(p1), readFileSync(TERRAFORM), 'the binary out of the zip');
     assert.match(execFileSync(p1, ['version']).toString(), /^Terraform v/);
     const zipPath = `/terraform/${GOOD}/terraform_${GOOD}_`;
+    const shortId = (await shortKeyId({ armored: mirrorKey.armored, owner: '' })).toUpperCase();
     assert.deepEqual(
-      requests.slice(before).map((r) => (r.endsWith('_SHA256SUMS') ? 'sums' : r.startsWith(zipPath) && r.endsWith('.zip') ? 'zip' : r)),
-      ['sums', 'zip'],
+      requests
+        .slice(before)
+        .map((r) =>
+          r
+            .replace(`/terraform/${GOOD}/terraform_${GOOD}_SHA256SUMS`, 'sums')
+            .replace(/^.*\.zip$/, (z) => (z.startsWith(zipPath) ? 'zip' : z)),
+        ),
+      ['sums', `sums.${shortId}.sig`, 'sums.sig', 'zip'],
+      "as hc-install: the key's own signature file first, then the generic one",
     );
     assert.equal(await b.binaryFor(GOOD), p1);
     // A new server on the same data dir: found on disk, nothing fetched.
     assert.equal(await binaries(binDir, host).binaryFor(GOOD), p1);
-    assert.equal(requests.length, before + 2, 'no second download');
+    assert.equal(requests.length, before + 4, 'no second download');
     host.close();
   });
 
@@ -131,13 +194,56 @@ describe('terraform downloads from a local mirror', { timeout: 120_000 }, () => 
   });
 });
 
+describe('the signature of SHA256SUMS', { timeout: 120_000 }, () => {
+  const refused = async (b: TerraformBinaries, version: string, why: RegExp): Promise<void> => {
+    await assert.rejects(b.binaryFor(version), (e: Error) => {
+      assert.match(e.message, new RegExp(`^error downloading terraform version ${version.replace(/\./g, '\\.')}: ${why.source}`));
+      return true;
+    });
+  };
+
+  it('refuses a SHA256SUMS changed after signing, signed by another key, or not signed; keeps nothing', async () => {
+    const host = new ProcessHost({ logger: nullLogger() });
+    const binDir = path.join(tmp, 'data3', 'bin');
+    const b = binaries(binDir, host);
+    await refused(b, TAMPERED, /terraform_1\.5\.10_SHA256SUMS is not signed by the key of --tf-download-key-file: /);
+    await refused(b, OTHER_KEY, /terraform_1\.5\.11_SHA256SUMS is not signed by the key of --tf-download-key-file: /);
+    await refused(
+      b,
+      UNSIGNED,
+      /no signature of terraform_1\.5\.12_SHA256SUMS on the mirror \(terraform_1\.5\.12_SHA256SUMS\.[0-9A-F]{8}\.sig, terraform_1\.5\.12_SHA256SUMS\.sig: 404\)$/,
+    );
+    for (const v of [TAMPERED, OTHER_KEY, UNSIGNED]) assert.ok(!existsSync(path.join(binDir, `terraform${v}`)), v);
+    assert.ok(
+      !requests.some((r) => r.includes(`/terraform/${TAMPERED}/`) && r.endsWith('.zip')),
+      'the zip of a refused SHA256SUMS is never fetched',
+    );
+    host.close();
+  });
+
+  it("by default only HashiCorp's key is trusted (its real key, shipped in the project)", async () => {
+    const host = new ProcessHost({ logger: nullLogger() });
+    const b = binaries(path.join(tmp, 'data4', 'bin'), host, 'hashicorp');
+    await refused(b, GOOD, /terraform_1\.5\.7_SHA256SUMS is not signed by HashiCorp's key: /);
+    assert.equal(await shortKeyId({ armored: HASHICORP_PUBLIC_KEY, owner: '' }), '72D7468F');
+    host.close();
+  });
+});
+
 describe('terraform_version on a pull request (real server process)', { timeout: 180_000 }, () => {
   let env: WorkflowEnv;
   let server: { p: CliProcess; url: string };
   const dataDir = tempDataDir();
   before(async () => {
     env = await createWorkflowEnv();
-    server = await startWorkflowServer(env, dataDir, SERVER_HOST, ['--tf-download-url', mirrorUrl, '--log-level', 'debug']);
+    server = await startWorkflowServer(env, dataDir, SERVER_HOST, [
+      '--tf-download-url',
+      mirrorUrl,
+      '--tf-download-key-file',
+      keyFile,
+      '--log-level',
+      'debug',
+    ]);
   });
   after(async () => {
     server?.p.child.kill('SIGKILL');
@@ -161,6 +267,10 @@ describe('terraform_version on a pull request (real server process)', { timeout:
       ),
     );
     assert.doesNotMatch(c.body, /app2-tfv/, 'app2 never planned');
+    assert.match(
+      server.p.output(),
+      /"level":"warn","time":"[^"]+","msg":"Terraform downloads use plain HTTP[^"]*"[^\n]*"url":"http:\/\/127\.0\.162\.12:\d+"/,
+    );
     const started = server.p
       .output()
       .split('\n')
@@ -196,6 +306,8 @@ describe('--default-tf-version (real server process)', { timeout: 120_000 }, () 
     const server = await startWorkflowServer(env, dataDir, '127.0.162.17', [
       '--tf-download-url',
       mirrorUrl,
+      '--tf-download-key-file',
+      keyFile,
       '--default-tf-version',
       `v${GOOD}`,
     ]);

@@ -30,6 +30,8 @@ export interface ServerConfig {
   bindAddress: string;
   dataDir: string;
   atlantisUrl: string;
+  /** --allowed-hosts: more names the web UI answers to (http/allowed-hosts.ts). */
+  allowedHosts: string[];
   /** --gh-user; empty when the server authenticates as a GitHub App (as Atlantis's GithubUser is then). */
   ghUser: string;
   /** Returns the current token; reads --gh-token-file on each call. With a GitHub App: '' (see ghApp). */
@@ -103,6 +105,8 @@ export interface ServerConfig {
   defaultTfVersion: string | undefined;
   tfDownload: boolean;
   tfDownloadUrl: string;
+  /** --tf-download-key-file's key (armored), read at start; undefined: HashiCorp's (terraform/tf-signature.ts). */
+  tfDownloadKey?: string;
   writeGitCreds: boolean;
   /** --locking-db-type and --redis-*: where locks, plans and the journal live. */
   store: StoreConfig;
@@ -214,6 +218,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     bindAddress: values['bind-address'] as string,
     dataDir,
     atlantisUrl: atlantisUrl.replace(/\/+$/, ''),
+    allowedHosts: (values['allowed-hosts'] as string[] | undefined) ?? [],
     ghUser: ghUser ?? '',
     ghToken: credentials.kind === 'app' ? () => '' : tokenFile ? () => readFileSync(tokenFile, 'utf8').trim() : () => token!,
     ghApp: credentials.kind === 'app' ? credentials.app : undefined,
@@ -266,6 +271,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     defaultTfVersion,
     tfDownload: values['tf-download'] !== false,
     tfDownloadUrl: tfDownloadUrl.replace(/\/+$/, ''),
+    tfDownloadKey: readKeyFile(str(values, 'tf-download-key-file')),
     writeGitCreds: values['write-git-creds'] === true,
     store: storeConfigFromFlags(values),
     replicaId: replicaIdFromFlags(values),
@@ -337,4 +343,18 @@ function ensureWritableDir(dir: string): void {
   } catch (e) {
     throw new UsageError(`--data-dir ${dir} is not a writable directory: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
   }
+}
+
+/** --tf-download-key-file's text; a file that cannot be read or holds no armored public key stops the server at start. */
+function readKeyFile(file: string | undefined): string | undefined {
+  if (file === undefined) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new UsageError(`cannot read --tf-download-key-file ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  if (!text.includes('-----BEGIN PGP PUBLIC KEY BLOCK-----'))
+    throw new UsageError(`--tf-download-key-file ${file} holds no ASCII-armored OpenPGP public key (-----BEGIN PGP PUBLIC KEY BLOCK-----)`);
+  return text;
 }

@@ -34,6 +34,13 @@ export const SERVER_FLAGS: FlagSpec[] = [
     type: 'string',
     description: 'URL that Atlantis can be reached at, used in PR comments and commit status links (default http://<hostname>:<port>)',
   },
+  {
+    name: 'allowed-hosts',
+    type: 'list',
+    default: [],
+    description:
+      "Host names the web UI answers to besides --atlantis-url's, localhost and IP addresses (ours; against DNS rebinding; * turns the check off)",
+  },
   { name: 'gh-user', type: 'string', description: 'GitHub username of API user (required)' },
   { name: 'gh-token', type: 'string', description: 'GitHub token of API user (this or --gh-token-file is required)' },
   {
@@ -283,6 +290,12 @@ export const SERVER_FLAGS: FlagSpec[] = [
     default: true,
     description:
       'Allow downloading the Terraform versions projects ask for (terraform_version, --default-tf-version) from --tf-download-url',
+  },
+  {
+    name: 'tf-download-key-file',
+    type: 'string',
+    description:
+      "File of the ASCII-armored OpenPGP public key that signs --tf-download-url's SHA256SUMS, instead of HashiCorp's (ours; a mirror that signs with its own key)",
   },
   {
     name: 'tf-download-url',

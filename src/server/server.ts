@@ -18,7 +18,8 @@ import { TurnQueue } from './http/turn-queue.js';
 import { ServerMetrics } from './metrics.js';
 import { childEnv } from './secrets/child-env.js';
 import { processRedactor } from './secrets/redact.js';
-import { serverSecretValues } from './secrets/server-secrets.js';
+import { serverSecretValues, weakSecretSettings } from './secrets/server-secrets.js';
+import { allowedHosts } from './http/allowed-hosts.js';
 import { ProcessHost } from './terraform/process-host.js';
 import { ProcessRunner } from './terraform/runner.js';
 import { since } from './atlantis-metrics.js';
@@ -78,6 +79,11 @@ export class AtlantisServer {
       });
     // Log lines, PR comments, job output and pages scrub these (secrets/redact.ts).
     processRedactor.addSource(() => serverSecretValues(opts.config));
+    for (const { flag, weakness } of weakSecretSettings(opts.config))
+      opts.logger.warn(
+        'A secret is too short or too common to scrub wherever it appears: it is scrubbed only where it stands as a whole value; use a random value of 16 or more characters',
+        { flag, weakness },
+      );
     this.processHost = new ProcessHost({ logger: opts.logger, env: () => this.childEnv() });
     this.runner = new ProcessRunner({
       host: this.processHost,
@@ -136,6 +142,7 @@ export class AtlantisServer {
       requireWebhookSignature: this.config.ghWebhookSecret !== undefined,
       extraRoutes: this.appDeps.extraRoutes,
       webAuth: this.config.webBasicAuth ? { username: this.config.webUsername, password: this.config.webPassword } : undefined,
+      allowedHosts: allowedHosts(this.config.atlantisUrl, this.config.allowedHosts),
     });
     this.http = createServer(listener).listen(this.config.port, this.config.bindAddress);
     await once(this.http, 'listening');

@@ -37,14 +37,20 @@ export interface CliProcess {
  * process's event loop once the pipe is full. A container runtime reads a container's output
  * promptly.
  */
-export function startCli(args: string[], env: NodeJS.ProcessEnv = {}, opts: { logFile?: string; cli?: string } = {}): CliProcess {
+/** `prefix`: a command that execs node in the same process, e.g. `setpriv --reuid=...` to run it as another user. */
+export function startCli(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  opts: { logFile?: string; cli?: string; prefix?: string[] } = {},
+): CliProcess {
   if (!opts.cli) assertBuilt();
   const cli = opts.cli ?? CLI;
   // The file is the child's own stdout/stderr; the parent's copy of the fd can close at once.
   const fd = opts.logFile ? openSync(opts.logFile, 'a') : undefined;
   let child: ChildProcess;
   try {
-    child = spawn(process.execPath, [cli, ...args], {
+    const [command, ...prefixArgs] = [...(opts.prefix ?? []), process.execPath];
+    child = spawn(command as string, [...prefixArgs, cli, ...args], {
       env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
       stdio: ['ignore', fd ?? 'pipe', fd ?? 'pipe'],
     });

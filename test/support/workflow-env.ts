@@ -60,8 +60,12 @@ export interface WorkflowEnv {
   close(): Promise<void>;
 }
 
-/** `ghHost`: the loopback address the GitHub stand-in listens on (default 127.0.0.1). */
-export async function createWorkflowEnv(opts: { ghHost?: string } = {}): Promise<WorkflowEnv> {
+/**
+ * `ghHost`: the loopback address the GitHub stand-in listens on (default 127.0.0.1);
+ * `webhookSecret`: the server's --gh-webhook-secret, which webhooks are signed with (default WEBHOOK_SECRET).
+ */
+export async function createWorkflowEnv(opts: { ghHost?: string; webhookSecret?: string } = {}): Promise<WorkflowEnv> {
+  const secret = opts.webhookSecret ?? WEBHOOK_SECRET;
   const gh = await GitHubStandin.start({ botLogin: 'atlantis-bot', host: opts.ghHost });
   const repo = await createTestRepo({ fullName: 'acme/infra' });
   gh.addRepo(repo.fullName, { cloneUrl: repo.cloneUrl });
@@ -86,7 +90,7 @@ export async function createWorkflowEnv(opts: { ghHost?: string } = {}): Promise
         '--gh-token',
         gh.token,
         '--gh-webhook-secret',
-        WEBHOOK_SECRET,
+        secret,
         '--gh-api-url',
         gh.url,
         '--tf-binary',
@@ -108,7 +112,7 @@ export async function createWorkflowEnv(opts: { ghHost?: string } = {}): Promise
         `${serverUrl}/events`,
         'pull_request',
         pullRequestPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, action: 'opened', number, headSha, headRef: branch }),
-        { secret: WEBHOOK_SECRET, ...(headers ? { headers } : {}) },
+        { secret, ...(headers ? { headers } : {}) },
       );
       return { status: r.status, headSha };
     },
@@ -117,7 +121,7 @@ export async function createWorkflowEnv(opts: { ghHost?: string } = {}): Promise
         `${serverUrl}/events`,
         'issue_comment',
         issueCommentPayload({ repo: repo.fullName, cloneUrl: repo.cloneUrl, number, body, user }),
-        { secret: WEBHOOK_SECRET, ...(headers ? { headers } : {}) },
+        { secret, ...(headers ? { headers } : {}) },
       );
       return { status: r.status, body: r.body };
     },
@@ -135,7 +139,7 @@ export async function createWorkflowEnv(opts: { ghHost?: string } = {}): Promise
           headSha: pr.headSha,
           headRef: pr.headRef,
         }),
-        { secret: WEBHOOK_SECRET },
+        { secret },
       );
       return { status: r.status, body: r.body };
     },

@@ -22,6 +22,7 @@ import type { TurnQueue } from './turn-queue.js';
 import { FORWARDED_BY_HEADER } from '../replicas/forward.js';
 import { FORWARD_AUTH_HEADER } from '../replicas/forward-auth.js';
 import { UNAUTHORIZED_BODY, WWW_AUTHENTICATE, type WebAuthConfig, decideWebAuth } from './web-auth.js';
+import { type AllowedHosts, decideHost, hostChecked, unknownHostMessage } from './allowed-hosts.js';
 import { MAX_WEBHOOK_BYTES, WebhookIntake } from './webhook-intake.js';
 
 export { MAX_WEBHOOK_BYTES };
@@ -68,6 +69,8 @@ export interface AppDeps {
   extraRoutes?: (app: express.Express) => void;
   /** --web-basic-auth: the credentials every path but the open ones needs (web-auth.ts); undefined when off. */
   webAuth?: WebAuthConfig;
+  /** The names the web UI answers to (allowed-hosts.ts); undefined: no check. */
+  allowedHosts?: AllowedHosts;
 }
 
 /**
@@ -112,7 +115,9 @@ function statusHead(tracker: OperationTracker, drain: DrainState): Omit<StatusBo
 }
 
 function operationStatus(o: Operation): StatusOperation {
-  return { id: o.id, command: o.command, repo: o.repo, pull: o.pull, project: o.project, started_at: o.startedAt.toISOString() };
+  // Only what came from outside is scrubbed; the command is one of the server's own names.
+  const { repo, project } = processRedactor.redactValue({ repo: o.repo, project: o.project });
+  return { id: o.id, command: o.command, repo, pull: o.pull, project, started_at: o.startedAt.toISOString() };
 }
 
 /**
@@ -141,6 +146,20 @@ function buildRoutes(deps: AppDeps): {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+
+  // Before everything else: a web UI path asked for under a name that is not this server's
+  // (DNS rebinding, allowed-hosts.ts) gets nothing, not even a challenge.
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    if (!deps.allowedHosts || !hostChecked(req.path)) return next();
+    const decision = decideHost(req.headers.host, deps.allowedHosts);
+    if (decision.kind === 'allowed') return next();
+    deps.logger.warn('Request for a host name that is not this server refused', {
+      host: decision.host,
+      method: req.method,
+      path: req.path,
+    });
+    sendText(res, 403, unknownHostMessage(decision.host));
+  });
 
   // Before every route: an unknown path answers 401 too, as in Atlantis, so that without
   // credentials nothing tells which paths exist. The fast paths in buildRequestListener
@@ -173,7 +192,9 @@ function buildRoutes(deps: AppDeps): {
     if (cached?.version !== version || cached.drain !== drain) {
       const { json, parts } = serializeStatus(deps.tracker, drain, operationParts);
       operationParts = parts;
-      cached = { version, drain, body: Buffer.from(processRedactor.redact(json)) };
+      // Never scrubbed as text: it holds no secret, and a short one (`false`, `0`) would
+      // break the JSON the controller reads; its strings are scrubbed in operationStatus.
+      cached = { version, drain, body: Buffer.from(json) };
     }
     res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': cached.body.length });
     res.end(cached.body);

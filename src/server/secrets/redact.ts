@@ -1,86 +1,23 @@
 // Scrubs the server's secret values (GitHub token, webhook secret, and whatever else a flag
 // configures) from every text that leaves the server: PR comments, commit statuses, job logs
 // (on disk and streamed), web pages, log lines. Defence in depth: children never get the
-// secrets in their environment (see child-env.ts); this catches what gets out anyway, e.g.
-// terraform echoing a file it read.
-//
-// Forms scrubbed, each replaced by REDACTED:
-// - verbatim, encodeURIComponent form (hex digits of either case), JSON-escaped form;
-// - base64, standard and URL-safe, at every byte alignment: the secret inside a longer
-//   base64 text (`env | base64`) leaves the characters that depend only on its own bytes,
-//   which differ with the secret's offset modulo 3; line breaks between them (base64's
-//   76-column wrapping) are allowed.
-// Secrets shorter than MIN_ENCODED_LENGTH are scrubbed in the first three forms only: their
-// base64 fragments are a few characters, which ordinary text would match. So are secrets
-// longer than MAX_ENCODED_LENGTH (a GitHub App's PEM key): the line-wrappable base64 forms of
-// a 1.7 kB key made one regex that took 1.5 s to build and 12 ms per 4 kB line to run.
-export const REDACTED = '[REDACTED]';
-export const MIN_ENCODED_LENGTH = 8;
-export const MAX_ENCODED_LENGTH = 256;
+// secrets in their environment (see child-env.ts) and cannot read the server's own (see
+// non-dumpable.ts); this catches what gets out anyway, e.g. terraform echoing a file it read.
+// Which forms of a secret are scrubbed, and how a weak or multi-line one is: secret-forms.ts.
+// Structured output stays valid: JSON is scrubbed inside its string values (redactValue),
+// never as text.
+import { type Form, REDACTED, secretForms } from './secret-forms.js';
+
+export { MAX_ENCODED_LENGTH, MIN_ENCODED_LENGTH, REDACTED, base64Fragments, secretForms, secretWeakness } from './secret-forms.js';
 
 /** Source of secret values, called again at most every refresh interval (a token file may rotate). */
 export type SecretSource = () => Iterable<string | undefined>;
 
-interface Form {
-  /** Regular-expression source that matches this form. */
-  source: string;
-  /** The form's text without line breaks: what a partial match at the end of a chunk starts like. */
-  plain: string;
-  /** Longest text it can match (line breaks included). */
-  maxLength: number;
-  /** base64: may be broken over lines. */
-  wrapped: boolean;
-}
-
-const escapeRe = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
-
-/** The base64 characters that depend on `bytes` alone, for each of the 3 offsets they may start at. */
-export function base64Fragments(bytes: Buffer): string[] {
-  const out: string[] = [];
-  for (let k = 0; k < 3; k++) {
-    const encoded = Buffer.concat([Buffer.alloc(k), bytes]).toString('base64');
-    // Character i holds bits [6i, 6i+6); the secret's bits are [8k, 8k + 8n).
-    const start = Math.ceil((8 * k) / 6);
-    const end = Math.floor((8 * (k + bytes.length)) / 6);
-    if (end > start) out.push(encoded.slice(start, end));
-  }
-  return out;
-}
-
-/** Every form of `secret` to scrub (see the header). Pure; exported for its table test. */
-export function secretForms(secret: string): Form[] {
-  if (secret === '') return [];
-  const forms = new Map<string, Form>();
-  const add = (plain: string, source: string, maxLength: number, wrapped = false) => {
-    if (!forms.has(source)) forms.set(source, { source, plain, maxLength, wrapped });
-  };
-  add(secret, escapeRe(secret), secret.length);
-  const uri = encodeURIComponent(secret);
-  // %2f and %2F decode the same.
-  add(
-    uri,
-    escapeRe(uri).replace(/%([0-9A-F])([0-9A-F])/g, (_m, a: string, b: string) => `%${hexClass(a)}${hexClass(b)}`),
-    uri.length,
-  );
-  const json = JSON.stringify(secret).slice(1, -1);
-  add(json, escapeRe(json), json.length);
-  if (secret.length >= MIN_ENCODED_LENGTH && secret.length <= MAX_ENCODED_LENGTH) {
-    for (const f of base64Fragments(Buffer.from(secret, 'utf8'))) {
-      for (const alphabet of [f, f.replace(/\+/g, '-').replace(/\//g, '_')]) {
-        add(alphabet, [...alphabet].map(escapeRe).join('(?:\\r?\\n)?'), alphabet.length * 3, true);
-      }
-    }
-  }
-  return [...forms.values()];
-}
-
-function hexClass(c: string): string {
-  return /[A-F]/.test(c) ? `[${c}${c.toLowerCase()}]` : c;
-}
-
 interface Compiled {
   key: string;
   re: RegExp | undefined;
+  /** For a stream's chunks: weak secrets' forms do not match at the chunk's end. */
+  streamRe: RegExp | undefined;
   forms: Form[];
   maxLength: number;
   /** First characters of the forms: only where one is can a held-back tail start. */
@@ -97,7 +34,7 @@ export class Redactor {
   private readAt = -Infinity;
   /** What the sources gave at the last refresh: never pushed out by remembered values. */
   private fromSources = new Set<string>();
-  private compiled: Compiled = { key: '', re: undefined, forms: [], maxLength: 0, starts: new Set() };
+  private compiled: Compiled = { key: '', re: undefined, streamRe: undefined, forms: [], maxLength: 0, starts: new Set() };
 
   /** `refreshMs`: how long values read from the sources are used before asking them again. */
   constructor(
@@ -123,6 +60,22 @@ export class Redactor {
     return re ? text.replace(re, REDACTED) : text;
   }
 
+  /**
+   * A copy of a value bound for JSON with every string value in it scrubbed (an Error becomes
+   * its name and message, as the log shows it): the JSON text stays valid whatever a secret
+   * is, where scrubbing the text would turn `false` into `[REDACTED]`. Keys are the code's
+   * own names, left as they are.
+   */
+  redactValue<T>(v: T): T {
+    if (typeof v === 'string') return this.redact(v) as T;
+    if (typeof v !== 'object' || v === null) return v;
+    if (v instanceof Error) return { message: this.redact(v.message), name: v.name } as T;
+    const json = (v as { toJSON?: () => unknown }).toJSON;
+    if (typeof json === 'function') return this.redactValue(json.call(v)) as T;
+    if (Array.isArray(v)) return v.map((x) => this.redactValue(x)) as T;
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, this.redactValue(x)])) as T;
+  }
+
   /** A redactor for one stream of chunks: a secret split across chunks is still scrubbed. */
   stream(): StreamRedactor {
     return new StreamRedactor(this);
@@ -138,6 +91,7 @@ export class Redactor {
         key,
         forms,
         re: forms.length ? new RegExp(forms.map((f) => f.source).join('|'), 'g') : undefined,
+        streamRe: forms.length ? new RegExp(forms.map((f) => f.streamSource).join('|'), 'g') : undefined,
         maxLength: Math.max(0, ...forms.map((f) => f.maxLength)),
         starts: new Set(forms.map((f) => f.plain[0]!)),
       };
@@ -180,45 +134,89 @@ export class Redactor {
 /**
  * Scrubs a stream (a process's output) chunk by chunk. The end of a chunk that could be the
  * start of a secret's form is held back until the next chunk or flush(): text is delayed only
- * when it looks like the beginning of a secret.
+ * when it looks like the beginning of a secret (or a weak secret waiting for its line to end).
+ * The end of what was passed on is kept as context: whether a weak secret stands as a whole
+ * value depends on what stands before it.
  */
 export class StreamRedactor {
   private carry = '';
+  /** The last characters passed on (from the last line break, at most CONTEXT). */
+  private before = '';
 
   constructor(private readonly redactor: Redactor) {}
 
   push(chunk: string): string {
     const text = this.carry + chunk;
     const compiled = this.redactor.current();
-    const { re, maxLength } = compiled;
-    if (!re) {
+    const { streamRe } = compiled;
+    if (!streamRe) {
       this.carry = '';
+      this.passedOn(text);
       return text;
     }
-    let cut = heldFrom(text, compiled, Math.max(0, text.length - maxLength));
+    const found = matches(this.before, text, streamRe);
+    let cut = heldFrom(text, compiled, Math.max(0, text.length - compiled.maxLength));
     // A match across the cut is emitted whole; what follows it may be held again.
     for (let i = 0; i < 8; i++) {
-      const across = [...text.matchAll(re)].find((m) => m.index < cut && m.index + m[0].length > cut);
+      const across = found.find(([start, end]) => start < cut && end > cut);
       if (!across) break;
-      const end = across.index + across[0].length;
-      cut = heldFrom(text, compiled, end);
+      cut = heldFrom(text, compiled, across[1]);
     }
     this.carry = text.slice(cut);
-    return text.slice(0, cut).replace(re, REDACTED);
+    const out = text.slice(0, cut);
+    this.passedOn(out);
+    return replaced(
+      out,
+      found.filter(([, end]) => end <= cut),
+    );
   }
 
   /** The rest, scrubbed: the stream has ended. */
   flush(): string {
     const rest = this.carry;
     this.carry = '';
-    return this.redactor.redact(rest);
+    const { re } = this.redactor.current();
+    const out = re ? replaced(rest, matches(this.before, rest, re)) : rest;
+    this.passedOn(rest);
+    return out;
   }
+
+  private passedOn(text: string): void {
+    const joined = this.before + text;
+    const line = Math.max(joined.lastIndexOf('\n'), joined.lastIndexOf('\r'), joined.lastIndexOf('\0'));
+    this.before = joined.slice(Math.max(line, joined.length - CONTEXT));
+  }
+}
+
+/** Context kept before a stream's next chunk: a weak secret's indentation, at most. */
+const CONTEXT = 256;
+
+/** [start, end) of each match of `re` in `text`, read with `before` in front of it. */
+function matches(before: string, text: string, re: RegExp): Array<[number, number]> {
+  const out: Array<[number, number]> = [];
+  for (const m of (before + text).matchAll(re)) {
+    const start = m.index - before.length;
+    if (start >= 0) out.push([start, start + m[0].length]);
+  }
+  return out;
+}
+
+function replaced(text: string, ranges: ReadonlyArray<[number, number]>): string {
+  let out = '';
+  let at = 0;
+  for (const [start, end] of ranges) {
+    if (start < at) continue;
+    out += text.slice(at, start) + REDACTED;
+    at = end;
+  }
+  return out + text.slice(at);
 }
 
 /**
  * Where, from `from` on, the text's end starts to look like the beginning of a form;
  * text.length if nowhere. A tail with a line break can only be the start of a wrapped base64
- * form, and only when its first line is base64 text.
+ * form, and only when its first line is base64 text. A weak secret's whole form is held too,
+ * with spaces after it, until what follows shows whether it ends a value.
  */
 function heldFrom(text: string, { forms, starts }: Compiled, from: number): number {
   for (let i = from; i < text.length; i++) {
@@ -231,7 +229,11 @@ function heldFrom(text: string, { forms, starts }: Compiled, from: number): numb
       if (!/^[A-Za-z0-9+/_-]+$/.test(firstLine)) continue;
       const plain = tail.replace(/[\r\n]/g, '');
       if (plain !== '' && forms.some((f) => f.wrapped && f.plain.startsWith(plain))) return i;
-    } else if (forms.some((f) => f.plain.startsWith(tail))) {
+    } else if (
+      forms.some(
+        (f) => f.plain.startsWith(tail) || (f.wholeValue && tail.startsWith(f.plain) && /^[ \t]*$/.test(tail.slice(f.plain.length))),
+      )
+    ) {
       return i;
     }
   }

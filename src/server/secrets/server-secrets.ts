@@ -3,6 +3,7 @@
 // secret) adds its value here.
 import { type ServerConfig, DEFAULT_WEB_PASSWORD } from '../config.js';
 import { appKeySecretValues } from '../vcs/github-app.js';
+import { type Weakness, secretWeakness } from './secret-forms.js';
 
 type SecretSettings = Pick<ServerConfig, 'ghToken' | 'ghWebhookSecret'> &
   Partial<Pick<ServerConfig, 'webBasicAuth' | 'webPassword' | 'ghApp' | 'store' | 'apiSecret'>>;
@@ -21,6 +22,29 @@ export function serverSecretValues(cfg: SecretSettings): Array<string | undefine
     redis?.sharedStateKey.secretText(),
     ...appKey,
   ];
+}
+
+/**
+ * The settings whose secret is weak (secret-forms.ts: short, or one word or number), by flag,
+ * never with the value: the server warns at start that each is scrubbed only where it stands
+ * as a whole value. (A GitHub token or App key is never weak.)
+ */
+export function weakSecretSettings(cfg: SecretSettings): Array<{ flag: string; weakness: Weakness }> {
+  const redis = cfg.store?.type === 'redis' ? cfg.store.redis : undefined;
+  const settings: Array<[string, string | undefined]> = [
+    ['--gh-token', currentToken(cfg.ghToken)],
+    ['--gh-webhook-secret', cfg.ghWebhookSecret],
+    ['--api-secret', cfg.apiSecret],
+    ['--web-password', webPassword(cfg)],
+    ['--redis-password', redis?.password],
+    ['--redis-sentinel-password', redis?.sentinel?.password],
+  ];
+  const out: Array<{ flag: string; weakness: Weakness }> = [];
+  for (const [flag, value] of settings) {
+    const weakness = value ? secretWeakness(value) : undefined;
+    if (weakness) out.push({ flag, weakness });
+  }
+  return out;
 }
 
 /** The token now (--gh-token-file is read on each call); undefined while the file cannot be read. */

@@ -8,6 +8,7 @@
 // server itself (it knows the pids).
 import { writeFileSync } from 'node:fs';
 import { setPriority } from 'node:os';
+import { makeNonDumpable } from '../secrets/non-dumpable.js';
 import type { FromWorker, SpawnExit, SpawnSpec, ToWorker } from './process-host-protocol.js';
 
 const send = process.send?.bind(process);
@@ -21,6 +22,10 @@ const post = (m: FromWorker, then?: () => void): void => void send(m, undefined,
 // in the middle of a burst of webhooks, and loading modules is most of what it does at start.
 const NICE = 10;
 setPriority(NICE);
+// The spawn requests hold git's token (in git's environment): like the server, this process
+// is made non-dumpable so that terraform cannot read its memory (secrets/non-dumpable.ts).
+// Its environment is already clean. Best effort: the server has said at start if it cannot.
+makeNonDumpable();
 const { execa } = await import('execa');
 
 // A signal meant for the server's process group (Ctrl-C in a terminal) is the server's to act

@@ -1,8 +1,10 @@
 // Finds or downloads the terraform binary of a version, as Atlantis v0.47 does
 // (server/core/terraform/tfclient): the --tf-binary when it is that version, `terraform<v>`
 // on PATH, `<data-dir>/bin/terraform<v>`, else a download from --tf-download-url (when
-// --tf-download is on) whose zip must match the release's SHA256SUMS before anything of it
-// is written as a binary. One download per version at a time; later asks hit the cache.
+// --tf-download is on) whose SHA256SUMS must carry a valid signature of HashiCorp's key (or
+// the --tf-download-key-file key; tf-signature.ts) and whose zip must match that SHA256SUMS
+// before anything of it is written as a binary. One download per version at a time; later
+// asks hit the cache.
 import { createHash } from 'node:crypto';
 import { accessSync, constants, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -10,10 +12,12 @@ import { inflateRawSync } from 'node:zlib';
 import type { Logger } from '../../log.js';
 import type { ProcessHost } from './process-host.js';
 import { checksumFor, releaseFiles, versionFromJson, versionedBinaryName } from './tf-versions.js';
+import { HASHICORP_KEY, type TrustedKey, shortKeyId, signatureUrls, verifySumsSignature } from './tf-signature.js';
 
 /** Bounds on what a download may be (terraform's zip is ~30 MB, the binary ~90 MB). */
 export const MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024;
 const MAX_SUMS_BYTES = 64 * 1024;
+const MAX_SIGNATURE_BYTES = 64 * 1024;
 const DOWNLOAD_TIMEOUT_MS = 10 * 60_000;
 /** `terraform version` asks HashiCorp whether it is the newest; these probes need no answer. */
 const NO_CHECKPOINT = { CHECKPOINT_DISABLE: '1' };
@@ -27,6 +31,8 @@ export interface TerraformBinariesOptions {
   binDir: string;
   host: ProcessHost;
   logger: Logger;
+  /** The key SHA256SUMS must be signed with; default HashiCorp's (--tf-download-key-file replaces it). */
+  signingKey?: TrustedKey;
   /** Searched for terraform<v>; default this process's PATH (the children's too). */
   pathEnv?: string;
   platform?: string;
@@ -93,7 +99,11 @@ export class TerraformBinaries {
 
   private async download(version: string, dest: string): Promise<void> {
     const files = releaseFiles(this.o.downloadUrl, version, this.o.platform ?? process.platform, this.o.arch ?? process.arch);
-    const sums = (await get(files.sumsUrl, MAX_SUMS_BYTES)).toString('utf8');
+    const sumsFile = await get(files.sumsUrl, MAX_SUMS_BYTES);
+    const sumsName = `terraform_${version}_SHA256SUMS`;
+    const key = this.o.signingKey ?? HASHICORP_KEY;
+    await verifySumsSignature(sumsFile, await getSignature(files.sumsUrl, sumsName, key), key, sumsName);
+    const sums = sumsFile.toString('utf8');
     const want = checksumFor(sums, files.zipName);
     if (!want) throw new Error(`${files.zipName} is not listed in terraform_${version}_SHA256SUMS`);
     const zip = await get(files.zipUrl, MAX_DOWNLOAD_BYTES);
@@ -122,11 +132,27 @@ export function findOnPath(name: string, pathEnv: string): string | undefined {
   return undefined;
 }
 
+/** The first signature file of SHA256SUMS the mirror has (signatureUrls' order). */
+async function getSignature(sumsUrl: string, sumsName: string, key: TrustedKey): Promise<Buffer> {
+  const urls = signatureUrls(sumsUrl, [await shortKeyId(key)]);
+  for (const url of urls) {
+    try {
+      return await get(url, MAX_SIGNATURE_BYTES);
+    } catch (e) {
+      if (!(e instanceof NotFound)) throw e;
+    }
+  }
+  throw new Error(`no signature of ${sumsName} on the mirror (${urls.map((u) => u.slice(u.lastIndexOf('/') + 1)).join(', ')}: 404)`);
+}
+
+class NotFound extends Error {}
+
 async function get(url: string, maxBytes: number): Promise<Buffer> {
   const res = await fetch(url, { signal: AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS), redirect: 'follow' });
   if (!res.ok) {
     await res.body?.cancel();
-    throw new Error(`GET ${url} answered ${res.status} ${res.statusText}`.trim());
+    const message = `GET ${url} answered ${res.status} ${res.statusText}`.trim();
+    throw res.status === 404 ? new NotFound(message) : new Error(message);
   }
   const chunks: Buffer[] = [];
   let size = 0;

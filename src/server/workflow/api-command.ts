@@ -2,10 +2,14 @@
 // command code as a comment (command-runner.ts): working copies, repo config, locks, plans,
 // statuses, hooks, the project lease. As Atlantis v0.47's APIController: no PR comment, the
 // results are the answer; /api/apply plans its targets first and answers the apply's results;
-// every target is checked before the first runs; at the end the locks the request took are
-// released. A pull request number runs on that PR (its head must be the ref); without one the
-// ref runs in a working copy of its own under a pull number of its own (negative, as
-// Atlantis's), and everything of it (locks, plans, plan status, working copy) goes at the end.
+// every target is checked before the first runs. A pull request number runs on that PR (its
+// head must be the ref) and keeps what it took, as a comment's plan does: the locks stay with
+// the plans until the PR closes or is unlocked. Without one the ref runs in a working copy of
+// its own under a pull number of its own (negative, as Atlantis's), and everything of it
+// (locks, plans, plan status, working copy) goes at the end, as Atlantis releases it.
+// Atlantis v0.47 releases every lock of a PR at the end of a PR's API run too, which left its
+// plans applicable without the lock (another PR could lock and plan the project meanwhile): a
+// deliberate difference (docs/server.md).
 import { checkApplyLock } from './apply-lock.js';
 import { randomInt } from 'node:crypto';
 import { rmSync } from 'node:fs';
@@ -15,7 +19,7 @@ import type { ApiDeps } from '../http/api.js';
 import type { ApiRequest, ApiTarget } from '../http/api-request.js';
 import type { AtlantisServer } from '../server.js';
 import type { RepoAllowlist } from '../vcs/repo-allowlist.js';
-import type { LockRecord, StateStore } from '../locks/state-store.js';
+import type { StateStore } from '../locks/state-store.js';
 import { GitHubApiError, type GitHubClient, type PullInfo } from '../vcs/github-client.js';
 import type { ParsedCommand } from './comment-parser.js';
 import type { ApiRun, CommandRunner, PullContext } from './command-runner.js';
@@ -159,8 +163,6 @@ async function refContext(d: ApiCommandDeps, req: ApiRequest): Promise<PullConte
   };
 }
 
-const lockKey = (l: Pick<LockRecord, 'dir' | 'workspace'>): string => `${l.dir}\n${l.workspace}`;
-
 /** Runs the request's command; the outcome is the answer. Throws only on an unexpected failure (500). */
 export async function runApiCommand(d: ApiCommandDeps, command: 'plan' | 'apply', req: ApiRequest): Promise<ApiOutcome> {
   const ctx = req.pull > 0 ? await pullContext(d, command, req) : await refContext(d, req);
@@ -170,10 +172,7 @@ export async function runApiCommand(d: ApiCommandDeps, command: 'plan' | 'apply'
   const { repo, pull } = run;
   const log = d.logger.child({ repo, pull, command: `api ${command}` });
   d.began(repo, pull);
-  let heldBefore: Set<string> | undefined;
   try {
-    // Locks this PR held before (a comment's plan) stay: only those this request takes go.
-    heldBefore = new Set(pull > 0 ? (await d.store.list(repo)).filter((l) => l.pull === pull).map(lockKey) : []);
     const plans = req.targets.map((t) => commandFor('plan', t));
     for (const c of plans) {
       try {
@@ -198,8 +197,11 @@ export async function runApiCommand(d: ApiCommandDeps, command: 'plan' | 'apply'
     log.info('API command finished', { projects: api.runs.length, failed: api.runs.filter((r) => r.status !== 'success').length });
     return { kind: 'result', runs: api.runs };
   } finally {
-    if (heldBefore)
-      await release(d, run, heldBefore).catch((e: Error) => log.error('Could not release what an API command took', { error: e.message }));
+    // A PR's run keeps its locks and plans; a ref's pull number and all it left go.
+    if (pull <= 0)
+      await releasePullless(d, repo, pull).catch((e: Error) =>
+        log.error('Could not release what an API command took', { error: e.message }),
+      );
     await d.ended(repo, pull).catch((e: Error) => log.error('Could not release a closed pull request', { error: e.message }));
   }
 }
@@ -212,12 +214,4 @@ async function runAll(d: ApiCommandDeps, ctx: PullContext, commands: ParsedComma
     if (error !== undefined) return refusal(500, error);
   }
   return undefined;
-}
-
-/** The end of a request: a PR's locks this request took; a ref's pull number and all it left. */
-async function release(d: ApiCommandDeps, ctx: PullContext, heldBefore: ReadonlySet<string>): Promise<void> {
-  if (ctx.pull <= 0) return releasePullless(d, ctx.repo, ctx.pull);
-  for (const l of await d.store.list(ctx.repo)) {
-    if (l.pull === ctx.pull && !heldBefore.has(lockKey(l))) await d.store.unlockIfOwnedBy(l, ctx.pull);
-  }
 }

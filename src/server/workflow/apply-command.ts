@@ -128,7 +128,8 @@ async function applyProjectRun(
   }
   const key = { repo: ctx.repo, dir: p.dir, workspace: p.workspace };
   if (commandLocks(j.lockMode(p), 'apply')) {
-    // repo_locks mode on_apply: the lock is taken here, and held until the PR closes.
+    // on_apply: the lock is taken here; on_plan: the PR must still hold it (or take it back
+    // when free). Either way it is held until the PR closes (lock-policy.ts).
     const lock = await j.d.store.tryLock(key, { pull: ctx.pull, user: ctx.user, project: p.name });
     if (!lock.acquired) return j.failure(p, lockedByMessage(lock.holder.pull, j.d.config.executableName));
   }

@@ -7,6 +7,8 @@
 // starting with `b=` (Atlantis's --blocked-extra-args rule), so listing both dash forms of a
 // name refuses every spelling.
 
+import { flagsWithRule } from './terraform-flags.js';
+
 /** Atlantis v0.47's default --blocked-extra-args. */
 export const ATLANTIS_BLOCKED_EXTRA_ARGS: readonly string[] = ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'];
 
@@ -17,7 +19,14 @@ export const ATLANTIS_BLOCKED_EXTRA_ARGS: readonly string[] = ['-chdir', '--chdi
  * last one), e.g. `-out=` pointing at another PR's approved plan or the SQLite store.
  * They are refused whatever --blocked-extra-args says.
  */
-export const SERVER_SET_FLAGS: readonly string[] = ['out', 'input', 'state', 'state-out', 'backup', 'chdir'];
+export const SERVER_SET_FLAGS: readonly string[] = flagsWithRule('server-set');
+
+/**
+ * Refused whatever --blocked-extra-args says: the server-set flags, and flags that read from
+ * anywhere on the server's disk with no path to check (`init -from-module`). See
+ * terraform-flags.ts for every flag's rule.
+ */
+export const ALWAYS_REFUSED_FLAGS: readonly string[] = [...SERVER_SET_FLAGS, ...flagsWithRule('refused')];
 
 const bothDashes = (names: readonly string[]): string[] => names.flatMap((n) => [`-${n}`, `--${n}`]);
 
@@ -27,10 +36,10 @@ export const DEFAULT_BLOCKED_EXTRA_ARGS: readonly string[] = [
   ...bothDashes(SERVER_SET_FLAGS.filter((n) => n !== 'chdir')),
 ];
 
-/** What is refused: the configured list plus, always, the server-set flags. */
+/** What is refused: the configured list plus, always, ALWAYS_REFUSED_FLAGS. */
 export function effectiveBlocked(configured: readonly string[]): string[] {
   const out = configured.filter((b) => b !== '');
-  for (const b of bothDashes(SERVER_SET_FLAGS)) if (!out.includes(b)) out.push(b);
+  for (const b of bothDashes(ALWAYS_REFUSED_FLAGS)) if (!out.includes(b)) out.push(b);
   return out;
 }
 
@@ -48,12 +57,13 @@ export function firstBlockedArg(args: readonly string[], blocked: readonly strin
 export const blockedArgMessage = (arg: string): string => `flag ${JSON.stringify(arg)} is not allowed in extra args`;
 
 /**
- * Flags whose value names a file terraform reads or writes. A value outside the PR's working
- * copy could read a server file into an error message (`-var-file=/proc/self/environ`) or
- * write next to other PRs' data. `-var` is not here: its value is a literal, never read as a
- * file. `-backend-config` takes either `key=value` or a file; only the file form is a path.
+ * Flags whose value names a file or dir terraform reads or writes (terraform-flags.ts). A
+ * value outside the PR's working copy could read a server file into an error message
+ * (`-var-file=/proc/self/environ`, `import -config=/etc`) or write next to other PRs' data.
+ * `-var` is not here: its value is a literal, never read as a file. `-backend-config` takes
+ * either `key=value` or a file; only the file form is a path.
  */
-const PATH_FLAGS: readonly string[] = ['var-file', 'generate-config-out', 'backend-config'];
+const PATH_FLAGS: readonly string[] = flagsWithRule('path');
 
 export interface PathArg {
   /** The argument(s) as written, for the refusal message. */
@@ -91,6 +101,8 @@ export function isInside(root: string, target: string): boolean {
   return target === r || target.startsWith(r + '/');
 }
 
+const DIR_FLAGS: readonly string[] = ['config', 'test-directory'];
+
 /** The refusal of a path argument that leaves the working copy. */
 export const pathOutsideMessage = (p: PathArg): string =>
-  `flag ${JSON.stringify(p.arg)} is not allowed in extra args: ${p.flag} must name a file inside this pull request's checkout`;
+  `flag ${JSON.stringify(p.arg)} is not allowed in extra args: ${p.flag} must name a ${DIR_FLAGS.includes(p.flag) ? 'dir' : 'file'} inside this pull request's checkout`;

@@ -69,9 +69,19 @@ export function repoLocksModeFor(opts: {
   return mode;
 }
 
-/** Whether `command` takes (and checks) the project lock in this mode. */
+/**
+ * Whether `command` takes the project lock in this mode, refusing when another PR holds it.
+ * A plan takes it under on_plan. An apply takes it under on_plan and on_apply: under
+ * on_apply that is where it is first taken (as Atlantis); under on_plan the PR normally
+ * holds it already since its plan, and taking it again checks that it still does at the
+ * moment terraform applies, so a plan made while the PR held no lock (an API run, a server
+ * whose repo_locks said `disabled` then) cannot be applied over another PR's lock. Atlantis
+ * v0.47 does not check under on_plan (a deliberate difference, docs/server.md). Disabled
+ * modes, --disable-repo-locking among them, have no locks to check, as in Atlantis.
+ */
 export function commandLocks(mode: RepoLocksMode, command: 'plan' | 'apply'): boolean {
-  return (mode === 'on_plan' && command === 'plan') || (mode === 'on_apply' && command === 'apply');
+  if (mode === 'disabled') return false;
+  return command === 'apply' || mode === 'on_plan';
 }
 
 /**

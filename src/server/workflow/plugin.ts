@@ -84,7 +84,15 @@ export function workflowPlugin(server: AtlantisServer) {
     binDir: path.join(cfg.dataDir, 'bin'),
     host: server.processHost,
     logger: log,
+    ...(cfg.tfDownloadKey ? { signingKey: { armored: cfg.tfDownloadKey, owner: 'the key of --tf-download-key-file' } } : {}),
   });
+  if (cfg.tfDownload && cfg.tfDownloadUrl.startsWith('http://'))
+    log.warn(
+      'Terraform downloads use plain HTTP: what is fetched can be read and withheld on the way (a changed SHA256SUMS or zip is still refused by its signature)',
+      {
+        url: cfg.tfDownloadUrl,
+      },
+    );
   if (cfg.defaultTfVersion) {
     // As Atlantis: the default version is fetched at start, in the background; a failure is
     // logged here and told again on the PR of the first project that needs it.

@@ -1,0 +1,52 @@
+// Makes this process non-dumpable (prctl PR_SET_DUMPABLE 0, through the tiny Node-API addon
+// native/non-dumpable.c, built into dist/native/ by hack/bundle.mjs). Why: code a PR runs
+// (terraform providers, local-exec, run steps) runs as the server's user, and a process of
+// the same user may read another's /proc/<pid>/environ and /proc/<pid>/mem. The server's
+// environment holds its secrets (the operator passes the token, the webhook secret and the
+// App key as env); the child environment (child-env.ts) kept them out of terraform's own
+// environ, but `cat /proc/$PPID/environ` up the parent chain still printed them. A
+// non-dumpable process's /proc files belong to root and ptrace refuses it: another process of
+// the same user gets "Permission denied" (root, or a process with CAP_SYS_PTRACE, still
+// reads them). /proc/<pid>/cmdline and /proc/<pid>/stat stay readable (`atlantis-operator
+// drain` checks them). execve() makes a process dumpable again, so children are not affected:
+// terraform, git and the process host's worker (which calls this again itself) start dumpable.
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+export type NonDumpable = { ok: true } | { ok: false; reason: string };
+
+interface Addon {
+  setNonDumpable(): void;
+  isDumpable(): boolean;
+}
+
+/**
+ * Where the addon is, relative to this module: beside the bundle (dist/), above a bundle chunk
+ * (dist/chunks/), from tsc's output (dist/src/server/secrets/), and from the TypeScript source.
+ */
+const CANDIDATES = ['./native/', '../native/', '../../../native/', '../../../dist/native/'].map((d) => `${d}non-dumpable.node`);
+
+function loadAddon(): Addon | string {
+  const file = CANDIDATES.map((c) => fileURLToPath(new URL(c, import.meta.url))).find((f) => existsSync(f));
+  if (!file) return 'dist/native/non-dumpable.node was not built (make build)';
+  const module = { exports: {} as Addon };
+  try {
+    process.dlopen(module, file);
+  } catch (e) {
+    return `loading ${file} failed: ${(e as Error).message}`;
+  }
+  return module.exports;
+}
+
+/** Makes this process non-dumpable; says why not when it cannot (not Linux, the addon missing). */
+export function makeNonDumpable(): NonDumpable {
+  if (process.platform !== 'linux') return { ok: false, reason: `not Linux (${process.platform})` };
+  const addon = loadAddon();
+  if (typeof addon === 'string') return { ok: false, reason: addon };
+  try {
+    addon.setNonDumpable();
+  } catch (e) {
+    return { ok: false, reason: `prctl(PR_SET_DUMPABLE, 0) failed: ${(e as Error).message}` };
+  }
+  return addon.isDumpable() ? { ok: false, reason: 'the kernel kept the process dumpable' } : { ok: true };
+}
