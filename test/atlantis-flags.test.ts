@@ -94,7 +94,6 @@ describe('the Atlantis flag table', () => {
     ['boltdb locking (the default)', [], { ATLANTIS_LOCKING_DB_TYPE: 'boltdb' }, 'ok'],
     ['policy checks on the command line', ['--enable-policy-checks'], {}, { refused: /--enable-policy-checks/ }],
     ['merge checkout (honoured)', ['--checkout-strategy=merge'], { ATLANTIS_CHECKOUT_DEPTH: '5' }, 'ok'],
-    ['a flags file', [], { ATLANTIS_CONFIG: '/etc/atlantis.yaml' }, { refused: /--config \(ATLANTIS_CONFIG\)/ }],
     ['GitLab', [], { ATLANTIS_GITLAB_TOKEN: 'glpat-x' }, { refused: /--gitlab-token.*only GitHub/ }],
     ['sequential plans (the default)', [], { ATLANTIS_PARALLEL_PLAN: 'false' }, 'ok'],
     ['parallel plans and applies', [], { ATLANTIS_PARALLEL_PLAN: 'true', ATLANTIS_PARALLEL_APPLY: 'true' }, 'ok'],

@@ -5,6 +5,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { judgeAtlantisFlags } from '../config/atlantis-flags.js';
+import type { WebhookEntry } from '../config/config-file.js';
 import { type FlagValues, UsageError } from '../config/flags.js';
 import type { LogLevel } from '../log.js';
 import { type StoreConfig, replicaIdFromFlags, replicaUrlFromFlags, storeConfigFromFlags } from './locks/store-config.js';
@@ -15,6 +16,7 @@ import { type GitHubAppSettings, parseAppPrivateKey } from './vcs/github-app.js'
 import { type TeamRule, TeamAllowlistError, parseTeamAllowlist } from './workflow/team-allowlist.js';
 import type { CheckoutStrategy } from './workflow/working-copy.js';
 import { DEFAULT_WEB_PASSWORD, DEFAULT_WEB_USERNAME } from './server-flags.js';
+import { type WebhookSettings, parseWebhookSettings } from './notifications/apply-webhooks.js';
 
 // The flag table lives in server-flags.ts; these names stay importable from here.
 export {
@@ -114,6 +116,8 @@ export interface ServerConfig {
   replicaId: string;
   /** --replica-url: where the other replicas reach this one. */
   replicaUrl: string;
+  /** The --config file's webhooks and --webhook-http-headers (notifications/apply-webhooks.ts). */
+  webhooks: WebhookSettings;
 }
 
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
@@ -123,8 +127,11 @@ function str(values: FlagValues, name: string): string | undefined {
   return typeof v === 'string' && v.length > 0 ? v : undefined;
 }
 
-/** Turns parsed flag values into a validated config; throws UsageError naming the flag. */
-export function buildServerConfig(values: FlagValues): ServerConfig {
+/**
+ * Turns parsed flag values into a validated config; throws UsageError naming the flag.
+ * `webhooks`: the --config file's `webhooks:` list (config/config-file.ts).
+ */
+export function buildServerConfig(values: FlagValues, webhooks: WebhookEntry[] = []): ServerConfig {
   const judged = judgeAtlantisFlags(values);
   if (judged.refusals.length > 0) throw new UsageError(judged.refusals[0]!);
   const port = values.port as number;
@@ -196,6 +203,13 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
   const tfDownloadUrl = str(values, 'tf-download-url') ?? 'https://releases.hashicorp.com';
   if (!/^https?:\/\/[^/@]+(\/|$)/.test(tfDownloadUrl))
     throw new UsageError('invalid value for --tf-download-url: must be an http(s) URL without credentials');
+
+  let webhookSettings: WebhookSettings;
+  try {
+    webhookSettings = parseWebhookSettings(webhooks, str(values, 'webhook-http-headers'));
+  } catch (e) {
+    throw new UsageError(`initializing webhooks: ${(e as Error).message}`);
+  }
 
   const dataDir = path.resolve(values['data-dir'] as string);
   ensureWritableDir(dataDir);
@@ -276,6 +290,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     store: storeConfigFromFlags(values),
     replicaId: replicaIdFromFlags(values),
     replicaUrl: replicaUrlFromFlags(values, values['bind-address'] as string, port),
+    webhooks: webhookSettings,
   };
 }
 

@@ -16,6 +16,12 @@ export const DEFAULT_JOB_LOG_RETENTION_MS = 7 * 24 * 3600_000;
 export const DEFAULT_JOB_LOG_MAX_COUNT = 1000;
 
 export const SERVER_FLAGS: FlagSpec[] = [
+  {
+    name: 'config',
+    type: 'string',
+    description:
+      'Path to yaml config file where flag values can also be set (flags and ATLANTIS_* env win over it); its webhooks: list configures notifications',
+  },
   { name: 'port', type: 'int', default: SERVER_PORT, description: 'Port to bind to (0 picks a free port)' },
   {
     name: 'bind-address',
@@ -378,6 +384,12 @@ export const SERVER_FLAGS: FlagSpec[] = [
     type: 'string',
     description:
       'A file holding the key (at least 32 bytes, the same on every replica) the replicas sharing one Redis sign what they keep there with, so that what Redis hands back is checked before it is trusted (ours; required with --locking-db-type redis; read at start)',
+  },
+  {
+    name: 'webhook-http-headers',
+    type: 'string',
+    description:
+      'Additional headers added to each HTTP POST of the --config webhooks, as a JSON object: header name to a string or an array of strings (a secret: give it as env)',
   },
   // Atlantis flags this server does not honour: parsed (hidden) only to be refused or warned about.
   ...unhonouredAtlantisFlagSpecs(),

@@ -6,7 +6,7 @@ import { appKeySecretValues } from '../vcs/github-app.js';
 import { type Weakness, secretWeakness } from './secret-forms.js';
 
 type SecretSettings = Pick<ServerConfig, 'ghToken' | 'ghWebhookSecret'> &
-  Partial<Pick<ServerConfig, 'webBasicAuth' | 'webPassword' | 'ghApp' | 'store' | 'apiSecret'>>;
+  Partial<Pick<ServerConfig, 'webBasicAuth' | 'webPassword' | 'ghApp' | 'store' | 'apiSecret' | 'webhooks'>>;
 
 export function serverSecretValues(cfg: SecretSettings): Array<string | undefined> {
   // A GitHub App's installation tokens are added as they are fetched (GitHubClient remembers them).
@@ -21,6 +21,8 @@ export function serverSecretValues(cfg: SecretSettings): Array<string | undefine
     redis?.sentinel?.password,
     redis?.sharedStateKey.secretText(),
     ...appKey,
+    // --webhook-http-headers carry a notification endpoint's credentials (an Authorization header).
+    ...Object.values(cfg.webhooks?.headers ?? {}).flat(),
   ];
 }
 
