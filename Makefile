@@ -53,3 +53,4 @@ clean:
 -include hack/k8s/k8s.mk
 -include hack/helm/helm.mk
 -include hack/kstatus/kstatus.mk
+-include hack/image/image.mk
