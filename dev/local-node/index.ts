@@ -48,10 +48,12 @@ import { Informer } from '../../src/k8s/informer.js';
 import { nullLogger } from '../../src/log.js';
 import { repoRoot } from '../binaries.js';
 import { makePodCgroup, removePodCgroup } from './cgroups.js';
+import { removeNodeContainerCgroups } from './container-runtime.js';
 import { startContainer, stopContainer } from './containers.js';
 import { findPodDir, NodeEventLog } from './events.js';
 import { allocatePodAddress, releaseLoopbackAddress } from './ip.js';
 import { postNodeStatus, registerNode } from './node-object.js';
+import { removeOrphanContainers } from './podman.js';
 import { stopProbes } from './probes.js';
 import { schedule } from './scheduler.js';
 import { writeStatus } from './status.js';
@@ -103,6 +105,7 @@ export class LocalNode {
       log,
       imagePrefix: opts.imagePrefix ?? 'atlantis-operator',
       cliPath: opts.cliPath ?? path.join(repoRoot, 'dist/atlantis-operator.mjs'),
+      containerMode: opts.containerMode ?? true,
       backoffBase: opts.crashBackoffBaseMs ?? 10_000,
       podNice: opts.podNice ?? 10,
       podCpuShares: opts.podCpuShares ?? os.cpus().length * 1024,
@@ -117,6 +120,7 @@ export class LocalNode {
 
   async start(): Promise<void> {
     this.n.podCgroup = makePodCgroup(this.n);
+    if (this.n.containerMode) await removeOrphanContainers();
     await registerNode(this.n);
     this.heartbeat = setInterval(
       () => void postNodeStatus(this.n).catch((e) => this.n.log.warn('Node heartbeat failed', { err: errMsg(e) })),
@@ -161,6 +165,7 @@ export class LocalNode {
     await Promise.all(all);
     for (const rt of this.pods.values()) if (rt.ip) releaseLoopbackAddress(rt.ip);
     for (const rt of this.pods.values()) removePodCgroup(this.n, rt);
+    removeNodeContainerCgroups(this.n);
     if (this.n.podCgroup) {
       try {
         fs.rmdirSync(path.dirname(this.n.podCgroup));

@@ -2,6 +2,7 @@
 // records, written with a strategic-merge patch only when it changed.
 import type { V1ContainerStatus, V1Pod, V1PodCondition } from '@kubernetes/client-node';
 import { kubeRequest, STRATEGIC_MERGE_PATCH } from '../../src/k8s/client.js';
+import { containerIdOf, isPodContainer } from './container-runtime.js';
 import { isOurImage } from './env.js';
 import { now, type CRt, type NodeCtx, type PodRt, type TerminatedInfo } from './types.js';
 
@@ -32,8 +33,8 @@ export function containerStatus(n: NodeCtx, rt: PodRt, c: CRt): V1ContainerStatu
   return {
     name: c.spec.name,
     image: c.spec.image ?? '',
-    imageID: ours ? `local://${c.spec.image}` : '',
-    ...(c.proc ? { containerID: `local://${c.proc.pid}` } : {}),
+    imageID: isPodContainer(c.proc) ? `sha256:${c.proc.imageId}` : ours ? `local://${c.spec.image}` : '',
+    ...(c.proc ? { containerID: containerIdOf(c.proc) } : {}),
     ready: c.ready,
     started: c.state === 'running' && c.started,
     restartCount: c.restartCount,

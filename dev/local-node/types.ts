@@ -18,6 +18,13 @@ export interface LocalNodeOptions {
   imagePrefix?: string;
   /** the CLI the project's image runs (default <repo>/dist/atlantis-operator.mjs) */
   cliPath?: string;
+  /**
+   * Run images found in local container storage (a reference with a registry host, e.g.
+   * `localhost/atlantis-operator:0.1.0` from `make image`) in real containers with podman
+   * (default true; images.ts, container-runtime.ts). Short `atlantis-operator...` names run as
+   * processes either way.
+   */
+  containerMode?: boolean;
   /** first CrashLoopBackOff delay (kubelet: 10 s), doubled up to 5 min */
   crashBackoffBaseMs?: number;
   /** Node heartbeat period (default 10 s) */
@@ -132,6 +139,7 @@ export interface NodeCtx {
   readonly log: Logger;
   readonly imagePrefix: string;
   readonly cliPath: string;
+  readonly containerMode: boolean;
   readonly backoffBase: number;
   readonly podNice: number;
   readonly podCpuShares: number;
