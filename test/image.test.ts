@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { StatusBody } from '../src/contract/drain-protocol.js';
-import { claimLoopbackAddress } from '../dev/local-node/index.js';
+import { claimLoopbackAddress, releaseLoopbackAddress } from '../dev/local-node/index.js';
 import { type Container, ensureImage, runContainer } from './support/container.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type GitHttpsServer, startGitHttps } from './support/git-https.js';
@@ -18,14 +18,13 @@ import { waitFor } from './support/server.js';
 import { lockFileExists } from './support/terraform.js';
 import { type WorkflowEnv, WEBHOOK_SECRET, createWorkflowEnv } from './support/workflow-env.js';
 
-const GIT_HOST = '127.0.131.2';
-const SSH_HOST = '127.0.131.3';
+const claimed: string[] = [];
 const tmp = mkdtempSync(path.join(tmpdir(), 'ato-image-'));
 let env: WorkflowEnv;
 let git: GitHttpsServer;
 let caBundle: string;
 const containers: Container[] = [];
-let hostSeq = 10;
+let hostSeq = 2;
 let pullSeq = 300;
 
 interface LogLine {
@@ -46,21 +45,30 @@ function volumeDir(name: string): string {
   return d;
 }
 
+/** A loopback address of this file's own (127.0.131.N), claimed machine-wide. */
 function nextHost(): string {
-  for (;;) {
+  for (; hostSeq < 255; ) {
     const h = `127.0.131.${hostSeq++}`;
-    if (claimLoopbackAddress(h)) return h;
+    if (claimLoopbackAddress(h)) {
+      claimed.push(h);
+      return h;
+    }
   }
+  throw new Error('no free address in 127.0.131.0/24');
 }
 
 /** The server in a container as a pod runs it; resolves once /status answers 200. */
-async function startServer(extra: string[] = []): Promise<{ c: Container; url: string; dataDir: string; startupMs: number }> {
+async function startServer(
+  extra: string[] = [],
+  opts: { nice?: number } = {},
+): Promise<{ c: Container; url: string; dataDir: string; startupMs: number }> {
   const host = nextHost();
   const url = `http://${host}:4141`;
   const dataDir = volumeDir('data');
   const started = Date.now();
   const c = runContainer({
     readOnly: true,
+    ...opts,
     flags: ['--cap-drop', 'all', '--security-opt', 'no-new-privileges'],
     mounts: [
       [dataDir, '/atlantis'],
@@ -135,9 +143,8 @@ before(async () => {
   await ensureImage();
   env = await createWorkflowEnv();
   // The PR's repository over HTTPS with Basic auth (the bot's token, as GitHub takes it).
-  assert.ok(claimLoopbackAddress(GIT_HOST));
   git = await startGitHttps({
-    host: GIT_HOST,
+    host: nextHost(),
     projectRoot: path.dirname(path.dirname(env.repo.bareDir)),
     certDir: tmp,
     accept: (userPassword) => userPassword === `x-access-token:${env.gh.token}`,
@@ -152,6 +159,7 @@ let sshd: ChildProcess | undefined;
 after(async () => {
   sshd?.kill('SIGTERM');
   await Promise.all(containers.map((c) => c.remove()));
+  for (const h of claimed) releaseLoopbackAddress(h);
   git?.close();
   await env?.close();
 });
@@ -200,7 +208,9 @@ describe('the image in a container', () => {
   });
 
   it('SIGTERM during an apply: the apply finishes, terraform never gets a signal, the server exits 0 after its drain', async () => {
-    const { c, url, dataDir } = await startServer();
+    // Started by a niced runtime (19, the most): the server's process host cannot take its
+    // usual nice 10 and must run terraform anyway.
+    const { c, url, dataDir } = await startServer([], { nice: 19 });
     const pull = await startLongApply(url, dataDir, 5);
     await c.kill('TERM');
     await waitFor('shutting_down', async () => (await status(url)).shutting_down);
@@ -263,7 +273,7 @@ describe('git over SSH in the image', () => {
     execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', path.join(dir, 'client_key')]);
     copyFileSync(path.join(dir, 'client_key.pub'), path.join(dir, 'authorized_keys'));
     mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
-    assert.ok(claimLoopbackAddress(SSH_HOST));
+    const SSH_HOST = nextHost();
     const port = 2222;
     const config = path.join(dir, 'sshd_config');
     writeFileSync(

@@ -23,6 +23,7 @@
 // removed when a node starts (podman.ts), and an exiting node removes its own synchronously.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import type { V1Container, V1Pod, V1Volume } from '@kubernetes/client-node';
 import { sleep } from '../../src/async.js';
@@ -193,8 +194,10 @@ export async function startPodContainer(
   const fd = fs.openSync(logFile, 'a');
   let group: GroupProcess;
   try {
-    // nice is inherited by conmon, runc and the container's processes.
-    const argv = n.podNice !== 0 ? ['nice', '-n', String(n.podNice), 'podman', ...args] : ['podman', ...args];
+    // The pod's nice, absolute as for processes (nice -n is relative to this process's own);
+    // conmon, runc and the container's processes inherit it.
+    const delta = n.podNice === 0 ? 0 : n.podNice - os.getPriority();
+    const argv = delta !== 0 ? ['nice', '-n', String(delta), 'podman', ...args] : ['podman', ...args];
     group = spawnGroup(argv[0]!, argv.slice(1), { cwd: rt.dir, env: clientEnv, stdio: ['ignore', fd, fd] });
   } finally {
     fs.closeSync(fd);

@@ -32,6 +32,8 @@ export interface RunOptions {
   /** more `podman run` flags */
   flags?: string[];
   entrypoint?: string;
+  /** nice value of the podman client, which the container's processes inherit (a niced runtime) */
+  nice?: number;
 }
 
 export interface Container {
@@ -57,7 +59,10 @@ export function runContainer(opts: RunOptions): Container {
   for (const [k, v] of Object.entries(opts.env ?? {})) argv.push('--env', `${k}=${v}`);
   for (const [host, target] of opts.mounts ?? []) argv.push('--volume', `${host}:${target}`);
   argv.push(...(opts.flags ?? []), IMAGE, ...(opts.args ?? []));
-  const child = spawn('podman', argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child =
+    opts.nice === undefined
+      ? spawn('podman', argv, { stdio: ['ignore', 'pipe', 'pipe'] })
+      : spawn('nice', ['-n', String(opts.nice), 'podman', ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => {
     out += d.toString();

@@ -7,7 +7,7 @@
 // forks are cheaper, and they touch nothing of the server's memory. Signals are sent by the
 // server itself (it knows the pids).
 import { writeFileSync } from 'node:fs';
-import { setPriority } from 'node:os';
+import { getPriority, setPriority } from 'node:os';
 import type { FromWorker, SpawnExit, SpawnSpec, ToWorker } from './process-host-protocol.js';
 
 const send = process.send?.bind(process);
@@ -19,8 +19,14 @@ const post = (m: FromWorker, then?: () => void): void => void send(m, undefined,
 // Nicing only the children is not enough: the forks themselves would still compete with it.
 // Set before anything else loads: the server forks this process on its first command, often
 // in the middle of a burst of webhooks, and loading modules is most of what it does at start.
+// Only ever lowered: a container may start at a higher nice already (a niced runtime), and an
+// unprivileged process may not raise its priority again (EACCES would end this worker).
 const NICE = 10;
-setPriority(NICE);
+try {
+  if (getPriority() < NICE) setPriority(NICE);
+} catch {
+  // keeps the priority it has
+}
 const { execa } = await import('execa');
 
 // A signal meant for the server's process group (Ctrl-C in a terminal) is the server's to act
