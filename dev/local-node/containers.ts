@@ -132,7 +132,7 @@ export function onExit(n: NodeCtx, rt: PodRt, c: CRt, proc: GroupProcess, code: 
     signal,
   });
   n.scheduleStatus(rt);
-  if (rt.terminating || n.stopped) return;
+  if (rt.terminating || n.stopped || rt.evicted) return;
   const policy = rt.pod.spec?.restartPolicy ?? 'Always';
   const restart = policy === 'Always' || (policy === 'OnFailure' && exitCode !== 0);
   if (!restart) return;

@@ -51,6 +51,7 @@ import { makePodCgroup, removePodCgroup } from './cgroups.js';
 import { removeNodeContainerCgroups } from './container-runtime.js';
 import { startContainer, stopContainer } from './containers.js';
 import { findPodDir, NodeEventLog } from './events.js';
+import { emptyDirOverLimit } from './eviction.js';
 import { allocatePodAddress, releaseLoopbackAddress } from './ip.js';
 import { postNodeStatus, registerNode } from './node-object.js';
 import { removeOrphanContainers } from './podman.js';
@@ -80,6 +81,8 @@ export class LocalNode {
   private unscheduled: Informer<V1Pod> | undefined;
   private mine: Informer<V1Pod> | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
+  private evictionCheck: NodeJS.Timeout | undefined;
+  private readonly evictionCheckMs: number;
   private readonly ipCounter = { next: Math.floor(Math.random() * 254 * 254) };
   private readonly scheduling = new Set<string>();
 
@@ -95,6 +98,7 @@ export class LocalNode {
     };
     const log = (opts.logger ?? nullLogger()).child({ node: this.name });
     this.heartbeatMs = opts.heartbeatMs ?? 10_000;
+    this.evictionCheckMs = opts.evictionCheckMs ?? 10_000;
     this.eventLog = new NodeEventLog(this.root, log);
     this.n = {
       name: this.name,
@@ -127,6 +131,8 @@ export class LocalNode {
       this.heartbeatMs,
     );
     this.heartbeat.unref();
+    this.evictionCheck = setInterval(() => this.checkEviction(), this.evictionCheckMs);
+    this.evictionCheck.unref();
     this.mine = new Informer<V1Pod>(this.kc, '/api/v1/pods', {
       fieldSelector: `spec.nodeName=${this.name}`,
       logger: this.n.log,
@@ -150,6 +156,7 @@ export class LocalNode {
     if (this.n.stopped) return;
     this.n.stopped = true;
     if (this.heartbeat) clearInterval(this.heartbeat);
+    if (this.evictionCheck) clearInterval(this.evictionCheck);
     this.mine?.stop();
     this.unscheduled?.stop();
     const all: Promise<void>[] = [];
@@ -299,6 +306,10 @@ export class LocalNode {
       return;
     }
     if (rt.terminating !== undefined) return;
+    if (rt.evicted) {
+      this.scheduleStatus(rt);
+      return;
+    }
     if (!rt.setupDone) {
       try {
         await this.setup(rt);
@@ -315,6 +326,34 @@ export class LocalNode {
       if (c.state === 'waiting' && !c.restartTimer && !c.proc) await startContainer(this.n, rt, c);
     }
     this.scheduleStatus(rt);
+  }
+
+  /** kubelet's eviction of pods whose emptyDir exceeds its sizeLimit (eviction.ts): killed at once, Failed, not restarted. */
+  private checkEviction(): void {
+    for (const rt of this.pods.values()) {
+      if (rt.terminating || rt.evicted || !rt.setupDone || this.n.stopped) continue;
+      const message = emptyDirOverLimit(rt);
+      if (!message) continue;
+      rt.evicted = { message };
+      this.n.record({ type: 'Evicted', namespace: rt.namespace, pod: rt.name, uid: rt.uid, message });
+      for (const c of rt.containers.values()) {
+        if (c.restartTimer) clearTimeout(c.restartTimer);
+        c.restartTimer = undefined;
+        stopProbes(c);
+        c.ready = false;
+        if (c.proc?.signal('SIGKILL'))
+          this.n.record({
+            type: 'SIGKILL sent',
+            namespace: rt.namespace,
+            pod: rt.name,
+            uid: rt.uid,
+            container: c.spec.name,
+            pid: c.proc.pid,
+            message,
+          });
+      }
+      this.scheduleStatus(rt);
+    }
   }
 
   /** A free pod address, not one this node's pods or its informer's pods already have. */

@@ -54,6 +54,7 @@ export function podStatus(n: NodeCtx, rt: PodRt): Record<string, unknown> {
     const allOk = cs.every((c) => c.terminated?.exitCode === 0);
     phase = allOk ? 'Succeeded' : policy === 'Never' ? 'Failed' : 'Running';
   } else if (anyRunning || everRan) phase = 'Running';
+  if (rt.evicted) phase = 'Failed';
   const notReady = cs.filter((c) => !c.ready).map((c) => c.spec.name);
   const gates = (rt.pod.spec?.readinessGates ?? []).every((g) =>
     rt.pod.status?.conditions?.some((x) => x.type === g.conditionType && x.status === 'True'),
@@ -86,6 +87,7 @@ export function podStatus(n: NodeCtx, rt: PodRt): Record<string, unknown> {
       ready ? undefined : containersReady ? 'the status of pod readiness gate is not "True"' : unready,
     ),
     cond('PodScheduled', true),
+    ...(rt.evicted ? [cond('DisruptionTarget', true, 'TerminationByKubelet', rt.evicted.message)] : []),
   ];
   const status: Record<string, unknown> = {
     phase,
@@ -95,6 +97,10 @@ export function podStatus(n: NodeCtx, rt: PodRt): Record<string, unknown> {
     startTime: rt.startTime,
     containerStatuses: cs.map((c) => containerStatus(n, rt, c)),
   };
+  if (rt.evicted) {
+    status.reason = 'Evicted';
+    status.message = rt.evicted.message;
+  }
   if (rt.ip) {
     status.podIP = rt.ip;
     status.podIPs = [{ ip: rt.ip }];

@@ -29,6 +29,8 @@ export interface LocalNodeOptions {
   crashBackoffBaseMs?: number;
   /** Node heartbeat period (default 10 s) */
   heartbeatMs?: number;
+  /** How often emptyDir usage is checked against sizeLimit (kubelet's housekeeping: 10 s) */
+  evictionCheckMs?: number;
   /**
    * Niceness of pod processes (default 10; 0 = same priority as the node). Stands in for the
    * CPU a kubelet reserves for system components: without it, many servers starting at once
@@ -54,6 +56,7 @@ export type NodeEventType =
   | 'SIGTERM sent'
   | 'SIGKILL sent'
   | 'LivenessFailed'
+  | 'Evicted'
   | 'PodDeleted';
 
 export interface NodeEvent {
@@ -127,6 +130,8 @@ export interface PodRt {
   kubeconfigFile: string;
   /** cgroup.procs of the pod's own CPU cgroup (inside the pods' one), once made. */
   cgroupProcs?: string;
+  /** Evicted (an emptyDir over its sizeLimit): Failed, nothing restarts (eviction.ts). */
+  evicted?: { message: string };
 }
 
 /** The node's shared state and the two callbacks every room may use. */
