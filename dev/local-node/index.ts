@@ -8,7 +8,12 @@
 //   - image `atlantis-operator[:tag]` (prefix configurable) runs `node <repo>/dist/atlantis-operator.mjs
 //     <args>`; a `command` starting with `atlantis-operator` maps the same way (also for
 //     exec hooks and exec probes); another command (e.g. `node script.mjs`, `sh -c ...`)
-//     runs as is on the host. Any other image never starts: ErrImagePull / ImagePullBackOff;
+//     runs as is on the host. An image in local container storage named with a registry
+//     host (`localhost/atlantis-operator:0.1.0` from `make image`) runs in a real container
+//     (container-runtime.ts; images.ts has the rule). Any other image never starts:
+//     ErrImageNeverPull (a `localhost/` image, or pull policy Never), else ErrImagePull /
+//     ImagePullBackOff;
+//   - emptyDir sizeLimit: a pod over it is evicted (eviction.ts);
 //   - each pod gets its own loopback address 127.1.N.M (status.podIP) and the process gets
 //     ATLANTIS_BIND_ADDRESS=<podIP>, KUBECONFIG=<per-pod kubeconfig with a bound
 //     TokenRequest token for the pod's service account>, HOME=<pod dir>/home;
