@@ -219,6 +219,37 @@ test("fsGroup change: a pod with another user and fsGroup reads the PVC's data t
   await deleteAndWait(ns, 'atlantis-1');
 });
 
+test('a container that ignores SIGTERM gets SIGKILL when the grace period ends', async () => {
+  const node = await getLocalNode();
+  await createPod(ns, 'stubborn', {
+    terminationGracePeriodSeconds: 2,
+    securityContext: { runAsUser: 1000, runAsGroup: 1000 },
+    containers: [
+      {
+        name: 'main',
+        image: IMAGE,
+        // tini passes SIGTERM on; the shell ignores it.
+        command: ['/usr/bin/tini', '--', 'sh', '-c', "trap '' TERM; echo trapped; while :; do sleep 1; done"],
+      },
+    ],
+  });
+  await waitReady(ns, 'stubborn');
+  await waitFor('the trap set', () => fs.readFileSync(node.logPath(ns, 'stubborn', 'main') ?? '', 'utf8').includes('trapped'), {
+    timeoutMs: 30_000,
+  });
+  const t0 = Date.now();
+  await deleteAndWait(ns, 'stubborn');
+  const evs = node.events({ namespace: ns, pod: 'stubborn' });
+  const types = evs.map((e) => `${e.type}${e.type === 'ContainerExited' ? ` ${e.exitCode}` : ''}`);
+  assert.deepEqual(
+    types.filter((e) => /SIGTERM|SIGKILL|Exited|PodDeleted/.test(e)),
+    ['SIGTERM sent', 'SIGKILL sent', 'ContainerExited 137', 'PodDeleted'],
+  );
+  const term = Date.parse(evs.find((e) => e.type === 'SIGTERM sent')!.time);
+  const kill = Date.parse(evs.find((e) => e.type === 'SIGKILL sent')!.time);
+  assert.ok(kill - term >= 1_000 && kill >= t0, `SIGKILL after the grace period (${kill - term} ms after SIGTERM; times in whole seconds)`);
+});
+
 test('runAsNonRoot against a root user is refused (CreateContainerConfigError); an image not in local storage waits in ErrImageNeverPull; the node goes on', async () => {
   await createPod(ns, 'root', podSpec('data', { runAsNonRoot: true, runAsUser: 0 }));
   await createPod(ns, 'missing', podSpec('data', { runAsUser: 1000 }, { image: 'localhost/atlantis-operator:no-such-tag' }));
