@@ -57,3 +57,4 @@ clean:
 -include hack/tofu/tofu.mk
 -include hack/conftest/conftest.mk
 -include hack/gitea/gitea.mk
+-include hack/image/image.mk
