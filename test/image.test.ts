@@ -191,11 +191,18 @@ describe('the image in a container', () => {
     assert.equal(volumes.code, 0, volumes.stderr);
     assert.equal(volumes.stdout, '1000\n1000\n');
     // The server's children run as the same user: tini (PID 1) holds the pod's env, secrets
-    // included, and must not let them read it.
+    // included, and must not let them read it; nor may the server (non-dumpable at start).
     const environ = await c.exec(['cat', '/proc/1/environ']);
     assert.notEqual(environ.code, 0);
     assert.match(environ.stderr, /Permission denied/);
     assert.doesNotMatch(environ.stdout, new RegExp(env.gh.token));
+    const server = await c.exec([
+      'sh',
+      '-c',
+      'for p in /proc/[0-9]*; do grep -q "^Name:\tnode" $p/status 2>/dev/null && cat $p/environ; done; true',
+    ]);
+    assert.match(server.stderr, /Permission denied/, 'the server node process keeps its environment private');
+    assert.doesNotMatch(server.stdout, new RegExp(env.gh.token));
     // What the image carries, on PATH.
     const tools = await c.exec(['sh', '-c', 'atlantis-operator version && terraform version && git --version && ssh -V 2>&1']);
     assert.equal(tools.code, 0, tools.stderr);

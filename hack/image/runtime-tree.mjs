@@ -2,7 +2,7 @@
 // of that tree on its own. Run in the Dockerfile's build stage after hack/bundle.mjs:
 //   node hack/image/runtime-tree.mjs /out/app
 // What runs is dist/atlantis-operator.mjs (+ its worker and chunks, without source maps) and
-// package.json (the version). Outside the bundle stay better-sqlite3 (a native addon, found
+// package.json (the version), and dist/native/non-dumpable.node (the server's own addon). Outside the bundle stay better-sqlite3 (a native addon, found
 // through node_modules with `bindings`) and iconv-lite's character tables (hack/bundle.mjs),
 // so node_modules holds only those packages and what they load: better-sqlite3's lib/ and its
 // compiled addon, not its 9 MB of SQLite source, object files or install-time dependencies.
@@ -25,7 +25,10 @@ const PACKAGES = {
 rmSync(out, { recursive: true, force: true });
 mkdirSync(path.join(out, 'dist', 'chunks'), { recursive: true });
 cpSync('package.json', path.join(out, 'package.json'));
-for (const f of ['atlantis-operator.mjs', 'process-host-worker.mjs']) cpSync(path.join('dist', f), path.join(out, 'dist', f));
+for (const f of ['atlantis-operator.mjs', 'process-host-worker.mjs', 'native/non-dumpable.node']) {
+  mkdirSync(path.dirname(path.join(out, 'dist', f)), { recursive: true });
+  cpSync(path.join('dist', f), path.join(out, 'dist', f));
+}
 for (const f of readdirSync('dist/chunks').filter((x) => x.endsWith('.mjs'))) {
   cpSync(path.join('dist/chunks', f), path.join(out, 'dist/chunks', f));
 }
@@ -48,5 +51,9 @@ const require = createRequire(${JSON.stringify(cli)});
 const Database = require('better-sqlite3');
 const db = new Database(':memory:');
 console.log('sqlite', db.prepare('select sqlite_version() as v').get().v);
-require('iconv-lite/encodings');`;
+require('iconv-lite/encodings');
+const nd = createRequire(${JSON.stringify(cli)})(${JSON.stringify(path.resolve(out, 'dist/native/non-dumpable.node'))});
+nd.setNonDumpable();
+if (nd.isDumpable()) throw new Error('the non-dumpable addon left the process dumpable');
+console.log('non-dumpable addon: ok');`;
 process.stdout.write(`${run(['--input-type=module', '-e', probe])}\n`);
