@@ -96,11 +96,17 @@ test('CRD schema is structural', () => {
       return;
     }
     const preserve = s['x-kubernetes-preserve-unknown-fields'] === true;
-    assert.ok(s.type || preserve, `${at || '<root>'} has a type`);
+    // An int-or-string (a Quantity, an IntOrString) has no type, only the one anyOf allowed.
+    const intOrString = (s as Record<string, unknown>)['x-kubernetes-int-or-string'] === true;
+    assert.ok(s.type || preserve || intOrString, `${at || '<root>'} has a type`);
+    if (intOrString) {
+      assert.equal(s.type, undefined, `${at}: int-or-string without a type`);
+      assert.deepEqual((s as Record<string, unknown>).anyOf, [{ type: 'integer' }, { type: 'string' }], `${at}: the int-or-string anyOf`);
+    }
     if (s.properties) assert.equal(s.type, 'object', `${at} with properties is an object`);
     if (s.items) assert.equal(s.type, 'array', `${at} with items is an array`);
     if (s.type === 'array') assert.ok(s.items, `${at} array has items`);
-    for (const banned of ['$ref', 'allOf', 'anyOf', 'oneOf', 'not'] as const)
+    for (const banned of ['$ref', 'allOf', 'oneOf', 'not', ...(intOrString ? [] : ['anyOf'])])
       assert.equal((s as Record<string, unknown>)[banned], undefined, `${at}: ${banned}`);
     for (const v of s['x-kubernetes-validations'] ?? []) {
       assert.ok(v.rule.length > 0, `${at}: rule`);
