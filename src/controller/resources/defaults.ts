@@ -20,6 +20,7 @@ export const DEFAULTS = {
   redisTLS: false,
   redisInsecureSkipVerify: false,
   maxSurgeRedis: 1,
+  repoConfigKey: 'repos.yaml',
 } as const;
 
 /** The store after defaulting. The redis block is read only with type redis (ignored otherwise). */
@@ -38,6 +39,7 @@ export function lockingDBWithDefaults(input: LockingDBInput | undefined): Lockin
       ...(r?.usernameSecretRef ? { usernameSecretRef: r.usernameSecretRef } : {}),
       ...(r?.passwordSecretRef ? { passwordSecretRef: r.passwordSecretRef } : {}),
       ...(r?.sentinel ? { sentinel: r.sentinel } : {}),
+      ...(r?.podIPFamily ? { podIPFamily: r.podIPFamily } : {}),
     },
   };
 }
@@ -72,8 +74,11 @@ export function withDefaults(spec: AtlantisDeploymentSpecInput): AtlantisDeploym
     terminationGracePeriodSeconds: spec.terminationGracePeriodSeconds ?? DEFAULTS.terminationGracePeriodSeconds,
     ...(spec.podTemplate ? { podTemplate: spec.podTemplate } : {}),
     service: {
+      ...(spec.service ?? {}),
       type: spec.service?.type ?? DEFAULTS.serviceType,
       port: spec.service?.port ?? DEFAULTS.servicePort,
     },
+    ...(spec.serviceAccount ? { serviceAccount: spec.serviceAccount } : {}),
+    ...(spec.ingress ? { ingress: spec.ingress } : {}),
   };
 }
