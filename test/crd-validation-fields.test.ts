@@ -3,10 +3,12 @@
 // types (validated with their real schemas) and in our own fields are refused with 422 and
 // the API server's message, through the API and through `kubectl apply`.
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { parseAllDocuments } from 'yaml';
 import { apiPath, kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
 import { API_VERSION, PLURAL, type AtlantisDeployment } from '../src/controller/types.js';
-import { ensureCrd, getAd } from './support/controller.js';
+import { CRD_FILE, ensureCrd, getAd } from './support/controller.js';
 import { type BadCase, type Obj, assertRefused, at, crObject, statusOf } from './support/crd-objects.js';
 import { everyField } from './support/every-field.js';
 import { deleteNamespace, freshNamespace, getCluster, type TestCluster } from './support/k8s.js';
@@ -218,6 +220,16 @@ const BAD: BadCase[] = [
     expect: ['spec.service.labels', 'must not set app.kubernetes.io/name, instance, managed-by'],
   },
   {
+    what: 'an extra Service port named http',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'service').extraPorts = [{ name: 'http', port: 8080 }])),
+    expect: ['spec.service.extraPorts[0]', "the port name http is the server's"],
+  },
+  {
+    what: 'an extra Service port without a port',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'service').extraPorts = [{ name: 'proxy', targetPort: 4180 }])),
+    expect: ['spec.service.extraPorts[0].port', 'Required value'],
+  },
+  {
     what: 'an ingress without a host',
     obj: (n) => cr(n, (o) => (o.spec.ingress = { ingressClassName: 'nginx' })),
     expect: ['spec.ingress.host', 'Required value'],
@@ -313,5 +325,27 @@ describe('kubectl apply', () => {
     const r = await cluster.kubectl(['apply', '-f', '-'], { input: JSON.stringify(obj) });
     assert.notEqual(r.exitCode, 0, `stdout: ${r.stdout}`);
     assert.match(r.stderr, /unknown field "spec\.podTemplate\.spec\.extraVolumes\[0\]\.configmap"/, `stderr: ${r.stderr}`);
+  });
+});
+
+describe('the real install of docs/controller.md (manifests/example-github-app)', () => {
+  it('passes a server-side dry run: the GitHub App, repos.yaml, the projected AWS credentials, the oauth2-proxy sidecar and port, the Ingresses', async () => {
+    const built = await cluster.kubectl(['kustomize', path.join(path.dirname(CRD_FILE), '..', 'manifests', 'example-github-app')]);
+    assert.equal(built.exitCode, 0, built.stderr);
+    // Into the test's namespace: a dry-run Namespace would not exist for the objects after it.
+    const docs = parseAllDocuments(built.stdout)
+      .map((d) => d.toJSON() as Obj & { metadata: Obj })
+      .filter((d) => d.kind !== 'Namespace')
+      .map((d) => ({ ...d, metadata: { ...d.metadata, namespace: ns } }));
+    const r = await cluster.kubectl(['apply', '--server-side', '--dry-run=server', '-o', 'json', '-f', '-'], {
+      input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: docs }),
+    });
+    assert.equal(r.exitCode, 0, `stderr: ${r.stderr}`);
+    const items = (JSON.parse(r.stdout) as { items: Obj[] }).items;
+    assert.deepEqual(items.map((i) => i.kind).sort(), ['AtlantisDeployment', 'ConfigMap', 'Ingress', 'Secret', 'Secret']);
+    const ad = items.find((i) => i.kind === 'AtlantisDeployment') as unknown as AtlantisDeployment;
+    assert.equal(ad.spec.atlantis?.githubApp?.keySecretRef.name, 'github-app');
+    assert.equal(ad.spec.podTemplate?.spec?.extraContainers?.[0]?.name, 'oauth2-proxy');
+    assert.equal(ad.spec.ingress?.exposeUI, false, 'the operator Ingress routes /events only');
   });
 });

@@ -177,6 +177,15 @@ test('the Service: annotations, labels under ours, node port and source ranges o
   assert.equal(clusterIP.spec?.ports?.[0]?.nodePort, undefined);
   assert.equal(clusterIP.spec?.loadBalancerSourceRanges, undefined);
   assert.equal(renderService(ad()).metadata?.annotations, undefined);
+  const sidecar = renderService(ad({ service: { extraPorts: [{ name: 'oauth2-proxy', port: 4180, targetPort: 'oauth2-proxy' }] } }));
+  assert.deepEqual(
+    sidecar.spec?.ports?.map((p) => [p.name, p.port, p.targetPort]),
+    [
+      ['http', 80, 4141],
+      ['oauth2-proxy', 4180, 'oauth2-proxy'],
+    ],
+    'extra ports after the server',
+  );
 });
 
 test('ServiceAccounts: the annotations (IRSA, Workload Identity) and labels on every account, ours kept', () => {

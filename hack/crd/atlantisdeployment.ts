@@ -91,7 +91,7 @@ function specSchema(k8s: KubernetesSchemas): Schema {
         },
       ),
       podTemplate: podTemplateSchema(k8s),
-      service: serviceSchema(),
+      service: serviceSchema(k8s),
       serviceAccount: serviceAccountSchema(),
       ingress: ingressSchema(k8s),
     },

@@ -109,8 +109,9 @@ export function podTemplateSchema(k8s: KubernetesSchemas): Schema {
   );
 }
 
-export function serviceSchema(): Schema {
+export function serviceSchema(k8s: KubernetesSchemas): Schema {
   const P = 'spec.service';
+  const ports = k8s.core('ServiceSpec.ports');
   return obj(
     {
       type: str(undefined, { default: 'ClusterIP', enum: ['ClusterIP', 'NodePort', 'LoadBalancer'] }),
@@ -123,6 +124,15 @@ export function serviceSchema(): Schema {
       }),
       annotations: stringMap("The Service's annotations (e.g. a cloud load balancer's settings).", { maxProperties: 128 }),
       labels: userLabels(`${P}.labels`),
+      extraPorts: listOf(
+        {
+          ...(ports.items as Schema),
+          'x-kubernetes-validations': [{ rule: "!has(self.name) || self.name != 'http'", message: `${P}.extraPorts: the port name http is the server's` }],
+        },
+        8,
+        'More ports of the Service (core ServicePort; chart: service.extraPorts), e.g. to a sidecar such as an oauth2-proxy.',
+        listMarkers(ports),
+      ),
       loadBalancerSourceRanges: listOf(
         str(undefined, {
           maxLength: 64,

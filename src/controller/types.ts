@@ -17,6 +17,7 @@ import type {
   V1PodSecurityContext,
   V1ResourceRequirements,
   V1SecurityContext,
+  V1ServicePort,
   V1Toleration,
   V1TopologySpreadConstraint,
   V1Volume,
@@ -202,6 +203,8 @@ export interface ServiceSpec {
   annotations?: Record<string, string>;
   labels?: Record<string, string>;
   loadBalancerSourceRanges?: string[];
+  /** More ports, e.g. to a sidecar; the server's is `http`. */
+  extraPorts?: V1ServicePort[];
 }
 
 /** spec.serviceAccount: metadata of every ServiceAccount the operator makes for the pods. */

@@ -35,6 +35,7 @@ export function renderService(ad: AtlantisDeployment): V1Service {
           // Only where the type has node ports (the CRD refuses it on ClusterIP).
           ...(service.nodePort !== undefined && service.type !== 'ClusterIP' ? { nodePort: service.nodePort } : {}),
         },
+        ...(service.extraPorts ?? []),
       ],
       ...(service.type === 'LoadBalancer' && service.loadBalancerSourceRanges?.length
         ? { loadBalancerSourceRanges: service.loadBalancerSourceRanges }
