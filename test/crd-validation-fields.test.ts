@@ -3,9 +3,10 @@
 // types (validated with their real schemas) and in our own fields are refused with 422 and
 // the API server's message, through the API and through `kubectl apply`.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { parseAllDocuments } from 'yaml';
+import { parse, parseAllDocuments } from 'yaml';
 import { apiPath, kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
 import { API_VERSION, PLURAL, type AtlantisDeployment } from '../src/controller/types.js';
 import { CRD_FILE, ensureCrd, getAd } from './support/controller.js';
@@ -347,5 +348,23 @@ describe('the real install of docs/controller.md (manifests/example-github-app)'
     assert.equal(ad.spec.atlantis?.githubApp?.keySecretRef.name, 'github-app');
     assert.equal(ad.spec.podTemplate?.spec?.extraContainers?.[0]?.name, 'oauth2-proxy');
     assert.equal(ad.spec.ingress?.exposeUI, false, 'the operator Ingress routes /events only');
+  });
+
+  it('the block of docs/controller.md is accepted as it is written', async () => {
+    const doc = fs.readFileSync(path.join(path.dirname(CRD_FILE), '..', 'docs', 'controller.md'), 'utf8');
+    const section = doc.slice(doc.indexOf('\n## A real install\n'));
+    const block = /```yaml\n([\s\S]*?)```/.exec(section)?.[1];
+    assert.ok(block, 'a yaml block in the section');
+    const o = parse(block) as Obj & { metadata: Obj };
+    const r = await kubeRequest(
+      cluster.kc,
+      'POST',
+      apiPath(API_VERSION, PLURAL, ns),
+      { ...o, metadata: { ...o.metadata, namespace: ns } },
+      {
+        query: { dryRun: 'All', fieldValidation: 'Strict' },
+      },
+    );
+    assert.equal(r.status, 201, `accepted: ${statusOf(r.body).message}`);
   });
 });
