@@ -194,6 +194,34 @@ describe('an AtlantisDeployment with every field of a real install', () => {
     assert.equal((await page(`admin:${WEB_PASSWORD}`)).status, 200);
   });
 
+  it('the preStop hook runs before the SIGTERM that starts the drain; its sleep came off the drain timeout', {
+    timeout: 90_000,
+  }, async () => {
+    // G 90: I = 30, D = 90 - 30 - 10 - 5 (the sleep) = 45.
+    assert.ok(serverEnviron(node, pod).includes('ATLANTIS_DRAIN_TIMEOUT=45s'));
+    const uid = pod.metadata!.uid!;
+    await kubeRequestOk(cluster.kc, 'DELETE', apiPath('v1', 'pods', ns, pod.metadata!.name!));
+    const evs = await waitFor(
+      'the pod gone',
+      async () => {
+        const e = node.events({ namespace: ns, pod: pod.metadata!.name! }).filter((x) => x.uid === uid);
+        return e.some((x) => x.type === 'PodDeleted') ? e : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
+    const server = evs.filter((e) => e.container === 'atlantis' || e.type === 'PodDeleted');
+    const at = (type: string) => server.findIndex((e) => e.type === type);
+    assert.ok(at('PreStopStarted') >= 0 && at('PreStopStarted') < at('PreStopFinished'), JSON.stringify(server.map((e) => e.type)));
+    assert.ok(at('PreStopFinished') < at('SIGTERM sent'), 'the hook ended before the SIGTERM');
+    const started = Date.parse(server[at('PreStopStarted')]!.time);
+    assert.ok(Date.parse(server[at('SIGTERM sent')]!.time) - started >= 4_900, 'the sleep of 5 s ran first');
+    assert.equal(at('SIGKILL sent'), -1, 'no SIGKILL: the server drained and exited by itself');
+    assert.equal(server.find((e) => e.type === 'ContainerExited')?.exitCode, 0);
+    // The controller makes the ordinal's pod again.
+    await waitForAd(cluster.kc, ns, NAME, 'the pod made again', rolloutComplete(1), 120_000);
+    [pod] = await listPods(cluster.kc, ns, NAME);
+  });
+
   it('taken out of the spec: the Ingress is deleted, the Service annotation and the account annotation removed', {
     timeout: 60_000,
   }, async () => {
