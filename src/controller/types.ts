@@ -1,6 +1,6 @@
-// Types of the AtlantisDeployment custom resource (SPEC section 6). The CRD schema in crds/
-// is the source of truth for validation and defaults; these types mirror it for the
-// controller's code. What the controller shares with the server (the drain annotation,
+// Types of the AtlantisDeployment custom resource (SPEC section 6). The CRD schema (source:
+// hack/crd/, written to crds/ by make crds) is the source of truth for validation and
+// defaults; these types mirror it for the controller's code. What the controller shares with the server (the drain annotation,
 // /status, the port) is in src/contract/drain-protocol.ts.
 import type {
   V1Affinity,

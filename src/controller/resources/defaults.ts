@@ -1,4 +1,4 @@
-// The CRD's defaults (crds/atlantisdeployments...yaml) applied in code as well, so render
+// The CRD's defaults (hack/crd/, crds/atlantisdeployments...yaml) applied in code as well, so render
 // functions and the planner give the same answer for an object the API server has not
 // defaulted yet (tests, dry runs, an older stored object). maxSurge has no schema default:
 // it depends on lockingDB, which a schema default cannot look at.
