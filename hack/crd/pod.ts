@@ -127,7 +127,9 @@ export function serviceSchema(k8s: KubernetesSchemas): Schema {
       extraPorts: listOf(
         {
           ...(ports.items as Schema),
-          'x-kubernetes-validations': [{ rule: "!has(self.name) || self.name != 'http'", message: `${P}.extraPorts: the port name http is the server's` }],
+          'x-kubernetes-validations': [
+            { rule: "!has(self.name) || self.name != 'http'", message: `${P}.extraPorts: the port name http is the server's` },
+          ],
         },
         8,
         'More ports of the Service (core ServicePort; chart: service.extraPorts), e.g. to a sidecar such as an oauth2-proxy.',
