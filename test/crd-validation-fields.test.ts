@@ -299,8 +299,16 @@ describe('kubectl apply', () => {
   const CASES = [
     'a volume without a source (a misspelt `configmap:` is pruned)',
     'memory: 2GB',
+    'cpu: one',
     'a container without a name',
+    'a container port as a name',
+    'a volume mount without mountPath',
+    'a topology spread constraint without topologyKey',
+    'runAsUser as a name',
+    'githubApp without its key',
     'env sets ATLANTIS_REPLICA_URL',
+    'loadBalancerSourceRanges not a CIDR',
+    'the whole UI on the ingress without basic auth',
   ];
   for (const what of CASES) {
     it(`refuses: ${what}`, async () => {
