@@ -13,10 +13,11 @@ import { after, before, describe, it } from 'node:test';
 import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { apiPath, kubeRequestOk } from '../src/k8s/client.js';
-import { podNameFor, podTemplateRevision } from '../src/controller/resources/index.js';
+import { podNameFor } from '../src/controller/resources/index.js';
 import { assertBuilt } from './support/cli.js';
 import {
   atlantisDeployment,
+  controllerRevision,
   createAd,
   createSharedStateKeySecret,
   createVcsSecret,
@@ -122,8 +123,9 @@ describe('AtlantisDeployment on Redis', () => {
       },
     });
     await createAd(cluster.kc, ad);
+    const rev = await controllerRevision(cluster.kc, ad);
     // Redis pods are named by ordinal and revision (docs/controller.md).
-    const names = [0, 1].map((i) => podNameFor(NAME, i, podTemplateRevision(ad), 'revision'));
+    const names = [0, 1].map((i) => podNameFor(NAME, i, rev, 'revision'));
     // Ready means the server opened its store: it authenticated to Redis with the Secret's values.
     pods = await waitForReadyPods(cluster.kc, ns, NAME, names, { timeoutMs: 150_000 });
     await waitForAd(cluster.kc, ns, NAME, 'a complete rollout', rolloutComplete(2));
