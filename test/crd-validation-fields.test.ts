@@ -114,6 +114,11 @@ const BAD: BadCase[] = [
     expect: [`${PS}.extraVolumes[0]`, "the name data is the operator's"],
   },
   {
+    what: "an extra volume named shared-state-key (the Redis key's)",
+    obj: (n) => cr(n, (o) => (podSpec(o).extraVolumes = [{ name: 'shared-state-key', secret: { secretName: 'mine' } }])),
+    expect: [`${PS}.extraVolumes[0]`, "the name shared-state-key is the operator's"],
+  },
+  {
     what: 'an extra container named atlantis',
     obj: (n) => cr(n, (o) => (podSpec(o).extraContainers = [{ name: 'atlantis', image: 'x' }])),
     expect: [`${PS}.extraContainers[0]`, "the name atlantis is the server container's"],
@@ -178,6 +183,11 @@ const BAD: BadCase[] = [
     expect: ['spec.atlantis.env[0]', 'must not set ATLANTIS_REPLICA_URL'],
   },
   {
+    what: 'env sets ATLANTIS_SHARED_STATE_KEY_FILE',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis').env = [{ name: 'ATLANTIS_SHARED_STATE_KEY_FILE', value: '/tmp/key' }])),
+    expect: ['spec.atlantis.env[0]', 'must not set ATLANTIS_SHARED_STATE_KEY_FILE', 'set spec.atlantis.lockingDB instead'],
+  },
+  {
     what: 'env sets ATLANTIS_REPO_CONFIG beside repoConfig',
     obj: (n) =>
       cr(n, (o) => {
@@ -199,6 +209,11 @@ const BAD: BadCase[] = [
     what: 'extraArgs giving --port',
     obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis').extraArgs = ['--log-level=debug', '--port=8080'])),
     expect: ['spec.atlantis.extraArgs[1]', 'must not give --port=8080'],
+  },
+  {
+    what: 'extraArgs giving --shared-state-key-file',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'atlantis').extraArgs = ['--shared-state-key-file', '/tmp/key'])),
+    expect: ['spec.atlantis.extraArgs[0]', 'must not give --shared-state-key-file'],
   },
   {
     what: 'nodePort on a ClusterIP Service',
