@@ -14,7 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { claimLoopbackAddress, releaseLoopbackAddress } from '../dev/local-node/index.js';
 import { podman } from '../dev/local-node/podman.js';
-import { podNameFor, podTemplateRevision } from '../src/controller/resources/index.js';
+import { podNameFor } from '../src/controller/resources/index.js';
 import { apiPath, kubeRequestOk } from '../src/k8s/client.js';
 import { IMAGE, ensureImage } from './support/container.js';
 import {
@@ -31,6 +31,7 @@ import {
 import { maxLive, podHistories } from './support/controller-surge.js';
 import {
   atlantisDeployment,
+  controllerRevision,
   createAd,
   createVcsSecret,
   ensureCrd,
@@ -83,9 +84,17 @@ async function redisLockingDB(r: RedisServer): Promise<Record<string, unknown>> 
     kind: 'Secret',
     metadata: { name: 'redis', namespace: ns },
     type: 'Opaque',
-    stringData: { password: PASSWORD },
+    stringData: { password: PASSWORD, sharedStateKey: randomBytes(32).toString('hex') },
   });
-  return { type: 'redis', redis: { host: r.host, port: r.port, passwordSecretRef: { name: 'redis', key: 'password' } } };
+  return {
+    type: 'redis',
+    redis: {
+      host: r.host,
+      port: r.port,
+      passwordSecretRef: { name: 'redis', key: 'password' },
+      sharedStateKeySecretRef: { name: 'redis', key: 'sharedStateKey' },
+    },
+  };
 }
 
 before(async () => {
@@ -175,7 +184,7 @@ describe('a rollout of the real image in containers (Redis, maxSurge 1)', () => 
       },
     } as Parameters<typeof atlantisDeployment>[2]);
     await createAd(cluster.kc, ad);
-    rev = podTemplateRevision(ad);
+    rev = await controllerRevision(cluster.kc, ad);
     pods = await currentPods(rev);
     await waitForAd(cluster.kc, ns, NAME, 'a complete rollout', rolloutComplete(REPLICAS), 180_000);
     for (const p of pods) {
@@ -190,7 +199,7 @@ describe('a rollout of the real image in containers (Redis, maxSurge 1)', () => 
     const rec: PodRecorder = await recordPods(cluster.kc, ns, NAME, { replicas: () => REPLICAS });
     const old = pods;
     await patchAdSpec(cluster.kc, ns, NAME, { image: NEXT });
-    rev = podTemplateRevision(await getAd(cluster.kc, ns, NAME));
+    rev = await controllerRevision(cluster.kc, await getAd(cluster.kc, ns, NAME));
     await waitForAd(
       cluster.kc,
       ns,
