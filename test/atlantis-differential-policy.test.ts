@@ -9,8 +9,14 @@
 // binary comes from); deliberate differences in policy-deliberate-differences.json.
 //
 //   ATLANTIS_REFERENCE_BIN=/tmp/atlantis-ref/atlantis node --import tsx test/atlantis-differential-policy.test.ts --record
-import { recordAtlantis } from './support/atlantis-differential.js';
+import { compareWithAtlantis, recordAtlantis } from './support/atlantis-differential.js';
 import { POLICY_SCENARIO } from './support/atlantis-policy-scenario.js';
 
-// The comparison with our server follows with the policy checks and OpenTofu it needs.
 if (process.argv.includes('--record')) await recordAtlantis(POLICY_SCENARIO);
+else
+  compareWithAtlantis({
+    title: 'policy checks and OpenTofu: our server posts what Atlantis v0.47 posts',
+    replicas: 1,
+    net: '127.0.35',
+    spec: POLICY_SCENARIO,
+  });

@@ -92,7 +92,7 @@ describe('the Atlantis flag table', () => {
     ],
     ['Redis Cluster', [], { ATLANTIS_REDIS_CLUSTER_ADDRESSES: 'a:6379,b:6379' }, { refused: /--redis-cluster-addresses.*Redis Cluster/ }],
     ['boltdb locking (the default)', [], { ATLANTIS_LOCKING_DB_TYPE: 'boltdb' }, 'ok'],
-    ['policy checks on the command line', ['--enable-policy-checks'], {}, { refused: /--enable-policy-checks/ }],
+    ['policy checks on the command line (honoured)', ['--enable-policy-checks'], {}, 'ok'],
     ['merge checkout (honoured)', ['--checkout-strategy=merge'], { ATLANTIS_CHECKOUT_DEPTH: '5' }, 'ok'],
     ['GitLab', [], { ATLANTIS_GITLAB_TOKEN: 'glpat-x' }, { refused: /--gitlab-token.*only GitHub/ }],
     ['sequential plans (the default)', [], { ATLANTIS_PARALLEL_PLAN: 'false' }, 'ok'],

@@ -17,6 +17,8 @@ import { type TeamRule, TeamAllowlistError, parseTeamAllowlist } from './workflo
 import type { CheckoutStrategy } from './workflow/working-copy.js';
 import { DEFAULT_WEB_PASSWORD, DEFAULT_WEB_USERNAME } from './server-flags.js';
 import { type WebhookSettings, parseWebhookSettings } from './notifications/apply-webhooks.js';
+import { type PolicySettings, policySettings } from './policy/policy-settings.js';
+import { type TerraformSettings, terraformSettings } from './terraform/terraform-settings.js';
 
 // The flag table lives in server-flags.ts; these names stay importable from here.
 export {
@@ -118,6 +120,10 @@ export interface ServerConfig {
   replicaUrl: string;
   /** The --config file's webhooks and --webhook-http-headers (notifications/apply-webhooks.ts). */
   webhooks: WebhookSettings;
+  /** --default-tf-distribution, --use-tf-plugin-cache, --tofu-download-* (terraform/terraform-settings.ts). */
+  terraform: TerraformSettings;
+  /** --enable-policy-checks, --quiet-policy-checks, --conftest-download-url, DEFAULT_CONFTEST_VERSION (policy/policy-settings.ts). */
+  policy: PolicySettings;
 }
 
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
@@ -129,9 +135,10 @@ function str(values: FlagValues, name: string): string | undefined {
 
 /**
  * Turns parsed flag values into a validated config; throws UsageError naming the flag.
- * `webhooks`: the --config file's `webhooks:` list (config/config-file.ts).
+ * `webhooks`: the --config file's `webhooks:` list (config/config-file.ts); `env`: the
+ * server's environment (DEFAULT_CONFTEST_VERSION).
  */
-export function buildServerConfig(values: FlagValues, webhooks: WebhookEntry[] = []): ServerConfig {
+export function buildServerConfig(values: FlagValues, webhooks: WebhookEntry[] = [], env: NodeJS.ProcessEnv = process.env): ServerConfig {
   const judged = judgeAtlantisFlags(values);
   if (judged.refusals.length > 0) throw new UsageError(judged.refusals[0]!);
   const port = values.port as number;
@@ -211,6 +218,9 @@ export function buildServerConfig(values: FlagValues, webhooks: WebhookEntry[] =
     throw new UsageError(`initializing webhooks: ${(e as Error).message}`);
   }
 
+  const terraform = terraformSettings(values);
+  const policy = policySettings(values, env);
+
   const dataDir = path.resolve(values['data-dir'] as string);
   ensureWritableDir(dataDir);
   const ghHostname = values['gh-hostname'] as string;
@@ -265,7 +275,7 @@ export function buildServerConfig(values: FlagValues, webhooks: WebhookEntry[] =
     emojiReaction: (values['emoji-reaction'] as string | undefined) ?? '',
     failOnPreWorkflowHookError: values['fail-on-pre-workflow-hook-error'] === true,
     ghTeamAllowlist,
-    flagWarnings: [...judged.warnings, ...commandWarnings, ...credentials.warnings],
+    flagWarnings: [...judged.warnings, ...commandWarnings, ...credentials.warnings, ...terraform.warnings],
     logLevel: logLevel as LogLevel,
     tfBinary: values['tf-binary'] as string,
     drainTimeoutMs: values['drain-timeout'] as number,
@@ -291,6 +301,8 @@ export function buildServerConfig(values: FlagValues, webhooks: WebhookEntry[] =
     replicaId: replicaIdFromFlags(values),
     replicaUrl: replicaUrlFromFlags(values, values['bind-address'] as string, port),
     webhooks: webhookSettings,
+    terraform,
+    policy,
   };
 }
 

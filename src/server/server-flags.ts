@@ -311,6 +311,53 @@ export const SERVER_FLAGS: FlagSpec[] = [
       'Base URL to download Terraform versions from (<url>/terraform/<v>/terraform_<v>_<os>_<arch>.zip and terraform_<v>_SHA256SUMS)',
   },
   {
+    name: 'default-tf-distribution',
+    type: 'string',
+    default: 'terraform',
+    description: 'Which TF distribution to use. Can be set to terraform or opentofu.',
+  },
+  { name: 'tf-distribution', type: 'string', description: '[Deprecated for --default-tf-distribution].' },
+  {
+    name: 'tofu-download-url',
+    type: 'string',
+    default: 'https://github.com/opentofu/opentofu/releases/download',
+    description:
+      'Base URL to download OpenTofu versions from (ours; <url>/v<v>/tofu_<v>_<os>_<arch>.tar.gz, tofu_<v>_SHA256SUMS and its .gpgsig); Atlantis asks OpenTofu only',
+  },
+  {
+    name: 'tofu-download-key-file',
+    type: 'string',
+    description:
+      "File of the ASCII-armored OpenPGP public key that signs --tofu-download-url's SHA256SUMS, instead of OpenTofu's (ours; a mirror that signs with its own key)",
+  },
+  {
+    name: 'use-tf-plugin-cache',
+    type: 'bool',
+    default: true,
+    description: 'Enable the use of the Terraform plugin cache (<data-dir>/plugin-cache; inits that could race on it run one at a time)',
+  },
+  {
+    name: 'enable-policy-checks',
+    type: 'bool',
+    default: false,
+    description:
+      'Enable atlantis to run user defined policy checks.  This is explicitly disabled for TFE/TFC backends since plan files are inaccessible.',
+  },
+  {
+    name: 'quiet-policy-checks',
+    type: 'bool',
+    default: false,
+    description:
+      "Exclude policy check comments from pull requests unless there's an actual error from conftest. This also excludes warnings.",
+  },
+  {
+    name: 'conftest-download-url',
+    type: 'string',
+    default: 'https://github.com/open-policy-agent/conftest/releases/download',
+    description:
+      "Base URL to download conftest versions from (ours; <url>/v<v>/conftest_<v>_<OS>_<arch>.tar.gz, checked against checksums.txt); the policies' conftest_version or DEFAULT_CONFTEST_VERSION",
+  },
+  {
     name: 'write-git-creds',
     type: 'bool',
     default: false,

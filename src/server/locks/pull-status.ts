@@ -122,11 +122,11 @@ export interface ProjectCounts {
 
 const count = (ps: PullStatus, s: ProjectPlanStatus): number => ps.projects.filter((p) => p.status === s).length;
 
-/** "Plan", "Apply": Atlantis's title case of a command name. */
+/** "Plan", "Apply", "Policy_check": Atlantis's title case of a command name. */
 const title = (cmd: string): string => cmd.charAt(0).toUpperCase() + cmd.slice(1);
 
 /** Atlantis's UpdateCombined description, a state without counts ("Plan in progress..."). */
-export function combinedDescription(cmd: 'plan' | 'apply', state: CombinedState): string {
+export function combinedDescription(cmd: 'plan' | 'apply' | 'policy_check', state: CombinedState): string {
   const words = state === 'pending' ? 'in progress...' : state === 'failure' ? 'failed.' : 'succeeded.';
   return `${title(cmd)} ${words}`;
 }

@@ -61,6 +61,11 @@ export class TerraformBinaries {
     return this.o.distribution ?? 'terraform';
   }
 
+  /** What runs when no version is asked for. */
+  get localBinary(): string {
+    return this.o.tfBinary;
+  }
+
   /** `terraform` or `tofu`. */
   get name(): string {
     return binName(this.distribution);

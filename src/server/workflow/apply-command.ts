@@ -16,6 +16,7 @@ import { requirementRefusal } from './requirement-checks.js';
 import { checkApplyLock } from './apply-lock.js';
 import { dependencyFailure } from './requirements.js';
 import type { ProjectJobs } from './project-job.js';
+import { policiesPassedRefusal } from './policy-checks.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */
 export const APPLY_ALL_DISABLED_COMMENT =
@@ -118,6 +119,8 @@ async function applyProjectRun(
   if (!plan) return j.error(p, noPlanFoundError(p.dir, p.workspace));
   const refused =
     (await requirementRefusal(j.requirementSources, ctx, 'apply', p.applyRequirements, p)) ??
+    // policies_passed comes after the repo's requirements, as Atlantis appends it.
+    (await policiesPassedRefusal(j, ctx, p)) ??
     dependencyFailure(p.dependsOn, j.scheduler.projectStates.get(ctx.repo, ctx.pull, ctx.headSha));
   if (refused) return j.failure(p, refused);
   if (plan.headSha !== ctx.headSha) {

@@ -23,7 +23,8 @@ import { type RequirementSources, requirementSourcesFor } from './requirement-ch
 import { ProjectJobs } from './project-job.js';
 import { plan } from './plan-command.js';
 import { apply } from './apply-command.js';
-import { approvePolicies, cancel, simple, unlock } from './other-commands.js';
+import { cancel, simple, unlock } from './other-commands.js';
+import { approvePoliciesCommand } from './policy-checks.js';
 
 /** What the server knows about a pull request when a command starts. */
 export interface PullContext {
@@ -167,7 +168,7 @@ export class CommandRunner {
       case 'state':
         return simple(this.jobs, req.ctx, c, 'state');
       case 'approve_policies':
-        return approvePolicies(this.jobs, req.ctx, c);
+        return approvePoliciesCommand(this.jobs, req.ctx, c);
     }
   }
 

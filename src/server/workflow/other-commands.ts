@@ -1,5 +1,6 @@
-// The commands besides plan and apply: cancel, unlock, approve_policies, and version,
-// import and state rm, which run one workflow stage in each selected project.
+// The commands besides plan and apply: cancel, unlock, and version,
+// import and state rm, which run one workflow stage in each selected project (approve_policies:
+// policy-checks.ts).
 import { randomUUID } from 'node:crypto';
 import { sameProject } from '../locks/pull-status.js';
 import type { ParsedCommand } from './comment-parser.js';
@@ -9,7 +10,7 @@ import { outcomes, summarize, targeted } from './project-runs.js';
 import { type ProjectSpec, projectForPlan } from './projects.js';
 import type { RepoConfig } from './repo-config/types.js';
 import { buildPlanComment } from './comment-parser/usage.js';
-import { CANCEL_COMMENT, approvePoliciesComment } from './comment-replies.js';
+import { CANCEL_COMMENT } from './comment-replies.js';
 import { requirementRefusal } from './requirement-checks.js';
 import type { ProjectJobs } from './project-job.js';
 
@@ -36,16 +37,6 @@ export async function unlock(j: ProjectJobs, ctx: PullContext): Promise<string> 
     [],
   );
   await j.comment(ctx, UNLOCKED_COMMENT, 'unlock');
-  return 'success';
-}
-
-/** Policy checks are off: every selected project (-p/-d/-w, or every planned one) passes. */
-export async function approvePolicies(j: ProjectJobs, ctx: PullContext, c: ParsedCommand): Promise<string> {
-  const targeted = c.dir !== undefined || c.workspace !== undefined || c.project !== undefined;
-  const projects = targeted
-    ? (await j.selection(ctx, c)).projects.map((p) => ({ dir: p.dir, workspace: p.workspace, project: p.name }))
-    : await j.d.store.listPlans(ctx.repo, ctx.pull);
-  await j.comment(ctx, approvePoliciesComment(projects), 'approve_policies');
   return 'success';
 }
 

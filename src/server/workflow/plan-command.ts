@@ -18,6 +18,7 @@ import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
 import { CANCELLED_PROJECT_ERROR } from './execution-order.js';
 import { requirementRefusal } from './requirement-checks.js';
 import type { ProjectJobs } from './project-job.js';
+import { runPolicyChecks } from './policy-checks.js';
 
 /** The project's error when the fencing check fails before the plan is saved. */
 export const leaseLostError = (exe: string): string =>
@@ -58,8 +59,8 @@ export async function plan(j: ProjectJobs, ctx: PullContext, c: ParsedCommand | 
   if (!ctx.api) await j.automerger.afterPlan(ctx, config, projects, !runs.every((r) => r.status === 'success'));
   await j.postResults(ctx, 'plan', runs, c);
   await j.statuses.afterPlan(t, outcomes('plan', runs));
-  // As Atlantis: a comment's plan that went through runs the (here empty) policy checks; the API's sets no such status.
-  if (!autoplan && !ctx.api && runs.every((r) => r.status === 'success')) await j.statuses.noPolicyChecks(t);
+  // As Atlantis: a plan that went through runs the policy checks (policy-checks.ts); the API's runs none.
+  if (!ctx.api && runs.every((r) => r.status === 'success')) await runPolicyChecks(j, ctx, projects, c, autoplan);
   return summarize(runs);
 }
 

@@ -45,6 +45,8 @@ import { mountWebUi } from './web/routes.js';
 import { mountApi } from '../http/api.js';
 import { type ApiCommandDeps, apiRoutes, releasePullless } from './api-command.js';
 import { WorkingCopies } from './working-copy.js';
+import { terraformTools } from './terraform-tools.js';
+import { policyCheckStep } from './policy-check-step.js';
 
 /** The body of a 503 to a command whose journal write failed. */
 export const STORE_UNAVAILABLE_BODY = 'The state store cannot be reached: the command was not accepted, try again later';
@@ -86,6 +88,7 @@ export function workflowPlugin(server: AtlantisServer) {
     logger: log,
     ...(cfg.tfDownloadKey ? { signingKey: { armored: cfg.tfDownloadKey, owner: 'the key of --tf-download-key-file' } } : {}),
   });
+  const tools = terraformTools(cfg, server.processHost, log, serverRepoConfig);
   if (cfg.tfDownload && cfg.tfDownloadUrl.startsWith('http://'))
     log.warn(
       'Terraform downloads use plain HTTP: what is fetched can be read and withheld on the way (a changed SHA256SUMS or zip is still refused by its signature)',
@@ -97,7 +100,10 @@ export function workflowPlugin(server: AtlantisServer) {
     // As Atlantis: the default version is fetched at start, in the background; a failure is
     // logged here and told again on the PR of the first project that needs it.
     const v = cfg.defaultTfVersion;
-    void terraformBinaries.binaryFor(v).catch((e: Error) => log.error('Could not get terraform', { version: v, error: e.message }));
+    const defaultBinaries = cfg.terraform.defaultTfDistribution === 'opentofu' ? tools.tofu : terraformBinaries;
+    void defaultBinaries
+      .binaryFor(v)
+      .catch((e: Error) => log.error(`Could not get ${defaultBinaries.name}`, { version: v, error: e.message }));
   }
   // Replicas show each other's jobs from the store; a server alone has them all in memory.
   const jobs = new JobRegistry(store.shared ? { mirror: new JobOutputMirror(store, log) } : {});
@@ -115,13 +121,25 @@ export function workflowPlugin(server: AtlantisServer) {
     github,
     copies,
     jobs,
-    projectRunner: new ProjectRunner(server.runner, {
-      binaries: terraformBinaries,
-      defaultVersion: cfg.defaultTfVersion,
-      gitCreds: cfg.writeGitCreds
-        ? new GitCredsForInit({ dir: path.join(cfg.dataDir, 'git-creds'), user: cfg.ghUser, hostname: cfg.ghHostname, token: cfg.ghToken })
-        : undefined,
-    }),
+    projectRunner: new ProjectRunner(
+      server.runner,
+      {
+        binaries: terraformBinaries,
+        tofu: tools.tofu,
+        defaultDistribution: cfg.terraform.defaultTfDistribution,
+        defaultVersion: cfg.defaultTfVersion,
+        gitCreds: cfg.writeGitCreds
+          ? new GitCredsForInit({
+              dir: path.join(cfg.dataDir, 'git-creds'),
+              user: cfg.ghUser,
+              hostname: cfg.ghHostname,
+              token: cfg.ghToken,
+            })
+          : undefined,
+        ...(tools.pluginCache ? { pluginCache: tools.pluginCache } : {}),
+      },
+      policyCheckStep({ conftest: tools.conftest, runner: server.runner }),
+    ),
     metrics: server.metrics,
     logger: log,
     jobLogPath: (id) => server.jobLogPath(id),

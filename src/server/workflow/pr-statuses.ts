@@ -6,10 +6,12 @@ import type { Logger } from '../../log.js';
 import {
   type CombinedState,
   type ProjectKey,
+  type ProjectCounts,
   type ProjectOutcome,
   type PullStatus,
   applyCombinedStatus,
   combinedDescription,
+  countsDescription,
   noProjectStatuses,
   planCombinedStatus,
   projectStatusContext,
@@ -65,9 +67,19 @@ export class PrStatuses {
     return next;
   }
 
-  /** `atlantis/plan` or `atlantis/apply` without counts: "Plan in progress...", "Apply failed.". */
-  combined(t: StatusTarget, cmd: 'plan' | 'apply', state: CombinedState): Promise<void> {
-    return this.post(t, `atlantis/${cmd}`, state, combinedDescription(cmd, state));
+  /** A PR-wide status's context: `atlantis/plan`. */
+  context(cmd: 'plan' | 'apply' | 'policy_check'): string {
+    return `atlantis/${cmd}`;
+  }
+
+  /** `atlantis/plan`, `atlantis/apply` or `atlantis/policy_check` without counts: "Plan in progress...", "Apply failed.". */
+  combined(t: StatusTarget, cmd: 'plan' | 'apply' | 'policy_check', state: CombinedState): Promise<void> {
+    return this.post(t, this.context(cmd), state, combinedDescription(cmd, state));
+  }
+
+  /** A PR-wide status with counts ("1/1 projects had policies checked successfully."). */
+  combinedCount(t: StatusTarget, cmd: 'plan' | 'apply' | 'policy_check', state: CombinedState, counts: ProjectCounts): Promise<void> {
+    return this.post(t, this.context(cmd), state, countsDescription(cmd, state, counts));
   }
 
   /** A project's own status; `description` defaults to Atlantis's words for the state. */
@@ -109,11 +121,5 @@ export class PrStatuses {
       ? all
       : [...all.filter((s) => s.context !== 'policy_check'), ...all.filter((s) => s.context === 'policy_check')];
     for (const s of ordered) await this.post(t, `atlantis/${s.context}`, s.status.state, s.status.description);
-  }
-
-  /** `atlantis/policy_check` 0/0 success: no policy checks run here (Atlantis without policies). */
-  noPolicyChecks(t: StatusTarget): Promise<void> {
-    const s = noProjectStatuses().find((x) => x.context === 'policy_check');
-    return s ? this.post(t, 'atlantis/policy_check', s.status.state, s.status.description) : Promise.resolve();
   }
 }

@@ -200,6 +200,8 @@ export class ProjectJobs {
           headRef: ctx.headRef,
           baseRef: ctx.baseRef,
           terraformVersion: p.terraformVersion,
+          ...(p.terraformDistribution ? { terraformDistribution: p.terraformDistribution } : {}),
+          ...(this.d.serverRepoConfig?.policies ? { policySets: this.d.serverRepoConfig.policies } : {}),
           commentArgs,
           logFile,
           onOutput: (chunk) => this.d.jobs.append(id, chunk),

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, compilePatternList } from '../when-modified.js';
 import { cleanedRepoDir, isValidWorkspace } from '../repo-dir.js';
 import { shellSplit } from '../comment-parser/shell-split.js';
+import { isDistribution } from '../../terraform/distribution.js';
 import { parseRepoLocking, parseRepoLocks } from '../lock-policy.js';
 import { REPO_PROJECT_KEYS, REPO_TOP_KEYS, judgeKeys } from './keys.js';
 import { Problems, checkKeys, checkShapes, isObj, parseApplyRequirements, parseWorkflows, strList, readYaml } from './schema.js';
@@ -186,6 +187,19 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: RepoCo
     if (repoLocking !== undefined) proj.repoLocking = repoLocking;
     const dsb = optionalBool(rp.delete_source_branch_on_merge, `${where}.delete_source_branch_on_merge`, p);
     if (dsb !== undefined) proj.deleteSourceBranchOnMerge = dsb;
+    if (rp.terraform_distribution !== undefined && rp.terraform_distribution !== null) {
+      // Atlantis's words (raw/project.go).
+      if (!isDistribution(rp.terraform_distribution))
+        p.add(
+          `${where}.terraform_distribution`,
+          `'${String(rp.terraform_distribution)}' is not a valid terraform_distribution, only 'terraform' and 'opentofu' are supported`,
+        );
+      else proj.terraformDistribution = rp.terraform_distribution;
+    }
+    const pc = optionalBool(rp.policy_check, `${where}.policy_check`, p);
+    if (pc !== undefined) proj.policyCheck = pc;
+    const cpc = optionalBool(rp.custom_policy_check, `${where}.custom_policy_check`, p);
+    if (cpc !== undefined) proj.customPolicyCheck = cpc;
     projects.push(proj);
   });
   // Same checks as Atlantis: unique names; same dir+workspace only when every one is named.

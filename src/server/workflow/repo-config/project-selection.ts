@@ -42,6 +42,16 @@ function specFromConfig(
   };
   if (p.name) spec.name = p.name;
   if (p.terraformVersion) spec.terraformVersion = p.terraformVersion;
+  if (p.terraformDistribution) spec.terraformDistribution = p.terraformDistribution;
+  // As Atlantis's MergeProjectCfg: the project's policy_check counts where it may override it.
+  const policyCheck =
+    p.policyCheck !== undefined && defaults?.allowedOverrides?.includes('policy_check') ? p.policyCheck : defaults?.policyCheck;
+  if (policyCheck !== undefined) spec.policyCheck = policyCheck;
+  const custom =
+    p.customPolicyCheck !== undefined && defaults?.allowedOverrides?.includes('custom_policy_check')
+      ? p.customPolicyCheck
+      : defaults?.customPolicyCheck;
+  if (custom !== undefined) spec.customPolicyCheck = custom;
   return spec;
 }
 
@@ -53,6 +63,11 @@ export interface DefaultsFromServer {
   workflow?: Workflow;
   /** Server-side workflows a project's `workflow:` may name. */
   workflows?: Record<string, Workflow>;
+  /** The repo's policy_check and custom_policy_check (server side); unset: on, and off. */
+  policyCheck?: boolean;
+  customPolicyCheck?: boolean;
+  /** allowed_overrides: which of a project's keys count. */
+  allowedOverrides?: string[];
 }
 
 function defaultSpec(dir: string, workspace: string, d?: DefaultsFromServer): ProjectSpec {
@@ -67,6 +82,8 @@ function defaultSpec(dir: string, workspace: string, d?: DefaultsFromServer): Pr
     dependsOn: [],
     autoplanEnabled: true,
     configured: false,
+    ...(d?.policyCheck !== undefined ? { policyCheck: d.policyCheck } : {}),
+    ...(d?.customPolicyCheck !== undefined ? { customPolicyCheck: d.customPolicyCheck } : {}),
   };
 }
 
