@@ -21,7 +21,7 @@ import { GlStore } from './gitlab-standin-store.js';
 
 export interface GlRecordedCall {
   method: string;
-  /** The path as sent (percent-encoding kept, e.g. `/api/v4/projects/acme%2Finfra`), without the relative root or query. */
+  /** The path as sent (percent-encoding and any relative root kept, e.g. `/api/v4/projects/acme%2Finfra`), without the query. */
   path: string;
   query: Record<string, string>;
   headers: http.IncomingHttpHeaders;
@@ -135,7 +135,7 @@ export class GitLabStandin extends GlStore {
 
   /** API calls (not git) so far. */
   apiCalls(): GlRecordedCall[] {
-    return this.calls.filter((c) => c.path.startsWith('/api/'));
+    return this.calls.filter((c) => c.path.startsWith(`${this.relativeRoot}/api/`));
   }
 
   // ---- HTTP -----------------------------------------------------------------------
@@ -159,7 +159,7 @@ export class GitLabStandin extends GlStore {
     const method = req.method ?? 'GET';
     const inRoot = this.relativeRoot === '' || fullPath === this.relativeRoot || fullPath.startsWith(`${this.relativeRoot}/`);
     const path = inRoot ? fullPath.slice(this.relativeRoot.length) || '/' : fullPath;
-    if (inRoot && this.gitRequest(req, res, method, path, search)) return;
+    if (inRoot && this.gitRequest(req, res, method, path, fullPath, search)) return;
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const raw = Buffer.concat(chunks).toString('utf8');
@@ -172,7 +172,7 @@ export class GitLabStandin extends GlStore {
       }
     }
     const query = Object.fromEntries(new URLSearchParams(search).entries());
-    const call: GlRecordedCall = { method, path, query, headers: req.headers, body, status: 0, answer: undefined };
+    const call: GlRecordedCall = { method, path: fullPath, query, headers: req.headers, body, status: 0, answer: undefined };
     this.calls.push(call);
     const fault = this.takeFault(method, path);
     if (fault) call.fault = fault.kind;
@@ -213,12 +213,19 @@ export class GitLabStandin extends GlStore {
   }
 
   /** git smart-HTTP for `/<project path>.git/...`; false when `path` is not such a request. */
-  private gitRequest(req: http.IncomingMessage, res: http.ServerResponse, method: string, path: string, search: string): boolean {
+  private gitRequest(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    method: string,
+    path: string,
+    fullPath: string,
+    search: string,
+  ): boolean {
     const m = /^\/(.+?)\.git(\/.*)$/.exec(path);
     if (!m) return false;
     const project = this.projectByIdOrPath(decodeURIComponent(m[1]!));
     if (!project?.bareDir) return false;
-    const call: GlRecordedCall = { method, path, query: {}, headers: req.headers, body: undefined, status: 0, answer: undefined };
+    const call: GlRecordedCall = { method, path: fullPath, query: {}, headers: req.headers, body: undefined, status: 0, answer: undefined };
     this.calls.push(call);
     // Like GitLab for a private project: no or wrong credentials get a Basic challenge; any
     // user name goes with a personal access token as the password.
