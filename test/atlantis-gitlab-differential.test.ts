@@ -139,6 +139,7 @@ function summary(): void {
         (r) => `${r.method} ${short(r.path)}${r.query ? `?${new URLSearchParams(r.query).toString()}` : ''} ${r.status}`,
       );
       console.log(`- ${s.name} (webhook ${s.webhooks.map((w) => w.status).join(', ')}): ${calls.join('; ') || 'no call'}`);
+      if (s.git.length > 0) console.log(`  - git: ${s.git.join('; ')}`);
     }
     console.log('');
   }

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { GlNormaliseContext, GlStepRecord } from './support/atlantis-gitlab-session.js';
-import { eventsOfGl, normaliseGl, normaliseJson, requestsOf } from './support/atlantis-gitlab-session.js';
+import { eventsOfGl, gitOf, normaliseGl, normaliseJson, requestsOf } from './support/atlantis-gitlab-session.js';
 import { compareGlStep } from './support/atlantis-gitlab-differential.js';
 import type { GlRecordedCall } from './support/gitlab-standin.js';
 import {
@@ -290,6 +290,27 @@ describe('eventsOfGl and requestsOf', () => {
   });
 });
 
+describe('gitOf', () => {
+  it('each distinct git request once, with its service, in the order first seen', () => {
+    const g = (method: string, path: string, status: number, service?: string): GlRecordedCall => ({
+      ...call(method, path, undefined, status, undefined),
+      query: service ? { service } : {},
+    });
+    const calls = [
+      g('GET', '/forker/infra.git/info/refs', 401, 'git-upload-pack'),
+      g('GET', '/forker/infra.git/info/refs', 200, 'git-upload-pack'),
+      g('POST', '/forker/infra.git/git-upload-pack', 200),
+      g('POST', '/forker/infra.git/git-upload-pack', 200),
+      call('GET', '/api/v4/version', undefined, 200),
+    ];
+    assert.deepEqual(gitOf(calls, norm), [
+      'GET /forker/infra.git/info/refs?service=git-upload-pack 401',
+      'GET /forker/infra.git/info/refs?service=git-upload-pack 200',
+      'POST /forker/infra.git/git-upload-pack 200',
+    ]);
+  });
+});
+
 describe('compareGlStep', () => {
   const rec = (body: string): GlStepRecord => ({
     name: 's',
@@ -299,6 +320,7 @@ describe('compareGlStep', () => {
     requests: [
       { method: 'POST', path: '/api/v4/projects/acme%2Finfra/merge_requests/1/notes', auth: 'private-token', body: { body }, status: 201 },
     ],
+    git: [],
   });
   it('the same step: no difference', () => assert.deepEqual(compareGlStep(rec('a'), rec('a')), []));
   it('a different comment: a line diff', () => {

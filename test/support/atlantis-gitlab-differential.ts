@@ -169,7 +169,11 @@ export function requestLine(r: RequestRecord): string {
   return `${r.method} ${r.path}${q}${body} -> ${r.status}`;
 }
 
-/** A step as lines (webhook answers, events, requests), so that a difference reads as a line diff. */
+/**
+ * A step as lines (webhook answers, events, API requests), so that a difference reads as a line
+ * diff. Its git requests are facts of the fixture, not compared: a clone from the wrong place
+ * shows in the plan that follows.
+ */
 export function glStepLines(r: GlStepRecord | undefined): string[] {
   if (!r) return ['(step not run)'];
   const out: string[] = [];

@@ -80,6 +80,8 @@ export interface GlStepRecord {
   webhooks: GitlabWebhookResponse[];
   events: GlEvent[];
   requests: RequestRecord[];
+  /** The git smart-HTTP requests (clones and fetches) the step caused, each distinct one once: `METHOD path[?service] status`. */
+  git: string[];
 }
 
 export interface GlNormaliseContext {
@@ -150,6 +152,14 @@ export function requestsOf(calls: GlRecordedCall[], ctx: GlNormaliseContext, ans
     out.push(r);
   }
   return out;
+}
+
+/** The distinct git requests of `calls`, in the order first seen. */
+export function gitOf(calls: GlRecordedCall[], ctx: GlNormaliseContext): string[] {
+  const lines = calls
+    .filter((c) => /\.git\//.test(c.path))
+    .map((c) => `${c.method} ${normaliseGl(c.path, ctx)}${c.query.service ? `?service=${c.query.service}` : ''} ${c.status}`);
+  return [...new Set(lines)];
 }
 
 /** What GitLab shows of `calls`: notes, edits, award emoji, commit statuses, other writes (in order; failures and reads left out). */
@@ -272,6 +282,7 @@ export async function runSession(o: RunSessionOptions): Promise<GlStepRecord[]> 
       webhooks: webhooks.map((w) => ({ status: w.status, body: normaliseGl(w.body, o.norm) })),
       events: eventsOfGl(calls, o.norm),
       requests: requestsOf(calls, o.norm, o.answers),
+      git: gitOf(calls, o.norm),
     };
     out.push(rec);
     o.onStep?.(rec);

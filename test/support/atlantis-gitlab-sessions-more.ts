@@ -148,7 +148,7 @@ function mergeableCase(
 const MERGEABLE_SESSION: GlSession = {
   name: 'mergeable',
   about:
-    'apply_requirements [mergeable] as Atlantis judges a GitLab merge request: CI pipelines failed, running, succeeded, skipped (with and without allow_merge_on_skipped_pipeline), none, an unresolved thread, a draft.',
+    'apply_requirements [mergeable] as Atlantis judges a GitLab merge request: CI pipelines failed, running, succeeded, skipped (with and without allow_merge_on_skipped_pipeline), none, an unresolved thread, conflicts, a draft.',
   flags: applyRequirements('mergeable'),
   async setup(ctx) {
     const settings = { onlyAllowMergeIfPipelineSucceeds: true, onlyAllowMergeIfAllDiscussionsAreResolved: true };
@@ -171,6 +171,13 @@ const MERGEABLE_SESSION: GlSession = {
     }),
     ...mergeableCase('pipeline skipped, skipped allowed', CI_SKIP_OK, 1, { pipeline: 'skipped' }),
     ...mergeableCase('no CI pipeline', CI, 7, {}),
+    ...mergeableCase('conflicts', CI, 9, {
+      pipeline: 'success',
+      beforeApply: (_ctx, mr) => {
+        mr.hasConflicts = true;
+      },
+      also: 'the target branch moved on: conflicts',
+    }),
     openStep('draft: opened', CI, 8, 'case-8', caseDir(8), { draft: true, comments: 0 }),
     commentStep('draft: plan', CI, 8, 'atlantis plan'),
     commentStep('draft: apply', CI, 8, 'atlantis apply'),
@@ -180,8 +187,9 @@ const MERGEABLE_SESSION: GlSession = {
 const APPROVED_SESSION: GlSession = {
   name: 'approved',
   about:
-    'apply_requirements [approved]: a merge request that needs one approval, before and after it; one whose project asks for none (GitLab Free: approvals_left 0).',
-  flags: applyRequirements('approved'),
+    "apply_requirements [approved] with --discard-approval-on-plan (the token is a bot user's, which may reset approvals): one approval owed, then given, then reset by a plan; a merge request whose project asks for none (GitLab Free: approvals_left 0).",
+  flags: [...applyRequirements('approved'), '--discard-approval-on-plan'],
+  standin: { botIsBotUser: true },
   async setup(ctx) {
     ctx.gl.addUser('reviewer');
     await addProjectRepo(ctx, INFRA, ONE_DIR_FILES);
@@ -197,6 +205,8 @@ const APPROVED_SESSION: GlSession = {
       before: (ctx, mr) => ctx.gl.approve(mr, 'reviewer'),
       also: 'reviewer approves',
     }),
+    commentStep('a plan resets the approval', INFRA, 1, 'atlantis plan'),
+    commentStep('apply after the reset', INFRA, 1, 'atlantis apply'),
     openStep('no approval rule: autoplan', INFRA, 2, 'change-2', caseDir(2)),
     commentStep('no approval rule: apply', INFRA, 2, 'atlantis apply'),
   ],

@@ -225,7 +225,8 @@ export class GitLabStandin extends GlStore {
     if (!m) return false;
     const project = this.projectByIdOrPath(decodeURIComponent(m[1]!));
     if (!project?.bareDir) return false;
-    const call: GlRecordedCall = { method, path: fullPath, query: {}, headers: req.headers, body: undefined, status: 0, answer: undefined };
+    const query = Object.fromEntries(new URLSearchParams(search).entries());
+    const call: GlRecordedCall = { method, path: fullPath, query, headers: req.headers, body: undefined, status: 0, answer: undefined };
     this.calls.push(call);
     // Like GitLab for a private project: no or wrong credentials get a Basic challenge; any
     // user name goes with a personal access token as the password.
