@@ -124,6 +124,16 @@ export interface ServerConfig {
   terraform: TerraformSettings;
   /** --enable-policy-checks, --quiet-policy-checks, --conftest-download-url, DEFAULT_CONFTEST_VERSION (policy/policy-settings.ts). */
   policy: PolicySettings;
+  /** --vcs-status-name: the first part of every commit status context (`<name>/plan`). */
+  vcsStatusName: string;
+  /** --ignore-vcs-status-names: other servers' status names the mergeable bypass ignores. */
+  ignoreVcsStatusNames: string[];
+  silenceVcsStatusNoPlans: boolean;
+  silenceVcsStatusNoProjects: boolean;
+  /** --silence-no-projects: no comment when a command finds no project; -d/-p outside atlantis.yaml's projects run nothing. */
+  silenceNoProjects: boolean;
+  /** --enable-regexp-cmd: -p is a regular expression over project names. */
+  enableRegexpCmd: boolean;
 }
 
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
@@ -303,6 +313,15 @@ export function buildServerConfig(values: FlagValues, webhooks: WebhookEntry[] =
     webhooks: webhookSettings,
     terraform,
     policy,
+    vcsStatusName: str(values, 'vcs-status-name') ?? 'atlantis',
+    ignoreVcsStatusNames: (str(values, 'ignore-vcs-status-names') ?? '')
+      .split(',')
+      .map((x) => x.trim())
+      .filter((x) => x !== ''),
+    silenceVcsStatusNoPlans: values['silence-vcs-status-no-plans'] === true,
+    silenceVcsStatusNoProjects: values['silence-vcs-status-no-projects'] === true,
+    silenceNoProjects: values['silence-no-projects'] === true,
+    enableRegexpCmd: values['enable-regexp-cmd'] === true,
   };
 }
 

@@ -358,6 +358,45 @@ export const SERVER_FLAGS: FlagSpec[] = [
       "Base URL to download conftest versions from (ours; <url>/v<v>/conftest_<v>_<OS>_<arch>.tar.gz, checked against checksums.txt); the policies' conftest_version or DEFAULT_CONFTEST_VERSION",
   },
   {
+    name: 'vcs-status-name',
+    type: 'string',
+    default: 'atlantis',
+    description: 'Name used to identify Atlantis when updating a pull request status (<name>/plan, <name>/apply, ...).',
+  },
+  {
+    name: 'ignore-vcs-status-names',
+    type: 'string',
+    default: '',
+    description:
+      'Comma separated list of VCS status names from other atlantis services. When `gh-allow-mergeable-bypass-apply` is true, it will ignore status checks (e.g. `status1/plan`, `status1/apply`, `status2/plan`, `status2/apply`) from other Atlantis services when checking if the PR is mergeable.',
+  },
+  {
+    name: 'silence-vcs-status-no-plans',
+    type: 'bool',
+    default: false,
+    description: 'Silences VCS commit status when autoplan finds no projects to plan.',
+  },
+  {
+    name: 'silence-vcs-status-no-projects',
+    type: 'bool',
+    default: false,
+    description: 'Silences VCS commit status when for all commands when a project is not defined.',
+  },
+  {
+    name: 'silence-no-projects',
+    type: 'bool',
+    default: false,
+    description:
+      "Silences Atlantis from responding to PRs when it finds no projects; with an atlantis.yaml listing projects, a -d or -p naming none of them runs nothing here (another server's projects)",
+  },
+  {
+    name: 'enable-regexp-cmd',
+    type: 'bool',
+    default: false,
+    description:
+      'Enable Atlantis to use regular expressions on plan/apply commands when "-p" flag is passed with it (allowed_regexp_prefixes of atlantis.yaml restrict a regex matching several projects).',
+  },
+  {
     name: 'write-git-creds',
     type: 'bool',
     default: false,

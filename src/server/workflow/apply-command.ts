@@ -58,12 +58,15 @@ export async function apply(j: ProjectJobs, ctx: PullContext, c: ParsedCommand):
     });
   }
   const t = target(ctx);
+  const cfg = j.d.config;
   if (work.length === 0) {
-    await j.postResults(ctx, 'apply', [], c);
-    await j.statuses.afterApply(t, []);
+    // As Atlantis: with --silence-no-projects nothing is said; the apply status is put back
+    // (or 0/0 success for a whole-PR apply) unless statuses are silenced too.
+    if (!cfg.silenceNoProjects) await j.postResults(ctx, 'apply', [], c);
+    if (!cfg.silenceNoProjects || !cfg.silenceVcsStatusNoProjects) await j.statuses.afterApply(t, []);
     return 'success';
   }
-  void j.statuses.combined(t, 'apply', 'pending');
+  if (!cfg.silenceVcsStatusNoProjects) void j.statuses.combined(t, 'apply', 'pending');
   const jobIds = new Map(work.map((w) => [w, randomUUID()] as const));
   const ran = new Map<ProjectRun, ProjectSpec>();
   const runs = await j.scheduler.ordered('apply', ctx, work, {
@@ -157,6 +160,7 @@ async function applyProjectRun(
       ? p.workflow.apply
       : [...p.workflow.plan.filter((s) => s.kind === 'init'), ...p.workflow.apply];
     const r = await j.d.projectRunner.runSteps(steps, { ...jobCtx, planFile: plan.planPath });
+    await notifyApply(j, ctx, p, r.ok && !r.interrupted);
     if (r.interrupted) {
       // The saved plan is stale after a partial apply; the lock stays so nobody else
       // plans on top of a half-applied state.
@@ -198,4 +202,25 @@ async function refuseUnverifiedPlans(j: ProjectJobs, ctx: PullContext, plans: Pl
     `the saved plans of this pull request failed their check against the shared state key, so nothing was applied:\n${which}\n` +
       `Those records were dropped; comment \`${j.d.config.executableName} plan\` to plan again.`,
   );
+}
+
+/** The --config file's webhooks, as Atlantis sends them once a project's apply steps ran. */
+async function notifyApply(j: ProjectJobs, ctx: PullContext, p: ProjectSpec, success: boolean): Promise<void> {
+  const hooks = j.d.applyWebhooks;
+  if (!hooks?.enabled) return;
+  await hooks.send({
+    repo: ctx.repo,
+    ghHostname: j.d.config.ghHostname,
+    vcsUser: j.d.config.ghUser,
+    pull: ctx.pull,
+    headSha: ctx.headSha,
+    headRef: ctx.headRef,
+    baseRef: ctx.baseRef,
+    author: ctx.author ?? '',
+    user: ctx.user,
+    workspace: p.workspace,
+    dir: p.dir,
+    projectName: p.name ?? '',
+    success,
+  });
 }

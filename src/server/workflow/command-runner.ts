@@ -4,6 +4,7 @@
 // other-commands.ts) over the shared project-job machinery (project-job.ts). Called inside
 // a tracked operation; everything here is I/O orchestration, the decisions live in pure modules.
 import type { Logger } from '../../log.js';
+import type { ApplyWebhooks } from '../notifications/apply-webhooks.js';
 import type { ServerConfig } from '../config.js';
 import type { ProjectLeases } from '../locks/project-lease.js';
 import type { StateStore } from '../locks/state-store.js';
@@ -77,6 +78,8 @@ export interface CommandRunnerDeps {
   serverRepoConfig?: ServerSideRepoConfig;
   /** Server-side pre/post workflow hooks. */
   hooks?: WorkflowHooks;
+  /** The --config file's webhooks, told of every project apply (notifications/apply-webhooks.ts). */
+  applyWebhooks?: ApplyWebhooks;
 }
 
 export class CommandRunner {

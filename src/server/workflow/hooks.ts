@@ -48,8 +48,8 @@ const MAX_STATUS_CONTEXT = 255;
  * `atlantis/pre_workflow_hook: <description>`; over 255 characters, cut and suffixed with
  * `-` and the first 6 bytes of its SHA-256 in hex, as Atlantis keeps long contexts unique.
  */
-export function hookStatusContext(kind: HookKind, description: string): string {
-  const s = `atlantis/${kind}_workflow_hook: ${description}`;
+export function hookStatusContext(kind: HookKind, description: string, statusName = 'atlantis'): string {
+  const s = `${statusName}/${kind}_workflow_hook: ${description}`;
   const chars = [...s];
   if (chars.length <= MAX_STATUS_CONTEXT) return s;
   const suffix = `-${createHash('sha256').update(s).digest('hex').slice(0, 12)}`;
@@ -176,6 +176,8 @@ export interface WorkflowHooksDeps {
   ghHostname: string;
   logger: Logger;
   setStatus: (repo: string, sha: string, s: { state: HookState; context: string; description: string; targetUrl: string }) => Promise<void>;
+  /** --vcs-status-name; default atlantis. */
+  statusName?: string;
 }
 
 export interface HookRun {
@@ -237,7 +239,7 @@ export class WorkflowHooks {
       try {
         await this.d.setStatus(h.pull.repo, h.pull.headSha, {
           state,
-          context: hookStatusContext(h.kind, description),
+          context: hookStatusContext(h.kind, description, this.d.statusName),
           description: hookStatusDescription(state, custom),
           targetUrl: `${this.d.atlantisUrl}/jobs/${id}`,
         });

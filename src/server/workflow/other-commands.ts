@@ -36,6 +36,8 @@ export async function unlock(j: ProjectJobs, ctx: PullContext): Promise<string> 
     plans.filter((pl) => locks.some((l) => l.dir === pl.dir && l.workspace === pl.workspace)),
     [],
   );
+  // As Atlantis: with --silence-no-projects, nothing to unlock means nothing to say.
+  if (locks.length === 0 && j.d.config.silenceNoProjects) return 'success';
   await j.comment(ctx, UNLOCKED_COMMENT, 'unlock');
   return 'success';
 }
@@ -52,6 +54,8 @@ export async function simple(j: ProjectJobs, ctx: PullContext, c: ParsedCommand,
       .map((pl) => projectForPlan(settings.config, pl.dir, pl.workspace, settings.defaults));
     if (projects.length === 0) return 'success';
   } else ({ projects, config } = await j.selection(ctx, c));
+  // As Atlantis: an import that finds no project says nothing under --silence-no-projects.
+  if (projects.length === 0 && cmd === 'import' && j.d.config.silenceNoProjects) return 'success';
   // As Atlantis: one project after another; only `version` follows parallel_plan.
   const parallel = cmd === 'version' && (config?.parallelPlan ?? j.d.config.parallelPlan);
   const runs = await j.scheduler.inOrder(cmd, ctx, projects, {

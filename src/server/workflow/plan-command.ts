@@ -28,16 +28,27 @@ export async function plan(j: ProjectJobs, ctx: PullContext, c: ParsedCommand | 
   const { projects, config } = await j.selection(ctx, c);
   const t = target(ctx);
   const generic = autoplan || !targeted(c);
+  const cfg = j.d.config;
   if (projects.length === 0 && generic) {
     // As Atlantis: the PR's older plans and their locks go, and the 0/0 successes are set
-    // (branch protection may require them); an autoplan says nothing more.
+    // (branch protection may require them) unless silenced; an autoplan says nothing more,
+    // nor does a comment with --silence-no-projects.
     await j.discardPlans(ctx, await j.d.store.listPlans(ctx.repo, ctx.pull));
     await j.d.store.updatePullStatus(ctx.repo, ctx.pull, ctx.headSha, [], { replace: true });
-    if (!autoplan) await j.postResults(ctx, 'plan', [], c);
-    await j.statuses.noProjects(t, autoplan);
+    if (!autoplan && !cfg.silenceNoProjects) await j.postResults(ctx, 'plan', [], c);
+    const silenced = autoplan
+      ? cfg.silenceVcsStatusNoPlans || cfg.silenceVcsStatusNoProjects
+      : cfg.silenceNoProjects && cfg.silenceVcsStatusNoProjects;
+    if (!silenced) await j.statuses.noProjects(t, autoplan || cfg.silenceNoProjects);
     return 'success';
   }
-  void j.statuses.combined(t, 'plan', 'pending');
+  if (projects.length === 0) {
+    // A -d/-p naming none of atlantis.yaml's projects under --silence-no-projects: another
+    // server's; as Atlantis, no comment, and the plan status is put back as it was.
+    if (!cfg.silenceVcsStatusNoProjects) await j.statuses.resetPlan(t);
+    return 'success';
+  }
+  if (!cfg.silenceVcsStatusNoProjects) void j.statuses.combined(t, 'plan', 'pending');
   if (generic) {
     // A plan of the whole PR replaces all its plans (as Atlantis, on every autoplan and plain
     // `plan`): older ones go, and so do the locks of the projects about to be planned.

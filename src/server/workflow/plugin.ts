@@ -46,6 +46,7 @@ import { mountApi } from '../http/api.js';
 import { type ApiCommandDeps, apiRoutes, releasePullless } from './api-command.js';
 import { WorkingCopies } from './working-copy.js';
 import { terraformTools } from './terraform-tools.js';
+import { ApplyWebhooks } from '../notifications/apply-webhooks.js';
 import { policyCheckStep } from './policy-check-step.js';
 
 /** The body of a 503 to a command whose journal write failed. */
@@ -144,6 +145,7 @@ export function workflowPlugin(server: AtlantisServer) {
     logger: log,
     jobLogPath: (id) => server.jobLogPath(id),
     serverRepoConfig,
+    applyWebhooks: new ApplyWebhooks(cfg.webhooks, log),
     hooks: new WorkflowHooks({
       server: serverRepoConfig,
       runner: server.runner,
@@ -153,6 +155,7 @@ export function workflowPlugin(server: AtlantisServer) {
       ghHostname: cfg.ghHostname,
       logger: log,
       setStatus: (repo, sha, s) => github.setCommitStatus(repo, sha, s),
+      statusName: cfg.vcsStatusName,
     }),
   });
   const decisionOptions = {

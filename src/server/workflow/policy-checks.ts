@@ -203,7 +203,8 @@ export async function runPolicyChecks(
   const t = target(ctx);
   const checked = projects.filter((p) => checksPolicies(j, p));
   if (checked.length === 0) {
-    if (!autoplan) await j.statuses.combinedCount(t, 'policy_check', 'success', { success: 0, total: 0, errored: 0, noChanges: 0 });
+    if (!autoplan && !j.d.config.silenceVcsStatusNoProjects)
+      await j.statuses.combinedCount(t, 'policy_check', 'success', { success: 0, total: 0, errored: 0, noChanges: 0 });
     return;
   }
   await j.statuses.combined(t, 'policy_check', 'pending');
@@ -249,6 +250,11 @@ export async function approvePoliciesCommand(j: ProjectJobs, ctx: PullContext, c
     throw e;
   }
   await j.statuses.combined(t, 'policy_check', 'pending');
+  if (projects.length === 0 && j.d.config.silenceNoProjects) {
+    if (!j.d.config.silenceVcsStatusNoProjects)
+      await j.statuses.combinedCount(t, 'policy_check', 'success', { success: 0, total: 0, errored: 0, noChanges: 0 });
+    return 'success';
+  }
   const status = await j.d.store.getPullStatus(ctx.repo, ctx.pull);
   let teams: string[] = [];
   if (sets && hasTeamOwners(sets)) teams = await userTeamsOf(j, ctx.repo, ctx.user);

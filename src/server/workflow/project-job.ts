@@ -55,6 +55,7 @@ export class ProjectJobs {
       metrics: d.metrics,
       logger: d.logger,
       atlantisUrl: d.config.atlantisUrl,
+      statusName: d.config.vcsStatusName,
     });
   }
 
@@ -107,7 +108,11 @@ export class ProjectJobs {
         unsupportedKeysComment(serverSettingsFor(this.d.serverRepoConfig, repoId).repoConfigFile ?? 'atlantis.yaml', notices),
         'config',
       ).catch(() => undefined);
-    const defaults = defaultsFor(this.d.serverRepoConfig, repoId);
+    const defaults = {
+      ...defaultsFor(this.d.serverRepoConfig, repoId),
+      silenceNoProjects: this.d.config.silenceNoProjects,
+      enableRegexpCmd: this.d.config.enableRegexpCmd,
+    };
     return { config, defaults };
   }
 

@@ -27,6 +27,9 @@ export interface RequirementSources {
   github: GitHubClient;
   /** --gh-allow-mergeable-bypass-apply */
   bypassApply: boolean;
+  /** --vcs-status-name and --ignore-vcs-status-names, for the bypass. */
+  statusName?: string;
+  ignoreStatusNames?: string[];
   /** Whether the base branch moved on in a way that touches the project (diverged-check.ts). */
   diverged: (target: RequirementTarget, cmd: RequirementCommand, project: RequirementProject) => Promise<boolean>;
 }
@@ -34,7 +37,8 @@ export interface RequirementSources {
 /** The sources of a server: GitHub, and the working copies for undiverged. */
 export function requirementSourcesFor(d: {
   github: GitHubClient;
-  config: Pick<ServerConfig, 'ghAllowMergeableBypassApply' | 'ghHostname'>;
+  config: Pick<ServerConfig, 'ghAllowMergeableBypassApply' | 'ghHostname'> &
+    Partial<Pick<ServerConfig, 'vcsStatusName' | 'ignoreVcsStatusNames'>>;
   copies: WorkingCopies;
   serverRepoConfig?: ServerSideRepoConfig | undefined;
   logger: Logger;
@@ -42,6 +46,8 @@ export function requirementSourcesFor(d: {
   return {
     github: d.github,
     bypassApply: d.config.ghAllowMergeableBypassApply,
+    ...(d.config.vcsStatusName ? { statusName: d.config.vcsStatusName } : {}),
+    ...(d.config.ignoreVcsStatusNames ? { ignoreStatusNames: d.config.ignoreVcsStatusNames } : {}),
     diverged: divergedCheck({ copies: d.copies, serverRepoConfig: d.serverRepoConfig, hostname: d.config.ghHostname, logger: d.logger }),
   };
 }
@@ -63,7 +69,13 @@ export async function requirementRefusal(
     // Only a blocked PR is asked again, without the atlantis/apply check (as Atlantis).
     const bypass =
       src.bypassApply && !pr.draft && pr.mergeableState === 'blocked'
-        ? { minusApply: mergeableMinusApply(await getMergeabilityInfo(github, target.repo, target.pull)) }
+        ? {
+            minusApply: mergeableMinusApply(
+              await getMergeabilityInfo(github, target.repo, target.pull),
+              src.statusName,
+              src.ignoreStatusNames,
+            ),
+          }
         : undefined;
     f.mergeable = mergeableStatus(pr, bypass);
   }

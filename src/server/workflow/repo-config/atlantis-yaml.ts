@@ -187,15 +187,8 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: RepoCo
     if (repoLocking !== undefined) proj.repoLocking = repoLocking;
     const dsb = optionalBool(rp.delete_source_branch_on_merge, `${where}.delete_source_branch_on_merge`, p);
     if (dsb !== undefined) proj.deleteSourceBranchOnMerge = dsb;
-    if (rp.terraform_distribution !== undefined && rp.terraform_distribution !== null) {
-      // Atlantis's words (raw/project.go).
-      if (!isDistribution(rp.terraform_distribution))
-        p.add(
-          `${where}.terraform_distribution`,
-          `'${String(rp.terraform_distribution)}' is not a valid terraform_distribution, only 'terraform' and 'opentofu' are supported`,
-        );
-      else proj.terraformDistribution = rp.terraform_distribution;
-    }
+    // A bad value was reported above, in Atlantis's words.
+    if (isDistribution(rp.terraform_distribution)) proj.terraformDistribution = rp.terraform_distribution;
     const pc = optionalBool(rp.policy_check, `${where}.policy_check`, p);
     if (pc !== undefined) proj.policyCheck = pc;
     const cpc = optionalBool(rp.custom_policy_check, `${where}.custom_policy_check`, p);
@@ -231,12 +224,14 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: RepoCo
     parallelApply: optBool('parallel_apply'),
   };
   const abortOnExecutionOrderFail = optBool('abort_on_execution_order_fail') ?? false;
+  const allowedRegexpPrefixes = strList(root.allowed_regexp_prefixes, 'allowed_regexp_prefixes', p);
   if (p.list.length > 0) throw new RepoConfigError(file, p.list);
   return {
     ...(repoLocks ? { repoLocks } : {}),
     version: root.version as 2 | 3,
     ...(Object.fromEntries(Object.entries(top).filter(([, v]) => v !== undefined)) as Partial<typeof top>),
     abortOnExecutionOrderFail,
+    ...(allowedRegexpPrefixes && allowedRegexpPrefixes.length > 0 ? { allowedRegexpPrefixes } : {}),
     projects,
     workflows,
     unsupported,

@@ -51,7 +51,7 @@ export const REPO_TOP_KEYS: Readonly<Record<string, KeyRule>> = {
   parallel_plan: here,
   delete_source_branch_on_merge: here,
   emoji_reaction: noEffect("Atlantis reacts with --emoji-reaction's emoji; the repo's key is not used"),
-  allowed_regexp_prefixes: notice('regular expressions in -p are not implemented', isEmptyList),
+  allowed_regexp_prefixes: here,
   abort_on_execution_order_fail: here,
   repo_locks: here,
   silence_pr_comments: notice('silencing plan/apply comments is not implemented; they are posted', isEmptyList),

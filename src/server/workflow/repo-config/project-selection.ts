@@ -68,6 +68,10 @@ export interface DefaultsFromServer {
   customPolicyCheck?: boolean;
   /** allowed_overrides: which of a project's keys count. */
   allowedOverrides?: string[];
+  /** --silence-no-projects: a -d/-p that names none of atlantis.yaml's projects selects nothing (no error, no default project). */
+  silenceNoProjects?: boolean;
+  /** --enable-regexp-cmd: -p is a regular expression matched against whole project names. */
+  enableRegexpCmd?: boolean;
 }
 
 function defaultSpec(dir: string, workspace: string, d?: DefaultsFromServer): ProjectSpec {
@@ -167,9 +171,15 @@ export function resolveCommentTarget(
   if (target.project !== undefined) {
     if (!config)
       return { kind: 'error', message: 'cannot specify a project name unless an atlantis.yaml file exists to configure projects' };
-    const p = config.projects.find((x) => x.name === target.project);
-    if (!p) return { kind: 'error', message: `no project with name '${target.project}' is defined in '${ATLANTIS_YAML}'` };
-    return { kind: 'projects', projects: [specFromConfig(config, p, defaults, defaults?.workflows)] };
+    const found = defaults?.enableRegexpCmd
+      ? projectsByRegex(config, target.project)
+      : config.projects.filter((x) => x.name === target.project).slice(0, 1);
+    if (found.length === 0) {
+      // As Atlantis: another server's project, silently.
+      if (defaults?.silenceNoProjects && config.projects.length > 0) return { kind: 'projects', projects: [] };
+      return { kind: 'error', message: `no project with name '${target.project}' is defined in '${ATLANTIS_YAML}'` };
+    }
+    return { kind: 'projects', projects: found.map((p) => specFromConfig(config, p, defaults, defaults?.workflows)) };
   }
   if (target.dir === undefined && target.workspace === undefined) return { kind: 'all' };
   if (target.dir !== undefined && isDirGlob(target.dir))
@@ -188,8 +198,28 @@ export function resolveCommentTarget(
     }
     if (matches.length === 1)
       return { kind: 'projects', projects: [specFromConfig(config, matches[0] as ProjectConfig, defaults, defaults?.workflows)] };
+    // As Atlantis: with --silence-no-projects, a dir that is none of atlantis.yaml's projects is another server's.
+    if (defaults?.silenceNoProjects && config.projects.length > 0) return { kind: 'projects', projects: [] };
   }
   return { kind: 'projects', projects: [defaultSpec(dir, workspace, defaults)] };
+}
+
+/**
+ * Atlantis's FindProjectsByName: the named projects whose whole name the regular expression
+ * matches; a match of several is allowed only when the expression starts with one of
+ * allowed_regexp_prefixes (when set). A regex that does not compile matches nothing.
+ */
+export function projectsByRegex(config: RepoConfig, pattern: string): ProjectConfig[] {
+  let re: RegExp;
+  try {
+    re = new RegExp(`^(?:${pattern})$`, 'u');
+  } catch {
+    return [];
+  }
+  const found = config.projects.filter((p) => p.name !== undefined && re.test(p.name));
+  const prefixes = config.allowedRegexpPrefixes ?? [];
+  if (found.length > 1 && prefixes.length > 0 && !prefixes.some((x) => pattern.startsWith(x))) return [];
+  return found;
 }
 
 /**
@@ -202,5 +232,6 @@ function globTarget(config: RepoConfig | undefined, pattern: string, workspace: 
   if (config && matches.length > 0) {
     return { kind: 'projects', projects: matches.map((p) => specFromConfig(config, p, defaults, defaults?.workflows)) };
   }
+  if (defaults?.silenceNoProjects && config && config.projects.length > 0) return { kind: 'projects', projects: [] };
   return { kind: 'projects', projects: [defaultSpec(pattern, workspace, defaults)] };
 }

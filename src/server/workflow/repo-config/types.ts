@@ -106,6 +106,8 @@ export interface RepoConfig {
   workflows: Record<string, Workflow>;
   /** Top-level `repo_locks.mode`. */
   repoLocks?: RepoLocksMode;
+  /** allowed_regexp_prefixes: with --enable-regexp-cmd, a -p regex matching several projects must start with one. */
+  allowedRegexpPrefixes?: string[];
   /** Keys set to what this server does not implement (keys.ts). */
   unsupported: UnsupportedKey[];
 }
