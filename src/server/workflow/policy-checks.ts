@@ -76,10 +76,12 @@ const label = (p: ProjectSpec) => ({ dir: p.dir, workspace: p.workspace, ...(p.n
  * each output, in order, to a configured set (conftest-like text: a failure count or FAIL fails it).
  */
 export function policyResultsOf(
-  outputs: readonly string[],
+  raw: readonly string[],
   sets: PolicySets,
   custom: boolean,
 ): { results: PolicySetResult[]; pre: string; post: string } | { error: string } {
+  // A run step's output as Atlantis keeps it: its lines joined, without the last newline.
+  const outputs = raw.map((o) => o.replace(/\n$/, ''));
   if (custom) {
     const results = outputs.map((o, i) => {
       const set = sets.policySets[i];
