@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import { parse } from 'yaml';
 import { CHART_DEFAULTS } from '../src/cli/helm-values/chart-defaults.js';
 import { chartFullname, convertValues } from '../src/cli/helm-values/convert.js';
-import { judgeFlag } from '../src/cli/helm-values/flags.js';
+import { judgeFlag, secretByName } from '../src/cli/helm-values/flags.js';
 import { coalesce, type Obj, parseValues, ValuesError } from '../src/cli/helm-values/values.js';
 import { fixturePath } from './support/helm-values.js';
 
@@ -164,5 +164,42 @@ describe("migrate helm-values: the server's flag table decides", () => {
       ['no-such-flag', true, { kind: 'unmapped', reason: '--no-such-flag is not a flag of Atlantis v0.47 or of this server' }],
     ];
     for (const [flag, value, want] of cases) assert.deepEqual(judgeFlag(flag, value), want, `${flag}=${value}`);
+  });
+
+  it('a variable holds a secret by its name, not when it names a file or an id', () => {
+    const yes = [
+      'GITHUB_TOKEN',
+      'TF_VAR_db_password',
+      'AWS_SECRET_ACCESS_KEY',
+      'VAULT_TOKEN',
+      'DATADOG_API_KEY',
+      'GOOGLE_CREDENTIALS',
+      'SSH_PRIVATE_KEY',
+    ];
+    const no = [
+      'AWS_WEB_IDENTITY_TOKEN_FILE',
+      'AWS_ACCESS_KEY_ID',
+      'VAULT_TOKEN_PATH',
+      'SECRETS_DIR',
+      'TF_LOG',
+      'AWS_ROLE_ARN',
+      'GOOGLE_APPLICATION_CREDENTIALS',
+    ];
+    for (const n of yes) assert.equal(secretByName(n), true, n);
+    for (const n of no) assert.equal(secretByName(n), false, n);
+  });
+
+  it('docs/migrating-from-atlantis.md: the chart value by value table names every value of the chart', () => {
+    const doc = fs.readFileSync(fixturePath('../../docs/migrating-from-atlantis.md'), 'utf8');
+    const table = doc.slice(doc.indexOf('### Chart value by value'), doc.indexOf('## How the import works'));
+    const named = new Set(
+      table
+        .split('\n')
+        .filter((l) => l.startsWith('| `'))
+        .flatMap((l) => [...(l.split(' | ')[0] ?? '').matchAll(/`([A-Za-z_]+)/g)].map((m) => m[1])),
+    );
+    const schema = JSON.parse(fs.readFileSync(fixturePath('helm-chart/values.schema.json'), 'utf8')) as { properties: Obj };
+    for (const key of new Set([...Object.keys(CHART_DEFAULTS), ...Object.keys(schema.properties)]))
+      assert.ok(named.has(key), `${key} is in the table`);
   });
 });

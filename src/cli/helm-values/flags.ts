@@ -28,8 +28,19 @@ export const SECRET_FLAGS: ReadonlySet<string> = new Set([
   'tfe-token',
 ]);
 
-/** A variable name that holds a secret by its look: such a value is moved into a Secret, never copied. */
-export const SECRET_NAME = /TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PRIVATE_?KEY|ACCESS_?KEY|API_?KEY|CREDENTIAL/i;
+/**
+ * Whether a variable holds a secret by its name (GITHUB_TOKEN, TF_VAR_db_password): such a
+ * value is moved into a Secret, never copied. A name that says it holds where a secret is
+ * (AWS_WEB_IDENTITY_TOKEN_FILE, VAULT_TOKEN_PATH) or which one (AWS_ACCESS_KEY_ID) does not.
+ */
+export function secretByName(name: string): boolean {
+  return (
+    /TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PRIVATE_?KEY|ACCESS_?KEY|API_?KEY|CREDENTIAL/i.test(name) &&
+    !/_(FILE|PATH|DIR|URL|ARN|ID|NAME)$/i.test(name) &&
+    // Google's variable for the path of a key file.
+    name !== 'GOOGLE_APPLICATION_CREDENTIALS'
+  );
+}
 
 const BY_NAME = new Map(SERVER_FLAGS.filter((f) => !f.hidden).map((f) => [f.name, f]));
 const OPERATOR_FLAG_NAMES = new Set(OPERATOR_ENV.filter((e) => e.startsWith('ATLANTIS_')).map(flagOfEnvName));

@@ -7,7 +7,7 @@ import type { V1EnvVar } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { FIELD_ENV, OPERATOR_ENV } from '../../controller/resources/reserved.js';
 import { asK8s, type Conversion } from './conversion.js';
-import { envOfFlag, flagOfEnv, flagType, judgeFlag, SECRET_FLAGS, SECRET_NAME } from './flags.js';
+import { envOfFlag, flagOfEnv, flagType, judgeFlag, SECRET_FLAGS, secretByName } from './flags.js';
 import { flagVar } from './map-settings.js';
 import { type Json, isObj, kindOf, type Obj, show, ValuesError, type Values } from './values.js';
 
@@ -62,7 +62,7 @@ function userVar(c: Conversion, path: string, e: V1EnvVar, elsewhere: Set<string
     }
     return flagVar(c, path, flag, e.value, () => c.newSecret('env'), `the value of ${path}`);
   }
-  if (e.value !== undefined && SECRET_NAME.test(name))
+  if (e.value !== undefined && secretByName(name))
     return { name, valueFrom: { secretKeyRef: c.secretRef(c.newSecret('env'), name, `the value of ${path}`) } };
   return e;
 }

@@ -42,6 +42,17 @@ function mapService(v: Values, c: Conversion): void {
       c.notMapped('service.nodePort', 'a node port needs service.type NodePort or LoadBalancer');
     else svc.nodePort = nodePort;
   }
+  const n = c.names.fullname;
+  if (svc.type === 'LoadBalancer')
+    c.note(
+      'service.type',
+      `the Service ${c.names.name} gets a load balancer of its own, at a new address unless your cloud's annotations pin one: point GitHub's webhook (or your DNS) at it`,
+    );
+  else if (svc.type === 'NodePort' && nodePort === undefined)
+    c.note(
+      'service.nodePort',
+      `Kubernetes gave the chart's Service a node port; the new Service gets another unless spec.service.nodePort is set to it (kubectl get service ${n} -o jsonpath='{.spec.ports[0].nodePort}')`,
+    );
   if (!v.isDefault('service', 'portName') && v.get('service', 'portName') !== undefined)
     c.notMapped('service.portName', "the Service's port is named http");
   else v.get('service', 'portName');

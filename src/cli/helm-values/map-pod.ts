@@ -7,7 +7,7 @@ import { RESERVED_VOLUMES } from '../../controller/resources/reserved.js';
 import { LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME } from '../../controller/types.js';
 import { CHART_APP_VERSION } from './chart-defaults.js';
 import { asK8s, type Conversion, quantities } from './conversion.js';
-import { SECRET_NAME } from './flags.js';
+import { secretByName } from './flags.js';
 import { type Json, isObj, type Obj, show, truthy, ValuesError, type Values } from './values.js';
 
 const CHART_IMAGE = 'ghcr.io/runatlantis/atlantis';
@@ -297,7 +297,7 @@ function container(c: Conversion, path: string, x: Obj): V1Container {
   if (Array.isArray(ct.env)) {
     ct.env = ct.env.map((e) => {
       const ev = asK8s<V1EnvVar>(e);
-      if (!isObj(e) || typeof ev.name !== 'string' || ev.value === undefined || !SECRET_NAME.test(ev.name)) return e;
+      if (!isObj(e) || typeof ev.name !== 'string' || ev.value === undefined || !secretByName(ev.name)) return e;
       const key = `${String(ct.name)}.${ev.name}`;
       const ref = c.secretRef(c.newSecret('env'), key, `the value of ${ev.name} in ${path}`);
       return { name: ev.name, valueFrom: { secretKeyRef: { name: ref.name, key: ref.key } } };

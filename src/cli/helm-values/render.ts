@@ -25,6 +25,10 @@ export function headerLines(r: Converted, files: string[], release: string): str
     `the AtlantisDeployment ${r.deployment.metadata.name}${r.configMaps.length ? ` and the ConfigMaps it reads (${r.configMaps.map((m) => m.metadata?.name).join(', ')})` : ''}.`,
     'Apply with kubectl apply --server-side -f <this file> (docs/migrating-from-atlantis.md).',
   ];
+  if (r.deployment.metadata.name === r.fullname)
+    lines.push(
+      `The chart's Service ${r.fullname}, and its Ingress ${r.fullname} if it made one, have the names of the operator's: delete them first (helm upgrade --reuse-values makes them again).`,
+    );
   if (r.secrets.length) {
     lines.push('', 'Secrets it reads (their values are never copied here; create the ones to create before applying):');
     for (const s of r.secrets) lines.push(...secretLines(s).map((l) => `  ${l}`));
