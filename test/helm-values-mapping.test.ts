@@ -212,6 +212,8 @@ describe('migrate helm-values: server settings', () => {
         '3 pods with the embedded store would each keep their own locks: spec.replicas is 1 (more need lockingDbType redis, spec.atlantis.lockingDB)',
       ),
     );
+    assert.equal(convert({ replicaCount: 0 }).deployment.spec.replicas, 0);
+    assert.deepEqual(unmapped({ replicaCount: -1 }), one('replicaCount', 'must be 0 or more'));
   });
 });
 

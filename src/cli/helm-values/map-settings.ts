@@ -145,7 +145,11 @@ function mapStore(v: Values, c: Conversion): void {
   const skip = v.bool('redis', 'insecureSkipVerify');
   const named = v.str('redisSecretName');
   const passwordKey = v.str('redisSecretPasswordKey') || 'password';
-  const replicas = v.int(['replicaCount']) ?? 1;
+  let replicas = v.int(['replicaCount']) ?? 1;
+  if (replicas < 0) {
+    c.notMapped('replicaCount', 'must be 0 or more');
+    replicas = 1;
+  }
   const redisGiven = [host, password, port, db, tls, skip, named].some((x) => truthy(x));
   if (type === 'redis' && !host) {
     c.notMapped('lockingDbType', 'redis without redis.host: the chart gives Atlantis no Redis to use; the embedded store is used');
