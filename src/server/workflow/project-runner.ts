@@ -97,6 +97,11 @@ function stepEnv(c: ProjectRunContext, t: Terraform = {}, binDir?: string): Reco
     DIR: c.projectDir,
     PLANFILE: c.planFile,
     SHOWFILE: c.planFile.replace(/\.tfplan$/, '.json'),
+    // Where the policy_check step writes its results (policy-check-step.ts), as Atlantis names it.
+    POLICYCHECKFILE: path.join(
+      c.projectDir,
+      c.projectName ? `${c.projectName.replace(/\//g, '::')}-${c.workspace}-policyout.json` : `${c.workspace}-policyout.json`,
+    ),
     PROJECT_NAME: c.projectName ?? '',
     PULL_NUM: String(c.pull),
     PULL_AUTHOR: c.user,
