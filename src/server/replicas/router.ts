@@ -15,7 +15,8 @@ import { type ForwardOutcome, type ReplicaInfo, afterForwardFailure, route } fro
 import { forwardWebhook } from './forward.js';
 import { FORWARD_ANSWER_HEADER, answerAuth, answerIsAuthentic, checkForwardAuth, forwardAuth } from './forward-auth.js';
 import type { ServerConfig } from '../config.js';
-import { type ReplicaMembership, openReplicaRegistry } from './registry.js';
+import type { ReplicaMembership } from './membership.js';
+import { openReplicaRegistry } from './registry.js';
 
 export interface WebhookRouterDeps {
   membership: ReplicaMembership;
