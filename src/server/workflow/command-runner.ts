@@ -4,79 +4,20 @@
 // other-commands.ts) over the shared project-job machinery (project-job.ts). Called inside
 // a tracked operation; everything here is I/O orchestration, the decisions live in pure modules.
 import type { Logger } from '../../log.js';
-import type { ServerConfig } from '../config.js';
-import type { ProjectLeases } from '../locks/project-lease.js';
-import type { StateStore } from '../locks/state-store.js';
-import type { ServerMetrics } from '../metrics.js';
-import type { GitHubClient, ReactionContent } from '../vcs/github-client.js';
+import type { ReactionContent } from '../vcs/github-client.js';
 import type { ParsedCommand } from './comment-parser.js';
-import type { JobRegistry } from './jobs.js';
+import type { CommandRunnerDeps } from './command-deps.js';
+import type { CommandRequest, PullContext } from './context.js';
 import { commandErrorComment } from './messages.js';
-import { type WorkflowHooks, hookRunFor, preHookFailedComment } from './hooks.js';
+import { hookRunFor, preHookFailedComment } from './hooks.js';
 import { target } from './project-runs.js';
-import { type ServerSideRepoConfig, baseBranchAllowed } from './repo-config/server-side.js';
-import type { ProjectRunner } from './project-runner.js';
-import type { CheckoutStrategy, WorkingCopies } from './working-copy.js';
-import type { ProjectRun } from './project-runs.js';
+import { baseBranchAllowed } from './repo-config/server-side.js';
 import { teamPermits } from './team-gate.js';
 import { type RequirementSources, requirementSourcesFor } from './requirement-checks.js';
 import { ProjectJobs } from './project-job.js';
 import { plan } from './plan-command.js';
 import { apply } from './apply-command.js';
 import { approvePolicies, cancel, simple, unlock } from './other-commands.js';
-
-/** What the server knows about a pull request when a command starts. */
-export interface PullContext {
-  repo: string;
-  pull: number;
-  /** Who asked (comment author, or PR author for autoplan). */
-  user: string;
-  cloneUrl: string;
-  /** The base repository's clone URL (--checkout-strategy=merge); default cloneUrl. */
-  baseCloneUrl?: string;
-  headSha: string;
-  headRef: string;
-  baseRef: string;
-  /** The PR's author and head repository (`owner/name`), when known (hook env). */
-  author?: string;
-  headRepo?: string;
-  /** A run of POST /api/plan or /api/apply: no PR comment, the results are collected here. */
-  api?: ApiRun;
-  /** Overrides --checkout-strategy (a run of the API without a pull request checks out its ref). */
-  strategy?: CheckoutStrategy;
-}
-
-/**
- * What an API run (workflow/api-command.ts) gets back instead of the result comment: each
- * command's project results, and the error that stopped a command before or between its
- * projects (the comment's "**Plan Error**").
- */
-export interface ApiRun {
-  runs: ProjectRun[];
-  error?: string;
-}
-
-export type CommandRequest =
-  | { kind: 'autoplan'; ctx: PullContext }
-  | { kind: 'comment'; ctx: PullContext; command: ParsedCommand; commentId?: number };
-
-export interface CommandRunnerDeps {
-  config: ServerConfig;
-  store: StateStore;
-  /** One job at a time runs terraform in a project, cluster-wide (project-lease.ts). */
-  leases: ProjectLeases;
-  github: GitHubClient;
-  copies: WorkingCopies;
-  jobs: JobRegistry;
-  projectRunner: ProjectRunner;
-  metrics: ServerMetrics;
-  logger: Logger;
-  jobLogPath: (jobId: string) => string;
-  /** Parsed --repo-config, if any. */
-  serverRepoConfig?: ServerSideRepoConfig;
-  /** Server-side pre/post workflow hooks. */
-  hooks?: WorkflowHooks;
-}
 
 export class CommandRunner {
   private readonly requirementSources: RequirementSources;

@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { sameProject } from '../locks/pull-status.js';
 import type { ParsedCommand } from './comment-parser.js';
-import type { PullContext } from './command-runner.js';
+import type { PullContext } from './context.js';
 import { UNLOCKED_COMMENT } from './messages.js';
 import { outcomes, summarize, targeted } from './project-runs.js';
 import { type ProjectSpec, projectForPlan } from './projects.js';

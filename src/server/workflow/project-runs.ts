@@ -4,7 +4,6 @@ import type { ProjectKey, ProjectOutcome } from '../locks/pull-status.js';
 import { planHasNoChanges } from '../locks/pull-status.js';
 import type { PlanRecord } from '../locks/state-store.js';
 import type { ParsedCommand } from './comment-parser.js';
-import type { PullContext } from './command-runner.js';
 import type { JobStatus } from './jobs.js';
 import type { ProjectResultView } from './messages.js';
 import type { StatusTarget } from './pr-statuses.js';
@@ -17,7 +16,7 @@ export interface ProjectRun {
   dirMissing?: true;
 }
 
-export const target = (ctx: PullContext): StatusTarget => ({ repo: ctx.repo, pull: ctx.pull, headSha: ctx.headSha });
+export const target = (ctx: StatusTarget): StatusTarget => ({ repo: ctx.repo, pull: ctx.pull, headSha: ctx.headSha });
 
 /** A comment naming a project (-p), dir (-d) or workspace (-w), as opposed to the whole PR. */
 export const targeted = (c: ParsedCommand | undefined): boolean =>

@@ -2,7 +2,7 @@
 // allowlist, parse the comment. The events handler carries the decision out.
 import type { ParsedCommand } from './comment-parser.js';
 import { parseComment } from './comment-parser.js';
-import type { PullContext } from './command-runner.js';
+import type { PullContext } from './context.js';
 import type { RepoAllowlist } from '../vcs/repo-allowlist.js';
 import { BAD_SIGNATURE_TEXT, type PullRequestEvent, parseWebhook, verifySignature } from '../vcs/webhook.js';
 import { CLOSED_PR_COMMENT, FORK_PR_COMMENT } from './messages.js';
