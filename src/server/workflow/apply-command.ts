@@ -8,7 +8,7 @@ import type { PlanRecord } from '../locks/state-store.js';
 import type { ParsedCommand } from './comment-parser.js';
 import type { PullContext } from './context.js';
 import { lockedByMessage } from './messages.js';
-import { commandLocks } from './lock-policy.js';
+import { commandLocks } from './repo-config/lock-policy.js';
 import { type ProjectRun, keyOf, outcomes, planKey, summarize, target, targeted } from './project-runs.js';
 import { type ProjectSpec, projectForPlan, selectProjects } from './projects.js';
 import { CANCELLED_PROJECT_ERROR } from './execution-order.js';

@@ -8,7 +8,7 @@ import type { ParsedCommand } from './comment-parser.js';
 import type { PullContext } from './context.js';
 import { lockedByMessage } from './messages.js';
 import { formatPlanOutput } from './plan-output.js';
-import { commandLocks } from './lock-policy.js';
+import { commandLocks } from './repo-config/lock-policy.js';
 import { lockPath } from './web/pages.js';
 import { type ProjectRun, keyOf, outcomes, summarize, target, targeted } from './project-runs.js';
 import type { ProjectSpec } from './projects.js';

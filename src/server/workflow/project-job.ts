@@ -14,7 +14,7 @@ import type { PullContext } from './context.js';
 import { KeyedMutex } from './concurrency.js';
 import { type ResultCommand, renderResults } from './messages.js';
 import { SaidOnce, unsupportedKeysComment } from './repo-config/keys.js';
-import { type RepoLocksMode, projectLockMode } from './lock-policy.js';
+import { type RepoLocksMode, projectLockMode } from './repo-config/lock-policy.js';
 import { PrStatuses } from './pr-statuses.js';
 import { type ProjectRun, projectsOf } from './project-runs.js';
 import { type ProjectSpec, defaultsFor, readRepoConfig, selectProjects } from './projects.js';

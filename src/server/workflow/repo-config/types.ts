@@ -1,6 +1,6 @@
 // The types both repo config files share (atlantis.yaml and the server-side repos.yaml) and
 // what project selection hands to the runner, with Atlantis's defaults.
-import type { RepoLocksMode } from '../lock-policy.js';
+import type { RepoLocksMode } from './lock-policy.js';
 import type { UnsupportedKey } from './keys.js';
 
 export const ATLANTIS_YAML = 'atlantis.yaml';

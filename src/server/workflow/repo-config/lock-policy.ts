@@ -3,9 +3,9 @@
 // the repo's atlantis.yaml (top level, then the project) where `allowed_overrides` lists
 // `repo_locks`; the deprecated `repo_locking: false`; and --disable-repo-locking, which turns
 // every lock off. Pure.
-import type { Problems } from './repo-config/schema.js';
-import type { RepoConfig } from './repo-config/types.js';
-import { isObj } from './repo-config/schema.js';
+import type { Problems } from './schema.js';
+import type { RepoConfig } from './types.js';
+import { isObj } from './schema.js';
 
 export type RepoLocksMode = 'disabled' | 'on_plan' | 'on_apply';
 export const REPO_LOCKS_MODES: readonly RepoLocksMode[] = ['disabled', 'on_plan', 'on_apply'];
