@@ -3,11 +3,10 @@
 // the repo's atlantis.yaml (top level, then the project) where `allowed_overrides` lists
 // `repo_locks`; the deprecated `repo_locking: false`; and --disable-repo-locking, which turns
 // every lock off. Pure.
-import type { Problems } from './schema.js';
-import type { RepoConfig } from './types.js';
-import { isObj } from './schema.js';
+import { type Problems, isObj } from './problems.js';
+import type { RepoConfig, RepoLocksMode } from './types.js';
 
-export type RepoLocksMode = 'disabled' | 'on_plan' | 'on_apply';
+export type { RepoLocksMode } from './types.js';
 export const REPO_LOCKS_MODES: readonly RepoLocksMode[] = ['disabled', 'on_plan', 'on_apply'];
 export const DEFAULT_REPO_LOCKS_MODE: RepoLocksMode = 'on_plan';
 
