@@ -4,11 +4,18 @@
 // As Atlantis, a failure to find out counts as diverged (it refuses rather than run on an
 // unknown base), and with the branch strategy nothing ever diverges.
 import type { Logger } from '../../log.js';
-import { readRepoConfig } from './projects.js';
+import { type ProjectSpec, readRepoConfig } from './projects.js';
 import type { ServerSideRepoConfig } from './repo-config/server-side.js';
-import type { RequirementSources } from './requirement-checks.js';
+import type { RequirementCommand } from './requirements.js';
 import { divergedForProject } from './undiverged.js';
-import { type WorkingCopies, checkoutRequest } from './working-copy.js';
+import { type CheckoutRequest, type WorkingCopies, checkoutRequest } from './working-copy.js';
+
+/** Whether the base branch moved on in a way that touches the project (the PR's working copies named by `target`). */
+export type DivergedCheck = (
+  target: Omit<CheckoutRequest, 'workspace'>,
+  cmd: RequirementCommand,
+  project: Pick<ProjectSpec, 'dir' | 'workspace' | 'name'>,
+) => Promise<boolean>;
 
 export interface DivergedCheckDeps {
   copies: WorkingCopies;
@@ -18,7 +25,7 @@ export interface DivergedCheckDeps {
   logger: Logger;
 }
 
-export function divergedCheck(d: DivergedCheckDeps): RequirementSources['diverged'] {
+export function divergedCheck(d: DivergedCheckDeps): DivergedCheck {
   return async (target, cmd, project) => {
     const log = d.logger.child({ repo: target.repo, pull: target.pull, dir: project.dir, workspace: project.workspace });
     let files: string[] | undefined;

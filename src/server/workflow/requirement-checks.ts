@@ -5,7 +5,7 @@ import { getMergeabilityInfo } from '../vcs/github-mergeability.js';
 import type { ApplyRequirement, ProjectSpec } from './repo-config/types.js';
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
-import { divergedCheck } from './diverged-check.js';
+import { type DivergedCheck, divergedCheck } from './diverged-check.js';
 import type { ServerSideRepoConfig } from './repo-config/server-side.js';
 import type { CheckoutRequest, WorkingCopies } from './working-copy.js';
 import {
@@ -28,7 +28,7 @@ export interface RequirementSources {
   /** --gh-allow-mergeable-bypass-apply */
   bypassApply: boolean;
   /** Whether the base branch moved on in a way that touches the project (diverged-check.ts). */
-  diverged: (target: RequirementTarget, cmd: RequirementCommand, project: RequirementProject) => Promise<boolean>;
+  diverged: DivergedCheck;
 }
 
 /** The sources of a server: GitHub, and the working copies for undiverged. */
