@@ -16,6 +16,7 @@ import type { ProjectPlanStatus, PullStatus } from '../locks/pull-status.js';
 import type { StateStore } from '../locks/state-store.js';
 import type { GitHubClient, RepoMergeSettings } from '../vcs/github-client.js';
 import { githubErrorText } from '../vcs/github-error-text.js';
+import { MERGE_METHODS, type MergeMethod } from './automerge-config.js';
 import type { ParsedCommand } from './comment-parser.js';
 import { type ServerSettings, type ServerSideRepoConfig, serverSettingsFor } from './repo-config/server-side.js';
 import type { RepoConfig } from './repo-config/types.js';
@@ -26,15 +27,6 @@ export const AUTOMERGE_COMMENT = 'Automatically merging because all plans have b
 /** Atlantis's comment when the merge failed, word for word. */
 export function automergeFailedComment(error: string): string {
   return `Automerging failed:\n\`\`\`\n${error}\n\`\`\``;
-}
-
-export const MERGE_METHODS = ['merge', 'rebase', 'squash'] as const;
-export type MergeMethod = (typeof MERGE_METHODS)[number];
-
-/** --automerge-method's check at start, Atlantis's words (Go prints the list as `[a b c]`). */
-export function automergeMethodProblem(method: string): string | undefined {
-  if (method === '' || (MERGE_METHODS as readonly string[]).includes(method)) return undefined;
-  return `invalid --automerge-method: must be one of [${MERGE_METHODS.join(' ')}]`;
 }
 
 /** What a command's projects say about automerge (Atlantis reads them from its first project). */
