@@ -10,15 +10,11 @@
 // Atlantis v0.47 releases every lock of a PR at the end of a PR's API run too, which left its
 // plans applicable without the lock (another PR could lock and plan the project meanwhile): a
 // deliberate difference (docs/server.md).
-import { checkApplyLock } from './apply-lock.js';
 import { randomInt } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
-import type { ApiDeps } from '../http/api.js';
 import type { ApiRequest, ApiTarget } from '../http/api-request.js';
-import type { AtlantisServer } from '../server.js';
-import type { RepoAllowlist } from '../vcs/repo-allowlist.js';
 import type { StateStore } from '../locks/state-store.js';
 import { GitHubApiError, type GitHubClient, type PullInfo } from '../vcs/github-client.js';
 import type { ParsedCommand } from './comment-parser.js';
@@ -41,28 +37,6 @@ export interface ApiCommandDeps {
   /** The plugin's count of a PR's running commands: a close meanwhile releases what they take after it. */
   began: (repo: string, pull: number) => void;
   ended: (repo: string, pull: number) => Promise<void>;
-}
-
-/** The routes' dependencies (http/api.ts) for the plugin: the API runs here, as one operation of the server. */
-export function apiRoutes(
-  d: ApiCommandDeps,
-  o: { server: Pick<AtlantisServer, 'startOperation' | 'finishOperation'>; allowlist: RepoAllowlist },
-): ApiDeps {
-  return {
-    apiSecret: d.config.apiSecret,
-    allowlist: o.allowlist,
-    ghHostname: d.config.ghHostname,
-    teamRules: d.config.ghTeamAllowlist,
-    logger: d.logger,
-    startOperation: (info) => o.server.startOperation(info),
-    finishOperation: (op) => o.server.finishOperation(op),
-    run: (command, req) => runApiCommand(d, command, req),
-    listLocks: () => d.store.list(),
-    globalApplyLock: async () => {
-      const gate = await checkApplyLock(d.store, d.config.disableGlobalApplyLock);
-      return gate.kind === 'refuse' ? gate.comment : undefined;
-    },
-  };
 }
 
 /**

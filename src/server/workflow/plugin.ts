@@ -44,7 +44,8 @@ import { repoAllowlistOf, serverRepoConfigOf } from './startup-settings.js';
 import { replayAnswer } from './delivery-replay.js';
 import { mountWebUi } from './web/routes.js';
 import { mountApi } from '../http/api.js';
-import { type ApiCommandDeps, apiRoutes, releasePullless } from './api-command.js';
+import { type ApiCommandDeps, releasePullless } from './api-command.js';
+import { apiRoutes } from './api-routes.js';
 import { WorkingCopies } from './working-copy.js';
 
 /** The body of a 503 to a command whose journal write failed. */

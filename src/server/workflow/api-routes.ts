@@ -1,0 +1,29 @@
+// The API's routes (http/api.ts) wired to the workflow: the checks http/api.ts makes before a
+// run, and the run itself through api-command.ts, as one operation of the server.
+import type { ApiDeps } from '../http/api.js';
+import type { AtlantisServer } from '../server.js';
+import type { RepoAllowlist } from '../vcs/repo-allowlist.js';
+import { type ApiCommandDeps, runApiCommand } from './api-command.js';
+import { checkApplyLock } from './apply-lock.js';
+
+/** The routes' dependencies (http/api.ts) for the plugin: the API runs here, as one operation of the server. */
+export function apiRoutes(
+  d: ApiCommandDeps,
+  o: { server: Pick<AtlantisServer, 'startOperation' | 'finishOperation'>; allowlist: RepoAllowlist },
+): ApiDeps {
+  return {
+    apiSecret: d.config.apiSecret,
+    allowlist: o.allowlist,
+    ghHostname: d.config.ghHostname,
+    teamRules: d.config.ghTeamAllowlist,
+    logger: d.logger,
+    startOperation: (info) => o.server.startOperation(info),
+    finishOperation: (op) => o.server.finishOperation(op),
+    run: (command, req) => runApiCommand(d, command, req),
+    listLocks: () => d.store.list(),
+    globalApplyLock: async () => {
+      const gate = await checkApplyLock(d.store, d.config.disableGlobalApplyLock);
+      return gate.kind === 'refuse' ? gate.comment : undefined;
+    },
+  };
+}
