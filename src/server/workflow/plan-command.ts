@@ -4,12 +4,12 @@ import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { planDiffSummary } from '../locks/pull-status.js';
 import { fileSha256 } from '../locks/plan-file.js';
+import { lockId, lockPath } from '../locks/lock-id.js';
 import type { ParsedCommand } from './comment-parser.js';
 import type { PullContext } from './context.js';
 import { lockedByMessage } from './messages.js';
 import { formatPlanOutput } from './plan-output.js';
 import { commandLocks } from './repo-config/lock-policy.js';
-import { lockPath } from './web/pages.js';
 import { type ProjectRun, keyOf, outcomes, summarize, target, targeted } from './project-runs.js';
 import type { ProjectSpec } from './projects.js';
 import { DirNotExistError } from './checkout-paths.js';
@@ -159,7 +159,9 @@ async function planProjectRun(
           applyCmd: buildApplyComment(exe, p.dir, p.workspace, p.name),
           replanCmd: buildPlanComment(exe, p.dir, p.workspace, p.name, c?.extraArgs ?? []),
           // No lock, no link to delete it (Atlantis hides the line with --disable-repo-locking).
-          ...(j.d.config.disableRepoLocking ? {} : { lockUrl: `${j.d.config.atlantisUrl}${lockPath({ ...key, project: p.name })}` }),
+          ...(j.d.config.disableRepoLocking
+            ? {}
+            : { lockUrl: `${j.d.config.atlantisUrl}${lockPath(lockId(key.repo, key.dir, key.workspace, p.name))}` }),
           mergedAgain,
         },
       },
