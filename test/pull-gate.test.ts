@@ -1,4 +1,4 @@
-// Which pull requests a command may run on (src/server/workflow/webhook-decision.ts), as
+// Which pull requests a command may run on (src/server/workflow/pull-gate.ts), as
 // Atlantis decides it: fork PRs only with --allow-fork-prs (a reply unless
 // --silence-fork-pr-errors), closed PRs for unlock only. Pure: gatePull, and decideWebhook on
 // pull_request payloads shaped like GitHub's (test/support/github-standin.ts).
@@ -6,13 +6,8 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { describe, it } from 'node:test';
 import { CLOSED_PR_COMMENT, FORK_PR_COMMENT } from '../src/server/workflow/messages.js';
-import {
-  type DecisionOptions,
-  type PullFacts,
-  type WebhookDecision,
-  decideWebhook,
-  gatePull,
-} from '../src/server/workflow/webhook-decision.js';
+import { type PullFacts, gatePull } from '../src/server/workflow/pull-gate.js';
+import { type DecisionOptions, type WebhookDecision, decideWebhook } from '../src/server/workflow/webhook-decision.js';
 import { parseRepoAllowlist } from '../src/server/vcs/repo-allowlist.js';
 import { type PullRequestPayloadOptions, pullRequestPayload } from './support/github-standin.js';
 

@@ -21,7 +21,7 @@ import type { ParsedCommand } from './comment-parser.js';
 import type { CommandRunner } from './command-runner.js';
 import type { ApiRun, PullContext } from './context.js';
 import type { ProjectRun } from './project-runs.js';
-import { gatePull } from './webhook-decision.js';
+import { gatePull } from './pull-gate.js';
 import type { WorkingCopies } from './working-copy.js';
 
 export interface ApiCommandDeps {

@@ -38,7 +38,8 @@ import {
 import { ProjectRunner } from './project-runner.js';
 import { type RecoveryDeps, recoverJournal } from './recovery.js';
 import { RefusedEntries } from './refused-entries.js';
-import { type PullRefusal, type WorkItem, decideWebhook, gatePull } from './webhook-decision.js';
+import { type PullRefusal, gatePull } from './pull-gate.js';
+import { type WorkItem, decideWebhook } from './webhook-decision.js';
 import { lockDiscardedComment } from './lock-delete.js';
 import { repoAllowlistOf, serverRepoConfigOf } from './startup-settings.js';
 import { replayAnswer } from './delivery-replay.js';
