@@ -4,8 +4,8 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { type ParseOptions, type ParsedCommand, parseComment } from '../src/server/workflow/comment-parser.js';
 import { RUNNABLE_COMMANDS } from '../src/server/workflow/commands.js';
-import { dirTargets, globMatch, isValidGlob } from '../src/server/workflow/comment-parser/dir-glob.js';
-import { shellSplit } from '../src/server/workflow/comment-parser/shell-split.js';
+import { dirTargets, globMatch, isValidGlob } from '../src/server/workflow/go-compat/dir-glob.js';
+import { shellSplit } from '../src/server/workflow/go-compat/shell-split.js';
 import {
   DID_YOU_MEAN_COMMENT,
   UNLOCK_USAGE,
@@ -14,7 +14,7 @@ import {
   flagUsages,
   helpComment,
 } from '../src/server/workflow/comment-parser/usage.js';
-import { cleanedRepoDir } from '../src/server/workflow/repo-dir.js';
+import { cleanedRepoDir } from '../src/server/workflow/go-compat/repo-dir.js';
 
 const OPTS: ParseOptions = {
   executableName: 'atlantis',

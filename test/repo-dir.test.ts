@@ -3,7 +3,7 @@
 // climbing out of the repo and control characters.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type AbsoluteDir, type CleanedRepoDir, cleanRepoDir } from '../src/server/workflow/repo-dir.js';
+import { type AbsoluteDir, type CleanedRepoDir, cleanRepoDir } from '../src/server/workflow/go-compat/repo-dir.js';
 
 const cases: Array<[string, AbsoluteDir, CleanedRepoDir]> = [
   ['.', 'refused', { dir: '.' }],

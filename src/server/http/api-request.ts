@@ -2,9 +2,9 @@
 // (Go's encoding/json: keys matched case-insensitively, the last of equal keys wins, unknown
 // keys and nulls ignored), then checked field by field: every refusal names the field.
 // Pure; http/api.ts answers 400 with the text.
-import { isDirGlob, isValidGlob } from '../workflow/comment-parser/dir-glob.js';
-import { goQuote } from '../workflow/comment-parser/go-text.js';
-import { cleanRepoDir, workspaceProblem } from '../workflow/repo-dir.js';
+import { isDirGlob, isValidGlob } from '../workflow/go-compat/dir-glob.js';
+import { goQuote } from '../workflow/go-compat/go-text.js';
+import { cleanRepoDir, workspaceProblem } from '../workflow/go-compat/repo-dir.js';
 
 /** One thing to run on: a configured project by name, or a dir (a glob as in a comment's -d) and workspace. */
 export interface ApiTarget {

@@ -7,7 +7,7 @@
 import { opendir, readlink, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { type PathArg, isInside, pathArgs, pathOutsideMessage } from './extra-args.js';
-import { cleanedRepoDir } from './repo-dir.js';
+import { cleanedRepoDir } from './go-compat/repo-dir.js';
 
 /** Entries looked at in one working copy before giving up (a bound on time, not a policy). */
 export const MAX_CHECKOUT_ENTRIES = 200_000;

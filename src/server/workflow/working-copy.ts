@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../../log.js';
 import { processRedactor } from '../secrets/redact.js';
-import { workspaceProblem } from './repo-dir.js';
+import { workspaceProblem } from './go-compat/repo-dir.js';
 import { divergedFilesArgs } from './undiverged.js';
 import type { ProcessHost } from '../terraform/process-host.js';
 

@@ -3,7 +3,7 @@
 // not JavaScript's \s; TrimSpace is in go-paths.ts), strings.ToLower (per code point, no context), strconv.Quote (%q)
 // and a Levenshtein distance over code points (agext/levenshtein). Pure.
 
-import { isGoSpace } from '../go-paths.js';
+import { isGoSpace } from './go-paths.js';
 
 /** strings.Trim(s, cutset) for a one-character cutset. */
 export function goTrimChar(s: string, ch: string): string {
