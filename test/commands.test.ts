@@ -9,8 +9,8 @@ import {
   DEFAULT_ALLOW_COMMANDS,
   RUNNABLE_COMMANDS,
   resolveAllowCommands,
-} from '../src/server/workflow/commands.js';
-import { parseComment } from '../src/server/workflow/comment-parser.js';
+} from '../src/server/workflow/comment-parser/commands.js';
+import { parseComment } from '../src/server/workflow/comment-parser/index.js';
 import { CANCEL_COMMENT, approvePoliciesComment } from '../src/server/workflow/comment-replies.js';
 import { configWithRequiredFlags } from './support/server-config.js';
 

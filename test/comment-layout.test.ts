@@ -22,7 +22,7 @@ import {
   renderCommandFailure,
   renderResults,
 } from '../src/server/workflow/messages.js';
-import type { CommandName } from '../src/server/workflow/commands.js';
+import type { CommandName } from '../src/server/workflow/comment-parser/commands.js';
 import { layoutOptions } from '../src/server/workflow/result-comment.js';
 
 interface Output {

@@ -4,8 +4,8 @@
 // otherwise, the case says so and why (docs/server.md, "Compatibility with Atlantis v0.47").
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type ParseOptions, type ParsedCommand, type ParseResult, parseComment } from '../src/server/workflow/comment-parser.js';
-import { RUNNABLE_COMMANDS } from '../src/server/workflow/commands.js';
+import { type ParseOptions, type ParsedCommand, type ParseResult, parseComment } from '../src/server/workflow/comment-parser/index.js';
+import { RUNNABLE_COMMANDS } from '../src/server/workflow/comment-parser/commands.js';
 import { buildApplyComment, buildPlanComment, helpComment } from '../src/server/workflow/comment-parser/usage.js';
 
 // Atlantis's test parser: GitHub user "github-user", every comment command allowed.

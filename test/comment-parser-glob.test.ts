@@ -3,7 +3,7 @@
 // none matches, the pattern is taken as a dir, as Atlantis takes it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseComment } from '../src/server/workflow/comment-parser.js';
+import { parseComment } from '../src/server/workflow/comment-parser/index.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
 import { resolveCommentTarget } from '../src/server/workflow/repo-config/project-selection.js';
 

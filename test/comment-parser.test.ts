@@ -2,8 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { type ParseOptions, type ParsedCommand, parseComment } from '../src/server/workflow/comment-parser.js';
-import { RUNNABLE_COMMANDS } from '../src/server/workflow/commands.js';
+import { type ParseOptions, type ParsedCommand, parseComment } from '../src/server/workflow/comment-parser/index.js';
+import { RUNNABLE_COMMANDS } from '../src/server/workflow/comment-parser/commands.js';
 import { dirTargets, globMatch, isValidGlob } from '../src/server/workflow/go-compat/dir-glob.js';
 import { shellSplit } from '../src/server/workflow/go-compat/shell-split.js';
 import {

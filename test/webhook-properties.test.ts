@@ -17,7 +17,7 @@ import {
   type WebhookDecision,
   decideWebhook,
 } from '../src/server/workflow/webhook-decision.js';
-import { RUNNABLE_COMMANDS } from '../src/server/workflow/commands.js';
+import { RUNNABLE_COMMANDS } from '../src/server/workflow/comment-parser/commands.js';
 import { workflowPlugin } from '../src/server/workflow/plugin.js';
 import { issueCommentPayload, pullRequestPayload, sendWebhook } from './support/github-standin.js';
 import { type TestServer, startTestServer, waitFor } from './support/server.js';

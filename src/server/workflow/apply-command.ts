@@ -5,7 +5,7 @@ import { rmSync } from 'node:fs';
 import { genericApplyProblem, noPlanFoundError } from '../locks/pull-status.js';
 import { fileSha256, planFileProblem } from '../locks/plan-file.js';
 import type { PlanRecord } from '../locks/state-store.js';
-import type { ParsedCommand } from './comment-parser.js';
+import type { ParsedCommand } from './comment-parser/index.js';
 import type { PullContext } from './context.js';
 import { lockedByMessage } from './messages.js';
 import { commandLocks } from './repo-config/lock-policy.js';

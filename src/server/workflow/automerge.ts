@@ -17,7 +17,7 @@ import type { StateStore } from '../locks/state-store.js';
 import type { GitHubClient, RepoMergeSettings } from '../vcs/github-client.js';
 import { githubErrorText } from '../vcs/github-error-text.js';
 import { MERGE_METHODS, type MergeMethod } from './automerge-config.js';
-import type { ParsedCommand } from './comment-parser.js';
+import type { ParsedCommand } from './comment-parser/index.js';
 import { type ServerSettings, type ServerSideRepoConfig, serverSettingsFor } from './repo-config/server-side.js';
 import type { RepoConfig } from './repo-config/types.js';
 

@@ -1,6 +1,6 @@
 // What a command of a pull request is run with: the pull request as the server knows it when
 // the command starts, and the request (autoplan, or a comment's command) the runner takes.
-import type { ParsedCommand } from './comment-parser.js';
+import type { ParsedCommand } from './comment-parser/index.js';
 import type { ProjectRun } from './project-runs.js';
 import type { CheckoutStrategy } from './working-copy.js';
 

@@ -2,7 +2,7 @@
 // import and state rm, which run one workflow stage in each selected project.
 import { randomUUID } from 'node:crypto';
 import { sameProject } from '../locks/pull-status.js';
-import type { ParsedCommand } from './comment-parser.js';
+import type { ParsedCommand } from './comment-parser/index.js';
 import type { PullContext } from './context.js';
 import { UNLOCKED_COMMENT } from './messages.js';
 import { outcomes, summarize, targeted } from './project-runs.js';

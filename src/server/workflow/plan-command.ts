@@ -5,7 +5,7 @@ import { rmSync } from 'node:fs';
 import { planDiffSummary } from '../locks/pull-status.js';
 import { fileSha256 } from '../locks/plan-file.js';
 import { lockId, lockPath } from '../locks/lock-id.js';
-import type { ParsedCommand } from './comment-parser.js';
+import type { ParsedCommand } from './comment-parser/index.js';
 import type { PullContext } from './context.js';
 import { lockedByMessage } from './messages.js';
 import { formatPlanOutput } from './plan-output.js';

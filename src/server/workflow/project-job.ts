@@ -8,7 +8,7 @@ import { sleep } from '../../async.js';
 import { since } from '../atlantis-metrics.js';
 import type { Lease } from '../locks/project-lease.js';
 import type { PlanRecord } from '../locks/state-store.js';
-import type { ParsedCommand } from './comment-parser.js';
+import type { ParsedCommand } from './comment-parser/index.js';
 import type { CommandRunnerDeps } from './command-deps.js';
 import type { PullContext } from './context.js';
 import { KeyedMutex } from './concurrency.js';
@@ -21,7 +21,7 @@ import { type ProjectSpec, defaultsFor, readRepoConfig, selectProjects } from '.
 import { serverLockSettingsFor, serverSettingsFor } from './repo-config/server-side.js';
 import type { RepoConfig, Workflow } from './repo-config/types.js';
 import { DirNotExistError, assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from './checkout-paths.js';
-import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './extra-args.js';
+import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './comment-parser/extra-args.js';
 import type { ProjectRunContext } from './project-runner.js';
 import { checkoutRequest } from './working-copy.js';
 import { hideBeforeResult, layoutOptions } from './result-comment.js';

@@ -1,7 +1,7 @@
 // Which projects a command runs on: the glue between a PR's checkout, its atlantis.yaml,
 // the server-side repo config, the changed files and the comment's -p/-d/-w. Pure apart
 // from reading atlantis.yaml from the checkout.
-import type { ParsedCommand } from './comment-parser.js';
+import type { ParsedCommand } from './comment-parser/index.js';
 import { loadRepoConfig } from './repo-config/atlantis-yaml.js';
 import { type DefaultsFromServer, projectsForChangedFiles, resolveCommentTarget } from './repo-config/project-selection.js';
 import { refusedKeysError } from './repo-config/keys.js';

@@ -10,14 +10,14 @@
 // glob -d (comment-parser/dir-glob.ts), the reply texts (comment-parser/usage.ts), the dir
 // and workspace rules (repo-dir.ts) and the extra-args rules (extra-args.ts).
 import { type CommandName, DEFAULT_ALLOW_COMMANDS, RUNNABLE_COMMANDS, commandSpec, isRunnableCommand } from './commands.js';
-import { isDirGlob, isValidGlob } from './go-compat/dir-glob.js';
-import { goFields, goQuote, goToLower, goTrimChar, levenshtein } from './go-compat/go-text.js';
-import { parseFlags } from './comment-parser/pflag.js';
-import { shellSplit } from './go-compat/shell-split.js';
-import { DID_YOU_MEAN_COMMENT, UNLOCK_USAGE, errMarkdown, flagUsages, helpComment } from './comment-parser/usage.js';
+import { isDirGlob, isValidGlob } from '../go-compat/dir-glob.js';
+import { goFields, goQuote, goToLower, goTrimChar, levenshtein } from '../go-compat/go-text.js';
+import { parseFlags } from './pflag.js';
+import { shellSplit } from '../go-compat/shell-split.js';
+import { DID_YOU_MEAN_COMMENT, UNLOCK_USAGE, errMarkdown, flagUsages, helpComment } from './usage.js';
 import { effectiveBlocked, firstBlockedArg, pathArgs, pathOutsideMessage, DEFAULT_BLOCKED_EXTRA_ARGS } from './extra-args.js';
-import { goTrimSpace } from './go-compat/go-paths.js';
-import { cleanRepoDir, workspaceProblem } from './go-compat/repo-dir.js';
+import { goTrimSpace } from '../go-compat/go-paths.js';
+import { cleanRepoDir, workspaceProblem } from '../go-compat/repo-dir.js';
 
 export interface ParsedCommand {
   name: CommandName;
