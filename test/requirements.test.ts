@@ -12,7 +12,7 @@ import {
   dependencyFailure,
   mergeableStatus,
   requirementFailure,
-} from '../src/server/workflow/requirements.js';
+} from '../src/server/workflow/repo-config/requirements.js';
 import type { ApplyRequirement } from '../src/server/workflow/repo-config/types.js';
 
 describe('mergeableStatus (GitHub mergeable_state as Atlantis maps it)', () => {

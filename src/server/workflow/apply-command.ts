@@ -11,10 +11,10 @@ import { lockedByMessage } from './messages.js';
 import { commandLocks } from './repo-config/lock-policy.js';
 import { type ProjectRun, keyOf, outcomes, planKey, summarize, target, targeted } from './project-runs.js';
 import { type ProjectSpec, projectForPlan, selectProjects } from './projects.js';
-import { CANCELLED_PROJECT_ERROR } from './execution-order.js';
+import { CANCELLED_PROJECT_ERROR } from './repo-config/execution-order.js';
 import { requirementRefusal } from './requirement-checks.js';
 import { checkApplyLock } from './apply-lock.js';
-import { dependencyFailure } from './requirements.js';
+import { dependencyFailure } from './repo-config/requirements.js';
 import type { ProjectJobs } from './project-job.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */

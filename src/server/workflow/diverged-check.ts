@@ -6,7 +6,7 @@
 import type { Logger } from '../../log.js';
 import { type ProjectSpec, readRepoConfig } from './projects.js';
 import type { ServerSideRepoConfig } from './repo-config/server-side.js';
-import type { RequirementCommand } from './requirements.js';
+import type { RequirementCommand } from './repo-config/requirements.js';
 import { divergedForProject } from './undiverged.js';
 import { type CheckoutRequest, type WorkingCopies, checkoutRequest } from './working-copy.js';
 

@@ -15,7 +15,7 @@ import type { ProjectSpec } from './projects.js';
 import { DirNotExistError } from './checkout-paths.js';
 import { mergeAgainPerWorkspace } from './merge-again.js';
 import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
-import { CANCELLED_PROJECT_ERROR } from './execution-order.js';
+import { CANCELLED_PROJECT_ERROR } from './repo-config/execution-order.js';
 import { requirementRefusal } from './requirement-checks.js';
 import type { ProjectJobs } from './project-job.js';
 

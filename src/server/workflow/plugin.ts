@@ -41,7 +41,7 @@ import { RefusedEntries } from './refused-entries.js';
 import { type PullRefusal, gatePull } from './pull-gate.js';
 import { type WorkItem, decideWebhook } from './webhook-decision.js';
 import { lockDiscardedComment } from './lock-delete.js';
-import { repoAllowlistOf, serverRepoConfigOf } from './startup-settings.js';
+import { repoAllowlistOf, serverRepoConfigOf } from './repo-config/startup-settings.js';
 import { replayAnswer } from './delivery-replay.js';
 import { mountWebUi } from './web/routes.js';
 import { mountApi } from '../http/api.js';

@@ -3,10 +3,10 @@
 // the same project, and Atlantis's execution order inside one plan or apply (groups,
 // parallel or one by one, abort on failure, `atlantis cancel`).
 import { KeyedMutex, Semaphore } from './concurrency.js';
-import { CancellationTracker, type Scheduled, runInExecutionOrder } from './execution-order.js';
+import { CancellationTracker, type Scheduled, runInExecutionOrder } from './repo-config/execution-order.js';
 import type { ProjectOutcome } from './messages.js';
 import { planHasNoChanges } from './plan-output.js';
-import { PullProjectStates } from './requirements.js';
+import { PullProjectStates } from './repo-config/requirements.js';
 
 export interface ProjectKey {
   repo: string;

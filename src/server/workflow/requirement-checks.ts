@@ -15,7 +15,7 @@ import {
   mergeableMinusApply,
   mergeableStatus,
   requirementFailure,
-} from './requirements.js';
+} from './repo-config/requirements.js';
 
 /** The pull request a requirement is checked for (its working copies included). */
 export type RequirementTarget = Omit<CheckoutRequest, 'workspace'>;

@@ -6,7 +6,7 @@
 import { goClean } from './go-compat/go-paths.js';
 import { projectsForChangedFiles } from './repo-config/project-selection.js';
 import { DEFAULT_WHEN_MODIFIED, type ProjectSpec, type RepoConfig } from './repo-config/types.js';
-import { MatchBudget, changedPath, compilePatternList, listMatches } from './when-modified.js';
+import { MatchBudget, changedPath, compilePatternList, listMatches } from './repo-config/when-modified.js';
 
 /** Pure: the git arguments that list the diverged files (after a `git fetch`). */
 export function divergedFilesArgs(baseRef: string, fromPullHead: boolean): string[] {

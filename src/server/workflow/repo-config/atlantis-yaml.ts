@@ -2,7 +2,7 @@
 // its place. The repo is the pull request's: hostile input, bounded before use.
 import fs from 'node:fs';
 import path from 'node:path';
-import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, compilePatternList } from '../when-modified.js';
+import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, compilePatternList } from './when-modified.js';
 import { cleanedRepoDir, isValidWorkspace } from '../go-compat/repo-dir.js';
 import { shellSplit } from '../go-compat/shell-split.js';
 import { parseRepoLocking, parseRepoLocks } from './lock-policy.js';

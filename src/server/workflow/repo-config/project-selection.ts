@@ -6,7 +6,7 @@ import path from 'node:path';
 import { goClean } from '../go-compat/go-paths.js';
 import { globMatch, isDirGlob } from '../go-compat/dir-glob.js';
 import { cleanedRepoDir } from '../go-compat/repo-dir.js';
-import { type CompiledPatternList, MatchBudget, changedPath, compilePatternList, listMatches } from '../when-modified.js';
+import { type CompiledPatternList, MatchBudget, changedPath, compilePatternList, listMatches } from './when-modified.js';
 import {
   ATLANTIS_YAML,
   type ApplyRequirement,

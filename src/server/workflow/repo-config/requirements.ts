@@ -1,7 +1,7 @@
 // plan_requirements, apply_requirements, import_requirements and depends_on, decided as
 // Atlantis v0.47 decides them (server/events/command_requirement_handler.go and the GitHub
 // client's PullIsMergeable), with its refusal texts. Pure: the caller fetches the facts.
-import type { ApplyRequirement } from './repo-config/types.js';
+import type { ApplyRequirement } from './types.js';
 
 export type RequirementCommand = 'plan' | 'apply' | 'import';
 

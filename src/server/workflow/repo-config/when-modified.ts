@@ -11,7 +11,7 @@
 // pattern shapes whose RE2 meaning is an accident of that translation (`*`/`?`/`[:` inside
 // `[...]`, `\` before a letter, digit or non-ASCII char, a range like `[z-a]`) are refused
 // when the config is read (see docs/server.md).
-import { filepathSyntaxProblem, goClean, goDir, goJoin, goTrimSpace } from './go-compat/go-paths.js';
+import { filepathSyntaxProblem, goClean, goDir, goJoin, goTrimSpace } from '../go-compat/go-paths.js';
 
 /** Most patterns one project's when_modified may list. */
 export const MAX_WHEN_MODIFIED_PATTERNS = 100;

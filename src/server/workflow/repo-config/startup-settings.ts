@@ -1,11 +1,11 @@
 // Settings the workflow reads once at start, refused with a one-line UsageError naming the
 // flag: the repo allowlist and the server-side repo config (--repo-config or --repo-config-json).
 import { readFileSync } from 'node:fs';
-import { UsageError } from '../../config/flags.js';
-import type { ServerConfig } from '../config.js';
-import { AllowlistError, type RepoAllowlist, parseRepoAllowlist } from '../vcs/repo-allowlist.js';
-import { type ServerSideRepoConfig, parseServerSideRepoConfig } from './repo-config/server-side.js';
-import { RepoConfigError } from './repo-config/types.js';
+import { UsageError } from '../../../config/flags.js';
+import type { ServerConfig } from '../../config.js';
+import { AllowlistError, type RepoAllowlist, parseRepoAllowlist } from '../../vcs/repo-allowlist.js';
+import { type ServerSideRepoConfig, parseServerSideRepoConfig } from './server-side.js';
+import { RepoConfigError } from './types.js';
 
 export function repoAllowlistOf(cfg: Pick<ServerConfig, 'repoAllowlist'>): RepoAllowlist {
   try {
