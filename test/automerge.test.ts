@@ -23,7 +23,7 @@ import {
   notApplied,
 } from '../src/server/workflow/automerge.js';
 import { githubErrorText } from '../src/server/vcs/github-error-text.js';
-import { repoConfigViolation } from '../src/server/workflow/projects.js';
+import { repoConfigViolation } from '../src/server/workflow/checkout/projects.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
 import { parseServerSideRepoConfig, serverSettingsFor } from '../src/server/workflow/repo-config/server-side.js';
 import { GitHubStandin } from './support/github-standin.js';

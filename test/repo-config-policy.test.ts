@@ -5,7 +5,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { repoConfigViolation } from '../src/server/workflow/projects.js';
+import { repoConfigViolation } from '../src/server/workflow/checkout/projects.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
 import { workflowPlugin } from '../src/server/workflow/plugin.js';
 import { terraformConfig } from './support/git-repos.js';

@@ -13,7 +13,7 @@ import { automergeMethodProblem } from './workflow/automerge-config.js';
 import { normaliseTfVersion } from './terraform/tf-versions.js';
 import { type GitHubAppSettings, parseAppPrivateKey } from './vcs/github-app.js';
 import { type TeamRule, TeamAllowlistError, parseTeamAllowlist } from './workflow/team-allowlist.js';
-import type { CheckoutStrategy } from './workflow/working-copy.js';
+import type { CheckoutStrategy } from './workflow/checkout/working-copy.js';
 import { DEFAULT_WEB_PASSWORD, DEFAULT_WEB_USERNAME } from './server-flags.js';
 
 // The flag table lives in server-flags.ts; these names stay importable from here.

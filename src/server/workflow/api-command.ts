@@ -22,7 +22,7 @@ import type { CommandRunner } from './command-runner.js';
 import type { ApiRun, PullContext } from './context.js';
 import type { ProjectRun } from './project-runs.js';
 import { gatePull } from './pull-gate.js';
-import type { WorkingCopies } from './working-copy.js';
+import type { WorkingCopies } from './checkout/working-copy.js';
 
 export interface ApiCommandDeps {
   config: Pick<

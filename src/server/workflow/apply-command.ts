@@ -10,7 +10,7 @@ import type { PullContext } from './context.js';
 import { lockedByMessage } from './messages.js';
 import { commandLocks } from './repo-config/lock-policy.js';
 import { type ProjectRun, keyOf, outcomes, planKey, summarize, target, targeted } from './project-runs.js';
-import { type ProjectSpec, projectForPlan, selectProjects } from './projects.js';
+import { type ProjectSpec, projectForPlan, selectProjects } from './checkout/projects.js';
 import { CANCELLED_PROJECT_ERROR } from './repo-config/execution-order.js';
 import { requirementRefusal } from './requirement-checks.js';
 import { checkApplyLock } from './apply-lock.js';

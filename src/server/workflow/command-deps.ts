@@ -10,7 +10,7 @@ import type { WorkflowHooks } from './hooks.js';
 import type { JobRegistry } from './jobs.js';
 import type { ProjectRunner } from './project-runner.js';
 import type { ServerSideRepoConfig } from './repo-config/server-side.js';
-import type { WorkingCopies } from './working-copy.js';
+import type { WorkingCopies } from './checkout/working-copy.js';
 
 export interface CommandRunnerDeps {
   config: ServerConfig;

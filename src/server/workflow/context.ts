@@ -2,7 +2,7 @@
 // the command starts, and the request (autoplan, or a comment's command) the runner takes.
 import type { ParsedCommand } from './comment-parser/index.js';
 import type { ProjectRun } from './project-runs.js';
-import type { CheckoutStrategy } from './working-copy.js';
+import type { CheckoutStrategy } from './checkout/working-copy.js';
 
 /** What the server knows about a pull request when a command starts. */
 export interface PullContext {

@@ -6,7 +6,7 @@ import type { ParsedCommand } from './comment-parser/index.js';
 import type { PullContext } from './context.js';
 import { UNLOCKED_COMMENT } from './messages.js';
 import { outcomes, summarize, targeted } from './project-runs.js';
-import { type ProjectSpec, projectForPlan } from './projects.js';
+import { type ProjectSpec, projectForPlan } from './checkout/projects.js';
 import type { RepoConfig } from './repo-config/types.js';
 import { buildPlanComment } from './comment-parser/usage.js';
 import { CANCEL_COMMENT, approvePoliciesComment } from './comment-replies.js';

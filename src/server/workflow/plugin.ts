@@ -47,7 +47,7 @@ import { mountWebUi } from './web/routes.js';
 import { mountApi } from '../http/api.js';
 import { type ApiCommandDeps, releasePullless } from './api-command.js';
 import { apiRoutes } from './api-routes.js';
-import { WorkingCopies } from './working-copy.js';
+import { WorkingCopies } from './checkout/working-copy.js';
 
 /** The body of a 503 to a command whose journal write failed. */
 export const STORE_UNAVAILABLE_BODY = 'The state store cannot be reached: the command was not accepted, try again later';

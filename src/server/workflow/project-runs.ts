@@ -7,7 +7,7 @@ import type { ParsedCommand } from './comment-parser/index.js';
 import type { JobStatus } from './jobs.js';
 import type { ProjectResultView } from './messages.js';
 import type { StatusTarget } from './pr-statuses.js';
-import type { ProjectSpec } from './projects.js';
+import type { ProjectSpec } from './checkout/projects.js';
 
 export interface ProjectRun {
   view: ProjectResultView;

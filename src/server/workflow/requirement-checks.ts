@@ -5,9 +5,9 @@ import { getMergeabilityInfo } from '../vcs/github-mergeability.js';
 import type { ApplyRequirement, ProjectSpec } from './repo-config/types.js';
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
-import { type DivergedCheck, divergedCheck } from './diverged-check.js';
+import { type DivergedCheck, divergedCheck } from './checkout/diverged-check.js';
 import type { ServerSideRepoConfig } from './repo-config/server-side.js';
-import type { CheckoutRequest, WorkingCopies } from './working-copy.js';
+import type { CheckoutRequest, WorkingCopies } from './checkout/working-copy.js';
 import {
   type RequirementCommand,
   type RequirementFacts,

@@ -6,8 +6,8 @@
 // resolved paths are pure (isInside, pathArgs); this module does the file-system reads.
 import { opendir, readlink, realpath } from 'node:fs/promises';
 import path from 'node:path';
-import { type PathArg, isInside, pathArgs, pathOutsideMessage } from './comment-parser/extra-args.js';
-import { cleanedRepoDir } from './go-compat/repo-dir.js';
+import { type PathArg, isInside, pathArgs, pathOutsideMessage } from '../comment-parser/extra-args.js';
+import { cleanedRepoDir } from '../go-compat/repo-dir.js';
 
 /** Entries looked at in one working copy before giving up (a bound on time, not a policy). */
 export const MAX_CHECKOUT_ENTRIES = 200_000;

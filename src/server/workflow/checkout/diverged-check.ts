@@ -3,10 +3,10 @@
 // files of the base's commits it lacks; the repo config says which of them touch the project.
 // As Atlantis, a failure to find out counts as diverged (it refuses rather than run on an
 // unknown base), and with the branch strategy nothing ever diverges.
-import type { Logger } from '../../log.js';
+import type { Logger } from '../../../log.js';
 import { type ProjectSpec, readRepoConfig } from './projects.js';
-import type { ServerSideRepoConfig } from './repo-config/server-side.js';
-import type { RequirementCommand } from './repo-config/requirements.js';
+import type { ServerSideRepoConfig } from '../repo-config/server-side.js';
+import type { RequirementCommand } from '../repo-config/requirements.js';
 import { divergedForProject } from './undiverged.js';
 import { type CheckoutRequest, type WorkingCopies, checkoutRequest } from './working-copy.js';
 

@@ -3,10 +3,10 @@
 // branch's commits that are not in the merge checkout yet ("diverged files": `git log
 // <HEAD or HEAD^2 for plan>..origin/<base> --name-only`) make a project diverged only when
 // they would select that project. Pure; the git side belongs to the working copies.
-import { goClean } from './go-compat/go-paths.js';
-import { projectsForChangedFiles } from './repo-config/project-selection.js';
-import { DEFAULT_WHEN_MODIFIED, type ProjectSpec, type RepoConfig } from './repo-config/types.js';
-import { MatchBudget, changedPath, compilePatternList, listMatches } from './repo-config/when-modified.js';
+import { goClean } from '../go-compat/go-paths.js';
+import { projectsForChangedFiles } from '../repo-config/project-selection.js';
+import { DEFAULT_WHEN_MODIFIED, type ProjectSpec, type RepoConfig } from '../repo-config/types.js';
+import { MatchBudget, changedPath, compilePatternList, listMatches } from '../repo-config/when-modified.js';
 
 /** Pure: the git arguments that list the diverged files (after a `git fetch`). */
 export function divergedFilesArgs(baseRef: string, fromPullHead: boolean): string[] {

@@ -1,12 +1,12 @@
 // Which projects a command runs on: the glue between a PR's checkout, its atlantis.yaml,
 // the server-side repo config, the changed files and the comment's -p/-d/-w. Pure apart
 // from reading atlantis.yaml from the checkout.
-import type { ParsedCommand } from './comment-parser/index.js';
-import { loadRepoConfig } from './repo-config/atlantis-yaml.js';
-import { type DefaultsFromServer, projectsForChangedFiles, resolveCommentTarget } from './repo-config/project-selection.js';
-import { refusedKeysError } from './repo-config/keys.js';
-import { OVERRIDABLE_KEYS, type ServerSideRepoConfig, serverSettingsFor } from './repo-config/server-side.js';
-import type { ProjectSpec, RepoConfig } from './repo-config/types.js';
+import type { ParsedCommand } from '../comment-parser/index.js';
+import { loadRepoConfig } from '../repo-config/atlantis-yaml.js';
+import { type DefaultsFromServer, projectsForChangedFiles, resolveCommentTarget } from '../repo-config/project-selection.js';
+import { refusedKeysError } from '../repo-config/keys.js';
+import { OVERRIDABLE_KEYS, type ServerSideRepoConfig, serverSettingsFor } from '../repo-config/server-side.js';
+import type { ProjectSpec, RepoConfig } from '../repo-config/types.js';
 
 export type { ProjectSpec };
 

@@ -8,11 +8,11 @@
 // (see gitAuth). terraform and run steps never have it (secrets/child-env.ts).
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import type { Logger } from '../../log.js';
-import { processRedactor } from '../secrets/redact.js';
-import { workspaceProblem } from './go-compat/repo-dir.js';
+import type { Logger } from '../../../log.js';
+import { processRedactor } from '../../secrets/redact.js';
+import { workspaceProblem } from '../go-compat/repo-dir.js';
 import { divergedFilesArgs } from './undiverged.js';
-import type { ProcessHost } from '../terraform/process-host.js';
+import type { ProcessHost } from '../../terraform/process-host.js';
 
 export interface CheckoutRequest {
   repo: string;
