@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { lockedByMessage } from '../src/server/workflow/messages.js';
+import { lockedByMessage } from '../src/server/workflow/pr/messages.js';
 import type { CliProcess } from './support/cli.js';
 import { waitFor } from './support/server.js';
 import { terraformConfig } from './support/git-repos.js';

@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { CLOSED_PR_COMMENT, FORK_PR_COMMENT, UNLOCKED_COMMENT } from '../src/server/workflow/messages.js';
+import { CLOSED_PR_COMMENT, FORK_PR_COMMENT, UNLOCKED_COMMENT } from '../src/server/workflow/pr/messages.js';
 import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
 import { git, terraformConfig } from './support/git-repos.js';
 import { pullRequestPayload, sendWebhook } from './support/github-standin.js';

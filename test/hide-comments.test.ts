@@ -2,7 +2,7 @@
 // as a table), and the stand-in's minimizeComment, answered as GitHub answers it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { commentsToHide } from '../src/server/workflow/hide-comments.js';
+import { commentsToHide } from '../src/server/workflow/pr/hide-comments.js';
 import type { IssueComment } from '../src/server/vcs/github-client.js';
 import { answerGraphql } from './support/github-standin-graphql.js';
 

@@ -6,7 +6,7 @@
 // (its DirNotExistErr); nil pointers and slices are null. Pure.
 import { lockId } from '../locks/lock-id.js';
 import type { LockRecord } from '../locks/state-store.js';
-import type { ProjectResultView } from '../workflow/messages.js';
+import type { ProjectResultView } from '../workflow/pr/messages.js';
 
 /** command.Name, an int in Go: Apply is 0, Plan 1. */
 const COMMAND_NUMBER = { apply: 0, plan: 1 } as const;

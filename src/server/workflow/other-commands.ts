@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { sameProject } from '../locks/pull-status.js';
 import type { ParsedCommand } from './comment-parser/index.js';
 import type { PullContext } from './context.js';
-import { UNLOCKED_COMMENT } from './messages.js';
+import { UNLOCKED_COMMENT } from './pr/messages.js';
 import { outcomes, summarize, targeted } from './project-runs.js';
 import { type ProjectSpec, projectForPlan } from './checkout/projects.js';
 import type { RepoConfig } from './repo-config/types.js';

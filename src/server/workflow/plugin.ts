@@ -34,7 +34,7 @@ import {
   queuedCommandStartingComment,
   queuedDuringDrainComment,
   storeUnavailableComment,
-} from './messages.js';
+} from './pr/messages.js';
 import { ProjectRunner } from './project-runner.js';
 import { type RecoveryDeps, recoverJournal } from './recovery.js';
 import { RefusedEntries } from './refused-entries.js';

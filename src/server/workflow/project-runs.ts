@@ -5,8 +5,8 @@ import { planHasNoChanges } from '../locks/pull-status.js';
 import type { PlanRecord } from '../locks/state-store.js';
 import type { ParsedCommand } from './comment-parser/index.js';
 import type { JobStatus } from './jobs.js';
-import type { ProjectResultView } from './messages.js';
-import type { StatusTarget } from './pr-statuses.js';
+import type { ProjectResultView } from './pr/messages.js';
+import type { StatusTarget } from './pr/pr-statuses.js';
 import type { ProjectSpec } from './checkout/projects.js';
 
 export interface ProjectRun {

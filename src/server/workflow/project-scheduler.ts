@@ -4,8 +4,8 @@
 // parallel or one by one, abort on failure, `atlantis cancel`).
 import { KeyedMutex, Semaphore } from './concurrency.js';
 import { CancellationTracker, type Scheduled, runInExecutionOrder } from './repo-config/execution-order.js';
-import type { ProjectOutcome } from './messages.js';
-import { planHasNoChanges } from './plan-output.js';
+import type { ProjectOutcome } from './pr/messages.js';
+import { planHasNoChanges } from './pr/plan-output.js';
 import { PullProjectStates } from './repo-config/requirements.js';
 
 export interface ProjectKey {

@@ -5,7 +5,7 @@
 // ones are not run again (they may have commented, locked or applied) but are answered.
 import type { Logger } from '../../log.js';
 import type { JobRecord, StateStore } from '../locks/state-store.js';
-import { crashedJobComment, interruptedCommandComment } from './messages.js';
+import { crashedJobComment, interruptedCommandComment } from './pr/messages.js';
 import type { WorkItem } from './webhook-decision.js';
 
 export interface RecoveryDeps {

@@ -2,7 +2,7 @@
 // and `atlantis/apply` (derived from the PR's recorded plan status, pull-status.ts), and one
 // status per project (`atlantis/plan: dir1/default`) linking to the project's job page.
 // I/O only: what to post is decided by the pure functions of locks/pull-status.ts.
-import type { Logger } from '../../log.js';
+import type { Logger } from '../../../log.js';
 import {
   type CombinedState,
   type ProjectKey,
@@ -13,10 +13,10 @@ import {
   noProjectStatuses,
   planCombinedStatus,
   projectStatusContext,
-} from '../locks/pull-status.js';
-import type { StateStore } from '../locks/state-store.js';
-import type { ServerMetrics } from '../metrics.js';
-import type { GitHubClient } from '../vcs/github-client.js';
+} from '../../locks/pull-status.js';
+import type { StateStore } from '../../locks/state-store.js';
+import type { ServerMetrics } from '../../metrics.js';
+import type { GitHubClient } from '../../vcs/github-client.js';
 
 export interface StatusTarget {
   repo: string;

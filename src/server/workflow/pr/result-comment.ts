@@ -1,8 +1,8 @@
 // What the command runner does around a result comment, kept out of it: the server
 // settings that shape the comment, and --hide-prev-plan-comments before it is posted.
-import type { Logger } from '../../log.js';
-import type { ServerConfig } from '../config.js';
-import type { GitHubClient } from '../vcs/github-client.js';
+import type { Logger } from '../../../log.js';
+import type { ServerConfig } from '../../config.js';
+import type { GitHubClient } from '../../vcs/github-client.js';
 import { hidePreviousComments } from './hide-comments.js';
 import { type LayoutOptions, type ResultCommand, commandTitle } from './messages.js';
 
