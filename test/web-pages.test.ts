@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { processRedactor } from '../src/server/secrets/redact.js';
-import type { JobView } from '../src/server/workflow/jobs.js';
+import type { JobView } from '../src/server/workflow/jobs/jobs.js';
 import { esc, layout, timeTag, utcText } from '../src/server/workflow/web/html.js';
 import { streamStart } from '../src/server/workflow/web/job-stream.js';
 import {

@@ -7,8 +7,8 @@ import type { StateStore } from '../locks/state-store.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { GitHubClient } from '../vcs/github-client.js';
 import type { WorkflowHooks } from './hooks.js';
-import type { JobRegistry } from './jobs.js';
-import type { ProjectRunner } from './project-runner.js';
+import type { JobRegistry } from './jobs/jobs.js';
+import type { ProjectRunner } from './jobs/project-runner.js';
 import type { ServerSideRepoConfig } from './repo-config/server-side.js';
 import type { WorkingCopies } from './checkout/working-copy.js';
 

@@ -25,9 +25,9 @@ import { verifySignature } from '../vcs/webhook.js';
 import { CommandRunner } from './command-runner.js';
 import type { PullContext } from './context.js';
 import { WorkflowHooks } from './hooks.js';
-import { JobLogPruner } from './job-logs.js';
-import { JobOutputMirror } from './job-output-mirror.js';
-import { JobRegistry } from './jobs.js';
+import { JobLogPruner } from './jobs/job-logs.js';
+import { JobOutputMirror } from './jobs/job-output-mirror.js';
+import { JobRegistry } from './jobs/jobs.js';
 import {
   SHUTTING_DOWN_COMMENT,
   pullClosedComment,
@@ -35,7 +35,7 @@ import {
   queuedDuringDrainComment,
   storeUnavailableComment,
 } from './pr/messages.js';
-import { ProjectRunner } from './project-runner.js';
+import { ProjectRunner } from './jobs/project-runner.js';
 import { type RecoveryDeps, recoverJournal } from './recovery.js';
 import { RefusedEntries } from './refused-entries.js';
 import { type PullRefusal, gatePull } from './pull-gate.js';

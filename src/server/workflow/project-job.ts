@@ -22,11 +22,11 @@ import { serverLockSettingsFor, serverSettingsFor } from './repo-config/server-s
 import type { RepoConfig, Workflow } from './repo-config/types.js';
 import { DirNotExistError, assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from './checkout/checkout-paths.js';
 import { blockedArgMessage, effectiveBlocked, firstBlockedArg } from './comment-parser/extra-args.js';
-import type { ProjectRunContext } from './project-runner.js';
+import type { ProjectRunContext } from './jobs/project-runner.js';
 import { checkoutRequest } from './checkout/working-copy.js';
 import { hideBeforeResult, layoutOptions } from './pr/result-comment.js';
 import type { RequirementSources } from './requirement-checks.js';
-import { ProjectScheduler } from './project-scheduler.js';
+import { ProjectScheduler } from './jobs/project-scheduler.js';
 import { Automerger } from './automerge.js';
 
 /** How long a job waits for another job's terraform in the same project, and how often it asks. */

@@ -4,7 +4,7 @@ import type { ProjectKey, ProjectOutcome } from '../locks/pull-status.js';
 import { planHasNoChanges } from '../locks/pull-status.js';
 import type { PlanRecord } from '../locks/state-store.js';
 import type { ParsedCommand } from './comment-parser/index.js';
-import type { JobStatus } from './jobs.js';
+import type { JobStatus } from './jobs/jobs.js';
 import type { ProjectResultView } from './pr/messages.js';
 import type { StatusTarget } from './pr/pr-statuses.js';
 import type { ProjectSpec } from './checkout/projects.js';

@@ -8,8 +8,8 @@ import type express from 'express';
 import { sleep } from '../../../async.js';
 import type { StateStore } from '../../locks/state-store.js';
 import { processRedactor } from '../../secrets/redact.js';
-import { isJobId, viewOfRecord } from '../job-views.js';
-import type { JobRegistry, JobView } from '../jobs.js';
+import { isJobId, viewOfRecord } from '../jobs/job-views.js';
+import type { JobRegistry, JobView } from '../jobs/jobs.js';
 import { AnsiHtml } from './ansi.js';
 
 export interface JobStreamDeps {

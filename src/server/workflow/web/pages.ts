@@ -5,7 +5,7 @@
 import type { DrainPhase } from '../../drain/drain-state.js';
 import { lockId, lockPath as lockPathOf } from '../../locks/lock-id.js';
 import type { ApplyLock, LockKey, LockRecord, PlanRecord } from '../../locks/state-store.js';
-import type { JobView } from '../jobs.js';
+import type { JobView } from '../jobs/jobs.js';
 import { esc, layout, timeTag } from './html.js';
 
 /** A lock's page: `/lock?id=<lock id>`, the id encoded twice, as Atlantis links it. */

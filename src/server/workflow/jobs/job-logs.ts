@@ -4,7 +4,7 @@
 // The choice of what to delete is pure (jobLogsToPrune); the pruner does the file I/O.
 import { chmod, lstat, readdir, unlink } from 'node:fs/promises';
 import path from 'node:path';
-import type { Logger } from '../../log.js';
+import type { Logger } from '../../../log.js';
 
 /** Only files named like the server's own job logs are ever considered (job ids are UUIDs). */
 const JOB_LOG_FILE = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.log$/;

@@ -4,12 +4,12 @@
 // interrupted cleanly at a drain deadline.
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { ProcessRunner, RunResult } from '../terraform/runner.js';
-import type { GitCredsForInit } from '../terraform/git-creds.js';
-import type { TerraformBinaries } from '../terraform/tf-install.js';
-import { readRequiredVersions } from '../terraform/tf-module.js';
-import { chooseTfVersion } from '../terraform/tf-versions.js';
-import type { Step } from './repo-config/types.js';
+import type { ProcessRunner, RunResult } from '../../terraform/runner.js';
+import type { GitCredsForInit } from '../../terraform/git-creds.js';
+import type { TerraformBinaries } from '../../terraform/tf-install.js';
+import { readRequiredVersions } from '../../terraform/tf-module.js';
+import { chooseTfVersion } from '../../terraform/tf-versions.js';
+import type { Step } from '../repo-config/types.js';
 
 export interface ProjectRunContext {
   jobId: string;

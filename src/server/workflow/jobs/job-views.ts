@@ -1,6 +1,6 @@
 // What the web page lists as running and recent jobs: this replica's own (live, from memory)
 // and every replica's from the store's journal. Pure.
-import type { JobRecord } from '../locks/state-store.js';
+import type { JobRecord } from '../../locks/state-store.js';
 import type { JobView } from './jobs.js';
 
 /** Job ids are UUIDs; anything else is no job (and never reaches the store or the disk). */

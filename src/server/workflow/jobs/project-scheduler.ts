@@ -2,11 +2,11 @@
 // across all PRs (--parallel-pool-size), the mutex that keeps two commands of one PR off
 // the same project, and Atlantis's execution order inside one plan or apply (groups,
 // parallel or one by one, abort on failure, `atlantis cancel`).
-import { KeyedMutex, Semaphore } from './concurrency.js';
-import { CancellationTracker, type Scheduled, runInExecutionOrder } from './repo-config/execution-order.js';
-import type { ProjectOutcome } from './pr/messages.js';
-import { planHasNoChanges } from './pr/plan-output.js';
-import { PullProjectStates } from './repo-config/requirements.js';
+import { KeyedMutex, Semaphore } from '../concurrency.js';
+import { CancellationTracker, type Scheduled, runInExecutionOrder } from '../repo-config/execution-order.js';
+import type { ProjectOutcome } from '../pr/messages.js';
+import { planHasNoChanges } from '../pr/plan-output.js';
+import { PullProjectStates } from '../repo-config/requirements.js';
 
 export interface ProjectKey {
   repo: string;

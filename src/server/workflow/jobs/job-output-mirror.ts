@@ -2,8 +2,8 @@
 // job that runs on another one. Chunks are batched (terraform writes many small lines) and
 // written in order, one write at a time per job. A failed write is logged once per job and its
 // chunks dropped: the job's log file on this replica keeps the whole output anyway.
-import type { Logger } from '../../log.js';
-import type { StateStore } from '../locks/state-store.js';
+import type { Logger } from '../../../log.js';
+import type { StateStore } from '../../locks/state-store.js';
 
 interface Pending {
   chunks: string[];
