@@ -21,7 +21,7 @@ import {
   commentMergeMethod,
   decideAutomerge,
   notApplied,
-} from '../src/server/workflow/automerge.js';
+} from '../src/server/workflow/automerge/automerge.js';
 import { githubErrorText } from '../src/server/vcs/github-error-text.js';
 import { repoConfigViolation } from '../src/server/workflow/checkout/projects.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';

@@ -9,7 +9,7 @@ import { type FlagValues, UsageError } from '../config/flags.js';
 import type { LogLevel } from '../log.js';
 import { type StoreConfig, replicaIdFromFlags, replicaUrlFromFlags, storeConfigFromFlags } from './locks/store-config.js';
 import { ACCEPTED_COMMAND_NAMES, type CommandName, resolveAllowCommands } from './workflow/comment-parser/commands.js';
-import { automergeMethodProblem } from './workflow/automerge-config.js';
+import { automergeMethodProblem } from './workflow/automerge/automerge-config.js';
 import { normaliseTfVersion } from './terraform/tf-versions.js';
 import { type GitHubAppSettings, parseAppPrivateKey } from './vcs/github-app.js';
 import { type TeamRule, TeamAllowlistError, parseTeamAllowlist } from './workflow/team-allowlist.js';

@@ -27,7 +27,7 @@ import { checkoutRequest } from './checkout/working-copy.js';
 import { hideBeforeResult, layoutOptions } from './pr/result-comment.js';
 import type { RequirementSources } from './requirement-checks.js';
 import { ProjectScheduler } from './jobs/project-scheduler.js';
-import { Automerger } from './automerge.js';
+import { Automerger } from './automerge/automerge.js';
 
 /** How long a job waits for another job's terraform in the same project, and how often it asks. */
 export const LEASE_WAIT_MS = 10 * 60_000;

@@ -9,17 +9,17 @@
 // documents it, its GitHub client ignores it).
 //
 // Decisions are pure and table-tested; the class at the end does the I/O.
-import type { Logger } from '../../log.js';
-import type { ServerConfig } from '../config.js';
-import type { ServerMetrics } from '../metrics.js';
-import type { ProjectPlanStatus, PullStatus } from '../locks/pull-status.js';
-import type { StateStore } from '../locks/state-store.js';
-import type { GitHubClient, RepoMergeSettings } from '../vcs/github-client.js';
-import { githubErrorText } from '../vcs/github-error-text.js';
+import type { Logger } from '../../../log.js';
+import type { ServerConfig } from '../../config.js';
+import type { ServerMetrics } from '../../metrics.js';
+import type { ProjectPlanStatus, PullStatus } from '../../locks/pull-status.js';
+import type { StateStore } from '../../locks/state-store.js';
+import type { GitHubClient, RepoMergeSettings } from '../../vcs/github-client.js';
+import { githubErrorText } from '../../vcs/github-error-text.js';
 import { MERGE_METHODS, type MergeMethod } from './automerge-config.js';
-import type { ParsedCommand } from './comment-parser/index.js';
-import { type ServerSettings, type ServerSideRepoConfig, serverSettingsFor } from './repo-config/server-side.js';
-import type { RepoConfig } from './repo-config/types.js';
+import type { ParsedCommand } from '../comment-parser/index.js';
+import { type ServerSettings, type ServerSideRepoConfig, serverSettingsFor } from '../repo-config/server-side.js';
+import type { RepoConfig } from '../repo-config/types.js';
 
 /** Atlantis's comment before it merges, word for word. */
 export const AUTOMERGE_COMMENT = 'Automatically merging because all plans have been successfully applied.';
