@@ -7,7 +7,7 @@
 // 503 without --api-secret) with nothing run; the secret never in the log; and a drain that
 // waits for a running API apply and refuses new API work meanwhile; the team rule and a closed
 // PR refused; a crash during a run without a PR cleaned up by the next server.
-import { APPLY_DISABLED_COMMENT } from '../src/server/workflow/apply-lock.js';
+import { APPLY_DISABLED_COMMENT } from '../src/server/workflow/commands/apply-lock.js';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -11,7 +11,7 @@ import { ATLANTIS_FLAGS, judgeAtlantisFlags } from '../src/config/atlantis-flags
 import { parseFlags, UsageError } from '../src/config/flags.js';
 import { SERVER_FLAGS } from '../src/server/config.js';
 import { ACCEPTED_COMMAND_NAMES, RUNNABLE_COMMANDS } from '../src/server/workflow/comment-parser/commands.js';
-import { TeamAllowlistError, noPermissionComment, parseTeamAllowlist, teamAllows } from '../src/server/workflow/team-allowlist.js';
+import { TeamAllowlistError, noPermissionComment, parseTeamAllowlist, teamAllows } from '../src/server/workflow/commands/team-allowlist.js';
 import { SharedStateKey } from '../src/server/locks/shared-state-key.js';
 import { type RedisSettings, redisStartWarnings } from '../src/server/locks/store-config.js';
 import { sharedStateKeyFile } from './support/redis-server.js';

@@ -11,7 +11,7 @@ import {
   resolveAllowCommands,
 } from '../src/server/workflow/comment-parser/commands.js';
 import { parseComment } from '../src/server/workflow/comment-parser/index.js';
-import { CANCEL_COMMENT, approvePoliciesComment } from '../src/server/workflow/comment-replies.js';
+import { CANCEL_COMMENT, approvePoliciesComment } from '../src/server/workflow/commands/comment-replies.js';
 import { configWithRequiredFlags } from './support/server-config.js';
 
 const config = configWithRequiredFlags('ato-commands-');

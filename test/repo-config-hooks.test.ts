@@ -16,7 +16,7 @@ import {
   hookStatusDescription,
   hooksFor,
   preHookFailedComment,
-} from '../src/server/workflow/hooks.js';
+} from '../src/server/workflow/commands/hooks.js';
 import { baseBranchAllowed, parseServerSideRepoConfig } from '../src/server/workflow/repo-config/server-side.js';
 import { RepoConfigError } from '../src/server/workflow/repo-config/types.js';
 

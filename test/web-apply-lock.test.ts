@@ -9,7 +9,7 @@ import {
   type ApplyLockGate,
   checkApplyLock,
   decideApplyLock,
-} from '../src/server/workflow/apply-lock.js';
+} from '../src/server/workflow/commands/apply-lock.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';

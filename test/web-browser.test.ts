@@ -11,7 +11,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { APPLY_DISABLED_COMMENT } from '../src/server/workflow/apply-lock.js';
+import { APPLY_DISABLED_COMMENT } from '../src/server/workflow/commands/apply-lock.js';
 import { CONFIRM_APPLY_LOCK, CONFIRM_DISCARD } from '../src/server/workflow/web/pages.js';
 import { sleep } from '../src/async.js';
 import { launchChromium, overflowsSideways, screenshotDir, shoot } from './support/browser.js';

@@ -13,9 +13,9 @@ import type { Operation, OperationInfo } from '../drain/operation-tracker.js';
 import type { LockRecord } from '../locks/state-store.js';
 import { processRedactor } from '../secrets/redact.js';
 import type { RepoAllowlist } from '../vcs/repo-allowlist.js';
-import type { ApiOutcome } from '../workflow/api-command.js';
+import type { ApiOutcome } from '../workflow/commands/api-command.js';
 import { SHUTTING_DOWN_COMMENT } from '../workflow/pr/messages.js';
-import { type TeamRule, teamAllows } from '../workflow/team-allowlist.js';
+import { type TeamRule, teamAllows } from '../workflow/commands/team-allowlist.js';
 import { type ApiRequest, parseApiRequest, targetLabel } from './api-request.js';
 import { apiError, commandResult, goJson, listLocksResult, resultHasErrors } from './api-result.js';
 

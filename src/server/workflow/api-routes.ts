@@ -3,8 +3,8 @@
 import type { ApiDeps } from '../http/api.js';
 import type { AtlantisServer } from '../server.js';
 import type { RepoAllowlist } from '../vcs/repo-allowlist.js';
-import { type ApiCommandDeps, runApiCommand } from './api-command.js';
-import { checkApplyLock } from './apply-lock.js';
+import { type ApiCommandDeps, runApiCommand } from './commands/api-command.js';
+import { checkApplyLock } from './commands/apply-lock.js';
 
 /** The routes' dependencies (http/api.ts) for the plugin: the API runs here, as one operation of the server. */
 export function apiRoutes(

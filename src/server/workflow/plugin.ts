@@ -22,9 +22,9 @@ import type { WebhookRequest, WebhookResponse } from '../http/app.js';
 import { githubAuth } from '../vcs/github-app.js';
 import { GitHubClient, type PullInfo, type ReactionContent } from '../vcs/github-client.js';
 import { verifySignature } from '../vcs/webhook.js';
-import { CommandRunner } from './command-runner.js';
+import { CommandRunner } from './commands/command-runner.js';
 import type { PullContext } from './context.js';
-import { WorkflowHooks } from './hooks.js';
+import { WorkflowHooks } from './commands/hooks.js';
 import { JobLogPruner } from './jobs/job-logs.js';
 import { JobOutputMirror } from './jobs/job-output-mirror.js';
 import { JobRegistry } from './jobs/jobs.js';
@@ -38,14 +38,14 @@ import {
 import { ProjectRunner } from './jobs/project-runner.js';
 import { type RecoveryDeps, recoverJournal } from './recovery.js';
 import { RefusedEntries } from './refused-entries.js';
-import { type PullRefusal, gatePull } from './pull-gate.js';
+import { type PullRefusal, gatePull } from './commands/pull-gate.js';
 import { type WorkItem, decideWebhook } from './webhook-decision.js';
 import { lockDiscardedComment } from './lock-delete.js';
 import { repoAllowlistOf, serverRepoConfigOf } from './repo-config/startup-settings.js';
 import { replayAnswer } from './delivery-replay.js';
 import { mountWebUi } from './web/routes.js';
 import { mountApi } from '../http/api.js';
-import { type ApiCommandDeps, releasePullless } from './api-command.js';
+import { type ApiCommandDeps, releasePullless } from './commands/api-command.js';
 import { apiRoutes } from './api-routes.js';
 import { WorkingCopies } from './checkout/working-copy.js';
 

@@ -5,7 +5,7 @@ import { parseComment } from './comment-parser/index.js';
 import type { PullContext } from './context.js';
 import type { RepoAllowlist } from '../vcs/repo-allowlist.js';
 import { BAD_SIGNATURE_TEXT, type PullRequestEvent, parseWebhook, verifySignature } from '../vcs/webhook.js';
-import { type PullFacts, type PullRefusal, gatePull } from './pull-gate.js';
+import { type PullFacts, type PullRefusal, gatePull } from './commands/pull-gate.js';
 
 /** A unit of work that becomes one operation (and can be queued during a drain). */
 export type WorkItem =

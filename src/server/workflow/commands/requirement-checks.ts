@@ -1,13 +1,13 @@
 // The I/O side of plan/apply/import requirements: asks GitHub (and git, for undiverged) only
 // for what a project requires, then lets the pure rules of requirements.ts decide.
-import type { GitHubClient } from '../vcs/github-client.js';
-import { getMergeabilityInfo } from '../vcs/github-mergeability.js';
-import type { ApplyRequirement, ProjectSpec } from './repo-config/types.js';
-import type { Logger } from '../../log.js';
-import type { ServerConfig } from '../config.js';
-import { type DivergedCheck, divergedCheck } from './checkout/diverged-check.js';
-import type { ServerSideRepoConfig } from './repo-config/server-side.js';
-import type { CheckoutRequest, WorkingCopies } from './checkout/working-copy.js';
+import type { GitHubClient } from '../../vcs/github-client.js';
+import { getMergeabilityInfo } from '../../vcs/github-mergeability.js';
+import type { ApplyRequirement, ProjectSpec } from '../repo-config/types.js';
+import type { Logger } from '../../../log.js';
+import type { ServerConfig } from '../../config.js';
+import { type DivergedCheck, divergedCheck } from '../checkout/diverged-check.js';
+import type { ServerSideRepoConfig } from '../repo-config/server-side.js';
+import type { CheckoutRequest, WorkingCopies } from '../checkout/working-copy.js';
 import {
   type RequirementCommand,
   type RequirementFacts,
@@ -15,7 +15,7 @@ import {
   mergeableMinusApply,
   mergeableStatus,
   requirementFailure,
-} from './repo-config/requirements.js';
+} from '../repo-config/requirements.js';
 
 /** The pull request a requirement is checked for (its working copies included). */
 export type RequirementTarget = Omit<CheckoutRequest, 'workspace'>;

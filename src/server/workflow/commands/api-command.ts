@@ -12,17 +12,17 @@
 // deliberate difference (docs/server.md).
 import { randomInt } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import type { Logger } from '../../log.js';
-import type { ServerConfig } from '../config.js';
-import type { ApiRequest, ApiTarget } from '../http/api-request.js';
-import type { StateStore } from '../locks/state-store.js';
-import { GitHubApiError, type GitHubClient, type PullInfo } from '../vcs/github-client.js';
-import type { ParsedCommand } from './comment-parser/index.js';
+import type { Logger } from '../../../log.js';
+import type { ServerConfig } from '../../config.js';
+import type { ApiRequest, ApiTarget } from '../../http/api-request.js';
+import type { StateStore } from '../../locks/state-store.js';
+import { GitHubApiError, type GitHubClient, type PullInfo } from '../../vcs/github-client.js';
+import type { ParsedCommand } from '../comment-parser/index.js';
 import type { CommandRunner } from './command-runner.js';
-import type { ApiRun, PullContext } from './context.js';
+import type { ApiRun, PullContext } from '../context.js';
 import type { ProjectRun } from './project-runs.js';
 import { gatePull } from './pull-gate.js';
-import type { WorkingCopies } from './checkout/working-copy.js';
+import type { WorkingCopies } from '../checkout/working-copy.js';
 
 export interface ApiCommandDeps {
   config: Pick<

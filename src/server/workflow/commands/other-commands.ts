@@ -1,14 +1,14 @@
 // The commands besides plan and apply: cancel, unlock, approve_policies, and version,
 // import and state rm, which run one workflow stage in each selected project.
 import { randomUUID } from 'node:crypto';
-import { sameProject } from '../locks/pull-status.js';
-import type { ParsedCommand } from './comment-parser/index.js';
-import type { PullContext } from './context.js';
-import { UNLOCKED_COMMENT } from './pr/messages.js';
+import { sameProject } from '../../locks/pull-status.js';
+import type { ParsedCommand } from '../comment-parser/index.js';
+import type { PullContext } from '../context.js';
+import { UNLOCKED_COMMENT } from '../pr/messages.js';
 import { outcomes, summarize, targeted } from './project-runs.js';
-import { type ProjectSpec, projectForPlan } from './checkout/projects.js';
-import type { RepoConfig } from './repo-config/types.js';
-import { buildPlanComment } from './comment-parser/usage.js';
+import { type ProjectSpec, projectForPlan } from '../checkout/projects.js';
+import type { RepoConfig } from '../repo-config/types.js';
+import { buildPlanComment } from '../comment-parser/usage.js';
 import { CANCEL_COMMENT, approvePoliciesComment } from './comment-replies.js';
 import { requirementRefusal } from './requirement-checks.js';
 import type { ProjectJobs } from './project-job.js';

@@ -3,15 +3,15 @@
 // pre/post workflow hooks, and the command's own module (plan-command.ts, apply-command.ts,
 // other-commands.ts) over the shared project-job machinery (project-job.ts). Called inside
 // a tracked operation; everything here is I/O orchestration, the decisions live in pure modules.
-import type { Logger } from '../../log.js';
-import type { ReactionContent } from '../vcs/github-client.js';
-import type { ParsedCommand } from './comment-parser/index.js';
+import type { Logger } from '../../../log.js';
+import type { ReactionContent } from '../../vcs/github-client.js';
+import type { ParsedCommand } from '../comment-parser/index.js';
 import type { CommandRunnerDeps } from './command-deps.js';
-import type { CommandRequest, PullContext } from './context.js';
-import { commandErrorComment } from './pr/messages.js';
+import type { CommandRequest, PullContext } from '../context.js';
+import { commandErrorComment } from '../pr/messages.js';
 import { hookRunFor, preHookFailedComment } from './hooks.js';
 import { target } from './project-runs.js';
-import { baseBranchAllowed } from './repo-config/server-side.js';
+import { baseBranchAllowed } from '../repo-config/server-side.js';
 import { teamPermits } from './team-gate.js';
 import { type RequirementSources, requirementSourcesFor } from './requirement-checks.js';
 import { ProjectJobs } from './project-job.js';

@@ -2,20 +2,20 @@
 // the per-project and PR-wide plan statuses, and the result comment.
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import { planDiffSummary } from '../locks/pull-status.js';
-import { fileSha256 } from '../locks/plan-file.js';
-import { lockId, lockPath } from '../locks/lock-id.js';
-import type { ParsedCommand } from './comment-parser/index.js';
-import type { PullContext } from './context.js';
-import { lockedByMessage } from './pr/messages.js';
-import { formatPlanOutput } from './pr/plan-output.js';
-import { commandLocks } from './repo-config/lock-policy.js';
+import { planDiffSummary } from '../../locks/pull-status.js';
+import { fileSha256 } from '../../locks/plan-file.js';
+import { lockId, lockPath } from '../../locks/lock-id.js';
+import type { ParsedCommand } from '../comment-parser/index.js';
+import type { PullContext } from '../context.js';
+import { lockedByMessage } from '../pr/messages.js';
+import { formatPlanOutput } from '../pr/plan-output.js';
+import { commandLocks } from '../repo-config/lock-policy.js';
 import { type ProjectRun, keyOf, outcomes, summarize, target, targeted } from './project-runs.js';
-import type { ProjectSpec } from './checkout/projects.js';
-import { DirNotExistError } from './checkout/checkout-paths.js';
-import { mergeAgainPerWorkspace } from './checkout/merge-again.js';
-import { buildApplyComment, buildPlanComment } from './comment-parser/usage.js';
-import { CANCELLED_PROJECT_ERROR } from './repo-config/execution-order.js';
+import type { ProjectSpec } from '../checkout/projects.js';
+import { DirNotExistError } from '../checkout/checkout-paths.js';
+import { mergeAgainPerWorkspace } from '../checkout/merge-again.js';
+import { buildApplyComment, buildPlanComment } from '../comment-parser/usage.js';
+import { CANCELLED_PROJECT_ERROR } from '../repo-config/execution-order.js';
 import { requirementRefusal } from './requirement-checks.js';
 import type { ProjectJobs } from './project-job.js';
 

@@ -1,7 +1,7 @@
 // Which pull requests a command may run on, as Atlantis checks it before running anything:
 // forks only with --allow-fork-prs, closed pull requests for unlock only. Pure; the facts come
 // from a webhook or from the host's answer.
-import { CLOSED_PR_COMMENT, FORK_PR_COMMENT } from './pr/messages.js';
+import { CLOSED_PR_COMMENT, FORK_PR_COMMENT } from '../pr/messages.js';
 
 /** What decides whether a command may run on a pull request, from a webhook or GitHub's API. */
 export interface PullFacts {

@@ -3,7 +3,7 @@
 // from the API (which must call checkApplyLock too): while it is on the apply is refused with
 // Atlantis's comment; when the store cannot say, it is refused with Atlantis's other text and
 // a failed apply status. `--disable-global-apply-lock` turns the whole feature off.
-import type { ApplyLock, StateStore } from '../locks/state-store.js';
+import type { ApplyLock, StateStore } from '../../locks/state-store.js';
 
 /** Atlantis's reply to an apply while the global apply lock is on, word for word (its executable name is fixed in it). */
 export const APPLY_DISABLED_COMMENT = '**Error:** Running `atlantis apply` is disabled.';

@@ -2,19 +2,19 @@
 // recorded plan status, requirements, dependencies and locks, then applied as jobs.
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import { genericApplyProblem, noPlanFoundError } from '../locks/pull-status.js';
-import { fileSha256, planFileProblem } from '../locks/plan-file.js';
-import type { PlanRecord } from '../locks/state-store.js';
-import type { ParsedCommand } from './comment-parser/index.js';
-import type { PullContext } from './context.js';
-import { lockedByMessage } from './pr/messages.js';
-import { commandLocks } from './repo-config/lock-policy.js';
+import { genericApplyProblem, noPlanFoundError } from '../../locks/pull-status.js';
+import { fileSha256, planFileProblem } from '../../locks/plan-file.js';
+import type { PlanRecord } from '../../locks/state-store.js';
+import type { ParsedCommand } from '../comment-parser/index.js';
+import type { PullContext } from '../context.js';
+import { lockedByMessage } from '../pr/messages.js';
+import { commandLocks } from '../repo-config/lock-policy.js';
 import { type ProjectRun, keyOf, outcomes, planKey, summarize, target, targeted } from './project-runs.js';
-import { type ProjectSpec, projectForPlan, selectProjects } from './checkout/projects.js';
-import { CANCELLED_PROJECT_ERROR } from './repo-config/execution-order.js';
+import { type ProjectSpec, projectForPlan, selectProjects } from '../checkout/projects.js';
+import { CANCELLED_PROJECT_ERROR } from '../repo-config/execution-order.js';
 import { requirementRefusal } from './requirement-checks.js';
 import { checkApplyLock } from './apply-lock.js';
-import { dependencyFailure } from './repo-config/requirements.js';
+import { dependencyFailure } from '../repo-config/requirements.js';
 import type { ProjectJobs } from './project-job.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */

@@ -1,16 +1,16 @@
 // What the command runner and the command modules (plan, apply, the others, project-job.ts)
 // are built with: the server's parts they use.
-import type { Logger } from '../../log.js';
-import type { ServerConfig } from '../config.js';
-import type { ProjectLeases } from '../locks/project-lease.js';
-import type { StateStore } from '../locks/state-store.js';
-import type { ServerMetrics } from '../metrics.js';
-import type { GitHubClient } from '../vcs/github-client.js';
+import type { Logger } from '../../../log.js';
+import type { ServerConfig } from '../../config.js';
+import type { ProjectLeases } from '../../locks/project-lease.js';
+import type { StateStore } from '../../locks/state-store.js';
+import type { ServerMetrics } from '../../metrics.js';
+import type { GitHubClient } from '../../vcs/github-client.js';
 import type { WorkflowHooks } from './hooks.js';
-import type { JobRegistry } from './jobs/jobs.js';
-import type { ProjectRunner } from './jobs/project-runner.js';
-import type { ServerSideRepoConfig } from './repo-config/server-side.js';
-import type { WorkingCopies } from './checkout/working-copy.js';
+import type { JobRegistry } from '../jobs/jobs.js';
+import type { ProjectRunner } from '../jobs/project-runner.js';
+import type { ServerSideRepoConfig } from '../repo-config/server-side.js';
+import type { WorkingCopies } from '../checkout/working-copy.js';
 
 export interface CommandRunnerDeps {
   config: ServerConfig;

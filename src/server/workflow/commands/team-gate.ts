@@ -1,9 +1,9 @@
 // The I/O side of --gh-team-allowlist for one command: the user's teams from GitHub, the
 // decision from team-allowlist.ts, and the refusal (comment, log line, metric).
-import type { Logger } from '../../log.js';
-import type { ServerConfig } from '../config.js';
-import type { ServerMetrics } from '../metrics.js';
-import type { GitHubClient } from '../vcs/github-client.js';
+import type { Logger } from '../../../log.js';
+import type { ServerConfig } from '../../config.js';
+import type { ServerMetrics } from '../../metrics.js';
+import type { GitHubClient } from '../../vcs/github-client.js';
 import { noPermissionComment, teamAllows } from './team-allowlist.js';
 
 /**

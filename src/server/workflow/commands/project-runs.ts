@@ -1,13 +1,13 @@
 // What the command runner knows about one project's run, and the small pure helpers that
 // turn runs into the PR's plan-status outcomes and a command result.
-import type { ProjectKey, ProjectOutcome } from '../locks/pull-status.js';
-import { planHasNoChanges } from '../locks/pull-status.js';
-import type { PlanRecord } from '../locks/state-store.js';
-import type { ParsedCommand } from './comment-parser/index.js';
-import type { JobStatus } from './jobs/jobs.js';
-import type { ProjectResultView } from './pr/messages.js';
-import type { StatusTarget } from './pr/pr-statuses.js';
-import type { ProjectSpec } from './checkout/projects.js';
+import type { ProjectKey, ProjectOutcome } from '../../locks/pull-status.js';
+import { planHasNoChanges } from '../../locks/pull-status.js';
+import type { PlanRecord } from '../../locks/state-store.js';
+import type { ParsedCommand } from '../comment-parser/index.js';
+import type { JobStatus } from '../jobs/jobs.js';
+import type { ProjectResultView } from '../pr/messages.js';
+import type { StatusTarget } from '../pr/pr-statuses.js';
+import type { ProjectSpec } from '../checkout/projects.js';
 
 export interface ProjectRun {
   view: ProjectResultView;
