@@ -23,7 +23,7 @@ import {
 } from '../src/server/vcs/github-app.js';
 import { GitHubApiError, GitHubClient } from '../src/server/vcs/github-client.js';
 import { parseRepoAllowlist } from '../src/server/vcs/repo-allowlist.js';
-import { type DecisionOptions, decideWebhook } from '../src/server/workflow/webhook-decision.js';
+import { type DecisionOptions, decideWebhook } from '../src/server/workflow/intake/webhook-decision.js';
 import { GitHubStandin, issueCommentPayload } from './support/github-standin.js';
 import { JWT_EXPIRED, JWT_TOO_LONG, JWT_UNDECODABLE, StandinApp } from './support/github-standin-app.js';
 

@@ -7,7 +7,7 @@ import crypto from 'node:crypto';
 import { describe, it } from 'node:test';
 import { CLOSED_PR_COMMENT, FORK_PR_COMMENT } from '../src/server/workflow/pr/messages.js';
 import { type PullFacts, gatePull } from '../src/server/workflow/commands/pull-gate.js';
-import { type DecisionOptions, type WebhookDecision, decideWebhook } from '../src/server/workflow/webhook-decision.js';
+import { type DecisionOptions, type WebhookDecision, decideWebhook } from '../src/server/workflow/intake/webhook-decision.js';
 import { parseRepoAllowlist } from '../src/server/vcs/repo-allowlist.js';
 import { type PullRequestPayloadOptions, pullRequestPayload } from './support/github-standin.js';
 

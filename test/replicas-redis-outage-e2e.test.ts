@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sleep } from '../src/async.js';
-import { REPLAY_PENDING_BODY } from '../src/server/workflow/delivery-replay.js';
+import { REPLAY_PENDING_BODY } from '../src/server/workflow/intake/delivery-replay.js';
 import { STORE_UNAVAILABLE_BODY } from '../src/server/workflow/plugin.js';
 import { terraformConfig } from './support/git-repos.js';
 import { issueCommentPayload, pullRequestPayload } from './support/github-standin.js';

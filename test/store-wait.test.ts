@@ -11,7 +11,7 @@ import type { LogFields, Logger } from '../src/log.js';
 import { RedisStore } from '../src/server/locks/redis-store.js';
 import type { LockKey } from '../src/server/locks/state-store.js';
 import { retryPauseMs, storeUnreachable, waitingStore } from '../src/server/locks/store-wait.js';
-import { RefusedEntries } from '../src/server/workflow/refused-entries.js';
+import { RefusedEntries } from '../src/server/workflow/intake/refused-entries.js';
 import { type RedisServer, startRedisServer, testSharedStateKey } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
 import { stateStoreContract } from './support/state-store-contract.js';

@@ -16,7 +16,7 @@ import {
   type IncomingWebhook,
   type WebhookDecision,
   decideWebhook,
-} from '../src/server/workflow/webhook-decision.js';
+} from '../src/server/workflow/intake/webhook-decision.js';
 import { RUNNABLE_COMMANDS } from '../src/server/workflow/comment-parser/commands.js';
 import { workflowPlugin } from '../src/server/workflow/plugin.js';
 import { issueCommentPayload, pullRequestPayload, sendWebhook } from './support/github-standin.js';

@@ -36,13 +36,13 @@ import {
   storeUnavailableComment,
 } from './pr/messages.js';
 import { ProjectRunner } from './jobs/project-runner.js';
-import { type RecoveryDeps, recoverJournal } from './recovery.js';
-import { RefusedEntries } from './refused-entries.js';
+import { type RecoveryDeps, recoverJournal } from './intake/recovery.js';
+import { RefusedEntries } from './intake/refused-entries.js';
 import { type PullRefusal, gatePull } from './commands/pull-gate.js';
-import { type WorkItem, decideWebhook } from './webhook-decision.js';
+import { type WorkItem, decideWebhook } from './intake/webhook-decision.js';
 import { lockDiscardedComment } from './lock-delete.js';
 import { repoAllowlistOf, serverRepoConfigOf } from './repo-config/startup-settings.js';
-import { replayAnswer } from './delivery-replay.js';
+import { replayAnswer } from './intake/delivery-replay.js';
 import { mountWebUi } from './web/routes.js';
 import { mountApi } from '../http/api.js';
 import { type ApiCommandDeps, releasePullless } from './commands/api-command.js';

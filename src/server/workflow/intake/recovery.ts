@@ -3,9 +3,9 @@
 // one won the claim on its death (replicas/registry.ts: one survivor per death). Jobs that were
 // running are reported interrupted once; commands accepted and never begun run here; begun
 // ones are not run again (they may have commented, locked or applied) but are answered.
-import type { Logger } from '../../log.js';
-import type { JobRecord, StateStore } from '../locks/state-store.js';
-import { crashedJobComment, interruptedCommandComment } from './pr/messages.js';
+import type { Logger } from '../../../log.js';
+import type { JobRecord, StateStore } from '../../locks/state-store.js';
+import { crashedJobComment, interruptedCommandComment } from '../pr/messages.js';
 import type { WorkItem } from './webhook-decision.js';
 
 export interface RecoveryDeps {

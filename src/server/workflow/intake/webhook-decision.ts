@@ -1,11 +1,11 @@
 // What to do with one webhook request, decided without I/O: authenticate, parse, check the
 // allowlist, parse the comment. The events handler carries the decision out.
-import type { ParsedCommand } from './comment-parser/index.js';
-import { parseComment } from './comment-parser/index.js';
-import type { PullContext } from './context.js';
-import type { RepoAllowlist } from '../vcs/repo-allowlist.js';
-import { BAD_SIGNATURE_TEXT, type PullRequestEvent, parseWebhook, verifySignature } from '../vcs/webhook.js';
-import { type PullFacts, type PullRefusal, gatePull } from './commands/pull-gate.js';
+import type { ParsedCommand } from '../comment-parser/index.js';
+import { parseComment } from '../comment-parser/index.js';
+import type { PullContext } from '../context.js';
+import type { RepoAllowlist } from '../../vcs/repo-allowlist.js';
+import { BAD_SIGNATURE_TEXT, type PullRequestEvent, parseWebhook, verifySignature } from '../../vcs/webhook.js';
+import { type PullFacts, type PullRefusal, gatePull } from '../commands/pull-gate.js';
 
 /** A unit of work that becomes one operation (and can be queued during a drain). */
 export type WorkItem =

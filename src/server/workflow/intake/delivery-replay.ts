@@ -1,9 +1,9 @@
 // The answer to a webhook whose X-GitHub-Delivery was accepted before (a replay, or GitHub's
 // "Redeliver" of a delivery that did run): nothing runs again. Atlantis runs such a delivery
 // again; this is a deliberate difference (docs/server.md).
-import type { Logger } from '../../log.js';
-import type { WebhookResponse } from '../http/app.js';
-import type { ServerMetrics } from '../metrics.js';
+import type { Logger } from '../../../log.js';
+import type { WebhookResponse } from '../../http/app.js';
+import type { ServerMetrics } from '../../metrics.js';
 
 /** The first delivery's command started or ended (or was queued): answered 200, nothing runs. */
 export const REPLAY_HANDLED_BODY = 'Replay of a delivery that was accepted before (same X-GitHub-Delivery): not run again';

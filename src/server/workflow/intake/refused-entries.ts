@@ -4,10 +4,10 @@
 // delivery GitHub sends again after the 503: one command run twice; and its delivery's record
 // would make that delivery, sent again, look like a replay. So each entry is removed with its
 // delivery's record once the store answers again, by one loop for all of them, bounded in time.
-import { sleep } from '../../async.js';
-import type { Logger } from '../../log.js';
-import type { StateStore } from '../locks/state-store.js';
-import { storeUnreachable } from '../locks/store-wait.js';
+import { sleep } from '../../../async.js';
+import type { Logger } from '../../../log.js';
+import type { StateStore } from '../../locks/state-store.js';
+import { storeUnreachable } from '../../locks/store-wait.js';
 
 /** How long the loop keeps trying while the store cannot be reached. */
 export const REFUSED_ENTRY_WAIT_MS = 10 * 60_000;
