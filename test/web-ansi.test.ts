@@ -3,7 +3,7 @@
 // a cut escape carry over from one chunk to the next, and 24-bit colours go to the nearest of 256.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { AnsiHtml, ansiToHtml, applySgr, colourOf, nearest256, palette } from '../src/server/workflow/web/ansi.js';
+import { AnsiHtml, ansiToHtml, applySgr, colourOf, nearest256, palette } from '../src/server/web/ansi.js';
 
 const E = '\x1b';
 

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { APPLY_DISABLED_COMMENT } from '../src/server/workflow/commands/apply-lock.js';
-import { CONFIRM_APPLY_LOCK, CONFIRM_DISCARD } from '../src/server/workflow/web/pages.js';
+import { CONFIRM_APPLY_LOCK, CONFIRM_DISCARD } from '../src/server/web/pages.js';
 import { sleep } from '../src/async.js';
 import { launchChromium, overflowsSideways, screenshotDir, shoot } from './support/browser.js';
 import type { CliProcess } from './support/cli.js';

@@ -2,7 +2,7 @@
 // case, and how an action tells a page's form from a script (prefersHtml).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type RequestFacts, decideCrossSite, originOf, prefersHtml } from '../src/server/workflow/web/csrf.js';
+import { type RequestFacts, decideCrossSite, originOf, prefersHtml } from '../src/server/web/csrf.js';
 
 const HOST = 'atlantis.internal:4141';
 const facts = (f: Partial<RequestFacts>): RequestFacts => ({

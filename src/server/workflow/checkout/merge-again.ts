@@ -3,7 +3,7 @@
 // of its projects runs, so no working copy changes under a running terraform (Atlantis holds
 // a read lock on the working dir for that); under the checkout lock of that workspace.
 import { assertNoEscapingSymlink } from './checkout-paths.js';
-import type { KeyedMutex } from '../concurrency.js';
+import type { KeyedMutex } from '../../../concurrency.js';
 import { type CheckoutRequest, type WorkingCopies, checkoutRequest } from './working-copy.js';
 
 /** Per workspace: whether it was merged again, or why that failed (told on its projects). */

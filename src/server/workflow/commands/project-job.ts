@@ -11,7 +11,7 @@ import type { PlanRecord } from '../../locks/state-store.js';
 import type { ParsedCommand } from '../comment-parser/index.js';
 import type { CommandRunnerDeps } from './command-deps.js';
 import type { PullContext } from '../context.js';
-import { KeyedMutex } from '../concurrency.js';
+import { KeyedMutex } from '../../../concurrency.js';
 import { type ResultCommand, renderResults } from '../pr/messages.js';
 import { SaidOnce, unsupportedKeysComment } from '../repo-config/keys.js';
 import { type RepoLocksMode, projectLockMode } from '../repo-config/lock-policy.js';

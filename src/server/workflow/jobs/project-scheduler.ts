@@ -2,7 +2,7 @@
 // across all PRs (--parallel-pool-size), the mutex that keeps two commands of one PR off
 // the same project, and Atlantis's execution order inside one plan or apply (groups,
 // parallel or one by one, abort on failure, `atlantis cancel`).
-import { KeyedMutex, Semaphore } from '../concurrency.js';
+import { KeyedMutex, Semaphore } from '../../../concurrency.js';
 import { CancellationTracker, type Scheduled, runInExecutionOrder } from '../repo-config/execution-order.js';
 import type { ProjectOutcome } from '../pr/messages.js';
 import { planHasNoChanges } from '../pr/plan-output.js';

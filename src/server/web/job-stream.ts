@@ -5,11 +5,11 @@
 // HTML (ansi.ts) for the job page, each with its position as the event id, so a browser that
 // reconnects (Last-Event-ID) goes on where it was instead of repeating or missing output.
 import type express from 'express';
-import { sleep } from '../../../async.js';
-import type { StateStore } from '../../locks/state-store.js';
-import { processRedactor } from '../../secrets/redact.js';
-import { isJobId, viewOfRecord } from '../jobs/job-views.js';
-import type { JobRegistry, JobView } from '../jobs/jobs.js';
+import { sleep } from '../../async.js';
+import type { StateStore } from '../locks/state-store.js';
+import { processRedactor } from '../secrets/redact.js';
+import { isJobId, viewOfRecord } from '../workflow/jobs/job-views.js';
+import type { JobRegistry, JobView } from '../workflow/jobs/jobs.js';
 import { AnsiHtml } from './ansi.js';
 
 export interface JobStreamDeps {

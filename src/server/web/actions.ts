@@ -5,11 +5,11 @@
 // of them with --disable-global-apply-lock, as Atlantis). A form gets a redirect to the page
 // that shows the result; a script gets Atlantis's text.
 import type express from 'express';
-import type { Logger } from '../../../log.js';
-import { lockIdFromQuery, parseLockId } from '../../locks/lock-id.js';
-import type { LockKey, LockRecord, StateStore } from '../../locks/state-store.js';
-import { processRedactor } from '../../secrets/redact.js';
-import { discardLock } from '../lock-delete.js';
+import type { Logger } from '../../log.js';
+import { lockIdFromQuery, parseLockId } from '../locks/lock-id.js';
+import type { LockKey, LockRecord, StateStore } from '../locks/state-store.js';
+import { processRedactor } from '../secrets/redact.js';
+import { discardLock } from './lock-delete.js';
 import { decideCrossSite, prefersHtml } from './csrf.js';
 import { PAGE_HEADERS } from './html.js';
 import { type ServerView, messagePage } from './pages.js';

@@ -6,11 +6,11 @@
 // runs) from the output its replica copies into the store.
 import { existsSync, readFileSync } from 'node:fs';
 import type express from 'express';
-import type { Logger } from '../../../log.js';
-import type { ApplyLock, StateStore } from '../../locks/state-store.js';
-import { processRedactor } from '../../secrets/redact.js';
-import { isJobId, mergeJobs } from '../jobs/job-views.js';
-import type { JobRegistry } from '../jobs/jobs.js';
+import type { Logger } from '../../log.js';
+import type { ApplyLock, StateStore } from '../locks/state-store.js';
+import { processRedactor } from '../secrets/redact.js';
+import { isJobId, mergeJobs } from '../workflow/jobs/job-views.js';
+import type { JobRegistry } from '../workflow/jobs/jobs.js';
 import { type ActionDeps, idParam, lockOf, mountActions, unescaped } from './actions.js';
 import { AnsiHtml } from './ansi.js';
 import { SCRIPT, STYLESHEET } from './assets.js';

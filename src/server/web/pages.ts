@@ -2,10 +2,10 @@
 // state, the global apply lock, locks, running and recent jobs), a lock's page and a job's
 // page, and a short page for an action's error. Every value is escaped (html.ts); actions are
 // forms posting to this server (actions.ts), confirmed in a dialog by the page's script.
-import type { DrainPhase } from '../../drain/drain-state.js';
-import { lockId, lockPath as lockPathOf } from '../../locks/lock-id.js';
-import type { ApplyLock, LockKey, LockRecord, PlanRecord } from '../../locks/state-store.js';
-import type { JobView } from '../jobs/jobs.js';
+import type { DrainPhase } from '../drain/drain-state.js';
+import { lockId, lockPath as lockPathOf } from '../locks/lock-id.js';
+import type { ApplyLock, LockKey, LockRecord, PlanRecord } from '../locks/state-store.js';
+import type { JobView } from '../workflow/jobs/jobs.js';
 import { esc, layout, timeTag } from './html.js';
 
 /** A lock's page: `/lock?id=<lock id>`, the id encoded twice, as Atlantis links it. */

@@ -1,7 +1,7 @@
 // What every page of the web UI shares: escaping (every text is scrubbed of the server's
 // secrets first), <time> elements the browser shows in the viewer's timezone, the document
 // around a page's main part, and the headers every page is sent with. Pure.
-import { processRedactor } from '../../secrets/redact.js';
+import { processRedactor } from '../secrets/redact.js';
 
 const ENTITIES: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 /** Text for HTML as it is: the five characters that could start markup or end an attribute become entities. */
