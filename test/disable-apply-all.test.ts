@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { APPLY_ALL_DISABLED_COMMENT } from '../src/server/workflow/commands/apply-command.js';
-import { workflowPlugin } from '../src/server/workflow/plugin.js';
+import { workflowPlugin } from '../src/server/workflow/index.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type TestServer, startTestServer } from './support/server.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { createLogger } from '../src/log.js';
-import { workflowPlugin } from '../src/server/workflow/plugin.js';
+import { workflowPlugin } from '../src/server/workflow/index.js';
 import { terraformConfig } from './support/git-repos.js';
 import type { RecordedCall } from './support/github-standin.js';
 import { type TestServer, startTestServer, waitFor } from './support/server.js';

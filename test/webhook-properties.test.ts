@@ -18,7 +18,7 @@ import {
   decideWebhook,
 } from '../src/server/workflow/intake/webhook-decision.js';
 import { RUNNABLE_COMMANDS } from '../src/server/workflow/comment-parser/commands.js';
-import { workflowPlugin } from '../src/server/workflow/plugin.js';
+import { workflowPlugin } from '../src/server/workflow/index.js';
 import { issueCommentPayload, pullRequestPayload, sendWebhook } from './support/github-standin.js';
 import { type TestServer, startTestServer, waitFor } from './support/server.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
