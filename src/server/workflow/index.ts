@@ -23,7 +23,7 @@ import { githubAuth } from '../vcs/github-app.js';
 import { GitHubClient, type PullInfo, type ReactionContent } from '../vcs/github-client.js';
 import { verifySignature } from '../vcs/webhook.js';
 import { CommandRunner } from './commands/command-runner.js';
-import type { PullContext } from './context.js';
+import type { PullContext } from './commands/context.js';
 import { WorkflowHooks } from './commands/hooks.js';
 import { JobLogPruner } from './jobs/job-logs.js';
 import { JobOutputMirror } from './jobs/job-output-mirror.js';

@@ -19,7 +19,7 @@ import type { StateStore } from '../../locks/state-store.js';
 import { GitHubApiError, type GitHubClient, type PullInfo } from '../../vcs/github-client.js';
 import type { ParsedCommand } from '../comment-parser/index.js';
 import type { CommandRunner } from './command-runner.js';
-import type { ApiRun, PullContext } from '../context.js';
+import type { ApiRun, PullContext } from './context.js';
 import type { ProjectRun } from './project-runs.js';
 import { gatePull } from './pull-gate.js';
 import type { WorkingCopies } from '../checkout/working-copy.js';

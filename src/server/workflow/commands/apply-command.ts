@@ -6,7 +6,7 @@ import { genericApplyProblem, noPlanFoundError } from '../../locks/pull-status.j
 import { fileSha256, planFileProblem } from '../../locks/plan-file.js';
 import type { PlanRecord } from '../../locks/state-store.js';
 import type { ParsedCommand } from '../comment-parser/index.js';
-import type { PullContext } from '../context.js';
+import type { PullContext } from './context.js';
 import { lockedByMessage } from '../pr/messages.js';
 import { commandLocks } from '../repo-config/lock-policy.js';
 import { type ProjectRun, keyOf, outcomes, planKey, summarize, target, targeted } from './project-runs.js';

@@ -7,7 +7,7 @@ import type { Logger } from '../../../log.js';
 import type { ReactionContent } from '../../vcs/github-client.js';
 import type { ParsedCommand } from '../comment-parser/index.js';
 import type { CommandRunnerDeps } from './command-deps.js';
-import type { CommandRequest, PullContext } from '../context.js';
+import type { CommandRequest, PullContext } from './context.js';
 import { commandErrorComment } from '../pr/messages.js';
 import { hookRunFor, preHookFailedComment } from './hooks.js';
 import { target } from './project-runs.js';

@@ -8,7 +8,7 @@ import { constants, promises as fsp } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../../../log.js';
 import type { ProcessRunner, RunResult } from '../../terraform/runner.js';
-import type { CommandRequest } from '../context.js';
+import type { CommandRequest } from './context.js';
 import type { JobRegistry } from '../jobs/jobs.js';
 import { type ServerSideRepoConfig, branchMatches, ruleMatches } from '../repo-config/server-side.js';
 import type { WorkflowHook } from '../repo-config/types.js';

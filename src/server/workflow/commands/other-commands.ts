@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { sameProject } from '../../locks/pull-status.js';
 import type { ParsedCommand } from '../comment-parser/index.js';
-import type { PullContext } from '../context.js';
+import type { PullContext } from './context.js';
 import { UNLOCKED_COMMENT } from '../pr/messages.js';
 import { outcomes, summarize, targeted } from './project-runs.js';
 import { type ProjectSpec, projectForPlan } from '../checkout/projects.js';

@@ -6,7 +6,7 @@ import { planDiffSummary } from '../../locks/pull-status.js';
 import { fileSha256 } from '../../locks/plan-file.js';
 import { lockId, lockPath } from '../../locks/lock-id.js';
 import type { ParsedCommand } from '../comment-parser/index.js';
-import type { PullContext } from '../context.js';
+import type { PullContext } from './context.js';
 import { lockedByMessage } from '../pr/messages.js';
 import { formatPlanOutput } from '../pr/plan-output.js';
 import { commandLocks } from '../repo-config/lock-policy.js';

@@ -10,7 +10,7 @@ import type { Lease } from '../../locks/project-lease.js';
 import type { PlanRecord } from '../../locks/state-store.js';
 import type { ParsedCommand } from '../comment-parser/index.js';
 import type { CommandRunnerDeps } from './command-deps.js';
-import type { PullContext } from '../context.js';
+import type { PullContext } from './context.js';
 import { KeyedMutex } from '../../../concurrency.js';
 import { type ResultCommand, renderResults } from '../pr/messages.js';
 import { SaidOnce, unsupportedKeysComment } from '../repo-config/keys.js';

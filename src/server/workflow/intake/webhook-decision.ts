@@ -2,7 +2,7 @@
 // allowlist, parse the comment. The events handler carries the decision out.
 import type { ParsedCommand } from '../comment-parser/index.js';
 import { parseComment } from '../comment-parser/index.js';
-import type { PullContext } from '../context.js';
+import type { PullContext } from '../commands/context.js';
 import type { RepoAllowlist } from '../../vcs/repo-allowlist.js';
 import { BAD_SIGNATURE_TEXT, type PullRequestEvent, parseWebhook, verifySignature } from '../../vcs/webhook.js';
 import { type PullFacts, type PullRefusal, gatePull } from '../commands/pull-gate.js';

@@ -1,8 +1,8 @@
 // What a command of a pull request is run with: the pull request as the server knows it when
 // the command starts, and the request (autoplan, or a comment's command) the runner takes.
-import type { ParsedCommand } from './comment-parser/index.js';
-import type { ProjectRun } from './commands/project-runs.js';
-import type { CheckoutStrategy } from './checkout/working-copy.js';
+import type { ParsedCommand } from '../comment-parser/index.js';
+import type { ProjectRun } from './project-runs.js';
+import type { CheckoutStrategy } from '../checkout/working-copy.js';
 
 /** What the server knows about a pull request when a command starts. */
 export interface PullContext {
