@@ -1,4 +1,4 @@
-// Automerge (src/server/workflow/automerge.ts), as Atlantis v0.47 does it on GitHub: the pure
+// Automerge (src/server/workflow/automerge/automerge.ts), as Atlantis v0.47 does it on GitHub: the pure
 // decisions (settings from --automerge and the repo configs, when to merge, which method,
 // Atlantis's texts), the flags, the config keys, and the merge calls against the stand-in
 // (GitHub's 405 when a PR is not mergeable, branch deletion).

@@ -1,4 +1,4 @@
-// The command registry (src/server/workflow/commands.ts) is the one list that the server's
+// The command registry (src/server/workflow/comment-parser/commands.ts) is the one list that the server's
 // flags and the comment parser read: whatever --allow-commands accepts, a comment either runs
 // or gets the "unknown command" answer, and the config says which beforehand.
 import assert from 'node:assert/strict';

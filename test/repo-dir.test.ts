@@ -1,4 +1,4 @@
-// The one rule for repo-relative dirs (src/server/workflow/repo-dir.ts), as a table: a
+// The one rule for repo-relative dirs (src/server/workflow/go-compat/repo-dir.ts), as a table: a
 // comment's -d reads a leading / as the repo root, atlantis.yaml refuses it; both refuse
 // climbing out of the repo and control characters.
 import assert from 'node:assert/strict';

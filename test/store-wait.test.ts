@@ -1,6 +1,6 @@
 // Store calls of accepted commands wait out a short Redis outage (src/server/locks/store-wait.ts),
 // and the journal entry of a command answered 503 goes once Redis answers again
-// (src/server/workflow/refused-entries.ts). Against a real redis-server that is stopped,
+// (src/server/workflow/intake/refused-entries.ts). Against a real redis-server that is stopped,
 // restarted and paused; the errors classified are the ones ioredis really gives.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

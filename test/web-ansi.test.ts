@@ -1,4 +1,4 @@
-// The ANSI colour converter of job output (src/server/workflow/web/ansi.ts): SGR escapes
+// The ANSI colour converter of job output (src/server/web/ansi.ts): SGR escapes
 // become classes on spans, every other escape is dropped, text is always escaped, colours and
 // a cut escape carry over from one chunk to the next, and 24-bit colours go to the nearest of 256.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// The cross-site decision of the web UI's actions (src/server/workflow/web/csrf.ts), every
+// The cross-site decision of the web UI's actions (src/server/web/csrf.ts), every
 // case, and how an action tells a page's form from a script (prefersHtml).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

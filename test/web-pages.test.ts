@@ -1,4 +1,4 @@
-// The web UI's pages as pure functions (src/server/workflow/web/pages.ts, html.ts): what each
+// The web UI's pages as pure functions (src/server/web/pages.ts, html.ts): what each
 // shows, that every value from a PR or the store is escaped and scrubbed of secrets, the
 // structure assistive technology and phones rely on, and where the streams start (job-stream.ts).
 import assert from 'node:assert/strict';

@@ -47,7 +47,7 @@ export interface ServerConfig {
   repoConfigPath: string | undefined;
   /** --repo-config-json text; exclusive with repoConfigPath. */
   repoConfigJson: string | undefined;
-  /** What comments may run (workflow/commands.ts), after --disable-apply. */
+  /** What comments may run (workflow/comment-parser/commands.ts), after --disable-apply. */
   allowCommands: CommandName[];
   blockedExtraArgs: string[];
   executableName: string;
@@ -64,7 +64,7 @@ export interface ServerConfig {
   /** --gh-allow-mergeable-bypass-apply: a `blocked` PR is mergeable when only atlantis/apply blocks it. */
   ghAllowMergeableBypassApply: boolean;
   disableAutoplan: boolean;
-  /** --automerge: merge after every plan is applied (workflow/automerge.ts). */
+  /** --automerge: merge after every plan is applied (workflow/automerge/automerge.ts). */
   automerge: boolean;
   /** --automerge-method; '' = the first the repository allows. */
   automergeMethod: string;

@@ -102,7 +102,7 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description: 'Comma separated list of terraform flags that may not be passed after --',
   },
   { name: 'executable-name', type: 'string', default: 'atlantis', description: 'Comment command executable name' },
-  // Comment layout (workflow/messages.ts, vcs/comment-split.ts, workflow/hide-comments.ts).
+  // Comment layout (workflow/pr/messages.ts, vcs/comment-split.ts, workflow/pr/hide-comments.ts).
   {
     name: 'max-comments-per-command',
     type: 'int',

@@ -44,7 +44,7 @@ export interface GoCommandResult {
   PlansDeleted: boolean;
 }
 
-/** A project's run as the workflow reports it (workflow/project-runs.ts). */
+/** A project's run as the workflow reports it (workflow/commands/project-runs.ts). */
 export interface ApiProjectRun {
   view: ProjectResultView;
   /** The dir is not in the checkout (Atlantis's DirNotExistErr). */

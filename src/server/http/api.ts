@@ -1,5 +1,5 @@
 // Atlantis's API: POST /api/plan and /api/apply (the workflow's plan and apply of a request,
-// workflow/api-command.ts), GET /api/locks. Answers as Atlantis v0.47's APIController does:
+// workflow/commands/api-command.ts), GET /api/locks. Answers as Atlantis v0.47's APIController does:
 // 503 without --api-secret, 401 without the right X-Atlantis-Token, 400 for a bad body, 403
 // for a repo outside the allowlist, the command.Result JSON with 200 (500 when a project
 // failed). Ours on top: /api/locks needs the token too, a 400 names the field, and the run is
@@ -42,7 +42,7 @@ export interface ApiDeps {
   listLocks: () => Promise<LockRecord[]>;
   /**
    * The global apply lock (Atlantis's "apply is disabled globally"): why an apply may not run
-   * now (Atlantis's text), or undefined; checked before anything runs (workflow/apply-lock.ts).
+   * now (Atlantis's text), or undefined; checked before anything runs (workflow/commands/apply-lock.ts).
    */
   globalApplyLock?: () => Promise<string | undefined>;
 }

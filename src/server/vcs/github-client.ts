@@ -472,7 +472,7 @@ export class GitHubClient {
     return url;
   }
 
-  // ---- automerge (workflow/automerge.ts) ----
+  // ---- automerge (workflow/automerge/automerge.ts) ----
 
   async getRepoMergeSettings(repo: string): Promise<RepoMergeSettings> {
     const r = await this.request('GET', this.repoPath(repo), { idempotent: true });

@@ -1,6 +1,6 @@
 // The PR mergeability GraphQL query of --gh-allow-mergeable-bypass-apply, asked as Atlantis
 // asks it (vcs/github/client.go GetPullRequestMergeabilityInfo); the decision is pure, in
-// workflow/requirements.ts.
+// workflow/repo-config/requirements.ts.
 import type { MergeabilityInfo } from '../workflow/repo-config/requirements.js';
 import { GitHubApiError, type GitHubClient } from './github-client.js';
 

@@ -1,4 +1,4 @@
-// The web UI's routes (mounted by workflow/plugin.ts): the index (GET /), a lock's page (GET
+// The web UI's routes (mounted by workflow/index.ts): the index (GET /), a lock's page (GET
 // /lock?id=, the link Atlantis puts in plan comments), a job's page (GET /jobs/:id, its output
 // live while it runs, from /jobs/:id/stream), the stylesheet and script under /static/, and
 // the actions (actions.ts). A GET never changes anything. With a shared store every replica

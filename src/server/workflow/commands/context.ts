@@ -26,7 +26,7 @@ export interface PullContext {
 }
 
 /**
- * What an API run (workflow/api-command.ts) gets back instead of the result comment: each
+ * What an API run (workflow/commands/api-command.ts) gets back instead of the result comment: each
  * command's project results, and the error that stopped a command before or between its
  * projects (the comment's "**Plan Error**").
  */

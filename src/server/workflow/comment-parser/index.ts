@@ -5,9 +5,9 @@
 // Grammar: `<executable> <command> [flags] [-- extra args]` where executable is the
 // --executable-name (`atlantis` by default), `run`, or `@<gh-user>`; executable and command
 // are matched in lower case, and backticks around the whole comment are dropped. The pieces:
-// the command table (commands.ts), Go's string rules (comment-parser/go-text.ts), shlex's
-// splitting (comment-parser/shell-split.ts), pflag's flag rules (comment-parser/pflag.ts),
-// glob -d (comment-parser/dir-glob.ts), the reply texts (comment-parser/usage.ts), the dir
+// the command table (commands.ts), Go's string rules (go-compat/go-text.ts), shlex's
+// splitting (go-compat/shell-split.ts), pflag's flag rules (comment-parser/pflag.ts),
+// glob -d (go-compat/dir-glob.ts), the reply texts (comment-parser/usage.ts), the dir
 // and workspace rules (repo-dir.ts) and the extra-args rules (extra-args.ts).
 import { type CommandName, DEFAULT_ALLOW_COMMANDS, RUNNABLE_COMMANDS, commandSpec, isRunnableCommand } from './commands.js';
 import { isDirGlob, isValidGlob } from '../go-compat/dir-glob.js';
@@ -25,7 +25,7 @@ export interface ParsedCommand {
   subName?: 'rm';
   /**
    * Repo-relative, cleaned dir (`.` for the root), or a glob pattern as written (see
-   * comment-parser/dir-glob.ts: it selects projects); undefined when -d was not given.
+   * go-compat/dir-glob.ts: it selects projects); undefined when -d was not given.
    */
   dir?: string;
   /** Undefined when -w was not given (the project's own workspace applies). */
