@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { parseFlags, UsageError } from '../src/config/flags.js';
 import { buildServerConfig, SERVER_FLAGS } from '../src/server/config.js';
 import type { ProjectPlanStatus, PullStatus } from '../src/server/locks/pull-status.js';
-import { GitHubApiError, GitHubClient } from '../src/server/vcs/github-client.js';
+import { GitHubApiError, GitHubClient } from '../src/server/vcs/github/client.js';
 import {
   AUTOMERGE_COMMENT,
   type AutomergeSettings,
@@ -22,7 +22,7 @@ import {
   decideAutomerge,
   notApplied,
 } from '../src/server/workflow/automerge/automerge.js';
-import { githubErrorText } from '../src/server/vcs/github-error-text.js';
+import { githubErrorText } from '../src/server/vcs/github/error-text.js';
 import { repoConfigViolation } from '../src/server/workflow/checkout/projects.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
 import { parseServerSideRepoConfig, serverSettingsFor } from '../src/server/workflow/repo-config/server-side.js';

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { nullLogger } from '../src/log.js';
 import { ProcessHost, type SpawnSpec } from '../src/server/terraform/process-host.js';
-import { GitHubAppTokens } from '../src/server/vcs/github-app.js';
+import { GitHubAppTokens } from '../src/server/vcs/github/app.js';
 import { WorkingCopies } from '../src/server/workflow/checkout/working-copy.js';
 import { type TestRepo, createTestRepo } from './support/git-repos.js';
 import { GitHubStandin } from './support/github-standin.js';

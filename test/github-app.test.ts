@@ -20,8 +20,8 @@ import {
   appKeySecretValues,
   parseAppPrivateKey,
   tokenNeedsRefresh,
-} from '../src/server/vcs/github-app.js';
-import { GitHubApiError, GitHubClient } from '../src/server/vcs/github-client.js';
+} from '../src/server/vcs/github/app.js';
+import { GitHubApiError, GitHubClient } from '../src/server/vcs/github/client.js';
 import { parseRepoAllowlist } from '../src/server/vcs/repo-allowlist.js';
 import { type DecisionOptions, decideWebhook } from '../src/server/workflow/intake/webhook-decision.js';
 import { GitHubStandin, issueCommentPayload } from './support/github-standin.js';

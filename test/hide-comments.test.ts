@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { commentsToHide } from '../src/server/workflow/pr/hide-comments.js';
-import type { IssueComment } from '../src/server/vcs/github-client.js';
+import type { IssueComment } from '../src/server/vcs/github/client.js';
 import { answerGraphql } from './support/github-standin-graphql.js';
 
 const c = (id: number, login: string | null, body: string): IssueComment => ({ id, nodeId: `IC_${id}`, login, body });

@@ -11,7 +11,7 @@ import { type StoreConfig, replicaIdFromFlags, replicaUrlFromFlags, storeConfigF
 import { ACCEPTED_COMMAND_NAMES, type CommandName, resolveAllowCommands } from './workflow/comment-parser/commands.js';
 import { automergeMethodProblem } from './workflow/automerge/automerge-config.js';
 import { normaliseTfVersion } from './terraform/tf-versions.js';
-import { type GitHubAppSettings, parseAppPrivateKey } from './vcs/github-app.js';
+import { type GitHubAppSettings, parseAppPrivateKey } from './vcs/github/app.js';
 import { type TeamRule, TeamAllowlistError, parseTeamAllowlist } from './workflow/commands/team-allowlist.js';
 import type { CheckoutStrategy } from './workflow/checkout/working-copy.js';
 import { DEFAULT_WEB_PASSWORD, DEFAULT_WEB_USERNAME } from './server-flags.js';

@@ -14,7 +14,7 @@
 //   go over makes room by dropping the oldest unfinished ones (503), so that a sender that
 //   opens many slow bodies delays GitHub's deliveries by little, and memory stays bounded.
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { BAD_SIGNATURE_TEXT, isWellFormedSignature } from '../vcs/webhook.js';
+import { BAD_SIGNATURE_TEXT, isWellFormedSignature } from '../vcs/github/webhook.js';
 
 export const MAX_WEBHOOK_BYTES = 25 * 1024 * 1024;
 

@@ -2,7 +2,7 @@
 // out of every child's environment. One list: a flag that takes a secret (a password, an API
 // secret) adds its value here.
 import { type ServerConfig, DEFAULT_WEB_PASSWORD } from '../config.js';
-import { appKeySecretValues } from '../vcs/github-app.js';
+import { appKeySecretValues } from '../vcs/github/app.js';
 import { type Weakness, secretWeakness } from './secret-forms.js';
 
 type SecretSettings = Pick<ServerConfig, 'ghToken' | 'ghWebhookSecret'> &

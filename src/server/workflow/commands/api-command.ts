@@ -16,7 +16,7 @@ import type { Logger } from '../../../log.js';
 import type { ServerConfig } from '../../config.js';
 import type { ApiRequest, ApiTarget } from '../../http/api-request.js';
 import type { StateStore } from '../../locks/state-store.js';
-import { GitHubApiError, type GitHubClient, type PullInfo } from '../../vcs/github-client.js';
+import { GitHubApiError, type GitHubClient, type PullInfo } from '../../vcs/github/client.js';
 import type { ParsedCommand } from '../comment-parser/index.js';
 import type { CommandRunner } from './command-runner.js';
 import type { ApiRun, PullContext } from './context.js';

@@ -5,7 +5,7 @@ import type { ServerConfig } from '../../config.js';
 import type { ProjectLeases } from '../../locks/project-lease.js';
 import type { StateStore } from '../../locks/state-store.js';
 import type { ServerMetrics } from '../../metrics.js';
-import type { GitHubClient } from '../../vcs/github-client.js';
+import type { GitHubClient } from '../../vcs/github/client.js';
 import type { WorkflowHooks } from './hooks.js';
 import type { JobRegistry } from '../jobs/jobs.js';
 import type { ProjectRunner } from '../jobs/project-runner.js';

@@ -4,7 +4,7 @@
 // other-commands.ts) over the shared project-job machinery (project-job.ts). Called inside
 // a tracked operation; everything here is I/O orchestration, the decisions live in pure modules.
 import type { Logger } from '../../../log.js';
-import type { ReactionContent } from '../../vcs/github-client.js';
+import type { ReactionContent } from '../../vcs/github/client.js';
 import type { ParsedCommand } from '../comment-parser/index.js';
 import type { CommandRunnerDeps } from './command-deps.js';
 import type { CommandRequest, PullContext } from './context.js';

@@ -1,7 +1,7 @@
 // The I/O side of plan/apply/import requirements: asks GitHub (and git, for undiverged) only
 // for what a project requires, then lets the pure rules of requirements.ts decide.
-import type { GitHubClient } from '../../vcs/github-client.js';
-import { getMergeabilityInfo } from '../../vcs/github-mergeability.js';
+import type { GitHubClient } from '../../vcs/github/client.js';
+import { getMergeabilityInfo } from '../../vcs/github/mergeability-query.js';
 import type { ApplyRequirement, ProjectSpec } from '../repo-config/types.js';
 import type { Logger } from '../../../log.js';
 import type { ServerConfig } from '../../config.js';

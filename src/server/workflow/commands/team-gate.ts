@@ -3,7 +3,7 @@
 import type { Logger } from '../../../log.js';
 import type { ServerConfig } from '../../config.js';
 import type { ServerMetrics } from '../../metrics.js';
-import type { GitHubClient } from '../../vcs/github-client.js';
+import type { GitHubClient } from '../../vcs/github/client.js';
 import { noPermissionComment, teamAllows } from './team-allowlist.js';
 
 /**

@@ -4,7 +4,7 @@ import type { ParsedCommand } from '../comment-parser/index.js';
 import { parseComment } from '../comment-parser/index.js';
 import type { PullContext } from '../commands/context.js';
 import type { RepoAllowlist } from '../../vcs/repo-allowlist.js';
-import { BAD_SIGNATURE_TEXT, type PullRequestEvent, parseWebhook, verifySignature } from '../../vcs/webhook.js';
+import { BAD_SIGNATURE_TEXT, type PullRequestEvent, parseWebhook, verifySignature } from '../../vcs/github/webhook.js';
 import { type PullFacts, type PullRefusal, gatePull } from '../commands/pull-gate.js';
 
 /** A unit of work that becomes one operation (and can be queued during a drain). */

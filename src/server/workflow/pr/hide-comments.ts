@@ -5,7 +5,7 @@
 // flag's name this applies to every command whose result is commented (an apply hides the
 // earlier "Ran Apply" comments), as in Atlantis.
 import type { Logger } from '../../../log.js';
-import type { GitHubClient, IssueComment } from '../../vcs/github-client.js';
+import type { GitHubClient, IssueComment } from '../../vcs/github/client.js';
 
 export interface HideRequest {
   repo: string;

@@ -16,7 +16,7 @@ import {
 } from '../../locks/pull-status.js';
 import type { StateStore } from '../../locks/state-store.js';
 import type { ServerMetrics } from '../../metrics.js';
-import type { GitHubClient } from '../../vcs/github-client.js';
+import type { GitHubClient } from '../../vcs/github/client.js';
 
 export interface StatusTarget {
   repo: string;

@@ -2,7 +2,7 @@
 // settings that shape the comment, and --hide-prev-plan-comments before it is posted.
 import type { Logger } from '../../../log.js';
 import type { ServerConfig } from '../../config.js';
-import type { GitHubClient } from '../../vcs/github-client.js';
+import type { GitHubClient } from '../../vcs/github/client.js';
 import { hidePreviousComments } from './hide-comments.js';
 import { type LayoutOptions, type ResultCommand, commandTitle } from './messages.js';
 

@@ -1,6 +1,6 @@
 // GitHub API errors worded as Atlantis's GitHub library (go-github) words them, for the texts
 // Atlantis shows with them: `Automerging failed:` comments, App start-up errors.
-import { GitHubApiError } from './github-client.js';
+import { GitHubApiError } from './client.js';
 
 /** An API error as Atlantis's GitHub library words it (`PUT <url>: 405 <message> []`). */
 export function githubErrorText(e: unknown, baseUrl: string): string {

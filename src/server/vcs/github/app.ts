@@ -10,12 +10,12 @@
 // The key, the JWTs and the tokens are secrets: the redactor learns each one before it is used
 // (server-secrets.ts for the key, GitHubClient.authHeader for JWTs and tokens).
 import { type KeyObject, createPrivateKey, createSign } from 'node:crypto';
-import { UsageError } from '../../config/flags.js';
-import type { Logger } from '../../log.js';
-import { nullLogger } from '../../log.js';
-import { type Redactor, processRedactor } from '../secrets/redact.js';
-import { GitHubApiError, GitHubClient, type GitHubClientOptions, type RetryOptions } from './github-client.js';
-import { githubErrorText } from './github-error-text.js';
+import { UsageError } from '../../../config/flags.js';
+import type { Logger } from '../../../log.js';
+import { nullLogger } from '../../../log.js';
+import { type Redactor, processRedactor } from '../../secrets/redact.js';
+import { GitHubApiError, GitHubClient, type GitHubClientOptions, type RetryOptions } from './client.js';
+import { githubErrorText } from './error-text.js';
 
 export interface GitHubAppSettings {
   appId: number;

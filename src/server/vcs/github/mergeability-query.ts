@@ -1,8 +1,8 @@
 // The PR mergeability GraphQL query of --gh-allow-mergeable-bypass-apply, asked as Atlantis
 // asks it (vcs/github/client.go GetPullRequestMergeabilityInfo); the decision is pure, in
 // workflow/repo-config/requirements.ts.
-import type { MergeabilityInfo } from '../workflow/repo-config/requirements.js';
-import { GitHubApiError, type GitHubClient } from './github-client.js';
+import type { MergeabilityInfo } from '../../workflow/repo-config/requirements.js';
+import { GitHubApiError, type GitHubClient } from './client.js';
 
 /**
  * What blocks a PR besides its merge conflicts, as Atlantis asks GraphQL for it with

@@ -17,17 +17,17 @@
 // The token is sent only in the Authorization header and never logged or put in errors.
 // Every text we write to GitHub (comment bodies, status descriptions) is scrubbed of the
 // server's secrets first (secrets/redact.ts): this is where it leaves the server.
-import type { Logger } from '../../log.js';
-import { nullLogger } from '../../log.js';
-import { type Redactor, processRedactor } from '../secrets/redact.js';
-import { httpRequest, type HttpResponse, type ResponseHeaders } from '../../net/http-request.js';
-import { sleep } from '../../async.js';
-import { backoffDelay, equalJitter } from '../../backoff.js';
-import { MAX_COMMENT_LENGTH, MAX_COMMENTS_PER_COMMAND, separators, splitComment } from './comment-split.js';
+import type { Logger } from '../../../log.js';
+import { nullLogger } from '../../../log.js';
+import { type Redactor, processRedactor } from '../../secrets/redact.js';
+import { httpRequest, type HttpResponse, type ResponseHeaders } from '../../../net/http-request.js';
+import { sleep } from '../../../async.js';
+import { backoffDelay, equalJitter } from '../../../backoff.js';
+import { MAX_COMMENT_LENGTH, MAX_COMMENTS_PER_COMMAND, separators, splitComment } from '../comment-split.js';
 
-export { MAX_COMMENT_LENGTH, MAX_COMMENTS_PER_COMMAND, splitComment } from './comment-split.js';
+export { MAX_COMMENT_LENGTH, MAX_COMMENTS_PER_COMMAND, splitComment } from '../comment-split.js';
 
-export * from './github-types.js';
+export * from './types.js';
 import {
   type Approval,
   type CommitStatus,
@@ -39,7 +39,7 @@ import {
   type ReactionContent,
   type RepoMergeSettings,
   type RetryOptions,
-} from './github-types.js';
+} from './types.js';
 
 // ---- client ---------------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 // The GitHub client's public types: what it returns (comments, statuses, pull requests,
 // approvals, merge settings), its options, its error, and the allowlist host of a base URL.
 // github-client.ts re-exports them, so callers import from there.
-import type { Logger } from '../../log.js';
-import type { Redactor } from '../secrets/redact.js';
+import type { Logger } from '../../../log.js';
+import type { Redactor } from '../../secrets/redact.js';
 
 export type ReactionContent = '+1' | '-1' | 'laugh' | 'confused' | 'heart' | 'hooray' | 'rocket' | 'eyes';
 export type CommitState = 'pending' | 'success' | 'failure' | 'error';
