@@ -1,4 +1,4 @@
-// GitHub App authentication (src/server/vcs/github-app.ts): the JWT (checked with the App's
+// GitHub App authentication (src/server/vcs/github/app.ts): the JWT (checked with the App's
 // public key, as GitHub does), the refresh rule, the --gh-app-* flags with Atlantis's
 // validation, the key kept out of every text, and installation tokens against the stand-in:
 // fetched, shared, replaced before they expire, a refused token replaced once.

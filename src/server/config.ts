@@ -36,7 +36,7 @@ export interface ServerConfig {
   ghUser: string;
   /** Returns the current token; reads --gh-token-file on each call. With a GitHub App: '' (see ghApp). */
   ghToken: () => string;
-  /** --gh-app-*: authenticate as this GitHub App (vcs/github-app.ts) instead of with a token. */
+  /** --gh-app-*: authenticate as this GitHub App (vcs/github/app.ts) instead of with a token. */
   ghApp: GitHubAppSettings | undefined;
   ghWebhookSecret: string | undefined;
   /** --api-secret: the X-Atlantis-Token of /api/ requests; undefined: the API is disabled (as Atlantis). A secret. */

@@ -141,7 +141,7 @@ export class GitHubClient {
     return -1; // limited, no hint: use backoff
   }
 
-  /** Protected for the GitHub App's own endpoints (github-app.ts). */
+  /** Protected for the GitHub App's own endpoints (app.ts). */
   protected async request(method: string, pathOrUrl: string, opts: RequestOptions): Promise<RawResponse> {
     const url = pathOrUrl.startsWith('http') ? pathOrUrl : this.baseUrl + pathOrUrl;
     const logPath = pathOrUrl.startsWith('http') ? new URL(pathOrUrl).pathname : (pathOrUrl.split('?')[0] ?? pathOrUrl);

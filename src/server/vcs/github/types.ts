@@ -1,6 +1,6 @@
 // The GitHub client's public types: what it returns (comments, statuses, pull requests,
 // approvals, merge settings), its options, its error, and the allowlist host of a base URL.
-// github-client.ts re-exports them, so callers import from there.
+// client.ts re-exports them, so callers import from there.
 import type { Logger } from '../../../log.js';
 import type { Redactor } from '../../secrets/redact.js';
 
