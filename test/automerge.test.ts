@@ -17,12 +17,12 @@ import {
   automergeFailedComment,
   automergeSettings,
   automergeSettingsFor,
-  chooseMergeMethod,
   commentMergeMethod,
   decideAutomerge,
   notApplied,
 } from '../src/server/workflow/automerge/automerge.js';
 import { githubErrorText } from '../src/server/vcs/github/error-text.js';
+import { chooseMergeMethod } from '../src/server/vcs/github/merge.js';
 import { repoConfigViolation } from '../src/server/workflow/checkout/projects.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
 import { parseServerSideRepoConfig, serverSettingsFor } from '../src/server/workflow/repo-config/server-side.js';

@@ -108,7 +108,10 @@ export interface GoLockDetail {
 }
 
 /** ListLocksResult; `Locks` is null when there are none (a nil slice), as Go writes it. */
-export function listLocksResult(locks: readonly LockRecord[], ghHostname: string): { Locks: GoLockDetail[] | null } {
+export function listLocksResult(
+  locks: readonly LockRecord[],
+  pullUrl: (repo: string, pull: number) => string,
+): { Locks: GoLockDetail[] | null } {
   if (locks.length === 0) return { Locks: null };
   return {
     Locks: locks.map((l) => ({
@@ -118,7 +121,7 @@ export function listLocksResult(locks: readonly LockRecord[], ghHostname: string
       ProjectRepoPath: l.dir,
       PullID: String(l.pull),
       // A run of the API without a pull request has none.
-      PullURL: l.pull > 0 ? `https://${ghHostname}/${l.repo}/pull/${l.pull}` : '',
+      PullURL: l.pull > 0 ? pullUrl(l.repo, l.pull) : '',
       User: l.user,
       Workspace: l.workspace,
       Time: goTime(l.time),

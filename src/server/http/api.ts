@@ -32,7 +32,12 @@ export interface ApiDeps {
   /** --api-secret; undefined: the API is disabled. */
   apiSecret: string | undefined;
   allowlist: RepoAllowlist;
-  ghHostname: string;
+  /** The host's name in --repo-allowlist (vcs/host.ts). */
+  hostname: string;
+  /** The host's type as Atlantis names it (the request's `Type`). */
+  hostType: string;
+  /** A pull request's page, for the lock list. */
+  pullUrl: (repo: string, pull: number) => string;
   /** --gh-team-allowlist: an API request has no user, so only rules for every team (`*`) let it run. */
   teamRules: readonly TeamRule[];
   logger: Logger;
@@ -132,13 +137,13 @@ export function mountApi(app: express.Express, d: ApiDeps): void {
     if (!authorized(req, res, path)) return;
     const body = await readBody(req, res);
     if (body === undefined) return;
-    const parsed = parseApiRequest(body);
+    const parsed = parseApiRequest(body, d.hostType);
     if (!parsed.ok) {
       log.info('API request refused: bad body', { path, error: sanitize(parsed.error) });
       return send(res, 400, apiError(parsed.error));
     }
     const r = parsed.request;
-    if (!d.allowlist.isAllowed(r.repository, d.ghHostname)) {
+    if (!d.allowlist.isAllowed(r.repository, d.hostname)) {
       log.info('API request refused: repo not allowlisted', { path, repo: r.repository });
       return send(res, 403, apiError(REPO_NOT_ALLOWLISTED));
     }
@@ -192,7 +197,7 @@ export function mountApi(app: express.Express, d: ApiDeps): void {
   app.get('/api/locks', async (req, res) => {
     if (!authorized(req, res, '/api/locks')) return;
     try {
-      send(res, 200, listLocksResult(await d.listLocks(), d.ghHostname));
+      send(res, 200, listLocksResult(await d.listLocks(), d.pullUrl));
     } catch (e) {
       log.error('API request failed', { path: '/api/locks', error: sanitize((e as Error).message) });
       send(res, 500, apiError((e as Error).message));

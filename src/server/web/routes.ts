@@ -32,8 +32,8 @@ export interface WebUiDeps {
   webUser?: string;
   /** --atlantis-url: its origin is this server's too (csrf.ts). */
   atlantisUrl: string;
-  /** Where pull requests are (--gh-hostname), for the lock page's link. */
-  ghHostname: string;
+  /** A pull request's page on the code host, for the lock page's link. */
+  pullUrl: (repo: string, pull: number) => string;
 }
 
 /** Jobs of every replica the index lists, newest first. */
@@ -99,7 +99,7 @@ export function mountWebUi(app: express.Express, d: WebUiDeps): void {
         lock,
         id,
         ...(plan ? { plan } : {}),
-        pullUrl: `https://${d.ghHostname}/${lock.repo}/pull/${lock.pull}`,
+        pullUrl: d.pullUrl(lock.repo, lock.pull),
       }),
     );
   });

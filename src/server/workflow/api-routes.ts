@@ -14,7 +14,9 @@ export function apiRoutes(
   return {
     apiSecret: d.config.apiSecret,
     allowlist: o.allowlist,
-    ghHostname: d.config.ghHostname,
+    hostname: d.host.hostname,
+    hostType: d.host.typeName,
+    pullUrl: (repo, pull) => d.host.pullUrl(repo, pull),
     teamRules: d.config.ghTeamAllowlist,
     logger: d.logger,
     startOperation: (info) => o.server.startOperation(info),

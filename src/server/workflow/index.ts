@@ -1,11 +1,11 @@
-// Wires the PR workflow into the server: lock store, GitHub client, working copies, the
+// Wires the PR workflow into the server: lock store, code host, working copies, the
 // command runner, POST /events, the web page, and, at start, crash recovery (the command and
 // job journals) and the commands queued by the previous server during its drain.
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { VERSION } from '../../version.js';
-import { countWebhook, instrumentGitHub, since } from '../atlantis-metrics.js';
+import { countWebhook, since } from '../atlantis-metrics.js';
 import { importAtStart, postImportNotices } from '../locks/bolt-import.js';
 import { openStateStore } from '../locks/open-store.js';
 import type { DeliveryAcceptance, StateStore } from '../locks/state-store.js';
@@ -19,8 +19,8 @@ import type { AtlantisServer } from '../server.js';
 import { GitCredsForInit } from '../terraform/git-creds.js';
 import { TerraformBinaries } from '../terraform/tf-install.js';
 import type { WebhookRequest, WebhookResponse } from '../http/app.js';
-import { githubAuth } from '../vcs/github/app.js';
-import { GitHubClient, type PullInfo, type ReactionContent } from '../vcs/github/client.js';
+import { githubHost } from '../vcs/github/host.js';
+import type { PullRequest } from '../vcs/host.js';
 import { verifySignature } from '../vcs/github/webhook.js';
 import { CommandRunner } from './commands/command-runner.js';
 import type { PullContext } from './commands/context.js';
@@ -65,20 +65,22 @@ export function workflowPlugin(server: AtlantisServer) {
   const patient = waitingStore(store, { logger: log, onReachable: (up) => server.metrics.storeUp.set(up ? 1 : 0) });
   const refused = new RefusedEntries(store, log);
   const leases = openProjectLeases(cfg, log);
-  const auth = githubAuth(cfg, log);
-  // Its calls also counted and timed under Atlantis's metric names (atlantis-metrics.ts).
-  const github = instrumentGitHub(
-    new GitHubClient({
-      baseUrl: cfg.ghApiUrl,
-      logger: log,
-      maxCommentsPerCommand: cfg.maxCommentsPerCommand,
-      ...auth.clientOptions,
-    }),
-    server.metrics.atlantis,
+  const host = githubHost(
+    {
+      user: cfg.ghUser,
+      token: cfg.ghToken,
+      app: cfg.ghApp,
+      webhookSecret: cfg.ghWebhookSecret,
+      hostname: cfg.ghHostname,
+      apiUrl: cfg.ghApiUrl,
+      allowMergeableBypassApply: cfg.ghAllowMergeableBypassApply,
+    },
+    { logger: log, metrics: server.metrics.atlantis, maxCommentsPerCommand: cfg.maxCommentsPerCommand },
   );
-  const copies = new WorkingCopies(cfg.dataDir, auth.clientOptions.token, log, server.processHost, {
+  const copies = new WorkingCopies(cfg.dataDir, host.git.token, log, server.processHost, {
     strategy: cfg.checkoutStrategy,
     depth: cfg.checkoutDepth,
+    gitUser: host.git.username,
   });
   const terraformBinaries = new TerraformBinaries({
     tfBinary: cfg.tfBinary,
@@ -115,15 +117,13 @@ export function workflowPlugin(server: AtlantisServer) {
     config: cfg,
     store: patient,
     leases,
-    github,
+    host,
     copies,
     jobs,
     projectRunner: new ProjectRunner(server.runner, {
       binaries: terraformBinaries,
       defaultVersion: cfg.defaultTfVersion,
-      gitCreds: cfg.writeGitCreds
-        ? new GitCredsForInit({ dir: path.join(cfg.dataDir, 'git-creds'), user: cfg.ghUser, hostname: cfg.ghHostname, token: cfg.ghToken })
-        : undefined,
+      gitCreds: cfg.writeGitCreds ? new GitCredsForInit({ dir: path.join(cfg.dataDir, 'git-creds'), ...host.initCredentials }) : undefined,
     }),
     metrics: server.metrics,
     logger: log,
@@ -135,9 +135,8 @@ export function workflowPlugin(server: AtlantisServer) {
       jobs,
       jobLogPath: (id) => server.jobLogPath(id),
       atlantisUrl: cfg.atlantisUrl,
-      ghHostname: cfg.ghHostname,
+      host,
       logger: log,
-      setStatus: (repo, sha, s) => github.setCommitStatus(repo, sha, s),
     }),
   });
   const decisionOptions = {
@@ -155,7 +154,7 @@ export function workflowPlugin(server: AtlantisServer) {
   };
 
   const comment = (repo: string, pull: number, body: string): Promise<void> =>
-    github.createComment(repo, pull, body).then(
+    host.comment(repo, pull, body).then(
       () => undefined,
       (e: unknown) => {
         server.metrics.githubRequestFailures.inc({ operation: 'create_comment' });
@@ -196,9 +195,9 @@ export function workflowPlugin(server: AtlantisServer) {
    */
   async function execute(item: WorkItem, began: () => Promise<boolean>): Promise<void> {
     if (item.kind === 'autoplan') return (await began()) ? runner.run({ kind: 'autoplan', ctx: item.ctx }) : undefined;
-    let pr: PullInfo;
+    let pr: PullRequest;
     try {
-      pr = await github.getPull(item.repo, item.pull);
+      pr = await host.getPull(item.repo, item.pull);
     } catch (e) {
       log.error('Could not read pull request', { repo: item.repo, pull: item.pull, error: (e as Error).message });
       server.metrics.commandsTotal.inc({ command: item.command.name, result: 'error' });
@@ -207,11 +206,7 @@ export function workflowPlugin(server: AtlantisServer) {
     if (!(await began())) return;
     // A comment's payload says neither where the head is nor (reliably) whether the PR is
     // still open: GitHub's answer does, as Atlantis reads it.
-    const gate = gatePull(
-      { state: pr.state, headRepo: pr.headRepo, baseRepo: pr.baseRepo ?? item.repo },
-      item.command.name,
-      decisionOptions,
-    );
+    const gate = gatePull({ state: pr.state, headRepo: pr.headRepo, baseRepo: pr.baseRepo }, item.command.name, decisionOptions);
     if (gate.kind === 'refuse') return refuse(item.repo, item.pull, item.command.name, gate);
     const ctx: PullContext = {
       repo: item.repo,
@@ -222,7 +217,7 @@ export function workflowPlugin(server: AtlantisServer) {
       headSha: pr.headSha,
       headRef: pr.headRef,
       baseRef: pr.baseRef,
-      author: pr.user,
+      author: pr.author,
       headRepo: pr.headRepo ?? item.repo,
     };
     return runner.run({ kind: 'comment', ctx, command: item.command, commentId: item.commentId });
@@ -398,10 +393,10 @@ export function workflowPlugin(server: AtlantisServer) {
         return { status: d.status, body: `${d.body}\n` };
       case 'reply':
         // As Atlantis: a comment answered without running (help, usage, errors) gets the reaction too.
-        if (cfg.emojiReaction !== '' && d.commentId !== undefined)
+        if (host.react && cfg.emojiReaction !== '' && d.commentId !== undefined)
           server.trackBackground(
-            github
-              .addReaction(d.repo, d.commentId, cfg.emojiReaction as ReactionContent)
+            host
+              .react(d.repo, d.commentId, cfg.emojiReaction)
               .catch((e: unknown) => log.warn('Failed to react to comment', { repo: d.repo, pull: d.pull, error: (e as Error).message })),
           );
         server.trackBackground(comment(d.repo, d.pull, d.body));
@@ -421,7 +416,7 @@ export function workflowPlugin(server: AtlantisServer) {
     }
   }
 
-  const apiDeps: ApiCommandDeps = { config: cfg, runner, store, github, copies, logger: log, began: countRunning, ended: commandDone };
+  const apiDeps: ApiCommandDeps = { config: cfg, runner, store, host, copies, logger: log, began: countRunning, ended: commandDone };
   const recovery: RecoveryDeps = {
     store: patient,
     logger: log,
@@ -495,7 +490,7 @@ export function workflowPlugin(server: AtlantisServer) {
         applyLockEnabled: !cfg.disableGlobalApplyLock,
         ...(cfg.webBasicAuth ? { webUser: cfg.webUsername } : {}),
         atlantisUrl: cfg.atlantisUrl,
-        ghHostname: cfg.ghHostname,
+        pullUrl: (repo, pull) => host.pullUrl(repo, pull),
         onLockDiscarded: (l) => {
           log.info('Lock deleted from the web page', { repo: l.repo, pull: l.pull, dir: l.dir, workspace: l.workspace });
           // An API run without a pull request (pull <= 0) has no PR to tell.
@@ -519,7 +514,7 @@ export function workflowPlugin(server: AtlantisServer) {
       await membership.claim();
       // Atlantis's atlantis.db in the data dir: its locks carried over, once (bolt-import.ts).
       await importAtStart(store, cfg.dataDir, `server ${cfg.replicaId}`, log);
-      decisionOptions.botLogin = await auth.botLogin();
+      decisionOptions.botLogin = await host.botLogin();
       server.trackBackground(
         postImportNotices(store, comment, cfg.executableName, log).catch((e: Error) =>
           log.warn('Could not read the pull requests to tell after the Atlantis import', { error: e.message }),

@@ -1,7 +1,7 @@
 // The PR mergeability GraphQL query of --gh-allow-mergeable-bypass-apply, asked as Atlantis
 // asks it (vcs/github/client.go GetPullRequestMergeabilityInfo); the decision is pure, in
-// workflow/repo-config/requirements.ts.
-import type { MergeabilityInfo } from '../../workflow/repo-config/requirements.js';
+// mergeability.ts.
+import type { MergeabilityInfo } from './mergeability.js';
 import { GitHubApiError, type GitHubClient } from './client.js';
 
 /**

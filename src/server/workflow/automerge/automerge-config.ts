@@ -1,8 +1,6 @@
-// The automerge settings checked at start (--automerge-method): the merge methods Atlantis
-// knows. A leaf: config.ts reads it without the rest of automerge.ts.
-
-export const MERGE_METHODS = ['merge', 'rebase', 'squash'] as const;
-export type MergeMethod = (typeof MERGE_METHODS)[number];
+// The automerge settings checked at start (--automerge-method) against the merge methods
+// Atlantis knows (vcs/host.ts). A leaf: config.ts reads it without the rest of automerge.ts.
+import { MERGE_METHODS } from '../../vcs/host.js';
 
 /** --automerge-method's check at start, Atlantis's words (Go prints the list as `[a b c]`). */
 export function automergeMethodProblem(method: string): string | undefined {

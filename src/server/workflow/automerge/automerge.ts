@@ -1,12 +1,12 @@
-// Automerge, as Atlantis v0.47 does it on GitHub (server/events/automerger.go and the GitHub
-// client's MergePull): when `--automerge` or `automerge: true` in atlantis.yaml is on and an
-// apply leaves every planned project of the PR applied, the server comments that it merges,
-// picks the merge method (the comment's `--auto-merge-method`, else `--automerge-method`, else
-// the first the repository allows of merge, rebase, squash) and merges through the API; a
-// failure is commented with Atlantis's text. With automerge on, a plan with errors discards
-// the plans of its projects, so a partial set can never be applied and merged.
-// `delete_source_branch_on_merge` deletes the head branch after the merge (see docs: Atlantis
-// documents it, its GitHub client ignores it).
+// Automerge, as Atlantis v0.47 does it (server/events/automerger.go): when `--automerge` or
+// `automerge: true` in atlantis.yaml is on and an apply leaves every planned project of the PR
+// applied, the server comments that it merges and has the host merge (the comment's
+// `--auto-merge-method`, else `--automerge-method`, else the host's choice: on GitHub the first
+// the repository allows of merge, rebase, squash); a failure is commented
+// with Atlantis's text. With automerge on, a plan with errors discards the plans of its
+// projects, so a partial set can never be applied and merged. `delete_source_branch_on_merge`
+// has the host delete the head branch after the merge (see docs: Atlantis documents it, its
+// GitHub client ignores it).
 //
 // Decisions are pure and table-tested; the class at the end does the I/O.
 import type { Logger } from '../../../log.js';
@@ -14,9 +14,7 @@ import type { ServerConfig } from '../../config.js';
 import type { ServerMetrics } from '../../metrics.js';
 import type { ProjectPlanStatus, PullStatus } from '../../locks/pull-status.js';
 import type { StateStore } from '../../locks/state-store.js';
-import type { GitHubClient, RepoMergeSettings } from '../../vcs/github/client.js';
-import { githubErrorText } from '../../vcs/github/error-text.js';
-import { MERGE_METHODS, type MergeMethod } from './automerge-config.js';
+import type { VcsHost } from '../../vcs/host.js';
 import type { ParsedCommand } from '../comment-parser/index.js';
 import { type ServerSettings, type ServerSideRepoConfig, serverSettingsFor } from '../repo-config/server-side.js';
 import type { RepoConfig } from '../repo-config/types.js';
@@ -79,7 +77,7 @@ export type AutomergeDecision = { kind: 'merge'; method: string } | { kind: 'ski
  * Pure: after an apply, whether to merge now. Atlantis merges only when the apply had no
  * error and every project of the PR is applied; `--auto-merge-disabled` on the comment and
  * the --disable-automerge-label stop it. The method is the comment's, else the server's
- * (empty: chosen from the repository's settings, see chooseMergeMethod).
+ * (empty: the host chooses, from the repository's settings on GitHub).
  */
 export function decideAutomerge(i: {
   settings: AutomergeSettings;
@@ -107,30 +105,6 @@ export function decideAutomerge(i: {
   return { kind: 'merge', method: i.commentMethod || i.serverMethod };
 }
 
-/**
- * Pure: the merge method to send, or Atlantis's error text. A requested method must be known
- * and allowed by the repository; without one, merge, else rebase, else squash (merge when the
- * repository says nothing, as Atlantis's go-github reads a missing setting as false).
- */
-export function chooseMergeMethod(requested: string, repo: RepoMergeSettings): { method: MergeMethod } | { error: string } {
-  const allowed: Record<MergeMethod, boolean> = {
-    merge: repo.allowMergeCommit,
-    rebase: repo.allowRebaseMerge,
-    squash: repo.allowSquashMerge,
-  };
-  if (requested !== '') {
-    if (!(MERGE_METHODS as readonly string[]).includes(requested))
-      return { error: `merge method '${requested}' is unknown. Specify one of the valid values: '${MERGE_METHODS.join(', ')}'` };
-    if (!allowed[requested as MergeMethod])
-      return { error: `merge method '${requested}' is not allowed by the repository Pull Request settings` };
-    return { method: requested as MergeMethod };
-  }
-  if (allowed.merge) return { method: 'merge' };
-  if (allowed.rebase) return { method: 'rebase' };
-  if (allowed.squash) return { method: 'squash' };
-  return { method: 'merge' };
-}
-
 /** The comment's `--auto-merge-method` (parsed by the comment parser as `autoMergeMethod`). */
 export function commentMergeMethod(c: ParsedCommand): string | undefined {
   const m = (c as ParsedCommand & { autoMergeMethod?: unknown }).autoMergeMethod;
@@ -143,9 +117,9 @@ export function notApplied(ps: PullStatus | undefined): Array<{ dir: string; wor
 }
 
 export interface AutomergerDeps {
-  config: Pick<ServerConfig, 'automerge' | 'automergeMethod' | 'disableAutomergeLabel' | 'ghHostname'>;
+  config: Pick<ServerConfig, 'automerge' | 'automergeMethod' | 'disableAutomergeLabel'>;
   serverRepoConfig?: ServerSideRepoConfig | undefined;
-  github: GitHubClient;
+  host: VcsHost;
   store: StateStore;
   metrics: ServerMetrics;
   logger: Logger;
@@ -164,7 +138,7 @@ export class Automerger {
     repo: RepoConfig | undefined,
     first: { dir: string; workspace: string; project?: string | undefined } | undefined,
   ) {
-    return automergeSettingsFor(this.d.config.automerge, this.d.serverRepoConfig, `${this.d.config.ghHostname}/${ref.repo}`, repo, first);
+    return automergeSettingsFor(this.d.config.automerge, this.d.serverRepoConfig, `${this.d.host.hostname}/${ref.repo}`, repo, first);
   }
 
   /**
@@ -215,7 +189,7 @@ export class Automerger {
     if (decision.kind === 'merge' && this.d.config.disableAutomergeLabel !== '') {
       let labels: string[];
       try {
-        labels = await this.d.github.listPullLabels(ref.repo, ref.pull);
+        labels = await this.d.host.labels(ref.repo, ref.pull);
       } catch (e) {
         this.d.logger.error('Unable to get pull request labels so not automerging', {
           repo: ref.repo,
@@ -234,57 +208,21 @@ export class Automerger {
     // Commenting is not required for the merge: a lost comment is logged by comment().
     await this.comment(ref, AUTOMERGE_COMMENT);
     log.info('Automerging pull request', { method: decision.method || '(from the repository settings)' });
-    const error = await this.merge(ref, decision.method);
+    // The host merges as Atlantis's client for it does, and deletes the source branch when asked.
+    const error = await this.d.host.merge(ref.repo, ref.pull, { method: decision.method, deleteSourceBranch: settings.deleteSourceBranch });
     if (error !== undefined) {
       log.error('Automerging failed', { error });
       await this.comment(ref, automergeFailedComment(error));
-      return;
     }
-    if (settings.deleteSourceBranch) await this.deleteBranch(ref, log);
   }
 
   /** Posts on the PR as the apply's output (command `apply`); a lost comment is logged and counted. */
   private async comment(ref: PullRef, body: string): Promise<void> {
     try {
-      await this.d.github.createComment(ref.repo, ref.pull, body, { command: 'apply' });
+      await this.d.host.comment(ref.repo, ref.pull, body, { command: 'apply' });
     } catch (e) {
       this.d.metrics.githubRequestFailures.inc({ operation: 'create_comment' });
       this.d.logger.error('Could not post PR comment', { repo: ref.repo, pull: ref.pull, command: 'apply', error: (e as Error).message });
-    }
-  }
-
-  /** The merge as Atlantis's GitHub client does it; returns its error text, or undefined when merged. */
-  private async merge(ref: PullRef, requested: string): Promise<string | undefined> {
-    const gh = this.d.github;
-    let settings: RepoMergeSettings;
-    try {
-      settings = await gh.getRepoMergeSettings(ref.repo);
-    } catch (e) {
-      return `fetching repo info: ${githubErrorText(e, gh.baseUrl)}`;
-    }
-    const chosen = chooseMergeMethod(requested, settings);
-    if ('error' in chosen) return chosen.error;
-    try {
-      const r = await gh.mergePull(ref.repo, ref.pull, chosen.method);
-      if (!r.merged) return `could not merge pull request: ${r.message}`;
-    } catch (e) {
-      return `merging pull request: ${githubErrorText(e, gh.baseUrl)}`;
-    }
-    return undefined;
-  }
-
-  private async deleteBranch(ref: PullRef, log: Logger): Promise<void> {
-    try {
-      // GitHub's view after the merge: the branch, and whether it is a fork's (not ours to delete).
-      const pr = await this.d.github.getPull(ref.repo, ref.pull);
-      if (pr.headRepo?.toLowerCase() !== ref.repo.toLowerCase()) {
-        log.info('Not deleting the source branch: it is not in this repository', { branch: pr.headRef });
-        return;
-      }
-      await this.d.github.deleteBranch(ref.repo, pr.headRef);
-      log.info('Deleted the source branch after the merge', { branch: pr.headRef });
-    } catch (e) {
-      log.warn('Could not delete the source branch after the merge', { error: (e as Error).message });
     }
   }
 }

@@ -96,6 +96,8 @@ const baseUrlOf = (req: CheckoutRequest): string => req.baseCloneUrl ?? req.clon
 
 export class WorkingCopies {
   private readonly options: CheckoutOptions;
+  /** The user name git sends with the token (the code host's, vcs/host.ts); x-access-token is GitHub's. */
+  private readonly gitUser: string;
 
   constructor(
     private readonly dataDir: string,
@@ -103,9 +105,10 @@ export class WorkingCopies {
     private readonly token: () => string | Promise<string>,
     private readonly logger: Logger,
     private readonly host: ProcessHost,
-    options?: Partial<CheckoutOptions>,
+    options?: Partial<CheckoutOptions> & { gitUser?: string },
   ) {
     this.options = { strategy: options?.strategy ?? 'branch', depth: options?.depth ?? 0 };
+    this.gitUser = options?.gitUser ?? 'x-access-token';
   }
 
   /**
@@ -264,7 +267,7 @@ export class WorkingCopies {
 
   private async git(cwd: string, args: string[], cloneUrl: string, env: Record<string, string> = {}): Promise<string> {
     // The token is read now: a rotated --gh-token-file takes effect on the next git command.
-    const auth = gitAuth(cloneUrl, await this.token());
+    const auth = gitAuth(cloneUrl, await this.token(), this.gitUser);
     const r = await this.host.spawn({
       command: 'git',
       args: [...auth.args, ...args],
@@ -286,10 +289,11 @@ export class WorkingCopies {
 /** The variables, in one git process's environment only, that the credential helper reads. */
 const TOKEN_VAR = 'ATO_GIT_TOKEN';
 const HOST_VAR = 'ATO_GIT_HOST';
+const USER_VAR = 'ATO_GIT_USER';
 
 /**
  * git's credential helper: for a `get` about an https URL on the clone URL's host (git says
- * which on stdin; a redirect elsewhere gets nothing), prints the token as GitHub wants it.
+ * which on stdin; a redirect elsewhere gets nothing), prints the user name and the token.
  * The helper list from any git config file is cleared first, so no stored credential is used
  * and the token is never handed to a `store` helper.
  */
@@ -297,14 +301,14 @@ const CREDENTIAL_HELPER =
   '!f() { test "$1" = get || exit 0; p=; h=; ' +
   // biome-ignore lint/suspicious/noTemplateCurlyInString: ${l#...} is shell parameter expansion for git's credential helper, not a template
   'while IFS= read -r l && test -n "$l"; do case "$l" in protocol=*) p="${l#protocol=}";; host=*) h="${l#host=}";; esac; done; ' +
-  `test "$p" = https && test "$h" = "$${HOST_VAR}" || exit 0; printf 'username=x-access-token\\npassword=%s\\n' "$${TOKEN_VAR}"; }; f`;
+  `test "$p" = https && test "$h" = "$${HOST_VAR}" || exit 0; printf 'username=%s\\npassword=%s\\n' "$${USER_VAR}" "$${TOKEN_VAR}"; }; f`;
 
 /**
  * How one git command authenticates (pure): `-c` options for the command line and variables
  * for that git process's environment. The token is only given for an https clone URL; never
  * in the arguments.
  */
-export function gitAuth(cloneUrl: string, token: string): { args: string[]; env: Record<string, string> } {
+export function gitAuth(cloneUrl: string, token: string, user = 'x-access-token'): { args: string[]; env: Record<string, string> } {
   const args = ['-c', 'credential.helper='];
   let url: URL;
   try {
@@ -313,7 +317,10 @@ export function gitAuth(cloneUrl: string, token: string): { args: string[]; env:
     return { args, env: {} };
   }
   if (!token || url.protocol !== 'https:') return { args, env: {} };
-  return { args: [...args, '-c', `credential.helper=${CREDENTIAL_HELPER}`], env: { [TOKEN_VAR]: token, [HOST_VAR]: url.host } };
+  return {
+    args: [...args, '-c', `credential.helper=${CREDENTIAL_HELPER}`],
+    env: { [TOKEN_VAR]: token, [HOST_VAR]: url.host, [USER_VAR]: user },
+  };
 }
 
 const SHA = /^[0-9a-f]{40}(?:[0-9a-f]{24})?$/;

@@ -16,7 +16,7 @@ import type { Logger } from '../../../log.js';
 import type { ServerConfig } from '../../config.js';
 import type { ApiRequest, ApiTarget } from '../../http/api-request.js';
 import type { StateStore } from '../../locks/state-store.js';
-import { GitHubApiError, type GitHubClient, type PullInfo } from '../../vcs/github/client.js';
+import type { PullRequest, VcsHost } from '../../vcs/host.js';
 import type { ParsedCommand } from '../comment-parser/index.js';
 import type { CommandRunner } from './command-runner.js';
 import type { ApiRun, PullContext } from './context.js';
@@ -25,13 +25,10 @@ import { gatePull } from './pull-gate.js';
 import type { WorkingCopies } from '../checkout/working-copy.js';
 
 export interface ApiCommandDeps {
-  config: Pick<
-    ServerConfig,
-    'allowForkPrs' | 'silenceForkPrErrors' | 'apiSecret' | 'ghHostname' | 'ghTeamAllowlist' | 'disableGlobalApplyLock'
-  >;
+  config: Pick<ServerConfig, 'allowForkPrs' | 'silenceForkPrErrors' | 'apiSecret' | 'ghTeamAllowlist' | 'disableGlobalApplyLock'>;
   runner: CommandRunner;
   store: StateStore;
-  github: GitHubClient;
+  host: VcsHost;
   copies: WorkingCopies;
   logger: Logger;
   /** The plugin's count of a PR's running commands: a close meanwhile releases what they take after it. */
@@ -72,19 +69,17 @@ export function commandFor(name: 'plan' | 'apply', t: ApiTarget): ParsedCommand 
   return c;
 }
 
-const notFound = (e: unknown): boolean => e instanceof GitHubApiError && e.status === 404;
-
 /** The pull request's context, or why the request cannot run on it. */
 async function pullContext(d: ApiCommandDeps, command: 'plan' | 'apply', req: ApiRequest): Promise<PullContext | Refusal> {
   const repo = req.repository;
-  let pr: PullInfo;
+  let pr: PullRequest;
   try {
-    pr = await d.github.getPull(repo, req.pull);
+    pr = await d.host.getPull(repo, req.pull);
   } catch (e) {
-    if (notFound(e)) return refusal(400, `PR: ${repo} has no pull request #${req.pull}`);
+    if (d.host.isNotFound(e)) return refusal(400, `PR: ${repo} has no pull request #${req.pull}`);
     throw e;
   }
-  const gate = gatePull({ state: pr.state, headRepo: pr.headRepo, baseRepo: pr.baseRepo ?? repo }, command, d.config);
+  const gate = gatePull({ state: pr.state, headRepo: pr.headRepo, baseRepo: pr.baseRepo }, command, d.config);
   if (gate.kind === 'refuse')
     return refusal(
       403,
@@ -102,12 +97,12 @@ async function pullContext(d: ApiCommandDeps, command: 'plan' | 'apply', req: Ap
     repo,
     pull: req.pull,
     user: '',
-    cloneUrl: pr.headCloneUrl ?? (await d.github.getCloneUrl(repo)),
+    cloneUrl: pr.headCloneUrl ?? (await d.host.cloneUrl(repo)),
     baseCloneUrl: pr.baseCloneUrl ?? pr.headCloneUrl,
     headSha: pr.headSha,
     headRef: pr.headRef,
     baseRef: pr.baseRef,
-    author: pr.user,
+    author: pr.author,
     headRepo: pr.headRepo ?? repo,
   };
 }
@@ -117,9 +112,9 @@ async function refContext(d: ApiCommandDeps, req: ApiRequest): Promise<PullConte
   const repo = req.repository;
   let cloneUrl: string;
   try {
-    cloneUrl = await d.github.getCloneUrl(repo);
+    cloneUrl = await d.host.cloneUrl(repo);
   } catch (e) {
-    if (notFound(e)) return refusal(400, `Repository: ${repo} was not found`);
+    if (d.host.isNotFound(e)) return refusal(400, `Repository: ${repo} was not found`);
     throw e;
   }
   const headSha = await d.copies.branchHead(cloneUrl, req.ref);

@@ -5,7 +5,7 @@ import type { ServerConfig } from '../../config.js';
 import type { ProjectLeases } from '../../locks/project-lease.js';
 import type { StateStore } from '../../locks/state-store.js';
 import type { ServerMetrics } from '../../metrics.js';
-import type { GitHubClient } from '../../vcs/github/client.js';
+import type { VcsHost } from '../../vcs/host.js';
 import type { WorkflowHooks } from './hooks.js';
 import type { JobRegistry } from '../jobs/jobs.js';
 import type { ProjectRunner } from '../jobs/project-runner.js';
@@ -17,7 +17,8 @@ export interface CommandRunnerDeps {
   store: StateStore;
   /** One job at a time runs terraform in a project, cluster-wide (project-lease.ts). */
   leases: ProjectLeases;
-  github: GitHubClient;
+  /** The code host (vcs/host.ts). */
+  host: VcsHost;
   copies: WorkingCopies;
   jobs: JobRegistry;
   projectRunner: ProjectRunner;

@@ -4,7 +4,6 @@
 // other-commands.ts) over the shared project-job machinery (project-job.ts). Called inside
 // a tracked operation; everything here is I/O orchestration, the decisions live in pure modules.
 import type { Logger } from '../../../log.js';
-import type { ReactionContent } from '../../vcs/github/client.js';
 import type { ParsedCommand } from '../comment-parser/index.js';
 import type { CommandRunnerDeps } from './command-deps.js';
 import type { CommandRequest, PullContext } from './context.js';
@@ -31,18 +30,20 @@ export class CommandRunner {
   async run(req: CommandRequest): Promise<void> {
     const name = req.kind === 'autoplan' ? 'plan' : req.command.name;
     const log = this.d.logger.child({ repo: req.ctx.repo, pull: req.ctx.pull, command: name });
-    if (!baseBranchAllowed(this.d.serverRepoConfig, `${this.d.config.ghHostname}/${req.ctx.repo}`, req.ctx.baseRef)) {
+    if (!baseBranchAllowed(this.d.serverRepoConfig, `${this.d.host.hostname}/${req.ctx.repo}`, req.ctx.baseRef)) {
       log.info("command was run on a pull request which doesn't match base branches");
       return;
     }
     // As Atlantis: a reaction only with --emoji-reaction, given before the team check. It is
     // cosmetic: it must not delay terraform, only the end of the operation.
     const emoji = this.d.config.emojiReaction;
+    // A host without reactions gets none.
+    const react = this.d.host.react?.bind(this.d.host);
     const reaction =
-      req.kind === 'comment' && req.commentId !== undefined && emoji !== ''
-        ? this.d.github
-            .addReaction(req.ctx.repo, req.commentId, emoji as ReactionContent)
-            .catch((e: unknown) => log.warn('Failed to react to comment', { error: (e as Error).message }))
+      react && req.kind === 'comment' && req.commentId !== undefined && emoji !== ''
+        ? react(req.ctx.repo, req.commentId, emoji).catch((e: unknown) =>
+            log.warn('Failed to react to comment', { error: (e as Error).message }),
+          )
         : Promise.resolve();
     const refuse = (body: string) => this.jobs.comment(req.ctx, body, name).catch(() => undefined);
     // The API has no user: its team rule is decided before it runs (http/api.ts).

@@ -7,6 +7,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { constants, promises as fsp } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../../../log.js';
+import type { VcsHost } from '../../vcs/host.js';
 import type { ProcessRunner, RunResult } from '../../terraform/runner.js';
 import type { CommandRequest } from './context.js';
 import type { JobRegistry } from '../jobs/jobs.js';
@@ -173,9 +174,9 @@ export interface WorkflowHooksDeps {
   jobs: JobRegistry;
   jobLogPath: (jobId: string) => string;
   atlantisUrl: string;
-  ghHostname: string;
+  /** The code host: its name in repos.yaml ids, the pull request's page, its commit statuses. */
+  host: Pick<VcsHost, 'hostname' | 'pullUrl' | 'setStatus'>;
   logger: Logger;
-  setStatus: (repo: string, sha: string, s: { state: HookState; context: string; description: string; targetUrl: string }) => Promise<void>;
 }
 
 export interface HookRun {
@@ -195,7 +196,7 @@ export class WorkflowHooks {
 
   /** True when hooks of this kind are configured for the PR's repo (whatever the command). */
   configured(kind: HookKind, repo: string, baseRef: string): boolean {
-    return hooksFor(this.d.server, kind, `${this.d.ghHostname}/${repo}`, baseRef).length > 0;
+    return hooksFor(this.d.server, kind, `${this.d.host.hostname}/${repo}`, baseRef).length > 0;
   }
 
   /**
@@ -203,7 +204,7 @@ export class WorkflowHooks {
    * error text (undefined when every hook succeeded or none applies).
    */
   async run(h: HookRun): Promise<string | undefined> {
-    const hooks = hooksFor(this.d.server, h.kind, `${this.d.ghHostname}/${h.pull.repo}`, h.pull.baseRef);
+    const hooks = hooksFor(this.d.server, h.kind, `${this.d.host.hostname}/${h.pull.repo}`, h.pull.baseRef);
     const todo = hooks.map((hook, i) => ({ hook, i })).filter(({ hook }) => hookRunsFor(hook, h.command.name));
     if (todo.length === 0) return undefined;
     const log = this.d.logger.child({ repo: h.pull.repo, pull: h.pull.pull, hooks: h.kind });
@@ -214,7 +215,7 @@ export class WorkflowHooks {
       log.error('Could not check out the pull request for its workflow hooks', { error: (e as Error).message });
       return (e as Error).message;
     }
-    const pull: HookPull = { ...h.pull, url: `https://${this.d.ghHostname}/${h.pull.repo}/pull/${h.pull.pull}` };
+    const pull: HookPull = { ...h.pull, url: this.d.host.pullUrl(h.pull.repo, h.pull.pull) };
     const env = hookEnv(h.kind, pull, h.command, repoDir, h.commandHasErrors === true);
     for (const { hook, i } of todo) {
       const error = await this.runOne(h, hook, i, repoDir, env, log);
@@ -235,7 +236,7 @@ export class WorkflowHooks {
     const id = randomUUID();
     const status = async (state: HookState, custom?: string): Promise<string | undefined> => {
       try {
-        await this.d.setStatus(h.pull.repo, h.pull.headSha, {
+        await this.d.host.setStatus(h.pull.repo, h.pull.headSha, {
           state,
           context: hookStatusContext(h.kind, description),
           description: hookStatusDescription(state, custom),

@@ -51,7 +51,7 @@ export class ProjectJobs {
     this.scheduler = new ProjectScheduler(d.config.parallelPoolSize);
     this.automerger = new Automerger(d);
     this.statuses = new PrStatuses({
-      github: d.github,
+      host: d.host,
       store: d.store,
       metrics: d.metrics,
       logger: d.logger,
@@ -80,14 +80,14 @@ export class ProjectJobs {
     const checkout = await this.checkout(ctx, 'default');
     const { config, defaults } = this.repoSettings(ctx, checkout);
     const targeted = c !== undefined && (c.dir !== undefined || c.workspace !== undefined || c.project !== undefined);
-    const changed = targeted ? [] : await this.d.github.listChangedFiles(ctx.repo, ctx.pull);
+    const changed = targeted ? [] : await this.d.host.changedFiles(ctx.repo, ctx.pull);
     const projects = selectProjects(config, checkout, changed, c, defaults).map((p) => this.withLockMode(ctx, config, p));
     return { projects, config };
   }
 
   /** Records the project's repo_locks mode (server config, atlantis.yaml, --disable-repo-locking). */
   withLockMode<P extends ProjectSpec>(ctx: PullContext, config: RepoConfig | undefined, p: P): P {
-    const server = serverLockSettingsFor(this.d.serverRepoConfig, `${this.d.config.ghHostname}/${ctx.repo}`);
+    const server = serverLockSettingsFor(this.d.serverRepoConfig, `${this.d.host.hostname}/${ctx.repo}`);
     this.lockModes.set(p, projectLockMode(this.d.config.disableRepoLocking, server, config, p));
     return p;
   }
@@ -97,7 +97,7 @@ export class ProjectJobs {
   }
 
   repoSettings(ctx: PullContext, checkout: string) {
-    const repoId = `${this.d.config.ghHostname}/${ctx.repo}`;
+    const repoId = `${this.d.host.hostname}/${ctx.repo}`;
     const config = readRepoConfig(checkout, this.d.serverRepoConfig, repoId, ctx.baseRef);
     for (const w of Object.values(config?.workflows ?? {})) this.repoWorkflows.add(w);
     const notices = config?.unsupported.filter((u) => u.kind === 'notice') ?? [];
@@ -291,7 +291,7 @@ export class ProjectJobs {
     // As Atlantis: an API run comments nothing on the PR.
     if (ctx.api) return;
     try {
-      await this.d.github.createComment(ctx.repo, ctx.pull, body, { command });
+      await this.d.host.comment(ctx.repo, ctx.pull, body, { command });
     } catch (e) {
       this.d.metrics.githubRequestFailures.inc({ operation: 'create_comment' });
       this.d.logger.error('Could not post PR comment', { repo: ctx.repo, pull: ctx.pull, command, error: (e as Error).message });

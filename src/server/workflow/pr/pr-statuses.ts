@@ -16,7 +16,7 @@ import {
 } from '../../locks/pull-status.js';
 import type { StateStore } from '../../locks/state-store.js';
 import type { ServerMetrics } from '../../metrics.js';
-import type { GitHubClient } from '../../vcs/github/client.js';
+import type { VcsHost } from '../../vcs/host.js';
 
 export interface StatusTarget {
   repo: string;
@@ -25,7 +25,7 @@ export interface StatusTarget {
 }
 
 export interface PrStatusDeps {
-  github: GitHubClient;
+  host: VcsHost;
   store: StateStore;
   metrics: ServerMetrics;
   logger: Logger;
@@ -52,7 +52,7 @@ export class PrStatuses {
     const key = `${t.repo}@${t.headSha}`;
     const next = (this.chains.get(key) ?? Promise.resolve()).then(async () => {
       try {
-        await this.d.github.setCommitStatus(t.repo, t.headSha, { state, context, description, targetUrl });
+        await this.d.host.setStatus(t.repo, t.headSha, { state, context, description, targetUrl });
       } catch (e) {
         this.d.metrics.githubRequestFailures.inc({ operation: 'set_status' });
         this.d.logger.warn('Could not set commit status', { repo: t.repo, pull: t.pull, context, error: (e as Error).message });

@@ -2,7 +2,7 @@
 // settings that shape the comment, and --hide-prev-plan-comments before it is posted.
 import type { Logger } from '../../../log.js';
 import type { ServerConfig } from '../../config.js';
-import type { GitHubClient } from '../../vcs/github/client.js';
+import type { VcsHost } from '../../vcs/host.js';
 import { hidePreviousComments } from './hide-comments.js';
 import { type LayoutOptions, type ResultCommand, commandTitle } from './messages.js';
 
@@ -31,12 +31,12 @@ export function layoutOptions(cfg: LayoutConfig): LayoutOptions {
 
 /** --hide-prev-plan-comments: minimise the bot's earlier comments of this command before the new one. */
 export async function hideBeforeResult(
-  d: { config: Pick<ServerConfig, 'hidePrevPlanComments' | 'ghUser'>; github: GitHubClient; logger: Logger },
+  d: { config: Pick<ServerConfig, 'hidePrevPlanComments'>; host: VcsHost; logger: Logger },
   ctx: { repo: string; pull: number },
   cmd: ResultCommand,
   dir: string | undefined,
 ): Promise<void> {
   if (!d.config.hidePrevPlanComments) return;
-  const req = { repo: ctx.repo, pull: ctx.pull, botLogin: d.config.ghUser, commandTitle: commandTitle(cmd), dir: dir ?? '' };
-  await hidePreviousComments(d.github, req, d.logger);
+  const req = { repo: ctx.repo, pull: ctx.pull, botLogin: d.host.user, commandTitle: commandTitle(cmd), dir: dir ?? '' };
+  await hidePreviousComments(d.host, req, d.logger);
 }
