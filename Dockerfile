@@ -1,42 +1,92 @@
 # syntax=docker/dockerfile:1
-# atlantis-operator image: the server and the controller in one binary.
-#   docker build -t atlantis-operator:dev .
-# Stage 1 builds TypeScript and the native SQLite module; stage 2 carries only what runs.
+# atlantis-operator image: the server and the controller in one binary (README.md, "The image").
+#   docker build -t atlantis-operator:dev .        or        buildah bud -t atlantis-operator:dev .
+#   make image    builds it here, where no registry and no release host can be reached (hack/image/)
+# Stages: `build` bundles the CLI and compiles the SQLite addon, `terraform` fetches and verifies
+# terraform, the last stage carries only what runs: Debian's Node.js, tini, git, ssh, the
+# bundle, the addon and terraform. No compiler, no npm, no dev dependencies.
 
-ARG NODE_VERSION=20
-FROM node:${NODE_VERSION}-bookworm-slim AS build
-RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
+# Debian trixie: its nodejs (20.19) meets package.json's engines (>=20.5 <25).
+ARG BASE_IMAGE=debian:trixie-slim
+
+FROM ${BASE_IMAGE} AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends nodejs npm libnode-dev python3 make g++ ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+# The addon is compiled from the source in its npm tarball (checked against the lockfile's
+# integrity) with Debian's Node.js headers, never a prebuilt binary fetched from elsewhere.
+# Behind a proxy that intercepts TLS, give its CA as the build secret `extra_ca`
+# (docker build --secret id=extra_ca,src=proxy-ca.pem): only these downloads see it, no layer.
+ENV npm_config_build_from_source=true npm_config_nodedir=/usr
+RUN --mount=type=secret,id=extra_ca,required=false \
+    if [ -s /run/secrets/extra_ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/extra_ca; fi \
+ && npm ci --no-audit --no-fund && rm -rf /root/.npm
+COPY hack/bundle.mjs ./hack/
+COPY hack/image/runtime-tree.mjs ./hack/image/
 COPY tsconfig.json ./
 COPY src ./src
-COPY hack/bundle.mjs ./hack/
-# tsc type-checks; the bundle (dist/atlantis-operator.mjs, and dist/process-host-worker.mjs
-# beside it: the thread that starts child processes) is what runs: it starts ~3x faster.
-RUN npx tsc -p tsconfig.json && node hack/bundle.mjs && npm prune --omit=dev
+# Type-checking is `make build`'s job; here the bundle is all that runs (hack/bundle.mjs).
+# runtime-tree.mjs copies the bundle and the few packages it loads at run time to /out/app
+# and smoke-tests that tree on its own (the CLI starts, the addon opens a database).
+RUN node hack/bundle.mjs && node hack/image/runtime-tree.mjs /out/app
 
-FROM node:${NODE_VERSION}-bookworm-slim AS terraform
+FROM ${BASE_IMAGE} AS terraform
+# Pinned; checked against the release's SHA256SUMS, whose signature must be by the key with
+# TERRAFORM_PGP_FINGERPRINT (HashiCorp's release key). A mirror of the release host works
+# through TERRAFORM_RELEASES_URL; a mirror that re-signs (its own builds) gives its key's URL
+# and fingerprint.
 ARG TERRAFORM_VERSION=1.11.4
-ARG TARGETARCH=amd64
-RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl unzip && rm -rf /var/lib/apt/lists/* \
- && curl -fsSLo /tmp/tf.zip "https://releases.hashicorp.com/terraform/${TERRAFORM_VERSION}/terraform_${TERRAFORM_VERSION}_linux_${TARGETARCH}.zip" \
- && unzip /tmp/tf.zip -d /usr/local/bin terraform && rm /tmp/tf.zip
+ARG TERRAFORM_RELEASES_URL=https://releases.hashicorp.com/terraform
+ARG TERRAFORM_PGP_KEY_URL=https://www.hashicorp.com/.well-known/pgp-key.txt
+ARG TERRAFORM_PGP_FINGERPRINT=C874011F0AB405110D02105534365D9472D7468F
+ARG TARGETARCH
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates curl unzip gpg gpgv \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /tf
+RUN --mount=type=secret,id=extra_ca,required=false set -eu; \
+    if [ -s /run/secrets/extra_ca ]; then \
+      cat /etc/ssl/certs/ca-certificates.crt /run/secrets/extra_ca > /tf/ca.pem; export CURL_CA_BUNDLE=/tf/ca.pem; \
+    fi; \
+    arch="${TARGETARCH:-$(dpkg --print-architecture)}"; \
+    zip="terraform_${TERRAFORM_VERSION}_linux_${arch}.zip"; \
+    base="${TERRAFORM_RELEASES_URL%/}/${TERRAFORM_VERSION}"; \
+    curl -fsSL --retry 3 -o "$zip" "$base/$zip"; \
+    curl -fsSL --retry 3 -o SHA256SUMS "$base/terraform_${TERRAFORM_VERSION}_SHA256SUMS"; \
+    curl -fsSL --retry 3 -o SHA256SUMS.sig "$base/terraform_${TERRAFORM_VERSION}_SHA256SUMS.sig"; \
+    curl -fsSL --retry 3 -o key.asc "$TERRAFORM_PGP_KEY_URL"; \
+    gpg --batch --dearmor < key.asc > key.gpg; \
+    gpgv --status-fd 1 --keyring /tf/key.gpg SHA256SUMS.sig SHA256SUMS > gpgv.status; \
+    want="$(echo "$TERRAFORM_PGP_FINGERPRINT" | tr -d ' ' | tr a-f A-F)"; \
+    awk -v want="$want" '$2 == "VALIDSIG" && ($3 == want || $NF == want) { ok = 1 } END { exit !ok }' gpgv.status \
+      || { echo "SHA256SUMS is not signed by $want" >&2; cat gpgv.status >&2; exit 1; }; \
+    grep -E "^[0-9a-f]{64}  ${zip}\$" SHA256SUMS > ours.sum || { echo "$zip is not in SHA256SUMS" >&2; exit 1; }; \
+    sha256sum -c ours.sum; \
+    unzip -q "$zip" terraform -d /tf/bin; \
+    /tf/bin/terraform version
 
-FROM node:${NODE_VERSION}-bookworm-slim
-# tini is PID 1: it reaps zombies and forwards signals to the server only (no -g), so a
-# SIGTERM from the kubelet starts the drain and never reaches terraform directly.
-RUN apt-get update && apt-get install -y --no-install-recommends tini git openssh-client ca-certificates && rm -rf /var/lib/apt/lists/* \
- && groupadd --gid 1000 atlantis && useradd --uid 1000 --gid atlantis --home-dir /home/atlantis --create-home atlantis \
- && mkdir -p /atlantis && chown atlantis:atlantis /atlantis
-COPY --from=terraform /usr/local/bin/terraform /usr/local/bin/terraform
-WORKDIR /app
-COPY --from=build /src/package.json ./
-COPY --from=build /src/node_modules ./node_modules
-COPY --from=build /src/dist ./dist
-RUN printf '#!/bin/sh\nexec node /app/dist/atlantis-operator.mjs "$@"\n' > /usr/local/bin/atlantis-operator && chmod 0755 /usr/local/bin/atlantis-operator
+FROM ${BASE_IMAGE}
+# tini is PID 1: it reaps zombies and passes signals to the server only (no -g): the kubelet's
+# SIGTERM starts the drain and never reaches terraform, which the server interrupts itself.
+# tini is made execute-only (0711): a process that runs a binary it cannot read is not
+# dumpable, so /proc/1/environ (the pod's env, secrets included) is not readable by the
+# server's children, which run as the same user (README.md, "Secrets").
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends nodejs tini git openssh-client ca-certificates \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log \
+ && chmod 0711 /usr/bin/tini \
+ && if ! getent group 1000 >/dev/null; then groupadd --gid 1000 atlantis; fi \
+ && useradd --uid 1000 --gid 1000 --home-dir /home/atlantis --create-home --shell /usr/sbin/nologin atlantis \
+ && install -d -o 1000 -g 1000 -m 0750 /atlantis
+COPY --from=terraform /tf/bin/terraform /usr/local/bin/terraform
+COPY --from=build /out/app /app
+# `atlantis-operator drain` (the preStop hook) and `atlantis-operator version` on PATH.
+RUN ln -s /app/dist/atlantis-operator.mjs /usr/local/bin/atlantis-operator
 USER 1000:1000
-ENV ATLANTIS_DATA_DIR=/atlantis NODE_ENV=production
+WORKDIR /home/atlantis
+ENV ATLANTIS_DATA_DIR=/atlantis NODE_ENV=production CHECKPOINT_DISABLE=1
 EXPOSE 4141 8080
-ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/dist/atlantis-operator.mjs"]
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/bin/node", "/app/dist/atlantis-operator.mjs"]
 CMD ["server"]

@@ -8,7 +8,7 @@ SHELL := /usr/bin/env bash
 NODE_TEST_FLAGS ?= --test-concurrency=2 --test-timeout=600000
 TESTS ?= $(shell find test -name '*.test.ts' | sort)
 
-.PHONY: help deps build typecheck lint format test unit-test bench run clean redis-bin chromium-bin
+.PHONY: help deps build typecheck lint format test unit-test bench run clean redis-bin chromium-bin crds
 
 help:
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -47,6 +47,9 @@ redis-bin: ## redis-server for the Redis store's tests (the Debian package; hack
 chromium-bin: ## Debian's Chromium for the browser tests (driven by playwright-core; hack/deps/chromium.sh)
 	bash hack/deps/chromium.sh
 
+crds: deps ## write the AtlantisDeployment CRD (crds/ and the chart's copy) from hack/crd/ and the pinned Kubernetes OpenAPI
+	node --import tsx hack/crd/generate.ts
+
 clean:
 	rm -rf dist
 
@@ -57,3 +60,4 @@ clean:
 -include hack/tofu/tofu.mk
 -include hack/conftest/conftest.mk
 -include hack/gitea/gitea.mk
+-include hack/image/image.mk

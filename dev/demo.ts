@@ -55,8 +55,8 @@ async function main(): Promise<number> {
       if (r.exitCode !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
       return r.stdout;
     };
-    say('kubectl apply -k manifests/   (CRD, namespace, RBAC, controller Deployment)');
-    await k(['apply', '-k', path.join(repoRoot, 'manifests')]);
+    say('kubectl apply --server-side -k manifests/   (CRD, namespace, RBAC, controller Deployment)');
+    await k(['apply', '--server-side', '-k', path.join(repoRoot, 'manifests')]);
     await waitForCrdEstablished(kc, 'atlantisdeployments.atlantis-operator.dev');
 
     // The local control plane runs no Deployment controller, so the controller runs here as

@@ -17,12 +17,20 @@ import { after, before, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeClientConfig } from '../src/k8s/kubeconfig.js';
 import { startStack, type Stack } from '../dev/stack.js';
-import { podTemplateRevision } from '../src/controller/resources/index.js';
 import { kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
 import type { StatusBody } from '../src/contract/drain-protocol.js';
 import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
 import { gatedConfig } from './support/git-repos.js';
-import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, listPods, patchAdSpec } from './support/controller.js';
+import {
+  atlantisDeployment,
+  controllerRevision,
+  createAd,
+  createVcsSecret,
+  ensureCrd,
+  getAd,
+  listPods,
+  patchAdSpec,
+} from './support/controller.js';
 import {
   applyEndedAt,
   cond,
@@ -174,7 +182,7 @@ describe('kube-apiserver down for 30 s during a rollout', () => {
     // The rollout starts: both pods drain (maxUnavailable 2) and wait for their applies.
     const tV2 = Date.now();
     await patchAdSpec(kc, ns, NAME, { image: 'atlantis-operator:v2' });
-    const rev2 = podTemplateRevision(await getAd(kc, ns, NAME));
+    const rev2 = await controllerRevision(kc, await getAd(kc, ns, NAME));
     assert.notEqual(rev2, rev1);
     await waitForAd(
       kc,

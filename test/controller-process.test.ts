@@ -330,6 +330,11 @@ describe('controller process without --leader-elect and with bad flags', () => {
     ],
     ['a bad log level', ['--log-level', 'loud'], /--log-level/],
     ['a watch silence timeout below 1s', ['--watch-silence-timeout', '500ms'], /--watch-silence-timeout: must be at least 1s/],
+    [
+      'a referenced content interval below 1s',
+      ['--referenced-content-interval', '200ms'],
+      /--referenced-content-interval: must be at least 1s/,
+    ],
     ['a negative API rate limit', ['--kube-api-qps', '-5'], /--kube-api-qps: must be between 0 \(no limit\) and 100000/],
   ];
   for (const [name, args, re] of bad) {
@@ -405,6 +410,11 @@ describe('controller flags (pure)', () => {
     assert.equal(cfg([]).watchSilenceTimeoutMs, 60_000);
     assert.equal(cfg(['--watch-silence-timeout', '4s']).watchSilenceTimeoutMs, 4_000);
     assert.equal(cfg([], { ATLANTIS_OPERATOR_WATCH_SILENCE_TIMEOUT: '2m' }).watchSilenceTimeoutMs, 120_000);
+  });
+  it('referenced content interval: 30s by default, from the flag or ATLANTIS_OPERATOR_REFERENCED_CONTENT_INTERVAL', () => {
+    assert.equal(cfg([]).contentIntervalMs, 30_000);
+    assert.equal(cfg(['--referenced-content-interval', '5s']).contentIntervalMs, 5_000);
+    assert.equal(cfg([], { ATLANTIS_OPERATOR_REFERENCED_CONTENT_INTERVAL: '2m' }).contentIntervalMs, 120_000);
   });
   it('client-side API rate limit: off by default; burst defaults to the qps', () => {
     assert.deepEqual([cfg([]).kubeApiQps, cfg([]).kubeApiBurst], [0, 0]);

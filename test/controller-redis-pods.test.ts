@@ -5,22 +5,25 @@
 // never hold them), yet the server processes got them from the kubelet and use them; each
 // pod registers in Redis under its name with its pod IP as replica URL, its record sealed with
 // the shared state key the kubelet mounted as a file from its Secret (never a value in the pod
-// or its environment); and a pod's ServiceAccount reads its own Pod and nothing else (not the
-// Redis Secret, not the key's).
+// or its environment); a pod's ServiceAccount reads its own Pod and nothing else (not the
+// Redis Secret, not the key's); and a new key written to that Secret rolls the pods, whose
+// records are then sealed with it (the key in no object, event or log of the controller).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
-import { apiPath, kubeRequestOk } from '../src/k8s/client.js';
-import { podNameFor, podTemplateRevision } from '../src/controller/resources/index.js';
+import { MERGE_PATCH, apiPath, kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
+import { podNameFor } from '../src/controller/resources/index.js';
 import { assertBuilt } from './support/cli.js';
 import {
   atlantisDeployment,
+  controllerRevision,
   createAd,
   createSharedStateKeySecret,
   createVcsSecret,
   ensureCrd,
+  getAd,
   startController,
   type TestController,
 } from './support/controller.js';
@@ -68,7 +71,8 @@ before(async () => {
     stringData: { username: USER, password: PASSWORD },
   });
   sharedKey = await createSharedStateKeySecret(cluster.kc, ns);
-  ctrl = await startController(cluster.kc, ns);
+  // Referenced Secrets read every second (the default is 30 s): the rotation waits on the rollout, not the interval.
+  ctrl = await startController(cluster.kc, ns, { contentIntervalMs: 1000 });
 });
 after(async () => {
   await ctrl?.stop();
@@ -122,8 +126,9 @@ describe('AtlantisDeployment on Redis', () => {
       },
     });
     await createAd(cluster.kc, ad);
+    const rev = await controllerRevision(cluster.kc, ad);
     // Redis pods are named by ordinal and revision (docs/controller.md).
-    const names = [0, 1].map((i) => podNameFor(NAME, i, podTemplateRevision(ad), 'revision'));
+    const names = [0, 1].map((i) => podNameFor(NAME, i, rev, 'revision'));
     // Ready means the server opened its store: it authenticated to Redis with the Secret's values.
     pods = await waitForReadyPods(cluster.kc, ns, NAME, names, { timeoutMs: 150_000 });
     await waitForAd(cluster.kc, ns, NAME, 'a complete rollout', rolloutComplete(2));
@@ -240,5 +245,83 @@ describe('AtlantisDeployment on Redis', () => {
       for (const [verb, resource, name, allowed] of rows)
         assert.equal(await canI(account, verb, resource, name), allowed, `${account}: ${verb} ${resource}${name ? `/${name}` : ''}`);
     }
+  });
+
+  it('a new key in the Secret rolls the pods; the new ones seal their records with it', { timeout: 240_000 }, async () => {
+    assert.equal(pods.length, 2, 'the pods of the first step');
+    const r = redis!;
+    const from = (await getAd(cluster.kc, ns, NAME)).status!.updateRevision;
+    const oldKey = SharedStateKey.fromBytes(Buffer.from(sharedKey.key));
+    const rotated = randomBytes(32).toString('hex');
+    await kubeRequestOk(
+      cluster.kc,
+      'PATCH',
+      apiPath('v1', 'secrets', ns, sharedKey.ref.name),
+      { stringData: { [sharedKey.ref.key]: rotated } },
+      { contentType: MERGE_PATCH },
+    );
+    const done = await waitForAd(
+      cluster.kc,
+      ns,
+      NAME,
+      'a rollout to a new revision',
+      (ad) => ad.status!.updateRevision !== from && rolloutComplete(2)(ad),
+      200_000,
+    );
+    const rev = done.status!.updateRevision;
+    // Both ordinals replaced at the new revision (Redis pods are named by it), the old pods gone.
+    const now = await waitForReadyPods(
+      cluster.kc,
+      ns,
+      NAME,
+      [0, 1].map((i) => podNameFor(NAME, i, rev, 'revision')),
+      { timeoutMs: 60_000 },
+    );
+    assert.ok(
+      ctrl!.logs.some((l) => l.msg === 'Referenced content changed' && l.fields.object === `secret/${sharedKey.ref.name}`),
+      'the controller says the key Secret changed',
+    );
+
+    const newKey = SharedStateKey.fromBytes(Buffer.from(rotated));
+    const client = new Redis({
+      host: r.host,
+      port: r.port,
+      db: DB,
+      password: DEFAULT_PASSWORD,
+      lazyConnect: true,
+      maxRetriesPerRequest: 1,
+    });
+    try {
+      await client.connect();
+      const names = now.map((p) => p.metadata!.name!);
+      const records = await waitFor(
+        'the new pods in the registry',
+        async () => {
+          const all = await client.hgetall('atlantis:replicas');
+          return names.every((n) => all[n] !== undefined) ? all : undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 250 },
+      );
+      for (const n of names) {
+        assert.equal(openReplica(newKey, n, records[n]!).ok, true, `${n}'s record is sealed with the new key`);
+        assert.equal(openReplica(oldKey, n, records[n]!).ok, false, `${n}'s record does not pass with the old key`);
+      }
+    } finally {
+      client.disconnect();
+    }
+
+    const ad = await getAd(cluster.kc, ns, NAME);
+    const events = await kubeRequest(cluster.kc, 'GET', apiPath('v1', 'events', ns));
+    for (const [where, text] of [
+      ['the AtlantisDeployment and its status', JSON.stringify(ad)],
+      ['the events', JSON.stringify(events.body)],
+      ['the controller log', JSON.stringify(ctrl!.logs)],
+      ['the pods', JSON.stringify(now)],
+    ])
+      for (const [what, value] of [
+        ['the old key', sharedKey.key],
+        ['the new key', rotated],
+      ])
+        assert.ok(!text.includes(value!), `${what} in ${where}`);
   });
 });

@@ -11,10 +11,11 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { apiPath, kubeRequestOk } from '../src/k8s/client.js';
-import { podNameFor, podTemplateRevision } from '../src/controller/resources/index.js';
+import { podNameFor } from '../src/controller/resources/index.js';
 import { assertBuilt } from './support/cli.js';
 import {
   atlantisDeployment,
+  controllerRevision,
   createAd,
   createVcsSecret,
   ensureCrd,
@@ -108,7 +109,8 @@ describe('AtlantisDeployment on Redis through Sentinel', () => {
       },
     });
     await createAd(cluster.kc, ad);
-    const names = [0, 1].map((i) => podNameFor(NAME, i, podTemplateRevision(ad), 'revision'));
+    const rev = await controllerRevision(cluster.kc, ad);
+    const names = [0, 1].map((i) => podNameFor(NAME, i, rev, 'revision'));
     // Ready means the server opened its store: through the sentinels, authenticated to both.
     const pods = await waitForReadyPods(cluster.kc, ns, NAME, names, { timeoutMs: 150_000 });
     await waitForAd(cluster.kc, ns, NAME, 'a complete rollout', rolloutComplete(2));

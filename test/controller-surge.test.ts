@@ -23,13 +23,14 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { startStack, type Stack } from '../dev/stack.js';
-import { podNameFor, podTemplateRevision } from '../src/controller/resources/index.js';
+import { podNameFor } from '../src/controller/resources/index.js';
 import { kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
 import type { KubeClientConfig } from '../src/k8s/kubeconfig.js';
 import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
 import { gatedConfig } from './support/git-repos.js';
 import {
   atlantisDeployment,
+  controllerRevision,
   createAd,
   createVcsSecret,
   ensureCrd,
@@ -267,7 +268,7 @@ async function currentPods(rev: string): Promise<V1Pod[]> {
 
 async function startRollout(image: string): Promise<string> {
   await patchAdSpec(kc, ns, NAME, { image });
-  return podTemplateRevision(await getAd(kc, ns, NAME));
+  return controllerRevision(kc, await getAd(kc, ns, NAME));
 }
 
 describe('surge-then-drain rollouts on Redis (maxSurge 1)', () => {
@@ -287,7 +288,7 @@ describe('surge-then-drain rollouts on Redis (maxSurge 1)', () => {
       },
     });
     await createAd(kc, ad);
-    rev = podTemplateRevision(ad);
+    rev = await controllerRevision(kc, ad);
     pods = await currentPods(rev);
     await waitForAd(kc, ns, NAME, 'a complete rollout', rolloutComplete(REPLICAS));
     const busy = await busyApply(100, pods);

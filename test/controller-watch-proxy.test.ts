@@ -15,13 +15,21 @@ import path from 'node:path';
 import { finished } from 'node:stream/promises';
 import { after, before, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
-import { podTemplateRevision } from '../src/controller/resources/index.js';
 import { API_VERSION, PLURAL } from '../src/controller/types.js';
 import { withTimeout } from '../src/async.js';
 import { apiPath } from '../src/k8s/client.js';
 import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
 import { gatedConfig } from './support/git-repos.js';
-import { atlantisDeployment, createAd, createVcsSecret, ensureCrd, getAd, listPods, patchAdSpec } from './support/controller.js';
+import {
+  atlantisDeployment,
+  controllerRevision,
+  createAd,
+  createVcsSecret,
+  ensureCrd,
+  getAd,
+  listPods,
+  patchAdSpec,
+} from './support/controller.js';
 import {
   DRAIN,
   REVISION,
@@ -213,7 +221,7 @@ describe('controller behind a proxy that cuts and then black-holes its connectio
     // The rollout to v2 starts (through the proxy, which passes): atl-1 drains and waits for its apply.
     const tV2 = Date.now();
     await patchAdSpec(kc, ns, NAME, { image: 'atlantis-operator:v2' });
-    const rev2 = podTemplateRevision(await getAd(kc, ns, NAME));
+    const rev2 = await controllerRevision(kc, await getAd(kc, ns, NAME));
     assert.notEqual(rev2, rev1);
     await waitForAd(
       kc,
@@ -266,7 +274,7 @@ describe('controller behind a proxy that cuts and then black-holes its connectio
     proxy.silence();
     await new Promise((r) => setTimeout(r, 1_000));
     await patchAdSpec(kc, ns, NAME, { image: 'atlantis-operator:v3' });
-    const rev3 = podTemplateRevision(await getAd(kc, ns, NAME));
+    const rev3 = await controllerRevision(kc, await getAd(kc, ns, NAME));
     assert.notEqual(rev3, rev2);
     await waitFor(
       'the watchdog to restart every silent watch',

@@ -153,9 +153,9 @@ const BAD: BadCase[] = [
     expect: ['spec.podTemplate.metadata.annotations', 'must not set atlantis-operator.dev/* annotations'],
   },
   {
-    what: 'toleration operator Foo',
-    obj: (n) => cr(n, (o) => (at(o.spec, 'podTemplate.spec').tolerations = [{ key: 'a', operator: 'Foo' }])),
-    expect: ['spec.podTemplate.spec.tolerations[0].operator', 'Unsupported value'],
+    what: 'toleration seconds as a string (the real Toleration schema)',
+    obj: (n) => cr(n, (o) => (at(o.spec, 'podTemplate.spec').tolerations = [{ key: 'a', operator: 'Exists', tolerationSeconds: 'ten' }])),
+    expect: ['spec.podTemplate.spec.tolerations[0].tolerationSeconds', 'must be of type integer'],
   },
   {
     what: 'replicas as a string',
@@ -390,7 +390,7 @@ describe('valid AtlantisDeployment', () => {
       ['edge-redis-no-surge', redisDB(), { maxSurge: 0 }, undefined],
       ['edge-bolt-surge-0', { type: 'boltdb', redis: { host: 'unused' } }, { maxSurge: 0 }, undefined],
       ['edge-unset-surge-0', undefined, { maxSurge: 0 }, undefined],
-      ['edge-env-replica-url', redisDB(), undefined, [{ name: 'ATLANTIS_REPLICA_URL', value: 'http://[$(POD_IP)]:4141' }]],
+      ['edge-redis-ipv6', redisDB({ podIPFamily: 'IPv6' }), undefined, undefined],
     ];
     for (const [name, db, updateStrategy, env] of rows) {
       const mutate = (o: { spec: Obj }): void => {
@@ -428,7 +428,7 @@ describe('valid AtlantisDeployment', () => {
     assert.equal(r.status, 201, `edge values accepted; got ${r.status}: ${statusOf(r.body).message}`);
     assert.equal(r.body.spec.replicas, 0);
     assert.equal(r.body.spec.updateStrategy?.onDrainTimeout, 'Interrupt');
-    assert.deepEqual(r.body.spec.podTemplate?.spec?.resources, { requests: { cpu: '100m' } }, 'preserve-unknown-fields keeps resources');
+    assert.deepEqual(r.body.spec.podTemplate?.spec?.resources, { requests: { cpu: '100m' } }, 'resources kept as written');
   });
 });
 

@@ -57,6 +57,7 @@ test('helm lint --strict passes with the default values and with every option se
     priorityClassName: 'system-cluster-critical',
     podAnnotations: { a: 'b' },
     podLabels: { team: 'platform' },
+    atlantisDeployment: { enabled: true, namespace: 'team', labels: { a: 'b' }, annotations: { a: 'b' }, spec: { replicas: 2 } },
   };
   for (const [label, values] of [
     ['defaults', {}],
@@ -70,7 +71,7 @@ test('helm lint --strict passes with the default values and with every option se
   }
 });
 
-test("the chart's CRD is byte for byte crds/ (helm never templates crds/; re-copy with hack/helm/sync-crd.sh)", () => {
+test("the chart's CRD is byte for byte crds/ (helm never templates crds/; both are written by make crds)", () => {
   const chartCrds = fs.readdirSync(path.join(CHART_DIR, 'crds')).sort();
   const sourceCrds = fs
     .readdirSync(path.join(root, 'crds'))
@@ -80,7 +81,7 @@ test("the chart's CRD is byte for byte crds/ (helm never templates crds/; re-cop
   for (const f of sourceCrds)
     assert.ok(
       fs.readFileSync(path.join(CHART_DIR, 'crds', f)).equals(fs.readFileSync(path.join(root, 'crds', f))),
-      `charts/atlantis-operator/crds/${f} differs from crds/${f}: run bash hack/helm/sync-crd.sh`,
+      `charts/atlantis-operator/crds/${f} differs from crds/${f}: run make crds`,
     );
   assert.ok(sourceCrds.includes(CRD_FILE));
 });
@@ -408,6 +409,12 @@ test('values the chart refuses, each with a reason', async (t) => {
     ['an unknown anti-affinity preset', { podAntiAffinity: 'spread' }, /podAntiAffinity/],
     ['a namespace that is not a DNS label', { watchNamespaces: ['Team_A'] }, /watchNamespaces/],
     ['a negative replica count', { replicaCount: -1 }, /replicaCount/],
+    [
+      'an AtlantisDeployment name that is not a DNS label',
+      { atlantisDeployment: { enabled: true, name: 'My_Atlantis' } },
+      /atlantisDeployment/,
+    ],
+    ['a misspelt AtlantisDeployment value', { atlantisDeployment: { enable: true } }, /additional properties 'enable' not allowed/],
   ];
   for (const [label, values, want] of refusals) {
     await t.test(label, async () => {
@@ -416,4 +423,37 @@ test('values the chart refuses, each with a reason', async (t) => {
       assert.match(r.stderr, want);
     });
   }
+});
+
+test('an AtlantisDeployment from values: none by default; its spec as given, the image defaulting to the controller image', async () => {
+  const none = await renderChart(helm, {});
+  assert.equal(none.filter((o) => o.kind === 'AtlantisDeployment').length, 0, 'off by default');
+  const spec = {
+    replicas: 2,
+    atlantis: { url: 'https://atlantis.example.com', github: { user: 'bot', tokenSecretRef: { name: 'vcs', key: 'token' } } },
+    ingress: { host: 'atlantis.example.com' },
+  };
+  const objs = await renderChart(helm, {
+    image: { repository: 'registry.example/atlantis-operator', tag: '0.3.0' },
+    atlantisDeployment: { enabled: true, namespace: 'team', labels: { team: 'platform' }, spec },
+  });
+  const ad = objs.find((o) => o.kind === 'AtlantisDeployment') as KObj & { spec: Record<string, unknown> };
+  assert.ok(ad, 'rendered');
+  assert.equal(ad.apiVersion, 'atlantis-operator.dev/v1alpha1');
+  assert.equal(ad.metadata.name, 'atlantis');
+  assert.equal(ad.metadata.namespace, 'team');
+  assert.equal(ad.metadata.labels?.team, 'platform');
+  assert.equal(ad.metadata.labels?.['app.kubernetes.io/managed-by'], 'Helm');
+  assert.deepEqual(ad.spec, { ...spec, image: 'registry.example/atlantis-operator:0.3.0' });
+  const own = await renderChart(
+    helm,
+    { atlantisDeployment: { enabled: true, name: 'prod', spec: { image: 'mine:1' } } },
+    { namespace: 'ops' },
+  );
+  const ad2 = own.find((o) => o.kind === 'AtlantisDeployment') as KObj & { spec: Record<string, unknown> };
+  assert.deepEqual(
+    [ad2.metadata.name, ad2.metadata.namespace, ad2.spec.image],
+    ['prod', 'ops', 'mine:1'],
+    'a name, the release namespace, its own image',
+  );
 });

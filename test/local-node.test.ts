@@ -518,3 +518,75 @@ test("the server's own-Pod watch, for real: annotating the pod drains the server
   assert.ok(Date.now() - t0 < 15_000);
   await deleteNamespace(ns);
 });
+
+test('volumes like kubelet: ConfigMap, Secret (bytes as stored) and projected files, items to paths, modes, a missing key stops the pod', async () => {
+  const c = await getCluster();
+  const node = await getLocalNode();
+  const ns = await freshNamespace('node-vol');
+  const binary = Buffer.from([0, 1, 2, 0xfe, 0xff]);
+  await kubeRequestOk(c.kc, 'POST', `/api/v1/namespaces/${ns}/secrets`, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'app' },
+    data: { 'key.pem': Buffer.from('-----BEGIN KEY-----\n').toString('base64'), blob: binary.toString('base64') },
+  });
+  await kubeRequestOk(c.kc, 'POST', `/api/v1/namespaces/${ns}/configmaps`, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'repos' },
+    data: { 'repos.yaml': 'repos: []\n', other: 'x' },
+  });
+  await createPod(ns, 'p', {
+    containers: [standIn([])],
+    volumes: [
+      { name: 'key', secret: { secretName: 'app', items: [{ key: 'key.pem', path: 'key.pem' }], defaultMode: 0o440 } },
+      { name: 'cfg', configMap: { name: 'repos', items: [{ key: 'repos.yaml', path: 'conf/repos.yaml', mode: 0o600 }] } },
+      { name: 'all', secret: { secretName: 'app' } },
+      {
+        name: 'proj',
+        projected: {
+          defaultMode: 0o400,
+          sources: [
+            { secret: { name: 'app', items: [{ key: 'blob', path: 'bin/blob' }] } },
+            { configMap: { name: 'repos', items: [{ key: 'other', path: 'other', mode: 0o444 }] } },
+            { downwardAPI: { items: [{ path: 'name', fieldRef: { fieldPath: 'metadata.name' } }] } },
+            { secret: { name: 'absent', optional: true } },
+          ],
+        },
+      },
+    ],
+  });
+  await waitReady(ns, 'p');
+  const vol = (v: string, f: string) => path.join(node.podDir(ns, 'p')!, 'volumes', v, f);
+  const mode = (f: string) => fs.statSync(f).mode & 0o777;
+  assert.equal(fs.readFileSync(vol('key', 'key.pem'), 'utf8'), '-----BEGIN KEY-----\n');
+  assert.equal(mode(vol('key', 'key.pem')), 0o440, 'the volume defaultMode');
+  assert.deepEqual(fs.readdirSync(path.join(node.podDir(ns, 'p')!, 'volumes', 'key')), ['key.pem'], 'only the items asked for');
+  assert.equal(fs.readFileSync(vol('cfg', 'conf/repos.yaml'), 'utf8'), 'repos: []\n');
+  assert.equal(mode(vol('cfg', 'conf/repos.yaml')), 0o600, "the item's mode");
+  assert.deepEqual(
+    fs.readdirSync(path.join(node.podDir(ns, 'p')!, 'volumes', 'all')).sort(),
+    ['blob', 'key.pem'],
+    'every key without items',
+  );
+  assert.equal(mode(vol('all', 'blob')), 0o644, "kubelet's default mode");
+  assert.ok(fs.readFileSync(vol('all', 'blob')).equals(binary), 'a Secret value written as its bytes');
+  assert.ok(fs.readFileSync(vol('proj', 'bin/blob')).equals(binary));
+  assert.equal(mode(vol('proj', 'bin/blob')), 0o400, "the projected volume's defaultMode");
+  assert.equal(mode(vol('proj', 'other')), 0o444);
+  assert.equal(fs.readFileSync(vol('proj', 'name'), 'utf8'), 'p');
+  // An item naming a key the Secret does not have: the pod stays ContainerCreating, as kubelet.
+  await createPod(ns, 'missing', {
+    containers: [standIn([])],
+    volumes: [{ name: 'key', secret: { secretName: 'app', items: [{ key: 'nope', path: 'x' }] } }],
+  });
+  await waitFor(
+    'a pod waiting on a missing key',
+    async () => {
+      const s = (await getPod(ns, 'missing'))?.status?.containerStatuses?.[0]?.state?.waiting;
+      return s?.reason === 'ContainerCreating' && s.message?.includes("couldn't find key nope in Secret") ? s : undefined;
+    },
+    { timeoutMs: 10_000 },
+  );
+  await deleteNamespace(ns); // frees the pods' processes
+});

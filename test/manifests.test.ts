@@ -96,11 +96,17 @@ test('CRD schema is structural', () => {
       return;
     }
     const preserve = s['x-kubernetes-preserve-unknown-fields'] === true;
-    assert.ok(s.type || preserve, `${at || '<root>'} has a type`);
+    // An int-or-string (a Quantity, an IntOrString) has no type, only the one anyOf allowed.
+    const intOrString = (s as Record<string, unknown>)['x-kubernetes-int-or-string'] === true;
+    assert.ok(s.type || preserve || intOrString, `${at || '<root>'} has a type`);
+    if (intOrString) {
+      assert.equal(s.type, undefined, `${at}: int-or-string without a type`);
+      assert.deepEqual((s as Record<string, unknown>).anyOf, [{ type: 'integer' }, { type: 'string' }], `${at}: the int-or-string anyOf`);
+    }
     if (s.properties) assert.equal(s.type, 'object', `${at} with properties is an object`);
     if (s.items) assert.equal(s.type, 'array', `${at} with items is an array`);
     if (s.type === 'array') assert.ok(s.items, `${at} array has items`);
-    for (const banned of ['$ref', 'allOf', 'anyOf', 'oneOf', 'not'] as const)
+    for (const banned of ['$ref', 'allOf', 'oneOf', 'not', ...(intOrString ? [] : ['anyOf'])])
       assert.equal((s as Record<string, unknown>)[banned], undefined, `${at}: ${banned}`);
     for (const v of s['x-kubernetes-validations'] ?? []) {
       assert.ok(v.rule.length > 0, `${at}: rule`);
@@ -252,12 +258,18 @@ test('RBAC: the controller may do what it does, and nothing it does not need', (
     ['rbac.authorization.k8s.io', 'rolebindings', ['get', 'list', 'watch', 'create', 'patch']],
     ['policy', 'poddisruptionbudgets', ['get', 'list', 'watch', 'create', 'patch']],
     ['', 'events', ['create', 'patch']],
+    ['networking.k8s.io', 'ingresses', ['get', 'list', 'watch', 'create', 'patch', 'delete']],
+    ['', 'configmaps', ['get']],
+    ['', 'secrets', ['get']],
   ];
   for (const [g, r, verbs] of needed) for (const v of verbs) assert.ok(allows(rules, g, r, v), `${v} ${g}/${r}`);
-  // Least privilege: no wildcards, no secrets, no deletes of what the garbage collector removes.
+  // Least privilege: no wildcards; Secrets and ConfigMaps by name only (get: the controller
+  // asks for a Secret's metadata only), never listed, watched or written; no deletes of what
+  // the garbage collector removes.
   for (const rule of rules) {
     assert.ok(!rule.verbs.includes('*') && !rule.resources?.includes('*') && !rule.apiGroups?.includes('*'), 'no wildcards');
-    assert.ok(!rule.resources?.includes('secrets'), 'no secrets');
+    if (rule.resources?.includes('secrets') || rule.resources?.includes('configmaps'))
+      assert.deepEqual(rule.verbs, ['get'], 'Secrets and ConfigMaps: get only');
   }
   for (const r of ['persistentvolumeclaims', 'services', 'serviceaccounts']) assert.ok(!allows(rules, '', r, 'delete'), `no delete ${r}`);
   assert.ok(

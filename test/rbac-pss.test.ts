@@ -14,7 +14,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig, type V1Pod, type V1Role, type V1RoleBinding, type V1ServiceAccount } from '@kubernetes/client-node';
-import { MERGE_PATCH, apiPath, kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
+import { MERGE_PATCH, PARTIAL_OBJECT_METADATA, apiPath, kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
 import { renderPod } from '../src/controller/resources/index.js';
 import type { AtlantisDeployment } from '../src/controller/types.js';
 import { atlantisDeployment, createAd, createVcsSecret, isReady, listPods } from './support/controller.js';
@@ -252,6 +252,23 @@ function table(): Row[] {
     yes(C, ['list', 'watch', 'create', 'patch'], g, r, 'ad', 'owned object: informer, server-side apply (patch, and create when missing)');
   }
   yes(C, ['create'], '', 'events', 'ad', 'core/v1 Events about the AD');
+  yes(
+    C,
+    ['list', 'watch', 'create', 'patch', 'delete'],
+    'networking.k8s.io',
+    'ingresses',
+    'ad',
+    'spec.ingress: applied, deleted when removed',
+  );
+  yes(C, ['get'], '', 'configmaps', 'ad', 'referenced content: the data of ConfigMaps the pods read is hashed into the revision');
+  yes(
+    C,
+    ['get'],
+    '',
+    'secrets',
+    'ad',
+    'referenced content: a Secret the pods read, asked for as metadata only (RBAC cannot narrow get to metadata)',
+  );
   yes(C, ['get', 'create', 'update'], 'coordination.k8s.io', 'leases', 'ctrl', 'leader election', LEASE);
   // controller: not needed, harmless, kept (test/manifests.test.ts asks for them)
   yes(C, ['get'], ATD, 'atlantisdeployments', 'ad', 'read (kept)');
@@ -267,10 +284,13 @@ function table(): Row[] {
     'FINDING: pod create in every namespace = may run a pod as any ServiceAccount and mount any Secret there',
   );
   // controller: must not
-  no(C, ['get', 'list', 'watch'], '', 'secrets', 'ad', 'pods read Secrets through secretKeyRef, never the controller');
-  no(C, ['get', 'list'], '', 'secrets', 'kube-system', 'no Secrets anywhere');
+  no(C, ['list', 'watch'], '', 'secrets', 'ad', 'Secrets by name only: it cannot enumerate them or watch their data');
+  no(C, ['list', 'watch'], '', 'secrets', 'kube-system', 'no Secrets listed anywhere');
   no(C, ['list', 'watch'], '', 'secrets', 'cluster', 'no cluster-wide Secrets read');
-  no(C, ['get'], '', 'configmaps', 'kube-system', 'nothing beyond what it owns');
+  no(C, ['create', 'update', 'patch', 'delete'], '', 'secrets', 'ad', 'never writes Secrets');
+  no(C, ['list', 'watch'], '', 'configmaps', 'cluster', 'ConfigMaps by name only');
+  no(C, ['create', 'update', 'patch', 'delete'], '', 'configmaps', 'ad', "never writes ConfigMaps (a repo config is the user's)");
+  no(C, ['update'], 'networking.k8s.io', 'ingresses', 'ad', 'server-side apply only');
   no(C, ['*'], '', 'pods', 'ad', 'no * verb');
   no(C, ['*'], '*', '*', 'ad', 'no * anything');
   no(C, ['update'], '', 'pods', 'ad', 'patch only');
@@ -486,6 +506,9 @@ describe('RBAC of the controller and of the server pods, asked of the API server
       [RBAC, 'roles', ['get', 'list', 'watch', 'create', 'patch']],
       [RBAC, 'rolebindings', ['get', 'list', 'watch', 'create', 'patch']],
       ['policy', 'poddisruptionbudgets', ['get', 'list', 'watch', 'create', 'patch']],
+      ['networking.k8s.io', 'ingresses', ['get', 'list', 'watch', 'create', 'patch', 'delete']],
+      ['', 'configmaps', ['get']],
+      ['', 'secrets', ['get']],
       ['', 'events', ['create', 'patch']],
     ]);
     const leases = expand([['coordination.k8s.io', 'leases', ['get', 'create', 'update']]]);
@@ -528,10 +551,24 @@ describe('RBAC of the controller and of the server pods, asked of the API server
       body?: unknown,
       query?: Record<string, string>,
     ) => (await kubeRequest(kc, method, path, body, { query, contentType: method === 'PATCH' ? MERGE_PATCH : undefined })).status;
+    const metadataStatus = async (kc: KubeConfig, path: string) => {
+      const r = await kubeRequest<{ kind?: string; data?: unknown }>(kc, 'GET', path, undefined, { accept: PARTIAL_OBJECT_METADATA });
+      // The API server sends the metadata only: no data reaches the controller.
+      assert.equal(r.body?.kind, 'PartialObjectMetadata');
+      assert.equal(r.body?.data, undefined);
+      return r.status;
+    };
     const pod0 = apiPath('v1', 'pods', adNs, `${NAME}-0`);
     const rows: Array<[string, () => Promise<number>, number]> = [
-      ['controller reads the vcs Secret', () => status(ctrlKc, 'GET', apiPath('v1', 'secrets', adNs, 'vcs')), 403],
+      [
+        "controller reads the vcs Secret's metadata (what its code asks for)",
+        () => metadataStatus(ctrlKc, apiPath('v1', 'secrets', adNs, 'vcs')),
+        200,
+      ],
+      ['controller lists Secrets in the namespace', () => status(ctrlKc, 'GET', apiPath('v1', 'secrets', adNs)), 403],
       ['controller lists Secrets cluster-wide', () => status(ctrlKc, 'GET', '/api/v1/secrets'), 403],
+      ['controller watches Secrets', () => status(ctrlKc, 'GET', apiPath('v1', 'secrets', adNs), undefined, { watch: 'true' }), 403],
+      ['controller lists ConfigMaps', () => status(ctrlKc, 'GET', apiPath('v1', 'configmaps', adNs)), 403],
       [
         'controller mints a token for the server account',
         () =>
@@ -555,13 +592,13 @@ describe('RBAC of the controller and of the server pods, asked of the API server
         403,
       ],
       [
-        'controller creates a Role granting Secrets',
+        'controller creates a Role granting a list of Secrets',
         () =>
           status(ctrlKc, 'POST', apiPath('rbac.authorization.k8s.io/v1', 'roles', otherNs), {
             apiVersion: 'rbac.authorization.k8s.io/v1',
             kind: 'Role',
             metadata: { name: 'escalate' },
-            rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get'] }],
+            rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list'] }],
           }),
         403,
       ],

@@ -16,6 +16,7 @@ import {
   lockingDBEnv,
   lockingDBWithDefaults,
   maxSurgeWithDefaults,
+  podReferences,
   podTemplateRevision,
   renderPod,
   renderPodTemplate,
@@ -268,6 +269,19 @@ test('redis pod: the shared state key is a read-only file from its Secret, named
   assert.notEqual(
     podTemplateRevision(ad({}, REDIS)),
     podTemplateRevision(ad({}, { type: 'redis', redis: { ...REDIS.redis!, sharedStateKeySecretRef: { name: 'other', key: 'key' } } })),
+  );
+});
+
+test("redis pod: the key's Secret is content the pods read, so a new key (its resourceVersion) is a new revision", () => {
+  const a = ad({}, REDIS);
+  assert.deepEqual(podReferences(a), { secrets: ['atlantis-shared-state', 'redis', 'vcs'], configMaps: [] });
+  const content = (keyVersion: string) => ({ 'secret/vcs': 'rv:1', 'secret/redis': 'rv:2', 'secret/atlantis-shared-state': keyVersion });
+  assert.equal(podTemplateRevision(a, content('rv:3')), podTemplateRevision(a, content('rv:3')));
+  assert.notEqual(podTemplateRevision(a, content('rv:3')), podTemplateRevision(a, content('rv:9')), 'a rotation rolls the pods');
+  // Without the key's token the revision cannot be made (it would change by itself once read).
+  assert.throws(
+    () => podTemplateRevision(a, { 'secret/vcs': 'rv:1', 'secret/redis': 'rv:2' }),
+    /no content token for secret\/atlantis-shared-state/,
   );
 });
 

@@ -4,10 +4,9 @@
 // and once the rollout is complete and every accepted command had time to answer, the
 // figures are taken from what the processes recorded themselves.
 import type { ServiceProxy } from '../service-proxy/index.js';
-import { podTemplateRevision } from '../../src/controller/resources/index.js';
 import type { KubeClientConfig } from '../../src/k8s/kubeconfig.js';
 import { sleep } from '../../src/async.js';
-import { atlantisDeployment, createAd, getAd, isReady, listPods, patchAdSpec } from '../../test/support/controller.js';
+import { atlantisDeployment, controllerRevision, createAd, getAd, isReady, listPods, patchAdSpec } from '../../test/support/controller.js';
 import { rolloutComplete, serverLog, serverStatus, waitForAd } from '../../test/support/controller-asserts.js';
 import { terraformConfig } from '../../test/support/git-repos.js';
 import type { LocalNodeHandle } from '../../test/support/k8s.js';
@@ -151,7 +150,8 @@ export async function runScenario(ctx: ScenarioContext, o: ScenarioOptions): Pro
   await sleep(1_000);
   const patchedAt = Date.now();
   await patchAdSpec(kc, ns, name, { image: 'atlantis-operator:v2' });
-  const rev = podTemplateRevision(await getAd(kc, ns, name));
+  // The controller's revision: the template and the content of the Secrets the pods read.
+  const rev = await controllerRevision(kc, await getAd(kc, ns, name));
   say(`Upgrading: image atlantis-operator:v2 (revision ${rev})`);
   let records: DeliveryRecord[] = [];
   let completedAt = 0;

@@ -1,6 +1,7 @@
-// A container's process: start (with its env, mounts, log file and CPU weight), exit and
-// restart with CrashLoopBackOff, and stop like kubelet (preStop hook, SIGTERM, the grace
-// period, SIGKILL).
+// A container's process: start (with its env, mounts, log file and CPU weight; in a real
+// container when its image is in local container storage: images.ts, container-runtime.ts),
+// exit and restart with CrashLoopBackOff, and stop like kubelet (preStop hook, SIGTERM, the
+// grace period, SIGKILL).
 import fs from 'node:fs';
 import path from 'node:path';
 import type { V1HTTPGetAction } from '@kubernetes/client-node';
@@ -8,22 +9,49 @@ import { sleep } from '../../src/async.js';
 import { backoffDelay } from '../../src/backoff.js';
 import { spawnGroup, type GroupProcess } from '../procs.js';
 import { deprioritize } from './cgroups.js';
-import { containerArgv, isOurImage, mountMap, processEnv } from './env.js';
+import { containerIdOf, startPodContainer } from './container-runtime.js';
+import { containerArgv, mountMap, processEnv } from './env.js';
+import { imageMode } from './images.js';
 import { httpProbe, portOf, runExec, startProbes, stopProbes } from './probes.js';
 import { errMsg, now, SetupError, type CRt, type NodeCtx, type NodeEvent, type NodeEventType, type PodRt } from './types.js';
 
 const SIGNUM: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGABRT: 6, SIGKILL: 9, SIGSEGV: 11, SIGPIPE: 13, SIGTERM: 15 };
 
+const starting = new WeakSet<CRt>();
+
 export async function startContainer(n: NodeCtx, rt: PodRt, c: CRt): Promise<void> {
   if (rt.terminating || n.stopped) return;
-  if (!isOurImage(n, c.spec.image)) {
-    // This node has no image registry: only the project's image exists.
+  const mode = await imageMode(n, c.spec);
+  if (rt.terminating || n.stopped || c.proc) return;
+  if (mode.kind === 'missing') {
+    // This node has no image registry: local container storage and the project's build.
     c.imagePullAttempts++;
-    c.waitingReason = c.imagePullAttempts <= 1 ? 'ErrImagePull' : 'ImagePullBackOff';
-    c.waitingMessage =
-      c.imagePullAttempts <= 1
-        ? `failed to pull image "${c.spec.image}": the local node only has images starting with "${n.imagePrefix}"`
-        : `Back-off pulling image "${c.spec.image}"`;
+    if (mode.reason === 'ErrImageNeverPull') {
+      c.waitingReason = mode.reason;
+      c.waitingMessage = mode.message;
+    } else {
+      c.waitingReason = c.imagePullAttempts <= 1 ? 'ErrImagePull' : 'ImagePullBackOff';
+      c.waitingMessage = c.imagePullAttempts <= 1 ? mode.message : `Back-off pulling image "${c.spec.image}"`;
+    }
+    return;
+  }
+  if (mode.kind === 'container') {
+    // Starting takes several podman calls: a sync or a restart timer meanwhile must not start it twice.
+    if (starting.has(c)) return;
+    starting.add(c);
+    let started: Awaited<ReturnType<typeof startPodContainer>>;
+    try {
+      started = await startPodContainer(n, rt, c, mode);
+    } catch (err) {
+      c.waitingReason = err instanceof SetupError ? err.reason : 'CreateContainerConfigError';
+      c.waitingMessage = errMsg(err);
+      return;
+    } finally {
+      starting.delete(c);
+    }
+    running(n, rt, c, started.proc, started.description);
+    // Deleted while it was being created: stopContainer found nothing to stop then.
+    if (rt.terminating || n.stopped) void started.proc.stop(2_000);
     return;
   }
   let argv: string[];
@@ -49,6 +77,11 @@ export async function startContainer(n: NodeCtx, rt: PodRt, c: CRt): Promise<voi
     fs.closeSync(fd);
   }
   deprioritize(n, rt, proc);
+  running(n, rt, c, proc, argv.join(' '));
+}
+
+/** The container runs (a process, or podman's for a container): state, event, exit watch, probes. */
+function running(n: NodeCtx, rt: PodRt, c: CRt, proc: GroupProcess, message: string): void {
   c.proc = proc;
   c.state = 'running';
   c.startedAt = now();
@@ -65,7 +98,7 @@ export async function startContainer(n: NodeCtx, rt: PodRt, c: CRt): Promise<voi
     uid: rt.uid,
     container: c.spec.name,
     pid: proc.pid,
-    message: argv.join(' '),
+    message,
   });
   void proc.exited.then(({ code, signal }) => onExit(n, rt, c, proc, code, signal));
   startProbes(n, rt, c);
@@ -83,7 +116,7 @@ export function onExit(n: NodeCtx, rt: PodRt, c: CRt, proc: GroupProcess, code: 
     reason: exitCode === 0 ? 'Completed' : 'Error',
     startedAt: c.startedAt ?? now(),
     finishedAt: now(),
-    containerID: `local://${proc.pid}`,
+    containerID: containerIdOf(proc),
   };
   c.state = 'terminated';
   c.ready = false;
@@ -99,7 +132,7 @@ export function onExit(n: NodeCtx, rt: PodRt, c: CRt, proc: GroupProcess, code: 
     signal,
   });
   n.scheduleStatus(rt);
-  if (rt.terminating || n.stopped) return;
+  if (rt.terminating || n.stopped || rt.evicted) return;
   const policy = rt.pod.spec?.restartPolicy ?? 'Always';
   const restart = policy === 'Always' || (policy === 'OnFailure' && exitCode !== 0);
   if (!restart) return;

@@ -8,7 +8,12 @@
 //   - image `atlantis-operator[:tag]` (prefix configurable) runs `node <repo>/dist/atlantis-operator.mjs
 //     <args>`; a `command` starting with `atlantis-operator` maps the same way (also for
 //     exec hooks and exec probes); another command (e.g. `node script.mjs`, `sh -c ...`)
-//     runs as is on the host. Any other image never starts: ErrImagePull / ImagePullBackOff;
+//     runs as is on the host. An image in local container storage named with a registry
+//     host (`localhost/atlantis-operator:0.1.0` from `make image`) runs in a real container
+//     (container-runtime.ts; images.ts has the rule). Any other image never starts:
+//     ErrImageNeverPull (a `localhost/` image, or pull policy Never), else ErrImagePull /
+//     ImagePullBackOff;
+//   - emptyDir sizeLimit: a pod over it is evicted (eviction.ts);
 //   - each pod gets its own loopback address 127.1.N.M (status.podIP) and the process gets
 //     ATLANTIS_BIND_ADDRESS=<podIP>, KUBECONFIG=<per-pod kubeconfig with a bound
 //     TokenRequest token for the pod's service account>, HOME=<pod dir>/home;
@@ -48,10 +53,13 @@ import { Informer } from '../../src/k8s/informer.js';
 import { nullLogger } from '../../src/log.js';
 import { repoRoot } from '../binaries.js';
 import { makePodCgroup, removePodCgroup } from './cgroups.js';
+import { removeNodeContainerCgroups } from './container-runtime.js';
 import { startContainer, stopContainer } from './containers.js';
 import { findPodDir, NodeEventLog } from './events.js';
+import { emptyDirOverLimit } from './eviction.js';
 import { allocatePodAddress, releaseLoopbackAddress } from './ip.js';
 import { postNodeStatus, registerNode } from './node-object.js';
+import { removeOrphanContainers } from './podman.js';
 import { stopProbes } from './probes.js';
 import { schedule } from './scheduler.js';
 import { writeStatus } from './status.js';
@@ -78,6 +86,8 @@ export class LocalNode {
   private unscheduled: Informer<V1Pod> | undefined;
   private mine: Informer<V1Pod> | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
+  private evictionCheck: NodeJS.Timeout | undefined;
+  private readonly evictionCheckMs: number;
   private readonly ipCounter = { next: Math.floor(Math.random() * 254 * 254) };
   private readonly scheduling = new Set<string>();
 
@@ -93,6 +103,7 @@ export class LocalNode {
     };
     const log = (opts.logger ?? nullLogger()).child({ node: this.name });
     this.heartbeatMs = opts.heartbeatMs ?? 10_000;
+    this.evictionCheckMs = opts.evictionCheckMs ?? 10_000;
     this.eventLog = new NodeEventLog(this.root, log);
     this.n = {
       name: this.name,
@@ -103,6 +114,7 @@ export class LocalNode {
       log,
       imagePrefix: opts.imagePrefix ?? 'atlantis-operator',
       cliPath: opts.cliPath ?? path.join(repoRoot, 'dist/atlantis-operator.mjs'),
+      containerMode: opts.containerMode ?? true,
       backoffBase: opts.crashBackoffBaseMs ?? 10_000,
       podNice: opts.podNice ?? 10,
       podCpuShares: opts.podCpuShares ?? os.cpus().length * 1024,
@@ -117,12 +129,15 @@ export class LocalNode {
 
   async start(): Promise<void> {
     this.n.podCgroup = makePodCgroup(this.n);
+    if (this.n.containerMode) await removeOrphanContainers();
     await registerNode(this.n);
     this.heartbeat = setInterval(
       () => void postNodeStatus(this.n).catch((e) => this.n.log.warn('Node heartbeat failed', { err: errMsg(e) })),
       this.heartbeatMs,
     );
     this.heartbeat.unref();
+    this.evictionCheck = setInterval(() => this.checkEviction(), this.evictionCheckMs);
+    this.evictionCheck.unref();
     this.mine = new Informer<V1Pod>(this.kc, '/api/v1/pods', {
       fieldSelector: `spec.nodeName=${this.name}`,
       logger: this.n.log,
@@ -146,6 +161,7 @@ export class LocalNode {
     if (this.n.stopped) return;
     this.n.stopped = true;
     if (this.heartbeat) clearInterval(this.heartbeat);
+    if (this.evictionCheck) clearInterval(this.evictionCheck);
     this.mine?.stop();
     this.unscheduled?.stop();
     const all: Promise<void>[] = [];
@@ -161,6 +177,7 @@ export class LocalNode {
     await Promise.all(all);
     for (const rt of this.pods.values()) if (rt.ip) releaseLoopbackAddress(rt.ip);
     for (const rt of this.pods.values()) removePodCgroup(this.n, rt);
+    removeNodeContainerCgroups(this.n);
     if (this.n.podCgroup) {
       try {
         fs.rmdirSync(path.dirname(this.n.podCgroup));
@@ -294,6 +311,10 @@ export class LocalNode {
       return;
     }
     if (rt.terminating !== undefined) return;
+    if (rt.evicted) {
+      this.scheduleStatus(rt);
+      return;
+    }
     if (!rt.setupDone) {
       try {
         await this.setup(rt);
@@ -310,6 +331,34 @@ export class LocalNode {
       if (c.state === 'waiting' && !c.restartTimer && !c.proc) await startContainer(this.n, rt, c);
     }
     this.scheduleStatus(rt);
+  }
+
+  /** kubelet's eviction of pods whose emptyDir exceeds its sizeLimit (eviction.ts): killed at once, Failed, not restarted. */
+  private checkEviction(): void {
+    for (const rt of this.pods.values()) {
+      if (rt.terminating || rt.evicted || !rt.setupDone || this.n.stopped) continue;
+      const message = emptyDirOverLimit(rt);
+      if (!message) continue;
+      rt.evicted = { message };
+      this.n.record({ type: 'Evicted', namespace: rt.namespace, pod: rt.name, uid: rt.uid, message });
+      for (const c of rt.containers.values()) {
+        if (c.restartTimer) clearTimeout(c.restartTimer);
+        c.restartTimer = undefined;
+        stopProbes(c);
+        c.ready = false;
+        if (c.proc?.signal('SIGKILL'))
+          this.n.record({
+            type: 'SIGKILL sent',
+            namespace: rt.namespace,
+            pod: rt.name,
+            uid: rt.uid,
+            container: c.spec.name,
+            pid: c.proc.pid,
+            message,
+          });
+      }
+      this.scheduleStatus(rt);
+    }
   }
 
   /** A free pod address, not one this node's pods or its informer's pods already have. */

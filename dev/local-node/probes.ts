@@ -7,6 +7,7 @@ import path from 'node:path';
 import type { V1Container, V1ExecAction, V1HTTPGetAction, V1Probe } from '@kubernetes/client-node';
 import { spawnGroup, type GroupProcess } from '../procs.js';
 import { deprioritize } from './cgroups.js';
+import { execInContainer, isPodContainer } from './container-runtime.js';
 import { mapCommand, mountMap, processEnv } from './env.js';
 import type { CRt, NodeCtx, PodRt } from './types.js';
 
@@ -162,9 +163,10 @@ export async function runExec(
   timeoutMs: number,
   logPrefix?: string,
 ): Promise<number | null> {
+  const logFile = path.join(rt.dir, 'logs', `${c.spec.name}${logPrefix ? `.${logPrefix}` : '.exec'}.log`);
+  if (isPodContainer(c.proc)) return execInContainer(c.proc, action.command ?? [], timeoutMs, logFile);
   const env = await processEnv(n, rt, c.spec);
   const argv = mapCommand(n, action.command ?? [], mountMap(n, rt, c.spec));
-  const logFile = path.join(rt.dir, 'logs', `${c.spec.name}${logPrefix ? `.${logPrefix}` : '.exec'}.log`);
   const fd = fs.openSync(logFile, 'a');
   let p: GroupProcess;
   try {

@@ -2,6 +2,7 @@
 // records, written with a strategic-merge patch only when it changed.
 import type { V1ContainerStatus, V1Pod, V1PodCondition } from '@kubernetes/client-node';
 import { kubeRequest, STRATEGIC_MERGE_PATCH } from '../../src/k8s/client.js';
+import { containerIdOf, isPodContainer } from './container-runtime.js';
 import { isOurImage } from './env.js';
 import { now, type CRt, type NodeCtx, type PodRt, type TerminatedInfo } from './types.js';
 
@@ -32,8 +33,8 @@ export function containerStatus(n: NodeCtx, rt: PodRt, c: CRt): V1ContainerStatu
   return {
     name: c.spec.name,
     image: c.spec.image ?? '',
-    imageID: ours ? `local://${c.spec.image}` : '',
-    ...(c.proc ? { containerID: `local://${c.proc.pid}` } : {}),
+    imageID: isPodContainer(c.proc) ? `sha256:${c.proc.imageId}` : ours ? `local://${c.spec.image}` : '',
+    ...(c.proc ? { containerID: containerIdOf(c.proc) } : {}),
     ready: c.ready,
     started: c.state === 'running' && c.started,
     restartCount: c.restartCount,
@@ -53,6 +54,7 @@ export function podStatus(n: NodeCtx, rt: PodRt): Record<string, unknown> {
     const allOk = cs.every((c) => c.terminated?.exitCode === 0);
     phase = allOk ? 'Succeeded' : policy === 'Never' ? 'Failed' : 'Running';
   } else if (anyRunning || everRan) phase = 'Running';
+  if (rt.evicted) phase = 'Failed';
   const notReady = cs.filter((c) => !c.ready).map((c) => c.spec.name);
   const gates = (rt.pod.spec?.readinessGates ?? []).every((g) =>
     rt.pod.status?.conditions?.some((x) => x.type === g.conditionType && x.status === 'True'),
@@ -85,6 +87,7 @@ export function podStatus(n: NodeCtx, rt: PodRt): Record<string, unknown> {
       ready ? undefined : containersReady ? 'the status of pod readiness gate is not "True"' : unready,
     ),
     cond('PodScheduled', true),
+    ...(rt.evicted ? [cond('DisruptionTarget', true, 'TerminationByKubelet', rt.evicted.message)] : []),
   ];
   const status: Record<string, unknown> = {
     phase,
@@ -94,6 +97,10 @@ export function podStatus(n: NodeCtx, rt: PodRt): Record<string, unknown> {
     startTime: rt.startTime,
     containerStatuses: cs.map((c) => containerStatus(n, rt, c)),
   };
+  if (rt.evicted) {
+    status.reason = 'Evicted';
+    status.message = rt.evicted.message;
+  }
   if (rt.ip) {
     status.podIP = rt.ip;
     status.podIPs = [{ ip: rt.ip }];

@@ -18,10 +18,19 @@ export interface LocalNodeOptions {
   imagePrefix?: string;
   /** the CLI the project's image runs (default <repo>/dist/atlantis-operator.mjs) */
   cliPath?: string;
+  /**
+   * Run images found in local container storage (a reference with a registry host, e.g.
+   * `localhost/atlantis-operator:0.1.0` from `make image`) in real containers with podman
+   * (default true; images.ts, container-runtime.ts). Short `atlantis-operator...` names run as
+   * processes either way.
+   */
+  containerMode?: boolean;
   /** first CrashLoopBackOff delay (kubelet: 10 s), doubled up to 5 min */
   crashBackoffBaseMs?: number;
   /** Node heartbeat period (default 10 s) */
   heartbeatMs?: number;
+  /** How often emptyDir usage is checked against sizeLimit (kubelet's housekeeping: 10 s) */
+  evictionCheckMs?: number;
   /**
    * Niceness of pod processes (default 10; 0 = same priority as the node). Stands in for the
    * CPU a kubelet reserves for system components: without it, many servers starting at once
@@ -47,6 +56,7 @@ export type NodeEventType =
   | 'SIGTERM sent'
   | 'SIGKILL sent'
   | 'LivenessFailed'
+  | 'Evicted'
   | 'PodDeleted';
 
 export interface NodeEvent {
@@ -120,6 +130,8 @@ export interface PodRt {
   kubeconfigFile: string;
   /** cgroup.procs of the pod's own CPU cgroup (inside the pods' one), once made. */
   cgroupProcs?: string;
+  /** Evicted (an emptyDir over its sizeLimit): Failed, nothing restarts (eviction.ts). */
+  evicted?: { message: string };
 }
 
 /** The node's shared state and the two callbacks every room may use. */
@@ -132,6 +144,7 @@ export interface NodeCtx {
   readonly log: Logger;
   readonly imagePrefix: string;
   readonly cliPath: string;
+  readonly containerMode: boolean;
   readonly backoffBase: number;
   readonly podNice: number;
   readonly podCpuShares: number;

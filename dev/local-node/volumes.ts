@@ -1,5 +1,8 @@
 // Volumes as host directories: persistentVolumeClaim (the node provisions and binds a hostPath
-// PV), emptyDir, and configMap / secret / projected / downwardAPI written out as files.
+// PV), emptyDir, and configMap / secret / projected / downwardAPI written out as files, with
+// items (a key to a path), and their modes as kubelet sets them: an item's mode, else the
+// volume's defaultMode, else 0644. (Processes run as the node's user, who owns the files, so
+// ownership and fsGroup are not emulated.)
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { V1PersistentVolumeClaim, V1Volume } from '@kubernetes/client-node';
@@ -13,18 +16,37 @@ export function pvDir(root: string, namespace: string, claim: string): string {
   return path.join(root, 'pv', namespace, claim);
 }
 
+/** kubelet's mode for a projected file without one. */
+const DEFAULT_FILE_MODE = 0o644;
+
+/** `rel` inside `dir`: the API server refuses absolute item paths and `..`, this keeps the node safe from one that slips by. */
+function safeJoin(dir: string, rel: string): string {
+  const f = path.resolve(dir, rel);
+  if (!f.startsWith(`${path.resolve(dir)}${path.sep}`))
+    throw new SetupError('ContainerCreating', `volume item path ${rel} leaves the volume`);
+  return f;
+}
+
 export async function setupVolume(n: NodeCtx, rt: PodRt, v: V1Volume): Promise<string> {
   const vdir = path.join(rt.dir, 'volumes', v.name);
   if (v.persistentVolumeClaim) return bindClaim(n, rt, v.persistentVolumeClaim.claimName);
   await fsp.mkdir(vdir, { recursive: true });
   if (v.emptyDir) return vdir;
-  const writeItems = async (data: Record<string, string>, items: Array<{ key: string; path: string }> | undefined) => {
-    const list = items && items.length > 0 ? items : Object.keys(data).map((k) => ({ key: k, path: k }));
+  const defaultMode = v.configMap?.defaultMode ?? v.secret?.defaultMode ?? v.projected?.defaultMode ?? v.downwardAPI?.defaultMode;
+  type Item = { key: string; path: string; mode?: number };
+  // Bytes as stored: a Secret's or binaryData's value is not necessarily text.
+  // An item whose key is missing stops the pod, as kubelet does, unless the source is optional.
+  const writeItems = async (data: Record<string, string | Buffer>, items: Item[] | undefined, source = '', optional = true) => {
+    const list: Item[] = items && items.length > 0 ? items : Object.keys(data).map((k) => ({ key: k, path: k }));
     for (const it of list) {
-      if (data[it.key] === undefined) continue;
-      const f = path.join(vdir, it.path);
+      if (data[it.key] === undefined) {
+        if (optional) continue;
+        throw new SetupError('ContainerCreating', `couldn't find key ${it.key} in ${source}`);
+      }
+      const f = safeJoin(vdir, it.path);
       await fsp.mkdir(path.dirname(f), { recursive: true });
       await fsp.writeFile(f, data[it.key]!);
+      await fsp.chmod(f, it.mode ?? defaultMode ?? DEFAULT_FILE_MODE);
     }
   };
   const cmData = async (name: string, optional?: boolean) => {
@@ -36,8 +58,8 @@ export async function setupVolume(n: NodeCtx, rt: PodRt, v: V1Volume): Promise<s
       if (optional) return {};
       throw new SetupError('ContainerCreating', `configmap "${name}" not found`);
     }
-    const out: Record<string, string> = { ...(cm.data ?? {}) };
-    for (const [k, b] of Object.entries(cm.binaryData ?? {})) out[k] = Buffer.from(b, 'base64').toString('latin1');
+    const out: Record<string, string | Buffer> = { ...(cm.data ?? {}) };
+    for (const [k, b] of Object.entries(cm.binaryData ?? {})) out[k] = Buffer.from(b, 'base64');
     return out;
   };
   const secretData = async (name: string, optional?: boolean) => {
@@ -46,13 +68,18 @@ export async function setupVolume(n: NodeCtx, rt: PodRt, v: V1Volume): Promise<s
       if (optional) return {};
       throw new SetupError('ContainerCreating', `secret "${name}" not found`);
     }
-    const out: Record<string, string> = {};
-    for (const [k, b] of Object.entries(s.data ?? {})) out[k] = Buffer.from(b, 'base64').toString('utf8');
+    const out: Record<string, Buffer> = {};
+    for (const [k, b] of Object.entries(s.data ?? {})) out[k] = Buffer.from(b, 'base64');
     return out;
   };
-  if (v.configMap) await writeItems(await cmData(v.configMap.name ?? '', v.configMap.optional), v.configMap.items);
-  else if (v.secret) await writeItems(await secretData(v.secret.secretName ?? '', v.secret.optional), v.secret.items);
-  else if (v.projected) {
+  const ns = rt.namespace;
+  if (v.configMap) {
+    const { name = '', optional = false, items } = v.configMap;
+    await writeItems(await cmData(name, optional), items, `ConfigMap ${ns}/${name}`, optional);
+  } else if (v.secret) {
+    const { secretName = '', optional = false, items } = v.secret;
+    await writeItems(await secretData(secretName, optional), items, `Secret ${ns}/${secretName}`, optional);
+  } else if (v.projected) {
     for (const src of v.projected.sources ?? []) {
       if (src.serviceAccountToken) {
         const tok = await requestToken(n, rt, src.serviceAccountToken.audience, src.serviceAccountToken.expirationSeconds);
@@ -63,16 +90,17 @@ export async function setupVolume(n: NodeCtx, rt: PodRt, v: V1Volume): Promise<s
           src.configMap.name === 'kube-root-ca.crt'
             ? { 'ca.crt': caPem(n) }
             : await cmData(src.configMap.name ?? '', src.configMap.optional);
-        await writeItems(data, src.configMap.items);
+        await writeItems(data, src.configMap.items, `ConfigMap ${ns}/${src.configMap.name}`, src.configMap.optional ?? false);
       } else if (src.secret) {
-        await writeItems(await secretData(src.secret.name ?? '', src.secret.optional), src.secret.items);
+        const { name = '', optional = false, items } = src.secret;
+        await writeItems(await secretData(name, optional), items, `Secret ${ns}/${name}`, optional);
       } else if (src.downwardAPI) {
         const data: Record<string, string> = {};
         const items: Array<{ key: string; path: string }> = [];
         for (const it of src.downwardAPI.items ?? []) {
           if (it.fieldRef) {
             data[it.path] = fieldValue(n, rt, it.fieldRef.fieldPath);
-            items.push({ key: it.path, path: it.path });
+            items.push({ key: it.path, path: it.path, ...(it.mode !== undefined ? { mode: it.mode } : {}) });
           }
         }
         await writeItems(data, items);

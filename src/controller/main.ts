@@ -31,6 +31,7 @@ import {
 } from './leader-election.js';
 import { type ControllerMetrics, createControllerMetrics } from './metrics.js';
 import { AtlantisController } from './reconcile/controller.js';
+import { DEFAULT_CONTENT_INTERVAL_MS } from './reconcile/referenced-content.js';
 import { withTimeout } from '../async.js';
 
 const P = 'ATLANTIS_OPERATOR_';
@@ -125,6 +126,14 @@ export const CONTROLLER_FLAGS: FlagSpec[] = [
     description:
       'Restart a watch that delivered nothing, not even a bookmark, for this long (a half-open connection); watches are also renewed before this; at least 1s',
   },
+  {
+    name: 'referenced-content-interval',
+    type: 'duration',
+    default: DEFAULT_CONTENT_INTERVAL_MS,
+    envPrefix: P,
+    description:
+      'How often the Secrets (their metadata only) and ConfigMaps the pods read are read again: a change to them rolls the pods within this long; at least 1s',
+  },
   { name: 'log-level', type: 'string', default: 'info', envPrefix: P, description: 'Log level: debug, info, warn or error' },
 ];
 
@@ -144,6 +153,7 @@ export interface ControllerConfig {
   kubeApiQps: number;
   kubeApiBurst: number;
   watchSilenceTimeoutMs: number;
+  contentIntervalMs: number;
   logLevel: LogLevel;
 }
 
@@ -177,6 +187,11 @@ export function buildControllerConfig(values: FlagValues, env: NodeJS.ProcessEnv
   const watchSilenceTimeoutMs = values['watch-silence-timeout'] as number;
   if (!(watchSilenceTimeoutMs >= 1_000))
     throw new UsageError(`invalid value "${values['watch-silence-timeout']}ms" for --watch-silence-timeout: must be at least 1s`);
+  const contentIntervalMs = values['referenced-content-interval'] as number;
+  if (!(contentIntervalMs >= 1_000))
+    throw new UsageError(
+      `invalid value "${values['referenced-content-interval']}ms" for --referenced-content-interval: must be at least 1s`,
+    );
   const nonEmpty = (v: unknown) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined);
   const leaderElectionId = nonEmpty(values['leader-election-id']);
   if (!leaderElectionId) throw new UsageError('--leader-election-id must not be empty');
@@ -197,6 +212,7 @@ export function buildControllerConfig(values: FlagValues, env: NodeJS.ProcessEnv
     kubeApiQps,
     kubeApiBurst: kubeApiBurst || kubeApiQps,
     watchSilenceTimeoutMs,
+    contentIntervalMs,
     logLevel: logLevel as LogLevel,
   };
 }
@@ -292,6 +308,7 @@ export async function startController(cfg: ControllerConfig, logger: Logger): Pr
         metrics,
         workers: cfg.workers,
         watchSilenceTimeoutMs: cfg.watchSilenceTimeoutMs,
+        contentIntervalMs: cfg.contentIntervalMs,
       }),
     logger,
   );

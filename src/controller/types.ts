@@ -1,15 +1,27 @@
-// Types of the AtlantisDeployment custom resource (SPEC section 6). The CRD schema in crds/
-// is the source of truth for validation and defaults; these types mirror it for the
-// controller's code. What the controller shares with the server (the drain annotation,
+// Types of the AtlantisDeployment custom resource (SPEC section 6). The CRD schema (source:
+// hack/crd/, written to crds/ by make crds) is the source of truth for validation and
+// defaults; these types mirror it for the controller's code. What the controller shares with the server (the drain annotation,
 // /status, the port) is in src/contract/drain-protocol.ts.
 import type {
   V1Affinity,
   V1Condition,
+  V1Container,
+  V1EnvFromSource,
   V1EnvVar,
+  V1HostAlias,
+  V1IngressTLS,
+  V1Lifecycle,
+  V1LocalObjectReference,
   V1ObjectMeta,
+  V1PodDNSConfig,
   V1PodSecurityContext,
   V1ResourceRequirements,
+  V1SecurityContext,
+  V1ServicePort,
   V1Toleration,
+  V1TopologySpreadConstraint,
+  V1Volume,
+  V1VolumeMount,
 } from '@kubernetes/client-node';
 import { type DrainStatus, GROUP } from '../contract/drain-protocol.js';
 
@@ -47,6 +59,37 @@ export interface GithubSettings {
   webhookSecretRef?: SecretKeyRef;
 }
 
+/** spec.atlantis.githubApp: the server's --gh-app-* flags; the key is mounted as a file. */
+export interface GithubAppSettings {
+  id: number;
+  installationId?: number;
+  slug?: string;
+  keySecretRef: SecretKeyRef;
+}
+
+/** A ConfigMap key; `key` has a schema default. */
+export interface ConfigMapKeyRef {
+  name: string;
+  key?: string;
+}
+
+/** spec.atlantis.repoConfig: the server-side repos.yaml, from a ConfigMap. */
+export interface RepoConfigSettings {
+  configMapRef: ConfigMapKeyRef;
+}
+
+/** spec.atlantis.api: the /api endpoints' secret (--api-secret). */
+export interface ApiSettings {
+  secretRef: SecretKeyRef;
+}
+
+/** spec.atlantis.basicAuth: --web-basic-auth with its user and password. */
+export interface BasicAuthSettings {
+  username?: string;
+  usernameSecretRef?: SecretKeyRef;
+  passwordSecretRef: SecretKeyRef;
+}
+
 export type LockingDBType = 'boltdb' | 'redis';
 
 /** spec.atlantis.lockingDB.redis.sentinel: the server's --redis-sentinel-* flags (ours). */
@@ -73,9 +116,12 @@ export interface RedisSettingsInput {
   passwordSecretRef?: SecretKeyRef;
   /**
    * The replicas' shared state key (--shared-state-key-file): mounted as a file from this
-   * Secret key, never read by the controller. The schema requires it with type redis.
+   * Secret key; the controller reads only the Secret's metadata (a change rolls the pods).
+   * The schema requires it with type redis.
    */
   sharedStateKeySecretRef?: SecretKeyRef;
+  /** The family of status.podIP, which ATLANTIS_REPLICA_URL is built from (IPv6 in brackets); unset: IPv4. */
+  podIPFamily?: 'IPv4' | 'IPv6';
 }
 
 /** spec.atlantis.lockingDB as a user may write it. */
@@ -85,7 +131,7 @@ export interface LockingDBInput {
   redis?: RedisSettingsInput;
 }
 
-type OptionalRedisSetting = 'usernameSecretRef' | 'passwordSecretRef' | 'sentinel' | 'sharedStateKeySecretRef';
+type OptionalRedisSetting = 'usernameSecretRef' | 'passwordSecretRef' | 'sentinel' | 'sharedStateKeySecretRef' | 'podIPFamily';
 export type RedisSettings = Required<Omit<RedisSettingsInput, OptionalRedisSetting>> & Pick<RedisSettingsInput, OptionalRedisSetting>;
 
 /** The store after defaulting: the embedded one in each pod's data dir, or one Redis shared by all pods. */
@@ -95,9 +141,17 @@ export interface AtlantisSettings {
   url?: string;
   repoAllowlist?: string;
   github?: GithubSettings;
+  githubApp?: GithubAppSettings;
+  repoConfig?: RepoConfigSettings;
+  api?: ApiSettings;
+  basicAuth?: BasicAuthSettings;
   lockingDB?: LockingDBInput;
   /** Extra env appended after the operator's own env, so a user's value wins (later entries win in Kubernetes). */
   env?: V1EnvVar[];
+  /** Whole ConfigMaps and Secrets as variables; every `env` entry wins over them. */
+  envFrom?: V1EnvFromSource[];
+  /** Arguments after `server`. */
+  extraArgs?: string[];
 }
 
 export interface StorageSpec {
@@ -128,7 +182,21 @@ export interface PodTemplateOverrides {
     tolerations?: V1Toleration[];
     affinity?: V1Affinity;
     securityContext?: V1PodSecurityContext;
+    containerSecurityContext?: V1SecurityContext;
     serviceAccountName?: string;
+    imagePullSecrets?: V1LocalObjectReference[];
+    priorityClassName?: string;
+    topologySpreadConstraints?: V1TopologySpreadConstraint[];
+    hostAliases?: V1HostAlias[];
+    dnsPolicy?: string;
+    dnsConfig?: V1PodDNSConfig;
+    extraVolumes?: V1Volume[];
+    /** Mounts of the server container. */
+    extraVolumeMounts?: V1VolumeMount[];
+    initContainers?: V1Container[];
+    extraContainers?: V1Container[];
+    /** Hooks of the server container; the drain still starts at SIGTERM, after a preStop hook. */
+    lifecycle?: V1Lifecycle;
   };
 }
 
@@ -137,6 +205,28 @@ export type ServiceType = 'ClusterIP' | 'NodePort' | 'LoadBalancer';
 export interface ServiceSpec {
   type: ServiceType;
   port: number;
+  nodePort?: number;
+  annotations?: Record<string, string>;
+  labels?: Record<string, string>;
+  loadBalancerSourceRanges?: string[];
+  /** More ports, e.g. to a sidecar; the server's is `http`. */
+  extraPorts?: V1ServicePort[];
+}
+
+/** spec.serviceAccount: metadata of every ServiceAccount the operator makes for the pods. */
+export interface ServiceAccountSettings {
+  annotations?: Record<string, string>;
+  labels?: Record<string, string>;
+}
+
+/** spec.ingress: an Ingress for the Service; only /events unless exposeUI. */
+export interface IngressSettings {
+  host: string;
+  ingressClassName?: string;
+  tls?: V1IngressTLS[];
+  annotations?: Record<string, string>;
+  labels?: Record<string, string>;
+  exposeUI?: boolean;
 }
 
 /** spec.atlantis after defaulting: lockingDB is always present. */
@@ -155,6 +245,8 @@ export interface AtlantisDeploymentSpec {
   terminationGracePeriodSeconds: number;
   podTemplate?: PodTemplateOverrides;
   service: ServiceSpec;
+  serviceAccount?: ServiceAccountSettings;
+  ingress?: IngressSettings;
 }
 
 /** The spec as a user may write it (before defaulting). */
@@ -168,6 +260,8 @@ export interface AtlantisDeploymentSpecInput {
   terminationGracePeriodSeconds?: number;
   podTemplate?: PodTemplateOverrides;
   service?: Partial<ServiceSpec>;
+  serviceAccount?: ServiceAccountSettings;
+  ingress?: IngressSettings;
 }
 
 export type ConditionType = 'Available' | 'Progressing' | 'Paused' | 'Degraded' | 'Reconciling' | 'Stalled' | 'Ready';

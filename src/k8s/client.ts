@@ -70,7 +70,12 @@ export interface RequestOptions {
   signal?: AbortSignal;
   /** Overrides DEFAULT_RETRY for this request. */
   retry?: RetryPolicy;
+  /** Accept header (default application/json), e.g. PARTIAL_OBJECT_METADATA. */
+  accept?: string;
 }
+
+/** Asks for an object's metadata only: the API server leaves out everything else (a Secret's data too). */
+export const PARTIAL_OBJECT_METADATA = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
 
 /**
  * How a 429 (Too Many Requests) with a Retry-After is retried. The API server's Priority and
@@ -268,7 +273,7 @@ async function requestOnce<T>(
     payload = typeof body === 'string' ? body : JSON.stringify(body);
     headers['content-type'] = opts.contentType ?? (method === 'PATCH' ? MERGE_PATCH : 'application/json');
   }
-  headers.accept = 'application/json';
+  headers.accept = opts.accept ?? 'application/json';
   let res: HttpResponse;
   try {
     res = await httpRequest(url, {

@@ -28,7 +28,7 @@ const NO_CHANGE_CONFIG = `locals {
 }
 `;
 
-const NAMED_ATLANTIS_YAML = `version: 3
+export const NAMED_ATLANTIS_YAML = `version: 3
 projects:
   - name: alpha
     dir: dir1

@@ -361,12 +361,12 @@ export function serverLog(node: LocalNodeHandle, ns: string, pod: string, uid: s
   return parseJsonLog(readFileOr(node.logPath(ns, pod, 'atlantis', uid)));
 }
 
-/** The environment of a pod's server process as the node started it (its last start). */
+/** The environment of a pod's server process as the node started it (its last start; not another container's). */
 export function serverEnviron(node: LocalNodeHandle, p: V1Pod): string[] {
   const ns = p.metadata!.namespace!;
   const started = node
     .events({ namespace: ns, pod: p.metadata!.name! })
-    .filter((e) => e.uid === p.metadata!.uid && e.type === 'ContainerStarted' && e.pid);
+    .filter((e) => e.uid === p.metadata!.uid && e.type === 'ContainerStarted' && e.pid && e.container === 'atlantis');
   const pid = started.at(-1)?.pid;
   assert.ok(pid, `the node recorded the server process of ${p.metadata!.name}`);
   return fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');

@@ -7,9 +7,11 @@ import { fileURLToPath } from 'node:url';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeClientConfig } from '../../src/k8s/kubeconfig.js';
 import { MERGE_PATCH, apiPath, kubeRequest, kubeRequestOk } from '../../src/k8s/client.js';
-import { type LogFields, type Logger, createLogger } from '../../src/log.js';
+import { type LogFields, type Logger, createLogger, nullLogger } from '../../src/log.js';
 import { createControllerMetrics, type ControllerMetrics } from '../../src/controller/metrics.js';
 import { AtlantisController } from '../../src/controller/reconcile/controller.js';
+import { ReferencedContentReader } from '../../src/controller/reconcile/referenced-content.js';
+import { podReferences, podTemplateRevision } from '../../src/controller/resources/index.js';
 import { API_VERSION, type AtlantisDeployment, type AtlantisDeploymentSpecInput, KIND, PLURAL } from '../../src/controller/types.js';
 import { type TestCluster, waitForCrdEstablished } from './k8s.js';
 
@@ -53,11 +55,23 @@ export interface TestController {
   stop(): Promise<void>;
 }
 
-export async function startController(kc: KubeClientConfig, namespace: string, opts: { verbose?: boolean } = {}): Promise<TestController> {
+export async function startController(
+  kc: KubeClientConfig,
+  namespace: string,
+  opts: { verbose?: boolean; contentIntervalMs?: number } = {},
+): Promise<TestController> {
   const logs: CapturedLog[] = [];
   const logger = opts.verbose ? createLogger({ level: 'debug' }) : captureLogger(logs);
   const metrics = createControllerMetrics();
-  const controller = new AtlantisController({ kc, namespace, logger, metrics, workers: 2, watchSilenceTimeoutMs: 30_000 });
+  const controller = new AtlantisController({
+    kc,
+    namespace,
+    logger,
+    metrics,
+    workers: 2,
+    watchSilenceTimeoutMs: 30_000,
+    contentIntervalMs: opts.contentIntervalMs,
+  });
   await controller.start();
   return { controller, metrics, logs, stop: () => controller.stop() };
 }
@@ -156,4 +170,14 @@ export async function events(kc: KubeClientConfig, namespace: string): Promise<A
     apiPath('v1', 'events', namespace),
   );
   return (r.body.items ?? []).filter((e) => e.involvedObject.kind === KIND);
+}
+
+/**
+ * The revision the controller gives `ad`'s pods: its template with the content of the
+ * Secrets (metadata) and ConfigMaps they read, as they are now (reconcile/referenced-content.ts).
+ */
+export async function controllerRevision(kc: KubeClientConfig, ad: AtlantisDeployment): Promise<string> {
+  const reader = new ReferencedContentReader(kc, nullLogger(), { intervalMs: 1 });
+  const content = await reader.read(ad.metadata.namespace!, podReferences(ad), {});
+  return podTemplateRevision(ad, content);
 }

@@ -18,8 +18,8 @@ const GIT_ENV = {
   GIT_TERMINAL_PROMPT: '0',
 };
 
-export async function git(cwd: string, args: string[]): Promise<string> {
-  const r = await execa('git', args, { cwd, env: GIT_ENV, extendEnv: true });
+export async function git(cwd: string, args: string[], env: Record<string, string> = {}): Promise<string> {
+  const r = await execa('git', args, { cwd, env: { ...GIT_ENV, ...env }, extendEnv: true });
   return r.stdout.trim();
 }
 
@@ -86,6 +86,8 @@ export interface CreateRepoOptions {
   files?: Record<string, string>;
   /** Where to create it; defaults to a fresh temp dir. */
   root?: string;
+  /** Author and committer date of every commit (ISO 8601): the same changes then give the same SHAs in every run. */
+  commitDate?: string;
 }
 
 function writeFiles(dir: string, files: FileChanges): void {
@@ -111,6 +113,7 @@ export async function createTestRepo(opts: CreateRepoOptions = {}): Promise<Test
   const root = opts.root ?? fs.mkdtempSync(path.join(os.tmpdir(), 'gitrepo-'));
   const bareDir = path.join(root, 'remote', `${fullName}.git`);
   const work = path.join(root, 'author-work');
+  const dates: Record<string, string> = opts.commitDate ? { GIT_AUTHOR_DATE: opts.commitDate, GIT_COMMITTER_DATE: opts.commitDate } : {};
   fs.mkdirSync(bareDir, { recursive: true });
   await git(bareDir, ['init', '--bare', '-q', '-b', baseBranch]);
   fs.mkdirSync(work, { recursive: true });
@@ -125,7 +128,7 @@ export async function createTestRepo(opts: CreateRepoOptions = {}): Promise<Test
     },
   );
   await git(work, ['add', '-A']);
-  await git(work, ['commit', '-q', '-m', 'Initial commit']);
+  await git(work, ['commit', '-q', '-m', 'Initial commit'], dates);
   await git(work, ['push', '-q', 'origin', baseBranch]);
   const baseSha = await git(work, ['rev-parse', 'HEAD']);
 
@@ -133,7 +136,7 @@ export async function createTestRepo(opts: CreateRepoOptions = {}): Promise<Test
     await git(work, ['checkout', '-q', branch]);
     writeFiles(work, files);
     await git(work, ['add', '-A']);
-    await git(work, ['commit', '-q', '--allow-empty', '-m', message]);
+    await git(work, ['commit', '-q', '--allow-empty', '-m', message], dates);
     await git(work, ['push', '-q', '-f', 'origin', branch]);
     return git(work, ['rev-parse', 'HEAD']);
   };
@@ -167,7 +170,7 @@ export async function createTestRepo(opts: CreateRepoOptions = {}): Promise<Test
     async merge(branch) {
       await git(work, ['checkout', '-q', baseBranch]);
       await git(work, ['pull', '-q', 'origin', baseBranch]);
-      await git(work, ['merge', '-q', '--no-ff', '-m', `Merge ${branch}`, branch]);
+      await git(work, ['merge', '-q', '--no-ff', '-m', `Merge ${branch}`, branch], dates);
       await git(work, ['push', '-q', 'origin', baseBranch]);
       return git(work, ['rev-parse', 'HEAD']);
     },

@@ -27,6 +27,8 @@ export interface ControllerOptions {
   watchSilenceTimeoutMs?: number;
   /** A reconcile's API requests are aborted after this long (default RECONCILE_TIMEOUT_MS). */
   reconcileTimeoutMs?: number;
+  /** How often referenced Secrets' and ConfigMaps' content is read again (default 30 s). */
+  contentIntervalMs?: number;
 }
 
 /**
@@ -103,6 +105,7 @@ export class AtlantisController {
       instance: process.env.POD_NAME ?? hostname(),
       drainWatch: this.drainWatch,
       signal: this.lifetime.signal,
+      contentIntervalMs: o.contentIntervalMs,
       onStatusWriteFailed: (key, error) => {
         const retryInMs = this.queue.addRateLimited(key);
         o.logger.error('Status write failed', { atlantisDeployment: splitKey(key), error: error.message, retryInMs });

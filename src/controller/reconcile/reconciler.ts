@@ -18,7 +18,11 @@ import {
   podDeleteOptions,
   podNameFor,
   podNaming,
+  podReferences,
   podTemplateRevision,
+  type ReferencedContent,
+  renderIngress,
+  ingressName,
   renderEvent,
   renderPDB,
   renderPod,
@@ -47,7 +51,8 @@ import {
 } from '../rollout/index.js';
 import { canonicalJSON } from '../resources/revision.js';
 import type { AtlantisDeployment, StatusProbe } from '../types.js';
-import { AppliedVersions, applyOwned } from './owned-objects.js';
+import { AppliedVersions, applyOwned, deleteOwned } from './owned-objects.js';
+import { ReferencedContentReader } from './referenced-content.js';
 import { probeServerStatus } from './status-probe.js';
 import { DEFAULT_WAIT_SECONDS, type DrainWatch, type DrainWatchTarget } from './drain-watch.js';
 import { Expectations } from './expectations.js';
@@ -64,6 +69,7 @@ export const OWNED_KINDS = {
   roles: { apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'roles' },
   rolebindings: { apiVersion: 'rbac.authorization.k8s.io/v1', plural: 'rolebindings' },
   poddisruptionbudgets: { apiVersion: 'policy/v1', plural: 'poddisruptionbudgets' },
+  ingresses: { apiVersion: 'networking.k8s.io/v1', plural: 'ingresses' },
 } as const satisfies Record<string, ResourceKind>;
 export type OwnedKindName = keyof typeof OWNED_KINDS;
 
@@ -94,6 +100,8 @@ export interface ReconcilerOptions {
   /** Ends status writes in flight (shutdown, lost leadership); reconciles get their own signal. */
   signal?: AbortSignal;
   now?: () => Date;
+  /** How often a referenced Secret's or ConfigMap's content is read again (referenced-content.ts). */
+  contentIntervalMs?: number;
 }
 
 /**
@@ -126,6 +134,7 @@ export class Reconciler {
   private readonly pvcClient: ResourceClient<V1PersistentVolumeClaim>;
   private readonly eventClient: ResourceClient<KubeObject>;
   private readonly ownedClients: Record<OwnedKindName, ResourceClient<KubeObject>>;
+  private readonly content: ReferencedContentReader;
 
   constructor(private readonly o: ReconcilerOptions) {
     this.probe = o.probe ?? ((ip) => probeServerStatus(ip));
@@ -137,6 +146,7 @@ export class Reconciler {
       OwnedKindName,
       ResourceClient<KubeObject>
     >;
+    this.content = new ReferencedContentReader(o.kc, o.logger, { intervalMs: o.contentIntervalMs });
     this.statusWriter = new StatusWriter({
       kc: o.kc,
       logger: o.logger,
@@ -170,7 +180,11 @@ export class Reconciler {
     const pods = this.o.cache.pods(namespace, name).map((p) => this.written.fresher(p));
     this.written.forget(key, new Set([ad.metadata.uid!, ...pods.map((p) => p.metadata!.uid!)]));
 
-    const revision = podTemplateRevision(ad);
+    // The Secrets and ConfigMaps the pods read are part of the revision: a change to their
+    // content rolls the pods like a spec change (resources/content.ts).
+    const refs = podReferences(ad);
+    const content = await this.content.read(namespace, refs, call);
+    const revision = podTemplateRevision(ad, content);
     const pvcs = this.o.cache.pvcs(namespace, name);
     if (!this.expectations.satisfied(key, { atlantisDeployment: ad, pods, pvcs })) {
       // The watch event that shows the write enqueues this key again; the requeue is only a
@@ -183,7 +197,7 @@ export class Reconciler {
 
     const probes = await this.probeDrainingPods(key, pods);
     const observed = observeDeployment(ad, revision, pods, pvcs, probes);
-    observed.replacementRejected = await this.checkReplacement(key, ad, observed, log, call);
+    observed.replacementRejected = await this.checkReplacement(key, ad, observed, content, log, call);
     const plan = planRollout(observed, this.now(), this.o.drainWatch ? { statusPollIntervalMs: POLL_WITH_DRAIN_WATCH_MS } : {});
     this.logWaits(key, plan, log);
     this.o.metrics.setSurgePods(key, plan.status.surgeReplicas ?? 0);
@@ -192,7 +206,7 @@ export class Reconciler {
     for (const action of plan.actions) {
       if (action.type === 'emitEvent' && action.podName && failedPods.has(action.podName)) continue;
       try {
-        await this.execute(ad, action, pods, revision, log, call);
+        await this.execute(ad, action, pods, revision, content, log, call);
         this.o.metrics.recordExecuted(action);
         this.expectFor(key, action, pods);
       } catch (e) {
@@ -227,6 +241,8 @@ export class Reconciler {
     let requeue = mutated ? Math.min(plan.requeueAfterMs ?? 2000, 2000) : plan.requeueAfterMs;
     // A refusal may end without a spec change (namespace labels, admission): ask again then.
     if (observed.replacementRejected) requeue = Math.min(requeue ?? REJECTED_RECHECK_MS, REJECTED_RECHECK_MS);
+    // Referenced content is read, not watched: look again within the interval.
+    if (refs.secrets.length + refs.configMaps.length > 0) requeue = Math.min(requeue ?? this.content.interval, this.content.interval);
     return { requeueAfterMs: requeue, plan };
   }
 
@@ -238,6 +254,7 @@ export class Reconciler {
     key: string,
     ad: AtlantisDeployment,
     observed: ObservedState,
+    content: ReferencedContent,
     log: Logger,
     call: CallOptions,
   ): Promise<string | null> {
@@ -248,7 +265,7 @@ export class Reconciler {
     if (known) return known.rejected;
     // Any desired ordinal will do: the name is generated, the rest is the revision's.
     const ordinal = Math.max(0, Math.floor(observed.spec.replicas) - 1);
-    const rejected = await dryRunCreate(this.podClient, ad.metadata.namespace!, renderPod(ad, ordinal, revision), call);
+    const rejected = await dryRunCreate(this.podClient, ad.metadata.namespace!, renderPod(ad, ordinal, revision, content), call);
     this.recordVerdict(key, ad, revision, rejected, log);
     return rejected;
   }
@@ -331,6 +348,12 @@ export class Reconciler {
       ['services', renderService(ad)],
       ['poddisruptionbudgets', renderPDB(ad)],
     ];
+    const ingress = renderIngress(ad);
+    if (ingress) desired.push(['ingresses', ingress]);
+    else {
+      const gone = await deleteOwned(this.ownedClients.ingresses, ad, this.o.cache.owned('ingresses', namespace, ingressName(name)), call);
+      if (gone) log.info('Owned object deleted: spec.ingress was removed', { kind: 'ingresses', name: gone });
+    }
     for (const [kind, obj] of desired) {
       const change = await applyOwned(
         this.ownedClients[kind],
@@ -344,7 +367,15 @@ export class Reconciler {
     }
   }
 
-  private async execute(ad: AtlantisDeployment, a: Action, pods: V1Pod[], revision: string, log: Logger, call: CallOptions): Promise<void> {
+  private async execute(
+    ad: AtlantisDeployment,
+    a: Action,
+    pods: V1Pod[],
+    revision: string,
+    content: ReferencedContent,
+    log: Logger,
+    call: CallOptions,
+  ): Promise<void> {
     const ns = ad.metadata.namespace!;
     const key = `${ns}/${ad.metadata.name}`;
     switch (a.type) {
@@ -354,7 +385,7 @@ export class Reconciler {
         return;
       case 'createPod': {
         log.info('Creating pod', { pod: a.name, ordinal: a.ordinal, revision: a.revision, surge: a.surge ?? false });
-        const pod = renderPod(ad, a.ordinal, revision);
+        const pod = renderPod(ad, a.ordinal, revision, content);
         // The planner names it: by ordinal, or by ordinal and revision when old and new pods coexist.
         await this.podClient.create(ns, { ...pod, metadata: { ...pod.metadata, name: a.name } }, call);
         return;

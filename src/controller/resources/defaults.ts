@@ -1,4 +1,4 @@
-// The CRD's defaults (crds/atlantisdeployments...yaml) applied in code as well, so render
+// The CRD's defaults (hack/crd/, crds/atlantisdeployments...yaml) applied in code as well, so render
 // functions and the planner give the same answer for an object the API server has not
 // defaulted yet (tests, dry runs, an older stored object). maxSurge has no schema default:
 // it depends on lockingDB, which a schema default cannot look at.
@@ -20,6 +20,7 @@ export const DEFAULTS = {
   redisTLS: false,
   redisInsecureSkipVerify: false,
   maxSurgeRedis: 1,
+  repoConfigKey: 'repos.yaml',
 } as const;
 
 /** The store after defaulting. The redis block is read only with type redis (ignored otherwise). */
@@ -39,6 +40,7 @@ export function lockingDBWithDefaults(input: LockingDBInput | undefined): Lockin
       ...(r?.passwordSecretRef ? { passwordSecretRef: r.passwordSecretRef } : {}),
       ...(r?.sentinel ? { sentinel: r.sentinel } : {}),
       ...(r?.sharedStateKeySecretRef ? { sharedStateKeySecretRef: r.sharedStateKeySecretRef } : {}),
+      ...(r?.podIPFamily ? { podIPFamily: r.podIPFamily } : {}),
     },
   };
 }
@@ -73,8 +75,11 @@ export function withDefaults(spec: AtlantisDeploymentSpecInput): AtlantisDeploym
     terminationGracePeriodSeconds: spec.terminationGracePeriodSeconds ?? DEFAULTS.terminationGracePeriodSeconds,
     ...(spec.podTemplate ? { podTemplate: spec.podTemplate } : {}),
     service: {
+      ...(spec.service ?? {}),
       type: spec.service?.type ?? DEFAULTS.serviceType,
       port: spec.service?.port ?? DEFAULTS.servicePort,
     },
+    ...(spec.serviceAccount ? { serviceAccount: spec.serviceAccount } : {}),
+    ...(spec.ingress ? { ingress: spec.ingress } : {}),
   };
 }

@@ -30,8 +30,19 @@ const ownPodRules = (names: string[]): V1Role['rules'] =>
   // No names, no rule: an empty resourceNames list would mean "all pods".
   names.length === 0 ? [] : [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'], resourceNames: names }];
 
+/**
+ * spec.serviceAccount's labels (under ours: the controller finds what it owns by them) and
+ * annotations (IRSA, Workload Identity) on every account made for the pods.
+ */
+const accountMeta = (ad: AtlantisDeployment, objectName: string) => {
+  const m = meta(ad, objectName);
+  const sa = withDefaults(ad.spec).serviceAccount;
+  const annotations = sa?.annotations && Object.keys(sa.annotations).length > 0 ? { annotations: sa.annotations } : {};
+  return { ...m, labels: { ...(sa?.labels ?? {}), ...m.labels }, ...annotations };
+};
+
 export function renderServiceAccount(ad: AtlantisDeployment): V1ServiceAccount {
-  return { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(ad, serverAccountName(requireName(ad).name)) };
+  return { apiVersion: 'v1', kind: 'ServiceAccount', metadata: accountMeta(ad, serverAccountName(requireName(ad).name)) };
 }
 
 /** The instance-wide Role: `ordinals` from serverAccess, or the pods' names (accessPodNames) when given. */
@@ -67,7 +78,7 @@ export function renderRoleBinding(ad: AtlantisDeployment): V1RoleBinding {
 }
 
 export function renderPodServiceAccount(ad: AtlantisDeployment, ordinal: number): V1ServiceAccount {
-  return { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(ad, podAccountName(requireName(ad).name, ordinal)) };
+  return { apiVersion: 'v1', kind: 'ServiceAccount', metadata: accountMeta(ad, podAccountName(requireName(ad).name, ordinal)) };
 }
 
 /** The ordinal's Role: its own Pod(s), by name (accessPodNames), nothing else. */

@@ -11,6 +11,8 @@
 //   D = G - I - M,  M = 10         everything left goes to letting operations finish
 //
 // G >= 30 (MIN_GRACE_SECONDS, enforced by a CEL rule in the CRD) keeps I >= 10 and D >= 10.
+// A preStop `sleep` hook of S seconds runs before the SIGTERM: D = G - I - M - S (the CRD keeps
+// that at 10 or more).
 // The controller's own drain (the annotation) has no server-side deadline: this budget only
 // matters once the pod is deleted (after a drain, on Interrupt, or by anyone else: node
 // drain, eviction, kubectl delete).
@@ -28,10 +30,11 @@ export interface DrainTiming {
   marginSeconds: number;
 }
 
-export function drainTiming(terminationGracePeriodSeconds: number): DrainTiming {
+export function drainTiming(terminationGracePeriodSeconds: number, preStopSleepSeconds = 0): DrainTiming {
   const g = Math.max(Math.floor(terminationGracePeriodSeconds), MIN_GRACE_SECONDS);
   const interruptGraceSeconds = Math.min(MAX_INTERRUPT_GRACE_SECONDS, Math.floor(g / 3));
-  const drainTimeoutSeconds = g - interruptGraceSeconds - SHUTDOWN_MARGIN_SECONDS;
+  // At least 10 s even if an object the CRD would refuse asks for more sleep.
+  const drainTimeoutSeconds = Math.max(10, g - interruptGraceSeconds - SHUTDOWN_MARGIN_SECONDS - Math.floor(preStopSleepSeconds));
   return { terminationGracePeriodSeconds: g, drainTimeoutSeconds, interruptGraceSeconds, marginSeconds: SHUTDOWN_MARGIN_SECONDS };
 }
 

@@ -7,7 +7,7 @@
 // forks are cheaper, and they touch nothing of the server's memory. Signals are sent by the
 // server itself (it knows the pids).
 import { writeFileSync } from 'node:fs';
-import { setPriority } from 'node:os';
+import { getPriority, setPriority } from 'node:os';
 import { makeNonDumpable } from '../secrets/non-dumpable.js';
 import type { FromWorker, SpawnExit, SpawnSpec, ToWorker } from './process-host-protocol.js';
 
@@ -20,8 +20,14 @@ const post = (m: FromWorker, then?: () => void): void => void send(m, undefined,
 // Nicing only the children is not enough: the forks themselves would still compete with it.
 // Set before anything else loads: the server forks this process on its first command, often
 // in the middle of a burst of webhooks, and loading modules is most of what it does at start.
+// Only ever lowered: a container may start at a higher nice already (a niced runtime), and an
+// unprivileged process may not raise its priority again (EACCES would end this worker).
 const NICE = 10;
-setPriority(NICE);
+try {
+  if (getPriority() < NICE) setPriority(NICE);
+} catch {
+  // keeps the priority it has
+}
 // The spawn requests hold git's token (in git's environment): like the server, this process
 // is made non-dumpable so that terraform cannot read its memory (secrets/non-dumpable.ts).
 // Its environment is already clean. Best effort: the server has said at start if it cannot.

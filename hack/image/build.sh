@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# make image: builds the repository's Dockerfile, unchanged, with buildah into local container
+# storage (where podman runs it) as localhost/atlantis-operator:<package.json version>
+# (override with IMAGE=...). Cached: the image carries a label with a hash of its inputs (the
+# files the Dockerfile copies, the Dockerfile, the base image's ID, terraform's version and
+# checksum), and an image whose label matches is not built again.
+#
+# This machine reaches no registry and no terraform release host, so by default:
+#   - the base image (the Dockerfile's BASE_IMAGE) is built from Debian packages when it is not
+#     in local storage (hack/image/base.sh; IMAGE_BASE=pull pulls it instead);
+#   - terraform comes from a mirror on 127.0.0.1 serving the terraform installed here as a
+#     release zip with its SHA256SUMS, signed by a key made for this mirror, whose URL and
+#     fingerprint are passed as build arguments: the Dockerfile checks the signature and the
+#     checksum exactly as it does for HashiCorp's release. TERRAFORM_RELEASES_URL (and
+#     TERRAFORM_PGP_KEY_URL, TERRAFORM_PGP_FINGERPRINT where the mirror re-signs) point the
+#     build at a mirror of your own instead.
+# Builds use the host's network (apt and npm inside the build reach their registries, and the
+# mirror is on the host's loopback) and ulimits this machine kind allows (see README.md).
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$repo"
+
+fail() {
+  echo "image: FAILED: $*" >&2
+  exit 1
+}
+
+bash hack/deps/containers.sh
+command -v flock >/dev/null || fail "flock (util-linux) is missing"
+
+version="$(node -p 'require("./package.json").version')"
+image="${IMAGE:-localhost/atlantis-operator:$version}"
+cache="${ATLANTIS_IMAGE_CACHE:-$HOME/.cache/atlantis-operator/image}"
+mkdir -p "$cache"
+# One build at a time on this machine (test files and make targets may ask at once).
+exec 9>"$cache/.lock"
+flock 9
+
+arg_default() { awk -F= -v a="$1" '$1 == "ARG " a { print $2; exit }' Dockerfile; }
+base="$(arg_default BASE_IMAGE)"
+[[ -n "$base" ]] || fail "no ARG BASE_IMAGE=... default in the Dockerfile"
+bash hack/image/base.sh "$base"
+base_id="$(podman image inspect --format '{{.Id}}' "$base")" || fail "cannot inspect the base image $base"
+
+tf_version="$(arg_default TERRAFORM_VERSION)"
+build_args=()
+if [[ -n "${TERRAFORM_RELEASES_URL:-}" ]]; then
+  tf_input="url=$TERRAFORM_RELEASES_URL key=${TERRAFORM_PGP_KEY_URL:-} fpr=${TERRAFORM_PGP_FINGERPRINT:-}"
+  build_args+=(--build-arg "TERRAFORM_RELEASES_URL=$TERRAFORM_RELEASES_URL")
+  [[ -z "${TERRAFORM_PGP_KEY_URL:-}" ]] || build_args+=(--build-arg "TERRAFORM_PGP_KEY_URL=$TERRAFORM_PGP_KEY_URL")
+  [[ -z "${TERRAFORM_PGP_FINGERPRINT:-}" ]] || build_args+=(--build-arg "TERRAFORM_PGP_FINGERPRINT=$TERRAFORM_PGP_FINGERPRINT")
+else
+  tf_bin="$(command -v terraform)" || fail "no terraform on PATH to serve as the image's terraform mirror"
+  have="$("$tf_bin" version -json 2>/dev/null | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).terraform_version))')"
+  if [[ "$have" != "$tf_version" ]]; then
+    echo "image: note: the Dockerfile pins terraform $tf_version; this build mirrors the installed $have" >&2
+    tf_version="$have"
+    build_args+=(--build-arg "TERRAFORM_VERSION=$tf_version")
+  fi
+  tf_sum="$(sha256sum "$tf_bin" | cut -c1-64)"
+  tf_input="mirror=$tf_version sha256=$tf_sum"
+  mirror="$cache/terraform-mirror/${tf_version}-${tf_sum:0:12}"
+  if [[ ! -s "$mirror/pgp-key.txt" ]]; then
+    # A release laid out as HashiCorp's: <v>/terraform_<v>_linux_<arch>.zip, _SHA256SUMS and its
+    # detached signature; the signing key is this mirror's own, kept with it (stable build args).
+    rm -rf "$mirror" && mkdir -p "$mirror/terraform/$tf_version"
+    rel="$mirror/terraform/$tf_version"
+    stage="$(mktemp -d)"
+    cp "$tf_bin" "$stage/terraform" && touch -d @0 "$stage/terraform"
+    (cd "$stage" && zip -q -X "$rel/terraform_${tf_version}_linux_amd64.zip" terraform)
+    (cd "$rel" && sha256sum "terraform_${tf_version}_linux_amd64.zip" >"terraform_${tf_version}_SHA256SUMS")
+    export GNUPGHOME="$stage/gnupg"
+    mkdir -m 0700 "$GNUPGHOME"
+    gpg --batch --quiet --passphrase '' --quick-gen-key 'atlantis-operator local terraform mirror' ed25519 sign never
+    gpg --batch --quiet --detach-sign -o "$rel/terraform_${tf_version}_SHA256SUMS.sig" "$rel/terraform_${tf_version}_SHA256SUMS"
+    gpg --batch --armor --export >"$mirror/pgp-key.txt.tmp"
+    gpg --batch --with-colons --list-keys | awk -F: '$1 == "fpr" { print $10; exit }' >"$mirror/fingerprint"
+    unset GNUPGHOME
+    rm -rf "$stage"
+    mv "$mirror/pgp-key.txt.tmp" "$mirror/pgp-key.txt"
+  fi
+fi
+
+# The inputs: every file the Dockerfile copies (.dockerignore's allowlist), the Dockerfile, the
+# base image and terraform.
+inputs="$( {
+  echo "image=$image base=$base_id terraform=$tf_input"
+  sha256sum Dockerfile .dockerignore package.json package-lock.json tsconfig.json hack/bundle.mjs hack/image/runtime-tree.mjs
+  find src -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+} | sha256sum | cut -c1-32)"
+have_inputs="$(podman image inspect --format '{{index .Labels "dev.atlantis-operator.inputs"}}' "$image" 2>/dev/null || true)"
+if [[ "$have_inputs" == "$inputs" ]]; then
+  echo "image: $image is up to date (inputs $inputs)"
+  exit 0
+fi
+
+mirror_pid=
+cleanup() { if [[ -n "$mirror_pid" ]]; then kill "$mirror_pid" 2>/dev/null || true; fi; }
+trap cleanup EXIT
+if [[ -n "${mirror:-}" ]]; then
+  url_file="$(mktemp)"
+  node hack/image/mirror.mjs "$mirror" >"$url_file" &
+  mirror_pid=$!
+  for _ in $(seq 100); do [[ -s "$url_file" ]] && break; sleep 0.1; done
+  url="$(head -1 "$url_file")"
+  rm -f "$url_file"
+  [[ "$url" == http://127.0.0.1:* ]] || fail "the terraform mirror did not start"
+  build_args+=(
+    --build-arg "TERRAFORM_RELEASES_URL=$url/terraform"
+    --build-arg "TERRAFORM_PGP_KEY_URL=$url/pgp-key.txt"
+    --build-arg "TERRAFORM_PGP_FINGERPRINT=$(cat "$mirror/fingerprint")"
+  )
+fi
+
+# A proxy CA this machine's own downloads trust (NODE_EXTRA_CA_CERTS) goes to the build as the
+# Dockerfile's `extra_ca` secret: the build's npm and curl use it, no layer keeps it.
+extra_ca="${IMAGE_EXTRA_CA:-${NODE_EXTRA_CA_CERTS:-}}"
+if [[ -n "$extra_ca" && -s "$extra_ca" ]]; then build_args+=(--secret "id=extra_ca,src=$extra_ca"); fi
+
+echo "image: building $image (inputs $inputs)"
+start=$(date +%s)
+nice buildah bud --layers --network host \
+  --ulimit nofile=16384:16384 --ulimit nproc=8192:8192 \
+  "${build_args[@]}" \
+  --label "dev.atlantis-operator.inputs=$inputs" \
+  --label "org.opencontainers.image.version=$version" \
+  -t "$image" -f Dockerfile . || fail "buildah bud failed (see its output above)"
+size="$(podman image inspect --format '{{.Size}}' "$image")"
+echo "image: built $image in $(($(date +%s) - start)) s, $((size / 1024 / 1024)) MiB"
