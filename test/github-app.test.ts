@@ -24,7 +24,8 @@ import {
 import { GitHubApiError, GitHubClient } from '../src/server/vcs/github/client.js';
 import { parseRepoAllowlist } from '../src/server/vcs/repo-allowlist.js';
 import { type DecisionOptions, decideWebhook } from '../src/server/workflow/intake/webhook-decision.js';
-import { GitHubStandin, issueCommentPayload } from './support/github-standin.js';
+import { githubWebhooks } from '../src/server/vcs/github/webhooks.js';
+import { GitHubStandin, githubDelivery, issueCommentPayload } from './support/github-standin.js';
 import { JWT_EXPIRED, JWT_TOO_LONG, JWT_UNDECODABLE, StandinApp } from './support/github-standin-app.js';
 
 const { privateKeyPem, publicKey } = StandinApp.keyPair();
@@ -134,10 +135,10 @@ describe("the App's own comments and its name in comments (decideWebhook)", () =
   // As Atlantis with an App: its GitHub user is empty, so `@<name>` is no executable name;
   // the bot's comments (author `<slug>[bot]`) are the server's own.
   const options: DecisionOptions = {
-    webhookSecret: undefined,
+    webhooks: githubWebhooks({ secret: undefined }),
     allowlist: parseRepoAllowlist('github.com/acme/*'),
-    ghHostname: 'github.com',
-    ghUser: '',
+    hostname: 'github.com',
+    user: '',
     botLogin: 'atl-bot[bot]',
     executableName: 'atlantis',
     allowCommands: ['plan', 'apply', 'unlock', 'version'],
@@ -148,12 +149,12 @@ describe("the App's own comments and its name in comments (decideWebhook)", () =
   };
   const decide = (body: string, user: string, o: Partial<DecisionOptions> = {}) => {
     const d = decideWebhook(
-      {
+      githubDelivery({
         event: 'issue_comment',
         signature: undefined,
         deliveryId: crypto.randomUUID(),
         rawBody: Buffer.from(JSON.stringify(issueCommentPayload({ repo: 'acme/infra', number: 3, body, user }))),
-      },
+      }),
       { ...options, ...o },
     );
     return d.kind === 'respond' ? d.body : d.kind;
@@ -169,7 +170,7 @@ describe("the App's own comments and its name in comments (decideWebhook)", () =
       'with a token user, its comments are still ours',
       'atlantis plan',
       'atlantis-bot',
-      { ghUser: 'atlantis-bot', botLogin: undefined },
+      { user: 'atlantis-bot', botLogin: undefined },
       'Ignoring comment from our own user',
     ],
   ];

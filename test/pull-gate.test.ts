@@ -9,7 +9,8 @@ import { CLOSED_PR_COMMENT, FORK_PR_COMMENT } from '../src/server/workflow/pr/me
 import { type PullFacts, gatePull } from '../src/server/workflow/commands/pull-gate.js';
 import { type DecisionOptions, type WebhookDecision, decideWebhook } from '../src/server/workflow/intake/webhook-decision.js';
 import { parseRepoAllowlist } from '../src/server/vcs/repo-allowlist.js';
-import { type PullRequestPayloadOptions, pullRequestPayload } from './support/github-standin.js';
+import { type PullRequestPayloadOptions, githubDelivery, pullRequestPayload } from './support/github-standin.js';
+import { githubWebhooks } from '../src/server/vcs/github/webhooks.js';
 
 const OPEN: PullFacts = { state: 'open', headRepo: 'acme/infra', baseRepo: 'acme/infra' };
 const FORK: PullFacts = { state: 'open', headRepo: 'mallory/infra', baseRepo: 'acme/infra' };
@@ -73,10 +74,10 @@ describe('gatePull', () => {
 
 describe('decideWebhook on pull_request events from forks', () => {
   const options = (o: Partial<DecisionOptions> = {}): DecisionOptions => ({
-    webhookSecret: undefined,
+    webhooks: githubWebhooks({ secret: undefined }),
     allowlist: parseRepoAllowlist('github.com/acme/*'),
-    ghHostname: 'github.com',
-    ghUser: 'atlantis-bot',
+    hostname: 'github.com',
+    user: 'atlantis-bot',
     executableName: 'atlantis',
     allowCommands: ['plan', 'apply', 'unlock', 'version'],
     blockedExtraArgs: [],
@@ -87,14 +88,14 @@ describe('decideWebhook on pull_request events from forks', () => {
   });
   const decide = (p: Partial<PullRequestPayloadOptions>, o: Partial<DecisionOptions> = {}): WebhookDecision =>
     decideWebhook(
-      {
+      githubDelivery({
         event: 'pull_request',
         signature: undefined,
         deliveryId: crypto.randomUUID(),
         rawBody: Buffer.from(
           JSON.stringify(pullRequestPayload({ repo: 'acme/infra', action: 'opened', number: 7, headSha: 'a'.repeat(40), ...p })),
         ),
-      },
+      }),
       options(o),
     );
   type Want = 'autoplan' | 'refuse fork (comment)' | 'refuse fork (silent)' | 'close' | 'ignore';

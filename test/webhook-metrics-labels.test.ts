@@ -3,7 +3,7 @@
 // grow the metrics without bound.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { WEBHOOK_EVENT_LABELS, webhookEventLabel } from '../src/server/metrics.js';
+import { WEBHOOK_EVENT_LABELS, webhookEventLabel } from '../src/server/vcs/github/webhooks.js';
 import { workflowPlugin } from '../src/server/workflow/index.js';
 import { sendWebhook } from './support/github-standin.js';
 import { type TestServer, startTestServer } from './support/server.js';

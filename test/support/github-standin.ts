@@ -22,6 +22,7 @@ export {
   type RepoPayloadOptions,
   type SendWebhookOptions,
   type WebhookResponse,
+  githubDelivery,
   issueCommentPayload,
   pullRequestPayload,
   sendWebhook,

@@ -81,14 +81,29 @@ export interface WebhookRequest {
   forwardAuth?: string;
 }
 
+/** What a host reads of a delivery: its headers and its body. */
+export type WebhookDelivery = Pick<WebhookRequest, 'headers' | 'rawBody'>;
+
 /** What a webhook is, once authenticated; the host words its own answers to what it will not take. */
 export type VcsEvent =
   /** A pull request opened, updated (new commits, out of draft) or closed. `autoplan`: opened or updated, and not a draft. */
-  | { kind: 'pull'; action: 'opened' | 'updated' | 'closed'; pull: PullRequest; autoplan: boolean }
+  | {
+      kind: 'pull';
+      action: 'opened' | 'updated' | 'closed';
+      /** A webhook gives both clone URLs (the head's is the base's when the head is not a fork). */
+      pull: PullRequest & Required<Pick<PullRequest, 'headCloneUrl' | 'baseCloneUrl'>>;
+      autoplan: boolean;
+    }
   /** A new comment on a pull request. `cloneUrl`: the base repository's. */
   | { kind: 'comment'; repo: string; pull: number; cloneUrl: string; commentId: number; body: string; author: string }
   /** Nothing to run: an event the server does not act on (200), or a body it cannot read (400), in the host's words. */
-  | { kind: 'answer'; status: number; body: string };
+  | ({ kind: 'answer' } & WebhookAnswer);
+
+/** An answer to a webhook, in the host's words (a refusal, or an event the server does not act on). */
+export interface WebhookAnswer {
+  status: number;
+  body: string;
+}
 
 /** A host's webhooks: which headers matter, how they authenticate, what they mean. */
 export interface VcsWebhooks {
@@ -100,22 +115,20 @@ export interface VcsWebhooks {
   readonly headerNames: readonly string[];
   eventName(headers: WebhookRequest['headers']): string | undefined;
   deliveryId(headers: WebhookRequest['headers']): string | undefined;
-  /** atlantis_webhooks_total's `event` label: a known event name, `unknown` when absent, else `other` (bounded, unauthenticated). */
+  /** atlantis_webhooks_total's `event` label: a known event name, `unknown` when absent, else `other` (bounded: it is read unauthenticated). */
   eventLabel(headers: WebhookRequest['headers']): string;
   /**
-   * With a webhook secret: whether the headers can authenticate at all, decided before the body
-   * is read (a request that cannot is answered 401 `unauthorizedText` at once). Undefined
-   * without a secret: every delivery is read, and authentic.
+   * With a webhook secret: the refusal of a delivery whose headers cannot authenticate at all,
+   * decided before its body is read (http/webhook-intake.ts); undefined when they may. Absent
+   * without a secret.
    */
-  readonly plausible: ((headers: WebhookRequest['headers']) => boolean) | undefined;
-  /** The answer (401) to a delivery that does not authenticate. */
-  readonly unauthorizedText: string;
-  /** Whether the delivery authenticates (always, without a secret). */
-  authentic(req: WebhookRequest): boolean;
-  /** The delivery as an event (after `authentic`). Never throws. */
-  parse(req: WebhookRequest): VcsEvent;
+  refuseBeforeBody?(headers: WebhookRequest['headers']): WebhookAnswer | undefined;
+  /** The refusal of a delivery that does not authenticate (wrong signature or token); undefined when it does, or without a secret. */
+  authenticate(req: WebhookDelivery): WebhookAnswer | undefined;
+  /** The delivery as an event (after `authenticate`). Never throws. */
+  parse(req: WebhookDelivery): VcsEvent;
   /** Atlantis's own series for an authentic delivery answered `status` (GitHub's atlantis_github_event_*), where Atlantis has them. */
-  tally?(req: WebhookRequest, status: number): void;
+  tally?(req: WebhookDelivery, status: number): void;
 }
 
 /** What the workflow needs from a code host. */
@@ -160,8 +173,8 @@ export interface VcsHost {
   /** Whether an error of a call says the thing asked for does not exist (a 404). */
   isNotFound(e: unknown): boolean;
   // Capabilities: absent, the workflow does without.
-  /** Reacts to a comment (--emoji-reaction). */
-  react?(repo: string, commentId: number, reaction: string): Promise<void>;
+  /** Reacts to a comment of the pull request (--emoji-reaction). */
+  react?(repo: string, pull: number, commentId: number, reaction: string): Promise<void>;
   /** Hides an earlier comment (--hide-prev-plan-comments), as the host allows it. */
   hideComment?(repo: string, pull: number, c: HostComment): Promise<void>;
   /** The user's teams (GitHub) or groups, for the team allowlist; absent: the user is in none. */

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { VERSION } from '../../version.js';
-import { countWebhook, since } from '../atlantis-metrics.js';
+import { since } from '../atlantis-metrics.js';
 import { importAtStart, postImportNotices } from '../locks/bolt-import.js';
 import { openStateStore } from '../locks/open-store.js';
 import type { DeliveryAcceptance, StateStore } from '../locks/state-store.js';
@@ -18,10 +18,9 @@ import { openReplication } from '../replicas/router.js';
 import type { AtlantisServer } from '../server.js';
 import { GitCredsForInit } from '../terraform/git-creds.js';
 import { TerraformBinaries } from '../terraform/tf-install.js';
-import type { WebhookRequest, WebhookResponse } from '../http/app.js';
+import type { WebhookResponse } from '../http/app.js';
 import { githubHost } from '../vcs/github/host.js';
-import type { PullRequest } from '../vcs/host.js';
-import { verifySignature } from '../vcs/github/webhook.js';
+import type { PullRequest, WebhookRequest } from '../vcs/host.js';
 import { CommandRunner } from './commands/command-runner.js';
 import type { PullContext } from './commands/context.js';
 import { WorkflowHooks } from './commands/hooks.js';
@@ -140,10 +139,10 @@ export function workflowPlugin(server: AtlantisServer) {
     }),
   });
   const decisionOptions = {
-    webhookSecret: cfg.insecureNoWebhookSecret && !cfg.ghWebhookSecret ? undefined : cfg.ghWebhookSecret,
+    webhooks: host.webhooks,
     allowlist,
-    ghHostname: cfg.ghHostname,
-    ghUser: cfg.ghUser,
+    hostname: host.hostname,
+    user: host.user,
     botLogin: undefined as string | undefined,
     executableName: cfg.executableName,
     allowCommands: cfg.allowCommands,
@@ -396,7 +395,7 @@ export function workflowPlugin(server: AtlantisServer) {
         if (host.react && cfg.emojiReaction !== '' && d.commentId !== undefined)
           server.trackBackground(
             host
-              .react(d.repo, d.commentId, cfg.emojiReaction)
+              .react(d.repo, d.pull, d.commentId, cfg.emojiReaction)
               .catch((e: unknown) => log.warn('Failed to react to comment', { repo: d.repo, pull: d.pull, error: (e as Error).message })),
           );
         server.trackBackground(comment(d.repo, d.pull, d.body));
@@ -440,6 +439,7 @@ export function workflowPlugin(server: AtlantisServer) {
     logger: log,
     metrics: server.metrics,
     isDraining: () => server.tracker.isShuttingDown,
+    headerNames: host.webhooks.headerNames,
     // A replica died without leaving, and this one won the claim: its journal is ours to finish.
     onReplicaGone: async (gone) => {
       log.warn('A replica stopped heartbeating: taking over its interrupted jobs and accepted commands', { replica: gone.id });
@@ -458,13 +458,11 @@ export function workflowPlugin(server: AtlantisServer) {
   }
 
   return {
-    // Counted under Atlantis's names by the replica GitHub sent it to, not again by the one it was handed to.
+    webhooks: host.webhooks,
+    // Counted under Atlantis's names by the replica the host sent it to, not again by the one it was handed to.
     onWebhook: async (req: WebhookRequest): Promise<WebhookResponse> => {
       const res = await router.receive(req, onWebhook);
-      if (req.forwardedBy === undefined)
-        countWebhook(server.metrics.atlantis, req, res.status, (raw, sig) =>
-          cfg.ghWebhookSecret === undefined ? true : verifySignature(cfg.ghWebhookSecret, raw, sig),
-        );
+      if (req.forwardedBy === undefined) host.webhooks.tally?.(req, res.status);
       return res;
     },
     storeHealthy: async () => {

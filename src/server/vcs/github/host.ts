@@ -109,7 +109,7 @@ export function githubHost(s: GitHubSettings, o: GitHubHostOptions): VcsHost {
     labels: (repo, pull) => gh.listPullLabels(repo, pull),
     merge: (repo, pull, m) => mergePull(gh, log, repo, pull, m),
     isNotFound: (e) => e instanceof GitHubApiError && e.status === 404,
-    react: (repo, commentId, reaction) => gh.addReaction(repo, commentId, reaction as ReactionContent),
+    react: (repo, _pull, commentId, reaction) => gh.addReaction(repo, commentId, reaction as ReactionContent),
     hideComment: (_repo, _pull, c) => gh.minimizeComment(c.id, 'OUTDATED'),
     // Teams of the repository's organisation (the owner of `owner/name`).
     userTeams: (repo, user) => gh.listUserTeams(repo.split('/')[0]!, user),

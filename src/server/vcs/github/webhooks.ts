@@ -2,7 +2,7 @@
 // reads, the signature (X-Hub-Signature-256), GitHub's events turned into the workflow's, and
 // Atlantis's atlantis_github_event_* series. The parsing itself is webhook.ts.
 import { type AtlantisMetrics, countWebhook } from '../../atlantis-metrics.js';
-import type { PullRequest, VcsEvent, VcsWebhooks, WebhookRequest } from '../host.js';
+import type { PullRequest, VcsEvent, VcsWebhooks, WebhookAnswer, WebhookDelivery, WebhookRequest } from '../host.js';
 import { BAD_SIGNATURE_TEXT, type PullRequestEvent, isWellFormedSignature, parseWebhook, verifySignature } from './webhook.js';
 
 export const EVENT_HEADER = 'x-github-event';
@@ -24,7 +24,7 @@ export function webhookEventLabel(header: string | undefined): string {
 }
 
 /** The pull request of a pull_request event, as the workflow reads it. */
-function pullOf(ev: PullRequestEvent): PullRequest {
+function pullOf(ev: PullRequestEvent): PullRequest & Required<Pick<PullRequest, 'headCloneUrl' | 'baseCloneUrl'>> {
   const pr = ev.pull_request;
   const repo = ev.repository.full_name;
   return {
@@ -45,17 +45,20 @@ function pullOf(ev: PullRequestEvent): PullRequest {
 /** GitHub's webhooks signed with `secret` (undefined: --insecure-no-webhook-secret, nothing is checked). */
 export function githubWebhooks(o: { secret: string | undefined; metrics?: AtlantisMetrics }): VcsWebhooks {
   const { secret } = o;
-  const authentic = (req: WebhookRequest): boolean =>
+  const authentic = (req: WebhookDelivery): boolean =>
     secret === undefined || verifySignature(secret, req.rawBody, req.headers[SIGNATURE_HEADER]);
+  const unauthorized: WebhookAnswer = { status: 401, body: BAD_SIGNATURE_TEXT };
   return {
     // In this order: the forward's proof covers the event, the delivery and the signature (forward-auth.ts).
     headerNames: [EVENT_HEADER, DELIVERY_HEADER, SIGNATURE_HEADER],
     eventName: (h) => h[EVENT_HEADER],
     deliveryId: (h) => h[DELIVERY_HEADER],
     eventLabel: (h) => webhookEventLabel(h[EVENT_HEADER]),
-    plausible: secret === undefined ? undefined : (h) => isWellFormedSignature(h[SIGNATURE_HEADER]),
-    unauthorizedText: BAD_SIGNATURE_TEXT,
-    authentic,
+    // Without a well-formed signature a delivery can only be refused: its body is not read.
+    ...(secret === undefined
+      ? {}
+      : { refuseBeforeBody: (h: WebhookRequest['headers']) => (isWellFormedSignature(h[SIGNATURE_HEADER]) ? undefined : unauthorized) }),
+    authenticate: (req) => (authentic(req) ? undefined : unauthorized),
     parse(req): VcsEvent {
       const event = req.headers[EVENT_HEADER];
       if (!event) return { kind: 'answer', status: 400, body: 'missing X-GitHub-Event header' };

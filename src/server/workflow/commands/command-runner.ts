@@ -41,7 +41,7 @@ export class CommandRunner {
     const react = this.d.host.react?.bind(this.d.host);
     const reaction =
       react && req.kind === 'comment' && req.commentId !== undefined && emoji !== ''
-        ? react(req.ctx.repo, req.commentId, emoji).catch((e: unknown) =>
+        ? react(req.ctx.repo, req.ctx.pull, req.commentId, emoji).catch((e: unknown) =>
             log.warn('Failed to react to comment', { error: (e as Error).message }),
           )
         : Promise.resolve();

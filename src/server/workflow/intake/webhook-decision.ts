@@ -1,11 +1,11 @@
-// What to do with one webhook request, decided without I/O: authenticate, parse, check the
-// allowlist, parse the comment. The events handler carries the decision out.
+// What to do with one webhook request, decided without I/O: authenticate and parse it (the
+// host's part, vcs/host.ts), check the allowlist, parse the comment. The events handler carries the decision out.
 import type { ParsedCommand } from '../comment-parser/index.js';
 import { parseComment } from '../comment-parser/index.js';
 import type { PullContext } from '../commands/context.js';
+import type { VcsWebhooks, WebhookDelivery } from '../../vcs/host.js';
 import type { RepoAllowlist } from '../../vcs/repo-allowlist.js';
-import { BAD_SIGNATURE_TEXT, type PullRequestEvent, parseWebhook, verifySignature } from '../../vcs/github/webhook.js';
-import { type PullFacts, type PullRefusal, gatePull } from '../commands/pull-gate.js';
+import { type PullRefusal, gatePull } from '../commands/pull-gate.js';
 
 /** A unit of work that becomes one operation (and can be queued during a drain). */
 export type WorkItem =
@@ -32,11 +32,14 @@ export type WebhookDecision =
   | { kind: 'refuse'; repo: string; pull: number; gate: PullRefusal; status: number; body: string };
 
 export interface DecisionOptions {
-  webhookSecret: string | undefined;
+  /** The host's webhooks (vcs/host.ts): how a delivery authenticates and what it means. */
+  webhooks: Pick<VcsWebhooks, 'authenticate' | 'parse'>;
   allowlist: RepoAllowlist;
-  ghHostname: string;
-  ghUser: string;
-  /** Login of the server's own comments when it is not ghUser: a GitHub App's `<slug>[bot]`. */
+  /** The host's name in --repo-allowlist (vcs/host.ts). */
+  hostname: string;
+  /** The user the server acts as (`@user` starts a command); '' when none. */
+  user: string;
+  /** Login of the server's own comments when it is not `user`: a GitHub App's `<slug>[bot]`. */
   botLogin?: string | undefined;
   executableName: string;
   allowCommands: readonly string[];
@@ -46,35 +49,25 @@ export interface DecisionOptions {
   silenceForkPrErrors: boolean;
 }
 
-export interface IncomingWebhook {
-  event: string | undefined;
-  signature: string | undefined;
-  deliveryId: string | undefined;
-  rawBody: Buffer;
-}
-
-export function decideWebhook(req: IncomingWebhook, o: DecisionOptions): WebhookDecision {
-  if (o.webhookSecret !== undefined && !verifySignature(o.webhookSecret, req.rawBody, req.signature)) {
-    return { kind: 'respond', status: 401, body: BAD_SIGNATURE_TEXT };
+export function decideWebhook(req: WebhookDelivery, o: DecisionOptions): WebhookDecision {
+  const refused = o.webhooks.authenticate(req);
+  if (refused) return { kind: 'respond', ...refused };
+  const ev = o.webhooks.parse(req);
+  if (ev.kind === 'answer') return { kind: 'respond', status: ev.status, body: ev.body };
+  const repo = ev.kind === 'pull' ? ev.pull.repo : ev.repo;
+  if (!o.allowlist.isAllowed(repo, o.hostname)) {
+    return { kind: 'respond', status: 403, body: `Repo not allowlisted: ${o.hostname}/${repo}` };
   }
-  if (!req.event) return { kind: 'respond', status: 400, body: 'missing X-GitHub-Event header' };
-  const ev = parseWebhook(req.event, req.rawBody, req.deliveryId);
-  if (ev.kind === 'malformed') return { kind: 'respond', status: 400, body: `Failed parsing webhook: ${ev.error}` };
-  if (ev.kind === 'ignored') return { kind: 'respond', status: 200, body: `Ignoring ${ev.event} event: ${ev.reason}` };
-  const repo = ev.repository.full_name;
-  if (!o.allowlist.isAllowed(repo, o.ghHostname)) {
-    return { kind: 'respond', status: 403, body: `Repo not allowlisted: ${o.ghHostname}/${repo}` };
-  }
-  if (ev.kind === 'pull_request') {
-    const pr = ev.pull_request;
-    if (ev.action === 'closed') return { kind: 'close', repo, pull: ev.number };
+  if (ev.kind === 'pull') {
+    const pr = ev.pull;
+    if (ev.action === 'closed') return { kind: 'close', repo, pull: pr.number };
     if (!ev.autoplan) return { kind: 'respond', status: 200, body: 'Ignoring draft pull request' };
     // Before --disable-autoplan, as Atlantis: a fork PR gets its reply even then.
-    const gate = gatePull(pullFactsOf(ev), 'autoplan', o);
+    const gate = gatePull({ state: pr.state, headRepo: pr.headRepo, baseRepo: pr.baseRepo }, 'autoplan', o);
     if (gate.kind === 'refuse') {
       const body =
         gate.reason === 'fork' ? 'Ignoring pull request from a fork: --allow-fork-prs is not set' : 'Ignoring closed pull request';
-      return { kind: 'refuse', repo, pull: ev.number, gate, status: 200, body };
+      return { kind: 'refuse', repo, pull: pr.number, gate, status: 200, body };
     }
     if (o.disableAutoplan) return { kind: 'respond', status: 200, body: 'Ignoring: autoplan is disabled' };
     return {
@@ -83,28 +76,28 @@ export function decideWebhook(req: IncomingWebhook, o: DecisionOptions): Webhook
         kind: 'autoplan',
         ctx: {
           repo,
-          pull: ev.number,
-          user: pr.user.login,
-          cloneUrl: pr.head.repo?.clone_url ?? ev.repository.clone_url,
-          baseCloneUrl: ev.repository.clone_url,
-          headSha: pr.head.sha,
-          headRef: pr.head.ref,
-          baseRef: pr.base.ref,
-          author: pr.user.login,
-          headRepo: pr.head.repo?.full_name ?? repo,
+          pull: pr.number,
+          user: pr.author,
+          cloneUrl: pr.headCloneUrl,
+          baseCloneUrl: pr.baseCloneUrl,
+          headSha: pr.headSha,
+          headRef: pr.headRef,
+          baseRef: pr.baseRef,
+          author: pr.author,
+          headRepo: pr.headRepo ?? repo,
         },
       },
     };
   }
-  // issue_comment on a pull request
-  const parsed = parseComment(ev.comment.body, {
+  // A comment on a pull request
+  const parsed = parseComment(ev.body, {
     executableName: o.executableName,
-    ghUser: o.ghUser,
+    ghUser: o.user,
     allowCommands: o.allowCommands,
     blockedExtraArgs: o.blockedExtraArgs,
   });
-  const ownLogin = o.botLogin ?? o.ghUser;
-  if (ownLogin !== '' && ev.comment.user.login.toLowerCase() === ownLogin.toLowerCase()) {
+  const ownLogin = o.botLogin ?? o.user;
+  if (ownLogin !== '' && ev.author.toLowerCase() === ownLogin.toLowerCase()) {
     return { kind: 'respond', status: 200, body: 'Ignoring comment from our own user' };
   }
   if (parsed.kind === 'ignore') return { kind: 'respond', status: 200, body: 'Ignoring non-command comment' };
@@ -116,7 +109,7 @@ export function decideWebhook(req: IncomingWebhook, o: DecisionOptions): Webhook
       body: parsed.body,
       status: 200,
       responseBody: parsed.error ? 'Commenting back on pull request: invalid command' : 'Commenting back on pull request',
-      commentId: ev.comment.id,
+      commentId: ev.commentId,
     };
   }
   return {
@@ -125,21 +118,11 @@ export function decideWebhook(req: IncomingWebhook, o: DecisionOptions): Webhook
       kind: 'comment',
       repo,
       pull: ev.pull,
-      user: ev.comment.user.login,
-      cloneUrl: ev.repository.clone_url,
+      user: ev.author,
+      cloneUrl: ev.cloneUrl,
       command: parsed.command,
-      commentId: ev.comment.id,
-      commandLine: ev.comment.body.trim(),
+      commentId: ev.commentId,
+      commandLine: ev.body.trim(),
     },
-  };
-}
-
-/** PullFacts of a pull_request event: the head and base repositories of its pull_request. */
-export function pullFactsOf(ev: PullRequestEvent): PullFacts {
-  const pr = ev.pull_request;
-  return {
-    state: pr.state,
-    headRepo: pr.head.repo ? pr.head.repo.full_name : null,
-    baseRepo: pr.base.repo ? pr.base.repo.full_name : ev.repository.full_name,
   };
 }
