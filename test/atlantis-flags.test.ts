@@ -203,12 +203,12 @@ describe('--disable-apply and --disable-autoplan', () => {
 
 describe('--gh-team-allowlist', () => {
   it("parses Atlantis's team:command format from env", () => {
-    assert.deepEqual(config([], { ATLANTIS_GH_TEAM_ALLOWLIST: 'dev:plan, ops:apply,devops:*' }).ghTeamAllowlist, [
+    assert.deepEqual(config([], { ATLANTIS_GH_TEAM_ALLOWLIST: 'dev:plan, ops:apply,devops:*' }).teamAllowlist, [
       { team: 'dev', command: 'plan' },
       { team: 'ops', command: 'apply' },
       { team: 'devops', command: '*' },
     ]);
-    assert.deepEqual(config([]).ghTeamAllowlist, []);
+    assert.deepEqual(config([]).teamAllowlist, []);
   });
   for (const bad of ['dev', 'dev:plan:x', ':plan', 'dev:', 'dev:destroy']) {
     it(`refuses "${bad}" at start`, () => {

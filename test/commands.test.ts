@@ -12,7 +12,7 @@ import {
 } from '../src/server/workflow/comment-parser/commands.js';
 import { parseComment } from '../src/server/workflow/comment-parser/index.js';
 import { CANCEL_COMMENT, approvePoliciesComment } from '../src/server/workflow/commands/comment-replies.js';
-import { configWithRequiredFlags } from './support/server-config.js';
+import { configWithRequiredFlags, githubOf } from './support/server-config.js';
 
 const config = configWithRequiredFlags('ato-commands-');
 
@@ -22,7 +22,7 @@ function commentOutcome(name: string, argv: string[]): 'runs' | 'unknown command
   const args = name === 'import' ? ' ADDR ID' : name === 'state' ? ' rm ADDR' : '';
   const r = parseComment(`atlantis ${name}${args}`, {
     executableName: c.executableName,
-    ghUser: c.ghUser,
+    ghUser: githubOf(c).user,
     allowCommands: c.allowCommands,
     blockedExtraArgs: c.blockedExtraArgs,
   });
@@ -80,7 +80,7 @@ describe('the command registry', () => {
     assert.deepEqual(p.flagWarnings, [
       '--allow-commands (ATLANTIS_ALLOW_COMMANDS) names policy_check, but this server ignores it: it is not a comment command',
     ]);
-    const r = parseComment('atlantis policy_check', { ghUser: p.ghUser, allowCommands: p.allowCommands });
+    const r = parseComment('atlantis policy_check', { ghUser: githubOf(p).user, allowCommands: p.allowCommands });
     assert.deepEqual(r, {
       kind: 'reply',
       error: true,
@@ -91,7 +91,7 @@ describe('the command registry', () => {
       message: 'invalid --allow-commands: unknown command name: destroy',
     });
     // Team rules may name any of them, as in Atlantis's own settings.
-    assert.deepEqual(config(['--gh-team-allowlist', 'ops:approve_policies,ops:cancel']).ghTeamAllowlist, [
+    assert.deepEqual(config(['--gh-team-allowlist', 'ops:approve_policies,ops:cancel']).teamAllowlist, [
       { team: 'ops', command: 'approve_policies' },
       { team: 'ops', command: 'cancel' },
     ]);

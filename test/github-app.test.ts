@@ -27,6 +27,7 @@ import { type DecisionOptions, decideWebhook } from '../src/server/workflow/inta
 import { githubWebhooks } from '../src/server/vcs/github/webhooks.js';
 import { GitHubStandin, githubDelivery, issueCommentPayload } from './support/github-standin.js';
 import { JWT_EXPIRED, JWT_TOO_LONG, JWT_UNDECODABLE, StandinApp } from './support/github-standin-app.js';
+import { githubOf } from './support/server-config.js';
 
 const { privateKeyPem, publicKey } = StandinApp.keyPair();
 const APP_ID = 4242;
@@ -187,13 +188,13 @@ describe('--gh-app-* flags', () => {
 
   it('--gh-app-id with --gh-app-key-file replaces --gh-user/--gh-token', () => {
     const c = config(['--gh-app-id', '4242', '--gh-app-key-file', keyFile, '--gh-app-slug', 'atl-bot']);
-    assert.deepEqual(c.ghApp, { appId: 4242, privateKeyPem, slug: 'atl-bot' });
-    assert.equal(c.ghUser, '', "Atlantis's GitHub user is empty with an App: `@user` is no executable name");
+    assert.deepEqual(githubOf(c).app, { appId: 4242, privateKeyPem, slug: 'atl-bot' });
+    assert.equal(githubOf(c).user, '', "Atlantis's GitHub user is empty with an App: `@user` is no executable name");
   });
 
   it('the same from ATLANTIS_* env, the key itself as ATLANTIS_GH_APP_KEY', () => {
     const c = config([], { ATLANTIS_GH_APP_ID: '7', ATLANTIS_GH_APP_KEY: privateKeyPem, ATLANTIS_GH_APP_INSTALLATION_ID: '99' });
-    assert.deepEqual(c.ghApp, { appId: 7, privateKeyPem, installationId: 99 });
+    assert.deepEqual(githubOf(c).app, { appId: 7, privateKeyPem, installationId: 99 });
   });
 
   it('the key is one of the server secrets (scrubbed, kept from children)', () => {
@@ -203,8 +204,8 @@ describe('--gh-app-* flags', () => {
 
   it('with --gh-user and a token too, the token is used and a warning says so (Atlantis uses the user silently)', () => {
     const c = config(['--gh-user', 'bot', '--gh-token', 'tok', '--gh-app-id', '1', '--gh-app-key-file', keyFile]);
-    assert.equal(c.ghApp, undefined);
-    assert.equal(c.ghToken(), 'tok');
+    assert.equal(githubOf(c).app, undefined);
+    assert.equal(githubOf(c).token(), 'tok');
     assert.ok(c.flagWarnings.some((w) => /--gh-app-id .* the token is used/.test(w)));
   });
 

@@ -17,7 +17,7 @@ export function apiRoutes(
     hostname: d.host.hostname,
     hostType: d.host.typeName,
     pullUrl: (repo, pull) => d.host.pullUrl(repo, pull),
-    teamRules: d.config.ghTeamAllowlist,
+    teamRules: d.config.teamAllowlist,
     logger: d.logger,
     startOperation: (info) => o.server.startOperation(info),
     finishOperation: (op) => o.server.finishOperation(op),

@@ -19,7 +19,7 @@ import type { AtlantisServer } from '../server.js';
 import { GitCredsForInit } from '../terraform/git-creds.js';
 import { TerraformBinaries } from '../terraform/tf-install.js';
 import type { WebhookResponse } from '../http/app.js';
-import { githubHost } from '../vcs/github/host.js';
+import { openVcsHost } from '../vcs/open-host.js';
 import type { PullRequest, WebhookRequest } from '../vcs/host.js';
 import { CommandRunner } from './commands/command-runner.js';
 import type { PullContext } from './commands/context.js';
@@ -64,18 +64,8 @@ export function workflowPlugin(server: AtlantisServer) {
   const patient = waitingStore(store, { logger: log, onReachable: (up) => server.metrics.storeUp.set(up ? 1 : 0) });
   const refused = new RefusedEntries(store, log);
   const leases = openProjectLeases(cfg, log);
-  const host = githubHost(
-    {
-      user: cfg.ghUser,
-      token: cfg.ghToken,
-      app: cfg.ghApp,
-      webhookSecret: cfg.ghWebhookSecret,
-      hostname: cfg.ghHostname,
-      apiUrl: cfg.ghApiUrl,
-      allowMergeableBypassApply: cfg.ghAllowMergeableBypassApply,
-    },
-    { logger: log, metrics: server.metrics.atlantis, maxCommentsPerCommand: cfg.maxCommentsPerCommand },
-  );
+  // The code host (vcs/open-host.ts): the workflow never asks which.
+  const host = openVcsHost(cfg.vcs, { logger: log, metrics: server.metrics.atlantis, maxCommentsPerCommand: cfg.maxCommentsPerCommand });
   const copies = new WorkingCopies(cfg.dataDir, host.git.token, log, server.processHost, {
     strategy: cfg.checkoutStrategy,
     depth: cfg.checkoutDepth,

@@ -4,30 +4,13 @@
 import type { Logger } from '../../../log.js';
 import { type AtlantisMetrics, instrumentGitHub } from '../../atlantis-metrics.js';
 import type { HostComment, MergeableStatus, PullRequest, VcsHost } from '../host.js';
-import { type GitHubAppSettings, githubAuth } from './app.js';
+import { githubAuth } from './app.js';
 import { GitHubApiError, GitHubClient, type PullInfo, type ReactionContent } from './client.js';
 import { mergePull } from './merge.js';
 import { approvedByReviews, mergeableMinusApply, mergeableStatus } from './mergeability.js';
 import { getMergeabilityInfo } from './mergeability-query.js';
+import type { GitHubSettings } from './settings.js';
 import { githubWebhooks } from './webhooks.js';
-
-/** The server's GitHub settings (the --gh-* flags). */
-export interface GitHubSettings {
-  /** --gh-user; '' when the server authenticates as a GitHub App (as Atlantis's GithubUser is then). */
-  user: string;
-  /** The current token; reads --gh-token-file on each call. With a GitHub App: '' (see app). */
-  token: () => string;
-  /** --gh-app-*: authenticate as this GitHub App (app.ts) instead of with a token. */
-  app: GitHubAppSettings | undefined;
-  /** --gh-webhook-secret; undefined only with --insecure-no-webhook-secret. */
-  webhookSecret: string | undefined;
-  /** --gh-hostname: github.com, or a GitHub Enterprise host. */
-  hostname: string;
-  /** The REST API's base URL (--gh-api-url, or the one derived from --gh-hostname). */
-  apiUrl: string;
-  /** --gh-allow-mergeable-bypass-apply: a `blocked` PR is mergeable when only atlantis/apply blocks it. */
-  allowMergeableBypassApply: boolean;
-}
 
 export interface GitHubHostOptions {
   logger: Logger;

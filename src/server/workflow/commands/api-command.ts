@@ -25,7 +25,7 @@ import { gatePull } from './pull-gate.js';
 import type { WorkingCopies } from '../checkout/working-copy.js';
 
 export interface ApiCommandDeps {
-  config: Pick<ServerConfig, 'allowForkPrs' | 'silenceForkPrErrors' | 'apiSecret' | 'ghTeamAllowlist' | 'disableGlobalApplyLock'>;
+  config: Pick<ServerConfig, 'allowForkPrs' | 'silenceForkPrErrors' | 'apiSecret' | 'teamAllowlist' | 'disableGlobalApplyLock'>;
   runner: CommandRunner;
   store: StateStore;
   host: VcsHost;

@@ -18,7 +18,7 @@ export async function teamPermits(
   log: Logger,
   comment: (body: string) => Promise<void>,
 ): Promise<boolean> {
-  const rules = d.config.ghTeamAllowlist;
+  const rules = d.config.teamAllowlist;
   if (rules.length === 0) return true;
   const { repo, user } = req.ctx;
   let teams: string[];
