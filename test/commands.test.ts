@@ -22,7 +22,7 @@ function commentOutcome(name: string, argv: string[]): 'runs' | 'unknown command
   const args = name === 'import' ? ' ADDR ID' : name === 'state' ? ' rm ADDR' : '';
   const r = parseComment(`atlantis ${name}${args}`, {
     executableName: c.executableName,
-    ghUser: githubOf(c).user,
+    vcsUser: githubOf(c).user,
     allowCommands: c.allowCommands,
     blockedExtraArgs: c.blockedExtraArgs,
   });
@@ -80,7 +80,7 @@ describe('the command registry', () => {
     assert.deepEqual(p.flagWarnings, [
       '--allow-commands (ATLANTIS_ALLOW_COMMANDS) names policy_check, but this server ignores it: it is not a comment command',
     ]);
-    const r = parseComment('atlantis policy_check', { ghUser: githubOf(p).user, allowCommands: p.allowCommands });
+    const r = parseComment('atlantis policy_check', { vcsUser: githubOf(p).user, allowCommands: p.allowCommands });
     assert.deepEqual(r, {
       kind: 'reply',
       error: true,

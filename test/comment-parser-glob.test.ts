@@ -18,7 +18,7 @@ projects:
 
 /** What `atlantis plan -d <pattern> [-w ws]` selects: project names, or default-project dirs. */
 function selected(comment: string, withConfig = true): string[] {
-  const r = parseComment(comment, { ghUser: 'bot' });
+  const r = parseComment(comment, { vcsUser: 'bot' });
   assert.equal(r.kind, 'command', JSON.stringify(r));
   if (r.kind !== 'command') return [];
   const t = resolveCommentTarget(withConfig ? config : undefined, { dir: r.command.dir, workspace: r.command.workspace });

@@ -18,7 +18,7 @@ import { cleanedRepoDir } from '../src/server/workflow/go-compat/repo-dir.js';
 
 const OPTS: ParseOptions = {
   executableName: 'atlantis',
-  ghUser: 'atlantis-bot',
+  vcsUser: 'atlantis-bot',
   allowCommands: ['version', 'plan', 'apply', 'unlock'],
   blockedExtraArgs: ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'],
 };
@@ -475,7 +475,7 @@ test('property: random unicode never throws', () => {
 // character) in -d must be refused, never become a project dir.
 test('a control character in -d is refused with an error comment', () => {
   for (const dir of ['\u0000', 'app\u0000/x', 'a\nb', 'x\u007f']) {
-    const r = parseComment(`atlantis plan -d ${dir}`, { ghUser: 'atlantis-bot' });
+    const r = parseComment(`atlantis plan -d ${dir}`, { vcsUser: 'atlantis-bot' });
     assert.notEqual(r.kind, 'command', `dir ${JSON.stringify(dir)}`);
   }
   assert.equal(cleanedRepoDir('\u0000', 'from-root'), undefined);

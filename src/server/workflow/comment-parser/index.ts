@@ -53,7 +53,8 @@ export type ParseResult =
 
 export interface ParseOptions {
   executableName?: string;
-  ghUser: string;
+  /** The user the server acts as on the code host: `@<user>` starts a command as the executable name does; '' for none. */
+  vcsUser: string;
   allowCommands?: readonly string[];
   blockedExtraArgs?: readonly string[];
 }
@@ -93,7 +94,7 @@ export function parseComment(rawComment: string, opts: ParseOptions): ParseResul
   }
   // As Atlantis, the configured names are compared as written: a name with capitals never
   // matches the lowered word. A server with another name ignores `atlantis ...`.
-  if (word !== 'run' && word !== exe && word !== '@' + opts.ghUser) return { kind: 'ignore' };
+  if (word !== 'run' && word !== exe && word !== '@' + opts.vcsUser) return { kind: 'ignore' };
 
   let args: string[];
   try {

@@ -92,7 +92,7 @@ export function decideWebhook(req: WebhookDelivery, o: DecisionOptions): Webhook
   // A comment on a pull request
   const parsed = parseComment(ev.body, {
     executableName: o.executableName,
-    ghUser: o.user,
+    vcsUser: o.user,
     allowCommands: o.allowCommands,
     blockedExtraArgs: o.blockedExtraArgs,
   });
