@@ -19,7 +19,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sleep } from '../src/async.js';
 import { REPLAY_PENDING_BODY } from '../src/server/workflow/intake/delivery-replay.js';
-import { STORE_UNAVAILABLE_BODY } from '../src/server/workflow/index.js';
+import { STORE_UNAVAILABLE_BODY } from '../src/server/workflow/intake/command-intake.js';
 import { terraformConfig } from './support/git-repos.js';
 import { issueCommentPayload, pullRequestPayload } from './support/github-standin.js';
 import { classify, describeAnswer, overlaps, readRuns, stampedReposYaml } from './support/many-prs.js';
