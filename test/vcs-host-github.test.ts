@@ -103,7 +103,7 @@ vcsHostContract('GitHub (stand-in)', async () => {
     },
     pullPage: (p) => `https://github.com/${p.repo}/pull/${p.number}`,
     cloneUrl,
-    delivery: (e, auth) => delivery(e, auth, cloneUrl),
+    delivery: async (e, auth) => delivery(e, auth, cloneUrl),
     async reactions(p, commentId) {
       return gh.reactions.filter((r) => r.repo === p.repo && r.commentId === commentId).map((r) => r.content);
     },

@@ -55,8 +55,11 @@ export interface HostSite {
   pullPage(p: SitePull): string;
   /** The clone URL of `repo`. */
   cloneUrl(repo: string): string;
-  /** A webhook delivery of `e` as the host sends it: authenticated with the server's secret, a wrong one, or none. */
-  delivery(e: SiteEvent, auth: 'right' | 'wrong' | 'none'): WebhookDelivery;
+  /**
+   * A webhook delivery of `e` as the host sends it (a real host's as it arrived): authenticated
+   * with the server's secret, a wrong one, or none.
+   */
+  delivery(e: SiteEvent, auth: 'right' | 'wrong' | 'none'): Promise<WebhookDelivery>;
   // What a host may lack: each present exactly when the host has the matching capability.
   /** The reactions on a comment (react). */
   reactions?(p: SitePull, commentId: number): Promise<string[]>;
@@ -220,7 +223,7 @@ export function vcsHostContract(name: string, open: () => Promise<OpenedHost>): 
     const p = await site.openPull({ files: { 'main.tf': 'locals {}\n' } });
     const commentId = await site.comment(p, site.otherUser, 'atlantis plan -d .');
     const e: SiteEvent = { kind: 'comment', pull: p, commentId, user: site.otherUser, body: 'atlantis plan -d .' };
-    const right = site.delivery(e, 'right');
+    const right = await site.delivery(e, 'right');
     assert.deepEqual(
       Object.keys(right.headers).filter((h) => !w.headerNames.includes(h)),
       [],
@@ -239,9 +242,9 @@ export function vcsHostContract(name: string, open: () => Promise<OpenedHost>): 
       body: 'atlantis plan -d .',
       author: site.otherUser,
     });
-    const wrong = w.authenticate(site.delivery(e, 'wrong'));
+    const wrong = w.authenticate(await site.delivery(e, 'wrong'));
     assert.ok(wrong && wrong.status >= 400 && wrong.body !== '', 'a wrong secret is refused');
-    const none = site.delivery(e, 'none');
+    const none = await site.delivery(e, 'none');
     const refused = w.refuseBeforeBody?.(none.headers) ?? w.authenticate(none);
     assert.ok(refused && refused.status >= 400, 'no authentication is refused');
   });
@@ -249,7 +252,7 @@ export function vcsHostContract(name: string, open: () => Promise<OpenedHost>): 
   withHost('webhooks: a pull request opened (a draft is not autoplanned), from a fork, closed', async ({ host, site }) => {
     const w = host.webhooks;
     const p = await site.openPull({ files: { 'main.tf': 'locals {}\n' } });
-    const opened = w.parse(site.delivery({ kind: 'opened', pull: p }, 'right'));
+    const opened = w.parse(await site.delivery({ kind: 'opened', pull: p }, 'right'));
     assert.ok(opened.kind === 'pull', JSON.stringify(opened));
     assert.equal(opened.action, 'opened');
     assert.equal(opened.autoplan, true);
@@ -262,14 +265,14 @@ export function vcsHostContract(name: string, open: () => Promise<OpenedHost>): 
     assert.equal(pr.baseCloneUrl, site.cloneUrl(p.repo));
     assert.equal(pr.headCloneUrl, site.cloneUrl(p.repo));
     const draft = await site.openPull({ files: { 'main.tf': 'locals {}\n' }, draft: true });
-    const d = w.parse(site.delivery({ kind: 'opened', pull: draft, draft: true }, 'right'));
+    const d = w.parse(await site.delivery({ kind: 'opened', pull: draft, draft: true }, 'right'));
     assert.ok(d.kind === 'answer' || (d.kind === 'pull' && !d.autoplan), `a draft is not autoplanned: ${JSON.stringify(d)}`);
     const fork = await site.openPull({ files: { 'main.tf': 'locals {}\n' }, fork: true });
-    const f = w.parse(site.delivery({ kind: 'opened', pull: fork }, 'right'));
+    const f = w.parse(await site.delivery({ kind: 'opened', pull: fork }, 'right'));
     assert.ok(f.kind === 'pull' && f.pull.headRepo?.toLowerCase() === fork.headRepo.toLowerCase(), JSON.stringify(f));
     assert.equal(f.pull.headCloneUrl, site.cloneUrl(fork.headRepo));
     await site.close(p);
-    const closed = w.parse(site.delivery({ kind: 'closed', pull: p }, 'right'));
+    const closed = w.parse(await site.delivery({ kind: 'closed', pull: p }, 'right'));
     assert.ok(closed.kind === 'pull' && closed.action === 'closed' && !closed.autoplan, JSON.stringify(closed));
   });
 
