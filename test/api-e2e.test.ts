@@ -15,6 +15,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { StatusBody } from '../src/contract/drain-protocol.js';
 import type { CliProcess } from './support/cli.js';
+import { childList } from './support/children.js';
 import { gatedConfig, terraformConfig } from './support/git-repos.js';
 import { waitFor } from './support/server.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
@@ -26,13 +27,13 @@ const FIXTURE = JSON.parse(readFileSync(path.join(import.meta.dirname, 'fixtures
 >;
 
 let env: WorkflowEnv;
-const procs: CliProcess[] = [];
+const procs = childList();
 
 before(async () => {
   env = await createWorkflowEnv();
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await env.close();
 });
 

@@ -17,12 +17,13 @@ import {
 import { terraformConfig } from './support/git-repos.js';
 import { freshNamespace, getCluster, getLocalNode, waitFor, type TestCluster } from './support/k8s.js';
 import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
+import { childList } from './support/children.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
 
 let cluster: TestCluster;
 let env: WorkflowEnv;
 let ns: string;
-const procs: CliProcess[] = [];
+const procs = childList();
 const NAME = 'atl';
 
 before(async () => {
@@ -34,7 +35,7 @@ before(async () => {
   await createVcsSecret(cluster.kc, ns, env.gh.token, WEBHOOK_SECRET);
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await env?.close();
 });
 
