@@ -24,7 +24,7 @@ Usage:
   atlantis-operator server      [flags]   the Atlantis-compatible PR automation server
   atlantis-operator controller  [flags]   the AtlantisDeployment operator
   atlantis-operator drain       [flags]   drain the local server and wait (preStop hook)
-  atlantis-operator migrate     <what>    one-shot moves from Atlantis (migrate atlantis-db <file>)
+  atlantis-operator migrate     <what>    one-shot moves from Atlantis (migrate helm-values <values.yaml>, migrate atlantis-db <file>)
   atlantis-operator version               print the version
 
 Run 'atlantis-operator <command> --help' for the flags of a command.
