@@ -223,34 +223,34 @@ export class GitHubAppTokens {
 }
 
 /**
- * How the server authenticates to GitHub (plugin.ts): the token (a --gh-token / file, or the
+ * How the server authenticates to GitHub (host.ts): the token (a --gh-token / file, or the
  * App's installation tokens) for the REST client and for git, and the bot's login at start.
  */
 export function githubAuth(
-  cfg: { ghApp: GitHubAppSettings | undefined; ghToken: () => string; ghApiUrl: string },
+  s: { app: GitHubAppSettings | undefined; token: () => string; apiUrl: string },
   logger: Logger,
 ): {
   clientOptions: Pick<GitHubClientOptions, 'tokenRejected'> & { token: () => string | Promise<string> };
   botLogin: () => Promise<string | undefined>;
 } {
-  if (!cfg.ghApp) return { clientOptions: { token: cfg.ghToken }, botLogin: async () => undefined };
-  const tokens = new GitHubAppTokens({ settings: cfg.ghApp, baseUrl: cfg.ghApiUrl, logger });
+  if (!s.app) return { clientOptions: { token: s.token }, botLogin: async () => undefined };
+  const tokens = new GitHubAppTokens({ settings: s.app, baseUrl: s.apiUrl, logger });
   const clientOptions = { token: () => tokens.token(), tokenRejected: (t: string) => tokens.invalidate(t) };
   return {
     clientOptions,
     // Atlantis stops at start the same way, in its words: the client (installation, token)
     // first, then the App's details.
     botLogin: async () => {
-      if (!cfg.ghApp?.slug) return undefined;
+      if (!s.app?.slug) return undefined;
       try {
         await tokens.token();
       } catch (e) {
-        throw new UsageError(`getting user: initializing client: ${githubErrorText(e, cfg.ghApiUrl)}`);
+        throw new UsageError(`getting user: initializing client: ${githubErrorText(e, s.apiUrl)}`);
       }
       try {
-        return await tokens.botLogin(new GitHubAppApi({ baseUrl: cfg.ghApiUrl, logger, ...clientOptions }));
+        return await tokens.botLogin(new GitHubAppApi({ baseUrl: s.apiUrl, logger, ...clientOptions }));
       } catch (e) {
-        throw new UsageError(`getting user: getting app details: ${githubErrorText(e, cfg.ghApiUrl)}`);
+        throw new UsageError(`getting user: getting app details: ${githubErrorText(e, s.apiUrl)}`);
       }
     },
   };

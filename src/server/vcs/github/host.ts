@@ -48,7 +48,7 @@ export const githubPullUrl =
 
 export function githubHost(s: GitHubSettings, o: GitHubHostOptions): VcsHost {
   const log = o.logger;
-  const auth = githubAuth({ ghApp: s.app, ghToken: s.token, ghApiUrl: s.apiUrl }, log);
+  const auth = githubAuth(s, log);
   const made =
     o.client ??
     new GitHubClient({
