@@ -28,8 +28,6 @@ import { type HeaderRefusal, MAX_WEBHOOK_BYTES, WebhookIntake } from './webhook-
 
 export { MAX_WEBHOOK_BYTES };
 
-export type { WebhookRequest };
-
 /** What the HTTP surface reads of the host's webhooks (vcs/host.ts): their headers, before any body. */
 export type WebhookHeaders = Pick<VcsWebhooks, 'headerNames' | 'eventName' | 'deliveryId' | 'eventLabel' | 'refuseBeforeBody'>;
 
