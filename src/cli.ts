@@ -16,7 +16,7 @@ import { PRIVATE_UMASK } from './server/data-dir.js';
 import { makeNonDumpable } from './server/secrets/non-dumpable.js';
 import { VERSION } from './version.js';
 import { ownPodWatchPlugin } from './server/drain/own-pod-watch.js';
-import { workflowPlugin } from './server/workflow/plugin.js';
+import { workflowPlugin } from './server/workflow/index.js';
 import { CONTROLLER_FLAGS, runController } from './controller/main.js';
 
 const TOP_HELP = `atlantis-operator ${VERSION}: an Atlantis-compatible server that drains safely, and its Kubernetes operator

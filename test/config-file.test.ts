@@ -217,7 +217,9 @@ describe('webhooks: and --webhook-http-headers', () => {
     );
     const notice = {
       repo: 'acme/infra',
-      ghHostname: 'github.com',
+      hostname: 'github.com',
+      hostType: 'Github',
+      pullUrl: 'https://github.com/acme/infra/pull/7',
       vcsUser: 'atlantis-bot',
       pull: 7,
       headSha: 'abc123',

@@ -20,7 +20,7 @@
 //   Atlantis locks on one dir and workspace: the same PR's become one lock; another PR's are
 //   left to the earlier lock (that PR meets the lock when it plans again).
 // - A project's policy statuses (each set's result and approvals) are carried over as they are.
-import { cleanRepoDir, workspaceProblem } from '../workflow/repo-dir.js';
+import { cleanRepoDir, workspaceProblem } from '../workflow/go-compat/repo-dir.js';
 import { type BoltBucket, type BoltDatabase, bucketAt } from './bolt-file.js';
 import type { PolicySetStatus } from '../policy/policy-results.js';
 import type { ProjectPlanStatus, ProjectStatusRecord, PullStatus } from './pull-status.js';

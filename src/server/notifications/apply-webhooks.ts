@@ -77,12 +77,18 @@ export function parseWebhookHeaders(json: string | undefined): Record<string, st
   return out;
 }
 
+/** Atlantis's models.VCSHostType, in its order: the body's VCSHost.Type is the index. */
+const VCS_HOST_TYPES = ['Github', 'Gitlab', 'BitbucketCloud', 'BitbucketServer', 'AzureDevops', 'Gitea'];
+
 /** One project's apply, as the notification tells it. */
 export interface ApplyNotice {
   /** `owner/name` */
   repo: string;
-  ghHostname: string;
-  /** --gh-user (the clone URL's user, never its token). */
+  /** The code host: its hostname, its Atlantis type name (VcsHost.typeName) and the pull request's page. */
+  hostname: string;
+  hostType: string;
+  pullUrl: string;
+  /** The host's user (--gh-user: the clone URL's user, never its token). */
   vcsUser: string;
   pull: number;
   headSha: string;
@@ -102,14 +108,14 @@ export interface ApplyNotice {
  */
 export function applyWebhookBody(n: ApplyNotice): Record<string, unknown> {
   const [owner = '', name = ''] = n.repo.split('/');
-  const sanitized = `https://${n.vcsUser ? `${n.vcsUser}:<redacted>@` : ''}${n.ghHostname}/${n.repo}.git`;
+  const sanitized = `https://${n.vcsUser ? `${n.vcsUser}:<redacted>@` : ''}${n.hostname}/${n.repo}.git`;
   const repo = {
     FullName: n.repo,
     Owner: owner,
     Name: name,
     CloneURL: sanitized,
     SanitizedCloneURL: sanitized,
-    VCSHost: { Hostname: n.ghHostname, Type: 0 },
+    VCSHost: { Hostname: n.hostname, Type: Math.max(0, VCS_HOST_TYPES.indexOf(n.hostType)) },
   };
   return {
     Workspace: n.workspace,
@@ -117,7 +123,7 @@ export function applyWebhookBody(n: ApplyNotice): Record<string, unknown> {
     Pull: {
       Num: n.pull,
       HeadCommit: n.headSha,
-      URL: `https://${n.ghHostname}/${n.repo}/pull/${n.pull}`,
+      URL: n.pullUrl,
       HeadBranch: n.headRef,
       BaseBranch: n.baseRef,
       HardenedNonPRRefCheckout: false,

@@ -3,7 +3,7 @@
 // to one repo. Trusted input, still validated so a typo fails at start.
 import path from 'node:path';
 import { type PolicySets, parsePolicySets } from '../../policy/policy-sets.js';
-import { type LockSettings, parseRepoLocking, parseRepoLocks } from '../lock-policy.js';
+import { type LockSettings, parseRepoLocking, parseRepoLocks } from './lock-policy.js';
 import { SERVER_REPO_KEYS, SERVER_TOP_KEYS, judgeKeys } from './keys.js';
 import { Problems, checkShapes, isObj, parseApplyRequirements, parseWorkflows, strList, readYaml } from './schema.js';
 import { type ApplyRequirement, RepoConfigError, type Workflow, type WorkflowHook } from './types.js';
