@@ -59,6 +59,25 @@ describe('-p with --enable-regexp-cmd', () => {
       "error: no project with name 'dev-.*' is defined in 'atlantis.yaml'",
     );
   });
+  it("as Go reads ^<regex>$: an alternation's sides are anchored apart", () => {
+    // `^dev-a|prod-.$` is `^dev-a` or `prod-.$` (Go and JavaScript agree), not a whole-name match of either.
+    const open = parseRepoConfig('version: 3\nprojects:\n- {name: dev-ab, dir: a}\n- {name: prod-b, dir: b}\n- {name: x-prod-c, dir: c}\n');
+    assert.deepEqual(names(resolveCommentTarget(open, { project: 'dev-a|prod-.' }, on)), ['dev-ab', 'prod-b', 'x-prod-c']);
+  });
+  it('a hostile regex runs in linear time; what needs backtracking matches nothing', () => {
+    // Both from the PR: a backtracking engine spends minutes on this name (2^60 paths).
+    const hostile = parseRepoConfig(`version: 3\nprojects:\n- {name: ${'a'.repeat(60)}, dir: a}\n- {name: c, dir: c}\n`);
+    assert.equal(
+      names(resolveCommentTarget(hostile, { project: '(a|a)*b' }, on)),
+      "error: no project with name '(a|a)*b' is defined in 'atlantis.yaml'",
+    );
+    assert.deepEqual(names(resolveCommentTarget(hostile, { project: '(a|a)*' }, on)), ['a'.repeat(60)]);
+    assert.equal(
+      names(resolveCommentTarget(hostile, { project: '(a)\\1*' }, on)),
+      "error: no project with name '(a)\\1*' is defined in 'atlantis.yaml'",
+      'a backreference (not in RE2) compiles to nothing',
+    );
+  });
   it('without allowed_regexp_prefixes any regex may match several', () => {
     const open = parseRepoConfig('version: 3\nprojects:\n- {name: a1, dir: a1}\n- {name: a2, dir: a2}\n');
     assert.deepEqual(names(resolveCommentTarget(open, { project: 'a.' }, on)), ['a1', 'a2']);

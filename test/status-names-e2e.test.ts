@@ -3,7 +3,8 @@
 // --vcs-status-name, and with --silence-no-projects stays quiet about the other's projects.
 // Every webhook goes to both (two GitHub webhooks). Each plans and applies only its own project,
 // a `-d`/`-p` naming the other's project runs nothing there (without the flag the wrong server
-// would plan it as a project of its own), and their statuses never share a context.
+// would plan it as a project of its own), a `-p` regex (--enable-regexp-cmd) selects only among
+// each server's own projects, and their statuses never share a context.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -73,6 +74,7 @@ describe('two servers with their own status names and --silence-no-projects on o
         '--vcs-status-name',
         team,
         '--silence-no-projects',
+        '--enable-regexp-cmd',
         '--ignore-vcs-status-names',
         team === 'team-a' ? 'team-b' : 'team-a',
       ]);
@@ -167,10 +169,23 @@ describe('two servers with their own status names and --silence-no-projects on o
     assert.doesNotMatch(servers[1]!.p.output(), /"msg":"Process started"/);
   });
 
+  it('plan -p with a regex (--enable-regexp-cmd): team-a plans the project it matches, team-b none', async () => {
+    const before = gh.comments(REPO, 1).length;
+    await comment(1, 'atlantis plan -p team-(a|x)');
+    await commandsDone(4);
+    const added = gh
+      .comments(REPO, 1)
+      .slice(before)
+      .map((c) => c.body);
+    assert.equal(added.length, 1, added.join('\n----\n'));
+    assert.match(added[0]!, /^Ran Plan for project: `team-a` dir: `team-a` workspace: `default`/);
+    assert.doesNotMatch(servers[1]!.p.output(), /"msg":"Process started"/);
+  });
+
   it('an unlock with nothing to unlock on team-b: only team-a answers', async () => {
     const before = gh.comments(REPO, 1).length;
     await comment(1, 'atlantis unlock');
-    await commandsDone(4);
+    await commandsDone(5);
     const added = gh
       .comments(REPO, 1)
       .slice(before)

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { goClean } from '../go-compat/go-paths.js';
 import { globMatch, isDirGlob } from '../go-compat/dir-glob.js';
+import { linearRegExp } from '../go-compat/linear-regexp.js';
 import { cleanedRepoDir } from '../go-compat/repo-dir.js';
 import { type CompiledPatternList, MatchBudget, changedPath, compilePatternList, listMatches } from './when-modified.js';
 import {
@@ -205,17 +206,14 @@ export function resolveCommentTarget(
 }
 
 /**
- * Atlantis's FindProjectsByName: the named projects whose whole name the regular expression
- * matches; a match of several is allowed only when the expression starts with one of
- * allowed_regexp_prefixes (when set). A regex that does not compile matches nothing.
+ * Atlantis's FindProjectsByName: the named projects that `^<pattern>$` matches (as Go reads it:
+ * `^a|b$` is `^a` or `b$`), in linear time (PR input, go-compat/linear-regexp.ts); a match of
+ * several is allowed only when the expression starts with one of allowed_regexp_prefixes (when
+ * set). A regex that does not compile matches nothing.
  */
 export function projectsByRegex(config: RepoConfig, pattern: string): ProjectConfig[] {
-  let re: RegExp;
-  try {
-    re = new RegExp(`^(?:${pattern})$`, 'u');
-  } catch {
-    return [];
-  }
+  const re = linearRegExp(`^${pattern}$`);
+  if (!re) return [];
   const found = config.projects.filter((p) => p.name !== undefined && re.test(p.name));
   const prefixes = config.allowedRegexpPrefixes ?? [];
   if (found.length > 1 && prefixes.length > 0 && !prefixes.some((x) => pattern.startsWith(x))) return [];
