@@ -20,7 +20,7 @@ import { type ProviderMirror, fixtureConfig, startProviderMirror } from './suppo
 import { TERRAFORM } from './support/terraform.js';
 import { runTfOk } from './support/tf-cli.js';
 
-const NET = '127.0.37';
+const NET = '127.0.61';
 const SECRET = 'plugin-cache-secret';
 const REPO = 'acme/providers';
 const TF = ['tf1', 'tf2', 'tf3', 'tf4'];
