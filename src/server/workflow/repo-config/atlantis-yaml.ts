@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, compilePatternList } from './when-modified.js';
 import { cleanedRepoDir, isValidWorkspace } from '../go-compat/repo-dir.js';
+import { linearRegExp } from '../go-compat/linear-regexp.js';
 import { shellSplit } from '../go-compat/shell-split.js';
 import { isDistribution } from '../../terraform/distribution.js';
 import { parseRepoLocking, parseRepoLocks } from './lock-policy.js';
@@ -46,19 +47,26 @@ function whenModifiedOk(dir: string, wm: string[], where: string, p: Problems): 
   return !('problems' in list);
 }
 
-/** Atlantis's check of a project's `branch`: a `/regex/`. */
+/**
+ * Atlantis's check of a project's `branch`: a `/regex/`. Both it and the base branch it is
+ * matched against come from the PR's side, so it runs in linear time as in Go (linear-regexp.ts).
+ */
 function branchRegex(v: unknown, where: string, p: Problems): RegExp | undefined {
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'string' || !v.startsWith('/') || !v.endsWith('/') || v.length < 2) {
     p.add(where, "regex must begin and end with a slash '/'");
     return undefined;
   }
+  const re = linearRegExp(v.slice(1, -1));
+  if (re) return re;
+  let why = 'backreferences and lookaround are not supported';
   try {
-    return new RegExp(v.slice(1, -1));
+    new RegExp(v.slice(1, -1));
   } catch (e) {
-    p.add(where, `parsing: ${v}: ${(e as Error).message}`);
-    return undefined;
+    why = (e as Error).message;
   }
+  p.add(where, `parsing: ${v}: ${why}`);
+  return undefined;
 }
 
 /** Version 2 configs: Atlantis re-joins each run command from its shell words (quotes dropped). */
