@@ -184,6 +184,28 @@ describe('approvals', () => {
     assert.ok(hasFailures('1 test, 0 passed, 0 warnings, 1 failure'));
     assert.ok(hasFailures('"failures": [{'));
     assert.ok(!hasFailures('1 test, 1 passed, 0 warnings, 0 failures'));
+    assert.ok(hasFailures('10 failures'));
+    assert.ok(hasFailures('x01 failure'));
+    assert.ok(!hasFailures('00 failures, 1 failed'));
+    // Atlantis's regex, on strings that mix its pieces: the scan agrees with it everywhere.
+    const atlantis = /([1-9][0-9]* failure|failures": \[)/;
+    const parts = ['0', '1', '9', ' ', ' failure', 's', '": [', 'failures', 'x'];
+    let seed = 35;
+    const next = () => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return seed >>> 16;
+    };
+    let withFailures = 0;
+    for (let n = 0; n < 5000; n++) {
+      let s = '';
+      for (let k = next() % 8; k >= 0; k--) s += parts[next() % parts.length];
+      assert.equal(hasFailures(s), atlantis.test(s), JSON.stringify(s));
+      if (atlantis.test(s)) withFailures++;
+    }
+    assert.ok(withFailures > 500 && withFailures < 4500, `both answers drawn (${withFailures} of 5000 with failures)`);
+    // A long run of digits from the PR: linear (the regex takes seconds on this).
+    assert.ok(!hasFailures(`${'1'.repeat(200_000)} passed`));
+    assert.ok(hasFailures(`${'1'.repeat(200_000)} failure`));
   });
 });
 

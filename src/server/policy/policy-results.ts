@@ -126,8 +126,24 @@ export function combinedOutput(results: readonly PolicySetResult[]): string {
 /** What conftest printed is its own report (Atlantis's isValidConftestOutput), not an error of conftest. */
 export const isConftestReport = (output: string): boolean => /^(WARN|FAIL|\[)/.test(output);
 
-/** A report with a failure in it (Atlantis's hasFailures, also for `--no-fail` and JSON output). */
-export const hasFailures = (output: string): boolean => /([1-9]([0-9]?)* failure|failures": \[)/.test(output);
+/**
+ * A report with a failure in it (Atlantis's hasFailures, `([1-9][0-9]* failure|failures": \[)`,
+ * also for `--no-fail` and JSON output): a run of digits with one not 0 right before " failure",
+ * or a JSON failures list. A scan, not that regex: the output carries what the PR put in its
+ * plan, and a backtracking engine spends quadratic time on a long run of digits.
+ */
+export function hasFailures(output: string): boolean {
+  if (output.includes('failures": [')) return true;
+  for (let i = output.indexOf(' failure'); i !== -1; i = output.indexOf(' failure', i + 1)) {
+    // A digit run precedes at most one " failure": each digit is looked at once.
+    for (let j = i - 1; j >= 0; j--) {
+      const c = output.charCodeAt(j);
+      if (c < 48 || c > 57) break;
+      if (c !== 48) return true;
+    }
+  }
+  return false;
+}
 
 /** The stored status of a set's result. */
 export const statusOf = (r: PolicySetResult): PolicySetStatus => ({

@@ -17,6 +17,7 @@ import {
   type PolicySetResult,
   type PolicySetStatus,
   currentApprovals,
+  hasFailures,
   newPolicySetResult,
   policyCleared,
   statusOf,
@@ -96,7 +97,7 @@ export function policyResultsOf(
           count,
           regex,
         );
-      const passed = !/([1-9][0-9]* failure|failures": \[)/.test(o) && !o.trim().startsWith('FAIL');
+      const passed = !hasFailures(o) && !o.trim().startsWith('FAIL');
       return newPolicySetResult(name, o, passed, count, regex);
     });
     if (results.length === 0 && sets.policySets.length > 0)
