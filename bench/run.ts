@@ -13,6 +13,7 @@ const benches: Array<[string, () => Promise<{ ok: boolean }>]> = [
   ['rollout-modes', async () => (await import('./rollout-modes.js')).benchRolloutModes()],
   ['plugin-cache', async () => (await import('./plugin-cache-policy.js')).benchPluginCache()],
   ['policy-check', async () => (await import('./plugin-cache-policy.js')).benchPolicyCheck()],
+  ['comment-split', async () => (await import('./comment-split.js')).benchCommentSplit()],
 ];
 
 const only = process.argv.slice(2);
