@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# atlantis-operator image: the server and the controller in one binary (README.md, "The image").
+# atlantis-operator image: the server and the controller in one binary (docs/image.md).
 #   docker build -t atlantis-operator:dev .        or        buildah bud -t atlantis-operator:dev .
 #   make image    builds it here, where no registry and no release host can be reached (hack/image/)
 # Stages: `build` bundles the CLI and compiles the SQLite addon, `terraform`, `tofu` and
