@@ -20,7 +20,7 @@
 #     TOFU_RELEASES_URL (TOFU_PGP_KEY_URL, TOFU_PGP_FINGERPRINT) and CONFTEST_RELEASES_URL
 #     point the build at mirrors of your own instead.
 # Builds use the host's network (apt and npm inside the build reach their registries, and the
-# mirror is on the host's loopback) and ulimits this machine kind allows (see README.md).
+# mirror is on the host's loopback) and ulimits this machine kind allows (see docs/image.md).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$repo"
