@@ -15,10 +15,16 @@ import { sharedFlags } from '../test/support/atlantis-differential.js';
 import { CLI } from '../test/support/cli.js';
 import type { GitHubStandin } from '../test/support/github-standin.js';
 import { PodCgroup } from './pod-cgroup.js';
-import { procStatusKiB, processHostPid } from './proc-stats.js';
+import { cpuTicks, procStatusKiB, processHostPid } from './proc-stats.js';
 import { type TreePeaks, TreeSampler } from './tree-sampler.js';
 
 export type ServerKind = 'atlantis' | 'ours';
+
+/** Servers still running: killed when the bench exits, however it ends (a failed bench must not leave them). */
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const c of live) c.kill('SIGKILL');
+});
 export const KINDS: readonly ServerKind[] = ['atlantis', 'ours'];
 
 /** The reference Atlantis binary, or why there is none (the bench then runs ours alone). */
@@ -79,6 +85,8 @@ export interface StartOptions {
   memoryBytes?: number;
   /** Name of this run, for the cgroup, the data dir and the terraform log. */
   name: string;
+  /** ours: node's own flags (a profiler: --cpu-prof --cpu-prof-dir=...); BENCH_OURS_NODE_ARGS by default. */
+  nodeArgs?: string[];
 }
 
 export interface StopResult {
@@ -87,7 +95,10 @@ export interface StopResult {
   /** VmHWM of the server process (and our process host worker, summed), MiB: exact peaks. */
   hwmMiB: number;
   oomKills: number;
+  /** CPU seconds of the whole tree (cpuacct), of the server process, and of our process host worker. */
   cpuSeconds: number;
+  serverCpuS: number;
+  workerCpuS: number;
 }
 
 export interface BenchServer {
@@ -118,6 +129,8 @@ export async function startBenchServer(w: BenchWorld, o: StartOptions): Promise<
   const flags = [...sharedFlags(w.gh, dataDir, url, o.port), ...(o.flags ?? [])];
   flags[flags.indexOf('--gh-webhook-secret') + 1] = w.webhookSecret;
   if (o.kind === 'ours') flags.push('--bind-address', o.host);
+  // Profiling: more flags for ours only (e.g. --log-level debug for the timeline of a command).
+  if (o.kind === 'ours') flags.push(...(process.env.BENCH_OURS_FLAGS ?? '').split(/\s+/).filter(Boolean));
   const env: NodeJS.ProcessEnv = {
     PATH: `${w.shimDir}:${process.env.PATH}`,
     HOME: home,
@@ -129,7 +142,8 @@ export async function startBenchServer(w: BenchWorld, o: StartOptions): Promise<
     ...w.tfEnv,
   };
   const cgroup = PodCgroup.create(o.name, o.memoryBytes !== undefined ? { memoryBytes: o.memoryBytes } : {});
-  const [command, args] = o.kind === 'atlantis' ? [o.bin!, flags] : [process.execPath, [CLI, ...flags]];
+  const nodeArgs = o.nodeArgs ?? (process.env.BENCH_OURS_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const [command, args] = o.kind === 'atlantis' ? [o.bin!, flags] : [process.execPath, [...nodeArgs, CLI, ...flags]];
   const wrapped = cgroup.wrap(command, args);
   const { openSync, closeSync } = await import('node:fs');
   const fd = openSync(logFile, 'a');
@@ -140,8 +154,12 @@ export async function startBenchServer(w: BenchWorld, o: StartOptions): Promise<
   } finally {
     closeSync(fd);
   }
+  live.add(child);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
+    child.once('exit', (code, signal) => {
+      live.delete(child);
+      resolve({ code, signal });
+    }),
   );
   let gone = false;
   void exited.then(() => (gone = true));
@@ -181,12 +199,14 @@ export async function startBenchServer(w: BenchWorld, o: StartOptions): Promise<
     async stop() {
       const worker = o.kind === 'ours' ? processHostPid(pid) : undefined;
       const hwm = (procStatusKiB(pid, 'VmHWM') + (worker ? procStatusKiB(worker, 'VmHWM') : 0)) / 1024;
+      const serverCpuS = cpuTicks(pid) / 100;
+      const workerCpuS = worker ? cpuTicks(worker) / 100 : 0;
       const peaks = await sampler.stop();
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
       const exit = await exited;
       clearTimeout(timer);
-      const result = { exit, peaks, hwmMiB: hwm, oomKills: cgroup.oomKills(), cpuSeconds: cgroup.cpuSeconds() };
+      const result = { exit, peaks, hwmMiB: hwm, oomKills: cgroup.oomKills(), cpuSeconds: cgroup.cpuSeconds(), serverCpuS, workerCpuS };
       await cgroup.removeWhenEmpty();
       return result;
     },

@@ -51,6 +51,9 @@ export interface MonorepoRow {
   hwmMiB: number;
   cpuPlanS: number;
   cpuApplyS: number;
+  /** CPU seconds of the server process and of our process host worker over the whole run. */
+  serverCpuS: number;
+  workerCpuS: number;
   inits: number;
   terraformCommands: number;
   archives: number;
@@ -149,6 +152,8 @@ async function runOne(c: RunCtx, kind: ServerKind, n: number): Promise<MonorepoR
     hwmMiB: NaN,
     cpuPlanS: NaN,
     cpuApplyS: NaN,
+    serverCpuS: NaN,
+    workerCpuS: NaN,
     inits: 0,
     terraformCommands: 0,
     archives: 0,
@@ -210,6 +215,8 @@ async function runOne(c: RunCtx, kind: ServerKind, n: number): Promise<MonorepoR
     row.treeMiB = stop.peaks.treeMiB;
     row.hwmMiB = stop.hwmMiB;
     row.oomKills = stop.oomKills;
+    row.serverCpuS = stop.serverCpuS;
+    row.workerCpuS = stop.workerCpuS;
     row.terraformCommands = cmds.length;
     row.inits = cmds.filter((l) => / init( |$)/.test(l)).length;
     const counts = c.mirror.counts(since, name);
@@ -235,6 +242,7 @@ function show(rows: MonorepoRow[]): void {
       'server MiB': mib(r.serverMiB),
       'tree MiB': mib(r.treeMiB),
       'CPU s plan/apply': `${r.cpuPlanS.toFixed(1)}/${r.cpuApplyS.toFixed(1)}`,
+      'server CPU s': r.workerCpuS ? `${r.serverCpuS.toFixed(1)}+${r.workerCpuS.toFixed(1)}` : r.serverCpuS.toFixed(1),
       'tf cmds': r.terraformCommands,
       inits: r.inits,
       downloads: r.archives,

@@ -23,25 +23,22 @@ const SAMPLER = `
 const { parentPort, workerData } = require('node:worker_threads');
 const fs = require('node:fs');
 const { procsFile, serverPid, intervalMs } = workerData;
-const kinds = new Map();
 let peaks;
 const reset = () => (peaks = { serverMiB: 0, treeMiB: 0, terraformMiB: 0, providerMiB: 0, maxProcesses: 0, samples: 0 });
 reset();
+// Read afresh at every sample: a child between fork and exec still shows its parent's name,
+// and a terraform that execs its provider changes name.
 function kind(pid) {
   if (pid === serverPid) return 'server';
-  let k = kinds.get(pid);
-  if (k) return k;
-  try {
-    const cmd = fs.readFileSync('/proc/' + pid + '/cmdline', 'utf8');
-    const comm = fs.readFileSync('/proc/' + pid + '/comm', 'utf8').trim();
-    if (cmd.includes('process-host-worker')) k = 'server';
-    else if (comm.startsWith('terraform-prov')) k = 'provider';
-    else if (comm === 'terraform') k = 'terraform';
-    else k = 'other';
-  } catch { return undefined; }
-  // A forked child shows its parent's name until it execs: only a settled name is kept.
-  if (k !== 'other') kinds.set(pid, k);
-  return k;
+  let stat;
+  try { stat = fs.readFileSync('/proc/' + pid + '/stat', 'utf8'); } catch { return undefined; }
+  const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+  const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  // Our process host worker: a node process the server forked.
+  if (ppid === serverPid && comm === 'node') return 'server';
+  if (comm.startsWith('terraform-prov')) return 'provider';
+  if (comm === 'terraform') return 'terraform';
+  return 'other';
 }
 function sample() {
   let pids;
