@@ -12,6 +12,7 @@ const benches: Array<[string, () => Promise<{ ok: boolean }>]> = [
   ['replicas-burst', async () => (await import('./replicas-burst.js')).benchReplicasBurst()],
   ['rollout-modes', async () => (await import('./rollout-modes.js')).benchRolloutModes()],
   ['single-project', async () => (await import('./single-project.js')).benchSingleProject()],
+  ['soak', async () => (await import('./soak.js')).benchSoak()],
   ['monorepo', async () => (await import('./monorepo.js')).benchMonorepo()],
 ];
 
