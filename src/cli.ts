@@ -15,7 +15,7 @@ import { PRIVATE_UMASK } from './server/data-dir.js';
 import { makeNonDumpable } from './server/secrets/non-dumpable.js';
 import { VERSION } from './version.js';
 import { ownPodWatchPlugin } from './server/drain/own-pod-watch.js';
-import { workflowPlugin } from './server/workflow/plugin.js';
+import { workflowPlugin } from './server/workflow/index.js';
 import { CONTROLLER_FLAGS, runController } from './controller/main.js';
 
 const TOP_HELP = `atlantis-operator ${VERSION}: an Atlantis-compatible server that drains safely, and its Kubernetes operator
@@ -24,7 +24,7 @@ Usage:
   atlantis-operator server      [flags]   the Atlantis-compatible PR automation server
   atlantis-operator controller  [flags]   the AtlantisDeployment operator
   atlantis-operator drain       [flags]   drain the local server and wait (preStop hook)
-  atlantis-operator migrate     <what>    one-shot moves from Atlantis (migrate atlantis-db <file>)
+  atlantis-operator migrate     <what>    one-shot moves from Atlantis (migrate helm-values <values.yaml>, migrate atlantis-db <file>)
   atlantis-operator version               print the version
 
 Run 'atlantis-operator <command> --help' for the flags of a command.

@@ -7,7 +7,7 @@
 // 503 without --api-secret) with nothing run; the secret never in the log; and a drain that
 // waits for a running API apply and refuses new API work meanwhile; the team rule and a closed
 // PR refused; a crash during a run without a PR cleaned up by the next server.
-import { APPLY_DISABLED_COMMENT } from '../src/server/workflow/apply-lock.js';
+import { APPLY_DISABLED_COMMENT } from '../src/server/workflow/commands/apply-lock.js';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +15,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { StatusBody } from '../src/contract/drain-protocol.js';
 import type { CliProcess } from './support/cli.js';
+import { childList } from './support/children.js';
 import { gatedConfig, terraformConfig } from './support/git-repos.js';
 import { waitFor } from './support/server.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
@@ -26,13 +27,13 @@ const FIXTURE = JSON.parse(readFileSync(path.join(import.meta.dirname, 'fixtures
 >;
 
 let env: WorkflowEnv;
-const procs: CliProcess[] = [];
+const procs = childList();
 
 before(async () => {
   env = await createWorkflowEnv();
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await env.close();
 });
 

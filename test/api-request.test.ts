@@ -66,7 +66,7 @@ describe('parseApiRequest: accepted bodies', () => {
   ];
   for (const [name, text, want] of table) {
     it(name, () => {
-      assert.deepEqual(parseApiRequest(text), { ok: true, request: want });
+      assert.deepEqual(parseApiRequest(text, 'Github'), { ok: true, request: want });
     });
   }
 });
@@ -168,7 +168,7 @@ describe('parseApiRequest: refused bodies name the field', () => {
   ];
   for (const [name, text, want] of table) {
     it(name, () => {
-      const r = parseApiRequest(text);
+      const r = parseApiRequest(text, 'Github');
       assert.equal(r.ok, false);
       if (r.ok) return;
       if (typeof want === 'string') assert.equal(r.error, want);

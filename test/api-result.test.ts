@@ -16,6 +16,7 @@ import {
   resultHasErrors,
 } from '../src/server/http/api-result.js';
 import type { LockRecord } from '../src/server/locks/state-store.js';
+import { githubPullUrl } from '../src/server/vcs/github/host.js';
 
 interface Recorded {
   status: number;
@@ -116,7 +117,7 @@ describe('listLocksResult as Atlantis writes ListLocksResult', () => {
       user: l.User!,
       time: '2026-12-02T03:04:25.385Z',
     }));
-    const ours = listLocksResult(locks, 'github.com');
+    const ours = listLocksResult(locks, githubPullUrl('github.com'));
     assert.deepEqual(
       ours.Locks?.map((l) => ({ ...l, Time: '' })),
       atlantis.Locks.map((l) => ({ ...l, Time: '' })),
@@ -125,10 +126,10 @@ describe('listLocksResult as Atlantis writes ListLocksResult', () => {
   });
 
   it('no locks: null, as a nil slice; a lock without a pull request has no link; a project name is kept', () => {
-    assert.equal(goJson(listLocksResult([], 'github.com')), '{"Locks":null}\n');
+    assert.equal(goJson(listLocksResult([], githubPullUrl('github.com'))), '{"Locks":null}\n');
     const l = listLocksResult(
       [{ repo: 'acme/infra', dir: 'x/y', workspace: 'w', pull: -42, user: '', project: 'net', time: '2026-01-01T00:00:00.000Z' }],
-      'ghe.example.com',
+      githubPullUrl('ghe.example.com'),
     ).Locks![0]!;
     assert.deepEqual(l, {
       Name: 'acme/infra/x/y/w/net',

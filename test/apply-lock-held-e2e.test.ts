@@ -12,21 +12,22 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { lockedByMessage } from '../src/server/workflow/messages.js';
+import { lockedByMessage } from '../src/server/workflow/pr/messages.js';
 import type { CliProcess } from './support/cli.js';
+import { childList } from './support/children.js';
 import { waitFor } from './support/server.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
 const SECRET = 'api-secret-lock-held-5d1e';
 let env: WorkflowEnv;
-const procs: CliProcess[] = [];
+const procs = childList();
 
 before(async () => {
   env = await createWorkflowEnv();
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await env.close();
 });
 

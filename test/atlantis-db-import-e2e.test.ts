@@ -12,6 +12,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { CLI, type CliProcess } from './support/cli.js';
+import { childList } from './support/children.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type RedisServer, replicaArgs, sharedStateKeyFile, startRedisServer } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
@@ -22,7 +23,7 @@ const SMALL = path.join(FIXTURES, 'atlantis-locks.db');
 
 let env: WorkflowEnv;
 let redis: RedisServer;
-const procs: CliProcess[] = [];
+const procs = childList();
 
 before(async () => {
   env = await createWorkflowEnv();
@@ -44,7 +45,7 @@ before(async () => {
   redis = await startRedisServer();
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await redis?.cleanup();
   await env.close();
 });

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type CliProcess, runCli, startCli, waitForHttp } from './support/cli.js';
+import { runCli, startCli, waitForHttp } from './support/cli.js';
+import { childList } from './support/children.js';
 import { terraformConfig } from './support/git-repos.js';
 import { pullRequestPayload, sendWebhook } from './support/github-standin.js';
 import { waitFor } from './support/server.js';
@@ -14,12 +15,12 @@ import { TERRAFORM } from './support/terraform.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv, tempDataDir } from './support/workflow-env.js';
 
 let env: WorkflowEnv;
-const procs: CliProcess[] = [];
+const procs = childList();
 before(async () => {
   env = await createWorkflowEnv({ ghHost: '127.0.163.200' });
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await env.close();
 });
 

@@ -10,8 +10,8 @@ import { describe, it } from 'node:test';
 import { ATLANTIS_FLAGS, judgeAtlantisFlags } from '../src/config/atlantis-flags.js';
 import { parseFlags, UsageError } from '../src/config/flags.js';
 import { SERVER_FLAGS } from '../src/server/config.js';
-import { ACCEPTED_COMMAND_NAMES, RUNNABLE_COMMANDS } from '../src/server/workflow/commands.js';
-import { TeamAllowlistError, noPermissionComment, parseTeamAllowlist, teamAllows } from '../src/server/workflow/team-allowlist.js';
+import { ACCEPTED_COMMAND_NAMES, RUNNABLE_COMMANDS } from '../src/server/workflow/comment-parser/commands.js';
+import { TeamAllowlistError, noPermissionComment, parseTeamAllowlist, teamAllows } from '../src/server/workflow/commands/team-allowlist.js';
 import { SharedStateKey } from '../src/server/locks/shared-state-key.js';
 import { type RedisSettings, redisStartWarnings } from '../src/server/locks/store-config.js';
 import { sharedStateKeyFile } from './support/redis-server.js';
@@ -203,12 +203,12 @@ describe('--disable-apply and --disable-autoplan', () => {
 
 describe('--gh-team-allowlist', () => {
   it("parses Atlantis's team:command format from env", () => {
-    assert.deepEqual(config([], { ATLANTIS_GH_TEAM_ALLOWLIST: 'dev:plan, ops:apply,devops:*' }).ghTeamAllowlist, [
+    assert.deepEqual(config([], { ATLANTIS_GH_TEAM_ALLOWLIST: 'dev:plan, ops:apply,devops:*' }).teamAllowlist, [
       { team: 'dev', command: 'plan' },
       { team: 'ops', command: 'apply' },
       { team: 'devops', command: '*' },
     ]);
-    assert.deepEqual(config([]).ghTeamAllowlist, []);
+    assert.deepEqual(config([]).teamAllowlist, []);
   });
   for (const bad of ['dev', 'dev:plan:x', ':plan', 'dev:', 'dev:destroy']) {
     it(`refuses "${bad}" at start`, () => {

@@ -1,4 +1,4 @@
-// Automerge (src/server/workflow/automerge.ts), as Atlantis v0.47 does it on GitHub: the pure
+// Automerge (src/server/workflow/automerge/automerge.ts), as Atlantis v0.47 does it on GitHub: the pure
 // decisions (settings from --automerge and the repo configs, when to merge, which method,
 // Atlantis's texts), the flags, the config keys, and the merge calls against the stand-in
 // (GitHub's 405 when a PR is not mergeable, branch deletion).
@@ -10,20 +10,20 @@ import { after, before, describe, it } from 'node:test';
 import { parseFlags, UsageError } from '../src/config/flags.js';
 import { buildServerConfig, SERVER_FLAGS } from '../src/server/config.js';
 import type { ProjectPlanStatus, PullStatus } from '../src/server/locks/pull-status.js';
-import { GitHubApiError, GitHubClient } from '../src/server/vcs/github-client.js';
+import { GitHubApiError, GitHubClient } from '../src/server/vcs/github/client.js';
 import {
   AUTOMERGE_COMMENT,
   type AutomergeSettings,
   automergeFailedComment,
   automergeSettings,
   automergeSettingsFor,
-  chooseMergeMethod,
   commentMergeMethod,
   decideAutomerge,
   notApplied,
-} from '../src/server/workflow/automerge.js';
-import { githubErrorText } from '../src/server/vcs/github-error-text.js';
-import { repoConfigViolation } from '../src/server/workflow/projects.js';
+} from '../src/server/workflow/automerge/automerge.js';
+import { githubErrorText } from '../src/server/vcs/github/error-text.js';
+import { chooseMergeMethod } from '../src/server/vcs/github/merge.js';
+import { repoConfigViolation } from '../src/server/workflow/checkout/projects.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
 import { parseServerSideRepoConfig, serverSettingsFor } from '../src/server/workflow/repo-config/server-side.js';
 import { GitHubStandin } from './support/github-standin.js';

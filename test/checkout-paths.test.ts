@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { assertPathArgsInside, findEscapingSymlink, projectDirInside } from '../src/server/workflow/checkout-paths.js';
+import { assertPathArgsInside, findEscapingSymlink, projectDirInside } from '../src/server/workflow/checkout/checkout-paths.js';
 
 /** A fake data dir: a checkout `wc` (app/, modules/m/), a sibling checkout `other` and a secret file beside them. */
 function layout(): { root: string; wc: string } {

@@ -18,7 +18,7 @@ import {
   hasDiverged,
   headFetchArgs,
   isAtTarget,
-} from '../src/server/workflow/working-copy.js';
+} from '../src/server/workflow/checkout/working-copy.js';
 import { createTestRepo } from './support/git-repos.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

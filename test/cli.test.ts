@@ -4,11 +4,12 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { type CliProcess, minimalServerArgs, runCli, startCli, waitForHttp } from './support/cli.js';
+import { minimalServerArgs, runCli, startCli, waitForHttp } from './support/cli.js';
+import { childList } from './support/children.js';
 
-const children: CliProcess[] = [];
+const children = childList();
 after(() => {
-  for (const c of children) c.child.kill('SIGKILL');
+  children.killAll();
 });
 
 let nextHost = 10;

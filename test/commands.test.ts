@@ -1,4 +1,4 @@
-// The command registry (src/server/workflow/commands.ts) is the one list that the server's
+// The command registry (src/server/workflow/comment-parser/commands.ts) is the one list that the server's
 // flags and the comment parser read: whatever --allow-commands accepts, a comment either runs
 // or gets the "unknown command" answer, and the config says which beforehand.
 import assert from 'node:assert/strict';
@@ -9,10 +9,10 @@ import {
   DEFAULT_ALLOW_COMMANDS,
   RUNNABLE_COMMANDS,
   resolveAllowCommands,
-} from '../src/server/workflow/commands.js';
-import { parseComment } from '../src/server/workflow/comment-parser.js';
-import { CANCEL_COMMENT, approvePoliciesComment } from '../src/server/workflow/comment-replies.js';
-import { configWithRequiredFlags } from './support/server-config.js';
+} from '../src/server/workflow/comment-parser/commands.js';
+import { parseComment } from '../src/server/workflow/comment-parser/index.js';
+import { CANCEL_COMMENT, approvePoliciesComment } from '../src/server/workflow/commands/comment-replies.js';
+import { configWithRequiredFlags, githubOf } from './support/server-config.js';
 
 const config = configWithRequiredFlags('ato-commands-');
 
@@ -22,7 +22,7 @@ function commentOutcome(name: string, argv: string[]): 'runs' | 'unknown command
   const args = name === 'import' ? ' ADDR ID' : name === 'state' ? ' rm ADDR' : '';
   const r = parseComment(`atlantis ${name}${args}`, {
     executableName: c.executableName,
-    ghUser: c.ghUser,
+    vcsUser: githubOf(c).user,
     allowCommands: c.allowCommands,
     blockedExtraArgs: c.blockedExtraArgs,
   });
@@ -80,7 +80,7 @@ describe('the command registry', () => {
     assert.deepEqual(p.flagWarnings, [
       '--allow-commands (ATLANTIS_ALLOW_COMMANDS) names policy_check, but this server ignores it: it is not a comment command',
     ]);
-    const r = parseComment('atlantis policy_check', { ghUser: p.ghUser, allowCommands: p.allowCommands });
+    const r = parseComment('atlantis policy_check', { vcsUser: githubOf(p).user, allowCommands: p.allowCommands });
     assert.deepEqual(r, {
       kind: 'reply',
       error: true,
@@ -91,7 +91,7 @@ describe('the command registry', () => {
       message: 'invalid --allow-commands: unknown command name: destroy',
     });
     // Team rules may name any of them, as in Atlantis's own settings.
-    assert.deepEqual(config(['--gh-team-allowlist', 'ops:approve_policies,ops:cancel']).ghTeamAllowlist, [
+    assert.deepEqual(config(['--gh-team-allowlist', 'ops:approve_policies,ops:cancel']).teamAllowlist, [
       { team: 'ops', command: 'approve_policies' },
       { team: 'ops', command: 'cancel' },
     ]);

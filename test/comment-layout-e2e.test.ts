@@ -5,18 +5,19 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { CliProcess } from './support/cli.js';
+import { childList } from './support/children.js';
 import { terraformConfig } from './support/git-repos.js';
 import type { RecordedCall, StandinComment } from './support/github-standin.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
 let env: WorkflowEnv;
-const procs: CliProcess[] = [];
+const procs = childList();
 
 before(async () => {
   env = await createWorkflowEnv();
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await env.close();
 });
 

@@ -21,9 +21,9 @@ import {
   renderCommandError,
   renderCommandFailure,
   renderResults,
-} from '../src/server/workflow/messages.js';
-import type { CommandName } from '../src/server/workflow/commands.js';
-import { layoutOptions } from '../src/server/workflow/result-comment.js';
+} from '../src/server/workflow/pr/messages.js';
+import type { CommandName } from '../src/server/workflow/comment-parser/commands.js';
+import { layoutOptions } from '../src/server/workflow/pr/result-comment.js';
 
 interface Output {
   output: string;

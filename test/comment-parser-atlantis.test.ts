@@ -4,14 +4,14 @@
 // otherwise, the case says so and why (docs/server.md, "Compatibility with Atlantis v0.47").
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type ParseOptions, type ParsedCommand, type ParseResult, parseComment } from '../src/server/workflow/comment-parser.js';
-import { RUNNABLE_COMMANDS } from '../src/server/workflow/commands.js';
+import { type ParseOptions, type ParsedCommand, type ParseResult, parseComment } from '../src/server/workflow/comment-parser/index.js';
+import { RUNNABLE_COMMANDS } from '../src/server/workflow/comment-parser/commands.js';
 import { buildApplyComment, buildPlanComment, helpComment } from '../src/server/workflow/comment-parser/usage.js';
 
 // Atlantis's test parser: GitHub user "github-user", every comment command allowed.
 const AT: ParseOptions = {
   executableName: 'atlantis',
-  ghUser: 'github-user',
+  vcsUser: 'github-user',
   allowCommands: [...RUNNABLE_COMMANDS],
   blockedExtraArgs: ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'],
 };
@@ -141,7 +141,7 @@ add(
   { ignore: true },
 );
 
-const CUSTOM: ParseOptions = { ghUser: 'github-user', executableName: 'custom-executable-name', allowCommands: [] };
+const CUSTOM: ParseOptions = { vcsUser: 'github-user', executableName: 'custom-executable-name', allowCommands: [] };
 const customHelp = helpComment('custom-executable-name', []);
 add('Parse_ExecutableName', ['custom-executable-name help', 'run help', '@github-user help'], { reply: customHelp }, CUSTOM);
 add('Parse_ExecutableName', ['github-user help', 'atlantis help'], { ignore: true }, CUSTOM);
@@ -198,7 +198,7 @@ add(
   'Parse_NoMisspellWarningForCustomExecutableName',
   ['atlantis-dev unlock'],
   { ignore: true },
-  { ghUser: 'github-user', executableName: 'atlantis-sec' },
+  { vcsUser: 'github-user', executableName: 'atlantis-sec' },
 );
 
 const INVALID_CMD: ParseOptions = { ...AT, allowCommands: ['version', 'unlock', 'apply', 'plan', 'apply'] };
@@ -368,7 +368,7 @@ for (const [c, msg] of [
   add('Parse_BlockedExtraArgs', [c], { contains: [msg] });
 
 const CUSTOM_BLOCKED: ParseOptions = {
-  ghUser: '',
+  vcsUser: '',
   executableName: 'atlantis',
   allowCommands: [...RUNNABLE_COMMANDS],
   blockedExtraArgs: ['-no-color', '--no-color'],
@@ -447,7 +447,7 @@ add(
   'Parse_VCSUsername',
   ['@gh help'],
   { reply: helpComment('atlantis', []) },
-  { ghUser: 'gh', executableName: 'atlantis', allowCommands: [] },
+  { vcsUser: 'gh', executableName: 'atlantis', allowCommands: [] },
 );
 
 function check(r: ParseResult, w: Want): void {

@@ -3,7 +3,7 @@
 // none matches, the pattern is taken as a dir, as Atlantis takes it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseComment } from '../src/server/workflow/comment-parser.js';
+import { parseComment } from '../src/server/workflow/comment-parser/index.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
 import { resolveCommentTarget } from '../src/server/workflow/repo-config/project-selection.js';
 
@@ -18,7 +18,7 @@ projects:
 
 /** What `atlantis plan -d <pattern> [-w ws]` selects: project names, or default-project dirs. */
 function selected(comment: string, withConfig = true): string[] {
-  const r = parseComment(comment, { ghUser: 'bot' });
+  const r = parseComment(comment, { vcsUser: 'bot' });
   assert.equal(r.kind, 'command', JSON.stringify(r));
   if (r.kind !== 'command') return [];
   const t = resolveCommentTarget(withConfig ? config : undefined, { dir: r.command.dir, workspace: r.command.workspace });

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { nullLogger } from '../src/log.js';
 import { ProcessHost } from '../src/server/terraform/process-host.js';
-import { WorkingCopies } from '../src/server/workflow/working-copy.js';
+import { WorkingCopies } from '../src/server/workflow/checkout/working-copy.js';
 import type { CliProcess } from './support/cli.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';

@@ -2,10 +2,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { type ParseOptions, type ParsedCommand, parseComment } from '../src/server/workflow/comment-parser.js';
-import { RUNNABLE_COMMANDS } from '../src/server/workflow/commands.js';
-import { dirTargets, globMatch, isValidGlob } from '../src/server/workflow/comment-parser/dir-glob.js';
-import { shellSplit } from '../src/server/workflow/comment-parser/shell-split.js';
+import { type ParseOptions, type ParsedCommand, parseComment } from '../src/server/workflow/comment-parser/index.js';
+import { RUNNABLE_COMMANDS } from '../src/server/workflow/comment-parser/commands.js';
+import { dirTargets, globMatch, isValidGlob } from '../src/server/workflow/go-compat/dir-glob.js';
+import { shellSplit } from '../src/server/workflow/go-compat/shell-split.js';
 import {
   DID_YOU_MEAN_COMMENT,
   UNLOCK_USAGE,
@@ -14,11 +14,11 @@ import {
   flagUsages,
   helpComment,
 } from '../src/server/workflow/comment-parser/usage.js';
-import { cleanedRepoDir } from '../src/server/workflow/repo-dir.js';
+import { cleanedRepoDir } from '../src/server/workflow/go-compat/repo-dir.js';
 
 const OPTS: ParseOptions = {
   executableName: 'atlantis',
-  ghUser: 'atlantis-bot',
+  vcsUser: 'atlantis-bot',
   allowCommands: ['version', 'plan', 'apply', 'unlock'],
   blockedExtraArgs: ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'],
 };
@@ -475,7 +475,7 @@ test('property: random unicode never throws', () => {
 // character) in -d must be refused, never become a project dir.
 test('a control character in -d is refused with an error comment', () => {
   for (const dir of ['\u0000', 'app\u0000/x', 'a\nb', 'x\u007f']) {
-    const r = parseComment(`atlantis plan -d ${dir}`, { ghUser: 'atlantis-bot' });
+    const r = parseComment(`atlantis plan -d ${dir}`, { vcsUser: 'atlantis-bot' });
     assert.notEqual(r.kind, 'command', `dir ${JSON.stringify(dir)}`);
   }
   assert.equal(cleanedRepoDir('\u0000', 'from-root'), undefined);

@@ -13,12 +13,11 @@ import {
   atlantisDeployment,
   captureLogger,
   createAd,
-  createVcsSecret,
-  ensureCrd,
   startController,
   type TestController,
 } from './support/controller.js';
-import { deleteNamespace, freshNamespace, getCluster, waitFor, type TestCluster } from './support/k8s.js';
+import { controllerTestNamespace } from './support/controller-suite.js';
+import { deleteNamespace, waitFor, type TestCluster } from './support/k8s.js';
 import { TcpProxy } from './support/tcp-proxy.js';
 
 const NAME = 'stuck';
@@ -65,10 +64,7 @@ function viaProxy(p: TcpProxy): KubeConfig {
 }
 
 before(async () => {
-  cluster = await getCluster();
-  await ensureCrd(cluster);
-  ns = await freshNamespace('ctrl-abort');
-  await createVcsSecret(cluster.kc, ns);
+  ({ cluster, ns } = await controllerTestNamespace('ctrl-abort', { built: false }));
 });
 after(async () => {
   await ctrl?.stop();

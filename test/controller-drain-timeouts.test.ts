@@ -9,8 +9,6 @@ import type { V1Pod } from '@kubernetes/client-node';
 import {
   atlantisDeployment,
   createAd,
-  createVcsSecret,
-  ensureCrd,
   events,
   getAd,
   isReady,
@@ -19,10 +17,10 @@ import {
   startController,
   type TestController,
 } from './support/controller.js';
+import { controllerTestNamespace } from './support/controller-suite.js';
 import { terraformConfig } from './support/git-repos.js';
-import { freshNamespace, getCluster, getLocalNode, readFileOr, waitFor, type TestCluster } from './support/k8s.js';
-import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
-import { assertBuilt } from './support/cli.js';
+import { getLocalNode, readFileOr, waitFor, type TestCluster } from './support/k8s.js';
+import { type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
 import type { AtlantisDeploymentSpecInput } from '../src/controller/types.js';
 
 let cluster: TestCluster;
@@ -32,12 +30,8 @@ let ns: string;
 let pullSeq = 500;
 
 before(async () => {
-  assertBuilt();
-  cluster = await getCluster();
-  await ensureCrd(cluster);
-  ns = await freshNamespace('drainto');
   env = await createWorkflowEnv();
-  await createVcsSecret(cluster.kc, ns, env.gh.token, WEBHOOK_SECRET);
+  ({ cluster, ns } = await controllerTestNamespace('drainto', { env }));
   ctrl = await startController(cluster.kc, ns);
 });
 after(async () => {

@@ -8,18 +8,8 @@ import { after, before, describe, it } from 'node:test';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { apiPath, kubeRequestOk } from '../src/k8s/client.js';
 import type { StatusBody } from '../src/contract/drain-protocol.js';
-import { assertBuilt } from './support/cli.js';
-import {
-  atlantisDeployment,
-  createAd,
-  createVcsSecret,
-  ensureCrd,
-  getAd,
-  listPods,
-  patchAdSpec,
-  startController,
-  type TestController,
-} from './support/controller.js';
+import { atlantisDeployment, createAd, getAd, listPods, patchAdSpec, startController, type TestController } from './support/controller.js';
+import { controllerTestNamespace, stopTestController } from './support/controller-suite.js';
 import {
   DRAIN,
   REVISION,
@@ -35,24 +25,17 @@ import {
   waitForAd,
   waitForReadyPods,
 } from './support/controller-asserts.js';
-import { freshNamespace, getCluster, getLocalNode, waitFor, type TestCluster } from './support/k8s.js';
+import { getLocalNode, waitFor, type TestCluster } from './support/k8s.js';
 
 let cluster: TestCluster;
 let ctrl: TestController;
 let ns: string;
 
 before(async () => {
-  assertBuilt();
-  cluster = await getCluster();
-  await ensureCrd(cluster);
-  ns = await freshNamespace('ctrl-fail');
-  await createVcsSecret(cluster.kc, ns);
+  ({ cluster, ns } = await controllerTestNamespace('ctrl-fail'));
   ctrl = await startController(cluster.kc, ns);
 });
-after(async () => {
-  await ctrl?.stop();
-  if (ctrl && process.env.DEBUG_CONTROLLER_LOGS) for (const l of ctrl.logs) console.error(l.level, l.msg, JSON.stringify(l.fields));
-});
+after(() => stopTestController(ctrl));
 
 const revisionOf = (p: V1Pod): string => p.metadata!.labels![REVISION]!;
 const waitingReason = (p: V1Pod): string | undefined => p.status?.containerStatuses?.[0]?.state?.waiting?.reason;

@@ -11,12 +11,9 @@ import { after, before, describe, it } from 'node:test';
 import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { MERGE_PATCH, apiPath, kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
 import { API_VERSION, KIND, PLURAL, type AtlantisDeployment } from '../src/controller/types.js';
-import { assertBuilt } from './support/cli.js';
 import {
   atlantisDeployment,
   createAd,
-  createVcsSecret,
-  ensureCrd,
   events,
   getAd,
   listPods,
@@ -24,6 +21,7 @@ import {
   startController,
   type TestController,
 } from './support/controller.js';
+import { controllerTestNamespace, stopTestController } from './support/controller-suite.js';
 import {
   DRAIN,
   REVISION,
@@ -37,7 +35,7 @@ import {
   waitForAd,
   waitForReadyPods,
 } from './support/controller-asserts.js';
-import { freshNamespace, getCluster, getLocalNode, waitFor, type LocalNodeHandle, type TestCluster } from './support/k8s.js';
+import { getLocalNode, waitFor, type LocalNodeHandle, type TestCluster } from './support/k8s.js';
 
 const NAME = 'life';
 let cluster: TestCluster;
@@ -47,18 +45,11 @@ let ns: string;
 let adUid: string;
 
 before(async () => {
-  assertBuilt();
-  cluster = await getCluster();
+  ({ cluster, ns } = await controllerTestNamespace('ctrl-life'));
   node = await getLocalNode();
-  await ensureCrd(cluster);
-  ns = await freshNamespace('ctrl-life');
-  await createVcsSecret(cluster.kc, ns);
   ctrl = await startController(cluster.kc, ns);
 });
-after(async () => {
-  await ctrl?.stop();
-  if (ctrl && process.env.DEBUG_CONTROLLER_LOGS) for (const l of ctrl.logs) console.error(l.level, l.msg, JSON.stringify(l.fields));
-});
+after(() => stopTestController(ctrl));
 
 const pvcs = async (): Promise<V1PersistentVolumeClaim[]> =>
   (

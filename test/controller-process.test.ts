@@ -14,6 +14,7 @@ import type { Lease } from '../src/controller/leader-election.js';
 import { buildControllerConfig, CONTROLLER_FLAGS } from '../src/controller/main.js';
 import { parseFlags } from '../src/config/flags.js';
 import { type CliProcess, runCli, startCli, waitForHttp } from './support/cli.js';
+import { childList } from './support/children.js';
 import { deleteNamespace, freshNamespace, getCluster, waitFor, waitForCrdEstablished, type TestCluster } from './support/k8s.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -21,7 +22,7 @@ const CRD_PATH = path.join(root, 'crds/atlantisdeployments.atlantis-operator.dev
 
 let cluster: TestCluster;
 let ns: string;
-const procs: CliProcess[] = [];
+const procs = childList();
 let leaseCounter = 0;
 
 before(async () => {
@@ -42,7 +43,7 @@ before(async () => {
 });
 
 after(async () => {
-  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+  procs.killAll();
   if (ns) await deleteNamespace(ns);
 });
 

@@ -15,30 +15,20 @@ import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { MERGE_PATCH, apiPath, kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
 import { podNameFor } from '../src/controller/resources/index.js';
-import { assertBuilt } from './support/cli.js';
 import {
   atlantisDeployment,
   controllerRevision,
   createAd,
   createSharedStateKeySecret,
-  createVcsSecret,
-  ensureCrd,
   getAd,
   startController,
   type TestController,
 } from './support/controller.js';
+import { controllerTestNamespace } from './support/controller-suite.js';
 import { SharedStateKey } from '../src/server/locks/shared-state-key.js';
 import { openReplica } from '../src/server/replicas/replica-record.js';
 import { rolloutComplete, serverEnviron, waitForAd, waitForReadyPods } from './support/controller-asserts.js';
-import {
-  deleteNamespace,
-  freshNamespace,
-  getCluster,
-  getLocalNode,
-  waitFor,
-  type LocalNodeHandle,
-  type TestCluster,
-} from './support/k8s.js';
+import { deleteNamespace, getLocalNode, waitFor, type LocalNodeHandle, type TestCluster } from './support/k8s.js';
 import { startRedisServer, type RedisServer } from './support/redis-server.js';
 
 const NAME = 'shared';
@@ -55,12 +45,8 @@ let ns = '';
 let sharedKey: { ref: { name: string; key: string }; key: string };
 
 before(async () => {
-  assertBuilt();
-  cluster = await getCluster();
+  ({ cluster, ns } = await controllerTestNamespace('ctrl-redis'));
   node = await getLocalNode();
-  await ensureCrd(cluster);
-  ns = await freshNamespace('ctrl-redis');
-  await createVcsSecret(cluster.kc, ns);
   // requirepass too, so a server that did not authenticate as the user would be refused.
   redis = await startRedisServer({ password: DEFAULT_PASSWORD, user: { name: USER, password: PASSWORD } });
   await kubeRequestOk(cluster.kc, 'POST', apiPath('v1', 'secrets', ns), {

@@ -12,29 +12,19 @@ import { after, before, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { apiPath, kubeRequestOk } from '../src/k8s/client.js';
 import { podNameFor } from '../src/controller/resources/index.js';
-import { assertBuilt } from './support/cli.js';
 import {
   atlantisDeployment,
   controllerRevision,
   createAd,
-  createVcsSecret,
-  ensureCrd,
   isReady,
   listPods,
   startController,
   type TestController,
   createSharedStateKeySecret,
 } from './support/controller.js';
+import { controllerTestNamespace } from './support/controller-suite.js';
 import { rolloutComplete, serverEnviron, waitForAd, waitForReadyPods } from './support/controller-asserts.js';
-import {
-  deleteNamespace,
-  freshNamespace,
-  getCluster,
-  getLocalNode,
-  waitFor,
-  type LocalNodeHandle,
-  type TestCluster,
-} from './support/k8s.js';
+import { deleteNamespace, getLocalNode, waitFor, type LocalNodeHandle, type TestCluster } from './support/k8s.js';
 import { startSentinelSetup, type SentinelSetup } from './support/redis-sentinel.js';
 
 const NAME = 'sentinel';
@@ -49,12 +39,8 @@ let ns = '';
 let sharedKeyRef: { name: string; key: string };
 
 before(async () => {
-  assertBuilt();
-  cluster = await getCluster();
+  ({ cluster, ns } = await controllerTestNamespace('ctrl-sentinel'));
   node = await getLocalNode();
-  await ensureCrd(cluster);
-  ns = await freshNamespace('ctrl-sentinel');
-  await createVcsSecret(cluster.kc, ns);
   setup = await startSentinelSetup({ password: PASSWORD, sentinelPassword: SENTINEL_PASSWORD });
   await kubeRequestOk(cluster.kc, 'POST', apiPath('v1', 'secrets', ns), {
     apiVersion: 'v1',

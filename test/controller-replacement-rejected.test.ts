@@ -10,17 +10,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
-import { assertBuilt } from './support/cli.js';
-import {
-  atlantisDeployment,
-  createAd,
-  createVcsSecret,
-  ensureCrd,
-  getAd,
-  patchAdSpec,
-  startController,
-  type TestController,
-} from './support/controller.js';
+import { atlantisDeployment, createAd, getAd, patchAdSpec, startController, type TestController } from './support/controller.js';
+import { controllerTestNamespace, stopTestController } from './support/controller-suite.js';
 import {
   cond,
   describeStatus,
@@ -33,24 +24,17 @@ import {
   waitForAd,
   waitForReadyPods,
 } from './support/controller-asserts.js';
-import { freshNamespace, getCluster, getLocalNode, waitFor, type TestCluster } from './support/k8s.js';
+import { getLocalNode, waitFor, type TestCluster } from './support/k8s.js';
 
 let cluster: TestCluster;
 let ctrl: TestController;
 let ns: string;
 
 before(async () => {
-  assertBuilt();
-  cluster = await getCluster();
-  await ensureCrd(cluster);
-  ns = await freshNamespace('ctrl-refused');
-  await createVcsSecret(cluster.kc, ns);
+  ({ cluster, ns } = await controllerTestNamespace('ctrl-refused'));
   ctrl = await startController(cluster.kc, ns);
 });
-after(async () => {
-  await ctrl?.stop();
-  if (ctrl && process.env.DEBUG_CONTROLLER_LOGS) for (const l of ctrl.logs) console.error(l.level, l.msg, JSON.stringify(l.fields));
-});
+after(() => stopTestController(ctrl));
 
 describe('a spec whose pods the API server refuses', () => {
   it("drains and deletes nothing, reports Degraded with the API server's message, and rolls out once fixed", {

@@ -3,38 +3,26 @@
 // it observes, without deleting anything twice.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import {
-  atlantisDeployment,
-  createAd,
-  createVcsSecret,
-  ensureCrd,
-  events,
-  getAd,
-  isReady,
-  listPods,
-  patchAdSpec,
-} from './support/controller.js';
+import { atlantisDeployment, createAd, events, getAd, isReady, listPods, patchAdSpec } from './support/controller.js';
+import { controllerTestNamespace } from './support/controller-suite.js';
 import { terraformConfig } from './support/git-repos.js';
-import { freshNamespace, getCluster, getLocalNode, waitFor, type TestCluster } from './support/k8s.js';
-import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
-import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
+import { getLocalNode, waitFor, type TestCluster } from './support/k8s.js';
+import { type CliProcess, startCli } from './support/cli.js';
+import { childList } from './support/children.js';
+import { type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
 
 let cluster: TestCluster;
 let env: WorkflowEnv;
 let ns: string;
-const procs: CliProcess[] = [];
+const procs = childList();
 const NAME = 'atl';
 
 before(async () => {
-  assertBuilt();
-  cluster = await getCluster();
-  await ensureCrd(cluster);
-  ns = await freshNamespace('restart');
   env = await createWorkflowEnv();
-  await createVcsSecret(cluster.kc, ns, env.gh.token, WEBHOOK_SECRET);
+  ({ cluster, ns } = await controllerTestNamespace('restart', { env }));
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await env?.close();
 });
 

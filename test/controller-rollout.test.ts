@@ -9,8 +9,6 @@ import type { StatusBody } from '../src/contract/drain-protocol.js';
 import {
   atlantisDeployment,
   createAd,
-  createVcsSecret,
-  ensureCrd,
   getAd,
   isReady,
   listPods,
@@ -18,11 +16,11 @@ import {
   startController,
   type TestController,
 } from './support/controller.js';
+import { controllerTestNamespace } from './support/controller-suite.js';
 import { recordPods } from './support/controller-asserts.js';
 import { terraformConfig } from './support/git-repos.js';
-import { freshNamespace, getCluster, getLocalNode, waitFor, readFileOr, type TestCluster } from './support/k8s.js';
-import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
-import { assertBuilt } from './support/cli.js';
+import { getLocalNode, waitFor, readFileOr, type TestCluster } from './support/k8s.js';
+import { type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
 
 let cluster: TestCluster;
 let env: WorkflowEnv;
@@ -40,12 +38,8 @@ async function podStatus(ip: string): Promise<StatusBody | undefined> {
 }
 
 before(async () => {
-  assertBuilt();
-  cluster = await getCluster();
-  await ensureCrd(cluster);
-  ns = await freshNamespace('rollout');
   env = await createWorkflowEnv();
-  await createVcsSecret(cluster.kc, ns, env.gh.token, WEBHOOK_SECRET);
+  ({ cluster, ns } = await controllerTestNamespace('rollout', { env }));
   ctrl = await startController(cluster.kc, ns);
 });
 after(async () => {

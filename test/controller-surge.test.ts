@@ -27,6 +27,7 @@ import { podNameFor } from '../src/controller/resources/index.js';
 import { kubeRequest, kubeRequestOk } from '../src/k8s/client.js';
 import type { KubeClientConfig } from '../src/k8s/kubeconfig.js';
 import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
+import { childList } from './support/children.js';
 import { gatedConfig } from './support/git-repos.js';
 import {
   atlantisDeployment,
@@ -74,7 +75,7 @@ let sharedKeyRef: { name: string; key: string };
 let tmp = '';
 let passed = 0;
 /** Every controller process of the file, in start order; the last one runs. */
-const ctrls: CliProcess[] = [];
+const ctrls = childList();
 const sleep = (t: number) => new Promise((r) => setTimeout(r, t));
 
 const podName = (ordinal: number, rev: string) => podNameFor(NAME, ordinal, rev, 'revision');
@@ -126,7 +127,7 @@ before(async () => {
 after(async () => {
   for (const c of ctrls) if (c.child.exitCode === null && c.child.signalCode === null) c.child.kill('SIGTERM');
   await Promise.race([Promise.all(ctrls.map((c) => c.exited)), sleep(15_000)]);
-  for (const c of ctrls) if (c.child.exitCode === null && c.child.signalCode === null) c.child.kill('SIGKILL');
+  ctrls.killAll();
   const ok = passed === 3;
   if (!ok)
     process.stderr.write(

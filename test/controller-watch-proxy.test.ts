@@ -18,18 +18,10 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { API_VERSION, PLURAL } from '../src/controller/types.js';
 import { withTimeout } from '../src/async.js';
 import { apiPath } from '../src/k8s/client.js';
-import { type CliProcess, assertBuilt, startCli } from './support/cli.js';
+import { type CliProcess, startCli } from './support/cli.js';
 import { gatedConfig } from './support/git-repos.js';
-import {
-  atlantisDeployment,
-  controllerRevision,
-  createAd,
-  createVcsSecret,
-  ensureCrd,
-  getAd,
-  listPods,
-  patchAdSpec,
-} from './support/controller.js';
+import { atlantisDeployment, controllerRevision, createAd, getAd, listPods, patchAdSpec } from './support/controller.js';
+import { controllerTestNamespace } from './support/controller-suite.js';
 import {
   DRAIN,
   REVISION,
@@ -44,10 +36,10 @@ import {
   waitForReadyPods,
   type JsonLogLine,
 } from './support/controller-asserts.js';
-import { deleteNamespace, freshNamespace, getCluster, getLocalNode, readFileOr, waitFor, type TestCluster } from './support/k8s.js';
+import { deleteNamespace, getLocalNode, readFileOr, waitFor, type TestCluster } from './support/k8s.js';
 import { TcpProxy } from './support/tcp-proxy.js';
 import { reportOpenHandlesAfter } from './support/open-handles.js';
-import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
+import { type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
 
 const NAME = 'atl';
 const HOST = '127.0.201.2';
@@ -100,12 +92,8 @@ function proxyKubeconfig(): string {
 }
 
 before(async () => {
-  assertBuilt();
-  cluster = await getCluster();
-  await ensureCrd(cluster);
-  ns = await freshNamespace('watchproxy');
   env = await createWorkflowEnv();
-  await createVcsSecret(cluster.kc, ns, env.gh.token, WEBHOOK_SECRET);
+  ({ cluster, ns } = await controllerTestNamespace('watchproxy', { env }));
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'watch-proxy-'));
   const api = new URL(cluster.server);
   proxy = new TcpProxy({ host: HOST, target: { host: api.hostname, port: Number(api.port) } });

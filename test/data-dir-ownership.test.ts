@@ -9,10 +9,11 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { isRecordedProcess, processIdentity, readPidFile, writePidFile } from '../src/server/drain/pid-file.js';
 import { type CliProcess, minimalServerArgs, runCli, startCli, waitForHttp } from './support/cli.js';
+import { childList } from './support/children.js';
 
-const children: CliProcess[] = [];
+const children = childList();
 after(() => {
-  for (const c of children) c.child.kill('SIGKILL');
+  children.killAll();
 });
 
 async function startServer(dataDir: string, host: string): Promise<CliProcess> {

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { type AnswerComment, type DeliveryRecord, deliveryFigures, killReasons, type LogLine } from '../dev/demo/figures.js';
 import type { ScenarioResult } from '../dev/demo/scenario.js';
-import { UNLOCKED_COMMENT } from '../src/server/workflow/messages.js';
+import { UNLOCKED_COMMENT } from '../src/server/workflow/pr/messages.js';
 import { assertBuilt } from './support/cli.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

@@ -14,6 +14,7 @@ import { RedisStore } from '../src/server/locks/redis-store.js';
 import { SqliteStore } from '../src/server/locks/sqlite-store.js';
 import type { AcceptedCommand } from '../src/server/locks/state-store.js';
 import type { CliProcess } from './support/cli.js';
+import { childList } from './support/children.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type RedisServer, replicaArgs, startRedisServer, testSharedStateKey } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
@@ -21,7 +22,7 @@ import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir }
 
 let env: WorkflowEnv;
 let redis: RedisServer;
-const procs: CliProcess[] = [];
+const procs = childList();
 const dirs: string[] = [];
 
 before(async () => {
@@ -29,7 +30,7 @@ before(async () => {
   redis = await startRedisServer();
 });
 after(async () => {
-  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+  procs.killAll();
   await env.close();
   await redis.cleanup();
   for (const d of dirs) rmSync(d, { recursive: true, force: true });

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { CancellationTracker, executionGroups, runInExecutionOrder } from '../src/server/workflow/execution-order.js';
+import { CancellationTracker, executionGroups, runInExecutionOrder } from '../src/server/workflow/repo-config/execution-order.js';
 
 interface P {
   name: string;

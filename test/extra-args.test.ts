@@ -15,8 +15,8 @@ import {
   isInside,
   pathArgs,
   pathOutsideMessage,
-} from '../src/server/workflow/extra-args.js';
-import { TERRAFORM_FLAGS, type TerraformCommand } from '../src/server/workflow/terraform-flags.js';
+} from '../src/server/workflow/comment-parser/extra-args.js';
+import { TERRAFORM_FLAGS, type TerraformCommand } from '../src/server/workflow/comment-parser/terraform-flags.js';
 import { TERRAFORM } from './support/terraform.js';
 import { planFileName, planFileProblem } from '../src/server/locks/plan-file.js';
 

@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { formatDuration, parseDuration } from '../src/config/duration.js';
 import { parseFlags, UsageError } from '../src/config/flags.js';
 import { buildServerConfig, SERVER_FLAGS } from '../src/server/config.js';
-import { requiredFlags } from './support/server-config.js';
+import { githubOf, requiredFlags } from './support/server-config.js';
 
 const { flags: required, dataDir } = requiredFlags('ato-flags-');
 
@@ -71,8 +71,8 @@ describe('server flags', () => {
     assert.equal(c.parallelApply, false);
     assert.equal(c.drainTimeoutMs, 0);
     assert.equal(c.terraformInterruptGraceMs, 60_000);
-    assert.equal(c.ghApiUrl, 'https://api.github.com');
-    assert.equal(c.ghToken(), 'tok');
+    assert.equal(githubOf(c).apiUrl, 'https://api.github.com');
+    assert.equal(githubOf(c).token(), 'tok');
   });
 
   it('reads ATLANTIS_* env, and the command line wins', () => {
@@ -89,7 +89,7 @@ describe('server flags', () => {
     assert.equal(c.port, 6000);
     assert.equal(c.drainTimeoutMs, 600_000);
     assert.equal(c.queueDuringDrain, true);
-    assert.equal(c.ghApiUrl, 'https://ghe.acme.test/api/v3');
+    assert.equal(githubOf(c).apiUrl, 'https://ghe.acme.test/api/v3');
   });
 
   it('accepts --flag=value and boolean forms', () => {
@@ -114,9 +114,9 @@ describe('server flags', () => {
       '--data-dir',
       dataDir,
     ]);
-    assert.equal(c.ghToken(), 'first');
+    assert.equal(githubOf(c).token(), 'first');
     writeFileSync(f, 'rotated');
-    assert.equal(c.ghToken(), 'rotated');
+    assert.equal(githubOf(c).token(), 'rotated');
   });
 
   const bad: Array<[string, string[], NodeJS.ProcessEnv, RegExp]> = [

@@ -8,8 +8,9 @@ import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { CLOSED_PR_COMMENT, FORK_PR_COMMENT, UNLOCKED_COMMENT } from '../src/server/workflow/messages.js';
+import { CLOSED_PR_COMMENT, FORK_PR_COMMENT, UNLOCKED_COMMENT } from '../src/server/workflow/pr/messages.js';
 import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
+import { childList } from './support/children.js';
 import { git, terraformConfig } from './support/git-repos.js';
 import { pullRequestPayload, sendWebhook } from './support/github-standin.js';
 import { waitFor } from './support/server.js';
@@ -20,13 +21,13 @@ const FORK_LOG = 'Refused a command on a pull request from a fork';
 const CLOSED_LOG = 'Refused a command on a closed pull request';
 
 let env: WorkflowEnv;
-const procs: CliProcess[] = [];
+const procs = childList();
 
 before(async () => {
   env = await createWorkflowEnv({ ghHost: '127.0.164.250' });
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await env.close();
 });
 

@@ -1,20 +1,19 @@
 // git authenticates to an https remote with the token without it being in git's argv, in a URL,
 // in .git/config or any file of the working copy, or in the environment of the process host
 // (which terraform inherits): real git against a real `git http-backend` behind a TLS server
-// that asks for Basic auth, as GitHub does. The token file is read again for each git command.
+// that asks for Basic auth, as GitHub does (support/git-https.ts). The token file is read again for each git command.
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { nullLogger } from '../src/log.js';
 import { ProcessHost, type SpawnSpec } from '../src/server/terraform/process-host.js';
-import { GitHubAppTokens } from '../src/server/vcs/github-app.js';
-import { WorkingCopies } from '../src/server/workflow/working-copy.js';
+import { GitHubAppTokens } from '../src/server/vcs/github/app.js';
+import { WorkingCopies } from '../src/server/workflow/checkout/working-copy.js';
 import { type TestRepo, createTestRepo } from './support/git-repos.js';
+import { type GitHttpsServer, startGitHttps } from './support/git-https.js';
 import { GitHubStandin } from './support/github-standin.js';
 import { StandinApp } from './support/github-standin-app.js';
 
@@ -22,93 +21,26 @@ const HOST = '127.0.162.9';
 const dir = mkdtempSync(path.join(tmpdir(), 'git-cred-'));
 const tokenFile = path.join(dir, 'token');
 let repo: TestRepo;
-let server: https.Server;
+let git: GitHttpsServer;
 let cloneUrl: string;
-/** What the TLS server got in Authorization headers, decoded. */
-const authSeen: string[] = [];
 let acceptedToken = 'ghs_firstTokenValue0001';
 
 before(async () => {
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      path.join(dir, 'key.pem'),
-      '-out',
-      path.join(dir, 'cert.pem'),
-      '-days',
-      '1',
-      '-subj',
-      `/CN=${HOST}`,
-      '-addext',
-      `subjectAltName=IP:${HOST}`,
-    ],
-    { stdio: 'ignore' },
-  );
-  // git trusts our server's certificate (children inherit it, as a server's would).
-  process.env.GIT_SSL_CAINFO = path.join(dir, 'cert.pem');
   repo = await createTestRepo({ fullName: 'acme/creds' });
   execFileSync('git', ['-C', repo.bareDir, 'config', 'uploadpack.allowAnySHA1InWant', 'true']);
-  const projectRoot = path.dirname(path.dirname(repo.bareDir)); // <root>/remote
-  server = https.createServer(
-    { key: readFileSync(path.join(dir, 'key.pem')), cert: readFileSync(path.join(dir, 'cert.pem')) },
-    (req, res) => {
-      const auth = req.headers.authorization;
-      if (auth) authSeen.push(Buffer.from(auth.replace(/^Basic /, ''), 'base64').toString());
-      if (auth !== `Basic ${Buffer.from(`x-access-token:${acceptedToken}`).toString('base64')}`) {
-        res.writeHead(401, { 'WWW-Authenticate': 'Basic realm="GitHub"' }).end('auth required\n');
-        return;
-      }
-      const u = new URL(req.url ?? '/', `https://${HOST}`);
-      // git's own server side, as CGI.
-      const cgi: ChildProcess = spawn('git', ['http-backend'], {
-        env: {
-          PATH: process.env.PATH,
-          GIT_PROJECT_ROOT: projectRoot,
-          GIT_HTTP_EXPORT_ALL: '1',
-          PATH_INFO: u.pathname,
-          QUERY_STRING: u.search.slice(1),
-          REQUEST_METHOD: req.method,
-          CONTENT_TYPE: req.headers['content-type'] ?? '',
-          REMOTE_USER: 'x-access-token',
-          REMOTE_ADDR: HOST,
-          ...(req.headers['content-encoding'] ? { HTTP_CONTENT_ENCODING: req.headers['content-encoding'] } : {}),
-          ...(req.headers['git-protocol'] ? { GIT_PROTOCOL: String(req.headers['git-protocol']) } : {}),
-        },
-      });
-      req.pipe(cgi.stdin!);
-      let head = Buffer.alloc(0);
-      let headersDone = false;
-      cgi.stdout!.on('data', (chunk: Buffer) => {
-        if (headersDone) return void res.write(chunk);
-        head = Buffer.concat([head, chunk]);
-        const end = head.indexOf('\r\n\r\n');
-        if (end < 0) return;
-        headersDone = true;
-        let status = 200;
-        const headers: Record<string, string> = {};
-        for (const line of head.subarray(0, end).toString().split('\r\n')) {
-          const [k, ...v] = line.split(':');
-          if (k!.toLowerCase() === 'status') status = Number(v.join(':').trim().split(' ')[0]);
-          else headers[k!] = v.join(':').trim();
-        }
-        res.writeHead(status, headers);
-        res.write(head.subarray(end + 4));
-      });
-      cgi.stdout!.on('end', () => res.end());
-    },
-  );
-  server.listen(0, HOST);
-  await new Promise((r) => server.once('listening', r));
-  cloneUrl = `https://${HOST}:${(server.address() as AddressInfo).port}/acme/creds.git`;
+  // TLS and Basic auth as GitHub asks for them, git http-backend behind (support/git-https.ts).
+  git = await startGitHttps({
+    host: HOST,
+    projectRoot: path.dirname(path.dirname(repo.bareDir)), // <root>/remote
+    certDir: dir,
+    accept: (userPassword) => userPassword === `x-access-token:${acceptedToken}`,
+  });
+  // git trusts our server's certificate (children inherit it, as a server's would).
+  process.env.GIT_SSL_CAINFO = git.caFile;
+  cloneUrl = `${git.url}/acme/creds.git`;
 });
 after(() => {
-  server.close();
+  git.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -155,7 +87,7 @@ describe('git credentials', () => {
       gitSpecs.some((s) => s.args.includes('fetch')),
       'the fetch of the exact commit ran too',
     );
-    assert.ok(authSeen.includes(`x-access-token:${acceptedToken}`), 'git sent the token from the file');
+    assert.ok(git.authSeen.includes(`x-access-token:${acceptedToken}`), 'git sent the token from the file');
 
     // A rotated token file is used by the next git command.
     acceptedToken = 'ghs_rotatedTokenValue02';
@@ -168,7 +100,7 @@ describe('git credentials', () => {
       headRef: 'feature',
       headSha: await repo.headSha('feature'),
     });
-    assert.ok(authSeen.includes(`x-access-token:${acceptedToken}`), 'the rotated token was read again');
+    assert.ok(git.authSeen.includes(`x-access-token:${acceptedToken}`), 'the rotated token was read again');
 
     for (const s of specs) {
       for (const t of ['ghs_wrongTokenValue0000', 'ghs_firstTokenValue0001', acceptedToken]) {
@@ -211,7 +143,7 @@ describe('git credentials', () => {
       const sha = await repo.headSha('feature');
       const wc = await copies.checkout({ repo: 'acme/creds', pull: 3, workspace: 'default', cloneUrl, headRef: 'feature', headSha: sha });
       assert.equal(execFileSync('git', ['-C', wc, 'rev-parse', 'HEAD']).toString().trim(), sha);
-      assert.ok(authSeen.includes(`x-access-token:${acceptedToken}`), 'git sent the installation token');
+      assert.ok(git.authSeen.includes(`x-access-token:${acceptedToken}`), 'git sent the installation token');
       assert.match(acceptedToken, /^ghs_/);
       for (const s of specs)
         assert.ok(

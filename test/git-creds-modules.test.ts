@@ -14,7 +14,7 @@ import { GitCredsForInit, credentialLine, gitCredsEnv } from '../src/server/terr
 import { ProcessHost } from '../src/server/terraform/process-host.js';
 import { ProcessRunner } from '../src/server/terraform/runner.js';
 import { TerraformBinaries } from '../src/server/terraform/tf-install.js';
-import { type ProjectRunContext, ProjectRunner } from '../src/server/workflow/project-runner.js';
+import { type ProjectRunContext, ProjectRunner } from '../src/server/workflow/jobs/project-runner.js';
 import type { Step } from '../src/server/workflow/repo-config/types.js';
 import { createTestRepo } from './support/git-repos.js';
 import { type GitHttpsServer, startGitHttps } from './support/git-https.js';

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sleep } from '../src/async.js';
 import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
+import { childList } from './support/children.js';
 import { terraformConfig } from './support/git-repos.js';
 import { StandinApp } from './support/github-standin-app.js';
 import { type WorkflowEnv, createWorkflowEnv, tempDataDir } from './support/workflow-env.js';
@@ -20,7 +21,7 @@ const { privateKeyPem, publicKey } = StandinApp.keyPair();
 const keyLines = privateKeyPem.split('\n').filter((l) => l.length > 20 && !l.startsWith('-----'));
 let env: WorkflowEnv;
 let app: StandinApp;
-const procs: CliProcess[] = [];
+const procs = childList();
 
 /** The workflow env's server flags with the App's in place of --gh-user/--gh-token. */
 function appArgs(dataDir: string, host: string, extra: string[] = []): string[] {
@@ -37,7 +38,7 @@ before(async () => {
   env.gh.botLogin = `${SLUG}[bot]`;
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await env.close();
 });
 

@@ -1,4 +1,4 @@
-// GitHub App authentication (src/server/vcs/github-app.ts): the JWT (checked with the App's
+// GitHub App authentication (src/server/vcs/github/app.ts): the JWT (checked with the App's
 // public key, as GitHub does), the refresh rule, the --gh-app-* flags with Atlantis's
 // validation, the key kept out of every text, and installation tokens against the stand-in:
 // fetched, shared, replaced before they expire, a refused token replaced once.
@@ -20,12 +20,14 @@ import {
   appKeySecretValues,
   parseAppPrivateKey,
   tokenNeedsRefresh,
-} from '../src/server/vcs/github-app.js';
-import { GitHubApiError, GitHubClient } from '../src/server/vcs/github-client.js';
+} from '../src/server/vcs/github/app.js';
+import { GitHubApiError, GitHubClient } from '../src/server/vcs/github/client.js';
 import { parseRepoAllowlist } from '../src/server/vcs/repo-allowlist.js';
-import { type DecisionOptions, decideWebhook } from '../src/server/workflow/webhook-decision.js';
-import { GitHubStandin, issueCommentPayload } from './support/github-standin.js';
+import { type DecisionOptions, decideWebhook } from '../src/server/workflow/intake/webhook-decision.js';
+import { githubWebhooks } from '../src/server/vcs/github/webhooks.js';
+import { GitHubStandin, githubDelivery, issueCommentPayload } from './support/github-standin.js';
 import { JWT_EXPIRED, JWT_TOO_LONG, JWT_UNDECODABLE, StandinApp } from './support/github-standin-app.js';
+import { githubOf } from './support/server-config.js';
 
 const { privateKeyPem, publicKey } = StandinApp.keyPair();
 const APP_ID = 4242;
@@ -134,10 +136,10 @@ describe("the App's own comments and its name in comments (decideWebhook)", () =
   // As Atlantis with an App: its GitHub user is empty, so `@<name>` is no executable name;
   // the bot's comments (author `<slug>[bot]`) are the server's own.
   const options: DecisionOptions = {
-    webhookSecret: undefined,
+    webhooks: githubWebhooks({ secret: undefined }),
     allowlist: parseRepoAllowlist('github.com/acme/*'),
-    ghHostname: 'github.com',
-    ghUser: '',
+    hostname: 'github.com',
+    user: '',
     botLogin: 'atl-bot[bot]',
     executableName: 'atlantis',
     allowCommands: ['plan', 'apply', 'unlock', 'version'],
@@ -148,12 +150,12 @@ describe("the App's own comments and its name in comments (decideWebhook)", () =
   };
   const decide = (body: string, user: string, o: Partial<DecisionOptions> = {}) => {
     const d = decideWebhook(
-      {
+      githubDelivery({
         event: 'issue_comment',
         signature: undefined,
         deliveryId: crypto.randomUUID(),
         rawBody: Buffer.from(JSON.stringify(issueCommentPayload({ repo: 'acme/infra', number: 3, body, user }))),
-      },
+      }),
       { ...options, ...o },
     );
     return d.kind === 'respond' ? d.body : d.kind;
@@ -169,7 +171,7 @@ describe("the App's own comments and its name in comments (decideWebhook)", () =
       'with a token user, its comments are still ours',
       'atlantis plan',
       'atlantis-bot',
-      { ghUser: 'atlantis-bot', botLogin: undefined },
+      { user: 'atlantis-bot', botLogin: undefined },
       'Ignoring comment from our own user',
     ],
   ];
@@ -186,13 +188,13 @@ describe('--gh-app-* flags', () => {
 
   it('--gh-app-id with --gh-app-key-file replaces --gh-user/--gh-token', () => {
     const c = config(['--gh-app-id', '4242', '--gh-app-key-file', keyFile, '--gh-app-slug', 'atl-bot']);
-    assert.deepEqual(c.ghApp, { appId: 4242, privateKeyPem, slug: 'atl-bot' });
-    assert.equal(c.ghUser, '', "Atlantis's GitHub user is empty with an App: `@user` is no executable name");
+    assert.deepEqual(githubOf(c).app, { appId: 4242, privateKeyPem, slug: 'atl-bot' });
+    assert.equal(githubOf(c).user, '', "Atlantis's GitHub user is empty with an App: `@user` is no executable name");
   });
 
   it('the same from ATLANTIS_* env, the key itself as ATLANTIS_GH_APP_KEY', () => {
     const c = config([], { ATLANTIS_GH_APP_ID: '7', ATLANTIS_GH_APP_KEY: privateKeyPem, ATLANTIS_GH_APP_INSTALLATION_ID: '99' });
-    assert.deepEqual(c.ghApp, { appId: 7, privateKeyPem, installationId: 99 });
+    assert.deepEqual(githubOf(c).app, { appId: 7, privateKeyPem, installationId: 99 });
   });
 
   it('the key is one of the server secrets (scrubbed, kept from children)', () => {
@@ -202,8 +204,8 @@ describe('--gh-app-* flags', () => {
 
   it('with --gh-user and a token too, the token is used and a warning says so (Atlantis uses the user silently)', () => {
     const c = config(['--gh-user', 'bot', '--gh-token', 'tok', '--gh-app-id', '1', '--gh-app-key-file', keyFile]);
-    assert.equal(c.ghApp, undefined);
-    assert.equal(c.ghToken(), 'tok');
+    assert.equal(githubOf(c).app, undefined);
+    assert.equal(githubOf(c).token(), 'tok');
     assert.ok(c.flagWarnings.some((w) => /--gh-app-id .* the token is used/.test(w)));
   });
 

@@ -12,7 +12,7 @@ import {
   MAX_COMMENT_LENGTH,
   hostForBaseUrl,
   pullIsMergeable,
-} from '../src/server/vcs/github-client.js';
+} from '../src/server/vcs/github/client.js';
 import { createLogger } from '../src/log.js';
 import { separators } from '../src/server/vcs/comment-split.js';
 

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { createLogger } from '../src/log.js';
-import { workflowPlugin } from '../src/server/workflow/plugin.js';
+import { workflowPlugin } from '../src/server/workflow/index.js';
 import { terraformConfig } from './support/git-repos.js';
 import type { RecordedCall } from './support/github-standin.js';
 import { type TestServer, startTestServer, waitFor } from './support/server.js';
@@ -209,7 +209,7 @@ describe('GitHub faults while a PR is autoplanned and applied', () => {
     if ((await metric('atlantis_github_request_failures_total', 'operation="create_comment"')) < 1) {
       bugs.push(
         'a result comment lost after all retries is not counted in atlantis_github_request_failures_total ' +
-          "(CommandRunner.comment, src/server/workflow/command-runner.ts:293, does not increment githubRequestFailures; only the plugin's own comment helper, plugin.ts:52, does)",
+          "(CommandRunner.comment, src/server/workflow/commands/command-runner.ts:293, does not increment githubRequestFailures; only the plugin's own comment helper, plugin.ts:52, does)",
       );
     }
     // Expected: the plan's final commit status is still set when its comment could not be
@@ -218,7 +218,7 @@ describe('GitHub faults while a PR is autoplanned and applied', () => {
     if (planStatuses.at(-1) === 'pending') {
       bugs.push(
         `after the result comment failed, the final atlantis/plan status was never sent (statuses sent: ${planStatuses.join(', ')}); ` +
-          'CommandRunner.report (src/server/workflow/command-runner.ts:268) awaits the comment before setting the status (line 272), so a thrown comment skips it',
+          'CommandRunner.report (src/server/workflow/commands/command-runner.ts:268) awaits the comment before setting the status (line 272), so a thrown comment skips it',
       );
     }
     assert.deepEqual(bugs, [], `BUG(s):\n- ${bugs.join('\n- ')}`);

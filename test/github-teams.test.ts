@@ -3,7 +3,7 @@
 // errors (unknown organisation, bad token, retries on 5xx) that must never read as "no teams".
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { GitHubApiError, GitHubClient } from '../src/server/vcs/github-client.js';
+import { GitHubApiError, GitHubClient } from '../src/server/vcs/github/client.js';
 import { GitHubStandin } from './support/github-standin.js';
 
 let gh: GitHubStandin;

@@ -2,13 +2,14 @@
 // as a table), and the stand-in's minimizeComment, answered as GitHub answers it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { commentsToHide } from '../src/server/workflow/hide-comments.js';
-import type { IssueComment } from '../src/server/vcs/github-client.js';
+import { commentsToHide } from '../src/server/workflow/pr/hide-comments.js';
+import type { HostComment } from '../src/server/vcs/host.js';
 import { answerGraphql } from './support/github-standin-graphql.js';
 
-const c = (id: number, login: string | null, body: string): IssueComment => ({ id, nodeId: `IC_${id}`, login, body });
+// As the GitHub host lists them: a comment's handle is its GraphQL node id.
+const c = (id: number, author: string | null, body: string): HostComment => ({ id: `IC_${id}`, author, body });
 
-const COMMENTS: IssueComment[] = [
+const COMMENTS: HostComment[] = [
   c(1, 'atlantis-bot', 'Ran Plan for dir: `dir1` workspace: `default`\n\n```diff\n+ x\n```'),
   c(2, 'dev', 'atlantis plan -d dir1'),
   c(3, 'Atlantis-Bot', 'Ran Plan for 2 projects:\n\n1. dir: `dir1` workspace: `default`'),
@@ -33,7 +34,7 @@ test("which comments are hidden: the bot's, naming the command (and the -d dir) 
   ];
   for (const [botLogin, commandTitle, dir, ids] of table) {
     assert.deepEqual(
-      commentsToHide(COMMENTS, { botLogin, commandTitle, dir }),
+      commentsToHide(COMMENTS, { botLogin, commandTitle, dir }).map((x) => x.id),
       ids.map((i) => `IC_${i}`),
       `${botLogin} ${commandTitle} ${dir}`,
     );

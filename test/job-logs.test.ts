@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { UsageError } from '../src/config/flags.js';
-import { type JobLogEntry, type JobLogRetention, jobLogsToPrune, pruneIntervalMs } from '../src/server/workflow/job-logs.js';
+import { type JobLogEntry, type JobLogRetention, jobLogsToPrune, pruneIntervalMs } from '../src/server/workflow/jobs/job-logs.js';
 import { configWithRequiredFlags } from './support/server-config.js';
 
 const NOW = Date.parse('2026-06-01T12:00:00Z');

@@ -10,9 +10,9 @@ import { describe, it } from 'node:test';
 import { createLogger } from '../src/log.js';
 import type { JobRecord } from '../src/server/locks/state-store.js';
 import { SqliteStore } from '../src/server/locks/sqlite-store.js';
-import { JobOutputMirror } from '../src/server/workflow/job-output-mirror.js';
-import { isJobId, mergeJobs, viewOfRecord } from '../src/server/workflow/job-views.js';
-import { JobRegistry, type JobView } from '../src/server/workflow/jobs.js';
+import { JobOutputMirror } from '../src/server/workflow/jobs/job-output-mirror.js';
+import { isJobId, mergeJobs, viewOfRecord } from '../src/server/workflow/jobs/job-views.js';
+import { JobRegistry, type JobView } from '../src/server/workflow/jobs/jobs.js';
 
 const rec = (id: string, startedAt: string, result?: JobRecord['result']): JobRecord => ({
   id,

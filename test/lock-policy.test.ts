@@ -3,8 +3,8 @@
 // after its MergeProjectCfg and raw repo_locks tests, as a table).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type RepoLocksMode, commandLocks, projectLockMode, repoLocksModeFor } from '../src/server/workflow/lock-policy.js';
-import { repoConfigViolation } from '../src/server/workflow/projects.js';
+import { type RepoLocksMode, commandLocks, projectLockMode, repoLocksModeFor } from '../src/server/workflow/repo-config/lock-policy.js';
+import { repoConfigViolation } from '../src/server/workflow/checkout/projects.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
 import { parseServerSideRepoConfig, serverLockSettingsFor } from '../src/server/workflow/repo-config/server-side.js';
 import { RepoConfigError } from '../src/server/workflow/repo-config/types.js';

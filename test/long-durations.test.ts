@@ -7,7 +7,8 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { MAX_TIMER_DELAY_MS, clampTimerDelay, setLongTimeout } from '../src/async.js';
 import { WorkQueue, realClock } from '../src/controller/workqueue.js';
-import { type CliProcess, runCli } from './support/cli.js';
+import { runCli } from './support/cli.js';
+import { childList } from './support/children.js';
 import { terraformConfig } from './support/git-repos.js';
 import { waitFor } from './support/server.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
@@ -52,12 +53,12 @@ describe("timers past Node's limit", () => {
 });
 
 let env: WorkflowEnv;
-const procs: CliProcess[] = [];
+const procs = childList();
 before(async () => {
   env = await createWorkflowEnv();
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await env.close();
 });
 

@@ -12,7 +12,7 @@ import {
   queuedCommandStartingComment,
   interruptedReason,
   crashedJobComment,
-} from '../src/server/workflow/messages.js';
+} from '../src/server/workflow/pr/messages.js';
 
 test('exact fixed texts', () => {
   assert.equal(SHUTTING_DOWN_COMMENT, 'Atlantis server is shutting down, please try again later.');

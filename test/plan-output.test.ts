@@ -16,7 +16,7 @@ import {
   planHasNoChanges,
   planSummary,
   stripRefreshing,
-} from '../src/server/workflow/plan-output.js';
+} from '../src/server/workflow/pr/plan-output.js';
 
 test('diff markers indented by two spaces move to column 0; deeper ones stay', () => {
   const raw = `

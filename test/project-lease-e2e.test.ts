@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { CliProcess } from './support/cli.js';
+import { childList } from './support/children.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type RedisServer, startRedisServer, replicaArgs } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
@@ -17,7 +18,7 @@ import { handleHere, type WorkflowEnv, createWorkflowEnv, startWorkflowServer, t
 
 let env: WorkflowEnv;
 let redis: RedisServer;
-const procs: CliProcess[] = [];
+const procs = childList();
 const dirs: string[] = [];
 const eventsDir = mkdtempSync(path.join(tmpdir(), 'ato-lease-'));
 const events = path.join(eventsDir, 'events');
@@ -46,7 +47,7 @@ before(async () => {
   writeFileSync(path.join(eventsDir, 'repos.yaml'), reposYaml());
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await env.close();
   await redis.cleanup();
   for (const d of dirs) rmSync(d, { recursive: true, force: true });

@@ -1,20 +1,16 @@
-// Which pull requests a command may run on (src/server/workflow/webhook-decision.ts), as
+// Which pull requests a command may run on (src/server/workflow/pull-gate.ts), as
 // Atlantis decides it: fork PRs only with --allow-fork-prs (a reply unless
 // --silence-fork-pr-errors), closed PRs for unlock only. Pure: gatePull, and decideWebhook on
 // pull_request payloads shaped like GitHub's (test/support/github-standin.ts).
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { describe, it } from 'node:test';
-import { CLOSED_PR_COMMENT, FORK_PR_COMMENT } from '../src/server/workflow/messages.js';
-import {
-  type DecisionOptions,
-  type PullFacts,
-  type WebhookDecision,
-  decideWebhook,
-  gatePull,
-} from '../src/server/workflow/webhook-decision.js';
+import { CLOSED_PR_COMMENT, FORK_PR_COMMENT } from '../src/server/workflow/pr/messages.js';
+import { type PullFacts, gatePull } from '../src/server/workflow/commands/pull-gate.js';
+import { type DecisionOptions, type WebhookDecision, decideWebhook } from '../src/server/workflow/intake/webhook-decision.js';
 import { parseRepoAllowlist } from '../src/server/vcs/repo-allowlist.js';
-import { type PullRequestPayloadOptions, pullRequestPayload } from './support/github-standin.js';
+import { type PullRequestPayloadOptions, githubDelivery, pullRequestPayload } from './support/github-standin.js';
+import { githubWebhooks } from '../src/server/vcs/github/webhooks.js';
 
 const OPEN: PullFacts = { state: 'open', headRepo: 'acme/infra', baseRepo: 'acme/infra' };
 const FORK: PullFacts = { state: 'open', headRepo: 'mallory/infra', baseRepo: 'acme/infra' };
@@ -78,10 +74,10 @@ describe('gatePull', () => {
 
 describe('decideWebhook on pull_request events from forks', () => {
   const options = (o: Partial<DecisionOptions> = {}): DecisionOptions => ({
-    webhookSecret: undefined,
+    webhooks: githubWebhooks({ secret: undefined }),
     allowlist: parseRepoAllowlist('github.com/acme/*'),
-    ghHostname: 'github.com',
-    ghUser: 'atlantis-bot',
+    hostname: 'github.com',
+    user: 'atlantis-bot',
     executableName: 'atlantis',
     allowCommands: ['plan', 'apply', 'unlock', 'version'],
     blockedExtraArgs: [],
@@ -92,14 +88,14 @@ describe('decideWebhook on pull_request events from forks', () => {
   });
   const decide = (p: Partial<PullRequestPayloadOptions>, o: Partial<DecisionOptions> = {}): WebhookDecision =>
     decideWebhook(
-      {
+      githubDelivery({
         event: 'pull_request',
         signature: undefined,
         deliveryId: crypto.randomUUID(),
         rawBody: Buffer.from(
           JSON.stringify(pullRequestPayload({ repo: 'acme/infra', action: 'opened', number: 7, headSha: 'a'.repeat(40), ...p })),
         ),
-      },
+      }),
       options(o),
     );
   type Want = 'autoplan' | 'refuse fork (comment)' | 'refuse fork (silent)' | 'close' | 'ignore';

@@ -23,7 +23,7 @@ import { Redis } from 'ioredis';
 import { sleep } from '../src/async.js';
 import { type ReplicaInfo, ownerOf } from '../src/server/replicas/affinity.js';
 import { sealReplica } from '../src/server/replicas/replica-record.js';
-import { REPLAY_HANDLED_BODY } from '../src/server/workflow/delivery-replay.js';
+import { REPLAY_HANDLED_BODY } from '../src/server/workflow/intake/delivery-replay.js';
 import { issueCommentPayload, sendWebhook } from './support/github-standin.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type RedisServer, startRedisServer, testSharedStateKey } from './support/redis-server.js';

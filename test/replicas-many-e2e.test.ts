@@ -26,6 +26,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ownerOf as replicaOwning } from '../src/server/replicas/affinity.js';
 import type { CliProcess } from './support/cli.js';
+import { childList } from './support/children.js';
 import { terraformConfig } from './support/git-repos.js';
 import { pullRequestPayload, sendWebhook } from './support/github-standin.js';
 import { type Answer, type Run, classify, describeAnswer, overlaps, pooled, readRuns, stampedReposYaml } from './support/many-prs.js';
@@ -40,7 +41,7 @@ const PHASE_MS = 120_000;
 
 let env: WorkflowEnv;
 let redis: RedisServer;
-const procs: CliProcess[] = [];
+const procs = childList();
 const dirs: string[] = [];
 const eventsDir = mkdtempSync(path.join(tmpdir(), 'ato-many-'));
 const events = path.join(eventsDir, 'events');
@@ -60,7 +61,7 @@ before(async () => {
   writeFileSync(path.join(eventsDir, 'repos.yaml'), stampedReposYaml(events, 0.4));
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await Promise.all(procs.map((p) => p.exited));
   await env?.close();
   await redis?.cleanup();

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
+import { childList } from './support/children.js';
 import { terraformConfig } from './support/git-repos.js';
 import { waitFor } from './support/server.js';
 import { type WorkflowEnv, createWorkflowEnv, tempDataDir } from './support/workflow-env.js';
@@ -45,7 +46,7 @@ repos:
 `;
 
 let env: WorkflowEnv;
-const servers: CliProcess[] = [];
+const servers = childList();
 let repoConfig: string;
 
 async function start(host: string, extra: string[] = []): Promise<{ p: CliProcess; url: string }> {
@@ -84,7 +85,7 @@ before(async () => {
   writeFileSync(repoConfig, REPOS_YAML);
 });
 after(async () => {
-  for (const p of servers) p.child.kill('SIGKILL');
+  servers.killAll();
   await env.close();
 });
 

@@ -1,5 +1,5 @@
 // Server-side pre_workflow_hooks / post_workflow_hooks (repos.yaml): parsing, and the pure
-// decisions and texts of src/server/workflow/hooks.ts, table-tested against what Atlantis
+// decisions and texts of src/server/workflow/commands/hooks.ts, table-tested against what Atlantis
 // v0.47 does (server/events/pre_workflow_hooks_command_runner.go, post_..., the hook runners
 // in server/core/runtime and commit_status_updater.go).
 import assert from 'node:assert/strict';
@@ -16,7 +16,7 @@ import {
   hookStatusDescription,
   hooksFor,
   preHookFailedComment,
-} from '../src/server/workflow/hooks.js';
+} from '../src/server/workflow/commands/hooks.js';
 import { baseBranchAllowed, parseServerSideRepoConfig } from '../src/server/workflow/repo-config/server-side.js';
 import { RepoConfigError } from '../src/server/workflow/repo-config/types.js';
 

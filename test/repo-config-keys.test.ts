@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import YAML from 'yaml';
-import { readRepoConfig, repoConfigViolation } from '../src/server/workflow/projects.js';
+import { readRepoConfig, repoConfigViolation } from '../src/server/workflow/checkout/projects.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
 import {
   REPO_PROJECT_KEYS,

@@ -10,7 +10,7 @@ import { after, test } from 'node:test';
 import { nullLogger } from '../src/log.js';
 import { ProcessHost } from '../src/server/terraform/process-host.js';
 import { ProcessRunner } from '../src/server/terraform/runner.js';
-import { type ProjectRunContext, ProjectRunner } from '../src/server/workflow/project-runner.js';
+import { type ProjectRunContext, ProjectRunner } from '../src/server/workflow/jobs/project-runner.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
 import { TERRAFORM, assertTerraform } from './support/terraform.js';
 

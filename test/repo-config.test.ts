@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadRepoConfig, parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
-import { repoConfigViolation } from '../src/server/workflow/projects.js';
+import { repoConfigViolation } from '../src/server/workflow/checkout/projects.js';
 import { projectsForChangedFiles, resolveCommentTarget } from '../src/server/workflow/repo-config/project-selection.js';
 import { parseServerSideRepoConfig, serverSettingsFor } from '../src/server/workflow/repo-config/server-side.js';
 import { DEFAULT_WORKFLOW, type RepoConfig, RepoConfigError } from '../src/server/workflow/repo-config/types.js';

@@ -1,9 +1,9 @@
-// The one rule for repo-relative dirs (src/server/workflow/repo-dir.ts), as a table: a
+// The one rule for repo-relative dirs (src/server/workflow/go-compat/repo-dir.ts), as a table: a
 // comment's -d reads a leading / as the repo root, atlantis.yaml refuses it; both refuse
 // climbing out of the repo and control characters.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type AbsoluteDir, type CleanedRepoDir, cleanRepoDir } from '../src/server/workflow/repo-dir.js';
+import { type AbsoluteDir, type CleanedRepoDir, cleanRepoDir } from '../src/server/workflow/go-compat/repo-dir.js';
 
 const cases: Array<[string, AbsoluteDir, CleanedRepoDir]> = [
   ['.', 'refused', { dir: '.' }],

@@ -2,17 +2,14 @@
 // (server/events/command_requirement_handler.go, vcs/github/client.go PullIsMergeable).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { type MergeabilityInfo, approvedByReviews, mergeableMinusApply, mergeableStatus } from '../src/server/vcs/github/mergeability.js';
 import {
-  type MergeabilityInfo,
   PullProjectStates,
-  approvedByReviews,
-  mergeableMinusApply,
   type ProjectState,
   type RequirementFacts,
   dependencyFailure,
-  mergeableStatus,
   requirementFailure,
-} from '../src/server/workflow/requirements.js';
+} from '../src/server/workflow/repo-config/requirements.js';
 import type { ApplyRequirement } from '../src/server/workflow/repo-config/types.js';
 
 describe('mergeableStatus (GitHub mergeable_state as Atlantis maps it)', () => {

@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import { GITHUB_TOKEN_VARS, childEnv } from '../src/server/secrets/child-env.js';
 import { generateKeyPairSync } from 'node:crypto';
 import { MIN_ENCODED_LENGTH, REDACTED, Redactor, base64Fragments, secretWeakness } from '../src/server/secrets/redact.js';
-import { gitAuth, withoutCredentials } from '../src/server/workflow/working-copy.js';
+import { gitAuth, withoutCredentials } from '../src/server/workflow/checkout/working-copy.js';
 
 const TOKEN = 'ghp_Sx9/Token+Value=0123456789abcdef';
 const HOOK = 'hook secret/with "quotes" & spaces';

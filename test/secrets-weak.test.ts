@@ -11,12 +11,13 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import type { StatusBody } from '../src/contract/drain-protocol.js';
 import type { CliProcess } from './support/cli.js';
+import { childList } from './support/children.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
 const envs: WorkflowEnv[] = [];
-const procs: CliProcess[] = [];
+const procs = childList();
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   for (const e of envs) await e.close();
 });
 

@@ -8,12 +8,13 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { SqliteStore } from '../src/server/locks/sqlite-store.js';
 import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
+import { childList } from './support/children.js';
 import { terraformConfig } from './support/git-repos.js';
 import { waitFor } from './support/server.js';
 import { type WorkflowEnv, createWorkflowEnv, tempDataDir } from './support/workflow-env.js';
 
 let env: WorkflowEnv;
-const procs: CliProcess[] = [];
+const procs = childList();
 let hostSeq = 1;
 
 async function startServer(dataDir: string): Promise<{ p: CliProcess; url: string }> {
@@ -75,7 +76,7 @@ before(async () => {
   env = await createWorkflowEnv();
 });
 after(async () => {
-  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+  procs.killAll();
   await env.close();
 });
 

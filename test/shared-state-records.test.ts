@@ -180,7 +180,8 @@ describe('replica records and URLs', () => {
 });
 
 describe('the proofs of a forward and of its answer', () => {
-  const f = { from: 'r0', to: 'r1', event: 'issue_comment', deliveryId: 'd-1', signature: 'sha256=ab', body: Buffer.from('{"a":1}') };
+  // GitHub's headers in the host's order: event, delivery, signature.
+  const f = { from: 'r0', to: 'r1', headers: ['issue_comment', 'd-1', 'sha256=ab'], body: Buffer.from('{"a":1}') };
   const now = 1_700_000_000_000;
 
   it('checks who sent it, to whom, when, and what', () => {
@@ -189,8 +190,8 @@ describe('the proofs of a forward and of its answer', () => {
     // [what, facts, time, key, the problem]
     const rows: Array<[string, typeof f, number, SharedStateKey, RegExp]> = [
       ['another body', { ...f, body: Buffer.from('{"a":2}') }, now, key, /does not match/],
-      ['another delivery', { ...f, deliveryId: 'd-2' }, now, key, /does not match/],
-      ['another signature', { ...f, signature: 'sha256=cd' }, now, key, /does not match/],
+      ['another delivery', { ...f, headers: ['issue_comment', 'd-2', 'sha256=ab'] }, now, key, /does not match/],
+      ['another signature', { ...f, headers: ['issue_comment', 'd-1', 'sha256=cd'] }, now, key, /does not match/],
       ['another sender', { ...f, from: 'r2' }, now, key, /does not match/],
       ['another receiver', { ...f, to: 'r2' }, now, key, /does not match/],
       ['another key', f, now, otherKey, /does not match/],

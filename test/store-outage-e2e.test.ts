@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import type { CliProcess } from './support/cli.js';
+import { childList } from './support/children.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type RedisServer, startRedisServer, replicaArgs } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
@@ -15,7 +15,7 @@ import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir }
 
 let env: WorkflowEnv;
 let redis: RedisServer;
-const procs: CliProcess[] = [];
+const procs = childList();
 const dirs: string[] = [];
 
 before(async () => {
@@ -23,7 +23,7 @@ before(async () => {
   redis = await startRedisServer();
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await env.close();
   await redis.cleanup();
   for (const d of dirs) rmSync(d, { recursive: true, force: true });

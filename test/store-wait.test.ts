@@ -1,6 +1,6 @@
 // Store calls of accepted commands wait out a short Redis outage (src/server/locks/store-wait.ts),
 // and the journal entry of a command answered 503 goes once Redis answers again
-// (src/server/workflow/refused-entries.ts). Against a real redis-server that is stopped,
+// (src/server/workflow/intake/refused-entries.ts). Against a real redis-server that is stopped,
 // restarted and paused; the errors classified are the ones ioredis really gives.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -11,7 +11,7 @@ import type { LogFields, Logger } from '../src/log.js';
 import { RedisStore } from '../src/server/locks/redis-store.js';
 import type { LockKey } from '../src/server/locks/state-store.js';
 import { retryPauseMs, storeUnreachable, waitingStore } from '../src/server/locks/store-wait.js';
-import { RefusedEntries } from '../src/server/workflow/refused-entries.js';
+import { RefusedEntries } from '../src/server/workflow/intake/refused-entries.js';
 import { type RedisServer, startRedisServer, testSharedStateKey } from './support/redis-server.js';
 import { waitFor } from './support/server.js';
 import { stateStoreContract } from './support/state-store-contract.js';

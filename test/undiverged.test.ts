@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
-import { divergedFilesArgs, divergedForProject } from '../src/server/workflow/undiverged.js';
+import { divergedFilesArgs, divergedForProject } from '../src/server/workflow/checkout/undiverged.js';
 
 const config = parseRepoConfig(`version: 3
 projects:

@@ -1,9 +1,9 @@
-// The ANSI colour converter of job output (src/server/workflow/web/ansi.ts): SGR escapes
+// The ANSI colour converter of job output (src/server/web/ansi.ts): SGR escapes
 // become classes on spans, every other escape is dropped, text is always escaped, colours and
 // a cut escape carry over from one chunk to the next, and 24-bit colours go to the nearest of 256.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { AnsiHtml, ansiToHtml, applySgr, colourOf, nearest256, palette } from '../src/server/workflow/web/ansi.js';
+import { AnsiHtml, ansiToHtml, applySgr, colourOf, nearest256, palette } from '../src/server/web/ansi.js';
 
 const E = '\x1b';
 

@@ -1,4 +1,4 @@
-// The global apply lock's decision before an apply (src/server/workflow/apply-lock.ts), every
+// The global apply lock's decision before an apply (src/server/workflow/commands/apply-lock.ts), every
 // case: Atlantis's two texts, which one fails the PR's apply status, and that
 // --disable-global-apply-lock never reads the store.
 import assert from 'node:assert/strict';
@@ -9,7 +9,7 @@ import {
   type ApplyLockGate,
   checkApplyLock,
   decideApplyLock,
-} from '../src/server/workflow/apply-lock.js';
+} from '../src/server/workflow/commands/apply-lock.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';

@@ -1,8 +1,8 @@
-// The cross-site decision of the web UI's actions (src/server/workflow/web/csrf.ts), every
+// The cross-site decision of the web UI's actions (src/server/web/csrf.ts), every
 // case, and how an action tells a page's form from a script (prefersHtml).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type RequestFacts, decideCrossSite, originOf, prefersHtml } from '../src/server/workflow/web/csrf.js';
+import { type RequestFacts, decideCrossSite, originOf, prefersHtml } from '../src/server/web/csrf.js';
 
 const HOST = 'atlantis.internal:4141';
 const facts = (f: Partial<RequestFacts>): RequestFacts => ({

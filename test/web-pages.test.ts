@@ -1,12 +1,12 @@
-// The web UI's pages as pure functions (src/server/workflow/web/pages.ts, html.ts): what each
+// The web UI's pages as pure functions (src/server/web/pages.ts, html.ts): what each
 // shows, that every value from a PR or the store is escaped and scrubbed of secrets, the
 // structure assistive technology and phones rely on, and where the streams start (job-stream.ts).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { processRedactor } from '../src/server/secrets/redact.js';
-import type { JobView } from '../src/server/workflow/jobs.js';
-import { esc, layout, timeTag, utcText } from '../src/server/workflow/web/html.js';
-import { streamStart } from '../src/server/workflow/web/job-stream.js';
+import type { JobView } from '../src/server/workflow/jobs/jobs.js';
+import { esc, layout, timeTag, utcText } from '../src/server/web/html.js';
+import { streamStart } from '../src/server/web/job-stream.js';
 import {
   CONFIRM_APPLY_LOCK,
   CONFIRM_APPLY_UNLOCK,
@@ -16,7 +16,7 @@ import {
   jobPage,
   lockPage,
   messagePage,
-} from '../src/server/workflow/web/pages.js';
+} from '../src/server/web/pages.js';
 
 const SECRET = 'web-pages-secret-9f27c1d4';
 processRedactor.addSource(() => [SECRET]);

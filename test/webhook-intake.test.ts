@@ -7,11 +7,15 @@ import assert from 'node:assert/strict';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { headerRefusalOf } from '../src/server/http/app.js';
 import { type IntakeLimits, MAX_WEBHOOK_BYTES, WebhookIntake, admitWebhook } from '../src/server/http/webhook-intake.js';
+import { githubWebhooks } from '../src/server/vcs/github/webhooks.js';
 import { rawRequest } from './support/raw-http.js';
 import { waitFor } from './support/server.js';
 
 const SIG = `sha256=${'ab'.repeat(32)}`;
+/** GitHub's refusal from the headers when a webhook secret is set (no well-formed X-Hub-Signature-256: 401). */
+const SIGNED = headerRefusalOf(githubWebhooks({ secret: 'secret' }));
 
 describe('admitWebhook', () => {
   it('refuses from the headers alone: compressed 415, too large 413, unsigned 401', () => {
@@ -43,7 +47,7 @@ describe('admitWebhook', () => {
       ['not a number', { 'content-length': '1e3', 'x-hub-signature-256': SIG }, true, 413],
     ];
     for (const [what, headers, requireSignature, want] of rows) {
-      const a = admitWebhook(headers, requireSignature);
+      const a = admitWebhook(headers, requireSignature ? SIGNED : undefined);
       assert.equal(a.ok ? 'ok' : a.status, want, what);
     }
   });
@@ -58,7 +62,7 @@ describe('WebhookIntake on a real server (small limits)', () => {
   let port: number;
   before(async () => {
     intake = new WebhookIntake(
-      true,
+      SIGNED,
       {
         onBody: async (_req, body, res) => {
           res.writeHead(200, { 'content-type': 'text/plain' });
@@ -138,7 +142,7 @@ describe('WebhookIntake on a real server (small limits)', () => {
   });
 
   it('a chunked body over 25 MiB gets 413 as it goes over (default limits)', async () => {
-    const big = new WebhookIntake(true, { onBody: async (_q, _b, res) => void res.end(), onRefused: () => undefined });
+    const big = new WebhookIntake(SIGNED, { onBody: async (_q, _b, res) => void res.end(), onRefused: () => undefined });
     const server2 = http.createServer((req, res) => big.receive(req, res)).listen(0, HOST);
     await new Promise((r) => server2.once('listening', r));
     after(async () => {

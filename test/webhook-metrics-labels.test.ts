@@ -3,8 +3,8 @@
 // grow the metrics without bound.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { WEBHOOK_EVENT_LABELS, webhookEventLabel } from '../src/server/metrics.js';
-import { workflowPlugin } from '../src/server/workflow/plugin.js';
+import { WEBHOOK_EVENT_LABELS, webhookEventLabel } from '../src/server/vcs/github/webhooks.js';
+import { workflowPlugin } from '../src/server/workflow/index.js';
 import { sendWebhook } from './support/github-standin.js';
 import { type TestServer, startTestServer } from './support/server.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';

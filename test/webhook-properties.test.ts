@@ -11,24 +11,20 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { parseRepoAllowlist } from '../src/server/vcs/repo-allowlist.js';
-import {
-  type DecisionOptions,
-  type IncomingWebhook,
-  type WebhookDecision,
-  decideWebhook,
-} from '../src/server/workflow/webhook-decision.js';
-import { RUNNABLE_COMMANDS } from '../src/server/workflow/commands.js';
-import { workflowPlugin } from '../src/server/workflow/plugin.js';
-import { issueCommentPayload, pullRequestPayload, sendWebhook } from './support/github-standin.js';
+import { githubWebhooks } from '../src/server/vcs/github/webhooks.js';
+import { type DecisionOptions, type WebhookDecision, decideWebhook } from '../src/server/workflow/intake/webhook-decision.js';
+import { RUNNABLE_COMMANDS } from '../src/server/workflow/comment-parser/commands.js';
+import { workflowPlugin } from '../src/server/workflow/index.js';
+import { githubDelivery, issueCommentPayload, pullRequestPayload, sendWebhook } from './support/github-standin.js';
 import { type TestServer, startTestServer, waitFor } from './support/server.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
 
 const ALL_COMMANDS: readonly string[] = RUNNABLE_COMMANDS;
 const OPTIONS: DecisionOptions = {
-  webhookSecret: WEBHOOK_SECRET,
+  webhooks: githubWebhooks({ secret: WEBHOOK_SECRET }),
   allowlist: parseRepoAllowlist('github.com/acme/*'),
-  ghHostname: 'github.com',
-  ghUser: 'atlantis-bot',
+  hostname: 'github.com',
+  user: 'atlantis-bot',
   executableName: 'atlantis',
   allowCommands: ALL_COMMANDS,
   blockedExtraArgs: ['-chdir', '--chdir', '-plugin-dir', '--plugin-dir'],
@@ -220,8 +216,7 @@ function checkWork(d: WebhookDecision): void {
 }
 
 function decide(event: string | undefined, body: Buffer, signature: string | undefined): WebhookDecision {
-  const req: IncomingWebhook = { event, signature, deliveryId: crypto.randomUUID(), rawBody: body };
-  return decideWebhook(req, OPTIONS);
+  return decideWebhook(githubDelivery({ event, signature, deliveryId: crypto.randomUUID(), rawBody: body }), OPTIONS);
 }
 
 describe('decideWebhook (pure) under arbitrary input', () => {

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
-import { verifySignature, parseWebhook, signBody } from '../src/server/vcs/webhook.js';
+import { verifySignature, parseWebhook, signBody } from '../src/server/vcs/github/webhook.js';
 import { sendWebhook, pullRequestPayload, issueCommentPayload } from './support/github-standin.js';
 
 const SECRET = 'hook-secret';

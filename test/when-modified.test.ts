@@ -11,8 +11,8 @@ import {
   compilePatternList,
   listMatches,
   matchesWhenModified,
-} from '../src/server/workflow/when-modified.js';
-import { goClean, goDir, goJoin, goTrimSpace } from '../src/server/workflow/go-paths.js';
+} from '../src/server/workflow/repo-config/when-modified.js';
+import { goClean, goDir, goJoin, goTrimSpace } from '../src/server/workflow/go-compat/go-paths.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
 import { projectsForChangedFiles } from '../src/server/workflow/repo-config/project-selection.js';
 

@@ -7,13 +7,14 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { StatusBody } from '../src/contract/drain-protocol.js';
 import { type CliProcess, runCli, startCli } from './support/cli.js';
+import { childList } from './support/children.js';
 import { terraformConfig } from './support/git-repos.js';
 import { waitFor } from './support/server.js';
 import { lockFileExists } from './support/terraform.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 
 let env: WorkflowEnv;
-const procs: CliProcess[] = [];
+const procs = childList();
 let hostSeq = 1;
 let pullSeq = 100;
 
@@ -64,7 +65,7 @@ before(async () => {
   env = await createWorkflowEnv();
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await env.close();
 });
 

@@ -5,12 +5,13 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { CliProcess } from './support/cli.js';
+import { childList } from './support/children.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type WorkflowEnv, createWorkflowEnv, startWorkflowServer, tempDataDir } from './support/workflow-env.js';
 import { waitFor } from './support/server.js';
 
 let env: WorkflowEnv;
-const procs: CliProcess[] = [];
+const procs = childList();
 let hostSeq = 1;
 
 async function startServer(dataDir: string, extra: string[] = []): Promise<{ p: CliProcess; url: string }> {
@@ -23,7 +24,7 @@ before(async () => {
   env = await createWorkflowEnv();
 });
 after(async () => {
-  for (const p of procs) p.child.kill('SIGKILL');
+  procs.killAll();
   await env.close();
 });
 

@@ -1,7 +1,7 @@
 // The demo's and the bench's figures, from what was recorded (pure, table-tested in
 // test/demo.test.ts): failed deliveries, lost commands, the longest answer and command wait,
 // and whether any terraform run was killed.
-import { UNLOCKED_COMMENT } from '../../src/server/workflow/messages.js';
+import { UNLOCKED_COMMENT } from '../../src/server/workflow/pr/messages.js';
 
 export type DeliveryKind = 'unlock' | 'autoplan';
 

@@ -4,53 +4,10 @@
 // A new server setting goes in `atlantisSchema` below (a Secret the pods read: `secretKeyRef`;
 // its CEL rules beside it), then in src/controller/types.ts and the renderers.
 import type { KubernetesSchemas } from './k8s-schemas.js';
+import { FIELD_ENV, OPERATOR_ENV, OPERATOR_FLAGS, STORE_ENV } from '../../src/controller/resources/reserved.js';
 import { type Schema, bool, int32, int64, keyRef, listOf, obj, rules, secretKeyRef, str } from './helpers.js';
 
-/** Variables the operator sets itself (probes, the data volume, the drain timing, the replicas' identity). */
-const OPERATOR_ENV = [
-  'POD_NAME',
-  'POD_NAMESPACE',
-  'ATLANTIS_PORT',
-  'ATLANTIS_DATA_DIR',
-  'ATLANTIS_DRAIN_TIMEOUT',
-  'ATLANTIS_TERRAFORM_INTERRUPT_GRACE',
-  'ATLANTIS_REPLICA_ID',
-  'ATLANTIS_REPLICA_URL',
-];
-
-/** The store's variables: lockingDB is their one source (the data volume, surge and the shared state key's file depend on it). */
-const STORE_ENV = [
-  'ATLANTIS_LOCKING_DB_TYPE',
-  'ATLANTIS_REDIS_HOST',
-  'ATLANTIS_REDIS_PORT',
-  'ATLANTIS_REDIS_DB',
-  'ATLANTIS_REDIS_TLS_ENABLED',
-  'ATLANTIS_REDIS_INSECURE_SKIP_VERIFY',
-  'ATLANTIS_REDIS_USERNAME',
-  'ATLANTIS_REDIS_PASSWORD',
-  'ATLANTIS_REDIS_SENTINEL_ADDRESSES',
-  'ATLANTIS_REDIS_SENTINEL_MASTER_NAME',
-  'ATLANTIS_REDIS_SENTINEL_USERNAME',
-  'ATLANTIS_REDIS_SENTINEL_PASSWORD',
-  'ATLANTIS_SHARED_STATE_KEY_FILE',
-];
-
-/** Flags the operator sets through env: a flag given as an argument would win over them. */
-const OPERATOR_FLAGS =
-  '^--?(port|data-dir|drain-timeout|terraform-interrupt-grace|locking-db-type|redis-[a-z-]+|shared-state-key-file|replica-id|replica-url)(=.*)?$';
-
-/** Fields of spec.atlantis and the variables each sets: env may not set them too. */
-const FIELD_ENV: Array<[field: string, vars: string[]]> = [
-  [
-    'githubApp',
-    ['ATLANTIS_GH_APP_ID', 'ATLANTIS_GH_APP_KEY', 'ATLANTIS_GH_APP_KEY_FILE', 'ATLANTIS_GH_APP_SLUG', 'ATLANTIS_GH_APP_INSTALLATION_ID'],
-  ],
-  ['repoConfig', ['ATLANTIS_REPO_CONFIG', 'ATLANTIS_REPO_CONFIG_JSON']],
-  ['api', ['ATLANTIS_API_SECRET']],
-  ['basicAuth', ['ATLANTIS_WEB_BASIC_AUTH', 'ATLANTIS_WEB_USERNAME', 'ATLANTIS_WEB_PASSWORD']],
-];
-
-const list = (names: string[]) => `[${names.map((n) => `'${n}'`).join(', ')}]`;
+const list = (names: readonly string[]) => `[${names.map((n) => `'${n}'`).join(', ')}]`;
 
 function lockingDB(): Schema {
   const P = 'spec.atlantis.lockingDB.redis';

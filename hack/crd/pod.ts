@@ -1,12 +1,9 @@
 // spec.podTemplate, spec.service, spec.serviceAccount and spec.ingress: what the pods and the
 // objects around them carry beyond the server's settings. Every Kubernetes type here is the
 // real one (KubernetesSchemas), with our bounds and rules around it.
-import { APP_KEY_VOLUME, DATA_VOLUME, REPO_CONFIG_VOLUME, SHARED_STATE_KEY_VOLUME } from '../../src/controller/resources/pod-volumes.js';
+import { RESERVED_VOLUMES } from '../../src/controller/resources/reserved.js';
 import type { KubernetesSchemas } from './k8s-schemas.js';
 import { type Schema, described, int32, listMarkers, listOf, obj, rules, str, stringMap, userAnnotations, userLabels } from './helpers.js';
-
-/** Volumes the operator adds itself (the data dir, the App key, the repo config, the shared state key). */
-export const RESERVED_VOLUMES = [DATA_VOLUME, APP_KEY_VOLUME, REPO_CONFIG_VOLUME, SHARED_STATE_KEY_VOLUME];
 
 /** A Kubernetes list field (`PodSpec.volumes`) bounded, its list markers kept, `itemRules` on each item. */
 function boundedList(k8s: KubernetesSchemas, field: string, maxItems: number, description: string, itemRules: Schema = {}): Schema {

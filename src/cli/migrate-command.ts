@@ -1,4 +1,6 @@
 // `atlantis-operator migrate <what>`: one-shot moves from an Atlantis install.
+//   migrate helm-values <values.yaml> [...]   prints the AtlantisDeployment (and ConfigMaps) that
+//                                replace an install of the official chart (cli/helm-values/).
 //   migrate atlantis-db <file>   imports Atlantis's locks, pull statuses and apply lock from its
 //                                atlantis.db into the store the server is configured with (the
 //                                server's own --data-dir / --locking-db-type / --redis-* flags
@@ -14,6 +16,7 @@ import { type ImportReport, importAtlantisDb } from '../server/locks/bolt-import
 import { openStateStore } from '../server/locks/open-store.js';
 import { replicaIdFromFlags, storeConfigFromFlags } from '../server/locks/store-config.js';
 import { processRedactor } from '../server/secrets/redact.js';
+import { migrateHelmValues } from './helm-values/command.js';
 import { SERVER_FLAGS } from '../server/server-flags.js';
 
 /** The server's flags that say where its store is: the same names, defaults and env. */
@@ -38,7 +41,8 @@ const STORE_FLAG_NAMES = new Set([
 export const MIGRATE_DB_FLAGS: FlagSpec[] = SERVER_FLAGS.filter((f) => STORE_FLAG_NAMES.has(f.name));
 
 const MIGRATE_HELP = `Usage:
-  atlantis-operator migrate atlantis-db <file> [flags]   import Atlantis's locks from its atlantis.db, once
+  atlantis-operator migrate helm-values <values.yaml> [...] [flags]   print the AtlantisDeployment for an install of the official chart
+  atlantis-operator migrate atlantis-db <file> [flags]              import Atlantis's locks from its atlantis.db, once
 
 Run 'atlantis-operator migrate <what> --help' for the flags.
 `;
@@ -48,6 +52,8 @@ export async function migrateMain(argv: string[], out: (line: string) => void = 
   switch (what) {
     case 'atlantis-db':
       return migrateAtlantisDb(rest, out);
+    case 'helm-values':
+      return migrateHelmValues(rest);
     case undefined:
     case 'help':
     case '--help':

@@ -8,12 +8,12 @@ import { judgeAtlantisFlags } from '../config/atlantis-flags.js';
 import { type FlagValues, UsageError } from '../config/flags.js';
 import type { LogLevel } from '../log.js';
 import { type StoreConfig, replicaIdFromFlags, replicaUrlFromFlags, storeConfigFromFlags } from './locks/store-config.js';
-import { ACCEPTED_COMMAND_NAMES, type CommandName, resolveAllowCommands } from './workflow/commands.js';
-import { automergeMethodProblem } from './workflow/automerge.js';
+import { ACCEPTED_COMMAND_NAMES, type CommandName, resolveAllowCommands } from './workflow/comment-parser/commands.js';
+import { automergeMethodProblem } from './workflow/automerge/automerge-config.js';
 import { normaliseTfVersion } from './terraform/tf-versions.js';
-import { type GitHubAppSettings, parseAppPrivateKey } from './vcs/github-app.js';
-import { type TeamRule, TeamAllowlistError, parseTeamAllowlist } from './workflow/team-allowlist.js';
-import type { CheckoutStrategy } from './workflow/working-copy.js';
+import { type VcsConfig, vcsConfigFromFlags } from './vcs/host-config.js';
+import { type TeamRule, TeamAllowlistError, parseTeamAllowlist } from './workflow/commands/team-allowlist.js';
+import type { CheckoutStrategy } from './workflow/checkout/working-copy.js';
 import { DEFAULT_WEB_PASSWORD, DEFAULT_WEB_USERNAME } from './server-flags.js';
 
 // The flag table lives in server-flags.ts; these names stay importable from here.
@@ -32,22 +32,15 @@ export interface ServerConfig {
   atlantisUrl: string;
   /** --allowed-hosts: more names the web UI answers to (http/allowed-hosts.ts). */
   allowedHosts: string[];
-  /** --gh-user; empty when the server authenticates as a GitHub App (as Atlantis's GithubUser is then). */
-  ghUser: string;
-  /** Returns the current token; reads --gh-token-file on each call. With a GitHub App: '' (see ghApp). */
-  ghToken: () => string;
-  /** --gh-app-*: authenticate as this GitHub App (vcs/github-app.ts) instead of with a token. */
-  ghApp: GitHubAppSettings | undefined;
-  ghWebhookSecret: string | undefined;
+  /** The code host and its settings (--gh-*): vcs/host-config.ts. */
+  vcs: VcsConfig;
   /** --api-secret: the X-Atlantis-Token of /api/ requests; undefined: the API is disabled (as Atlantis). A secret. */
   apiSecret: string | undefined;
-  ghHostname: string;
-  ghApiUrl: string;
   repoAllowlist: string;
   repoConfigPath: string | undefined;
   /** --repo-config-json text; exclusive with repoConfigPath. */
   repoConfigJson: string | undefined;
-  /** What comments may run (workflow/commands.ts), after --disable-apply. */
+  /** What comments may run (workflow/comment-parser/commands.ts), after --disable-apply. */
   allowCommands: CommandName[];
   blockedExtraArgs: string[];
   executableName: string;
@@ -61,10 +54,8 @@ export interface ServerConfig {
   /** --parallel-plan / --parallel-apply: the default when atlantis.yaml does not set parallel_plan / parallel_apply. */
   parallelPlan: boolean;
   parallelApply: boolean;
-  /** --gh-allow-mergeable-bypass-apply: a `blocked` PR is mergeable when only atlantis/apply blocks it. */
-  ghAllowMergeableBypassApply: boolean;
   disableAutoplan: boolean;
-  /** --automerge: merge after every plan is applied (workflow/automerge.ts). */
+  /** --automerge: merge after every plan is applied (workflow/automerge/automerge.ts). */
   automerge: boolean;
   /** --automerge-method; '' = the first the repository allows. */
   automergeMethod: string;
@@ -78,8 +69,8 @@ export interface ServerConfig {
   /** --emoji-reaction: the reaction to a command comment; '' for none. */
   emojiReaction: string;
   failOnPreWorkflowHookError: boolean;
-  /** --gh-team-allowlist rules; empty: no team check. */
-  ghTeamAllowlist: TeamRule[];
+  /** The team allowlist (--gh-team-allowlist): which teams' users run which commands; empty: no team check. */
+  teamAllowlist: TeamRule[];
   /** One line each: Atlantis flags that are set but ignored (cosmetic); the CLI logs them. */
   flagWarnings: string[];
   logLevel: LogLevel;
@@ -137,25 +128,10 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
 
   const repoAllowlist = str(values, 'repo-allowlist');
   if (!repoAllowlist) throw new UsageError('--repo-allowlist must be set for security purposes (e.g. github.com/acme/*)');
-  const ghUser = str(values, 'gh-user');
-  const token = str(values, 'gh-token');
-  const tokenFile = str(values, 'gh-token-file');
-  const credentials = githubCredentials(values, ghUser, token, tokenFile);
-  if (credentials.kind === 'token' && token && tokenFile) throw new UsageError('--gh-token and --gh-token-file are mutually exclusive');
-  if (tokenFile) {
-    try {
-      readFileSync(tokenFile, 'utf8');
-    } catch (e) {
-      throw new UsageError(`--gh-token-file ${tokenFile} cannot be read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
-    }
-  }
+  const host = vcsConfigFromFlags(values);
   if (str(values, 'repo-config') && str(values, 'repo-config-json'))
     throw new UsageError('cannot use --repo-config and --repo-config-json at the same time');
-  const ghWebhookSecret = str(values, 'gh-webhook-secret');
   const insecure = values['insecure-no-webhook-secret'] === true;
-  if (!ghWebhookSecret && !insecure) {
-    throw new UsageError('--gh-webhook-secret is required (or pass --insecure-no-webhook-secret to accept unauthenticated webhooks)');
-  }
 
   const commands = resolveAllowCommands(values['allow-commands'] as string[]);
   if (commands.unknown !== undefined)
@@ -167,9 +143,9 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
   // As Atlantis did when it still had the flag: apply leaves the allowed commands, so an
   // apply comment gets the "unknown command" answer.
   const expanded = values['disable-apply'] === true ? commands.allowed.filter((c) => c !== 'apply') : commands.allowed;
-  let ghTeamAllowlist: TeamRule[];
+  let teamAllowlist: TeamRule[];
   try {
-    ghTeamAllowlist = parseTeamAllowlist(str(values, 'gh-team-allowlist') ?? '', ACCEPTED_COMMAND_NAMES);
+    teamAllowlist = parseTeamAllowlist(str(values, 'gh-team-allowlist') ?? '', ACCEPTED_COMMAND_NAMES);
   } catch (e) {
     if (e instanceof TeamAllowlistError) throw new UsageError(`invalid value for --gh-team-allowlist: ${e.message}`);
     throw e;
@@ -199,13 +175,6 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
 
   const dataDir = path.resolve(values['data-dir'] as string);
   ensureWritableDir(dataDir);
-  const ghHostname = values['gh-hostname'] as string;
-  const ghApiUrl = str(values, 'gh-api-url') ?? (ghHostname === 'github.com' ? 'https://api.github.com' : `https://${ghHostname}/api/v3`);
-  try {
-    new URL(ghApiUrl);
-  } catch {
-    throw new UsageError(`invalid value "${ghApiUrl}" for --gh-api-url: not a URL`);
-  }
   const atlantisUrl = str(values, 'atlantis-url') ?? `http://${hostname()}:${port}`;
   try {
     new URL(atlantisUrl);
@@ -219,13 +188,8 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     dataDir,
     atlantisUrl: atlantisUrl.replace(/\/+$/, ''),
     allowedHosts: (values['allowed-hosts'] as string[] | undefined) ?? [],
-    ghUser: ghUser ?? '',
-    ghToken: credentials.kind === 'app' ? () => '' : tokenFile ? () => readFileSync(tokenFile, 'utf8').trim() : () => token!,
-    ghApp: credentials.kind === 'app' ? credentials.app : undefined,
-    ghWebhookSecret,
+    vcs: host.vcs,
     apiSecret: str(values, 'api-secret'),
-    ghHostname,
-    ghApiUrl: ghApiUrl.replace(/\/+$/, ''),
     repoAllowlist,
     repoConfigPath: str(values, 'repo-config'),
     repoConfigJson: str(values, 'repo-config-json'),
@@ -240,7 +204,6 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     parallelPoolSize: pool,
     parallelPlan: values['parallel-plan'] === true,
     parallelApply: values['parallel-apply'] === true,
-    ghAllowMergeableBypassApply: values['gh-allow-mergeable-bypass-apply'] === true,
     disableAutoplan: values['disable-autoplan'] === true,
     automerge: values.automerge === true,
     automergeMethod,
@@ -250,8 +213,8 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     disableRepoLocking: values['disable-repo-locking'] === true,
     emojiReaction: (values['emoji-reaction'] as string | undefined) ?? '',
     failOnPreWorkflowHookError: values['fail-on-pre-workflow-hook-error'] === true,
-    ghTeamAllowlist,
-    flagWarnings: [...judged.warnings, ...commandWarnings, ...credentials.warnings],
+    teamAllowlist,
+    flagWarnings: [...judged.warnings, ...commandWarnings, ...host.warnings],
     logLevel: logLevel as LogLevel,
     tfBinary: values['tf-binary'] as string,
     drainTimeoutMs: values['drain-timeout'] as number,
@@ -277,60 +240,6 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     replicaId: replicaIdFromFlags(values),
     replicaUrl: replicaUrlFromFlags(values, values['bind-address'] as string, port),
   };
-}
-
-/** Atlantis's start-up error when no GitHub credentials are complete (its GitHub part: other hosts are refused here). */
-const GITHUB_CREDENTIALS_REQUIRED =
-  '--gh-user/--gh-token or --gh-user/--gh-token-file or --gh-app-id/--gh-app-key-file or --gh-app-id/--gh-app-key must be set';
-
-type GitHubCredentials = { kind: 'token'; warnings: string[] } | { kind: 'app'; app: GitHubAppSettings; warnings: string[] };
-
-/**
- * Which GitHub credentials the server uses, with Atlantis's rules: --gh-user needs a token or
- * a token file; --gh-app-id needs exactly one of --gh-app-key and --gh-app-key-file; with
- * both a user and an App, the user's token is used (Atlantis does the same, silently; we say so).
- */
-function githubCredentials(
-  values: FlagValues,
-  ghUser: string | undefined,
-  token: string | undefined,
-  tokenFile: string | undefined,
-): GitHubCredentials {
-  const appId = (values['gh-app-id'] as number | undefined) ?? 0;
-  const key = str(values, 'gh-app-key');
-  const keyFile = str(values, 'gh-app-key-file');
-  if (ghUser && !token && !tokenFile) throw new UsageError(GITHUB_CREDENTIALS_REQUIRED);
-  if (appId !== 0 && Boolean(key) === Boolean(keyFile)) throw new UsageError(GITHUB_CREDENTIALS_REQUIRED);
-  if (!ghUser && appId === 0) throw new UsageError(GITHUB_CREDENTIALS_REQUIRED);
-  if (appId < 0) throw new UsageError(`invalid value ${appId} for --gh-app-id: must be a positive integer`);
-  const installationId = (values['gh-app-installation-id'] as number | undefined) ?? 0;
-  if (installationId < 0) throw new UsageError(`invalid value ${installationId} for --gh-app-installation-id: must be a positive integer`);
-  if (ghUser) {
-    const warnings =
-      appId !== 0
-        ? ['--gh-app-id (ATLANTIS_GH_APP_ID) is set, but so is --gh-user: the token is used and the GitHub App is not (as Atlantis)']
-        : [];
-    return { kind: 'token', warnings };
-  }
-  let pem: string;
-  if (keyFile) {
-    try {
-      pem = readFileSync(keyFile, 'utf8');
-    } catch (e) {
-      throw new UsageError(`--gh-app-key-file ${keyFile} cannot be read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
-    }
-  } else pem = key!;
-  try {
-    parseAppPrivateKey(pem);
-  } catch (e) {
-    // Never the key itself: it is a secret.
-    throw new UsageError(`invalid ${keyFile ? '--gh-app-key-file' : '--gh-app-key'}: ${(e as Error).message}`);
-  }
-  const app: GitHubAppSettings = { appId, privateKeyPem: pem };
-  if (installationId !== 0) app.installationId = installationId;
-  const slug = str(values, 'gh-app-slug');
-  if (slug) app.slug = slug;
-  return { kind: 'app', app, warnings: [] };
 }
 
 function ensureWritableDir(dir: string): void {

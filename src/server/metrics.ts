@@ -4,20 +4,6 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { collectProcessMetrics } from '../process-metrics.js';
 import { AtlantisMetrics } from './atlantis-metrics.js';
 
-/**
- * The `X-GitHub-Event` values atlantis_webhooks_total names: the events the server handles and
- * those GitHub sends to an Atlantis webhook set up as its docs say. The header is read before
- * the signature is checked, so any other value is `other`: one series, not one per value an
- * unauthenticated sender makes up.
- */
-export const WEBHOOK_EVENT_LABELS: readonly string[] = ['issue_comment', 'pull_request', 'pull_request_review', 'push', 'ping'];
-
-/** The `event` label for an `X-GitHub-Event` header: a known name, `unknown` when absent, else `other`. */
-export function webhookEventLabel(header: string | undefined): string {
-  if (header === undefined) return 'unknown';
-  return WEBHOOK_EVENT_LABELS.includes(header) ? header : 'other';
-}
-
 export class ServerMetrics {
   readonly registry = new Registry();
   readonly operationsInProgress = new Gauge({

@@ -6,8 +6,8 @@ import { unhonouredAtlantisFlagSpecs } from '../config/atlantis-flags.js';
 import { MAX_DURATION_MS } from '../config/duration.js';
 import type { FlagSpec } from '../config/flags.js';
 import { SERVER_PORT } from '../contract/drain-protocol.js';
-import { ACCEPTED_COMMAND_NAMES, DEFAULT_ALLOW_COMMANDS } from './workflow/commands.js';
-import { DEFAULT_BLOCKED_EXTRA_ARGS } from './workflow/extra-args.js';
+import { ACCEPTED_COMMAND_NAMES, DEFAULT_ALLOW_COMMANDS } from './workflow/comment-parser/commands.js';
+import { DEFAULT_BLOCKED_EXTRA_ARGS } from './workflow/comment-parser/extra-args.js';
 
 /** Atlantis's defaults: an empty --web-username/--web-password falls back to them too. */
 export const DEFAULT_WEB_USERNAME = 'atlantis';
@@ -102,7 +102,7 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description: 'Comma separated list of terraform flags that may not be passed after --',
   },
   { name: 'executable-name', type: 'string', default: 'atlantis', description: 'Comment command executable name' },
-  // Comment layout (workflow/messages.ts, vcs/comment-split.ts, workflow/hide-comments.ts).
+  // Comment layout (workflow/pr/messages.ts, vcs/comment-split.ts, workflow/pr/hide-comments.ts).
   {
     name: 'max-comments-per-command',
     type: 'int',

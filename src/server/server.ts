@@ -31,7 +31,7 @@ export interface AtlantisServerOptions {
   onExit?: (code: number) => void;
   /** Extra wiring (the workflow) that needs the core parts. */
   plugins?: Array<
-    (server: AtlantisServer) => Partial<Pick<AppDeps, 'onWebhook' | 'extraRoutes' | 'storeHealthy'>> & {
+    (server: AtlantisServer) => Partial<Pick<AppDeps, 'onWebhook' | 'extraRoutes' | 'storeHealthy' | 'webhooks'>> & {
       close?: () => Promise<void> | void;
       start?: () => Promise<void> | void;
     }
@@ -139,7 +139,7 @@ export class AtlantisServer {
       queueDuringDrain: this.config.queueDuringDrain,
       onWebhook: this.appDeps.onWebhook,
       webhookQueue: this.webhookQueue,
-      requireWebhookSignature: this.config.ghWebhookSecret !== undefined,
+      webhooks: this.appDeps.webhooks,
       extraRoutes: this.appDeps.extraRoutes,
       webAuth: this.config.webBasicAuth ? { username: this.config.webUsername, password: this.config.webPassword } : undefined,
       allowedHosts: allowedHosts(this.config.atlantisUrl, this.config.allowedHosts),

@@ -1,11 +1,12 @@
 // A git server over HTTPS for tests, as GitHub serves private repositories: TLS with a
 // certificate made for the test's 127.x address (children trust it through GIT_SSL_CAINFO),
-// HTTP Basic auth, and git's own `git http-backend` behind it as CGI.
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+// HTTP Basic auth, and git's own `git http-backend` behind it as CGI (git-http-backend.ts).
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { gitHttpBackend } from './git-http-backend.js';
 
 export interface GitHttpsServer {
   /** https://<host>:<port> */
@@ -61,41 +62,7 @@ export async function startGitHttps(opts: {
       return;
     }
     const u = new URL(req.url ?? '/', `https://${opts.host}`);
-    const cgi: ChildProcess = spawn('git', ['http-backend'], {
-      env: {
-        PATH: process.env.PATH,
-        GIT_PROJECT_ROOT: opts.projectRoot,
-        GIT_HTTP_EXPORT_ALL: '1',
-        PATH_INFO: u.pathname,
-        QUERY_STRING: u.search.slice(1),
-        REQUEST_METHOD: req.method,
-        CONTENT_TYPE: req.headers['content-type'] ?? '',
-        REMOTE_USER: 'user',
-        REMOTE_ADDR: opts.host,
-        ...(req.headers['content-encoding'] ? { HTTP_CONTENT_ENCODING: req.headers['content-encoding'] } : {}),
-        ...(req.headers['git-protocol'] ? { GIT_PROTOCOL: String(req.headers['git-protocol']) } : {}),
-      },
-    });
-    req.pipe(cgi.stdin!);
-    let head = Buffer.alloc(0);
-    let headersDone = false;
-    cgi.stdout!.on('data', (chunk: Buffer) => {
-      if (headersDone) return void res.write(chunk);
-      head = Buffer.concat([head, chunk]);
-      const end = head.indexOf('\r\n\r\n');
-      if (end < 0) return;
-      headersDone = true;
-      let status = 200;
-      const headers: Record<string, string> = {};
-      for (const line of head.subarray(0, end).toString().split('\r\n')) {
-        const [k, ...v] = line.split(':');
-        if (k!.toLowerCase() === 'status') status = Number(v.join(':').trim().split(' ')[0]);
-        else headers[k!] = v.join(':').trim();
-      }
-      res.writeHead(status, headers);
-      res.write(head.subarray(end + 4));
-    });
-    cgi.stdout!.on('end', () => res.end());
+    gitHttpBackend(req, res, { projectRoot: opts.projectRoot, pathInfo: u.pathname, query: u.search.slice(1), remoteUser: 'user' });
   });
   server.listen(0, opts.host);
   await new Promise((r) => server.once('listening', r));

@@ -4,7 +4,7 @@
 // past their expiry get GitHub's 401 "Bad credentials" on every route.
 import crypto, { type KeyObject } from 'node:crypto';
 import type http from 'node:http';
-import { DOCS_URL } from './github-standin.js';
+import { DOCS_URL } from './github-standin-model.js';
 
 export interface IssuedToken {
   token: string;

@@ -1,13 +1,14 @@
 // The parts of the GitHub stand-in that let a real Atlantis (a GitHub Enterprise client over
 // HTTPS) use it: a self-signed certificate for the stand-in's loopback address, git's own
-// smart-HTTP server (`git http-backend`, as CGI) for clones of the test's repos, and the
+// smart-HTTP server (`git http-backend`, as CGI: git-http-backend.ts) for clones of the test's repos, and the
 // contents API read from those repos.
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import type http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { gitHttpBackend } from './git-http-backend.js';
 
 export interface CertFiles {
   dir: string;
@@ -105,60 +106,11 @@ export function basicPassword(header: string | undefined): string | undefined {
 
 /**
  * Answers one smart-HTTP request (`/<owner>/<name>.git/info/refs?service=…`,
- * `…/git-upload-pack`) from the bare repository `bareDir` with git http-backend. Pushes are
- * refused: the stand-in's repos change only through the test.
+ * `…/git-upload-pack`) from the bare repository `bareDir` with git http-backend
+ * (git-http-backend.ts). Pushes are refused: the stand-in's repos change only through the test.
  */
 export function serveGit(req: http.IncomingMessage, res: http.ServerResponse, bareDir: string, rest: string, query: string): void {
-  if (/git-receive-pack/.test(rest) || /service=git-receive-pack/.test(query)) {
-    res.writeHead(403, { 'content-type': 'text/plain' }).end('pushes are not served\n');
-    return;
-  }
-  const cgi: ChildProcess = spawn('git', ['http-backend'], {
-    env: {
-      PATH: process.env.PATH,
-      GIT_PROJECT_ROOT: path.dirname(bareDir),
-      GIT_HTTP_EXPORT_ALL: '1',
-      GIT_CONFIG_NOSYSTEM: '1',
-      GIT_CONFIG_GLOBAL: '/dev/null',
-      PATH_INFO: `/${path.basename(bareDir)}${rest}`,
-      QUERY_STRING: query,
-      REQUEST_METHOD: req.method ?? 'GET',
-      CONTENT_TYPE: req.headers['content-type'] ?? '',
-      REMOTE_USER: 'git',
-      REMOTE_ADDR: req.socket.remoteAddress ?? '127.0.0.1',
-      ...(req.headers['content-encoding'] ? { HTTP_CONTENT_ENCODING: String(req.headers['content-encoding']) } : {}),
-      ...(req.headers['git-protocol'] ? { GIT_PROTOCOL: String(req.headers['git-protocol']) } : {}),
-    },
-    stdio: ['pipe', 'pipe', 'ignore'],
-  });
-  req.pipe(cgi.stdin!);
-  let head = Buffer.alloc(0);
-  let headersDone = false;
-  cgi.stdout!.on('data', (chunk: Buffer) => {
-    if (headersDone) return void res.write(chunk);
-    head = Buffer.concat([head, chunk]);
-    const end = head.indexOf('\r\n\r\n');
-    if (end < 0) return;
-    headersDone = true;
-    let status = 200;
-    const headers: Record<string, string> = {};
-    for (const line of head.subarray(0, end).toString().split('\r\n')) {
-      const colon = line.indexOf(':');
-      const k = line.slice(0, colon).trim();
-      const v = line.slice(colon + 1).trim();
-      if (k.toLowerCase() === 'status') status = Number(v.split(' ')[0]);
-      else headers[k] = v;
-    }
-    res.writeHead(status, headers);
-    res.write(head.subarray(end + 4));
-  });
-  cgi.stdout!.on('end', () => {
-    if (!headersDone) res.writeHead(500).end();
-    else res.end();
-  });
-  cgi.on('error', () => {
-    if (!res.headersSent) res.writeHead(500).end();
-  });
+  gitHttpBackend(req, res, { projectRoot: path.dirname(bareDir), pathInfo: `/${path.basename(bareDir)}${rest}`, query });
 }
 
 /** GitHub's contents-API answer for `file` at `ref` (a branch, tag or SHA) of `bareDir`, or 404 (also for a directory, which the stand-in does not list). */

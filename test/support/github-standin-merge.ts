@@ -3,7 +3,7 @@
 // mergeable or the method is not allowed, 409 when the head moved), deleting a branch (DELETE
 // .../git/refs/heads/<branch>, 422 when there is none) and a pull request's labels.
 import crypto from 'node:crypto';
-import { DOCS_URL, type StandinPull } from './github-standin.js';
+import { DOCS_URL, type StandinPull } from './github-standin-model.js';
 
 type Answer = [number, unknown, Record<string, string>?];
 

@@ -1,7 +1,7 @@
 // The pull request side of the GitHub stand-in, as GitHub answers it: a pull request
 // (GET .../pulls/<n>), its reviews and its changed files, with GitHub's paging (Link headers).
 import crypto from 'node:crypto';
-import { type StandinPull, notFound } from './github-standin.js';
+import { type StandinPull, notFound } from './github-standin-model.js';
 import { forkPayload, repoPayload } from './github-standin-webhooks.js';
 
 type Answer = [number, unknown, Record<string, string>?];

@@ -191,3 +191,16 @@ export function issueCommentPayload(o: IssueCommentPayloadOptions): Record<strin
   if (o.installationId !== undefined) payload.installation = { id: o.installationId };
   return payload;
 }
+
+/** A delivery as the server keeps it (vcs/host.ts WebhookDelivery): GitHub's three headers and the body, for the pure decisions. */
+export function githubDelivery(d: {
+  event: string | undefined;
+  signature: string | undefined;
+  deliveryId?: string | undefined;
+  rawBody: Buffer;
+}): { headers: Record<string, string | undefined>; rawBody: Buffer } {
+  return {
+    headers: { 'x-github-event': d.event, 'x-github-delivery': d.deliveryId, 'x-hub-signature-256': d.signature },
+    rawBody: d.rawBody,
+  };
+}

@@ -13,6 +13,7 @@ import type { StandinApp } from './github-standin-app.js';
 import { type MergeRepoState, answerMergeRoute } from './github-standin-merge.js';
 import { type CertFiles, basicPassword, contentsAnswer, selfSignedCert, serveGit } from './github-standin-git.js';
 import { answerPullRoute, paginate } from './github-standin-pulls.js';
+import { DOCS_URL, type StandinPull, notFound } from './github-standin-model.js';
 
 // Webhooks and event payloads live in github-standin-webhooks.ts; importable from here too.
 export {
@@ -21,55 +22,14 @@ export {
   type RepoPayloadOptions,
   type SendWebhookOptions,
   type WebhookResponse,
+  githubDelivery,
   issueCommentPayload,
   pullRequestPayload,
   sendWebhook,
 } from './github-standin-webhooks.js';
 
 export type { StandinProtection };
-
-export const DOCS_URL = 'https://docs.github.com/rest';
-
-export interface StandinFile {
-  filename: string;
-  status?: 'added' | 'modified' | 'removed' | 'renamed';
-  previous_filename?: string;
-}
-
-export interface StandinReview {
-  user: string;
-  state: 'APPROVED' | 'CHANGES_REQUESTED' | 'COMMENTED' | 'DISMISSED' | 'PENDING';
-}
-
-export interface StandinPull {
-  number: number;
-  headSha: string;
-  headRef: string;
-  baseRef: string;
-  baseSha: string;
-  draft: boolean;
-  merged: boolean;
-  state: 'open' | 'closed';
-  /** null: GitHub has not computed it yet. */
-  mergeable: boolean | null;
-  mergeableState: string;
-  user: string;
-  title: string;
-  files: StandinFile[];
-  reviews: StandinReview[];
-  /**
-   * The head repository when it is not the base one: a fork's `owner/name` (GitHub then gives
-   * its own owner, clone_url and `fork: true`), or null for a deleted fork (GitHub's
-   * `head.repo: null`). Undefined: the head branch is in the base repository.
-   */
-  headRepo?: string | null;
-  /** clone_url of the fork (default https://github.com/<headRepo>.git). */
-  headCloneUrl?: string;
-  /** What GraphQL says blocks the PR (branch protection, rulesets, check runs); see github-standin-graphql.ts. */
-  protection?: StandinProtection;
-  /** Label names (GET .../issues/<n>/labels). */
-  labels?: string[];
-}
+export { DOCS_URL, type StandinFile, type StandinPull, type StandinReview, notFound } from './github-standin-model.js';
 
 export interface StandinComment {
   id: number;
@@ -130,10 +90,6 @@ interface PendingFault {
 interface RepoState extends MergeRepoState {
   /** A bare repository served by git smart-HTTP at /<owner>/<name>.git and the contents API. */
   bareDir?: string;
-}
-
-export function notFound(): [number, unknown] {
-  return [404, { message: 'Not Found', documentation_url: DOCS_URL }];
 }
 
 function validationFailed(resource: string, field: string, message: string): [number, unknown] {

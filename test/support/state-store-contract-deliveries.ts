@@ -2,7 +2,10 @@
 // delivery id accepted once, atomically with its command's journal entry; a replay writes
 // nothing and says whether the first command started; a refused command's record goes with it.
 import assert from 'node:assert/strict';
-import type { WithStore } from './state-store-contract.js';
+import type { StateStore } from '../../src/server/locks/state-store.js';
+
+/** state-store-contract.ts's withStore, as far as these tests use it. */
+type WithStore = (title: string, fn: (o: { store: StateStore }) => Promise<void>) => void;
 
 const R = 'acme/infra';
 

@@ -25,7 +25,8 @@ export function handleHere(to: string): (sent: SentWebhook) => Record<string, st
     'x-atlantis-forwarded-by': 'test',
     'x-atlantis-forward-auth': forwardAuth(
       testSharedStateKey(),
-      { from: 'test', to, event: sent.event, deliveryId: sent.deliveryId, signature: sent.signature, body: sent.body },
+      // GitHub's headers in the host's order (vcs/github/webhooks.ts): event, delivery, signature.
+      { from: 'test', to, headers: [sent.event, sent.deliveryId, sent.signature], body: sent.body },
       Date.now(),
     ).header,
   });

@@ -1,7 +1,7 @@
 // Classifies each observed pod on its own: what the rollout wants done with it (its step)
 // and the facts the guards judge it by. Pure: no budget, no other pod, no plan state.
 import type { OnDrainTimeout, StatusProbe } from '../types.js';
-import type { PodObservation } from './observe.js';
+import type { PodObservation } from './plan.js';
 import type { DeleteReason } from './plan.js';
 import { drainStartTime, isDrained, isDraining, isFinished, isRunning, isTerminating } from './pod-state.js';
 import type { Keeper } from './surge.js';

@@ -9,7 +9,7 @@
 // changed with every look would be written again on every reconcile.
 import type { AtlantisCondition, ConditionStatus } from '../types.js';
 import type { ObservedState, PodWait } from './plan.js';
-import type { PodObservation } from './observe.js';
+import type { PodObservation } from './plan.js';
 import { isDraining, isTerminating } from './pod-state.js';
 
 export type KstatusCondition = Omit<AtlantisCondition, 'lastTransitionTime' | 'observedGeneration'>;

@@ -3,26 +3,10 @@
 // back. A pod waits while any guard holds it; the names of all that do are what the plan's
 // `waiting` and the Progressing condition report, so they say *why* atlantis-0 waits.
 import type { OnDrainTimeout } from '../types.js';
+import type { GuardName, SurgeGuardName } from './plan.js';
 import type { PodView } from './classify.js';
 import { isAvailable, isTerminating } from './pod-state.js';
 import type { Keeper, SurgeHold } from './surge.js';
-
-export type GuardName =
-  | 'Paused'
-  | 'ReplacementRejected'
-  | 'MaxUnavailableReached'
-  | 'HigherOrdinalFirst'
-  | 'DrainInProgress'
-  | 'OperationsInProgress'
-  | 'StatusUnreachable'
-  | 'DrainTimeout'
-  | 'WaitingForReadiness'
-  | 'Terminating'
-  | 'WaitingForTermination'
-  | SurgeGuardName;
-
-/** Guards consulted only with maxSurge > 0. */
-export type SurgeGuardName = 'MaxSurgeReached' | 'WaitingForSurgePod' | 'ReplacementNotReady' | 'LeavingService';
 
 /**
  * How long after its drain started a drained pod that is still Ready may wait to leave the

@@ -1,5 +1,5 @@
-// The planner's view of a pod, and how to build it from a V1Pod plus the last /status poll.
-// Kept separate so the planner never depends on client-node object details.
+// How the planner's view of a pod (PodObservation, plan.ts) is built from a V1Pod plus the last
+// /status poll. Kept separate so the planner never depends on client-node object details.
 import type { V1OwnerReference, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { ANNOTATION_DRAIN } from '../../contract/drain-protocol.js';
 import {
@@ -14,34 +14,7 @@ import {
 import { parseOrdinal } from '../resources/names.js';
 import { withDefaults } from '../resources/defaults.js';
 import { usesDataClaims } from '../resources/pvc.js';
-import type { ObservedState } from './planner.js';
-
-export type PodPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Unknown';
-
-export interface PodObservation {
-  ordinal: number;
-  name: string;
-  uid: string;
-  /** Value of the revision label; null when missing (a pod from elsewhere is always outdated). */
-  revision: string | null;
-  phase: PodPhase;
-  /** The pod's Ready condition. */
-  ready: boolean;
-  deletionTimestamp: Date | null;
-  /** Raw drain annotation; null or '' = not draining. */
-  drainAnnotation: string | null;
-  /** Raw drain-started-at annotation (written by the controller for hand drains). */
-  drainStartedAtAnnotation: string | null;
-  /** The server container's state.waiting.reason (CrashLoopBackOff, ImagePullBackOff, ...). */
-  waitingReason: string | null;
-  /** The server container's restartCount: a /status answer belongs to one container. */
-  restarts?: number;
-  /** PodScheduled=False with reason Unschedulable: no node fits the pod (now). */
-  unschedulable?: boolean;
-  createdAt: Date | null;
-  /** The last /status poll; null when not polled (no pod IP yet, or not draining). */
-  status: StatusProbe | null;
-}
+import type { ObservedState, PodObservation, PodPhase } from './plan.js';
 
 function asPhase(p: string | undefined): PodPhase {
   return p === 'Pending' || p === 'Running' || p === 'Succeeded' || p === 'Failed' ? p : 'Unknown';

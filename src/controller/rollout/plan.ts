@@ -1,8 +1,51 @@
 // The rollout planner's input and output: what it observes, the actions it plans, and why
 // pods wait. Shared by the planner's parts (classify, guards, status, events).
-import type { AtlantisDeploymentStatus, OnDrainTimeout } from '../types.js';
-import type { GuardName } from './guards.js';
-import type { PodObservation } from './observe.js';
+import type { AtlantisDeploymentStatus, OnDrainTimeout, StatusProbe } from '../types.js';
+
+export type PodPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Unknown';
+
+export interface PodObservation {
+  ordinal: number;
+  name: string;
+  uid: string;
+  /** Value of the revision label; null when missing (a pod from elsewhere is always outdated). */
+  revision: string | null;
+  phase: PodPhase;
+  /** The pod's Ready condition. */
+  ready: boolean;
+  deletionTimestamp: Date | null;
+  /** Raw drain annotation; null or '' = not draining. */
+  drainAnnotation: string | null;
+  /** Raw drain-started-at annotation (written by the controller for hand drains). */
+  drainStartedAtAnnotation: string | null;
+  /** The server container's state.waiting.reason (CrashLoopBackOff, ImagePullBackOff, ...). */
+  waitingReason: string | null;
+  /** The server container's restartCount: a /status answer belongs to one container. */
+  restarts?: number;
+  /** PodScheduled=False with reason Unschedulable: no node fits the pod (now). */
+  unschedulable?: boolean;
+  createdAt: Date | null;
+  /** The last /status poll; null when not polled (no pod IP yet, or not draining). */
+  status: StatusProbe | null;
+}
+
+/** The named rollout guards (guards.ts); each can hold a pod back on its own. */
+export type GuardName =
+  | 'Paused'
+  | 'ReplacementRejected'
+  | 'MaxUnavailableReached'
+  | 'HigherOrdinalFirst'
+  | 'DrainInProgress'
+  | 'OperationsInProgress'
+  | 'StatusUnreachable'
+  | 'DrainTimeout'
+  | 'WaitingForReadiness'
+  | 'Terminating'
+  | 'WaitingForTermination'
+  | SurgeGuardName;
+
+/** Guards consulted only with maxSurge > 0. */
+export type SurgeGuardName = 'MaxSurgeReached' | 'WaitingForSurgePod' | 'ReplacementNotReady' | 'LeavingService';
 
 export interface RolloutSpec {
   replicas: number;

@@ -9,13 +9,14 @@
 import { podName, podNaming, pvcName } from '../resources/names.js';
 import { classifyPod, type PodView } from './classify.js';
 import { transitionEvents } from './events.js';
-import { holdingGuards, type GuardContext, type GuardName } from './guards.js';
+import { holdingGuards, type GuardContext } from './guards.js';
 import {
   DEFAULT_PROGRESS_DEADLINE_SECONDS,
   DEFAULT_STATUS_POLL_INTERVAL_MS,
   type Action,
   type ActionType,
   type EventReason,
+  type GuardName,
   type ObservedState,
   type Plan,
   type PlannerOptions,

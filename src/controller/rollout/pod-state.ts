@@ -1,7 +1,7 @@
 // Facts about one observed pod, each read from the observation alone (no plan state).
 import { drainRequested, reportsDrained } from '../../contract/drain-protocol.js';
 import type { StatusProbe } from '../types.js';
-import type { PodObservation } from './observe.js';
+import type { PodObservation } from './plan.js';
 
 /** Container waiting reasons that mean the server will not start by itself. */
 export const FAILING_WAITING_REASONS: ReadonlySet<string> = new Set([

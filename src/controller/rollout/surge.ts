@@ -3,7 +3,7 @@
 // whether an old pod may be drained depends on its ordinal's up-to-date pod being Ready.
 // Pure, like the rest of the planner.
 import { type PodNaming, podNameFor } from '../resources/names.js';
-import type { PodObservation } from './observe.js';
+import type { PodObservation } from './plan.js';
 import { isAvailable, isDraining, isFinished, isTerminating } from './pod-state.js';
 
 /** The pod an ordinal keeps: at the update revision, not draining, terminating or finished. */

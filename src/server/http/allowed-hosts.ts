@@ -1,7 +1,7 @@
 // Which host names the web UI answers to: a guard against DNS rebinding. A page on a site the
 // attacker controls (evil.example) makes its name resolve to this server's address, then its
 // scripts send requests that the browser takes as same-origin: Origin and Host are both
-// evil.example, so the cross-site check (workflow/web/csrf.ts) lets an action through, and a
+// evil.example, so the cross-site check (web/csrf.ts) lets an action through, and a
 // page read through it is readable by the attacker's script. A request whose Host is not one
 // of this server's names is refused: the host of --atlantis-url, the names of
 // --allowed-hosts (ours; `*` turns the check off), `localhost`, and any IP address (an

@@ -2,9 +2,9 @@
 // (Go's encoding/json: keys matched case-insensitively, the last of equal keys wins, unknown
 // keys and nulls ignored), then checked field by field: every refusal names the field.
 // Pure; http/api.ts answers 400 with the text.
-import { isDirGlob, isValidGlob } from '../workflow/comment-parser/dir-glob.js';
-import { goQuote } from '../workflow/comment-parser/go-text.js';
-import { cleanRepoDir, workspaceProblem } from '../workflow/repo-dir.js';
+import { isDirGlob, isValidGlob } from '../workflow/go-compat/dir-glob.js';
+import { goQuote } from '../workflow/go-compat/go-text.js';
+import { cleanRepoDir, workspaceProblem } from '../workflow/go-compat/repo-dir.js';
 
 /** One thing to run on: a configured project by name, or a dir (a glob as in a comment's -d) and workspace. */
 export interface ApiTarget {
@@ -39,9 +39,6 @@ const FIELDS: ReadonlyArray<readonly [string, Kind]> = [
   ['base_branch', 'string'],
 ];
 const PATH_FIELDS = ['project_name', 'directory', 'workspace'] as const;
-
-/** The types Atlantis knows (models.NewVCSHostType); only GitHub is served here. */
-const GITHUB_TYPE = 'Github';
 
 class BadRequest extends Error {}
 
@@ -144,7 +141,7 @@ function pathTarget(v: unknown, i: number): ApiTarget {
   return t;
 }
 
-function requestOf(body: unknown): ApiRequest {
+function requestOf(body: unknown, hostType: string): ApiRequest {
   if (!isObject(body)) throw new BadRequest('failed to parse request: the body must be a JSON object');
   const f = fieldsOf(
     body,
@@ -175,8 +172,8 @@ function requestOf(body: unknown): ApiRequest {
     .filter(([, v]) => v === '')
     .map(([n]) => n);
   if (missing.length > 0) throw new BadRequest(`request is missing fields: ${missing.join(', ')}`);
-  // Atlantis's text (models.NewVCSHostType); the other hosts it knows are not served here.
-  if (type !== GITHUB_TYPE) throw new BadRequest(`Type: ${goQuote(type)} is not a valid type`);
+  // Atlantis's text (models.NewVCSHostType); only the server's own host is served.
+  if (type !== hostType) throw new BadRequest(`Type: ${goQuote(type)} is not a valid type`);
   const repoProblem = repositoryProblem(repository);
   if (repoProblem) throw new BadRequest(repoProblem);
   const branch = ref.startsWith('refs/heads/') ? ref.slice('refs/heads/'.length) : ref;
@@ -197,8 +194,11 @@ function requestOf(body: unknown): ApiRequest {
   return { repository, ref: branch, pull: pr, targets };
 }
 
-/** Parses and checks a request body; the error text names the field. */
-export function parseApiRequest(body: string): ApiParse {
+/**
+ * Parses and checks a request body; the error text names the field. `hostType`: the server's
+ * host as Atlantis names it in `Type` (`Github`, vcs/host.ts typeName).
+ */
+export function parseApiRequest(body: string, hostType: string): ApiParse {
   let json: unknown;
   try {
     json = JSON.parse(body);
@@ -206,7 +206,7 @@ export function parseApiRequest(body: string): ApiParse {
     return { ok: false, error: `failed to parse request: ${(e as Error).message}` };
   }
   try {
-    return { ok: true, request: requestOf(json) };
+    return { ok: true, request: requestOf(json, hostType) };
   } catch (e) {
     if (e instanceof BadRequest) return { ok: false, error: e.message };
     throw e;

@@ -6,7 +6,7 @@
 // (its DirNotExistErr); nil pointers and slices are null. Pure.
 import { lockId } from '../locks/lock-id.js';
 import type { LockRecord } from '../locks/state-store.js';
-import type { ProjectResultView } from '../workflow/messages.js';
+import type { ProjectResultView } from '../workflow/pr/messages.js';
 
 /** command.Name, an int in Go: Apply is 0, Plan 1. */
 const COMMAND_NUMBER = { apply: 0, plan: 1 } as const;
@@ -44,7 +44,7 @@ export interface GoCommandResult {
   PlansDeleted: boolean;
 }
 
-/** A project's run as the workflow reports it (workflow/project-runs.ts). */
+/** A project's run as the workflow reports it (workflow/commands/project-runs.ts). */
 export interface ApiProjectRun {
   view: ProjectResultView;
   /** The dir is not in the checkout (Atlantis's DirNotExistErr). */
@@ -108,7 +108,10 @@ export interface GoLockDetail {
 }
 
 /** ListLocksResult; `Locks` is null when there are none (a nil slice), as Go writes it. */
-export function listLocksResult(locks: readonly LockRecord[], ghHostname: string): { Locks: GoLockDetail[] | null } {
+export function listLocksResult(
+  locks: readonly LockRecord[],
+  pullUrl: (repo: string, pull: number) => string,
+): { Locks: GoLockDetail[] | null } {
   if (locks.length === 0) return { Locks: null };
   return {
     Locks: locks.map((l) => ({
@@ -118,7 +121,7 @@ export function listLocksResult(locks: readonly LockRecord[], ghHostname: string
       ProjectRepoPath: l.dir,
       PullID: String(l.pull),
       // A run of the API without a pull request has none.
-      PullURL: l.pull > 0 ? `https://${ghHostname}/${l.repo}/pull/${l.pull}` : '',
+      PullURL: l.pull > 0 ? pullUrl(l.repo, l.pull) : '',
       User: l.user,
       Workspace: l.workspace,
       Time: goTime(l.time),

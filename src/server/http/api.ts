@@ -1,5 +1,5 @@
 // Atlantis's API: POST /api/plan and /api/apply (the workflow's plan and apply of a request,
-// workflow/api-command.ts), GET /api/locks. Answers as Atlantis v0.47's APIController does:
+// workflow/commands/api-command.ts), GET /api/locks. Answers as Atlantis v0.47's APIController does:
 // 503 without --api-secret, 401 without the right X-Atlantis-Token, 400 for a bad body, 403
 // for a repo outside the allowlist, the command.Result JSON with 200 (500 when a project
 // failed). Ours on top: /api/locks needs the token too, a 400 names the field, and the run is
@@ -13,9 +13,9 @@ import type { Operation, OperationInfo } from '../drain/operation-tracker.js';
 import type { LockRecord } from '../locks/state-store.js';
 import { processRedactor } from '../secrets/redact.js';
 import type { RepoAllowlist } from '../vcs/repo-allowlist.js';
-import type { ApiOutcome } from '../workflow/api-command.js';
-import { SHUTTING_DOWN_COMMENT } from '../workflow/messages.js';
-import { type TeamRule, teamAllows } from '../workflow/team-allowlist.js';
+import type { ApiOutcome } from '../workflow/commands/api-command.js';
+import { SHUTTING_DOWN_COMMENT } from '../workflow/pr/messages.js';
+import { type TeamRule, teamAllows } from '../workflow/commands/team-allowlist.js';
 import { type ApiRequest, parseApiRequest, targetLabel } from './api-request.js';
 import { apiError, commandResult, goJson, listLocksResult, resultHasErrors } from './api-result.js';
 
@@ -32,7 +32,12 @@ export interface ApiDeps {
   /** --api-secret; undefined: the API is disabled. */
   apiSecret: string | undefined;
   allowlist: RepoAllowlist;
-  ghHostname: string;
+  /** The host's name in --repo-allowlist (vcs/host.ts). */
+  hostname: string;
+  /** The host's type as Atlantis names it (the request's `Type`). */
+  hostType: string;
+  /** A pull request's page, for the lock list. */
+  pullUrl: (repo: string, pull: number) => string;
   /** --gh-team-allowlist: an API request has no user, so only rules for every team (`*`) let it run. */
   teamRules: readonly TeamRule[];
   logger: Logger;
@@ -42,7 +47,7 @@ export interface ApiDeps {
   listLocks: () => Promise<LockRecord[]>;
   /**
    * The global apply lock (Atlantis's "apply is disabled globally"): why an apply may not run
-   * now (Atlantis's text), or undefined; checked before anything runs (workflow/apply-lock.ts).
+   * now (Atlantis's text), or undefined; checked before anything runs (workflow/commands/apply-lock.ts).
    */
   globalApplyLock?: () => Promise<string | undefined>;
 }
@@ -132,13 +137,13 @@ export function mountApi(app: express.Express, d: ApiDeps): void {
     if (!authorized(req, res, path)) return;
     const body = await readBody(req, res);
     if (body === undefined) return;
-    const parsed = parseApiRequest(body);
+    const parsed = parseApiRequest(body, d.hostType);
     if (!parsed.ok) {
       log.info('API request refused: bad body', { path, error: sanitize(parsed.error) });
       return send(res, 400, apiError(parsed.error));
     }
     const r = parsed.request;
-    if (!d.allowlist.isAllowed(r.repository, d.ghHostname)) {
+    if (!d.allowlist.isAllowed(r.repository, d.hostname)) {
       log.info('API request refused: repo not allowlisted', { path, repo: r.repository });
       return send(res, 403, apiError(REPO_NOT_ALLOWLISTED));
     }
@@ -192,7 +197,7 @@ export function mountApi(app: express.Express, d: ApiDeps): void {
   app.get('/api/locks', async (req, res) => {
     if (!authorized(req, res, '/api/locks')) return;
     try {
-      send(res, 200, listLocksResult(await d.listLocks(), d.ghHostname));
+      send(res, 200, listLocksResult(await d.listLocks(), d.pullUrl));
     } catch (e) {
       log.error('API request failed', { path: '/api/locks', error: sanitize((e as Error).message) });
       send(res, 500, apiError((e as Error).message));

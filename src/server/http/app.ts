@@ -1,6 +1,6 @@
 // The server's HTTP surface (SPEC section 3). Handlers here only read state; /status in
 // particular does no I/O so it answers at once while terraform runs.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { readiness } from './readiness.js';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from '../../log.js';
@@ -16,28 +16,35 @@ import {
 } from '../../contract/drain-protocol.js';
 import type { DrainState } from '../drain/drain-state.js';
 import type { Operation, OperationTracker } from '../drain/operation-tracker.js';
-import { type ServerMetrics, webhookEventLabel } from '../metrics.js';
+import type { ServerMetrics } from '../metrics.js';
+import type { VcsWebhooks, WebhookRequest } from '../vcs/host.js';
 import { processRedactor } from '../secrets/redact.js';
 import type { TurnQueue } from './turn-queue.js';
 import { FORWARDED_BY_HEADER } from '../replicas/forward.js';
 import { FORWARD_AUTH_HEADER } from '../replicas/forward-auth.js';
 import { UNAUTHORIZED_BODY, WWW_AUTHENTICATE, type WebAuthConfig, decideWebAuth } from './web-auth.js';
 import { type AllowedHosts, decideHost, hostChecked, unknownHostMessage } from './allowed-hosts.js';
-import { MAX_WEBHOOK_BYTES, WebhookIntake } from './webhook-intake.js';
+import { type HeaderRefusal, MAX_WEBHOOK_BYTES, WebhookIntake } from './webhook-intake.js';
 
 export { MAX_WEBHOOK_BYTES };
 
-export interface WebhookRequest {
-  event: string | undefined;
-  deliveryId: string | undefined;
-  signature: string | undefined;
-  rawBody: Buffer;
-  /** Content-Type as received, passed on when the webhook is handed to another replica. */
-  contentType?: string;
-  /** X-Atlantis-Forwarded-By: another replica handed this webhook here (replicas/forward.ts). */
-  forwardedBy?: string;
-  /** X-Atlantis-Forward-Auth: the sender's proof that it holds the shared state key (replicas/forward-auth.ts). */
-  forwardAuth?: string;
+/** What the HTTP surface reads of the host's webhooks (vcs/host.ts): their headers, before any body. */
+export type WebhookHeaders = Pick<VcsWebhooks, 'headerNames' | 'eventName' | 'deliveryId' | 'eventLabel' | 'refuseBeforeBody'>;
+
+/** The host's refusal of a request from its headers alone (with a webhook secret), for the intake; undefined: none. */
+export function headerRefusalOf(hooks: WebhookHeaders | undefined): HeaderRefusal | undefined {
+  const refuse = hooks?.refuseBeforeBody?.bind(hooks);
+  return refuse && ((h) => refuse(hostHeaders(h, hooks?.headerNames ?? [])));
+}
+
+/** The host's headers of a request (by VcsWebhooks.headerNames, in that order), a repeated one as node joins it. */
+export function hostHeaders(h: IncomingHttpHeaders, names: readonly string[]): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {};
+  for (const n of names) {
+    const v = h[n];
+    out[n] = typeof v === 'string' ? v : undefined;
+  }
+  return out;
 }
 
 export interface WebhookResponse {
@@ -61,10 +68,12 @@ export interface AppDeps {
   /** Where webhook handlers wait for their turn (see turn-queue.ts); the server awaits it on close. */
   webhookQueue: TurnQueue;
   /**
-   * A webhook secret is set: a webhook without a well-formed signature header gets 401 before
-   * its body is read (see webhook-intake.ts). Without it, the handler decides.
+   * The code host's webhook headers (vcs/host.ts): which are kept with the body, the event and
+   * delivery they name, the metrics label, and, with a webhook secret, the refusal of a request
+   * whose headers cannot authenticate before its body is read (see webhook-intake.ts). Absent
+   * until the workflow is wired: no header is kept, every event is `unknown`.
    */
-  requireWebhookSignature?: boolean;
+  webhooks?: WebhookHeaders;
   /** Extra routes (web UI) mounted last. */
   extraRoutes?: (app: express.Express) => void;
   /** --web-basic-auth: the credentials every path but the open ones needs (web-auth.ts); undefined when off. */
@@ -255,9 +264,11 @@ function buildRoutes(deps: AppDeps): {
     const v = req.headers[name];
     return typeof v === 'string' ? v : undefined;
   };
+  const hooks = deps.webhooks;
+  const ofHost = (req: IncomingMessage) => hostHeaders(req.headers, hooks?.headerNames ?? []);
   /** atlantis_webhooks_total, for every answer to POST /events (and a body that broke off: 400). */
   const countWebhook = (req: IncomingMessage, code: number): void => {
-    deps.metrics.webhooksTotal.inc({ event: webhookEventLabel(header(req, 'x-github-event')), code: String(code) });
+    deps.metrics.webhooksTotal.inc({ event: hooks ? hooks.eventLabel(ofHost(req)) : 'unknown', code: String(code) });
   };
   // A webhook whose body has been read: its handler waits for its turn (see turn-queue.ts).
   const answerWebhook = async (req: IncomingMessage, rawBody: Buffer, res: ServerResponse): Promise<void> => {
@@ -268,11 +279,12 @@ function buildRoutes(deps: AppDeps): {
     }
     let out: WebhookResponse;
     try {
+      const headers = ofHost(req);
       out = await deps.webhookQueue.run(() =>
         onWebhook({
-          event: header(req, 'x-github-event'),
-          deliveryId: header(req, 'x-github-delivery'),
-          signature: header(req, 'x-hub-signature-256'),
+          headers,
+          event: hooks?.eventName(headers),
+          deliveryId: hooks?.deliveryId(headers),
           rawBody,
           contentType: header(req, 'content-type'),
           forwardedBy: header(req, FORWARDED_BY_HEADER),
@@ -287,7 +299,7 @@ function buildRoutes(deps: AppDeps): {
     countWebhook(req, out.status);
     sendText(res, out.status, out.body, out.headers);
   };
-  const intake = new WebhookIntake(deps.requireWebhookSignature === true, { onBody: answerWebhook, onRefused: countWebhook });
+  const intake = new WebhookIntake(headerRefusalOf(hooks), { onBody: answerWebhook, onRefused: countWebhook });
 
   deps.extraRoutes?.(app);
 

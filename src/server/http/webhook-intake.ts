@@ -1,20 +1,20 @@
 // Receiving POST /events bodies, with bounds that hold before anyone is authenticated.
 //
-// Why: anyone who can reach /events can send a body; only the HMAC over the whole body says
-// it is GitHub's. A body inflated (Content-Encoding: gzip) before that check, or bodies held
-// without a bound on how many, would let a few small unsigned, unfinished uploads take
-// gigabytes of the server's memory. GitHub sends webhooks uncompressed, with a
-// Content-Length and an X-Hub-Signature-256 header, and gives up on a delivery after 10 s;
-// Atlantis (Go net/http) never inflates a request body. So:
+// Why: anyone who can reach /events can send a body; only the host's authentication (GitHub:
+// the HMAC over the whole body) says it is the host's. A body inflated (Content-Encoding: gzip)
+// before that check, or bodies held without a bound on how many, would let a few small
+// unsigned, unfinished uploads take gigabytes of the server's memory. GitHub sends webhooks
+// uncompressed, with a Content-Length and an X-Hub-Signature-256 header, and gives up on a
+// delivery after 10 s; Atlantis (Go net/http) never inflates a request body. So:
 // - refused from the headers alone, before a byte of the body is read: a Content-Encoding
-//   (415), a Content-Length over 25 MiB (413), a missing or malformed signature header when a
-//   secret is set (401);
+//   (415), a Content-Length over 25 MiB (413), and, when a secret is set, headers that cannot
+//   authenticate (the host says which and how: GitHub's missing or malformed signature, 401);
 // - a body not received within 10 s is dropped (408);
 // - bodies held at once are bounded in bytes (64 MiB) and in number (256): a body that would
 //   go over makes room by dropping the oldest unfinished ones (503), so that a sender that
-//   opens many slow bodies delays GitHub's deliveries by little, and memory stays bounded.
+//   opens many slow bodies delays the host's deliveries by little, and memory stays bounded.
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { BAD_SIGNATURE_TEXT, isWellFormedSignature } from '../vcs/webhook.js';
+import type { WebhookAnswer } from '../vcs/host.js';
 
 export const MAX_WEBHOOK_BYTES = 25 * 1024 * 1024;
 
@@ -32,11 +32,14 @@ export const DEFAULT_INTAKE_LIMITS: IntakeLimits = { maxHeldBytes: 64 * 1024 * 1
 export type Admission = { ok: true } | { ok: false; status: number; text: string };
 
 /**
- * Whether to read a webhook's body at all, from its headers. Pure. `requireSignature`: a
- * webhook secret is set, so a request without a well-formed X-Hub-Signature-256 can only
- * get 401 (its body would be read for nothing).
+ * The code host's refusal of a request from its headers alone (vcs/host.ts refuseBeforeBody):
+ * with a webhook secret set, a request whose headers cannot authenticate (GitHub: no
+ * well-formed X-Hub-Signature-256) can only be refused, and its body would be read for nothing.
  */
-export function admitWebhook(headers: IncomingHttpHeaders, requireSignature: boolean): Admission {
+export type HeaderRefusal = (headers: IncomingHttpHeaders) => WebhookAnswer | undefined;
+
+/** Whether to read a webhook's body at all, from its headers. Pure. */
+export function admitWebhook(headers: IncomingHttpHeaders, refuse: HeaderRefusal | undefined): Admission {
   const encoding = headers['content-encoding'];
   if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
     return { ok: false, status: 415, text: 'Content-Encoding is not supported: webhooks are sent uncompressed' };
@@ -45,10 +48,8 @@ export function admitWebhook(headers: IncomingHttpHeaders, requireSignature: boo
   if (length !== undefined && (!/^\d+$/.test(length) || Number(length) > MAX_WEBHOOK_BYTES)) {
     return { ok: false, status: 413, text: `Request body is larger than ${MAX_WEBHOOK_BYTES} bytes` };
   }
-  const signature = headers['x-hub-signature-256'];
-  if (requireSignature && !isWellFormedSignature(typeof signature === 'string' ? signature : undefined)) {
-    return { ok: false, status: 401, text: BAD_SIGNATURE_TEXT };
-  }
+  const refused = refuse?.(headers);
+  if (refused) return { ok: false, status: refused.status, text: refused.body };
   return { ok: true };
 }
 
@@ -72,7 +73,8 @@ export class WebhookIntake {
   private heldBytes = 0;
 
   constructor(
-    private readonly requireSignature: boolean,
+    /** The host's refusal from the headers (a webhook secret is set); undefined: every body is read. */
+    private readonly headerRefusal: HeaderRefusal | undefined,
     private readonly events: IntakeEvents,
     private readonly limits: IntakeLimits = DEFAULT_INTAKE_LIMITS,
   ) {}
@@ -86,7 +88,7 @@ export class WebhookIntake {
     // A client that goes away mid-body ends in 'error' as well as 'close'; 'close' does the
     // accounting, and an 'error' without a listener would end the process.
     req.on('error', () => undefined);
-    const admission = admitWebhook(req.headers, this.requireSignature);
+    const admission = admitWebhook(req.headers, this.headerRefusal);
     if (!admission.ok) {
       this.refuse(req, res, admission.status, admission.text);
       return;

@@ -20,7 +20,7 @@
 //   Atlantis locks on one dir and workspace: the same PR's become one lock; another PR's are
 //   left to the earlier lock (that PR meets the lock when it plans again).
 // - Atlantis's policy-check statuses have no twin here: passed is "planned", failed "plan_errored".
-import { cleanRepoDir, workspaceProblem } from '../workflow/repo-dir.js';
+import { cleanRepoDir, workspaceProblem } from '../workflow/go-compat/repo-dir.js';
 import { type BoltBucket, type BoltDatabase, bucketAt } from './bolt-file.js';
 import type { ProjectPlanStatus, ProjectStatusRecord, PullStatus } from './pull-status.js';
 import type { ApplyLock, LockRecord } from './state-store.js';

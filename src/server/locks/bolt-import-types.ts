@@ -1,7 +1,7 @@
 // The records of the one-time import of Atlantis's atlantis.db (bolt-import.ts) as the stores
 // keep them: what is written, the marker that says it was done, and the pull requests still
 // to be told that their plans were not carried over.
-import type { LockKey, ApplyLock, LockRecord } from './state-store.js';
+import type { ApplyLock, LockKey, LockRecord } from './lock-record.js';
 import type { PullStatus } from './pull-status.js';
 
 /** Written with the import, in the same atomic change: while it exists no import runs again. */

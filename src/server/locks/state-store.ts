@@ -8,23 +8,10 @@
 // Every method is async: Redis answers over the network. A method that throws leaves the
 // state as it was (each implementation makes every multi-key change atomic).
 import type { AtlantisImportBatch, AtlantisImportOutcome, ImportMarker, ImportNotice } from './bolt-import-types.js';
+import type { ApplyLock, LockKey, LockRecord } from './lock-record.js';
 import type { ProjectOutcome, PullStatus } from './pull-status.js';
 
-export interface LockKey {
-  /** `owner/name` */
-  repo: string;
-  /** Repo-relative dir, `.` for the root. */
-  dir: string;
-  workspace: string;
-}
-
-export interface LockRecord extends LockKey {
-  pull: number;
-  user: string;
-  project?: string;
-  /** RFC 3339 time the lock was taken. */
-  time: string;
-}
+export type { ApplyLock, LockKey, LockRecord } from './lock-record.js';
 
 export type TryLockResult = { acquired: true; lock: LockRecord } | { acquired: false; holder: LockRecord };
 
@@ -99,14 +86,6 @@ export interface JobRecord extends JobStart {
 }
 
 export type LockHolder = { pull: number; user: string; project?: string };
-
-/** The global apply lock (the web page's "Disable Apply Commands"): while it is on, every apply is refused. */
-export interface ApplyLock {
-  /** RFC 3339 time it was turned on. */
-  time: string;
-  /** Who turned it on, as the web page shows it. */
-  by: string;
-}
 
 /**
  * How long a webhook delivery id is remembered (GitHub lets a delivery be sent again for 3

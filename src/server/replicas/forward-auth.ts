@@ -3,7 +3,8 @@
 //
 // Why: the replicas' URLs come from Redis, and a forward makes the receiver handle a webhook
 // where it lands. A forward carries `X-Atlantis-Forward-Auth: v1 <ms> <nonce> <code>`, the code
-// over who sends it, to whom, when, GitHub's headers and the body's sha256; the receiver
+// over who sends it, to whom, when, the code host's webhook headers (in the host's order:
+// GitHub's event, delivery and signature) and the body's sha256; the receiver
 // checks it (a forward that fails is handled as a direct delivery: routed again). The answer
 // carries `X-Atlantis-Forward-Answer: <code>` over the nonce and the status; a sender that
 // gets no such proof treats the owner as unreachable and handles the webhook itself, so a
@@ -21,9 +22,8 @@ export interface ForwardFacts {
   from: string;
   /** The receiving replica's id. */
   to: string;
-  event?: string | undefined;
-  deliveryId?: string | undefined;
-  signature?: string | undefined;
+  /** The values of the host's webhook headers, in VcsWebhooks.headerNames' order (undefined: absent). */
+  headers: ReadonlyArray<string | undefined>;
   body: Buffer;
 }
 
@@ -32,9 +32,7 @@ const parts = (f: ForwardFacts, at: number, nonce: string) => [
   f.to,
   at,
   nonce,
-  f.event ?? null,
-  f.deliveryId ?? null,
-  f.signature ?? null,
+  ...f.headers.map((v) => v ?? null),
   createHash('sha256').update(f.body).digest('hex'),
 ];
 

@@ -1,7 +1,7 @@
 // Forwarding a webhook to the replica that owns its PR (affinity.ts decides who): a POST of
-// the exact bytes GitHub sent, with GitHub's headers, to `<owner url>/events`. The owner checks
-// the signature itself, over the same bytes, with the same secret, so forwarding grants nothing
-// a direct delivery would not. X-Atlantis-Forwarded-By marks it: the owner handles a forwarded
+// the exact bytes the code host sent, with the host's webhook headers, to `<owner url>/events`.
+// The owner authenticates it itself (GitHub: the signature, over the same bytes, with the same
+// secret), so forwarding grants nothing a direct delivery would not. X-Atlantis-Forwarded-By marks it: the owner handles a forwarded
 // webhook locally whatever its own list says (route()'s loop guard), so two replicas whose
 // lists disagree for a moment never bounce it between them. It never rejects: a failure is an
 // outcome, and afterForwardFailure (affinity.ts) says what follows.
@@ -19,12 +19,8 @@ export const DEFAULT_FORWARD_TIMEOUT_MS = 10_000;
 const MAX_ANSWER_BYTES = 64 * 1024;
 
 export interface ForwardedWebhook {
-  /** X-GitHub-Event */
-  event?: string;
-  /** X-GitHub-Delivery */
-  deliveryId?: string;
-  /** X-Hub-Signature-256 */
-  signature?: string;
+  /** The host's webhook headers as received, by lower-case name (vcs/host.ts; GitHub's X-GitHub-Event, -Delivery, X-Hub-Signature-256). */
+  headers: Readonly<Record<string, string | undefined>>;
   /** Content-Type as received (GitHub sends application/json or application/x-www-form-urlencoded). */
   contentType?: string;
   rawBody: Buffer;
@@ -63,9 +59,8 @@ export function forwardHeaders(w: ForwardedWebhook, selfId: string, auth?: strin
     [FORWARDED_BY_HEADER]: selfId,
   };
   if (auth !== undefined) h[FORWARD_AUTH_HEADER] = auth;
-  if (w.event !== undefined) h['x-github-event'] = w.event;
-  if (w.deliveryId !== undefined) h['x-github-delivery'] = w.deliveryId;
-  if (w.signature !== undefined) h['x-hub-signature-256'] = w.signature;
+  // Only what was received: an absent header is not invented. Ours above cannot be overwritten.
+  for (const [name, value] of Object.entries(w.headers)) if (value !== undefined && !(name in h)) h[name] = value;
   return h;
 }
 

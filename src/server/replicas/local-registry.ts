@@ -1,7 +1,7 @@
 // The embedded store's registry (`--locking-db-type boltdb`): one server, so it alone is live
 // and owns every PR; nothing to claim, nobody to report dead.
 import type { ReplicaInfo } from './affinity.js';
-import type { ReplicaMembership } from './registry.js';
+import type { ReplicaMembership } from './membership.js';
 
 /** The embedded store's registry: one server, so it alone is live and owns every PR. */
 export class LocalReplicaRegistry implements ReplicaMembership {

@@ -9,13 +9,15 @@
 // delivery (routed again), an answer without its proof counts as no answer (handled here).
 import type { Logger } from '../../log.js';
 import type { SharedStateKey } from '../locks/shared-state-key.js';
-import type { WebhookRequest, WebhookResponse } from '../http/app.js';
+import type { WebhookResponse } from '../http/app.js';
+import type { WebhookRequest } from '../vcs/host.js';
 import type { ServerMetrics } from '../metrics.js';
 import { type ForwardOutcome, type ReplicaInfo, afterForwardFailure, route } from './affinity.js';
 import { forwardWebhook } from './forward.js';
 import { FORWARD_ANSWER_HEADER, answerAuth, answerIsAuthentic, checkForwardAuth, forwardAuth } from './forward-auth.js';
 import type { ServerConfig } from '../config.js';
-import { type ReplicaMembership, openReplicaRegistry } from './registry.js';
+import type { ReplicaMembership } from './membership.js';
+import { openReplicaRegistry } from './registry.js';
 
 export interface WebhookRouterDeps {
   membership: ReplicaMembership;
@@ -28,6 +30,8 @@ export interface WebhookRouterDeps {
   forwardTimeoutMs?: number;
   /** The replicas' shared state key (Redis); without it there is no other replica to trust. */
   key?: SharedStateKey;
+  /** The code host's webhook headers (vcs/host.ts VcsWebhooks.headerNames): sent on, in this order under the forward's proof. */
+  headerNames: readonly string[];
 }
 
 export class WebhookRouter {
@@ -52,9 +56,7 @@ export class WebhookRouter {
           {
             from,
             to: this.d.membership.self.id,
-            event: req.event,
-            deliveryId: req.deliveryId,
-            signature: req.signature,
+            headers: this.headerValues(req),
             body: req.rawBody,
           },
           Date.now(),
@@ -84,18 +86,12 @@ export class WebhookRouter {
     const key = this.d.key;
     // Only replicas that share the key are ever listed (registry.ts); without one, nothing is forwarded.
     if (!key) return undefined;
-    const auth = forwardAuth(
-      key,
-      { from: self.id, to: to.id, event: req.event, deliveryId: req.deliveryId, signature: req.signature, body: req.rawBody },
-      Date.now(),
-    );
+    const auth = forwardAuth(key, { from: self.id, to: to.id, headers: this.headerValues(req), body: req.rawBody }, Date.now());
     const sent = await forwardWebhook(
       to.url,
       {
         rawBody: req.rawBody,
-        ...(req.event !== undefined ? { event: req.event } : {}),
-        ...(req.deliveryId !== undefined ? { deliveryId: req.deliveryId } : {}),
-        ...(req.signature !== undefined ? { signature: req.signature } : {}),
+        headers: req.headers,
         ...(req.contentType !== undefined ? { contentType: req.contentType } : {}),
       },
       { selfId: self.id, auth: auth.header, ...(this.d.forwardTimeoutMs !== undefined ? { timeoutMs: this.d.forwardTimeoutMs } : {}) },
@@ -128,6 +124,11 @@ export class WebhookRouter {
     return undefined;
   }
 
+  /** The values of the host's webhook headers, in the host's order (the forward's proof covers them). */
+  private headerValues(req: WebhookRequest): Array<string | undefined> {
+    return this.d.headerNames.map((n) => req.headers[n]);
+  }
+
   /** The next route() reads the list again (a forward failed: the owner may be gone). */
   invalidate(): void {
     this.liveAt = Number.NEGATIVE_INFINITY;
@@ -157,7 +158,7 @@ export class WebhookRouter {
 /** The registry and the router of the server's store: Redis shares them with the key, the embedded store has one replica. */
 export function openReplication(
   cfg: Pick<ServerConfig, 'store' | 'replicaId' | 'replicaUrl' | 'dataDir'>,
-  d: Pick<WebhookRouterDeps, 'logger' | 'metrics' | 'isDraining'> & { onReplicaGone: (gone: ReplicaInfo) => Promise<void> },
+  d: Pick<WebhookRouterDeps, 'logger' | 'metrics' | 'isDraining' | 'headerNames'> & { onReplicaGone: (gone: ReplicaInfo) => Promise<void> },
 ): { membership: ReplicaMembership; router: WebhookRouter } {
   const membership = openReplicaRegistry(cfg, cfg.replicaUrl, { logger: d.logger, onReplicaGone: d.onReplicaGone });
   const key = cfg.store.type === 'redis' ? { key: cfg.store.redis.sharedStateKey } : {};

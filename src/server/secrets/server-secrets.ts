@@ -2,25 +2,23 @@
 // out of every child's environment. One list: a flag that takes a secret (a password, an API
 // secret) adds its value here.
 import { type ServerConfig, DEFAULT_WEB_PASSWORD } from '../config.js';
-import { appKeySecretValues } from '../vcs/github-app.js';
+import { vcsSecrets } from '../vcs/host-config.js';
 import { type Weakness, secretWeakness } from './secret-forms.js';
 
-type SecretSettings = Pick<ServerConfig, 'ghToken' | 'ghWebhookSecret'> &
-  Partial<Pick<ServerConfig, 'webBasicAuth' | 'webPassword' | 'ghApp' | 'store' | 'apiSecret'>>;
+type SecretSettings = Pick<ServerConfig, 'vcs'> & Partial<Pick<ServerConfig, 'webBasicAuth' | 'webPassword' | 'store' | 'apiSecret'>>;
 
 export function serverSecretValues(cfg: SecretSettings): Array<string | undefined> {
-  // A GitHub App's installation tokens are added as they are fetched (GitHubClient remembers them).
-  const appKey = cfg.ghApp ? appKeySecretValues(cfg.ghApp.privateKeyPem) : [];
+  // The code host's: its token and webhook secret, a GitHub App's key (its installation tokens are added as they are fetched).
+  const host = vcsSecrets(cfg.vcs);
   const redis = cfg.store?.type === 'redis' ? cfg.store.redis : undefined;
   return [
-    currentToken(cfg.ghToken),
-    cfg.ghWebhookSecret,
+    ...host.byFlag.map(([, value]) => value),
     cfg.apiSecret,
     webPassword(cfg),
     redis?.password,
     redis?.sentinel?.password,
     redis?.sharedStateKey.secretText(),
-    ...appKey,
+    ...host.more,
   ];
 }
 
@@ -32,8 +30,7 @@ export function serverSecretValues(cfg: SecretSettings): Array<string | undefine
 export function weakSecretSettings(cfg: SecretSettings): Array<{ flag: string; weakness: Weakness }> {
   const redis = cfg.store?.type === 'redis' ? cfg.store.redis : undefined;
   const settings: Array<[string, string | undefined]> = [
-    ['--gh-token', currentToken(cfg.ghToken)],
-    ['--gh-webhook-secret', cfg.ghWebhookSecret],
+    ...vcsSecrets(cfg.vcs).byFlag,
     ['--api-secret', cfg.apiSecret],
     ['--web-password', webPassword(cfg)],
     ['--redis-password', redis?.password],
@@ -45,15 +42,6 @@ export function weakSecretSettings(cfg: SecretSettings): Array<{ flag: string; w
     if (weakness) out.push({ flag, weakness });
   }
   return out;
-}
-
-/** The token now (--gh-token-file is read on each call); undefined while the file cannot be read. */
-function currentToken(token: () => string): string | undefined {
-  try {
-    return token();
-  } catch {
-    return undefined;
-  }
 }
 
 /** The default password is no secret, and scrubbing "atlantis" would blank most log lines. */

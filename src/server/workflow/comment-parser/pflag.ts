@@ -2,8 +2,8 @@
 // `-dx`, `-d=x`, `--dir x`, `--dir=x`, combined bool shorthands, interspersed positional
 // args, `--` ends flag parsing; error texts are pflag's (and its quirks: a shorthand group
 // starting `test.` is skipped, an unknown shorthand is named by its first byte). Pure.
-import type { FlagDef } from '../commands.js';
-import { goQuote, goQuoteByte } from './go-text.js';
+import type { FlagDef } from './commands.js';
+import { goQuote, goQuoteByte } from '../go-compat/go-text.js';
 
 export interface FlagParse {
   values: Map<string, string | boolean>;

@@ -1,7 +1,7 @@
 // The texts the parser answers with, word for word as Atlantis writes them (help, usage of a
 // command, errors in a usage block), and the comments the server suggests users type under
 // plan results. Pure.
-import { type CommandName, commandSpec } from '../commands.js';
+import { type CommandName, commandSpec } from './commands.js';
 
 export const DID_YOU_MEAN_COMMENT = (exe: string, given: string): string => `Did you mean to use \`${exe}\` instead of \`${given}\`?`;
 

@@ -2,10 +2,10 @@
 // its place. The repo is the pull request's: hostile input, bounded before use.
 import fs from 'node:fs';
 import path from 'node:path';
-import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, compilePatternList } from '../when-modified.js';
-import { cleanedRepoDir, isValidWorkspace } from '../repo-dir.js';
-import { shellSplit } from '../comment-parser/shell-split.js';
-import { parseRepoLocking, parseRepoLocks } from '../lock-policy.js';
+import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, compilePatternList } from './when-modified.js';
+import { cleanedRepoDir, isValidWorkspace } from '../go-compat/repo-dir.js';
+import { shellSplit } from '../go-compat/shell-split.js';
+import { parseRepoLocking, parseRepoLocks } from './lock-policy.js';
 import { REPO_PROJECT_KEYS, REPO_TOP_KEYS, judgeKeys } from './keys.js';
 import { Problems, checkKeys, checkShapes, isObj, parseApplyRequirements, parseWorkflows, strList, readYaml } from './schema.js';
 import {

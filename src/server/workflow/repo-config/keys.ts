@@ -10,7 +10,7 @@
 // A key of kind notice/refused whose value is what this server does anyway (`policy_check:
 // false`, `autodiscover: {mode: auto}`) counts as implemented. Keys not listed are unknown,
 // which Atlantis refuses too (it decodes with KnownFields). Pure.
-import type { Obj, Problems } from './schema.js';
+import type { Obj, Problems } from './problems.js';
 
 export type KeySupport =
   | { kind: 'here' }

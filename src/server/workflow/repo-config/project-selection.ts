@@ -3,10 +3,10 @@
 // check that a default project's dir still holds terraform (Atlantis skips dirs a PR deleted).
 import fs from 'node:fs';
 import path from 'node:path';
-import { goClean } from '../go-paths.js';
-import { globMatch, isDirGlob } from '../comment-parser/dir-glob.js';
-import { cleanedRepoDir } from '../repo-dir.js';
-import { type CompiledPatternList, MatchBudget, changedPath, compilePatternList, listMatches } from '../when-modified.js';
+import { goClean } from '../go-compat/go-paths.js';
+import { globMatch, isDirGlob } from '../go-compat/dir-glob.js';
+import { cleanedRepoDir } from '../go-compat/repo-dir.js';
+import { type CompiledPatternList, MatchBudget, changedPath, compilePatternList, listMatches } from './when-modified.js';
 import {
   ATLANTIS_YAML,
   type ApplyRequirement,

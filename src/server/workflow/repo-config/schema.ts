@@ -3,6 +3,7 @@
 // steps and requirements that both files may declare. Pure.
 import YAML from 'yaml';
 import { type UnsupportedKey, WORKFLOW_KEYS, judgeKeys } from './keys.js';
+import { type Obj, type Problems, isObj } from './problems.js';
 import {
   APPLY_REQUIREMENTS,
   type ApplyRequirement,
@@ -14,7 +15,7 @@ import {
   RepoConfigError,
 } from './types.js';
 
-export type Obj = Record<string, unknown>;
+export { type Obj, Problems, isObj } from './problems.js';
 
 /** The YAML document of `file` as plain data; duplicate keys and syntax errors are refused. */
 export function readYaml(text: string, file: string): unknown {
@@ -26,17 +27,6 @@ export function readYaml(text: string, file: string): unknown {
       doc.errors.map((e) => `YAML: ${e.message.split('\n')[0]}`),
     );
   return doc.toJS();
-}
-
-export class Problems {
-  readonly list: string[] = [];
-  add(where: string, msg: string): void {
-    this.list.push(where ? `${where}: ${msg}` : msg);
-  }
-}
-
-export function isObj(v: unknown): v is Obj {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** Checks a map's keys against a fixed list (nested maps with no unsupported keys of their own). */

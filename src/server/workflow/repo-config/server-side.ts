@@ -1,7 +1,7 @@
 // The server-side repo config (--repo-config, --repo-config-json; Atlantis's "server side
 // repo config", repos.yaml): per-repo rules the operator sets, and the settings that apply
 // to one repo. Trusted input, still validated so a typo fails at start.
-import { type LockSettings, parseRepoLocking, parseRepoLocks } from '../lock-policy.js';
+import { type LockSettings, parseRepoLocking, parseRepoLocks } from './lock-policy.js';
 import { SERVER_REPO_KEYS, SERVER_TOP_KEYS, judgeKeys } from './keys.js';
 import { Problems, checkShapes, isObj, parseApplyRequirements, parseWorkflows, strList, readYaml } from './schema.js';
 import { type ApplyRequirement, RepoConfigError, type Workflow, type WorkflowHook } from './types.js';

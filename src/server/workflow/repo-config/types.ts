@@ -1,7 +1,9 @@
 // The types both repo config files share (atlantis.yaml and the server-side repos.yaml) and
 // what project selection hands to the runner, with Atlantis's defaults.
-import type { RepoLocksMode } from '../lock-policy.js';
 import type { UnsupportedKey } from './keys.js';
+
+/** When a project's lock is taken (`repo_locks: {mode: ...}`; lock-policy.ts decides). */
+export type RepoLocksMode = 'disabled' | 'on_plan' | 'on_apply';
 
 export const ATLANTIS_YAML = 'atlantis.yaml';
 export const DEFAULT_WORKSPACE = 'default';

@@ -1,0 +1,22 @@
+// The one place a code host is chosen and opened (as locks/open-store.ts is for the store):
+// the workflow gets a VcsHost and never asks which.
+import type { Logger } from '../../log.js';
+import type { AtlantisMetrics } from '../atlantis-metrics.js';
+import { githubHost } from './github/host.js';
+import type { VcsConfig } from './host-config.js';
+import type { VcsHost } from './host.js';
+
+export interface OpenHostOptions {
+  logger: Logger;
+  /** Atlantis's own metrics, where Atlantis has them for the host (its GitHub client's calls and webhooks). */
+  metrics?: AtlantisMetrics;
+  /** --max-comments-per-command (0: no limit). */
+  maxCommentsPerCommand: number;
+}
+
+export function openVcsHost(vcs: VcsConfig, o: OpenHostOptions): VcsHost {
+  switch (vcs.kind) {
+    case 'github':
+      return githubHost(vcs.github, o);
+  }
+}

@@ -1,0 +1,276 @@
+// Runs the workflow steps of one project in its checked-out dir: Atlantis's default
+// workflow (init + plan, apply) or the repo's custom one (init, plan, apply, run steps).
+// Every process goes through the ProcessRunner, so it is supervised, logged per job and
+// interrupted cleanly at a drain deadline.
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { ProcessRunner, RunResult } from '../../terraform/runner.js';
+import type { GitCredsForInit } from '../../terraform/git-creds.js';
+import type { TerraformBinaries } from '../../terraform/tf-install.js';
+import { readRequiredVersions } from '../../terraform/tf-module.js';
+import { chooseTfVersion } from '../../terraform/tf-versions.js';
+import type { Step } from '../repo-config/types.js';
+
+export interface ProjectRunContext {
+  jobId: string;
+  /** Absolute dir of the project inside the working copy. */
+  projectDir: string;
+  /** Repo-relative dir. */
+  dir: string;
+  workspace: string;
+  projectName?: string;
+  planFile: string;
+  repo: string;
+  pull: number;
+  user: string;
+  headSha: string;
+  headRef: string;
+  baseRef: string;
+  /** Extra args from the comment (after `--`), appended to plan/apply/import/state. */
+  commentArgs: string[];
+  logFile: string;
+  onOutput: (chunk: string) => void;
+  /** `terraform_version` of the project in atlantis.yaml, as written. */
+  terraformVersion?: string;
+}
+
+/** How the project's terraform versions are found (tf-versions.ts, tf-install.ts). */
+export interface TerraformChoice {
+  binaries: TerraformBinaries;
+  /** --default-tf-version, normalised. */
+  defaultVersion?: string;
+  /** --write-git-creds: credentials for the modules `terraform init` fetches. */
+  gitCreds?: GitCredsForInit;
+}
+
+/** Runs terraform <sub...> -no-color <args...> for one project (with variables for this process only). */
+type Tf = (sub: string[], args: string[], env?: Record<string, string>) => Promise<RunResult>;
+
+/** The binary a project's terraform steps run, and the version run steps are told. */
+interface Terraform {
+  binary?: string;
+  version?: string;
+}
+
+export interface StepsResult {
+  ok: boolean;
+  /** Output of the last terraform step (what the PR comment shows). */
+  output: string;
+  /** The whole output, for verbose comments. */
+  log: string;
+  interrupted: boolean;
+  /** The failed step, when not ok. */
+  failedStep?: string;
+}
+
+/** Env of `run` steps, with the names Atlantis documents for custom workflows. */
+function stepEnv(c: ProjectRunContext, t: Terraform = {}, binDir?: string): Record<string, string> {
+  return {
+    ...(t.version ? { ATLANTIS_TERRAFORM_VERSION: t.version } : {}),
+    // As Atlantis: downloaded versions are on the PATH of run steps.
+    ...(binDir ? { PATH: `${process.env.PATH ?? ''}${path.delimiter}${binDir}` } : {}),
+    WORKSPACE: c.workspace,
+    DIR: c.projectDir,
+    PLANFILE: c.planFile,
+    SHOWFILE: c.planFile.replace(/\.tfplan$/, '.json'),
+    PROJECT_NAME: c.projectName ?? '',
+    PULL_NUM: String(c.pull),
+    PULL_AUTHOR: c.user,
+    HEAD_COMMIT: c.headSha,
+    HEAD_BRANCH_NAME: c.headRef,
+    BASE_BRANCH_NAME: c.baseRef,
+    BASE_REPO_OWNER: c.repo.split('/')[0] ?? '',
+    BASE_REPO_NAME: c.repo.split('/')[1] ?? '',
+    USER_NAME: c.user,
+    COMMENT_ARGS: c.commentArgs.join(','),
+    TF_WORKSPACE: '', // unset: workspaces are selected explicitly, TF_WORKSPACE would override that
+  };
+}
+
+/** What a command adds to the steps: `import`/`state rm` arguments, or `version`. */
+export interface StepExtras {
+  importArgs?: string[];
+  stateRmArgs?: string[];
+  version?: boolean;
+  /** The steps are a custom import/state_rm stage: its import/state_rm steps run the command. */
+  customStage?: boolean;
+}
+
+export class ProjectRunner {
+  constructor(
+    private readonly runner: ProcessRunner,
+    private readonly terraform?: TerraformChoice,
+  ) {}
+
+  /**
+   * The project's terraform, as Atlantis picks it; throws Atlantis's message when the version
+   * cannot be had (not on disk and downloads off, a failed download, a bad checksum).
+   */
+  private async terraformFor(c: ProjectRunContext, needVersion: boolean): Promise<Terraform> {
+    if (!this.terraform) return {};
+    const choice = chooseTfVersion({
+      projectVersion: c.terraformVersion,
+      requiredVersions: c.terraformVersion === undefined ? await readRequiredVersions(c.projectDir) : [],
+      defaultVersion: this.terraform.defaultVersion,
+    });
+    if (choice.kind === 'invalid') throw new Error(choice.message);
+    // Only run steps are told the version: no extra process otherwise.
+    if (choice.kind === 'binary') return needVersion ? { version: await this.terraform.binaries.localVersion() } : {};
+    return { binary: await this.terraform.binaries.binaryFor(choice.version), version: choice.version };
+  }
+
+  async runSteps(steps: Step[], c: ProjectRunContext, extra?: StepExtras): Promise<StepsResult> {
+    let log = '';
+    let last = '';
+    const env: Record<string, string> = {};
+    let t: Terraform;
+    try {
+      t = await this.terraformFor(
+        c,
+        steps.some((s) => s.kind === 'run' || s.kind === 'env'),
+      );
+    } catch (e) {
+      // Nothing runs with another terraform than the one asked for.
+      const output = `${(e as Error).message}\n`;
+      mkdirSync(path.dirname(c.logFile), { recursive: true, mode: 0o700 });
+      appendFileSync(c.logFile, output, { mode: 0o600 });
+      c.onOutput(output);
+      return { ok: false, output, log: output, interrupted: false, failedStep: 'terraform' };
+    }
+    const tf: Tf = (sub, args, vars) => this.tf(c, t, sub, args, vars);
+    for (const step of steps) {
+      if (step.kind === 'plan' || step.kind === 'apply' || (extra?.customStage && (step.kind === 'import' || step.kind === 'state_rm'))) {
+        const ws = await this.selectWorkspace(tf, c);
+        log += ws.output;
+        if (ws.interrupted || ws.exitCode !== 0)
+          return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
+      }
+      const r = await this.runStep(step, c, env, tf, t, extra);
+      log += r.output;
+      if (step.kind === 'env') continue;
+      const shown = step.kind !== 'run' || step.output !== 'hide';
+      if (shown && (step.kind !== 'run' || steps.every((s) => s.kind === 'run' || s.kind === 'env'))) last = r.output;
+      if (r.interrupted) return { ok: false, output: r.output, log, interrupted: true, failedStep: step.kind };
+      if (r.exitCode !== 0) return { ok: false, output: r.output, log, interrupted: false, failedStep: step.kind };
+    }
+    if (extra?.version) {
+      const r = await tf(['version'], []);
+      return { ok: r.exitCode === 0, output: r.output, log: log + r.output, interrupted: r.interrupted };
+    }
+    if ((extra?.importArgs || extra?.stateRmArgs) && !extra.customStage) {
+      const ws = await this.selectWorkspace(tf, c);
+      log += ws.output;
+      if (ws.interrupted || ws.exitCode !== 0)
+        return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
+      const [sub, args] = extra.importArgs
+        ? [['import'], ['-input=false', ...c.commentArgs, ...extra.importArgs]]
+        : [
+            ['state', 'rm'],
+            [...c.commentArgs, ...extra.stateRmArgs!],
+          ];
+      const r = await tf(sub, args);
+      log += r.output;
+      return {
+        ok: r.exitCode === 0,
+        output: r.output,
+        log,
+        interrupted: r.interrupted,
+        failedStep: r.exitCode === 0 ? undefined : sub.join(' '),
+      };
+    }
+    return { ok: true, output: last, log, interrupted: false };
+  }
+
+  /** True when the project dir has been initialised (e.g. a working copy kept across a restart). */
+  isInitialised(projectDir: string): boolean {
+    return existsSync(path.join(projectDir, '.terraform'));
+  }
+
+  private async runStep(
+    step: Step,
+    c: ProjectRunContext,
+    env: Record<string, string>,
+    tf: Tf,
+    t: Terraform,
+    extra?: StepExtras,
+  ): Promise<RunResult> {
+    const runEnv = () => ({ ...stepEnv(c, t, this.terraform?.binaries.binDir), ...env });
+    switch (step.kind) {
+      case 'init': {
+        const args = ['-input=false', ...step.extraArgs];
+        const creds = this.terraform?.gitCreds;
+        return creds ? creds.during((env) => tf(['init'], args, env)) : tf(['init'], args);
+      }
+      case 'plan':
+        mkdirSync(path.dirname(c.planFile), { recursive: true });
+        return tf(['plan'], ['-input=false', `-out=${c.planFile}`, ...step.extraArgs, ...c.commentArgs]);
+      case 'apply':
+        return tf(['apply'], ['-input=false', ...step.extraArgs, ...c.commentArgs, c.planFile]);
+      case 'show': {
+        const r = await tf(['show'], ['-json', ...step.extraArgs, c.planFile]);
+        if (r.exitCode === 0) writeFileSync(stepEnv(c).SHOWFILE!, r.output);
+        return { ...r, output: '' };
+      }
+      case 'version':
+        return tf(['version'], step.extraArgs);
+      // In a custom import/state_rm stage, as Atlantis: extra_args, then the comment's args.
+      case 'import':
+        if (extra?.customStage && extra.importArgs)
+          return tf(['import'], ['-input=false', ...step.extraArgs, ...c.commentArgs, ...extra.importArgs]);
+        return { exitCode: 0, signal: null, durationMs: 0, output: '', interrupted: false, killed: false };
+      case 'state_rm':
+        if (extra?.customStage && extra.stateRmArgs)
+          return tf(['state', 'rm'], [...step.extraArgs, ...c.commentArgs, ...extra.stateRmArgs]);
+        return { exitCode: 0, signal: null, durationMs: 0, output: '', interrupted: false, killed: false };
+      case 'env': {
+        if (step.value !== undefined) {
+          env[step.name] = step.value;
+          return { exitCode: 0, signal: null, durationMs: 0, output: '', interrupted: false, killed: false };
+        }
+        const r = await this.runner.run({
+          jobId: c.jobId,
+          command: step.shell ?? 'sh',
+          args: [...(step.shellArgs ?? ['-c']), step.command ?? ''],
+          cwd: c.projectDir,
+          env: runEnv(),
+        });
+        if (r.exitCode === 0) env[step.name] = r.output.trim();
+        return { ...r, output: '' };
+      }
+      case 'run':
+        // A repo owner's own command, as Atlantis runs it: through a shell, in the project dir.
+        return this.runner.run({
+          jobId: c.jobId,
+          command: step.shell ?? 'sh',
+          args: [...(step.shellArgs ?? ['-c']), step.command],
+          cwd: c.projectDir,
+          env: runEnv(),
+          logFile: c.logFile,
+          onOutput: c.onOutput,
+        });
+    }
+  }
+
+  /**
+   * Selects the project's workspace, `default` included, before terraform touches state: a
+   * `.terraform/environment` committed in the PR would otherwise choose the workspace (and so
+   * the state) a `default` project plans and applies against. Atlantis asks `workspace show`
+   * first; we always select, so no text terraform prints can be mistaken for the answer.
+   */
+  private selectWorkspace(tf: Tf, c: ProjectRunContext): Promise<RunResult> {
+    return tf(['workspace', 'select'], ['-or-create', c.workspace]);
+  }
+
+  /** terraform <subcommand...> -no-color <args...> in the project dir. */
+  private tf(c: ProjectRunContext, t: Terraform, subcommand: string[], args: string[], env?: Record<string, string>): Promise<RunResult> {
+    return this.runner.run({
+      jobId: c.jobId,
+      ...(env ? { env } : {}),
+      ...(t.binary ? { command: t.binary } : {}),
+      args: [...subcommand, '-no-color', ...args],
+      cwd: c.projectDir,
+      logFile: c.logFile,
+      onOutput: c.onOutput,
+    });
+  }
+}

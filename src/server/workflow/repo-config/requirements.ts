@@ -1,0 +1,67 @@
+// plan_requirements, apply_requirements, import_requirements and depends_on, decided as
+// Atlantis v0.47 decides them (server/events/command_requirement_handler.go), with its refusal
+// texts. Pure: the caller fetches the facts (whether the pull request is approved and mergeable
+// is the host's to judge, vcs/host.ts).
+import type { MergeableStatus } from '../../vcs/host.js';
+import type { ApplyRequirement } from './types.js';
+
+export type RequirementCommand = 'plan' | 'apply' | 'import';
+
+/** What the requirements are checked against; only the ones a project requires are fetched. */
+export interface RequirementFacts {
+  approved?: boolean;
+  mergeable?: MergeableStatus;
+  diverged?: boolean;
+}
+
+/** Atlantis's refusal for the first unmet requirement, in the order the project lists them. */
+export function requirementFailure(cmd: RequirementCommand, reqs: readonly ApplyRequirement[], f: RequirementFacts): string | undefined {
+  for (const r of reqs) {
+    if (r === 'approved' && f.approved !== true)
+      return `Pull request must be approved according to the project's approval rules before running ${cmd}.`;
+    if (r === 'mergeable' && f.mergeable?.mergeable !== true) {
+      const reason = f.mergeable?.reason;
+      return `Pull request must be mergeable before running ${cmd}${reason ? ` (${reason})` : ''}.`;
+    }
+    if (r === 'undiverged' && f.diverged === true) return `Default branch must be rebased onto pull request before running ${cmd}.`;
+  }
+  return undefined;
+}
+
+/** A project's state in this PR, as far as depends_on cares. */
+export type ProjectState = 'planned' | 'planned_no_changes' | 'applied' | 'errored' | 'discarded';
+
+/**
+ * depends_on at apply: every named project this PR knows of must be applied or planned
+ * without changes. A name the PR does not know passes (Atlantis fails it only for API calls).
+ */
+export function dependencyFailure(dependsOn: readonly string[], states: ReadonlyMap<string, ProjectState>): string | undefined {
+  for (const name of dependsOn) {
+    const s = states.get(name);
+    if (s !== undefined && s !== 'applied' && s !== 'planned_no_changes')
+      return `Can't apply your project unless you apply its dependencies: [${name}]`;
+  }
+  return undefined;
+}
+
+/**
+ * The project states of each open PR, for depends_on. Kept in memory and reset when the PR's
+ * head moves, as Atlantis resets its pull status on a new commit.
+ */
+export class PullProjectStates {
+  private readonly byPull = new Map<string, { headSha: string; states: Map<string, ProjectState> }>();
+
+  get(repo: string, pull: number, headSha: string): Map<string, ProjectState> {
+    const k = `${repo}#${pull}`;
+    let e = this.byPull.get(k);
+    if (!e || e.headSha !== headSha) {
+      e = { headSha, states: new Map() };
+      this.byPull.set(k, e);
+    }
+    return e.states;
+  }
+
+  forget(repo: string, pull: number): void {
+    this.byPull.delete(`${repo}#${pull}`);
+  }
+}
