@@ -45,6 +45,8 @@ export interface MonorepoRow {
   applyMs: number;
   planComments: number;
   applyComments: number;
+  /** Each plan comment part's first and last line: how the result was split. */
+  planParts: string[];
   /** Peak RSS (MiB) of the server (+ worker) and of the whole tree, over plan and apply. */
   serverMiB: number;
   treeMiB: number;
@@ -147,6 +149,7 @@ async function runOne(c: RunCtx, kind: ServerKind, n: number): Promise<MonorepoR
     applyMs: NaN,
     planComments: 0,
     applyComments: 0,
+    planParts: [],
     serverMiB: NaN,
     treeMiB: NaN,
     hwmMiB: NaN,
@@ -197,6 +200,7 @@ async function runOne(c: RunCtx, kind: ServerKind, n: number): Promise<MonorepoR
     const plan = await phase('plan');
     row.planMs = plan.ms;
     row.planComments = plan.count;
+    row.planParts = plan.bodies.map(partShape);
     row.cpuPlanS = plan.cpu;
     const planned = new RegExp(`Ran Plan for ${n} projects`).test(plan.bodies[0] ?? '');
     if (plan.state !== 'success' || !planned)
@@ -225,6 +229,12 @@ async function runOne(c: RunCtx, kind: ServerKind, n: number): Promise<MonorepoR
     if (row.error) console.log(`${name}: ${row.error}\n  log: ${server.logFile}`);
   }
   return row;
+}
+
+/** A part's first and last non-empty line. */
+function partShape(body: string): string {
+  const lines = body.split('\n').filter((l) => l.trim() !== '');
+  return `${lines[0] ?? ''} … ${lines.at(-1) ?? ''}`;
 }
 
 const mib = (x: number): string => (Number.isFinite(x) ? x.toFixed(0) : '-');
@@ -282,6 +292,16 @@ function goals(rows: MonorepoRow[]): Goal[] {
         value: `${(o.planMs / a.planMs).toFixed(2)}×`,
         ok: o.planMs <= 0.7 * a.planMs,
       });
+  }
+  for (const o of rows.filter((x) => x.server === 'ours' && !x.error)) {
+    const a = get('atlantis', o.projects);
+    if (!a) continue;
+    const same = JSON.stringify(a.planParts) === JSON.stringify(o.planParts);
+    out.push({
+      name: `plan comment split as Atlantis's: parts, each part's first and last line (${o.projects})`,
+      value: same ? `${o.planParts.length} parts alike` : `Atlantis ${JSON.stringify(a.planParts)}, ours ${JSON.stringify(o.planParts)}`,
+      ok: same,
+    });
   }
   const [a50, o50] = [get('atlantis', 50), get('ours', 50)];
   if (a50 && o50)
