@@ -54,7 +54,8 @@ async function record(): Promise<void> {
     );
     process.exit(r.status ?? 1);
   }
-  const w = await startGiteaWorld('127.0.241.1', '127.0.241.2');
+  // Atlantis's token had every scope when the fixture was recorded.
+  const w = await startGiteaWorld('127.0.241.1', '127.0.241.2', { botScopes: ['all'] });
   const dataDir = mkdtempSync(path.join(tmpdir(), 'atlantis-ref-data-'));
   const home = mkdtempSync(path.join(tmpdir(), 'atlantis-ref-home-'));
   const serverUrl = 'http://127.0.0.1:4141';

@@ -60,13 +60,35 @@ export interface GiteaWorld {
   close(): Promise<void>;
 }
 
-/** Gitea on `giteaHost`, the recorder on `recorderHost`; repos acme/infra and acme/named as the GitHub scenario has them. */
-export async function startGiteaWorld(giteaHost: string, recorderHost: string): Promise<GiteaWorld> {
+/** The scopes docs/gitea.md asks of the server's token: nothing under /user. */
+export const SERVER_TOKEN_SCOPES = ['write:issue', 'write:repository'];
+
+/** A new token of `user` with only `scopes` (Gitea's API, as the user). */
+async function scopedToken(gitea: Gitea, user: GiteaUser, scopes: string[]): Promise<string> {
+  const r = await fetch(`${gitea.url}/api/v1/users/${user.name}/tokens`, {
+    method: 'POST',
+    headers: {
+      authorization: `Basic ${Buffer.from(`${user.name}:${user.password}`).toString('base64')}`,
+      'content-type': 'application/json',
+    },
+    body: JSON.stringify({ name: `server-${scopes.join('-')}`, scopes }),
+  });
+  const body = (await r.json()) as { sha1?: string };
+  if (r.status !== 201 || !body.sha1) throw new Error(`gitea: a token of ${user.name} with ${scopes.join(', ')}: ${r.status}`);
+  return body.sha1;
+}
+
+/**
+ * Gitea on `giteaHost`, the recorder on `recorderHost`; repos acme/infra and acme/named as the
+ * GitHub scenario has them. The bot's token has `botScopes` (default SERVER_TOKEN_SCOPES).
+ */
+export async function startGiteaWorld(giteaHost: string, recorderHost: string, o: { botScopes?: string[] } = {}): Promise<GiteaWorld> {
   const gitea = await startGitea({ host: giteaHost });
   try {
     const owner = await gitea.createUser('acme');
     const dev = await gitea.createUser('dev');
-    const bot = await gitea.createUser(GITEA_BOT);
+    const everyScope = await gitea.createUser(GITEA_BOT);
+    const bot = { ...everyScope, token: await scopedToken(gitea, everyScope, o.botScopes ?? SERVER_TOKEN_SCOPES) };
     const base = {
       'README.md': '# infra\n',
       'dir1/main.tf': terraformConfig({ marker: 'dir1-v1' }),
