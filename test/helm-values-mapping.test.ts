@@ -81,10 +81,27 @@ describe('migrate helm-values: the VCS', () => {
     );
   });
 
-  it('github.org, GitLab, Gitea, Bitbucket, Azure DevOps: what the server does not support, with its reason', () => {
+  it("gitea: the user and the base URL as ATLANTIS_GITEA_*, the token and webhook secret from the chart's Secret, nothing left out", () => {
+    const r = convert({ gitea: { user: 'atlantis-bot', token: 'fixture-t', secret: 'fixture-s', baseUrl: 'https://gitea.acme.com' } });
+    assert.deepEqual(r.unmapped, []);
+    assert.equal(r.deployment.spec.atlantis?.github, undefined);
+    assert.deepEqual(r.deployment.spec.atlantis?.env, [
+      { name: 'ATLANTIS_GITEA_USER', value: 'atlantis-bot' },
+      { name: 'ATLANTIS_GITEA_TOKEN', valueFrom: { secretKeyRef: { name: 'atlantis-vcs', key: 'gitea_token' } } },
+      { name: 'ATLANTIS_GITEA_WEBHOOK_SECRET', valueFrom: { secretKeyRef: { name: 'atlantis-vcs', key: 'gitea_secret' } } },
+      { name: 'ATLANTIS_GITEA_BASE_URL', value: 'https://gitea.acme.com' },
+    ]);
+    assert.deepEqual(
+      r.secrets.map((x) => [x.name, x.create, x.keys.map((k) => k.key)]),
+      [['atlantis-vcs', true, ['gitea_token', 'gitea_secret']]],
+    );
+    assert.ok(!JSON.stringify(r.deployment).includes('fixture-'), 'no secret value in the AtlantisDeployment');
+  });
+
+  it('GitLab, Bitbucket, Azure DevOps, github.org: what the server does not support, with its reason', () => {
     assert.deepEqual(
       unmapped({ gitlab: { user: 'u', token: 't', secret: 's' } }),
-      one('gitlab', 'this server does not support --gitlab-user: only GitHub is supported'),
+      one('gitlab', 'this server does not support --gitlab-user: only GitHub and Gitea are supported'),
     );
     assert.deepEqual(
       unmapped({ github: { user: 'u', org: 'acme' } }),

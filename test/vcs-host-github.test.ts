@@ -38,6 +38,7 @@ vcsHostContract('GitHub (stand-in)', async () => {
     otherUser: 'dev',
     repo: repo.fullName,
     missingRepo: 'acme/nothing-here',
+    commentLimit: 65_536,
     async openPull(o) {
       const number = next++;
       const branch = `feature-${number}`;

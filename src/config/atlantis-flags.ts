@@ -33,7 +33,7 @@ const warn = (
   why: string,
 ): AtlantisFlag => ({ support: 'cosmetic-warn', type, accepts: Array.isArray(accepts) ? accepts : [accepts], why });
 
-const NOT_GITHUB = 'only GitHub is supported';
+const NOT_GITHUB = 'only GitHub and Gitea are supported';
 const NO_REDIS_CLUSTER = 'Redis Cluster is not supported: give one Redis with --redis-host';
 const NOT_YET = 'not implemented yet';
 const ATLANTIS_AUTOPLAN_FILES =
@@ -105,11 +105,11 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'gh-token-file': H,
   'gh-user': H,
   'gh-webhook-secret': H,
-  'gitea-base-url': refused('string', 'https://gitea.com', NOT_GITHUB),
-  'gitea-page-size': refused('int', 30, NOT_GITHUB),
-  'gitea-token': refused('string', '', NOT_GITHUB),
-  'gitea-user': refused('string', '', NOT_GITHUB),
-  'gitea-webhook-secret': refused('string', '', NOT_GITHUB),
+  'gitea-base-url': H,
+  'gitea-page-size': H,
+  'gitea-token': H,
+  'gitea-user': H,
+  'gitea-webhook-secret': H,
   'gitlab-group-allowlist': refused('string', '', NOT_GITHUB),
   'gitlab-hostname': refused('string', 'gitlab.com', NOT_GITHUB),
   'gitlab-status-retry-enabled': refused('bool', false, NOT_GITHUB),

@@ -88,6 +88,20 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description: 'Hostname of your GitHub Enterprise installation; the API is https://<host>/api/v3',
   },
   { name: 'gh-api-url', type: 'string', description: 'GitHub REST API base URL (ours; overrides the one derived from --gh-hostname)' },
+  { name: 'gitea-user', type: 'string', description: 'Gitea username of API user (with --gitea-token: the server talks to Gitea)' },
+  { name: 'gitea-token', type: 'string', description: 'Gitea token of API user; a secret: give it as env (ATLANTIS_GITEA_TOKEN)' },
+  {
+    name: 'gitea-base-url',
+    type: 'string',
+    default: 'https://gitea.com',
+    description: "Base URL of Gitea server installation. Must include 'http://' or 'https://'",
+  },
+  {
+    name: 'gitea-webhook-secret',
+    type: 'string',
+    description: 'Secret used to validate Gitea webhooks (X-Gitea-Signature); required, as --gh-webhook-secret is',
+  },
+  { name: 'gitea-page-size', type: 'int', default: 30, description: 'Number of items per page of a list read from Gitea' },
   {
     name: 'repo-allowlist',
     type: 'string',
@@ -248,7 +262,7 @@ export const SERVER_FLAGS: FlagSpec[] = [
     name: 'insecure-no-webhook-secret',
     type: 'bool',
     default: false,
-    description: 'Allow starting without --gh-webhook-secret (webhooks are then not authenticated)',
+    description: 'Allow starting without --gh-webhook-secret or --gitea-webhook-secret (webhooks are then not authenticated)',
   },
   {
     name: 'web-basic-auth',

@@ -105,7 +105,7 @@ export function serverEnv(gh: GitHubStandin, home: string, pathDirs: string[] = 
   };
 }
 /** One line per status or reaction, one per line of a comment, so that a failing step reads as a line diff. */
-function lines(r: StepRecord | undefined): string[] {
+export function lines(r: StepRecord | undefined): string[] {
   if (!r) return ['(step not run)'];
   const out: string[] = [];
   for (const e of r.events) {
@@ -121,14 +121,14 @@ function lines(r: StepRecord | undefined): string[] {
 }
 
 /** Steps where we differ from Atlantis on purpose: why, and how Atlantis's lines become ours. */
-interface DeliberateDifference {
+export interface DeliberateDifference {
   why: string;
   /** [pattern, replacement] applied in order to the step's lines joined by newlines (flags gmu). */
   rewrite: Array<[string, string]>;
 }
 
 /** Atlantis's lines of one step with a deliberate difference applied. */
-function rewriteLines(expected: string[], d: DeliberateDifference): string[] {
+export function rewriteLines(expected: string[], d: DeliberateDifference): string[] {
   let text = expected.join('\n');
   for (const [pattern, replacement] of d.rewrite) text = text.replace(new RegExp(pattern, 'gmu'), replacement);
   return text.split('\n');
@@ -163,7 +163,7 @@ export interface CompareOptions {
 }
 
 /** How many commands the servers have logged as over, all together. */
-function commandEnds(servers: CliProcess[]): number {
+export function commandEnds(servers: CliProcess[]): number {
   return servers.reduce((n, s) => n + (s.output().match(/"msg":"Command (finished|failed)"/g)?.length ?? 0), 0);
 }
 

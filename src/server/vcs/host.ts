@@ -11,7 +11,7 @@
 // repository and number (GitLab's merge request iid).
 
 /** The hosts the server can talk to; a new adapter adds its name. Logs and config only: the workflow never branches on it. */
-export type VcsKind = 'github';
+export type VcsKind = 'github' | 'gitea';
 
 /** A pull request (merge request) as the workflow reads it. */
 export interface PullRequest {
@@ -167,16 +167,17 @@ export interface VcsHost {
   /**
    * Merges as Atlantis's client for the host does (automerge); `method` '' lets the host
    * choose. Returns Atlantis's error text, or undefined once merged (the source branch then
-   * deleted when asked; a failure to delete is only logged).
+   * deleted when asked; a failure to delete is only logged). `headSha`: the head the apply ran
+   * on, for a host that can merge only that commit (Gitea's head_commit_id).
    */
-  merge(repo: string, pull: number, o: { method: string; deleteSourceBranch: boolean }): Promise<string | undefined>;
+  merge(repo: string, pull: number, o: { method: string; deleteSourceBranch: boolean; headSha?: string }): Promise<string | undefined>;
   /** Whether an error of a call says the thing asked for does not exist (a 404). */
   isNotFound(e: unknown): boolean;
   // Capabilities: absent, the workflow does without.
   /** Reacts to a comment of the pull request (--emoji-reaction). */
   react?(repo: string, pull: number, commentId: number, reaction: string): Promise<void>;
-  /** Hides an earlier comment (--hide-prev-plan-comments), as the host allows it. */
-  hideComment?(repo: string, pull: number, c: HostComment): Promise<void>;
+  /** Hides an earlier comment (--hide-prev-plan-comments), as the host allows it; `commandTitle` (`Plan`) names the command that superseded it. */
+  hideComment?(repo: string, pull: number, c: HostComment, o: { commandTitle: string }): Promise<void>;
   /** The user's teams (GitHub) or groups, for the team allowlist; absent: the user is in none. */
   userTeams?(repo: string, user: string): Promise<string[]>;
 }

@@ -2,6 +2,7 @@
 // the workflow gets a VcsHost and never asks which.
 import type { Logger } from '../../log.js';
 import type { AtlantisMetrics } from '../atlantis-metrics.js';
+import { giteaHost } from './gitea/host.js';
 import { githubHost } from './github/host.js';
 import type { VcsConfig } from './host-config.js';
 import type { VcsHost } from './host.js';
@@ -21,5 +22,7 @@ export function openVcsHost(vcs: VcsConfig, o: OpenHostOptions): VcsHost {
   switch (vcs.kind) {
     case 'github':
       return githubHost(vcs.github, o);
+    case 'gitea':
+      return giteaHost(vcs.gitea, o);
   }
 }

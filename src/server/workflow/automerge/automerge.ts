@@ -128,6 +128,8 @@ export interface AutomergerDeps {
 export interface PullRef {
   repo: string;
   pull: number;
+  /** The head the command ran on (a host may merge only that commit). */
+  headSha?: string;
 }
 
 export class Automerger {
@@ -209,7 +211,11 @@ export class Automerger {
     await this.comment(ref, AUTOMERGE_COMMENT);
     log.info('Automerging pull request', { method: decision.method || '(from the repository settings)' });
     // The host merges as Atlantis's client for it does, and deletes the source branch when asked.
-    const error = await this.d.host.merge(ref.repo, ref.pull, { method: decision.method, deleteSourceBranch: settings.deleteSourceBranch });
+    const error = await this.d.host.merge(ref.repo, ref.pull, {
+      method: decision.method,
+      deleteSourceBranch: settings.deleteSourceBranch,
+      ...(ref.headSha ? { headSha: ref.headSha } : {}),
+    });
     if (error !== undefined) {
       log.error('Automerging failed', { error });
       await this.comment(ref, automergeFailedComment(error));

@@ -44,7 +44,7 @@ export async function hidePreviousComments(host: VcsHost, r: HideRequest, log: L
   let hidden = 0;
   try {
     for (const c of commentsToHide(await host.listComments(r.repo, r.pull), r)) {
-      await hide(r.repo, r.pull, c);
+      await hide(r.repo, r.pull, c, { commandTitle: r.commandTitle });
       hidden++;
     }
   } catch (e) {
