@@ -81,11 +81,22 @@ describe('migrate helm-values: the VCS', () => {
     );
   });
 
-  it('github.org, GitLab, Gitea, Bitbucket, Azure DevOps: what the server does not support, with its reason', () => {
+  it('gitlab: the user and hostname as env, the token and webhook secret from the Secret the chart would make', () => {
+    const r = convert({ gitlab: { user: 'u', token: 't', secret: 's', hostname: 'gitlab.acme.com' } });
+    assert.deepEqual(r.unmapped, []);
+    const env = r.deployment.spec.atlantis?.env ?? [];
     assert.deepEqual(
-      unmapped({ gitlab: { user: 'u', token: 't', secret: 's' } }),
-      one('gitlab', 'this server does not support --gitlab-user: only GitHub is supported'),
+      env.map((e) => [e.name, e.value ?? e.valueFrom?.secretKeyRef?.key]),
+      [
+        ['ATLANTIS_GITLAB_USER', 'u'],
+        ['ATLANTIS_GITLAB_TOKEN', 'gitlab_token'],
+        ['ATLANTIS_GITLAB_WEBHOOK_SECRET', 'gitlab_secret'],
+        ['ATLANTIS_GITLAB_HOSTNAME', 'gitlab.acme.com'],
+      ],
     );
+  });
+
+  it('github.org, Gitea, Bitbucket, Azure DevOps: what the server does not support, with its reason', () => {
     assert.deepEqual(
       unmapped({ github: { user: 'u', org: 'acme' } }),
       one(

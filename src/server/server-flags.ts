@@ -82,6 +82,28 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description: 'Hostname of your GitHub Enterprise installation; the API is https://<host>/api/v3',
   },
   { name: 'gh-api-url', type: 'string', description: 'GitHub REST API base URL (ours; overrides the one derived from --gh-hostname)' },
+  // GitLab (vcs/gitlab/): chosen when --gitlab-user or --gitlab-token is set.
+  { name: 'gitlab-user', type: 'string', description: 'GitLab username of API user' },
+  { name: 'gitlab-token', type: 'string', description: 'GitLab token of API user (scope api); a secret: give it as env' },
+  { name: 'gitlab-webhook-secret', type: 'string', description: 'Secret used to validate GitLab webhooks (X-Gitlab-Token)' },
+  {
+    name: 'gitlab-hostname',
+    type: 'string',
+    default: 'gitlab.com',
+    description: 'Hostname of your GitLab Enterprise installation, with its port and path if any (host[:port][/path], HTTPS assumed)',
+  },
+  {
+    name: 'gitlab-group-allowlist',
+    type: 'string',
+    description:
+      'Comma separated group:command pairs, e.g. acme/ops:apply,acme/dev:plan,*:unlock; with it set, a user runs a command only as a direct member of a listed GitLab group allowed that command',
+  },
+  {
+    name: 'gitlab-status-retry-enabled',
+    type: 'bool',
+    default: false,
+    description: "Look for the commit's pipeline five times (2 to 5 s apart) before setting a commit status, not twice",
+  },
   {
     name: 'repo-allowlist',
     type: 'string',
@@ -121,6 +143,12 @@ export const SERVER_FLAGS: FlagSpec[] = [
     type: 'bool',
     default: false,
     description: 'Hide previous plan comments to reduce clutter in the PR (minimised as outdated through GraphQL).',
+  },
+  {
+    name: 'discard-approval-on-plan',
+    type: 'bool',
+    default: false,
+    description: 'Remove the approvals of a pull request on each comment plan (GitLab; the token must be allowed to reset approvals)',
   },
   {
     name: 'hide-unchanged-plan-comments',
@@ -242,7 +270,7 @@ export const SERVER_FLAGS: FlagSpec[] = [
     name: 'insecure-no-webhook-secret',
     type: 'bool',
     default: false,
-    description: 'Allow starting without --gh-webhook-secret (webhooks are then not authenticated)',
+    description: 'Allow starting without --gh-webhook-secret or --gitlab-webhook-secret (webhooks are then not authenticated)',
   },
   {
     name: 'web-basic-auth',

@@ -3,6 +3,7 @@
 import type { Logger } from '../../log.js';
 import type { AtlantisMetrics } from '../atlantis-metrics.js';
 import { githubHost } from './github/host.js';
+import { gitlabHost } from './gitlab/host.js';
 import type { VcsConfig } from './host-config.js';
 import type { VcsHost } from './host.js';
 
@@ -18,5 +19,7 @@ export function openVcsHost(vcs: VcsConfig, o: OpenHostOptions): VcsHost {
   switch (vcs.kind) {
     case 'github':
       return githubHost(vcs.github, o);
+    case 'gitlab':
+      return gitlabHost(vcs.gitlab, o);
   }
 }

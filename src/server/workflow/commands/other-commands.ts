@@ -10,7 +10,7 @@ import { type ProjectSpec, projectForPlan } from '../checkout/projects.js';
 import type { RepoConfig } from '../repo-config/types.js';
 import { buildPlanComment } from '../comment-parser/usage.js';
 import { CANCEL_COMMENT, approvePoliciesComment } from './comment-replies.js';
-import { requirementRefusal } from './requirement-checks.js';
+import { readHostFacts, requirementRefusal } from './requirement-checks.js';
 import type { ProjectJobs } from './project-job.js';
 
 /**
@@ -49,7 +49,9 @@ export async function approvePolicies(j: ProjectJobs, ctx: PullContext, c: Parse
   return 'success';
 }
 
-export async function simple(j: ProjectJobs, ctx: PullContext, c: ParsedCommand, cmd: 'version' | 'import' | 'state'): Promise<string> {
+export async function simple(j: ProjectJobs, pull: PullContext, c: ParsedCommand, cmd: 'version' | 'import' | 'state'): Promise<string> {
+  // As Atlantis: an import reads approval and mergeability once, first, on a host that reads them so.
+  const ctx: PullContext = cmd === 'import' ? { ...pull, hostFacts: await readHostFacts(j.d.host, pull, j.d.logger) } : pull;
   let projects: ProjectSpec[];
   let config: RepoConfig | undefined;
   if (cmd === 'version' && !targeted(c)) {
