@@ -1,10 +1,11 @@
 # syntax=docker/dockerfile:1
-# atlantis-operator image: the server and the controller in one binary (README.md, "The image").
+# atlantis-operator image: the server and the controller in one binary (docs/image.md).
 #   docker build -t atlantis-operator:dev .        or        buildah bud -t atlantis-operator:dev .
 #   make image    builds it here, where no registry and no release host can be reached (hack/image/)
-# Stages: `build` bundles the CLI and compiles the SQLite addon, `terraform` fetches and verifies
-# terraform, the last stage carries only what runs: Debian's Node.js, tini, git, ssh, the
-# bundle, the addon and terraform. No compiler, no npm, no dev dependencies.
+# Stages: `build` bundles the CLI and compiles the SQLite addon, `terraform`, `tofu` and
+# `conftest` fetch and verify those tools, the last stage carries only what runs: Debian's
+# Node.js, tini, git, ssh, the bundle, the addon, terraform, OpenTofu's tofu and conftest (for
+# policy checks). No compiler, no npm, no dev dependencies.
 
 # Debian trixie: its nodejs (20.19) meets package.json's engines (>=20.5 <25).
 ARG BASE_IMAGE=debian:trixie-slim
@@ -67,6 +68,66 @@ RUN --mount=type=secret,id=extra_ca,required=false set -eu; \
     unzip -q "$zip" terraform -d /tf/bin; \
     /tf/bin/terraform version
 
+FROM ${BASE_IMAGE} AS tofu
+# Pinned; checked as OpenTofu's downloader (and Atlantis) checks it: tofu_<v>_SHA256SUMS must be
+# signed (.gpgsig) by the key with TOFU_PGP_FINGERPRINT (OpenTofu's release key), the tarball
+# must match it. A mirror of the release host works through TOFU_RELEASES_URL (<url>/v<v>/...);
+# one that re-signs gives its key's URL and fingerprint.
+ARG TOFU_VERSION=1.12.6
+ARG TOFU_RELEASES_URL=https://github.com/opentofu/opentofu/releases/download
+ARG TOFU_PGP_KEY_URL=https://get.opentofu.org/opentofu.asc
+ARG TOFU_PGP_FINGERPRINT=E3E6E43D84CB852EADB0051D0C0AF313E5FD9F80
+ARG TARGETARCH
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates curl gpg gpgv \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /tofu
+RUN --mount=type=secret,id=extra_ca,required=false set -eu; \
+    if [ -s /run/secrets/extra_ca ]; then \
+      cat /etc/ssl/certs/ca-certificates.crt /run/secrets/extra_ca > /tofu/ca.pem; export CURL_CA_BUNDLE=/tofu/ca.pem; \
+    fi; \
+    arch="${TARGETARCH:-$(dpkg --print-architecture)}"; \
+    tgz="tofu_${TOFU_VERSION}_linux_${arch}.tar.gz"; \
+    base="${TOFU_RELEASES_URL%/}/v${TOFU_VERSION}"; \
+    curl -fsSL --retry 3 -o "$tgz" "$base/$tgz"; \
+    curl -fsSL --retry 3 -o SHA256SUMS "$base/tofu_${TOFU_VERSION}_SHA256SUMS"; \
+    curl -fsSL --retry 3 -o SHA256SUMS.gpgsig "$base/tofu_${TOFU_VERSION}_SHA256SUMS.gpgsig"; \
+    curl -fsSL --retry 3 -o key.asc "$TOFU_PGP_KEY_URL"; \
+    gpg --batch --dearmor < key.asc > key.gpg; \
+    gpgv --status-fd 1 --keyring /tofu/key.gpg SHA256SUMS.gpgsig SHA256SUMS > gpgv.status; \
+    want="$(echo "$TOFU_PGP_FINGERPRINT" | tr -d ' ' | tr a-f A-F)"; \
+    awk -v want="$want" '$2 == "VALIDSIG" && ($3 == want || $NF == want) { ok = 1 } END { exit !ok }' gpgv.status \
+      || { echo "SHA256SUMS is not signed by $want" >&2; cat gpgv.status >&2; exit 1; }; \
+    grep -E "^[0-9a-f]{64}  ${tgz}\$" SHA256SUMS > ours.sum || { echo "$tgz is not in SHA256SUMS" >&2; exit 1; }; \
+    sha256sum -c ours.sum; \
+    mkdir -p /tofu/bin && tar -xzf "$tgz" -C /tofu/bin tofu; \
+    /tofu/bin/tofu version
+
+FROM ${BASE_IMAGE} AS conftest
+# Pinned; conftest releases carry checksums.txt and no signature: the tarball must match it,
+# as Atlantis checks its conftest downloads. CONFTEST_RELEASES_URL: a mirror (<url>/v<v>/...).
+ARG CONFTEST_VERSION=0.71.1
+ARG CONFTEST_RELEASES_URL=https://github.com/open-policy-agent/conftest/releases/download
+ARG TARGETARCH
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates curl \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /conftest
+RUN --mount=type=secret,id=extra_ca,required=false set -eu; \
+    if [ -s /run/secrets/extra_ca ]; then \
+      cat /etc/ssl/certs/ca-certificates.crt /run/secrets/extra_ca > /conftest/ca.pem; export CURL_CA_BUNDLE=/conftest/ca.pem; \
+    fi; \
+    arch="${TARGETARCH:-$(dpkg --print-architecture)}"; \
+    case "$arch" in amd64) arch=x86_64 ;; arm64) arch=arm64 ;; *) echo "no conftest release for $arch" >&2; exit 1 ;; esac; \
+    tgz="conftest_${CONFTEST_VERSION}_Linux_${arch}.tar.gz"; \
+    base="${CONFTEST_RELEASES_URL%/}/v${CONFTEST_VERSION}"; \
+    curl -fsSL --retry 3 -o "$tgz" "$base/$tgz"; \
+    curl -fsSL --retry 3 -o checksums.txt "$base/checksums.txt"; \
+    grep -E "^[0-9a-f]{64}  ${tgz}\$" checksums.txt > ours.sum || { echo "$tgz is not in checksums.txt" >&2; exit 1; }; \
+    sha256sum -c ours.sum; \
+    mkdir -p /conftest/bin && tar -xzf "$tgz" -C /conftest/bin conftest; \
+    HOME=/conftest /conftest/bin/conftest --version
+
 FROM ${BASE_IMAGE}
 # tini is PID 1: it reaps zombies and passes signals to the server only (no -g): the kubelet's
 # SIGTERM starts the drain and never reaches terraform, which the server interrupts itself.
@@ -81,6 +142,8 @@ RUN apt-get update \
  && useradd --uid 1000 --gid 1000 --home-dir /home/atlantis --create-home --shell /usr/sbin/nologin atlantis \
  && install -d -o 1000 -g 1000 -m 0750 /atlantis
 COPY --from=terraform /tf/bin/terraform /usr/local/bin/terraform
+COPY --from=tofu /tofu/bin/tofu /usr/local/bin/tofu
+COPY --from=conftest /conftest/bin/conftest /usr/local/bin/conftest
 COPY --from=build /out/app /app
 # `atlantis-operator drain` (the preStop hook) and `atlantis-operator version` on PATH.
 RUN ln -s /app/dist/atlantis-operator.mjs /usr/local/bin/atlantis-operator

@@ -11,6 +11,9 @@ const benches: Array<[string, () => Promise<{ ok: boolean }>]> = [
   ['webhook-burst', async () => (await import('./webhook-burst.js')).benchWebhookBurst()],
   ['replicas-burst', async () => (await import('./replicas-burst.js')).benchReplicasBurst()],
   ['rollout-modes', async () => (await import('./rollout-modes.js')).benchRolloutModes()],
+  ['plugin-cache', async () => (await import('./plugin-cache-policy.js')).benchPluginCache()],
+  ['policy-check', async () => (await import('./plugin-cache-policy.js')).benchPolicyCheck()],
+  ['comment-split', async () => (await import('./comment-split.js')).benchCommentSplit()],
 ];
 
 const only = process.argv.slice(2);

@@ -8,6 +8,7 @@ import { runDrainCommand, LAST_EXIT_FILE } from './cli/drain-command.js';
 import { migrateMain } from './cli/migrate-command.js';
 import { MAX_DURATION_MS } from './config/duration.js';
 import { type FlagSpec, parseFlags, renderHelp, UsageError } from './config/flags.js';
+import { parseFlagsWithConfigFile } from './config/config-file.js';
 import { createLogger } from './log.js';
 import { buildServerConfig, SERVER_FLAGS } from './server/config.js';
 import { AtlantisServer } from './server/server.js';
@@ -50,7 +51,7 @@ const DRAIN_FLAGS: FlagSpec[] = [
 ];
 
 async function serverMain(argv: string[]): Promise<number> {
-  const parsed = parseFlags(argv, SERVER_FLAGS);
+  const parsed = parseFlagsWithConfigFile(argv, SERVER_FLAGS);
   if (parsed.help) {
     process.stdout.write(
       renderHelp('atlantis-operator server [flags]', 'Runs the Atlantis-compatible PR automation server.', SERVER_FLAGS),
@@ -62,7 +63,7 @@ async function serverMain(argv: string[]): Promise<number> {
   process.umask(PRIVATE_UMASK);
   // Before any PR's code can run: its environment and memory hold the secrets.
   const nonDumpable = makeNonDumpable();
-  const config = buildServerConfig(parsed.values);
+  const config = buildServerConfig(parsed.values, parsed.webhooks);
   const logger = createLogger({ level: config.logLevel });
   for (const w of config.flagWarnings) logger.warn(w);
   let exiting = false;

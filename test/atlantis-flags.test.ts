@@ -94,9 +94,8 @@ describe('the Atlantis flag table', () => {
     ],
     ['Redis Cluster', [], { ATLANTIS_REDIS_CLUSTER_ADDRESSES: 'a:6379,b:6379' }, { refused: /--redis-cluster-addresses.*Redis Cluster/ }],
     ['boltdb locking (the default)', [], { ATLANTIS_LOCKING_DB_TYPE: 'boltdb' }, 'ok'],
-    ['policy checks on the command line', ['--enable-policy-checks'], {}, { refused: /--enable-policy-checks/ }],
+    ['policy checks on the command line (honoured)', ['--enable-policy-checks'], {}, 'ok'],
     ['merge checkout (honoured)', ['--checkout-strategy=merge'], { ATLANTIS_CHECKOUT_DEPTH: '5' }, 'ok'],
-    ['a flags file', [], { ATLANTIS_CONFIG: '/etc/atlantis.yaml' }, { refused: /--config \(ATLANTIS_CONFIG\)/ }],
     [
       'GitLab beside GitHub (one code host per server; test/gitlab-config.test.ts has GitLab alone)',
       [],

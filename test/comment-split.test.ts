@@ -59,11 +59,13 @@ test('GitHub-size comments: within the limit in bytes, never a broken character,
   assert.equal(joined, text);
 });
 
-test('a 6 MB output splits in well under a second', () => {
-  const body = `<details><summary>Show Output</summary>\n\n\`\`\`diff\n${'+ resource "x" `y` {}\n'.repeat(300_000)}\`\`\`\n</details>`;
-  const t0 = process.hrtime.bigint();
+// How long it takes is bench/comment-split.ts's to measure (make bench), not a test's.
+test('a 6 MB output splits into parts within the limit that join back to it', () => {
+  const text = `${'+ resource "x" `y` {}\n'.repeat(300_000)}`;
+  const body = `<details><summary>Show Output</summary>\n\n\`\`\`diff\n${text}\`\`\`\n</details>`;
   const parts = splitComment(body, { command: 'plan', maxComments: 0 });
-  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
   assert.ok(parts.length > 90, String(parts.length));
-  assert.ok(ms < 2000, `${ms} ms`);
+  for (const p of parts) assert.ok(Buffer.byteLength(p) <= MAX_COMMENT_LENGTH, String(Buffer.byteLength(p)));
+  assert.ok(parts.join('').includes(text.slice(0, 1000)));
+  assert.equal(parts.join('').split('+ resource "x" `y` {}').length - 1, 300_000, 'every line kept');
 });

@@ -31,7 +31,10 @@ compareGitlabWithAtlantis({
         assert.deepEqual([step.requests, step.git, step.events], [[], [], []], name);
       }
       const right = run.steps.find((s) => s.name === 'right token');
-      assert.ok(right && right.events.some((e) => e.kind === 'comment'), 'the right token runs the command');
+      assert.ok(
+        right?.events.some((e) => e.kind === 'comment'),
+        'the right token runs the command',
+      );
     },
     'the server logged no command for the refused deliveries, and never echoed the secret': () => {
       const log = servers.map((s) => s.output()).join('\n');

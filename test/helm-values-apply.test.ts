@@ -55,7 +55,8 @@ const REASONS: Record<string, (n: string) => string | RegExp> = {
   'service.loadBalancerIP': () => "spec.service has no loadBalancerIP (deprecated in Kubernetes; your load balancer's annotation sets it)",
   'service.targetPort': () =>
     "the chart's Service went to a port other than Atlantis's; the Service's http port goes to the server, and service.extraPorts to a sidecar",
-  'config.webhooks': () => 'Slack and HTTP webhooks (notifications) are not implemented',
+  'config.webhooks': () =>
+    'HTTP webhooks are read from a --config file, which an AtlantisDeployment does not mount (Slack ones are not implemented)',
   config: () => 'not a mapping of flags (the file --config reads)',
   'environment.ATLANTIS_GH_TOKEN': () =>
     "ATLANTIS_GH_TOKEN is set by another chart value, which came later in the chart's pod and won; the AtlantisDeployment sets it from that value",

@@ -139,9 +139,12 @@ describe('migrate helm-values: server settings', () => {
       unmapped({ allowDraftPRs: true }),
       one('allowDraftPRs', 'this server does not support --allow-draft-prs: draft pull requests are never autoplanned here'),
     );
-    assert.deepEqual(
-      unmapped({ defaultTFDistribution: 'opentofu' }),
-      one('defaultTFDistribution', 'this server does not support --default-tf-distribution: the binary run is --tf-binary'),
+    // OpenTofu is run here: the switch becomes its variable.
+    assert.deepEqual(unmapped({ defaultTFDistribution: 'opentofu' }), []);
+    assert.ok(
+      spec({ defaultTFDistribution: 'opentofu' }).atlantis?.env?.some(
+        (e) => e.name === 'ATLANTIS_DEFAULT_TF_DISTRIBUTION' && e.value === 'opentofu',
+      ),
     );
     assert.deepEqual(
       unmapped({ atlantisUrl: 'atlantis.acme.com' }),
@@ -255,7 +258,7 @@ describe("migrate helm-values: the values' variables and arguments", () => {
         ATLANTIS_DATA_DIR: '/data',
         ATLANTIS_REDIS_HOST: 'r',
         ATLANTIS_REPO_CONFIG: '/x.yaml',
-        ATLANTIS_ENABLE_POLICY_CHECKS: 'true',
+        ATLANTIS_DISABLE_UNLOCK_LABEL: 'no-unlock',
         ATLANTIS_ENABLE_POLICY_CHECKS_TOO: 'x',
         POD_NAME: 'p',
       },
@@ -276,8 +279,8 @@ describe("migrate helm-values: the values' variables and arguments", () => {
           "ATLANTIS_REPO_CONFIG is set by another chart value, which came later in the chart's pod and won; the AtlantisDeployment sets it from that value",
       },
       {
-        value: 'environment.ATLANTIS_ENABLE_POLICY_CHECKS',
-        reason: 'this server does not support --enable-policy-checks: policy checks are not implemented',
+        value: 'environment.ATLANTIS_DISABLE_UNLOCK_LABEL',
+        reason: 'this server does not support --disable-unlock-label: not implemented yet',
       },
       { value: 'environment.POD_NAME', reason: 'the operator sets POD_NAME itself' },
     ]);
@@ -310,8 +313,14 @@ describe("migrate helm-values: the values' variables and arguments", () => {
     ]);
     assert.deepEqual(r.unmapped, [
       { value: 'config.log-level', reason: 'ATLANTIS_LOG_LEVEL is set by a chart value too, which Atlantis took over the config file' },
-      { value: 'config.slack-token', reason: 'this server does not support --slack-token: Slack notifications are not implemented' },
-      { value: 'config.webhooks', reason: 'Slack and HTTP webhooks (notifications) are not implemented' },
+      {
+        value: 'config.slack-token',
+        reason: 'this server does not support --slack-token: Slack notifications are not implemented (webhooks of kind http are)',
+      },
+      {
+        value: 'config.webhooks',
+        reason: 'HTTP webhooks are read from a --config file, which an AtlantisDeployment does not mount (Slack ones are not implemented)',
+      },
     ]);
     assert.deepEqual(unmapped({ config: '- a\n' }), one('config', 'not a mapping of flags (the file --config reads)'));
   });

@@ -204,10 +204,17 @@ describe('the image in a container', () => {
     assert.match(server.stderr, /Permission denied/, 'the server node process keeps its environment private');
     assert.doesNotMatch(server.stdout, new RegExp(env.gh.token));
     // What the image carries, on PATH.
-    const tools = await c.exec(['sh', '-c', 'atlantis-operator version && terraform version && git --version && ssh -V 2>&1']);
+    const tools = await c.exec([
+      'sh',
+      '-c',
+      'atlantis-operator version && terraform version && tofu version && conftest --version && git --version && ssh -V 2>&1',
+    ]);
     assert.equal(tools.code, 0, tools.stderr);
     assert.match(tools.stdout, /^atlantis-operator \d/m);
     assert.match(tools.stdout, /^Terraform v\d/m);
+    // The Dockerfile's pinned OpenTofu and conftest (policy checks).
+    assert.match(tools.stdout, /^OpenTofu v1\.12\.6$/m);
+    assert.match(tools.stdout, /^Conftest: 0\.71\.1$/m);
     assert.match(tools.stdout, /^git version /m);
     assert.match(tools.stdout, /^OpenSSH_/m);
     await c.kill('TERM');

@@ -278,20 +278,17 @@ test('RBAC: a service account token authenticates but is only allowed what a Rol
   assert.equal((await kubeRequest(bad, 'GET', `/api/v1/namespaces/${ns}/configmaps`)).status, 401);
 });
 
-test('freshNamespace creates a namespace with its default ServiceAccount in well under a second', async () => {
-  await getCluster();
-  await freshNamespace('warmup');
-  const times: number[] = [];
-  for (let i = 0; i < 5; i++) {
-    const t0 = process.hrtime.bigint();
-    const ns = await freshNamespace('speed');
-    times.push(Number(process.hrtime.bigint() - t0) / 1e6);
-    assert.match(ns, /^speed-\d+-\d+-[a-z0-9]+$/);
-  }
-  times.sort((a, b) => a - b);
-  const median = times[2]!;
-  process.stdout.write(`# freshNamespace: median ${median.toFixed(0)} ms, max ${times[4]!.toFixed(0)} ms\n`);
-  assert.ok(median < 1000, `median namespace creation took ${median} ms`);
+// How long it takes is printed, not asserted (timings belong to make bench).
+test('freshNamespace returns a labelled namespace whose default ServiceAccount already exists', async () => {
+  const c = await getCluster();
+  const t0 = process.hrtime.bigint();
+  const ns = await freshNamespace('ready');
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  process.stdout.write(`# freshNamespace: ${ms.toFixed(0)} ms\n`);
+  assert.match(ns, /^ready-\d+-\d+-[a-z0-9]+$/);
+  const nsObj = (await kubeRequest(c.kc, 'GET', `/api/v1/namespaces/${ns}`)).body as { metadata: { labels: Record<string, string> } };
+  assert.equal(nsObj.metadata.labels['atlantis-operator.dev/test'], 'true');
+  assert.equal((await kubeRequest(c.kc, 'GET', `/api/v1/namespaces/${ns}/serviceaccounts/default`)).status, 200);
 });
 
 test('a kubeconfig with an exec credential plugin is handed to client-node and works with our client', async () => {

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { execa } from 'execa';
+import { sleep } from '../src/async.js';
 import {
   FIXTURE_SOURCE,
   type ProviderMirror,
@@ -99,9 +100,13 @@ describe('provider network mirror with terraform', { timeout: 900_000 }, () => {
     const cli = mirror.writeCliConfig(path.join(root, 'interrupt.tfrc'));
     const dir = project('interrupt', fixtureConfig({ applySleepMs: 120_000 }));
     await runTfOk(TERRAFORM, ['init', '-input=false', '-no-color'], dir, mirror.env(cli));
+    // "Creating..." comes before terraform calls the provider, and a stop that reaches the
+    // provider before the create does cancels nothing: the provider's own mark says the create
+    // is sleeping.
+    const mark = path.join(root, 'interrupt.sleeping');
     const child = execa(TERRAFORM, ['apply', '-input=false', '-no-color', '-auto-approve'], {
       cwd: dir,
-      env: { ...mirror.env(cli), TF_IN_AUTOMATION: '1' },
+      env: { ...mirror.env(cli), TF_IN_AUTOMATION: '1', FIXTURE_SLEEP_STARTED_FILE: mark },
       reject: false,
       timeout: 100_000,
     });
@@ -109,11 +114,15 @@ describe('provider network mirror with terraform', { timeout: 900_000 }, () => {
     let interruptedAt = 0;
     child.stdout!.on('data', (b: Buffer) => {
       out += b.toString();
-      if (!interruptedAt && out.includes('fixture_value.v[0]: Creating...')) {
-        interruptedAt = Date.now();
-        child.kill('SIGINT');
-      }
     });
+    const exited = child.then(() => true);
+    for (let ended = false; !existsSync(mark) && !ended; ) {
+      ended = await Promise.race([exited, sleep(50).then(() => false)]);
+    }
+    if (existsSync(mark)) {
+      interruptedAt = Date.now();
+      child.kill('SIGINT');
+    }
     const r = await child;
     assert.ok(interruptedAt > 0, `the create started:\n${out}`);
     assert.notEqual(r.exitCode, 0);

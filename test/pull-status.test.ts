@@ -14,6 +14,7 @@ import {
   noPlanFoundError,
   noProjectStatuses,
   planCombinedStatus,
+  policyCheckCombinedStatus,
   planDiffSummary,
   planHasNoChanges,
   projectStatusContext,
@@ -202,6 +203,16 @@ describe('generic apply checks (Atlantis texts)', () => {
     ['all applied, nothing left', ps(rec('dir1', 'applied'), rec('dir2', 'planned_no_changes')), [], head, undefined],
     ['a PR without projects', ps(), [], head, undefined],
     ['one planned, one applied', ps(rec('dir1', 'applied'), rec('dir2', 'planned')), ['dir2'], head, undefined],
+    // Policy checks: a failed check still builds the apply (its requirement refuses it), as Atlantis.
+    ['a failed policy check with its plan', ps(rec('dir1', 'policy_check_errored')), ['dir1'], head, undefined],
+    ['a passed policy check with its plan', ps(rec('dir1', 'policy_check_passed')), ['dir1'], head, undefined],
+    [
+      'a passed policy check whose plan is gone',
+      ps(rec('dir1', 'policy_check_passed')),
+      [],
+      head,
+      'plan file is missing for dir "dir1" workspace "default" project "" with status "policy_check_passed"; run `atlantis plan`',
+    ],
   ];
   for (const [name, status, plans, h, want] of rows) it(name, () => assert.equal(genericApplyProblem(status, plans.map(key), h), want));
 
@@ -249,4 +260,21 @@ describe('plan summaries (the project status description)', () => {
       assert.equal(planHasNoChanges(out), none);
     });
   }
+});
+
+describe('atlantis/policy_check from the PR records', () => {
+  it('passed over all; any failure fails it', () => {
+    assert.deepEqual(policyCheckCombinedStatus(ps(rec('dir1', 'policy_check_passed'), rec('dir2', 'policy_check_errored'))), {
+      state: 'failure',
+      description: '1/2 projects failed policy checks.',
+    });
+    assert.deepEqual(policyCheckCombinedStatus(ps(rec('dir1', 'policy_check_passed'))), {
+      state: 'success',
+      description: '1/1 projects had policies checked successfully.',
+    });
+    assert.equal(
+      mergePullStatus(undefined, 'h', [{ ...rec('d', 'planned'), command: 'approve_policies', ok: true }]).projects[0]?.status,
+      'policy_check_passed',
+    );
+  });
 });

@@ -453,3 +453,36 @@ test('auth: requirepass and an ACL user; a wrong password is a clear error from 
     await sec.cleanup();
   }
 });
+
+test("a PR's status in Redis counts only with its seal: a forged policy approval or an unsealed status is as if none were kept", async () => {
+  const keyPrefix = freshPrefix();
+  const logged: Array<[string, Record<string, unknown>]> = [];
+  const s = await connect({ keyPrefix, logger: recordingLogger(logged) });
+  const R = 'acme/infra';
+  const failing = { policySetName: 'no-forbidden', passed: false, approvals: [], hashes: ['h'], policyItemRegex: '(?s).+' };
+  const status = await s.updatePullStatus(R, 4, 'sha', [
+    { dir: 'dir1', workspace: 'default', project: '', command: 'policy_check', ok: false, policyStatus: [failing] },
+  ]);
+  assert.deepEqual(await s.getPullStatus(R, 4), status);
+  const raw = await connectRaw();
+  try {
+    const key = `${keyPrefix}pull-status:${R}#4`;
+    const sealed = (await raw.hget(key, 'json'))!;
+    assert.match(sealed, /"mac":/);
+    // Someone with write access to Redis approves the failing set and marks it passed.
+    await raw.hset(
+      key,
+      'json',
+      sealed.replace('"passed":false', '"passed":true').replace('"status":"policy_check_errored"', '"status":"policy_check_passed"'),
+    );
+    assert.equal(await s.getPullStatus(R, 4), undefined);
+    assert.ok(logged.some(([m, f]) => /failed its check against the shared state key/.test(m) && /does not match/.test(String(f.problem))));
+    await raw.hset(key, 'json', JSON.stringify(status));
+    assert.equal(await s.getPullStatus(R, 4), undefined, 'an unsealed status (an old replica, or forged) is not used');
+    // The next update starts afresh and seals what it writes.
+    const next = await s.updatePullStatus(R, 4, 'sha', [{ dir: 'dir1', workspace: 'default', project: '', command: 'plan', ok: true }]);
+    assert.deepEqual(await s.getPullStatus(R, 4), next);
+  } finally {
+    raw.disconnect();
+  }
+});

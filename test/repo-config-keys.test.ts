@@ -125,7 +125,7 @@ const REPO_TOP_ROWS: Array<[key: string, value: string, want: RepoOutcome]> = [
   ['delete_source_branch_on_merge', 'true', 'ok'],
   ['emoji_reaction', 'eyes', 'ok'],
   ['allowed_regexp_prefixes', '[]', 'ok'],
-  ['allowed_regexp_prefixes', '[dev/]', 'notice'],
+  ['allowed_regexp_prefixes', '[dev/]', 'ok'],
   ['abort_on_execution_order_fail', 'true', 'ok'],
   ['repo_locks', '{mode: on_apply}', 'ok'],
   ['silence_pr_comments', '[apply]', 'notice'],
@@ -147,7 +147,7 @@ const PROJECT_ROWS: Array<[key: string, value: string, want: RepoOutcome]> = [
   ['workspace', 'staging', 'ok'],
   ['workflow', 'w', 'ok'],
   ['terraform_distribution', 'terraform', 'ok'],
-  ['terraform_distribution', 'opentofu', 'refused'],
+  ['terraform_distribution', 'opentofu', 'ok'],
   ['terraform_version', 'v1.5.7', 'ok'],
   ['autoplan', '{enabled: false}', 'ok'],
   ['plan_requirements', '[approved]', 'ok'],
@@ -159,9 +159,9 @@ const PROJECT_ROWS: Array<[key: string, value: string, want: RepoOutcome]> = [
   ['repo_locks', '{mode: disabled}', 'ok'],
   ['execution_order_group', '2', 'ok'],
   ['policy_check', 'false', 'ok'],
-  ['policy_check', 'true', 'refused'],
+  ['policy_check', 'true', 'ok'],
   ['custom_policy_check', 'false', 'ok'],
-  ['custom_policy_check', 'true', 'refused'],
+  ['custom_policy_check', 'true', 'ok'],
   ['silence_pr_comments', '[plan]', 'notice'],
 ];
 
@@ -187,7 +187,7 @@ test('workflow stages and steps: each parses; what is not implemented is named',
     ['plan: {steps: [{env: {name: A, command: echo a, shell: bash, shellArgs: -c}}]}', 'ok'],
     ['plan: {steps: [{multienv: x}]}', 'refused'],
     ['plan: {steps: [{multienv: {command: x, shell: bash, shellArgs: -c, output: show}}]}', 'refused'],
-    ['plan: {steps: [init, policy_check, plan]}', 'refused'],
+    ['plan: {steps: [init, policy_check, plan]}', 'ok'],
   ];
   for (const [stages, want] of rows) assert.equal(repoOutcome(`version: 3\nworkflows:\n  w: {${stages}}\n`), want, stages);
   const stages = parseRepoConfig(
@@ -222,8 +222,8 @@ const SERVER_REPO_ROWS: Array<[key: string, value: string, ok: boolean]> = [
   ['repo_locking', 'true', true],
   ['repo_locks', '{mode: on_plan}', true],
   ['policy_check', 'false', true],
-  ['policy_check', 'true', false],
-  ['custom_policy_check', 'true', false],
+  ['policy_check', 'true', true],
+  ['custom_policy_check', 'true', true],
   ['autodiscover', '{mode: auto}', true],
   ['autodiscover', '{mode: disabled}', false],
   ['silence_pr_comments', '[plan]', false],
@@ -244,7 +244,7 @@ test('repos.yaml keys: each parses; what is not implemented stops the start, nam
   const top: Array<[string, boolean]> = [
     ['repos: []', true],
     ['workflows: {}', true],
-    ['policies: {policy_sets: []}', false],
+    ['policies: {policy_sets: [{name: p, path: p}]}', true],
     ['metrics: {prometheus: {endpoint: /metrics}}', true],
     ['metrics: {statsd: {host: localhost, port: "8125"}}', false],
     ['team_authz: {command: ./authz.sh}', false],
@@ -324,10 +324,10 @@ test('readRepoConfig: refused keys fail the command naming them; notices come ba
     '**Warning**: `atlantis.yaml` sets keys this server does not implement; the command ran without them:\n\n' +
       '- `projects[0].silence_pr_comments`: silencing plan/apply comments is not implemented; they are posted',
   );
-  writeFileSync(path.join(d, 'atlantis.yaml'), 'version: 3\nprojects:\n- {dir: x, terraform_distribution: opentofu}\n');
+  writeFileSync(path.join(d, 'atlantis.yaml'), 'version: 3\nautodiscover: {mode: enabled}\nprojects:\n- {dir: x}\n');
   assert.throws(() => readRepoConfig(d, server, 'github.com/acme/infra'), {
     message:
-      'atlantis.yaml: projects[0].terraform_distribution: not supported by this server: only terraform is run here (opentofu is not implemented)',
+      'atlantis.yaml: autodiscover: not supported by this server: autodiscover modes other than auto (and ignore_paths) are not implemented',
   });
   const once = new SaidOnce(2);
   assert.deepEqual(
@@ -381,7 +381,7 @@ const FRAGMENTS: Record<string, (v: unknown) => { repo?: unknown; server?: unkno
   'server-side-repo-config-22.yaml': (v) => ({ server: { repos: [{ id: '/.*/', repo_locks: v }] } }),
   'custom-workflows-13.yaml': (v) => ({ repo: { version: 3, workflows: { w: v } } }),
   'custom-workflows-14.yaml': (v) => ({ repo: { version: 3, workflows: { w: { plan: v } } } }),
-  'policy-checking-07.yaml': (v) => ({ server: { policies: v } }),
+  'policy-checking-07.yaml': (v) => ({ server: { policies: { ...(v as object), policy_sets: [{ name: 'p', path: 'p' }] } } }),
   'pre-workflow-hooks-03.yaml': (v) => ({ server: { repos: [{ id: '/.*/', pre_workflow_hooks: v }] } }),
   'post-workflow-hooks-03.yaml': (v) => ({ server: { repos: [{ id: '/.*/', post_workflow_hooks: v }] } }),
   ...Object.fromEntries(
@@ -400,20 +400,10 @@ const NOT_CONFIGS = new Set(['custom-workflows-05.yaml']);
  * parse with nothing unsupported.
  */
 const EXPECTED: Record<string, string> = {
-  'custom-policy-checks-00.yaml': 'server: policies, repos[0].policy_check, repos[0].custom_policy_check',
-  'custom-policy-checks-01.yaml': 'repo: refused projects[0].custom_policy_check',
   'custom-workflows-19.yaml': 'repo: refused workflows.w.plan.steps[0].run.output.filter_regex',
   'custom-workflows-21.yaml': 'repo: refused workflows.w.plan.steps[0].multienv',
   'custom-workflows-22.yaml': 'repo: refused workflows.w.plan.steps[0].multienv',
-  'policy-checking-00.yaml': 'server: policies',
-  'policy-checking-01.yaml': 'server: policies',
-  'policy-checking-04.yaml': 'server: policies',
-  'policy-checking-05.yaml': 'server: policies',
-  'policy-checking-06.yaml': 'server: policies',
-  'policy-checking-07.yaml': 'server: policies',
-  'policy-checking-08.yaml': 'server: policies',
-  'repo-level-atlantis-yaml-00.yaml': 'repo: refused autodiscover, notice allowed_regexp_prefixes, notice projects[0].silence_pr_comments',
-  'repo-level-atlantis-yaml-06.yaml': 'repo: refused projects[0].terraform_distribution',
+  'repo-level-atlantis-yaml-00.yaml': 'repo: refused autodiscover, notice projects[0].silence_pr_comments',
   'repo-level-atlantis-yaml-12.yaml': 'repo: refused autodiscover',
   'repo-level-atlantis-yaml-13.yaml': 'repo: refused autodiscover',
   'repo-level-atlantis-yaml-14.yaml': 'repo: refused autodiscover',
@@ -435,7 +425,8 @@ function outcome(file: string, doc: unknown): string {
   const out: string[] = [];
   if (kinds.server !== undefined) {
     try {
-      parseServerSideRepoConfig(YAML.stringify(kinds.server));
+      // The docs' repos.yaml sits beside its policies (/home/atlantis/...): any config dir holding them does.
+      parseServerSideRepoConfig(YAML.stringify(kinds.server), 'repos.yaml', '/');
     } catch (e) {
       const problems = (e as RepoConfigError).problems;
       assert.ok(

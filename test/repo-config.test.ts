@@ -173,6 +173,11 @@ const bad: [string, RegExp][] = [
   ['- just a list', /must be a YAML map/],
   ['version: 3\nversion: 3', /YAML: /],
   ['version: [3', /YAML: /],
+  ['version: 3\nprojects:\n- dir: x\n  branch: /(/', /projects\[0\]\.branch: parsing: \/\(\/: /],
+  [
+    'version: 3\nprojects:\n- dir: x\n  branch: /(a)\\1/',
+    /projects\[0\]\.branch: parsing: .*backreferences and lookaround are not supported/,
+  ],
 ];
 
 for (const [text, msg] of bad) {
@@ -419,4 +424,14 @@ test('default projects from a real git checkout (support repos), and their terra
   const head2 = await repo.commit('pr-1', { 'app1/extra.tf': '' });
   assert.notEqual(head2, head);
   assert.equal(await repo.headSha('pr-1'), head2);
+});
+
+test("a project's branch regex runs in linear time: both it and the base branch come from the PR's side", () => {
+  // A backtracking engine spends minutes on this (2^60 paths); Go's RE2, as Atlantis runs it, does not.
+  const text = 'version: 3\nprojects:\n- dir: x\n  branch: /^(a|a)*b$/\n- dir: y\n  branch: /^a+$/\n';
+  const cfg = parseRepoConfig(text, 'atlantis.yaml', { baseBranch: 'a'.repeat(60) });
+  assert.deepEqual(
+    cfg.projects.map((p) => p.dir),
+    ['y'],
+  );
 });

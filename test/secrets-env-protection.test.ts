@@ -18,7 +18,7 @@ import { chmodSync, chownSync, mkdtempSync, readFileSync, readdirSync, statSync,
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { CLI, type CliProcess, startCli, waitForHttp } from './support/cli.js';
+import { CLI, type CliProcess, stageCli, startCli, waitForHttp } from './support/cli.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv, tempDataDir } from './support/workflow-env.js';
 
 const NOBODY = 65534;
@@ -29,6 +29,8 @@ const url = `http://${host}:4141`;
 const dataDir = tempDataDir();
 const dump = mkdtempSync(path.join(tmpdir(), 'ato-environ-'));
 const home = mkdtempSync(path.join(tmpdir(), 'ato-home-'));
+// The clone may sit under a directory only root enters (CI's does): `nobody` runs a copy.
+const cli = asRoot ? stageCli(mkdtempSync(path.join(tmpdir(), 'ato-cli-'))) : CLI;
 
 let env: WorkflowEnv;
 let server: CliProcess;
@@ -70,6 +72,7 @@ function readableTree(root: string): void {
 before(async () => {
   env = await createWorkflowEnv();
   for (const d of [dataDir, dump, home]) giveToServer(d, true);
+  readableTree(path.dirname(path.dirname(cli)));
   // The repository the server clones from (file://), readable by the server's user; git
   // refuses a repository another user owns unless told it is safe.
   readableTree(path.resolve(env.repo.bareDir, '..', '..', '..'));
@@ -82,7 +85,7 @@ before(async () => {
   server = startCli(
     withoutSecretFlags,
     { HOME: home, ATLANTIS_GH_TOKEN: env.gh.token, ATLANTIS_GH_WEBHOOK_SECRET: WEBHOOK_SECRET, CHECKPOINT_DISABLE: '1' },
-    { prefix },
+    { prefix, cli },
   );
   await waitForHttp(`${url}/healthz`).catch((e: Error) => {
     throw new Error(`${e.message}\n${server.output()}`);
@@ -136,7 +139,7 @@ describe("the server's environment is unreadable to a PR's terraform", () => {
     const metrics = await (await fetch(`${url}/metrics`)).text();
     assert.match(metrics, /^process_open_fds \d+/m, 'the server still reads its own /proc');
     // `drain` as the server's user: the pid file check reads the server's /proc/<pid>/stat and cmdline.
-    const [command, ...args] = [...prefix, process.execPath, CLI, 'drain', '--data-dir', dataDir];
+    const [command, ...args] = [...prefix, process.execPath, cli, 'drain', '--data-dir', dataDir];
     const drain = spawnSync(command as string, args, {
       env: { PATH: process.env.PATH, HOME: home },
       encoding: 'utf8',

@@ -99,7 +99,7 @@ vcsHostContract('GitLab (stand-in)', async () => {
         .filter((n) => !n.system)
         .map((n) => ({ author: gl.user(n.authorId).username, body: n.body, hidden: n.body.startsWith(SUPERSEDED) }));
     },
-    async statuses(p, sha) {
+    async statuses(_p, sha) {
       const latest = new Map<string, { context: string; state: CommitState; description?: string; targetUrl?: string }>();
       for (const j of gl.jobs.filter((x) => x.sha === sha && !x.retried))
         latest.set(j.name, {

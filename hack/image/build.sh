@@ -13,9 +13,14 @@
 #     fingerprint are passed as build arguments: the Dockerfile checks the signature and the
 #     checksum exactly as it does for HashiCorp's release. TERRAFORM_RELEASES_URL (and
 #     TERRAFORM_PGP_KEY_URL, TERRAFORM_PGP_FINGERPRINT where the mirror re-signs) point the
-#     build at a mirror of your own instead.
+#     build at a mirror of your own instead;
+#   - tofu and conftest likewise come from a second mirror serving the ones built from their Go
+#     modules (hack/tofu, hack/conftest; docs/test-tools.md) as releases at the Dockerfile's
+#     pinned versions: tofu's SHA256SUMS signed by that mirror's key, conftest's checksums.txt.
+#     TOFU_RELEASES_URL (TOFU_PGP_KEY_URL, TOFU_PGP_FINGERPRINT) and CONFTEST_RELEASES_URL
+#     point the build at mirrors of your own instead.
 # Builds use the host's network (apt and npm inside the build reach their registries, and the
-# mirror is on the host's loopback) and ulimits this machine kind allows (see README.md).
+# mirror is on the host's loopback) and ulimits this machine kind allows (see docs/image.md).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$repo"
@@ -81,10 +86,47 @@ else
   fi
 fi
 
+# tofu and conftest: the releases the Dockerfile pins, from the Go-module builds of this
+# repository (whose versions the Dockerfile's must match), unless mirrors of your own are given.
+tofu_version="$(arg_default TOFU_VERSION)"
+conftest_version="$(arg_default CONFTEST_VERSION)"
+tools_input="tofu=${TOFU_RELEASES_URL:-} conftest=${CONFTEST_RELEASES_URL:-}"
+tools=
+if [[ -z "${TOFU_RELEASES_URL:-}" || -z "${CONFTEST_RELEASES_URL:-}" ]]; then
+  tofu_bin="$(bash hack/tofu/build.sh | tail -1)" || fail "hack/tofu/build.sh failed"
+  conftest_bin="$(bash hack/conftest/build.sh | tail -1)" || fail "hack/conftest/build.sh failed"
+  "$tofu_bin" version 2>/dev/null | grep -q "^OpenTofu v${tofu_version}\$" || fail "the Dockerfile pins tofu $tofu_version; hack/tofu builds $("$tofu_bin" version | head -1)"
+  HOME="$(mktemp -d)" "$conftest_bin" --version | grep -q "^Conftest: ${conftest_version}\$" || fail "the Dockerfile pins conftest $conftest_version; hack/conftest builds another"
+  tofu_sum="$(sha256sum "$tofu_bin" | cut -c1-64)"
+  conftest_sum="$(sha256sum "$conftest_bin" | cut -c1-64)"
+  tools_input="$tools_input tofu-sha256=$tofu_sum conftest-sha256=$conftest_sum"
+  tools="$cache/tools-mirror/${tofu_version}-${tofu_sum:0:12}-${conftest_version}-${conftest_sum:0:12}"
+  if [[ ! -s "$tools/pgp-key.txt" ]]; then
+    rm -rf "$tools" && mkdir -p "$tools/tofu/v$tofu_version" "$tools/conftest/v$conftest_version"
+    stage="$(mktemp -d)"
+    cp "$tofu_bin" "$stage/tofu" && cp "$conftest_bin" "$stage/conftest" && touch -d @0 "$stage/tofu" "$stage/conftest"
+    trel="$tools/tofu/v$tofu_version"
+    tar --owner=0 --group=0 --mtime=@0 -czf "$trel/tofu_${tofu_version}_linux_amd64.tar.gz" -C "$stage" tofu
+    (cd "$trel" && sha256sum "tofu_${tofu_version}_linux_amd64.tar.gz" >"tofu_${tofu_version}_SHA256SUMS")
+    crel="$tools/conftest/v$conftest_version"
+    tar --owner=0 --group=0 --mtime=@0 -czf "$crel/conftest_${conftest_version}_Linux_x86_64.tar.gz" -C "$stage" conftest
+    (cd "$crel" && sha256sum "conftest_${conftest_version}_Linux_x86_64.tar.gz" >checksums.txt)
+    export GNUPGHOME="$stage/gnupg"
+    mkdir -m 0700 "$GNUPGHOME"
+    gpg --batch --quiet --passphrase '' --quick-gen-key 'atlantis-operator local tofu mirror' ed25519 sign never
+    gpg --batch --quiet --detach-sign -o "$trel/tofu_${tofu_version}_SHA256SUMS.gpgsig" "$trel/tofu_${tofu_version}_SHA256SUMS"
+    gpg --batch --armor --export >"$tools/pgp-key.txt.tmp"
+    gpg --batch --with-colons --list-keys | awk -F: '$1 == "fpr" { print $10; exit }' >"$tools/fingerprint"
+    unset GNUPGHOME
+    rm -rf "$stage"
+    mv "$tools/pgp-key.txt.tmp" "$tools/pgp-key.txt"
+  fi
+fi
+
 # The inputs: every file the Dockerfile copies (.dockerignore's allowlist), the Dockerfile, the
-# base image and terraform.
+# base image, terraform, tofu and conftest.
 inputs="$( {
-  echo "image=$image base=$base_id terraform=$tf_input"
+  echo "image=$image base=$base_id terraform=$tf_input $tools_input"
   sha256sum Dockerfile .dockerignore package.json package-lock.json tsconfig.json hack/bundle.mjs hack/image/runtime-tree.mjs
   find src -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
 } | sha256sum | cut -c1-32)"
@@ -94,23 +136,43 @@ if [[ "$have_inputs" == "$inputs" ]]; then
   exit 0
 fi
 
-mirror_pid=
-cleanup() { if [[ -n "$mirror_pid" ]]; then kill "$mirror_pid" 2>/dev/null || true; fi; }
+mirror_pids=()
+cleanup() { for pid in "${mirror_pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
 trap cleanup EXIT
-if [[ -n "${mirror:-}" ]]; then
+# Serves a dir on 127.0.0.1 (hack/image/mirror.mjs) and sets `url` to its base URL.
+serve() {
+  local url_file
   url_file="$(mktemp)"
-  node hack/image/mirror.mjs "$mirror" >"$url_file" &
-  mirror_pid=$!
+  node hack/image/mirror.mjs "$1" >"$url_file" &
+  mirror_pids+=($!)
   for _ in $(seq 100); do [[ -s "$url_file" ]] && break; sleep 0.1; done
   url="$(head -1 "$url_file")"
   rm -f "$url_file"
-  [[ "$url" == http://127.0.0.1:* ]] || fail "the terraform mirror did not start"
+  [[ "$url" == http://127.0.0.1:* ]] || fail "the mirror of $1 did not start"
+}
+if [[ -n "${mirror:-}" ]]; then
+  serve "$mirror"
   build_args+=(
     --build-arg "TERRAFORM_RELEASES_URL=$url/terraform"
     --build-arg "TERRAFORM_PGP_KEY_URL=$url/pgp-key.txt"
     --build-arg "TERRAFORM_PGP_FINGERPRINT=$(cat "$mirror/fingerprint")"
   )
 fi
+if [[ -n "$tools" ]]; then
+  serve "$tools"
+  if [[ -z "${TOFU_RELEASES_URL:-}" ]]; then
+    build_args+=(
+      --build-arg "TOFU_RELEASES_URL=$url/tofu"
+      --build-arg "TOFU_PGP_KEY_URL=$url/pgp-key.txt"
+      --build-arg "TOFU_PGP_FINGERPRINT=$(cat "$tools/fingerprint")"
+    )
+  fi
+  [[ -n "${CONFTEST_RELEASES_URL:-}" ]] || build_args+=(--build-arg "CONFTEST_RELEASES_URL=$url/conftest")
+fi
+[[ -z "${TOFU_RELEASES_URL:-}" ]] || build_args+=(--build-arg "TOFU_RELEASES_URL=$TOFU_RELEASES_URL")
+[[ -z "${TOFU_PGP_KEY_URL:-}" ]] || build_args+=(--build-arg "TOFU_PGP_KEY_URL=$TOFU_PGP_KEY_URL")
+[[ -z "${TOFU_PGP_FINGERPRINT:-}" ]] || build_args+=(--build-arg "TOFU_PGP_FINGERPRINT=$TOFU_PGP_FINGERPRINT")
+[[ -z "${CONFTEST_RELEASES_URL:-}" ]] || build_args+=(--build-arg "CONFTEST_RELEASES_URL=$CONFTEST_RELEASES_URL")
 
 # A proxy CA this machine's own downloads trust (NODE_EXTRA_CA_CERTS) goes to the build as the
 # Dockerfile's `extra_ca` secret: the build's npm and curl use it, no layer keeps it.

@@ -1,4 +1,4 @@
-# The container image (README.md, "The image"). Included by the top-level Makefile; `test: image`
+# The container image (docs/image.md). Included by the top-level Makefile; `test: image`
 # adds it to test's prerequisites (the image tests and the local node's container mode run it).
 .PHONY: image
 

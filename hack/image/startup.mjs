@@ -1,5 +1,5 @@
 // Start-up of the server to its first `/status` 200, in a container of the image and as a
-// process of the same bundle, measured alternately N times each (README.md, "The image"):
+// process of the same bundle, measured alternately N times each (docs/reliability.md, "Image and containers"):
 //   node hack/image/startup.mjs [runs=5] [image=localhost/atlantis-operator:<version>]
 // A container start counts from `podman run` (this machine kind's flags, read-only root,
 // host network) to the answer; a process from its spawn. Prints the median and the range.

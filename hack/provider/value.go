@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -116,9 +117,20 @@ func (r *valueResource) Update(ctx context.Context, req resource.UpdateRequest, 
 func (r *valueResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
 
 // sleepFor waits ms milliseconds, or less when ctx ends (terraform stopping the provider).
+// With FIXTURE_SLEEP_STARTED_FILE set, it first appends a line to that file: terraform prints
+// "Creating..." before it calls the provider, so a test that must interrupt a sleep already
+// under way waits for this mark instead.
 func sleepFor(ctx context.Context, ms int64) error {
 	if ms <= 0 {
 		return nil
+	}
+	if mark := os.Getenv("FIXTURE_SLEEP_STARTED_FILE"); mark != "" {
+		f, err := os.OpenFile(mark, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		_, _ = fmt.Fprintf(f, "sleeping %d ms\n", ms)
+		_ = f.Close()
 	}
 	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
 	defer t.Stop()

@@ -1,7 +1,8 @@
 // A small flag parser with Atlantis's conventions: `--flag value`, `--flag=value`,
 // boolean `--flag` / `--flag=false`, and every flag also readable from the env var
 // ATLANTIS_<FLAG_IN_UPPER_SNAKE>, so an Atlantis user's existing environment keeps working.
-// Command line beats env beats default. Every problem is a UsageError: one line, exit code 2.
+// Command line beats env beats a --config file (config-file.ts) beats default. Every problem
+// is a UsageError: one line, exit code 2.
 import { MAX_TIMER_DELAY_MS } from '../async.js';
 import { formatDuration, parseDuration } from './duration.js';
 
@@ -70,8 +71,17 @@ export interface ParsedFlags {
   help: boolean;
 }
 
-/** Parses argv (without the subcommand) against specs, then fills from env and defaults. */
-export function parseFlags(argv: string[], specs: FlagSpec[], env: NodeJS.ProcessEnv = process.env): ParsedFlags {
+/**
+ * Parses argv (without the subcommand) against specs, then fills from env, then from `file`
+ * (values of a --config file as text, named `fileName` in errors), then defaults.
+ */
+export function parseFlags(
+  argv: string[],
+  specs: FlagSpec[],
+  env: NodeJS.ProcessEnv = process.env,
+  file: Record<string, string> = {},
+  fileName = 'the config file',
+): ParsedFlags {
   const byName = new Map(specs.map((s) => [s.name, s]));
   const values: FlagValues = {};
   const positionals: string[] = [];
@@ -119,6 +129,11 @@ export function parseFlags(argv: string[], specs: FlagSpec[], env: NodeJS.Proces
         values[spec.name] = convert(spec, fromEnv, `${envName} (--${spec.name})`);
         continue;
       }
+    }
+    const fromFile = file[spec.name];
+    if (fromFile !== undefined && fromFile !== '') {
+      values[spec.name] = convert(spec, fromFile, `${spec.name} in ${fileName}`);
+      continue;
     }
     values[spec.name] = spec.default;
   }

@@ -5,6 +5,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { judgeAtlantisFlags } from '../config/atlantis-flags.js';
+import type { WebhookEntry } from '../config/config-file.js';
 import { type FlagValues, UsageError } from '../config/flags.js';
 import type { LogLevel } from '../log.js';
 import { type StoreConfig, replicaIdFromFlags, replicaUrlFromFlags, storeConfigFromFlags } from './locks/store-config.js';
@@ -15,6 +16,9 @@ import { type VcsConfig, vcsConfigFromFlags } from './vcs/host-config.js';
 import { type TeamRule, TeamAllowlistError, parseTeamAllowlist } from './workflow/commands/team-allowlist.js';
 import type { CheckoutStrategy } from './workflow/checkout/working-copy.js';
 import { DEFAULT_WEB_PASSWORD, DEFAULT_WEB_USERNAME } from './server-flags.js';
+import { type WebhookSettings, parseWebhookSettings } from './notifications/apply-webhooks.js';
+import { type PolicySettings, policySettings } from './policy/policy-settings.js';
+import { type TerraformSettings, terraformSettings } from './terraform/terraform-settings.js';
 
 // The flag table lives in server-flags.ts; these names stay importable from here.
 export {
@@ -107,6 +111,22 @@ export interface ServerConfig {
   replicaId: string;
   /** --replica-url: where the other replicas reach this one. */
   replicaUrl: string;
+  /** The --config file's webhooks and --webhook-http-headers (notifications/apply-webhooks.ts). */
+  webhooks: WebhookSettings;
+  /** --default-tf-distribution, --use-tf-plugin-cache, --tofu-download-* (terraform/terraform-settings.ts). */
+  terraform: TerraformSettings;
+  /** --enable-policy-checks, --quiet-policy-checks, --conftest-download-url, DEFAULT_CONFTEST_VERSION (policy/policy-settings.ts). */
+  policy: PolicySettings;
+  /** --vcs-status-name: the first part of every commit status context (`<name>/plan`). */
+  vcsStatusName: string;
+  /** --ignore-vcs-status-names: other servers' status names the mergeable bypass ignores. */
+  ignoreVcsStatusNames: string[];
+  silenceVcsStatusNoPlans: boolean;
+  silenceVcsStatusNoProjects: boolean;
+  /** --silence-no-projects: no comment when a command finds no project; -d/-p outside atlantis.yaml's projects run nothing. */
+  silenceNoProjects: boolean;
+  /** --enable-regexp-cmd: -p is a regular expression over project names. */
+  enableRegexpCmd: boolean;
 }
 
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
@@ -116,8 +136,12 @@ function str(values: FlagValues, name: string): string | undefined {
   return typeof v === 'string' && v.length > 0 ? v : undefined;
 }
 
-/** Turns parsed flag values into a validated config; throws UsageError naming the flag. */
-export function buildServerConfig(values: FlagValues): ServerConfig {
+/**
+ * Turns parsed flag values into a validated config; throws UsageError naming the flag.
+ * `webhooks`: the --config file's `webhooks:` list (config/config-file.ts); `env`: the
+ * server's environment (DEFAULT_CONFTEST_VERSION).
+ */
+export function buildServerConfig(values: FlagValues, webhooks: WebhookEntry[] = [], env: NodeJS.ProcessEnv = process.env): ServerConfig {
   const judged = judgeAtlantisFlags(values);
   if (judged.refusals.length > 0) throw new UsageError(judged.refusals[0]!);
   const port = values.port as number;
@@ -175,6 +199,16 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
   if (!/^https?:\/\/[^/@]+(\/|$)/.test(tfDownloadUrl))
     throw new UsageError('invalid value for --tf-download-url: must be an http(s) URL without credentials');
 
+  let webhookSettings: WebhookSettings;
+  try {
+    webhookSettings = parseWebhookSettings(webhooks, str(values, 'webhook-http-headers'));
+  } catch (e) {
+    throw new UsageError(`initializing webhooks: ${(e as Error).message}`);
+  }
+
+  const terraform = terraformSettings(values);
+  const policy = policySettings(values, env);
+
   const dataDir = path.resolve(values['data-dir'] as string);
   ensureWritableDir(dataDir);
   const atlantisUrl = str(values, 'atlantis-url') ?? `http://${hostname()}:${port}`;
@@ -217,7 +251,7 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     emojiReaction: (values['emoji-reaction'] as string | undefined) ?? '',
     failOnPreWorkflowHookError: values['fail-on-pre-workflow-hook-error'] === true,
     teamAllowlist,
-    flagWarnings: [...judged.warnings, ...commandWarnings, ...host.warnings],
+    flagWarnings: [...judged.warnings, ...commandWarnings, ...host.warnings, ...terraform.warnings],
     logLevel: logLevel as LogLevel,
     tfBinary: values['tf-binary'] as string,
     drainTimeoutMs: values['drain-timeout'] as number,
@@ -242,6 +276,18 @@ export function buildServerConfig(values: FlagValues): ServerConfig {
     store: storeConfigFromFlags(values),
     replicaId: replicaIdFromFlags(values),
     replicaUrl: replicaUrlFromFlags(values, values['bind-address'] as string, port),
+    webhooks: webhookSettings,
+    terraform,
+    policy,
+    vcsStatusName: str(values, 'vcs-status-name') ?? 'atlantis',
+    ignoreVcsStatusNames: (str(values, 'ignore-vcs-status-names') ?? '')
+      .split(',')
+      .map((x) => x.trim())
+      .filter((x) => x !== ''),
+    silenceVcsStatusNoPlans: values['silence-vcs-status-no-plans'] === true,
+    silenceVcsStatusNoProjects: values['silence-vcs-status-no-projects'] === true,
+    silenceNoProjects: values['silence-no-projects'] === true,
+    enableRegexpCmd: values['enable-regexp-cmd'] === true,
   };
 }
 

@@ -6,6 +6,7 @@ import { unhonouredAtlantisFlagSpecs } from '../config/atlantis-flags.js';
 import { MAX_DURATION_MS } from '../config/duration.js';
 import type { FlagSpec } from '../config/flags.js';
 import { SERVER_PORT } from '../contract/drain-protocol.js';
+import { GITLAB_FLAGS } from './vcs/gitlab/flags.js';
 import { ACCEPTED_COMMAND_NAMES, DEFAULT_ALLOW_COMMANDS } from './workflow/comment-parser/commands.js';
 import { DEFAULT_BLOCKED_EXTRA_ARGS } from './workflow/comment-parser/extra-args.js';
 
@@ -16,6 +17,12 @@ export const DEFAULT_JOB_LOG_RETENTION_MS = 7 * 24 * 3600_000;
 export const DEFAULT_JOB_LOG_MAX_COUNT = 1000;
 
 export const SERVER_FLAGS: FlagSpec[] = [
+  {
+    name: 'config',
+    type: 'string',
+    description:
+      'Path to yaml config file where flag values can also be set (flags and ATLANTIS_* env win over it); its webhooks: list configures notifications',
+  },
   { name: 'port', type: 'int', default: SERVER_PORT, description: 'Port to bind to (0 picks a free port)' },
   {
     name: 'bind-address',
@@ -83,27 +90,7 @@ export const SERVER_FLAGS: FlagSpec[] = [
   },
   { name: 'gh-api-url', type: 'string', description: 'GitHub REST API base URL (ours; overrides the one derived from --gh-hostname)' },
   // GitLab (vcs/gitlab/): chosen when --gitlab-user or --gitlab-token is set.
-  { name: 'gitlab-user', type: 'string', description: 'GitLab username of API user' },
-  { name: 'gitlab-token', type: 'string', description: 'GitLab token of API user (scope api); a secret: give it as env' },
-  { name: 'gitlab-webhook-secret', type: 'string', description: 'Secret used to validate GitLab webhooks (X-Gitlab-Token)' },
-  {
-    name: 'gitlab-hostname',
-    type: 'string',
-    default: 'gitlab.com',
-    description: 'Hostname of your GitLab Enterprise installation, with its port and path if any (host[:port][/path], HTTPS assumed)',
-  },
-  {
-    name: 'gitlab-group-allowlist',
-    type: 'string',
-    description:
-      'Comma separated group:command pairs, e.g. acme/ops:apply,acme/dev:plan,*:unlock; with it set, a user runs a command only as a direct member of a listed GitLab group allowed that command',
-  },
-  {
-    name: 'gitlab-status-retry-enabled',
-    type: 'bool',
-    default: false,
-    description: "Look for the commit's pipeline five times (2 to 5 s apart) before setting a commit status, not twice",
-  },
+  ...GITLAB_FLAGS,
   {
     name: 'repo-allowlist',
     type: 'string',
@@ -333,6 +320,92 @@ export const SERVER_FLAGS: FlagSpec[] = [
       'Base URL to download Terraform versions from (<url>/terraform/<v>/terraform_<v>_<os>_<arch>.zip and terraform_<v>_SHA256SUMS)',
   },
   {
+    name: 'default-tf-distribution',
+    type: 'string',
+    default: 'terraform',
+    description: 'Which TF distribution to use. Can be set to terraform or opentofu.',
+  },
+  { name: 'tf-distribution', type: 'string', description: '[Deprecated for --default-tf-distribution].' },
+  {
+    name: 'tofu-download-url',
+    type: 'string',
+    default: 'https://github.com/opentofu/opentofu/releases/download',
+    description:
+      'Base URL to download OpenTofu versions from (ours; <url>/v<v>/tofu_<v>_<os>_<arch>.tar.gz, tofu_<v>_SHA256SUMS and its .gpgsig); Atlantis asks OpenTofu only',
+  },
+  {
+    name: 'tofu-download-key-file',
+    type: 'string',
+    description:
+      "File of the ASCII-armored OpenPGP public key that signs --tofu-download-url's SHA256SUMS, instead of OpenTofu's (ours; a mirror that signs with its own key)",
+  },
+  {
+    name: 'use-tf-plugin-cache',
+    type: 'bool',
+    default: true,
+    description: 'Enable the use of the Terraform plugin cache (<data-dir>/plugin-cache; inits that could race on it run one at a time)',
+  },
+  {
+    name: 'enable-policy-checks',
+    type: 'bool',
+    default: false,
+    description:
+      'Enable atlantis to run user defined policy checks.  This is explicitly disabled for TFE/TFC backends since plan files are inaccessible.',
+  },
+  {
+    name: 'quiet-policy-checks',
+    type: 'bool',
+    default: false,
+    description:
+      "Exclude policy check comments from pull requests unless there's an actual error from conftest. This also excludes warnings.",
+  },
+  {
+    name: 'conftest-download-url',
+    type: 'string',
+    default: 'https://github.com/open-policy-agent/conftest/releases/download',
+    description:
+      "Base URL to download conftest versions from (ours; <url>/v<v>/conftest_<v>_<OS>_<arch>.tar.gz, checked against checksums.txt); the policies' conftest_version or DEFAULT_CONFTEST_VERSION",
+  },
+  {
+    name: 'vcs-status-name',
+    type: 'string',
+    default: 'atlantis',
+    description: 'Name used to identify Atlantis when updating a pull request status (<name>/plan, <name>/apply, ...).',
+  },
+  {
+    name: 'ignore-vcs-status-names',
+    type: 'string',
+    default: '',
+    description:
+      'Comma separated list of VCS status names from other atlantis services. When `gh-allow-mergeable-bypass-apply` is true, it will ignore status checks (e.g. `status1/plan`, `status1/apply`, `status2/plan`, `status2/apply`) from other Atlantis services when checking if the PR is mergeable.',
+  },
+  {
+    name: 'silence-vcs-status-no-plans',
+    type: 'bool',
+    default: false,
+    description: 'Silences VCS commit status when autoplan finds no projects to plan.',
+  },
+  {
+    name: 'silence-vcs-status-no-projects',
+    type: 'bool',
+    default: false,
+    description: 'Silences VCS commit status when for all commands when a project is not defined.',
+  },
+  {
+    name: 'silence-no-projects',
+    type: 'bool',
+    default: false,
+    description:
+      "Silences Atlantis from responding to PRs when it finds no projects; with an atlantis.yaml listing projects, a -d or -p naming none of them runs nothing here (another server's projects)",
+  },
+  {
+    name: 'enable-regexp-cmd',
+    type: 'bool',
+    default: false,
+    description:
+      'Enable Atlantis to use regular expressions on plan/apply commands when "-p" flag is passed with it (allowed_regexp_prefixes of atlantis.yaml restrict a regex matching several projects).',
+  },
+  {
     name: 'write-git-creds',
     type: 'bool',
     default: false,
@@ -406,6 +479,12 @@ export const SERVER_FLAGS: FlagSpec[] = [
     type: 'string',
     description:
       'A file holding the key (at least 32 bytes, the same on every replica) the replicas sharing one Redis sign what they keep there with, so that what Redis hands back is checked before it is trusted (ours; required with --locking-db-type redis; read at start)',
+  },
+  {
+    name: 'webhook-http-headers',
+    type: 'string',
+    description:
+      'Additional headers added to each HTTP POST of the --config webhooks, as a JSON object: header name to a string or an array of strings (a secret: give it as env)',
   },
   // Atlantis flags this server does not honour: parsed (hidden) only to be refused or warned about.
   ...unhonouredAtlantisFlagSpecs(),

@@ -36,13 +36,16 @@ projects:
     dir: dir2
 `;
 
-type Action = { kind: 'open'; branch: string; files: FileChanges } | { kind: 'comment'; body: string } | { kind: 'close' };
+export type Action = { kind: 'open'; branch: string; files: FileChanges } | { kind: 'comment'; body: string } | { kind: 'close' };
 
 export interface Step {
   name: string;
-  repo: typeof DIRS_REPO | typeof NAMED_REPO;
+  /** `owner/name` of a repo the scenario created. */
+  repo: string;
   pull: number;
   action: Action;
+  /** Who comments (default `dev`, the PR's author). */
+  user?: string;
   /** The step is over (when recording) once this many comments have come, then nothing more for a while. */
   comments: number;
   /** And this many commit statuses (for a step that comments nothing but sets statuses). */
@@ -157,6 +160,8 @@ export interface NormaliseContext {
   githubUrl: string;
   /** Every server's data dir (one per replica). */
   dataDirs: string[];
+  /** More run-specific strings and their placeholders (a scenario's config dir), replaced first. */
+  replace?: Array<[string, string]>;
 }
 
 /**
@@ -165,7 +170,8 @@ export interface NormaliseContext {
  */
 export function normalise(text: string, ctx: NormaliseContext): string {
   const githubHost = ctx.githubUrl.replace(/^https?:\/\//, '');
-  const withoutDataDirs = ctx.dataDirs.reduce((t, dir) => t.split(dir).join('<data-dir>'), text);
+  const replaced = (ctx.replace ?? []).reduce((t, [from, to]) => t.split(from).join(to), text);
+  const withoutDataDirs = ctx.dataDirs.reduce((t, dir) => t.split(dir).join('<data-dir>'), replaced);
   return withoutDataDirs
     .split(ctx.serverUrl)
     .join('<atlantis-url>')
@@ -253,10 +259,10 @@ export function removeScenarioRepos(scenario: ScenarioRepos): void {
   for (const repo of scenario.repos.values()) rmSync(path.resolve(repo.bareDir, '..', '..', '..'), { recursive: true, force: true });
 }
 
-function describeAction(a: Action): string {
+function describeAction(a: Action, user = 'dev'): string {
   if (a.kind === 'open') return `opened with ${Object.keys(a.files).join(', ')} changed`;
   if (a.kind === 'close') return 'closed (not merged)';
-  return `comment "${a.body}"`;
+  return user === 'dev' ? `comment "${a.body}"` : `comment "${a.body}" by ${user}`;
 }
 
 /** Does the step's action: a PR event or a comment, sent as GitHub sends webhooks. */
@@ -296,7 +302,7 @@ async function act(step: Step, gh: GitHubStandin, scenario: ScenarioRepos, serve
     });
   } else {
     event = 'issue_comment';
-    payload = issueCommentPayload({ repo: step.repo, cloneUrl, number: step.pull, body: a.body, user: 'dev' });
+    payload = issueCommentPayload({ repo: step.repo, cloneUrl, number: step.pull, body: a.body, user: step.user ?? 'dev' });
   }
   const r = await sendWebhook(`${serverUrl}/events`, event, payload, { secret: SCENARIO_WEBHOOK_SECRET, timeoutMs: 30_000 });
   if (r.status >= 300) throw new Error(`step "${step.name}": the server answered the webhook with ${r.status}: ${r.body.slice(0, 300)}`);
@@ -304,6 +310,8 @@ async function act(step: Step, gh: GitHubStandin, scenario: ScenarioRepos, serve
 
 export interface RunOptions {
   gh: GitHubStandin;
+  /** The steps to run (default STEPS, the GitHub differential's). */
+  steps?: Step[];
   scenario: ScenarioRepos;
   /** Where the webhooks go: step i to `serverUrls[i % length]` (several replicas: round-robin). */
   serverUrls: string[];
@@ -332,7 +340,7 @@ function writes(calls: RecordedCall[]): RecordedCall[] {
 /** Runs every step against the servers at `serverUrls`; returns what each step caused. */
 export async function runScenario(o: RunOptions): Promise<StepRecord[]> {
   const out: StepRecord[] = [];
-  for (const [i, step] of STEPS.entries()) {
+  for (const [i, step] of (o.steps ?? STEPS).entries()) {
     const from = o.gh.calls.length;
     const finished = o.finishedSince?.() ?? (() => false);
     await act(step, o.gh, o.scenario, o.serverUrls[i % o.serverUrls.length] as string);
@@ -356,7 +364,7 @@ export async function runScenario(o: RunOptions): Promise<StepRecord[]> {
     }
     const rec: StepRecord = {
       name: step.name,
-      did: `${step.repo}#${step.pull}: ${describeAction(step.action)}`,
+      did: `${step.repo}#${step.pull}: ${describeAction(step.action, step.user)}`,
       events: eventsOf(since(), o.ctx),
     };
     out.push(rec);

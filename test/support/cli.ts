@@ -1,6 +1,8 @@
 // Runs the built CLI (dist/) as a real process. `make test` builds first.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, cpSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sleep } from '../../src/async.js';
 
@@ -8,6 +10,23 @@ export const CLI = fileURLToPath(new URL('../../dist/atlantis-operator.mjs', imp
 
 export function assertBuilt(): void {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run 'make build' (make test does it)`);
+}
+
+/**
+ * Copies the built CLI into `dir` (dist/ and the packages the bundle loads at run time:
+ * better-sqlite3, its one external, and what it requires), so that another user runs it where
+ * the clone itself sits under a directory only its owner may enter. Returns the CLI's path.
+ */
+export function stageCli(dir: string): string {
+  assertBuilt();
+  const root = path.dirname(path.dirname(CLI));
+  cpSync(path.join(root, 'dist'), path.join(dir, 'dist'), { recursive: true });
+  const require = createRequire(path.join(root, 'package.json'));
+  for (const pkg of ['better-sqlite3', 'bindings', 'file-uri-to-path']) {
+    const from = path.dirname(require.resolve(`${pkg}/package.json`));
+    cpSync(from, path.join(dir, 'node_modules', pkg), { recursive: true });
+  }
+  return path.join(dir, 'dist', path.basename(CLI));
 }
 
 export function runCli(

@@ -142,7 +142,9 @@ export function answerGraphql(body: unknown, orgs: StandinOrgs, comments?: Stand
   });
   const conn: Record<string, unknown> = {};
   if (/\bnodes\b/.test(q)) conn.nodes = page.map(node);
-  if (/\bedges\b/.test(q)) conn.edges = page.map((t, i) => ({ cursor: cursor(start + i), node: node(t) }));
+  // Only the fields asked for: Atlantis's client (githubv4) refuses an answer with others.
+  if (/\bedges\b/.test(q))
+    conn.edges = page.map((t, i) => ({ ...(/\bcursor\b/.test(q) ? { cursor: cursor(start + i) } : {}), node: node(t) }));
   if (/\bpageInfo\b/.test(q)) {
     conn.pageInfo = {
       hasNextPage: start + page.length < matching.length,

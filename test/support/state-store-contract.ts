@@ -254,6 +254,38 @@ export function stateStoreContract(name: string, open: () => Promise<OpenedStore
     assert.deepEqual((await s.updatePullStatus(R, 1, 'h2', [plan('dir5')])).projects, [{ ...d('dir5'), status: 'planned' }]);
   });
 
+  withStore(
+    'pull status: policy statuses kept, replaced per set on one head, carried to a new head until checked again',
+    async ({ store: s }) => {
+      const set = (name: string, passed: boolean, approver?: string) => ({
+        policySetName: name,
+        passed,
+        approvals: approver ? [{ approver, hashes: ['h'] }] : [],
+        hashes: ['h'],
+        policyItemRegex: '(?s).+',
+      });
+      await s.updatePullStatus(R, 3, 'h1', [plan('dir1')]);
+      const checked = await s.updatePullStatus(R, 3, 'h1', [
+        { ...d('dir1'), command: 'policy_check', ok: false, policyStatus: [set('a', false), set('b', true)] },
+      ]);
+      assert.deepEqual(checked.projects, [
+        { ...d('dir1'), status: 'policy_check_errored', policyStatus: [set('a', false), set('b', true)] },
+      ]);
+      const approved = await s.updatePullStatus(R, 3, 'h1', [
+        { ...d('dir1'), command: 'approve_policies', ok: true, policyStatus: [set('a', false, 'owner')] },
+      ]);
+      assert.deepEqual(approved.projects[0]?.policyStatus, [set('a', false, 'owner'), set('b', true)]);
+      assert.equal(approved.projects[0]?.status, 'policy_check_passed');
+      assert.deepEqual(await s.getPullStatus(R, 3), approved);
+      const replanned = await s.updatePullStatus(R, 3, 'h2', [plan('dir1'), plan('dir2')]);
+      assert.deepEqual(replanned.projects, [
+        { ...d('dir1'), status: 'planned', policyStatus: [set('a', false, 'owner'), set('b', true)] },
+        { ...d('dir2'), status: 'planned' },
+      ]);
+      assert.deepEqual(await s.getPullStatus(R, 3), replanned);
+    },
+  );
+
   withStore('markDiscarded: the first record of that dir and workspace; nothing without one', async ({ store: s }) => {
     await s.markDiscarded(R, 1, 'dir1', 'default');
     assert.equal(await s.getPullStatus(R, 1), undefined, 'no status is not created');

@@ -96,6 +96,10 @@ export function judgeFlag(flag: string, value: string | number | boolean): FlagV
     const what = atlantis.support === 'refused' ? 'does not support' : 'ignores';
     return { kind: 'unmapped', reason: `this server ${what} --${flag}: ${atlantis.why ?? ''}` };
   }
-  if (BY_NAME.has(flag)) return { kind: 'set' };
+  const spec = BY_NAME.get(flag);
+  // An Atlantis flag the server honours, set to the server's default: nothing to set either.
+  if (spec && atlantis && spec.default !== undefined && !Array.isArray(spec.default) && asFlagValue(flag, value) === spec.default)
+    return { kind: 'same' };
+  if (spec) return { kind: 'set' };
   return { kind: 'unmapped', reason: `--${flag} is not a flag of Atlantis v0.47 or of this server` };
 }

@@ -125,13 +125,16 @@ function mapConfig(v: Values, c: Conversion): void {
     c.notMapped('config', 'not a mapping of flags (the file --config reads)');
     return;
   }
-  c.note('config', 'this server reads no --config file: each of its flags is a variable of spec.atlantis.env instead');
+  c.note('config', 'the operator gives the server no --config file: each of its flags is a variable of spec.atlantis.env instead');
   // Atlantis: flags and env win over the file.
   const set = new Set([...setElsewhere(c), ...c.userEnv.map((e) => e.name)]);
   for (const [key, x] of Object.entries(doc)) {
     const path = `config.${key}`;
     if (key === 'webhooks') {
-      c.notMapped(path, 'Slack and HTTP webhooks (notifications) are not implemented');
+      c.notMapped(
+        path,
+        'HTTP webhooks are read from a --config file, which an AtlantisDeployment does not mount (Slack ones are not implemented)',
+      );
       continue;
     }
     if (typeof x !== 'string' && typeof x !== 'number' && typeof x !== 'boolean') {

@@ -19,9 +19,10 @@
 // - Atlantis locks `dir + workspace + project name`; this server locks `dir + workspace`. Two
 //   Atlantis locks on one dir and workspace: the same PR's become one lock; another PR's are
 //   left to the earlier lock (that PR meets the lock when it plans again).
-// - Atlantis's policy-check statuses have no twin here: passed is "planned", failed "plan_errored".
+// - A project's policy statuses (each set's result and approvals) are carried over as they are.
 import { cleanRepoDir, workspaceProblem } from '../workflow/go-compat/repo-dir.js';
 import { type BoltBucket, type BoltDatabase, bucketAt } from './bolt-file.js';
+import type { PolicySetStatus } from '../policy/policy-results.js';
 import type { ProjectPlanStatus, ProjectStatusRecord, PullStatus } from './pull-status.js';
 import type { ApplyLock, LockRecord } from './state-store.js';
 
@@ -54,10 +55,36 @@ const STATUSES: ProjectPlanStatus[] = [
   'apply_errored',
   'applied',
   'plan_discarded',
-  // ErroredPolicyCheckStatus, PassedPolicyCheckStatus
-  'plan_errored',
-  'planned',
+  'policy_check_errored',
+  'policy_check_passed',
 ];
+
+const isStrList = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string' && x.length <= 1024);
+
+/** A project's PolicyStatus list ([{PolicySetName, Passed, Approvals: [{Approver, Hashes}], Hashes, PolicyItemRegex}]). */
+function policyStatusOf(v: unknown, at: string): PolicySetStatus[] | undefined {
+  if (v === null || v === undefined) return undefined;
+  if (!Array.isArray(v)) throw new AtlantisDbError(`${at}: PolicyStatus is not a list`);
+  return v.map((s, i) => {
+    const w = `${at} PolicyStatus[${i}]`;
+    const approvals = field(s, 'Approvals');
+    const hashes = field(s, 'Hashes') ?? [];
+    if (typeof field(s, 'Passed') !== 'boolean' || !isStrList(hashes)) throw new AtlantisDbError(`${w}: not a policy set status`);
+    if (approvals !== null && approvals !== undefined && !Array.isArray(approvals))
+      throw new AtlantisDbError(`${w}: Approvals is not a list`);
+    return {
+      policySetName: str(s, ['PolicySetName'], w),
+      passed: field(s, 'Passed') as boolean,
+      hashes,
+      policyItemRegex: str(s, ['PolicyItemRegex'], w, { empty: true }),
+      approvals: (Array.isArray(approvals) ? approvals : []).map((a, j) => {
+        const ah = field(a, 'Hashes') ?? [];
+        if (!isStrList(ah)) throw new AtlantisDbError(`${w} Approvals[${j}]: Hashes is not a list of strings`);
+        return { approver: str(a, ['Approver'], `${w} Approvals[${j}]`), hashes: ah };
+      }),
+    };
+  });
+}
 
 type Obj = Record<string, unknown>;
 
@@ -151,11 +178,13 @@ function pullOf(key: Buffer, value: Buffer): ImportedPull {
     const n = field(p, 'Status');
     const status = typeof n === 'number' && Number.isInteger(n) ? STATUSES[n] : undefined;
     if (status === undefined) throw new AtlantisDbError(`${at}: Status is not one of Atlantis's plan statuses`);
+    const policyStatus = policyStatusOf(field(p, 'PolicyStatus'), at);
     projects.push({
       dir: repoDir(str(p, ['RepoRelDir'], at), at),
       workspace: workspace(str(p, ['Workspace'], at), at),
       project: str(p, ['ProjectName'], at, { empty: true }),
       status,
+      ...(policyStatus && policyStatus.length > 0 ? { policyStatus } : {}),
     });
   }
   return { repo, pull, status: { headSha, projects } };

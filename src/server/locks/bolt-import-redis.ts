@@ -11,6 +11,7 @@
 // (pull-locks and pull-status keys): one Redis, not Redis Cluster.
 import type { Redis } from 'ioredis';
 import type { AtlantisImportBatch, AtlantisImportOutcome, ImportMarker, ImportNotice } from './bolt-import-types.js';
+import type { PullStatus } from './pull-status.js';
 import type { LockKey, LockRecord } from './state-store.js';
 
 const IMPORT_LUA = `
@@ -54,17 +55,21 @@ export async function redisImportMarker(redis: Redis, prefix: string): Promise<I
   return s === null ? undefined : (JSON.parse(s) as ImportMarker);
 }
 
-/** `lockField`: the store's field of a lock in `P locks` (redis-store.ts). */
+/**
+ * `lockField`: the store's field of a lock in `P locks`; `sealStatus`: a PR status as the store
+ * keeps it, sealed with the shared state key (redis-store.ts).
+ */
 export async function redisImportAtlantis(
   redis: Redis,
   prefix: string,
   batch: AtlantisImportBatch,
   lockField: (k: LockKey) => string,
+  sealStatus: (repo: string, pull: number, status: PullStatus) => string,
 ): Promise<AtlantisImportOutcome> {
   const args: string[] = [prefix, JSON.stringify(batch.marker), String(batch.locks.length)];
   for (const l of batch.locks) args.push(lockField(l), JSON.stringify(l), rn(l.repo, l.pull), String(l.pull));
   args.push(String(batch.pulls.length));
-  for (const p of batch.pulls) args.push(rn(p.repo, p.pull), JSON.stringify(p.status));
+  for (const p of batch.pulls) args.push(rn(p.repo, p.pull), sealStatus(p.repo, p.pull, p.status));
   args.push(batch.applyLock ? JSON.stringify(batch.applyLock) : '');
   args.push(String(batch.notices.length));
   for (const n of batch.notices) args.push(rn(n.repo, n.pull), JSON.stringify(n));

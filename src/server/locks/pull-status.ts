@@ -3,9 +3,18 @@
 // (`atlantis/plan`, `atlantis/apply`) and the checks before a generic `apply` are pure
 // functions of it, with Atlantis v0.47's rules and texts. No I/O here.
 import { createHash } from 'node:crypto';
+import type { PolicySetStatus } from '../policy/policy-results.js';
 
 /** Atlantis's ProjectPlanStatus names (they appear in its error texts). */
-export type ProjectPlanStatus = 'plan_errored' | 'planned' | 'planned_no_changes' | 'apply_errored' | 'applied' | 'plan_discarded';
+export type ProjectPlanStatus =
+  | 'plan_errored'
+  | 'planned'
+  | 'planned_no_changes'
+  | 'apply_errored'
+  | 'applied'
+  | 'plan_discarded'
+  | 'policy_check_errored'
+  | 'policy_check_passed';
 
 export interface ProjectKey {
   dir: string;
@@ -16,6 +25,8 @@ export interface ProjectKey {
 
 export interface ProjectStatusRecord extends ProjectKey {
   status: ProjectPlanStatus;
+  /** Each policy set's last result and approvals (policy checks on); absent before any check. */
+  policyStatus?: PolicySetStatus[];
 }
 
 export interface PullStatus {
@@ -26,10 +37,12 @@ export interface PullStatus {
 
 /** What one project's command ended with, enough to derive its status. */
 export interface ProjectOutcome extends ProjectKey {
-  command: 'plan' | 'apply' | 'import' | 'state';
+  command: 'plan' | 'apply' | 'import' | 'state' | 'policy_check' | 'approve_policies';
   ok: boolean;
   /** plan only: the plan has no changes. */
   noChanges?: boolean;
+  /** policy_check and approve_policies: the sets' results and approvals. */
+  policyStatus?: PolicySetStatus[];
 }
 
 export const sameProject = (a: ProjectKey, b: ProjectKey): boolean =>
@@ -43,25 +56,52 @@ export function statusAfter(o: ProjectOutcome): ProjectPlanStatus {
       return o.noChanges ? 'planned_no_changes' : 'planned';
     case 'apply':
       return o.ok ? 'applied' : 'apply_errored';
+    case 'policy_check':
+    case 'approve_policies':
+      return o.ok ? 'policy_check_passed' : 'policy_check_errored';
     default:
       // import and state rm change the state: the plan is stale.
       return o.ok ? 'plan_discarded' : 'plan_errored';
   }
 }
 
+const record = (o: ProjectOutcome): ProjectStatusRecord => ({
+  dir: o.dir,
+  workspace: o.workspace,
+  project: o.project,
+  status: statusAfter(o),
+  ...(o.policyStatus && o.policyStatus.length > 0 ? { policyStatus: o.policyStatus } : {}),
+});
+
 /**
  * The status after a command's results, as Atlantis's UpdatePullWithResults: for another
  * head (or none yet) the results replace everything; for the same head they are merged,
- * so `apply -d dir1` leaves dir2's record as it was.
+ * so `apply -d dir1` leaves dir2's record as it was. Policy statuses: a fresh head keeps a
+ * project's earlier ones until its policy check writes new ones; on the same head a result
+ * replaces the sets it names and keeps the others.
  */
 export function mergePullStatus(current: PullStatus | undefined, headSha: string, outcomes: ProjectOutcome[]): PullStatus {
   const fresh = current === undefined || current.headSha !== headSha;
-  const projects = fresh ? [] : current.projects.map((p) => ({ ...p }));
+  if (fresh) {
+    const projects = outcomes.map(record);
+    for (const p of projects) {
+      const old = current?.projects.find((c) => sameProject(c, p));
+      if (old?.policyStatus && old.policyStatus.length > 0) p.policyStatus = old.policyStatus;
+    }
+    return { headSha, projects };
+  }
+  const projects = current.projects.map((p) => ({ ...p }));
   for (const o of outcomes) {
-    const status = statusAfter(o);
     const existing = projects.find((p) => sameProject(p, o));
-    if (existing) existing.status = status;
-    else projects.push({ dir: o.dir, workspace: o.workspace, project: o.project, status });
+    if (!existing) {
+      projects.push(record(o));
+      continue;
+    }
+    existing.status = statusAfter(o);
+    const incoming = o.policyStatus ?? [];
+    if (existing.policyStatus && existing.policyStatus.length > 0)
+      existing.policyStatus = existing.policyStatus.map((old) => incoming.find((n) => n.policySetName === old.policySetName) ?? old);
+    else if (incoming.length > 0) existing.policyStatus = incoming;
   }
   return { headSha, projects };
 }
@@ -82,11 +122,11 @@ export interface ProjectCounts {
 
 const count = (ps: PullStatus, s: ProjectPlanStatus): number => ps.projects.filter((p) => p.status === s).length;
 
-/** "Plan", "Apply": Atlantis's title case of a command name. */
+/** "Plan", "Apply", "Policy_check": Atlantis's title case of a command name. */
 const title = (cmd: string): string => cmd.charAt(0).toUpperCase() + cmd.slice(1);
 
 /** Atlantis's UpdateCombined description, a state without counts ("Plan in progress..."). */
-export function combinedDescription(cmd: 'plan' | 'apply', state: CombinedState): string {
+export function combinedDescription(cmd: 'plan' | 'apply' | 'policy_check', state: CombinedState): string {
   const words = state === 'pending' ? 'in progress...' : state === 'failure' ? 'failed.' : 'succeeded.';
   return `${title(cmd)} ${words}`;
 }
@@ -114,6 +154,14 @@ export function countsDescription(cmd: 'plan' | 'apply' | 'policy_check', state:
   if (state === 'failure') return `${c.errored}/${c.total} projects failed policy checks.`;
   if (state === 'pending') return `${c.success}/${c.total} projects had policies checked.`;
   return `${c.success}/${c.total} projects had policies checked successfully.`;
+}
+
+/** `atlantis/policy_check` from the PR's records: passed projects over all, failed ones named. */
+export function policyCheckCombinedStatus(ps: PullStatus): CombinedStatus {
+  const success = count(ps, 'policy_check_passed');
+  const errored = count(ps, 'policy_check_errored');
+  const state: CombinedState = errored > 0 ? 'failure' : 'success';
+  return { state, description: countsDescription('policy_check', state, { success, total: ps.projects.length, errored, noChanges: 0 }) };
 }
 
 /** `atlantis/plan` after a plan: anything but a plan error counts as planned. */
@@ -188,7 +236,8 @@ export function genericApplyProblem(status: PullStatus | undefined, plans: Proje
     for (const plan of plans) {
       const rec = status.projects.find((p) => sameProject(p, plan));
       if (!rec) return `plan file found for ${where(plan)} but no matching plan status exists; run \`atlantis plan\``;
-      if (!['planned', 'apply_errored', 'planned_no_changes'].includes(rec.status))
+      // A failed policy check still builds the apply, which its requirement then refuses (as Atlantis).
+      if (!['planned', 'apply_errored', 'planned_no_changes', 'policy_check_passed', 'policy_check_errored'].includes(rec.status))
         return `plan for ${where(plan)} has status ${q(rec.status)} and cannot be applied; run \`atlantis plan\``;
     }
   } else {
@@ -198,7 +247,7 @@ export function genericApplyProblem(status: PullStatus | undefined, plans: Proje
   }
   for (const rec of status.projects) {
     if (plans.some((p) => sameProject(p, rec))) continue;
-    if (rec.status === 'planned' || rec.status === 'apply_errored')
+    if (['planned', 'apply_errored', 'policy_check_passed', 'policy_check_errored'].includes(rec.status))
       return `plan file is missing for ${where(rec)} with status ${q(rec.status)}; run \`atlantis plan\``;
     if (rec.status === 'plan_errored')
       return `plan for ${where(rec)} errored and cannot be applied without a plan file; run \`atlantis plan\``;

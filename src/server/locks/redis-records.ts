@@ -6,8 +6,10 @@
 // - a plan: what an apply runs (its file's sha256, the head it was made from, the project);
 // - an accepted command: what a restart or a takeover runs (the work item, its PR, its user);
 // - a queued command: what runs after a drain;
-// - a job: what a restart reports as interrupted, and on which PR.
+// - a job: what a restart reports as interrupted, and on which PR;
+// - a PR's status: with policy checks, which sets passed and who approved them.
 import type { MacPart, SharedStateKey } from './shared-state-key.js';
+import type { PullStatus } from './pull-status.js';
 import type { AcceptedCommand, JobRecord, JobStart, PlanRecord, QueuedCommand } from './state-store.js';
 
 export type Opened<T> = { ok: true; value: T } | { ok: false; problem: string };
@@ -210,4 +212,27 @@ export function openJobEnd(raw: string | null): Pick<JobRecord, 'finishedAt' | '
   if (!o.ok || !isStr(o.value.finishedAt) || !isStr(o.value.result) || !isOptStr(o.value.summary)) return undefined;
   const { finishedAt, result, summary } = o.value;
   return { finishedAt, result: result as JobRecord['result'], ...(summary !== undefined ? { summary } : {}) };
+}
+
+// ---- pull statuses ----------------------------------------------------------------------
+
+const PULL_STATUS = 'pull-status/v1';
+
+/**
+ * A PR's status sealed as a whole: with policy checks it carries which policy sets passed and
+ * who approved them, which decides whether an apply may run. The code covers the PR it is kept
+ * under and the status's exact JSON.
+ */
+export function sealPullStatus(key: SharedStateKey, repo: string, pull: number, ps: PullStatus): string {
+  const json = JSON.stringify(ps);
+  return `${json.slice(0, -1)},"mac":${JSON.stringify(key.mac(PULL_STATUS, [repo, pull, json]))}}`;
+}
+
+export function openPullStatus(key: SharedStateKey, repo: string, pull: number, raw: string): Opened<PullStatus> {
+  const o = parseObject(raw);
+  if (!o.ok) return o;
+  const { mac, ...rest } = o.value;
+  if (!isStr(rest.headSha) || !Array.isArray(rest.projects)) return { ok: false, problem: MALFORMED };
+  const ps = rest as unknown as PullStatus;
+  return checked(key, PULL_STATUS, [repo, pull, JSON.stringify(ps)], mac, ps);
 }

@@ -32,8 +32,9 @@
 // Trust: Redis is storage that others may write to. The records that decide what runs (plans,
 // accepted and queued commands, jobs) are sealed with the shared state key, which Redis never
 // sees, and checked when read (redis-records.ts): a plan that fails is never applied, a journal
-// entry that fails is quarantined. Locks, PR statuses, leases and the apply lock are not
-// sealed: a writer can drop or change them (a denial of service), not make anything run.
+// entry that fails is quarantined, a PR status that fails (it holds policy approvals) is as
+// if none were kept (run plan again). Locks, leases and the apply lock are not sealed: a
+// writer can drop or change them (a denial of service), not make anything run.
 //
 // Atomicity: every change of more than one key is one Lua script (defineCommand) or one
 // MULTI/EXEC. The read-merge-write of a pull status is optimistic: read `v`, merge in JS
@@ -52,6 +53,7 @@ import { redisImportAtlantis, redisImportMarker, redisTakeImportNotices } from '
 import type { AtlantisImportBatch, AtlantisImportOutcome, ImportMarker, ImportNotice } from './bolt-import-types.js';
 import { type ProjectOutcome, type PullStatus, mergePullStatus } from './pull-status.js';
 import { RedisJournal } from './redis-journal.js';
+import { openPullStatus, sealPullStatus } from './redis-records.js';
 import { RedisPlans, byDirWs } from './redis-plans.js';
 import { SCRIPTS, type Scripts } from './redis-scripts.js';
 import { getApplyLock, setApplyLock } from './redis-apply-lock.js';
@@ -263,7 +265,20 @@ export class RedisStore implements StateStore {
   // ---- pull status ----------------------------------------------------------------
 
   async getPullStatus(repo: string, pull: number): Promise<PullStatus | undefined> {
-    return parse<PullStatus>(await this.redis.hget(`${this.p}pull-status:${this.rn(repo, pull)}`, 'json'));
+    return this.openStatus(repo, pull, await this.redis.hget(`${this.p}pull-status:${this.rn(repo, pull)}`, 'json'));
+  }
+
+  /** The kept status if its seal holds; else none (logged): a forged approval never counts. */
+  private openStatus(repo: string, pull: number, raw: string | null): PullStatus | undefined {
+    if (raw === null) return undefined;
+    const opened = openPullStatus(this.opts.sharedStateKey, repo, pull, raw);
+    if (opened.ok) return opened.value;
+    this.opts.logger?.warn('Pull request status in Redis not used: it failed its check against the shared state key', {
+      repo,
+      pull,
+      problem: opened.problem,
+    });
+    return undefined;
   }
 
   async updatePullStatus(
@@ -303,7 +318,7 @@ export class RedisStore implements StateStore {
     const key = `${this.p}pull-status:${this.rn(repo, pull)}`;
     for (let attempt = 0; attempt < 100; attempt++) {
       const [v, json] = await this.redis.hmget(key, 'v', 'json');
-      const next = change(parse<PullStatus>(json ?? null));
+      const next = change(this.openStatus(repo, pull, json ?? null));
       if (next === undefined) return undefined;
       if (await this.casStatus(repo, pull, v ?? '', next)) return next;
       // Lost a race with another writer: back off a little (jittered) so the retries spread.
@@ -314,7 +329,8 @@ export class RedisStore implements StateStore {
 
   private async casStatus(repo: string, pull: number, expected: string, next: PullStatus): Promise<boolean> {
     const key = `${this.p}pull-status:${this.rn(repo, pull)}`;
-    return (await this.scripts.atlCasStatus(key, `${this.p}version`, expected, JSON.stringify(next))) === 1;
+    const sealed = sealPullStatus(this.opts.sharedStateKey, repo, pull, next);
+    return (await this.scripts.atlCasStatus(key, `${this.p}version`, expected, sealed)) === 1;
   }
 
   // ---- drain queue, command and job journals: redis-journal.ts ----------------------
@@ -406,7 +422,7 @@ export class RedisStore implements StateStore {
 
   // ---- the Atlantis import (bolt-import-redis.ts has its keys) ----
   readonly importAtlantisState = (batch: AtlantisImportBatch): Promise<AtlantisImportOutcome> =>
-    redisImportAtlantis(this.redis, this.p, batch, lockField);
+    redisImportAtlantis(this.redis, this.p, batch, lockField, (repo, pull, st) => sealPullStatus(this.opts.sharedStateKey, repo, pull, st));
   readonly atlantisImportMarker = (): Promise<ImportMarker | undefined> => redisImportMarker(this.redis, this.p);
   readonly takeImportNotices = (): Promise<ImportNotice[]> => redisTakeImportNotices(this.redis, this.p);
 }

@@ -17,6 +17,7 @@ import { sqliteImportAtlantis, sqliteImportMarker, sqliteTakeImportNotices } fro
 import type { AtlantisImportBatch, AtlantisImportOutcome, ImportMarker, ImportNotice } from './bolt-import-types.js';
 import { planPathIn } from './plan-file.js';
 import { type ProjectOutcome, type ProjectPlanStatus, type PullStatus, mergePullStatus } from './pull-status.js';
+import type { PolicySetStatus } from '../policy/policy-results.js';
 import {
   type AcceptedCommand,
   type ApplyLock,
@@ -127,6 +128,9 @@ export class SqliteStore implements StateStore {
     );
     const cols = this.db.pragma('table_info(plans)') as { name: string }[];
     if (!cols.some((c) => c.name === 'plan_sha256')) this.db.exec('ALTER TABLE plans ADD COLUMN plan_sha256 TEXT');
+    // A data dir from before policy checks: the projects' policy statuses (JSON) get a column.
+    const projectCols = this.db.pragma('table_info(pull_projects)') as { name: string }[];
+    if (!projectCols.some((c) => c.name === 'policy')) this.db.exec('ALTER TABLE pull_projects ADD COLUMN policy TEXT');
   }
 
   /** Opens (creating if needed) the store in `dataDir`. Throws if the file is unusable. */
@@ -295,11 +299,18 @@ export class SqliteStore implements StateStore {
       | { head_sha: string }
       | undefined;
     if (!head) return undefined;
-    const rows = this.sql('SELECT dir, workspace, project, status FROM pull_projects WHERE repo = ? AND pull = ? ORDER BY seq').all(
+    const rows = this.sql('SELECT dir, workspace, project, status, policy FROM pull_projects WHERE repo = ? AND pull = ? ORDER BY seq').all(
       repo,
       pull,
-    ) as { dir: string; workspace: string; project: string; status: string }[];
-    return { headSha: head.head_sha, projects: rows.map((r) => ({ ...r, status: r.status as ProjectPlanStatus })) };
+    ) as { dir: string; workspace: string; project: string; status: string; policy: string | null }[];
+    return {
+      headSha: head.head_sha,
+      projects: rows.map(({ policy, ...r }) => ({
+        ...r,
+        status: r.status as ProjectPlanStatus,
+        ...(policy ? { policyStatus: JSON.parse(policy) as PolicySetStatus[] } : {}),
+      })),
+    };
   }
 
   /** `replace` starts from nothing, as after a plan that found no projects. One transaction. */
@@ -314,8 +325,11 @@ export class SqliteStore implements StateStore {
       const next = mergePullStatus(opts.replace ? undefined : this.pullStatusOf(repo, pull), headSha, outcomes);
       this.deletePullStatusRows(repo, pull);
       this.sql('INSERT INTO pull_status (repo, pull, head_sha) VALUES (?, ?, ?)').run(repo, pull, headSha);
-      const ins = this.sql('INSERT INTO pull_projects (repo, pull, seq, dir, workspace, project, status) VALUES (?, ?, ?, ?, ?, ?, ?)');
-      for (const [i, p] of next.projects.entries()) ins.run(repo, pull, i, p.dir, p.workspace, p.project, p.status);
+      const ins = this.sql(
+        'INSERT INTO pull_projects (repo, pull, seq, dir, workspace, project, status, policy) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      );
+      for (const [i, p] of next.projects.entries())
+        ins.run(repo, pull, i, p.dir, p.workspace, p.project, p.status, p.policyStatus ? JSON.stringify(p.policyStatus) : null);
       return next;
     });
     return run.immediate();

@@ -5,7 +5,8 @@ import { type ServerConfig, DEFAULT_WEB_PASSWORD } from '../config.js';
 import { vcsSecrets } from '../vcs/host-config.js';
 import { type Weakness, secretWeakness } from './secret-forms.js';
 
-type SecretSettings = Pick<ServerConfig, 'vcs'> & Partial<Pick<ServerConfig, 'webBasicAuth' | 'webPassword' | 'store' | 'apiSecret'>>;
+type SecretSettings = Pick<ServerConfig, 'vcs'> &
+  Partial<Pick<ServerConfig, 'webBasicAuth' | 'webPassword' | 'store' | 'apiSecret' | 'webhooks'>>;
 
 export function serverSecretValues(cfg: SecretSettings): Array<string | undefined> {
   // The code host's: its token and webhook secret, a GitHub App's key (its installation tokens are added as they are fetched).
@@ -19,6 +20,8 @@ export function serverSecretValues(cfg: SecretSettings): Array<string | undefine
     redis?.sentinel?.password,
     redis?.sharedStateKey.secretText(),
     ...host.more,
+    // --webhook-http-headers carry a notification endpoint's credentials (an Authorization header).
+    ...Object.values(cfg.webhooks?.headers ?? {}).flat(),
   ];
 }
 

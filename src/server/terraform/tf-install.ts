@@ -1,18 +1,24 @@
-// Finds or downloads the terraform binary of a version, as Atlantis v0.47 does
-// (server/core/terraform/tfclient): the --tf-binary when it is that version, `terraform<v>`
-// on PATH, `<data-dir>/bin/terraform<v>`, else a download from --tf-download-url (when
-// --tf-download is on) whose SHA256SUMS must carry a valid signature of HashiCorp's key (or
-// the --tf-download-key-file key; tf-signature.ts) and whose zip must match that SHA256SUMS
-// before anything of it is written as a binary. One download per version at a time; later
-// asks hit the cache.
+// Finds or downloads the terraform (or tofu) binary of a version, as Atlantis v0.47 does
+// (server/core/terraform/tfclient): the local binary when it is that version (--tf-binary,
+// or `tofu` on PATH), `terraform<v>` / `tofu<v>` on PATH, `<data-dir>/bin/terraform<v>` /
+// `tofu<v>`, else a download (when --tf-download is on) whose SHA256SUMS must carry a valid
+// signature and whose archive must match that SHA256SUMS before anything of it is written as a
+// binary: terraform from --tf-download-url signed by HashiCorp's key (or --tf-download-key-file's),
+// OpenTofu from --tofu-download-url signed by OpenTofu's (or --tofu-download-key-file's), as
+// hc-install and tofudl check them. One download per version at a time; later asks hit the cache.
 import { createHash } from 'node:crypto';
 import { accessSync, constants, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { inflateRawSync } from 'node:zlib';
 import type { Logger } from '../../log.js';
+import { type Distribution, binName, tofuReleaseFiles } from './distribution.js';
+import { OPENTOFU_PUBLIC_KEY } from './opentofu-key.js';
 import type { ProcessHost } from './process-host.js';
-import { checksumFor, releaseFiles, versionFromJson, versionedBinaryName } from './tf-versions.js';
+import { extractTarGzFile } from './tar-gz.js';
+import { checksumFor, releaseFiles, versionFromJson } from './tf-versions.js';
 import { HASHICORP_KEY, type TrustedKey, shortKeyId, signatureUrls, verifySumsSignature } from './tf-signature.js';
+
+export const OPENTOFU_KEY: TrustedKey = { armored: OPENTOFU_PUBLIC_KEY, owner: "OpenTofu's key" };
 
 /** Bounds on what a download may be (terraform's zip is ~30 MB, the binary ~90 MB). */
 export const MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024;
@@ -23,7 +29,9 @@ const DOWNLOAD_TIMEOUT_MS = 10 * 60_000;
 const NO_CHECKPOINT = { CHECKPOINT_DISABLE: '1' };
 
 export interface TerraformBinariesOptions {
-  /** --tf-binary: what runs when no version is asked for. */
+  /** terraform (default) or opentofu: the names, the download and the key. */
+  distribution?: Distribution;
+  /** What runs when no version is asked for: --tf-binary, or `tofu` for OpenTofu. */
   tfBinary: string;
   download: boolean;
   downloadUrl: string;
@@ -31,7 +39,7 @@ export interface TerraformBinariesOptions {
   binDir: string;
   host: ProcessHost;
   logger: Logger;
-  /** The key SHA256SUMS must be signed with; default HashiCorp's (--tf-download-key-file replaces it). */
+  /** The key SHA256SUMS must be signed with; default HashiCorp's or OpenTofu's (a key file replaces it). */
   signingKey?: TrustedKey;
   /** Searched for terraform<v>; default this process's PATH (the children's too). */
   pathEnv?: string;
@@ -47,6 +55,20 @@ export class TerraformBinaries {
 
   get binDir(): string {
     return this.o.binDir;
+  }
+
+  get distribution(): Distribution {
+    return this.o.distribution ?? 'terraform';
+  }
+
+  /** What runs when no version is asked for. */
+  get localBinary(): string {
+    return this.o.tfBinary;
+  }
+
+  /** `terraform` or `tofu`. */
+  get name(): string {
+    return binName(this.distribution);
   }
 
   /** The version of --tf-binary (asked once); undefined when it cannot tell. */
@@ -73,31 +95,35 @@ export class TerraformBinaries {
   private async find(version: string): Promise<string> {
     mkdirSync(this.o.binDir, { recursive: true, mode: 0o700 });
     if ((await this.localVersion()) === version) return this.o.tfBinary;
-    const name = versionedBinaryName(version);
+    const name = `${this.name}${version}`;
     const onPath = findOnPath(name, this.o.pathEnv ?? process.env.PATH ?? '');
     if (onPath) return onPath;
     const dest = path.join(this.o.binDir, name);
     if (existsSync(dest)) return dest;
     if (!this.o.download)
-      throw new Error(`could not find terraform version ${version} in PATH or ${this.o.binDir}, and downloads are disabled`);
-    this.o.logger.info('Downloading terraform', { version, url: this.o.downloadUrl });
+      throw new Error(`could not find ${this.name} version ${version} in PATH or ${this.o.binDir}, and downloads are disabled`);
+    this.o.logger.info(`Downloading ${this.name}`, { version, url: this.o.downloadUrl });
     try {
-      await this.download(version, dest);
+      const binary = this.distribution === 'opentofu' ? await this.downloadTofu(version) : await this.downloadTerraform(version);
+      // Written aside and renamed: a crash never leaves a half-written binary to be found.
+      const tmp = `${dest}.download-${process.pid}`;
+      writeFileSync(tmp, binary, { mode: 0o700 });
+      renameSync(tmp, dest);
     } catch (e) {
-      throw new Error(`error downloading terraform version ${version}: ${(e as Error).message}`);
+      throw new Error(`error downloading ${this.name} version ${version}: ${(e as Error).message}`);
     }
     const check = await this.o.host.spawn({ command: dest, args: ['version'], cwd: this.o.binDir, env: NO_CHECKPOINT, output: 'capture' });
     if (check.exitCode !== 0) {
       rmSync(dest, { force: true });
       throw new Error(
-        `terraform binary at ${dest} failed to execute: ${(check.stderr || check.error || `exit code ${check.exitCode}`).trim()}`,
+        `${this.name} binary at ${dest} failed to execute: ${(check.stderr || check.error || `exit code ${check.exitCode}`).trim()}`,
       );
     }
-    this.o.logger.info('Downloaded terraform', { version, path: dest });
+    this.o.logger.info(`Downloaded ${this.name}`, { version, path: dest });
     return dest;
   }
 
-  private async download(version: string, dest: string): Promise<void> {
+  private async downloadTerraform(version: string): Promise<Buffer> {
     const files = releaseFiles(this.o.downloadUrl, version, this.o.platform ?? process.platform, this.o.arch ?? process.arch);
     const sumsFile = await get(files.sumsUrl, MAX_SUMS_BYTES);
     const sumsName = `terraform_${version}_SHA256SUMS`;
@@ -109,11 +135,23 @@ export class TerraformBinaries {
     const zip = await get(files.zipUrl, MAX_DOWNLOAD_BYTES);
     const got = createHash('sha256').update(zip).digest('hex');
     if (got !== want) throw new Error(`checksum mismatch for ${files.zipName}: expected ${want}, got ${got}`);
-    const binary = extractFile(zip, 'terraform');
-    // Written aside and renamed: a crash never leaves a half-written terraform<v> to be found.
-    const tmp = `${dest}.download-${process.pid}`;
-    writeFileSync(tmp, binary, { mode: 0o700 });
-    renameSync(tmp, dest);
+    return extractFile(zip, 'terraform');
+  }
+
+  /** As tofudl: SHA256SUMS, its .gpgsig signature by OpenTofu's key, then the tarball's checksum. */
+  private async downloadTofu(version: string): Promise<Buffer> {
+    const f = tofuReleaseFiles(this.o.downloadUrl, version, this.o.platform ?? process.platform, this.o.arch ?? process.arch);
+    const sums = await get(f.sumsUrl, MAX_SUMS_BYTES);
+    const signature = await get(f.signatureUrl, MAX_SIGNATURE_BYTES).catch((e: Error) => {
+      throw e instanceof NotFound ? new Error(`no signature of ${f.sumsName} on the mirror (${f.sumsName}.gpgsig: 404)`) : e;
+    });
+    await verifySumsSignature(sums, signature, this.o.signingKey ?? OPENTOFU_KEY, f.sumsName);
+    const want = checksumFor(sums.toString('utf8'), f.archiveName);
+    if (!want) throw new Error(`${f.archiveName} is not listed in ${f.sumsName}`);
+    const archive = await get(f.archiveUrl, MAX_DOWNLOAD_BYTES);
+    const got = createHash('sha256').update(archive).digest('hex');
+    if (got !== want) throw new Error(`checksum mismatch for ${f.archiveName}: expected ${want}, got ${got}`);
+    return extractTarGzFile(archive, 'tofu', MAX_DOWNLOAD_BYTES);
   }
 }
 
@@ -145,9 +183,9 @@ async function getSignature(sumsUrl: string, sumsName: string, key: TrustedKey):
   throw new Error(`no signature of ${sumsName} on the mirror (${urls.map((u) => u.slice(u.lastIndexOf('/') + 1)).join(', ')}: 404)`);
 }
 
-class NotFound extends Error {}
+export class NotFound extends Error {}
 
-async function get(url: string, maxBytes: number): Promise<Buffer> {
+export async function get(url: string, maxBytes: number): Promise<Buffer> {
   const res = await fetch(url, { signal: AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS), redirect: 'follow' });
   if (!res.ok) {
     await res.body?.cancel();

@@ -39,29 +39,74 @@ export function separators(command?: string): Record<Closure, Separators> {
   };
 }
 
-// Code fences (3+ backticks), inline code, <details> with optional attributes, </details>.
-// `\s` spelled out as Go's RE2 has it (the text here is bytes as latin1 characters).
-const TOKEN = /(`{3,})|(`)|(<details(?:[\t\n\f\r ][^>]*)?>)|(<\/details>)/g;
-
-interface MarkdownState {
-  code: boolean;
-  inline: boolean;
-  details: number;
+// The tokens that open and close markdown: code fences (3+ backticks), inline code (one
+// backtick), <details> with optional attributes, </details>. As the regular expression
+// /(`{3,})|(`)|(<details(?:[\t\n\f\r ][^>]*)?>)|(<\/details>)/g would find them in
+// text[from:to], with `\s` spelled out as Go's RE2 has it (the text is bytes as latin1
+// characters); scanned by hand because a long plan has hundreds of thousands of them, and a
+// match object each made the split grow faster than the output.
+const BACKTICK = 96;
+const LT = 60;
+const GT = '>';
+function isSpace(c: number): boolean {
+  return c === 32 || c === 9 || c === 10 || c === 12 || c === 13;
 }
 
+/** Calls `token(end, text)` for each token of text[from:to], in order. */
+function scanTokens(text: string, from: number, to: number, token: (end: number, kind: string) => void): void {
+  let i = from;
+  while (i < to) {
+    const c = text.charCodeAt(i);
+    if (c === BACKTICK) {
+      let j = i;
+      while (j < to && text.charCodeAt(j) === BACKTICK) j++;
+      if (j - i >= 3) token(j, '```');
+      else for (let k = i + 1; k <= j; k++) token(k, '`');
+      i = j;
+      continue;
+    }
+    if (c === LT) {
+      if (i + 10 <= to && text.startsWith('</details>', i)) {
+        token(i + 10, '</details>');
+        i += 10;
+        continue;
+      }
+      if (i + 8 < to && text.startsWith('<details', i)) {
+        const next = text.charCodeAt(i + 8);
+        const close = next === 62 ? i + 8 : isSpace(next) ? text.indexOf(GT, i + 9) : -1;
+        if (close !== -1 && close < to) {
+          token(close + 1, '<details');
+          i = close + 1;
+          continue;
+        }
+      }
+    }
+    i++;
+  }
+}
+
+// What is open, packed in one small integer (bit 0: a code block, bit 1: inline code, the
+// rest: <details> depth), so that a long output's hundreds of thousands of tokens keep one
+// number each rather than an object.
+type MarkdownState = number;
+const CODE = 1;
+const INLINE = 2;
+const DETAILS = 4;
+
 function step(s: MarkdownState, token: string): MarkdownState {
-  if (token.startsWith('```')) return s.inline ? s : { ...s, code: !s.code };
-  if (token === '`') return s.code ? s : { ...s, inline: !s.inline };
-  if (s.code || s.inline) return s;
-  if (token.startsWith('<details')) return { ...s, details: s.details + 1 };
-  return { ...s, details: Math.max(0, s.details - 1) };
+  if (token.startsWith('```')) return s & INLINE ? s : s ^ CODE;
+  if (token === '`') return s & CODE ? s : s ^ INLINE;
+  if (s & (CODE | INLINE)) return s;
+  if (token.startsWith('<details')) return s + DETAILS;
+  return s >= DETAILS ? s - DETAILS : s;
 }
 
 function closureOf(s: MarkdownState): Closure {
-  if (s.details > 0 && s.code) return 'code-in-details';
-  if (s.code) return 'code';
-  if (s.details > 0) return 'details';
-  if (s.inline) return 'inline-code';
+  const details = s >= DETAILS;
+  if (details && s & CODE) return 'code-in-details';
+  if (s & CODE) return 'code';
+  if (details) return 'details';
+  if (s & INLINE) return 'inline-code';
   return 'none';
 }
 
@@ -72,11 +117,13 @@ function closureOf(s: MarkdownState): Closure {
  */
 function closureFinder(text: string): (pos: number) => Closure {
   const ends: number[] = [];
-  const states: MarkdownState[] = [{ code: false, inline: false, details: 0 }];
-  for (const m of text.matchAll(TOKEN)) {
-    ends.push((m.index ?? 0) + m[0].length);
-    states.push(step(states[states.length - 1] as MarkdownState, m[0]));
-  }
+  const states: MarkdownState[] = [0];
+  let state: MarkdownState = 0;
+  scanTokens(text, 0, text.length, (end, kind) => {
+    ends.push(end);
+    state = step(state, kind);
+    states.push(state);
+  });
   return (pos) => {
     let lo = 0;
     let hi = ends.length;
@@ -86,7 +133,9 @@ function closureFinder(text: string): (pos: number) => Closure {
       else hi = mid;
     }
     let s = states[lo] as MarkdownState;
-    for (const m of text.slice(lo > 0 ? ends[lo - 1] : 0, pos).matchAll(TOKEN)) s = step(s, m[0]);
+    scanTokens(text, lo > 0 ? (ends[lo - 1] as number) : 0, pos, (_end, kind) => {
+      s = step(s, kind);
+    });
     return closureOf(s);
   };
 }

@@ -13,6 +13,9 @@ export interface OpenHostOptions {
   metrics?: AtlantisMetrics;
   /** --max-comments-per-command (0: no limit). */
   maxCommentsPerCommand: number;
+  /** --vcs-status-name and --ignore-vcs-status-names (the mergeable bypass's checks). */
+  statusName?: string;
+  ignoreStatusNames?: readonly string[];
 }
 
 export function openVcsHost(vcs: VcsConfig, o: OpenHostOptions): VcsHost {

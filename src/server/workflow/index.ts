@@ -7,6 +7,7 @@ import type express from 'express';
 import { VERSION } from '../../version.js';
 import type { WebhookResponse } from '../http/app.js';
 import { mountApi } from '../http/api.js';
+import { ApplyWebhooks } from '../notifications/apply-webhooks.js';
 import { importAtStart, postImportNotices } from '../locks/bolt-import.js';
 import { openStateStore } from '../locks/open-store.js';
 import { openProjectLeases } from '../locks/project-lease.js';
@@ -42,13 +43,25 @@ export function workflowPlugin(server: AtlantisServer) {
   const patient = waitingStore(store, { logger: log, onReachable: (up) => server.metrics.storeUp.set(up ? 1 : 0) });
   const leases = openProjectLeases(cfg, log);
   // The code host (vcs/open-host.ts): the workflow never asks which.
-  const host = openVcsHost(cfg.vcs, { logger: log, metrics: server.metrics.atlantis, maxCommentsPerCommand: cfg.maxCommentsPerCommand });
+  const host = openVcsHost(cfg.vcs, {
+    logger: log,
+    metrics: server.metrics.atlantis,
+    maxCommentsPerCommand: cfg.maxCommentsPerCommand,
+    statusName: cfg.vcsStatusName,
+    ignoreStatusNames: cfg.ignoreVcsStatusNames,
+  });
   const copies = new WorkingCopies(cfg.dataDir, host.git.token, log, server.processHost, {
     strategy: cfg.checkoutStrategy,
     depth: cfg.checkoutDepth,
     gitUser: host.git.username,
   });
-  const projectRunner = openProjectRunner(cfg, { processHost: server.processHost, runner: server.runner, host, logger: log });
+  const projectRunner = openProjectRunner(cfg, {
+    processHost: server.processHost,
+    runner: server.runner,
+    host,
+    logger: log,
+    serverRepoConfig,
+  });
   // Replicas show each other's jobs from the store; a server alone has them all in memory.
   const jobs = new JobRegistry(store.shared ? { mirror: new JobOutputMirror(store, log) } : {});
   const jobLogPath = (id: string) => server.jobLogPath(id);
@@ -67,6 +80,7 @@ export function workflowPlugin(server: AtlantisServer) {
     atlantisUrl: cfg.atlantisUrl,
     host,
     logger: log,
+    statusName: cfg.vcsStatusName,
   });
   const runner = new CommandRunner({
     config: cfg,
@@ -81,6 +95,7 @@ export function workflowPlugin(server: AtlantisServer) {
     jobLogPath,
     serverRepoConfig,
     hooks,
+    applyWebhooks: new ApplyWebhooks(cfg.webhooks, log),
   });
   const intake = new CommandIntake({
     server,

@@ -20,6 +20,10 @@ export interface GitHubHostOptions {
   maxCommentsPerCommand?: number;
   /** Instead of a client made from the settings (tests). */
   client?: GitHubClient;
+  /** --vcs-status-name (default atlantis): its `<name>/apply` checks do not hold a bypassed apply. */
+  statusName?: string;
+  /** --ignore-vcs-status-names: the other Atlantis servers whose checks do not hold it either. */
+  ignoreStatusNames?: readonly string[];
 }
 
 /** A PullInfo (GitHub's answer) as the workflow reads a pull request. */
@@ -85,7 +89,7 @@ export function githubHost(s: GitHubSettings, o: GitHubHostOptions): VcsHost {
       // Only a blocked PR is asked again, without the atlantis/apply check (as Atlantis).
       const bypass =
         s.allowMergeableBypassApply && !pr.draft && pr.mergeableState === 'blocked'
-          ? { minusApply: mergeableMinusApply(await getMergeabilityInfo(gh, repo, pull)) }
+          ? { minusApply: mergeableMinusApply(await getMergeabilityInfo(gh, repo, pull), o.statusName, o.ignoreStatusNames) }
           : undefined;
       return mergeableStatus(pr, bypass);
     },

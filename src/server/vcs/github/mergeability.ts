@@ -39,16 +39,19 @@ export interface MergeabilityInfo {
 const PASSED_CONCLUSIONS = ['SUCCESS', 'SKIPPED', 'NEUTRAL'];
 
 /**
- * Atlantis's IsMergeableMinusApply: mergeable but for the `<status name>/apply` checks. The
+ * Atlantis's IsMergeableMinusApply: mergeable but for the `<status name>/apply` checks (and the
+ * checks of the other Atlantis servers named by --ignore-vcs-status-names). The
  * review decision must be APPROVED or empty, ruleset approvals met, and every other required
  * check passed: the check run of that name (the latest workflow run's when several), else the
  * commit status of that context.
  */
-export function mergeableMinusApply(info: MergeabilityInfo, statusName = 'atlantis'): boolean {
+export function mergeableMinusApply(info: MergeabilityInfo, statusName = 'atlantis', ignoreStatusNames: readonly string[] = []): boolean {
   if (info.reviewDecision !== '' && info.reviewDecision !== 'APPROVED') return false;
   if (info.requiredApprovals > 0 && info.approvals < info.requiredApprovals) return false;
   for (const check of info.requiredChecks) {
     if (check.startsWith(`${statusName}/apply`)) continue;
+    // --ignore-vcs-status-names: another Atlantis's statuses (`<name>/...`) do not hold this one's apply.
+    if (ignoreStatusNames.includes(check.split('/')[0] ?? '')) continue;
     if (!checkPassed(check, info)) return false;
   }
   return info.requiredWorkflows === 0;

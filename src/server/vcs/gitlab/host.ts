@@ -30,6 +30,8 @@ export interface GitLabHostOptions {
   logger: Logger;
   /** Instead of a client made from the settings (tests). */
   client?: GitLabClient;
+  /** --vcs-status-name: the server's own statuses, some of which never block (mergeability.ts). */
+  statusName?: string;
   /** Waits between looks for a pipeline or a merge's pipeline (tests). */
   sleep?: (ms: number) => Promise<void>;
 }
@@ -38,7 +40,7 @@ export function gitlabHost(s: GitLabSettings, o: GitLabHostOptions): VcsHost {
   const log = o.logger;
   const gl = o.client ?? new GitLabClient({ apiUrl: s.apiUrl, token: s.token, logger: log });
   const sleep = o.sleep ?? realSleep;
-  const statusName = 'atlantis';
+  const statusName = o.statusName ?? 'atlantis';
 
   /** The clone URL of a project GitLab names, checked as a webhook's are. */
   const cloneUrlOf = (path: string, url: string): string => {

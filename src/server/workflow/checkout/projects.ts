@@ -20,6 +20,9 @@ export function defaultsFor(server: ServerSideRepoConfig | undefined, repoId: st
     importRequirements: s.importRequirements,
     workflow: s.workflow ? workflows[s.workflow] : undefined,
     workflows,
+    allowedOverrides: s.allowedOverrides,
+    ...(s.policyCheck !== undefined ? { policyCheck: s.policyCheck } : {}),
+    ...(s.customPolicyCheck !== undefined ? { customPolicyCheck: s.customPolicyCheck } : {}),
   };
 }
 

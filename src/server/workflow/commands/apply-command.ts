@@ -16,6 +16,7 @@ import { readHostFacts, requirementRefusal } from './requirement-checks.js';
 import { checkApplyLock } from './apply-lock.js';
 import { dependencyFailure } from '../repo-config/requirements.js';
 import type { ProjectJobs } from './project-job.js';
+import { policiesPassedRefusal } from './policy-checks.js';
 
 /** Atlantis's reply to `apply` without -p/-d/-w under --disable-apply-all, word for word. */
 export const APPLY_ALL_DISABLED_COMMENT =
@@ -60,12 +61,15 @@ export async function apply(j: ProjectJobs, pull: PullContext, c: ParsedCommand)
     });
   }
   const t = target(ctx);
+  const cfg = j.d.config;
   if (work.length === 0) {
-    await j.postResults(ctx, 'apply', [], c);
-    await j.statuses.afterApply(t, []);
+    // As Atlantis: with --silence-no-projects nothing is said; the apply status is put back
+    // (or 0/0 success for a whole-PR apply) unless statuses are silenced too.
+    if (!cfg.silenceNoProjects) await j.postResults(ctx, 'apply', [], c);
+    if (!cfg.silenceNoProjects || !cfg.silenceVcsStatusNoProjects) await j.statuses.afterApply(t, []);
     return 'success';
   }
-  void j.statuses.combined(t, 'apply', 'pending');
+  if (!cfg.silenceVcsStatusNoProjects) void j.statuses.combined(t, 'apply', 'pending');
   const jobIds = new Map(work.map((w) => [w, randomUUID()] as const));
   const ran = new Map<ProjectRun, ProjectSpec>();
   const runs = await j.scheduler.ordered('apply', ctx, work, {
@@ -121,6 +125,8 @@ async function applyProjectRun(
   if (!plan) return j.error(p, noPlanFoundError(p.dir, p.workspace));
   const refused =
     (await requirementRefusal(j.requirementSources, ctx, 'apply', p.applyRequirements, p)) ??
+    // policies_passed comes after the repo's requirements, as Atlantis appends it.
+    (await policiesPassedRefusal(j, ctx, p)) ??
     dependencyFailure(p.dependsOn, j.scheduler.projectStates.get(ctx.repo, ctx.pull, ctx.headSha));
   if (refused) return j.failure(p, refused);
   if (plan.headSha !== ctx.headSha) {
@@ -158,6 +164,7 @@ async function applyProjectRun(
       ? p.workflow.apply
       : [...p.workflow.plan.filter((s) => s.kind === 'init'), ...p.workflow.apply];
     const r = await j.d.projectRunner.runSteps(steps, { ...jobCtx, planFile: plan.planPath });
+    await notifyApply(j, ctx, p, r.ok && !r.interrupted);
     if (r.interrupted) {
       // The saved plan is stale after a partial apply; the lock stays so nobody else
       // plans on top of a half-applied state.
@@ -199,4 +206,27 @@ async function refuseUnverifiedPlans(j: ProjectJobs, ctx: PullContext, plans: Pl
     `the saved plans of this pull request failed their check against the shared state key, so nothing was applied:\n${which}\n` +
       `Those records were dropped; comment \`${j.d.config.executableName} plan\` to plan again.`,
   );
+}
+
+/** The --config file's webhooks, as Atlantis sends them once a project's apply steps ran. */
+async function notifyApply(j: ProjectJobs, ctx: PullContext, p: ProjectSpec, success: boolean): Promise<void> {
+  const hooks = j.d.applyWebhooks;
+  if (!hooks?.enabled) return;
+  await hooks.send({
+    repo: ctx.repo,
+    hostname: j.d.host.hostname,
+    hostType: j.d.host.typeName,
+    pullUrl: j.d.host.pullUrl(ctx.repo, ctx.pull),
+    vcsUser: j.d.host.user,
+    pull: ctx.pull,
+    headSha: ctx.headSha,
+    headRef: ctx.headRef,
+    baseRef: ctx.baseRef,
+    author: ctx.author ?? '',
+    user: ctx.user,
+    workspace: p.workspace,
+    dir: p.dir,
+    projectName: p.name ?? '',
+    success,
+  });
 }

@@ -1,6 +1,7 @@
 // What the command runner and the command modules (plan, apply, the others, project-job.ts)
 // are built with: the server's parts they use.
 import type { Logger } from '../../../log.js';
+import type { ApplyWebhooks } from '../../notifications/apply-webhooks.js';
 import type { ServerConfig } from '../../config.js';
 import type { ProjectLeases } from '../../locks/project-lease.js';
 import type { StateStore } from '../../locks/state-store.js';
@@ -29,4 +30,6 @@ export interface CommandRunnerDeps {
   serverRepoConfig?: ServerSideRepoConfig;
   /** Server-side pre/post workflow hooks. */
   hooks?: WorkflowHooks;
+  /** The --config file's webhooks, told of every project apply (notifications/apply-webhooks.ts). */
+  applyWebhooks?: ApplyWebhooks;
 }

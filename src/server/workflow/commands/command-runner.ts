@@ -16,7 +16,8 @@ import { type RequirementSources, requirementSourcesFor } from './requirement-ch
 import { ProjectJobs } from './project-job.js';
 import { plan } from './plan-command.js';
 import { apply } from './apply-command.js';
-import { approvePolicies, cancel, simple, unlock } from './other-commands.js';
+import { cancel, simple, unlock } from './other-commands.js';
+import { approvePoliciesCommand } from './policy-checks.js';
 
 export class CommandRunner {
   private readonly requirementSources: RequirementSources;
@@ -109,7 +110,7 @@ export class CommandRunner {
       case 'state':
         return simple(this.jobs, req.ctx, c, 'state');
       case 'approve_policies':
-        return approvePolicies(this.jobs, req.ctx, c);
+        return approvePoliciesCommand(this.jobs, req.ctx, c);
     }
   }
 

@@ -49,8 +49,8 @@ const MAX_STATUS_CONTEXT = 255;
  * `atlantis/pre_workflow_hook: <description>`; over 255 characters, cut and suffixed with
  * `-` and the first 6 bytes of its SHA-256 in hex, as Atlantis keeps long contexts unique.
  */
-export function hookStatusContext(kind: HookKind, description: string): string {
-  const s = `atlantis/${kind}_workflow_hook: ${description}`;
+export function hookStatusContext(kind: HookKind, description: string, statusName = 'atlantis'): string {
+  const s = `${statusName}/${kind}_workflow_hook: ${description}`;
   const chars = [...s];
   if (chars.length <= MAX_STATUS_CONTEXT) return s;
   const suffix = `-${createHash('sha256').update(s).digest('hex').slice(0, 12)}`;
@@ -177,6 +177,8 @@ export interface WorkflowHooksDeps {
   /** The code host: its name in repos.yaml ids, the pull request's page, its commit statuses. */
   host: Pick<VcsHost, 'hostname' | 'pullUrl' | 'setStatus'>;
   logger: Logger;
+  /** --vcs-status-name; default atlantis. */
+  statusName?: string;
 }
 
 export interface HookRun {
@@ -241,7 +243,7 @@ export class WorkflowHooks {
           h.pull.headSha,
           {
             state,
-            context: hookStatusContext(h.kind, description),
+            context: hookStatusContext(h.kind, description, this.d.statusName),
             description: hookStatusDescription(state, custom),
             targetUrl: `${this.d.atlantisUrl}/jobs/${id}`,
           },

@@ -1,5 +1,6 @@
-// The commands besides plan and apply: cancel, unlock, approve_policies, and version,
-// import and state rm, which run one workflow stage in each selected project.
+// The commands besides plan and apply: cancel, unlock, and version,
+// import and state rm, which run one workflow stage in each selected project (approve_policies:
+// policy-checks.ts).
 import { randomUUID } from 'node:crypto';
 import { sameProject } from '../../locks/pull-status.js';
 import type { ParsedCommand } from '../comment-parser/index.js';
@@ -9,7 +10,7 @@ import { outcomes, summarize, targeted } from './project-runs.js';
 import { type ProjectSpec, projectForPlan } from '../checkout/projects.js';
 import type { RepoConfig } from '../repo-config/types.js';
 import { buildPlanComment } from '../comment-parser/usage.js';
-import { CANCEL_COMMENT, approvePoliciesComment } from './comment-replies.js';
+import { CANCEL_COMMENT } from './comment-replies.js';
 import { readHostFacts, requirementRefusal } from './requirement-checks.js';
 import type { ProjectJobs } from './project-job.js';
 
@@ -35,17 +36,9 @@ export async function unlock(j: ProjectJobs, ctx: PullContext): Promise<string> 
     plans.filter((pl) => locks.some((l) => l.dir === pl.dir && l.workspace === pl.workspace)),
     [],
   );
+  // As Atlantis: with --silence-no-projects, nothing to unlock means nothing to say.
+  if (locks.length === 0 && j.d.config.silenceNoProjects) return 'success';
   await j.comment(ctx, UNLOCKED_COMMENT, 'unlock');
-  return 'success';
-}
-
-/** Policy checks are off: every selected project (-p/-d/-w, or every planned one) passes. */
-export async function approvePolicies(j: ProjectJobs, ctx: PullContext, c: ParsedCommand): Promise<string> {
-  const targeted = c.dir !== undefined || c.workspace !== undefined || c.project !== undefined;
-  const projects = targeted
-    ? (await j.selection(ctx, c)).projects.map((p) => ({ dir: p.dir, workspace: p.workspace, project: p.name }))
-    : await j.d.store.listPlans(ctx.repo, ctx.pull);
-  await j.comment(ctx, approvePoliciesComment(projects), 'approve_policies');
   return 'success';
 }
 
@@ -63,6 +56,8 @@ export async function simple(j: ProjectJobs, pull: PullContext, c: ParsedCommand
       .map((pl) => projectForPlan(settings.config, pl.dir, pl.workspace, settings.defaults));
     if (projects.length === 0) return 'success';
   } else ({ projects, config } = await j.selection(ctx, c));
+  // As Atlantis: an import that finds no project says nothing under --silence-no-projects.
+  if (projects.length === 0 && cmd === 'import' && j.d.config.silenceNoProjects) return 'success';
   // As Atlantis: one project after another; only `version` follows parallel_plan.
   const parallel = cmd === 'version' && (config?.parallelPlan ?? j.d.config.parallelPlan);
   const runs = await j.scheduler.inOrder(cmd, ctx, projects, {

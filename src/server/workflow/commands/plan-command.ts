@@ -18,6 +18,7 @@ import { buildApplyComment, buildPlanComment } from '../comment-parser/usage.js'
 import { CANCELLED_PROJECT_ERROR } from '../repo-config/execution-order.js';
 import { readHostFacts, requirementRefusal } from './requirement-checks.js';
 import type { ProjectJobs } from './project-job.js';
+import { runPolicyChecks } from './policy-checks.js';
 
 /** The project's error when the fencing check fails before the plan is saved. */
 export const leaseLostError = (exe: string): string =>
@@ -38,16 +39,27 @@ export async function plan(j: ProjectJobs, pull: PullContext, c: ParsedCommand |
   const { projects, config } = await selected;
   const t = target(ctx);
   const generic = autoplan || !targeted(c);
+  const cfg = j.d.config;
   if (projects.length === 0 && generic) {
     // As Atlantis: the PR's older plans and their locks go, and the 0/0 successes are set
-    // (branch protection may require them); an autoplan says nothing more.
+    // (branch protection may require them) unless silenced; an autoplan says nothing more,
+    // nor does a comment with --silence-no-projects.
     await j.discardPlans(ctx, await j.d.store.listPlans(ctx.repo, ctx.pull));
     await j.d.store.updatePullStatus(ctx.repo, ctx.pull, ctx.headSha, [], { replace: true });
-    if (!autoplan) await j.postResults(ctx, 'plan', [], c);
-    await j.statuses.noProjects(t, autoplan);
+    if (!autoplan && !cfg.silenceNoProjects) await j.postResults(ctx, 'plan', [], c);
+    const silenced = autoplan
+      ? cfg.silenceVcsStatusNoPlans || cfg.silenceVcsStatusNoProjects
+      : cfg.silenceNoProjects && cfg.silenceVcsStatusNoProjects;
+    if (!silenced) await j.statuses.noProjects(t, autoplan || cfg.silenceNoProjects);
     return 'success';
   }
-  void j.statuses.combined(t, 'plan', 'pending');
+  if (projects.length === 0) {
+    // A -d/-p naming none of atlantis.yaml's projects under --silence-no-projects: another
+    // server's; as Atlantis, no comment, and the plan status is put back as it was.
+    if (!cfg.silenceVcsStatusNoProjects) await j.statuses.resetPlan(t);
+    return 'success';
+  }
+  if (!cfg.silenceVcsStatusNoProjects) void j.statuses.combined(t, 'plan', 'pending');
   if (generic) {
     // A plan of the whole PR replaces all its plans (as Atlantis, on every autoplan and plain
     // `plan`): older ones go, and so do the locks of the projects about to be planned.
@@ -69,8 +81,8 @@ export async function plan(j: ProjectJobs, pull: PullContext, c: ParsedCommand |
   if (!ctx.api) await j.automerger.afterPlan(ctx, config, projects, !runs.every((r) => r.status === 'success'));
   await j.postResults(ctx, 'plan', runs, c);
   await j.statuses.afterPlan(t, outcomes('plan', runs));
-  // As Atlantis: a comment's plan that went through runs the (here empty) policy checks; the API's sets no such status.
-  if (!autoplan && !ctx.api && runs.every((r) => r.status === 'success')) await j.statuses.noPolicyChecks(t);
+  // As Atlantis: a plan that went through runs the policy checks (policy-checks.ts); the API's runs none.
+  if (!ctx.api && runs.every((r) => r.status === 'success')) await runPolicyChecks(j, ctx, projects, c, autoplan);
   return summarize(runs);
 }
 

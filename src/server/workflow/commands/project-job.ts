@@ -56,6 +56,7 @@ export class ProjectJobs {
       metrics: d.metrics,
       logger: d.logger,
       atlantisUrl: d.config.atlantisUrl,
+      statusName: d.config.vcsStatusName,
     });
   }
 
@@ -108,7 +109,11 @@ export class ProjectJobs {
         unsupportedKeysComment(serverSettingsFor(this.d.serverRepoConfig, repoId).repoConfigFile ?? 'atlantis.yaml', notices),
         'config',
       ).catch(() => undefined);
-    const defaults = defaultsFor(this.d.serverRepoConfig, repoId);
+    const defaults = {
+      ...defaultsFor(this.d.serverRepoConfig, repoId),
+      silenceNoProjects: this.d.config.silenceNoProjects,
+      enableRegexpCmd: this.d.config.enableRegexpCmd,
+    };
     return { config, defaults };
   }
 
@@ -201,6 +206,8 @@ export class ProjectJobs {
           headRef: ctx.headRef,
           baseRef: ctx.baseRef,
           terraformVersion: p.terraformVersion,
+          ...(p.terraformDistribution ? { terraformDistribution: p.terraformDistribution } : {}),
+          ...(this.d.serverRepoConfig?.policies ? { policySets: this.d.serverRepoConfig.policies } : {}),
           commentArgs,
           logFile,
           onOutput: (chunk) => this.d.jobs.append(id, chunk),

@@ -20,6 +20,8 @@ export interface RequirementSources {
   host: Pick<VcsHost, 'approved' | 'mergeability'>;
   /** Whether the base branch moved on in a way that touches the project (diverged-check.ts). */
   diverged: DivergedCheck;
+  /** --vcs-status-name: how the server's own plan statuses are named (an apply may ignore other projects'). */
+  statusName?: string | undefined;
 }
 
 /** The sources of a server: the host, and the working copies for undiverged. */
@@ -28,9 +30,11 @@ export function requirementSourcesFor(d: {
   copies: WorkingCopies;
   serverRepoConfig?: ServerSideRepoConfig | undefined;
   logger: Logger;
+  config?: { vcsStatusName?: string };
 }): RequirementSources {
   return {
     host: d.host,
+    statusName: d.config?.vcsStatusName,
     diverged: divergedCheck({ copies: d.copies, serverRepoConfig: d.serverRepoConfig, hostname: d.host.hostname, logger: d.logger }),
   };
 }
@@ -74,5 +78,6 @@ export async function requirementRefusal(
   if (reqs.includes('mergeable')) f.mergeable = read ? read.mergeable : await src.host.mergeability(target.repo, target.pull);
   if (reqs.includes('undiverged')) f.diverged = await src.diverged(target, cmd, project);
   const key = { dir: project.dir, workspace: project.workspace, project: project.name ?? '' };
-  return requirementFailure(cmd, reqs, f, projectStatusContext('plan', key));
+  const statusName = src.statusName ?? 'atlantis';
+  return requirementFailure(cmd, reqs, f, { ownPlanStatus: projectStatusContext('plan', key, statusName), statusName });
 }

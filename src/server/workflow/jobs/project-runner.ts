@@ -4,8 +4,12 @@
 // interrupted cleanly at a drain deadline.
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import type { PolicySets } from '../../policy/policy-sets.js';
+import type { Distribution } from '../../terraform/distribution.js';
 import type { ProcessRunner, RunResult } from '../../terraform/runner.js';
 import type { GitCredsForInit } from '../../terraform/git-creds.js';
+import { initArgs } from '../../terraform/init-lock-file.js';
+import type { PluginCache } from '../../terraform/plugin-cache.js';
 import type { TerraformBinaries } from '../../terraform/tf-install.js';
 import { readRequiredVersions } from '../../terraform/tf-module.js';
 import { chooseTfVersion } from '../../terraform/tf-versions.js';
@@ -32,16 +36,33 @@ export interface ProjectRunContext {
   onOutput: (chunk: string) => void;
   /** `terraform_version` of the project in atlantis.yaml, as written. */
   terraformVersion?: string;
+  /** `terraform_distribution` of the project; unset: --default-tf-distribution. */
+  terraformDistribution?: Distribution;
+  /** The server's policy sets, for a policy_check step. */
+  policySets?: PolicySets;
 }
 
 /** How the project's terraform versions are found (tf-versions.ts, tf-install.ts). */
 export interface TerraformChoice {
   binaries: TerraformBinaries;
+  /** OpenTofu's binaries (a project's terraform_distribution, or --default-tf-distribution opentofu). */
+  tofu?: TerraformBinaries;
+  /** --default-tf-distribution; default terraform. */
+  defaultDistribution?: Distribution;
   /** --default-tf-version, normalised. */
   defaultVersion?: string;
   /** --write-git-creds: credentials for the modules `terraform init` fetches. */
   gitCreds?: GitCredsForInit;
+  /** --use-tf-plugin-cache: the server's provider cache. */
+  pluginCache?: PluginCache;
 }
+
+/** Runs a `policy_check` step (policy/conftest-run.ts); its output is the results' JSON, as Atlantis's step gives it. */
+export type PolicyCheckStepRunner = (
+  step: { kind: 'policy_check'; extraArgs: string[] },
+  c: ProjectRunContext,
+  env: Record<string, string>,
+) => Promise<RunResult>;
 
 /** Runs terraform <sub...> -no-color <args...> for one project (with variables for this process only). */
 type Tf = (sub: string[], args: string[], env?: Record<string, string>) => Promise<RunResult>;
@@ -50,6 +71,7 @@ type Tf = (sub: string[], args: string[], env?: Record<string, string>) => Promi
 interface Terraform {
   binary?: string;
   version?: string;
+  distribution?: Distribution;
 }
 
 export interface StepsResult {
@@ -61,6 +83,8 @@ export interface StepsResult {
   interrupted: boolean;
   /** The failed step, when not ok. */
   failedStep?: string;
+  /** Each step's output that was not empty (a policy_check step's always), in order, as Atlantis collects them. */
+  outputs: string[];
 }
 
 /** Env of `run` steps, with the names Atlantis documents for custom workflows. */
@@ -73,6 +97,11 @@ function stepEnv(c: ProjectRunContext, t: Terraform = {}, binDir?: string): Reco
     DIR: c.projectDir,
     PLANFILE: c.planFile,
     SHOWFILE: c.planFile.replace(/\.tfplan$/, '.json'),
+    // Where the policy_check step writes its results (policy-check-step.ts), as Atlantis names it.
+    POLICYCHECKFILE: path.join(
+      c.projectDir,
+      c.projectName ? `${c.projectName.replace(/\//g, '::')}-${c.workspace}-policyout.json` : `${c.workspace}-policyout.json`,
+    ),
     PROJECT_NAME: c.projectName ?? '',
     PULL_NUM: String(c.pull),
     PULL_AUTHOR: c.user,
@@ -100,6 +129,7 @@ export class ProjectRunner {
   constructor(
     private readonly runner: ProcessRunner,
     private readonly terraform?: TerraformChoice,
+    private readonly policyCheck?: PolicyCheckStepRunner,
   ) {}
 
   /**
@@ -108,15 +138,25 @@ export class ProjectRunner {
    */
   private async terraformFor(c: ProjectRunContext, needVersion: boolean): Promise<Terraform> {
     if (!this.terraform) return {};
+    const distribution = c.terraformDistribution ?? this.terraform.defaultDistribution ?? 'terraform';
+    const binaries = distribution === 'opentofu' ? this.terraform.tofu : this.terraform.binaries;
+    if (!binaries) throw new Error('OpenTofu is not set up on this server');
     const choice = chooseTfVersion({
       projectVersion: c.terraformVersion,
-      requiredVersions: c.terraformVersion === undefined ? await readRequiredVersions(c.projectDir) : [],
-      defaultVersion: this.terraform.defaultVersion,
+      requiredVersions: c.terraformVersion === undefined ? await readRequiredVersions(c.projectDir, distribution) : [],
+      // --default-tf-version names a version of the default distribution only.
+      ...(distribution === (this.terraform.defaultDistribution ?? 'terraform') && this.terraform.defaultVersion
+        ? { defaultVersion: this.terraform.defaultVersion }
+        : {}),
     });
     if (choice.kind === 'invalid') throw new Error(choice.message);
-    // Only run steps are told the version: no extra process otherwise.
-    if (choice.kind === 'binary') return needVersion ? { version: await this.terraform.binaries.localVersion() } : {};
-    return { binary: await this.terraform.binaries.binaryFor(choice.version), version: choice.version };
+    // The local binary's version is asked only when someone needs it (run steps, the plugin cache's rule).
+    if (choice.kind === 'binary') {
+      const binary = distribution === 'opentofu' ? binaries.localBinary : undefined;
+      const version = needVersion || this.terraform.pluginCache ? await binaries.localVersion() : undefined;
+      return { distribution, ...(binary ? { binary } : {}), ...(version ? { version } : {}) };
+    }
+    return { distribution, binary: await binaries.binaryFor(choice.version), version: choice.version };
   }
 
   async runSteps(steps: Step[], c: ProjectRunContext, extra?: StepExtras): Promise<StepsResult> {
@@ -135,33 +175,36 @@ export class ProjectRunner {
       mkdirSync(path.dirname(c.logFile), { recursive: true, mode: 0o700 });
       appendFileSync(c.logFile, output, { mode: 0o600 });
       c.onOutput(output);
-      return { ok: false, output, log: output, interrupted: false, failedStep: 'terraform' };
+      return { ok: false, output, log: output, interrupted: false, failedStep: 'terraform', outputs: [] };
     }
+    const outputs: string[] = [];
     const tf: Tf = (sub, args, vars) => this.tf(c, t, sub, args, vars);
     for (const step of steps) {
       if (step.kind === 'plan' || step.kind === 'apply' || (extra?.customStage && (step.kind === 'import' || step.kind === 'state_rm'))) {
         const ws = await this.selectWorkspace(tf, c);
         log += ws.output;
         if (ws.interrupted || ws.exitCode !== 0)
-          return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
+          return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace', outputs };
       }
       const r = await this.runStep(step, c, env, tf, t, extra);
-      log += r.output;
+      if (step.kind !== 'policy_check') log += r.output;
       if (step.kind === 'env') continue;
       const shown = step.kind !== 'run' || step.output !== 'hide';
-      if (shown && (step.kind !== 'run' || steps.every((s) => s.kind === 'run' || s.kind === 'env'))) last = r.output;
-      if (r.interrupted) return { ok: false, output: r.output, log, interrupted: true, failedStep: step.kind };
-      if (r.exitCode !== 0) return { ok: false, output: r.output, log, interrupted: false, failedStep: step.kind };
+      if (shown && (r.output !== '' || step.kind === 'policy_check')) outputs.push(r.output);
+      if (shown && step.kind !== 'policy_check' && (step.kind !== 'run' || steps.every((s) => s.kind === 'run' || s.kind === 'env')))
+        last = r.output;
+      if (r.interrupted) return { ok: false, output: r.output, log, interrupted: true, failedStep: step.kind, outputs };
+      if (r.exitCode !== 0) return { ok: false, output: r.output, log, interrupted: false, failedStep: step.kind, outputs };
     }
     if (extra?.version) {
       const r = await tf(['version'], []);
-      return { ok: r.exitCode === 0, output: r.output, log: log + r.output, interrupted: r.interrupted };
+      return { ok: r.exitCode === 0, output: r.output, log: log + r.output, interrupted: r.interrupted, outputs };
     }
     if ((extra?.importArgs || extra?.stateRmArgs) && !extra.customStage) {
       const ws = await this.selectWorkspace(tf, c);
       log += ws.output;
       if (ws.interrupted || ws.exitCode !== 0)
-        return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace' };
+        return { ok: false, output: ws.output, log, interrupted: ws.interrupted, failedStep: 'workspace', outputs };
       const [sub, args] = extra.importArgs
         ? [['import'], ['-input=false', ...c.commentArgs, ...extra.importArgs]]
         : [
@@ -176,9 +219,10 @@ export class ProjectRunner {
         log,
         interrupted: r.interrupted,
         failedStep: r.exitCode === 0 ? undefined : sub.join(' '),
+        outputs,
       };
     }
-    return { ok: true, output: last, log, interrupted: false };
+    return { ok: true, output: last, log, interrupted: false, outputs };
   }
 
   /** True when the project dir has been initialised (e.g. a working copy kept across a restart). */
@@ -197,10 +241,27 @@ export class ProjectRunner {
     const runEnv = () => ({ ...stepEnv(c, t, this.terraform?.binaries.binDir), ...env });
     switch (step.kind) {
       case 'init': {
-        const args = ['-input=false', ...step.extraArgs];
+        // As Atlantis: a lock file left by an earlier init (not in git) goes, and without one init upgrades.
+        const args = await initArgs(c.projectDir, step.extraArgs, (file: string) => this.gitTracked(c, file));
         const creds = this.terraform?.gitCreds;
-        return creds ? creds.during((env) => tf(['init'], args, env)) : tf(['init'], args);
+        const init = () => (creds ? creds.during((env) => tf(['init'], args, env)) : tf(['init'], args));
+        const cache = this.terraform?.pluginCache;
+        return cache ? cache.init(t.distribution ?? 'terraform', t.version, init) : init();
       }
+      case 'policy_check':
+        if (!this.policyCheck || !c.policySets)
+          return {
+            exitCode: 1,
+            signal: null,
+            durationMs: 0,
+            output: 'policy checks are not enabled on this server (--enable-policy-checks)\n',
+            interrupted: false,
+            killed: false,
+          };
+        return this.policyCheck({ kind: 'policy_check', extraArgs: step.extraArgs }, c, {
+          ...stepEnv(c, t, this.terraform?.binaries.binDir),
+          ...env,
+        });
       case 'plan':
         mkdirSync(path.dirname(c.planFile), { recursive: true });
         return tf(['plan'], ['-input=false', `-out=${c.planFile}`, ...step.extraArgs, ...c.commentArgs]);
@@ -261,11 +322,18 @@ export class ProjectRunner {
     return tf(['workspace', 'select'], ['-or-create', c.workspace]);
   }
 
+  /** Whether git tracks `file` in the project dir (`git ls-files`, as Atlantis's IsFileTracked). */
+  private async gitTracked(c: ProjectRunContext, file: string): Promise<boolean | undefined> {
+    const r = await this.runner.run({ jobId: c.jobId, command: 'git', args: ['ls-files', '--', file], cwd: c.projectDir });
+    return r.exitCode === 0 ? r.output.trim() !== '' : undefined;
+  }
+
   /** terraform <subcommand...> -no-color <args...> in the project dir. */
   private tf(c: ProjectRunContext, t: Terraform, subcommand: string[], args: string[], env?: Record<string, string>): Promise<RunResult> {
+    const cache = this.terraform?.pluginCache?.env();
     return this.runner.run({
       jobId: c.jobId,
-      ...(env ? { env } : {}),
+      ...(env || cache ? { env: { ...cache, ...env } } : {}),
       ...(t.binary ? { command: t.binary } : {}),
       args: [...subcommand, '-no-color', ...args],
       cwd: c.projectDir,

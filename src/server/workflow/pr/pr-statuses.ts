@@ -6,13 +6,16 @@ import type { Logger } from '../../../log.js';
 import {
   type CombinedState,
   type ProjectKey,
+  type ProjectCounts,
   type ProjectOutcome,
   type PullStatus,
   applyCombinedStatus,
   combinedDescription,
+  countsDescription,
   noProjectStatuses,
   planCombinedStatus,
   projectStatusContext,
+  truncateContext,
 } from '../../locks/pull-status.js';
 import type { StateStore } from '../../locks/state-store.js';
 import type { ServerMetrics } from '../../metrics.js';
@@ -32,6 +35,8 @@ export interface PrStatusDeps {
   metrics: ServerMetrics;
   logger: Logger;
   atlantisUrl: string;
+  /** --vcs-status-name: `<name>/plan`, `<name>/plan: dir/ws`; default atlantis. */
+  statusName?: string;
 }
 
 export class PrStatuses {
@@ -68,14 +73,30 @@ export class PrStatuses {
     return next;
   }
 
-  /** `atlantis/plan` or `atlantis/apply` without counts: "Plan in progress...", "Apply failed.". */
-  combined(t: StatusTarget, cmd: 'plan' | 'apply', state: CombinedState): Promise<void> {
-    return this.post(t, `atlantis/${cmd}`, state, combinedDescription(cmd, state));
+  /** A PR-wide status's context: `atlantis/plan` (--vcs-status-name's word first). */
+  context(cmd: 'plan' | 'apply' | 'policy_check'): string {
+    return truncateContext(`${this.d.statusName ?? 'atlantis'}/${cmd}`);
+  }
+
+  /** `atlantis/plan`, `atlantis/apply` or `atlantis/policy_check` without counts: "Plan in progress...", "Apply failed.". */
+  combined(t: StatusTarget, cmd: 'plan' | 'apply' | 'policy_check', state: CombinedState): Promise<void> {
+    return this.post(t, this.context(cmd), state, combinedDescription(cmd, state));
+  }
+
+  /** A PR-wide status with counts ("1/1 projects had policies checked successfully."). */
+  combinedCount(t: StatusTarget, cmd: 'plan' | 'apply' | 'policy_check', state: CombinedState, counts: ProjectCounts): Promise<void> {
+    return this.post(t, this.context(cmd), state, countsDescription(cmd, state, counts));
   }
 
   /** A project's own status; `description` defaults to Atlantis's words for the state. */
   project(t: StatusTarget, cmd: 'plan' | 'apply', p: ProjectKey, state: CombinedState, jobId: string, description?: string): Promise<void> {
-    return this.post(t, projectStatusContext(cmd, p), state, description ?? combinedDescription(cmd, state), this.jobUrl(jobId));
+    return this.post(
+      t,
+      projectStatusContext(cmd, p, this.d.statusName),
+      state,
+      description ?? combinedDescription(cmd, state),
+      this.jobUrl(jobId),
+    );
   }
 
   /**
@@ -86,10 +107,17 @@ export class PrStatuses {
   async afterPlan(t: StatusTarget, outcomes: ProjectOutcome[], opts: { replace?: boolean } = {}): Promise<PullStatus> {
     const ps = await this.d.store.updatePullStatus(t.repo, t.pull, t.headSha, outcomes, opts);
     const plan = planCombinedStatus(ps);
-    await this.post(t, 'atlantis/plan', plan.state, plan.description);
+    await this.post(t, this.context('plan'), plan.state, plan.description);
     const apply = applyCombinedStatus(ps, 'plan');
-    if (apply) await this.post(t, 'atlantis/apply', apply.state, apply.description);
+    if (apply) await this.post(t, this.context('apply'), apply.state, apply.description);
     return ps;
+  }
+
+  /** `atlantis/plan` as the PR's records say (0/0 success without any), for a command that ran nothing. */
+  async resetPlan(t: StatusTarget): Promise<void> {
+    const ps = await this.d.store.getPullStatus(t.repo, t.pull);
+    const plan = planCombinedStatus(ps ?? { headSha: t.headSha, projects: [] });
+    await this.post(t, this.context('plan'), plan.state, plan.description);
   }
 
   /** After an apply: records the results and sets `atlantis/apply` from the whole PR. */
@@ -98,7 +126,7 @@ export class PrStatuses {
       ? this.d.store.updatePullStatus(t.repo, t.pull, t.headSha, outcomes)
       : this.d.store.getPullStatus(t.repo, t.pull));
     const apply = applyCombinedStatus(ps ?? { headSha: t.headSha, projects: [] }, 'apply');
-    if (apply) await this.post(t, 'atlantis/apply', apply.state, apply.description);
+    if (apply) await this.post(t, this.context('apply'), apply.state, apply.description);
   }
 
   /**
@@ -111,12 +139,6 @@ export class PrStatuses {
     const ordered = autoplan
       ? all
       : [...all.filter((s) => s.context !== 'policy_check'), ...all.filter((s) => s.context === 'policy_check')];
-    for (const s of ordered) await this.post(t, `atlantis/${s.context}`, s.status.state, s.status.description);
-  }
-
-  /** `atlantis/policy_check` 0/0 success: no policy checks run here (Atlantis without policies). */
-  noPolicyChecks(t: StatusTarget): Promise<void> {
-    const s = noProjectStatuses().find((x) => x.context === 'policy_check');
-    return s ? this.post(t, 'atlantis/policy_check', s.status.state, s.status.description) : Promise.resolve();
+    for (const s of ordered) await this.post(t, this.context(s.context), s.status.state, s.status.description);
   }
 }

@@ -4,7 +4,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { MAX_WHEN_MODIFIED_PATTERN_LENGTH, MAX_WHEN_MODIFIED_PATTERNS, compilePatternList } from './when-modified.js';
 import { cleanedRepoDir, isValidWorkspace } from '../go-compat/repo-dir.js';
+import { linearRegExp } from '../go-compat/linear-regexp.js';
 import { shellSplit } from '../go-compat/shell-split.js';
+import { isDistribution } from '../../terraform/distribution.js';
 import { parseRepoLocking, parseRepoLocks } from './lock-policy.js';
 import { REPO_PROJECT_KEYS, REPO_TOP_KEYS, judgeKeys } from './keys.js';
 import { Problems, checkKeys, checkShapes, isObj, parseApplyRequirements, parseWorkflows, strList, readYaml } from './schema.js';
@@ -45,19 +47,26 @@ function whenModifiedOk(dir: string, wm: string[], where: string, p: Problems): 
   return !('problems' in list);
 }
 
-/** Atlantis's check of a project's `branch`: a `/regex/`. */
+/**
+ * Atlantis's check of a project's `branch`: a `/regex/`. Both it and the base branch it is
+ * matched against come from the PR's side, so it runs in linear time as in Go (linear-regexp.ts).
+ */
 function branchRegex(v: unknown, where: string, p: Problems): RegExp | undefined {
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'string' || !v.startsWith('/') || !v.endsWith('/') || v.length < 2) {
     p.add(where, "regex must begin and end with a slash '/'");
     return undefined;
   }
+  const re = linearRegExp(v.slice(1, -1));
+  if (re) return re;
+  let why = 'backreferences and lookaround are not supported';
   try {
-    return new RegExp(v.slice(1, -1));
+    new RegExp(v.slice(1, -1));
   } catch (e) {
-    p.add(where, `parsing: ${v}: ${(e as Error).message}`);
-    return undefined;
+    why = (e as Error).message;
   }
+  p.add(where, `parsing: ${v}: ${why}`);
+  return undefined;
 }
 
 /** Version 2 configs: Atlantis re-joins each run command from its shell words (quotes dropped). */
@@ -186,6 +195,12 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: RepoCo
     if (repoLocking !== undefined) proj.repoLocking = repoLocking;
     const dsb = optionalBool(rp.delete_source_branch_on_merge, `${where}.delete_source_branch_on_merge`, p);
     if (dsb !== undefined) proj.deleteSourceBranchOnMerge = dsb;
+    // A bad value was reported above, in Atlantis's words.
+    if (isDistribution(rp.terraform_distribution)) proj.terraformDistribution = rp.terraform_distribution;
+    const pc = optionalBool(rp.policy_check, `${where}.policy_check`, p);
+    if (pc !== undefined) proj.policyCheck = pc;
+    const cpc = optionalBool(rp.custom_policy_check, `${where}.custom_policy_check`, p);
+    if (cpc !== undefined) proj.customPolicyCheck = cpc;
     projects.push(proj);
   });
   // Same checks as Atlantis: unique names; same dir+workspace only when every one is named.
@@ -217,12 +232,14 @@ export function parseRepoConfig(text: string, file = ATLANTIS_YAML, opts: RepoCo
     parallelApply: optBool('parallel_apply'),
   };
   const abortOnExecutionOrderFail = optBool('abort_on_execution_order_fail') ?? false;
+  const allowedRegexpPrefixes = strList(root.allowed_regexp_prefixes, 'allowed_regexp_prefixes', p);
   if (p.list.length > 0) throw new RepoConfigError(file, p.list);
   return {
     ...(repoLocks ? { repoLocks } : {}),
     version: root.version as 2 | 3,
     ...(Object.fromEntries(Object.entries(top).filter(([, v]) => v !== undefined)) as Partial<typeof top>),
     abortOnExecutionOrderFail,
+    ...(allowedRegexpPrefixes && allowedRegexpPrefixes.length > 0 ? { allowedRegexpPrefixes } : {}),
     projects,
     workflows,
     unsupported,

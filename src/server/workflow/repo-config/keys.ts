@@ -29,7 +29,6 @@ const noEffect = (why: string): KeyRule => ({ support: { kind: 'no-effect', why 
 const notice = (why: string, sameAsHere?: KeyRule['sameAsHere']): KeyRule => ({ support: { kind: 'notice', why }, sameAsHere });
 const refused = (why: string, sameAsHere?: KeyRule['sameAsHere']): KeyRule => ({ support: { kind: 'refused', why }, sameAsHere });
 
-const isFalse = (v: unknown) => v === false || v === null;
 const isEmptyList = (v: unknown) => v === null || (Array.isArray(v) && v.length === 0);
 /** `autodiscover: {mode: auto}` with no ignore_paths is how projects are found here anyway. */
 const autodiscoverAsHere = (v: unknown) =>
@@ -39,8 +38,6 @@ const autodiscoverAsHere = (v: unknown) =>
     ((v as Obj).mode === undefined || (v as Obj).mode === null || (v as Obj).mode === 'auto') &&
     isEmptyListOrUnset((v as Obj).ignore_paths));
 const isEmptyListOrUnset = (v: unknown) => v === undefined || isEmptyList(v);
-
-const POLICY_CHECKS = 'policy checks (conftest) are not implemented';
 
 /** atlantis.yaml, top level (raw.RepoCfg). */
 export const REPO_TOP_KEYS: Readonly<Record<string, KeyRule>> = {
@@ -54,7 +51,7 @@ export const REPO_TOP_KEYS: Readonly<Record<string, KeyRule>> = {
   parallel_plan: here,
   delete_source_branch_on_merge: here,
   emoji_reaction: noEffect("Atlantis reacts with --emoji-reaction's emoji; the repo's key is not used"),
-  allowed_regexp_prefixes: notice('regular expressions in -p are not implemented', isEmptyList),
+  allowed_regexp_prefixes: here,
   abort_on_execution_order_fail: here,
   repo_locks: here,
   silence_pr_comments: notice('silencing plan/apply comments is not implemented; they are posted', isEmptyList),
@@ -67,7 +64,7 @@ export const REPO_PROJECT_KEYS: Readonly<Record<string, KeyRule>> = {
   dir: here,
   workspace: here,
   workflow: here,
-  terraform_distribution: refused('only terraform is run here (opentofu is not implemented)', (v) => v === 'terraform' || v === null),
+  terraform_distribution: here,
   terraform_version: here,
   autoplan: here,
   plan_requirements: here,
@@ -78,8 +75,8 @@ export const REPO_PROJECT_KEYS: Readonly<Record<string, KeyRule>> = {
   repo_locking: here,
   repo_locks: here,
   execution_order_group: here,
-  policy_check: refused(POLICY_CHECKS, isFalse),
-  custom_policy_check: refused(POLICY_CHECKS, isFalse),
+  policy_check: here,
+  custom_policy_check: here,
   silence_pr_comments: notice('silencing plan/apply comments is not implemented; they are posted', isEmptyList),
 };
 
@@ -87,7 +84,7 @@ export const REPO_PROJECT_KEYS: Readonly<Record<string, KeyRule>> = {
 export const WORKFLOW_KEYS: Readonly<Record<string, KeyRule>> = {
   plan: here,
   apply: here,
-  policy_check: noEffect(`policy checks never run here (${POLICY_CHECKS}), so this stage is never used`),
+  policy_check: here,
   import: here,
   state_rm: here,
 };
@@ -96,7 +93,7 @@ export const WORKFLOW_KEYS: Readonly<Record<string, KeyRule>> = {
 export const SERVER_TOP_KEYS: Readonly<Record<string, KeyRule>> = {
   repos: here,
   workflows: here,
-  policies: refused(POLICY_CHECKS),
+  policies: here,
   metrics: refused('metrics go to /metrics only (statsd and other endpoints are not implemented)', (v) => metricsAsHere(v)),
   team_authz: refused('an external team authorization command is not implemented (use --gh-team-allowlist)'),
   external_stores: refused('plans are kept in --data-dir (external plan stores are not implemented)', (v) => planStoreAsHere(v)),
@@ -119,8 +116,8 @@ export const SERVER_REPO_KEYS: Readonly<Record<string, KeyRule>> = {
   delete_source_branch_on_merge: here,
   repo_locking: here,
   repo_locks: here,
-  policy_check: refused(POLICY_CHECKS, isFalse),
-  custom_policy_check: refused(POLICY_CHECKS, isFalse),
+  policy_check: here,
+  custom_policy_check: here,
   autodiscover: refused('autodiscover modes other than auto (and ignore_paths) are not implemented', autodiscoverAsHere),
   silence_pr_comments: refused('silencing plan/apply comments is not implemented', isEmptyList),
 };

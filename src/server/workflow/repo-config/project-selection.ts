@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { goClean } from '../go-compat/go-paths.js';
 import { globMatch, isDirGlob } from '../go-compat/dir-glob.js';
+import { linearRegExp } from '../go-compat/linear-regexp.js';
 import { cleanedRepoDir } from '../go-compat/repo-dir.js';
 import { type CompiledPatternList, MatchBudget, changedPath, compilePatternList, listMatches } from './when-modified.js';
 import {
@@ -42,6 +43,16 @@ function specFromConfig(
   };
   if (p.name) spec.name = p.name;
   if (p.terraformVersion) spec.terraformVersion = p.terraformVersion;
+  if (p.terraformDistribution) spec.terraformDistribution = p.terraformDistribution;
+  // As Atlantis's MergeProjectCfg: the project's policy_check counts where it may override it.
+  const policyCheck =
+    p.policyCheck !== undefined && defaults?.allowedOverrides?.includes('policy_check') ? p.policyCheck : defaults?.policyCheck;
+  if (policyCheck !== undefined) spec.policyCheck = policyCheck;
+  const custom =
+    p.customPolicyCheck !== undefined && defaults?.allowedOverrides?.includes('custom_policy_check')
+      ? p.customPolicyCheck
+      : defaults?.customPolicyCheck;
+  if (custom !== undefined) spec.customPolicyCheck = custom;
   return spec;
 }
 
@@ -53,6 +64,15 @@ export interface DefaultsFromServer {
   workflow?: Workflow;
   /** Server-side workflows a project's `workflow:` may name. */
   workflows?: Record<string, Workflow>;
+  /** The repo's policy_check and custom_policy_check (server side); unset: on, and off. */
+  policyCheck?: boolean;
+  customPolicyCheck?: boolean;
+  /** allowed_overrides: which of a project's keys count. */
+  allowedOverrides?: string[];
+  /** --silence-no-projects: a -d/-p that names none of atlantis.yaml's projects selects nothing (no error, no default project). */
+  silenceNoProjects?: boolean;
+  /** --enable-regexp-cmd: -p is a regular expression matched against whole project names. */
+  enableRegexpCmd?: boolean;
 }
 
 function defaultSpec(dir: string, workspace: string, d?: DefaultsFromServer): ProjectSpec {
@@ -67,6 +87,8 @@ function defaultSpec(dir: string, workspace: string, d?: DefaultsFromServer): Pr
     dependsOn: [],
     autoplanEnabled: true,
     configured: false,
+    ...(d?.policyCheck !== undefined ? { policyCheck: d.policyCheck } : {}),
+    ...(d?.customPolicyCheck !== undefined ? { customPolicyCheck: d.customPolicyCheck } : {}),
   };
 }
 
@@ -150,9 +172,15 @@ export function resolveCommentTarget(
   if (target.project !== undefined) {
     if (!config)
       return { kind: 'error', message: 'cannot specify a project name unless an atlantis.yaml file exists to configure projects' };
-    const p = config.projects.find((x) => x.name === target.project);
-    if (!p) return { kind: 'error', message: `no project with name '${target.project}' is defined in '${ATLANTIS_YAML}'` };
-    return { kind: 'projects', projects: [specFromConfig(config, p, defaults, defaults?.workflows)] };
+    const found = defaults?.enableRegexpCmd
+      ? projectsByRegex(config, target.project)
+      : config.projects.filter((x) => x.name === target.project).slice(0, 1);
+    if (found.length === 0) {
+      // As Atlantis: another server's project, silently.
+      if (defaults?.silenceNoProjects && config.projects.length > 0) return { kind: 'projects', projects: [] };
+      return { kind: 'error', message: `no project with name '${target.project}' is defined in '${ATLANTIS_YAML}'` };
+    }
+    return { kind: 'projects', projects: found.map((p) => specFromConfig(config, p, defaults, defaults?.workflows)) };
   }
   if (target.dir === undefined && target.workspace === undefined) return { kind: 'all' };
   if (target.dir !== undefined && isDirGlob(target.dir))
@@ -171,8 +199,25 @@ export function resolveCommentTarget(
     }
     if (matches.length === 1)
       return { kind: 'projects', projects: [specFromConfig(config, matches[0] as ProjectConfig, defaults, defaults?.workflows)] };
+    // As Atlantis: with --silence-no-projects, a dir that is none of atlantis.yaml's projects is another server's.
+    if (defaults?.silenceNoProjects && config.projects.length > 0) return { kind: 'projects', projects: [] };
   }
   return { kind: 'projects', projects: [defaultSpec(dir, workspace, defaults)] };
+}
+
+/**
+ * Atlantis's FindProjectsByName: the named projects that `^<pattern>$` matches (as Go reads it:
+ * `^a|b$` is `^a` or `b$`), in linear time (PR input, go-compat/linear-regexp.ts); a match of
+ * several is allowed only when the expression starts with one of allowed_regexp_prefixes (when
+ * set). A regex that does not compile matches nothing.
+ */
+export function projectsByRegex(config: RepoConfig, pattern: string): ProjectConfig[] {
+  const re = linearRegExp(`^${pattern}$`);
+  if (!re) return [];
+  const found = config.projects.filter((p) => p.name !== undefined && re.test(p.name));
+  const prefixes = config.allowedRegexpPrefixes ?? [];
+  if (found.length > 1 && prefixes.length > 0 && !prefixes.some((x) => pattern.startsWith(x))) return [];
+  return found;
 }
 
 /**
@@ -185,5 +230,6 @@ function globTarget(config: RepoConfig | undefined, pattern: string, workspace: 
   if (config && matches.length > 0) {
     return { kind: 'projects', projects: matches.map((p) => specFromConfig(config, p, defaults, defaults?.workflows)) };
   }
+  if (defaults?.silenceNoProjects && config && config.projects.length > 0) return { kind: 'projects', projects: [] };
   return { kind: 'projects', projects: [defaultSpec(pattern, workspace, defaults)] };
 }

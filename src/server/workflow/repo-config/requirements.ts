@@ -37,13 +37,14 @@ export function mergeableIgnoringOtherProjectPlans(
 
 /**
  * Atlantis's refusal for the first unmet requirement, in the order the project lists them.
- * `ownPlanStatus`: the project's plan status context (an apply may ignore other projects' plan statuses).
+ * `own`: the project's plan status context and the server's status name (an apply may ignore
+ * other projects' plan statuses).
  */
 export function requirementFailure(
   cmd: RequirementCommand,
   reqs: readonly ApplyRequirement[],
   f: RequirementFacts,
-  ownPlanStatus?: string,
+  own?: { ownPlanStatus: string; statusName: string },
 ): string | undefined {
   for (const r of reqs) {
     if (r === 'approved' && f.approved !== true)
@@ -51,7 +52,7 @@ export function requirementFailure(
     if (
       r === 'mergeable' &&
       f.mergeable?.mergeable !== true &&
-      !(cmd === 'apply' && ownPlanStatus !== undefined && mergeableIgnoringOtherProjectPlans(f.mergeable, ownPlanStatus))
+      !(cmd === 'apply' && own !== undefined && mergeableIgnoringOtherProjectPlans(f.mergeable, own.ownPlanStatus, own.statusName))
     ) {
       const reason = f.mergeable?.reason;
       return `Pull request must be mergeable before running ${cmd}${reason ? ` (${reason})` : ''}.`;

@@ -88,7 +88,6 @@ function parseShell(body: Obj, name: string, where: string, p: Problems): { shel
 function parseStep(v: unknown, where: string, p: Problems, found: UnsupportedKey[]): Step | undefined {
   if (typeof v === 'string') {
     if (BUILTIN_STEPS.includes(v)) return { kind: v as BuiltinStepName, extraArgs: [] };
-    if (v === 'policy_check') return policyCheckStep(where, found);
     if (v === 'run' || v === 'env' || v === 'multienv') p.add(where, `step ${JSON.stringify(v)} needs a value`);
     else p.add(where, `${JSON.stringify(v)} is not a valid step type, maybe you omitted the 'run' key`);
     return undefined;
@@ -98,7 +97,7 @@ function parseStep(v: unknown, where: string, p: Problems, found: UnsupportedKey
     return undefined;
   }
   const [name, body] = Object.entries(v)[0] as [string, unknown];
-  if (BUILTIN_STEPS.includes(name) || name === 'policy_check') {
+  if (BUILTIN_STEPS.includes(name)) {
     if (body !== null && body !== undefined && !isObj(body)) {
       p.add(`${where}.${name}`, 'must be a map with extra_args');
       return undefined;
@@ -106,7 +105,6 @@ function parseStep(v: unknown, where: string, p: Problems, found: UnsupportedKey
     const b = (body ?? {}) as Obj;
     for (const k of Object.keys(b)) if (k !== 'extra_args') p.add(`${where}.${name}`, `unknown key ${JSON.stringify(k)}`);
     const extraArgs = strList(b.extra_args, `${where}.${name}.extra_args`, p) ?? [];
-    if (name === 'policy_check') return policyCheckStep(where, found);
     return { kind: name as BuiltinStepName, extraArgs };
   }
   const wh = `${where}.${name}`;
@@ -155,12 +153,6 @@ function parseStep(v: unknown, where: string, p: Problems, found: UnsupportedKey
   return undefined;
 }
 
-/** A policy_check step: refused, the check it asks for would not run. */
-function policyCheckStep(where: string, found: UnsupportedKey[]): undefined {
-  found.push({ key: where, kind: 'refused', why: 'policy_check steps are not implemented (policy checks never run here)' });
-  return undefined;
-}
-
 function parseStage(v: unknown, where: string, p: Problems, fallback: Step[], found: UnsupportedKey[]): Step[] {
   if (v === undefined || v === null) return fallback;
   if (!isObj(v)) {
@@ -181,10 +173,7 @@ function parseStage(v: unknown, where: string, p: Problems, fallback: Step[], fo
   return steps;
 }
 
-/**
- * The workflows of either file. Unsupported keys and steps are added to `found`; the
- * policy_check stage, which never runs here, is checked but not kept.
- */
+/** The workflows of either file. Unsupported keys and steps are added to `found`. */
 export function parseWorkflows(v: unknown, where: string, p: Problems, found: UnsupportedKey[]): Record<string, Workflow> {
   const out: Record<string, Workflow> = {};
   if (v === undefined || v === null) return out;
@@ -203,8 +192,6 @@ export function parseWorkflows(v: unknown, where: string, p: Problems, found: Un
       continue;
     }
     found.push(...judgeKeys(w, WORKFLOW_KEYS, wh, p));
-    // policy_check stages are never used here; their policy_check steps are not refused.
-    parseStage(w.policy_check, `${wh}.policy_check`, p, [], []);
     const wf: Workflow = {
       name,
       plan: parseStage(w.plan, `${wh}.plan`, p, DEFAULT_WORKFLOW.plan, found),
@@ -213,6 +200,8 @@ export function parseWorkflows(v: unknown, where: string, p: Problems, found: Un
     // An empty `import:` keeps Atlantis's default stage, as a null stage does there.
     if (w.import !== undefined && w.import !== null) wf.import = parseStage(w.import, `${wh}.import`, p, [], found);
     if (w.state_rm !== undefined && w.state_rm !== null) wf.stateRm = parseStage(w.state_rm, `${wh}.state_rm`, p, [], found);
+    if (w.policy_check !== undefined && w.policy_check !== null)
+      wf.policyCheck = parseStage(w.policy_check, `${wh}.policy_check`, p, [], found);
     out[name] = wf;
   }
   return out;

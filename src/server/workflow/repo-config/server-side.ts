@@ -1,6 +1,8 @@
 // The server-side repo config (--repo-config, --repo-config-json; Atlantis's "server side
 // repo config", repos.yaml): per-repo rules the operator sets, and the settings that apply
 // to one repo. Trusted input, still validated so a typo fails at start.
+import path from 'node:path';
+import { type PolicySets, parsePolicySets } from '../../policy/policy-sets.js';
 import { type LockSettings, parseRepoLocking, parseRepoLocks } from './lock-policy.js';
 import { SERVER_REPO_KEYS, SERVER_TOP_KEYS, judgeKeys } from './keys.js';
 import { Problems, checkShapes, isObj, parseApplyRequirements, parseWorkflows, strList, readYaml } from './schema.js';
@@ -26,6 +28,10 @@ export interface ServerRepoRule extends LockSettings {
   setKeys: string[];
   preWorkflowHooks: WorkflowHook[];
   postWorkflowHooks: WorkflowHook[];
+  /** Whether projects of the repo have their policies checked (with --enable-policy-checks). */
+  policyCheck?: boolean;
+  /** The policy_check stage's run steps report per policy set instead of conftest (Atlantis's custom_policy_check). */
+  customPolicyCheck?: boolean;
 }
 
 const HOOK_KEYS = ['run', 'description', 'shell', 'shellArgs', 'commands'] as const;
@@ -89,6 +95,8 @@ function checkBranch(v: unknown, where: string, p: Problems): string | undefined
 export interface ServerSideRepoConfig {
   repos: ServerRepoRule[];
   workflows: Record<string, Workflow>;
+  /** The `policies:` block (policy/policy-sets.ts). */
+  policies?: PolicySets;
 }
 
 /** The keys a repo's atlantis.yaml may be allowed to set (Atlantis's list and text). */
@@ -124,7 +132,11 @@ function repoConfigFileProblem(f: string): string | undefined {
  * unknown keys, bad values, and keys set to what this server does not implement (keys.ts),
  * so the server does not start without them.
  */
-export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): ServerSideRepoConfig {
+export function parseServerSideRepoConfig(
+  text: string,
+  file = 'repos.yaml',
+  configDir = path.dirname(path.resolve(file)),
+): ServerSideRepoConfig {
   const p = new Problems();
   const root: unknown = readYaml(text, file) ?? {};
   if (!isObj(root)) throw new RepoConfigError(file, ['must be a YAML map']);
@@ -191,6 +203,15 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
         if (!defined(r.workflow)) p.add(`${where}.workflow`, `workflow ${JSON.stringify(r.workflow)} is not defined`);
       }
     }
+    for (const [key, field] of [
+      ['policy_check', 'policyCheck'],
+      ['custom_policy_check', 'customPolicyCheck'],
+    ] as const) {
+      const v = r[key];
+      if (v === undefined || v === null) continue;
+      if (typeof v !== 'boolean') p.add(`${where}.${key}`, 'must be true or false');
+      else rule[field] = v;
+    }
     const allowed = strList(r.allowed_workflows, `${where}.allowed_workflows`, p);
     if (allowed) {
       rule.allowedWorkflows = allowed;
@@ -198,9 +219,11 @@ export function parseServerSideRepoConfig(text: string, file = 'repos.yaml'): Se
     }
     repos.push(rule);
   });
+  const policies = parsePolicySets(root.policies, configDir);
+  for (const x of policies.problems) p.add(x.where, x.problem);
   for (const u of unsupported) p.add(u.key, `is not supported by this server: ${u.why}`);
   if (p.list.length > 0) throw new RepoConfigError(file, p.list);
-  return { repos, workflows };
+  return { repos, workflows, ...(policies.sets ? { policies: policies.sets } : {}) };
 }
 
 /** Atlantis's IDMatches: an exact id, or an unanchored `/regex/`. */
@@ -242,6 +265,8 @@ export interface ServerSettings {
   allowedWorkflows?: string[];
   /** The repo config file's name (default atlantis.yaml). */
   repoConfigFile?: string;
+  policyCheck?: boolean;
+  customPolicyCheck?: boolean;
 }
 
 /**
@@ -266,6 +291,8 @@ export function serverSettingsFor(server: ServerSideRepoConfig | undefined, repo
     if (r.setKeys.includes('allowed_overrides')) out.allowedOverrides = r.allowedOverrides;
     if (r.setKeys.includes('allow_custom_workflows')) out.allowCustomWorkflows = r.allowCustomWorkflows;
     if (r.allowedWorkflows) out.allowedWorkflows = r.allowedWorkflows;
+    if (r.policyCheck !== undefined) out.policyCheck = r.policyCheck;
+    if (r.customPolicyCheck !== undefined) out.customPolicyCheck = r.customPolicyCheck;
   }
   const file = lastMatching(server, repoId)?.repoConfigFile;
   if (file) out.repoConfigFile = file;

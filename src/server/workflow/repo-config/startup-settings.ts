@@ -20,7 +20,8 @@ export function serverRepoConfigOf(cfg: Pick<ServerConfig, 'repoConfigJson' | 'r
   if (cfg.repoConfigJson) {
     // JSON is YAML, so the same parser and checks apply.
     try {
-      return parseServerSideRepoConfig(cfg.repoConfigJson, '--repo-config-json');
+      // Policy set paths of a JSON config start from (and stay in) the working dir.
+      return parseServerSideRepoConfig(cfg.repoConfigJson, '--repo-config-json', process.cwd());
     } catch (e) {
       throw new UsageError(`invalid --repo-config-json: ${e instanceof RepoConfigError ? e.message : (e as Error).message}`);
     }

@@ -1,5 +1,6 @@
 // The types both repo config files share (atlantis.yaml and the server-side repos.yaml) and
 // what project selection hands to the runner, with Atlantis's defaults.
+import type { Distribution } from '../../terraform/distribution.js';
 import type { UnsupportedKey } from './keys.js';
 
 /** When a project's lock is taken (`repo_locks: {mode: ...}`; lock-policy.ts decides). */
@@ -29,8 +30,8 @@ export const DEFAULT_AUTOPLAN_FILES: readonly string[] = [
 export type ApplyRequirement = 'approved' | 'mergeable' | 'undiverged';
 export const APPLY_REQUIREMENTS: readonly string[] = ['approved', 'mergeable', 'undiverged'];
 
-export type BuiltinStepName = 'init' | 'plan' | 'apply' | 'show' | 'version' | 'import' | 'state_rm';
-export const BUILTIN_STEPS: readonly string[] = ['init', 'plan', 'apply', 'show', 'version', 'import', 'state_rm'];
+export type BuiltinStepName = 'init' | 'plan' | 'apply' | 'show' | 'version' | 'import' | 'state_rm' | 'policy_check';
+export const BUILTIN_STEPS: readonly string[] = ['init', 'plan', 'apply', 'show', 'version', 'import', 'state_rm', 'policy_check'];
 
 export type Step =
   | { kind: BuiltinStepName; extraArgs: string[] }
@@ -45,7 +46,15 @@ export interface Workflow {
   import?: Step[];
   /** A custom `state_rm` stage; unset: Atlantis's default (init, then state rm). */
   stateRm?: Step[];
+  /** A custom `policy_check` stage; unset: Atlantis's default (show, then policy_check). */
+  policyCheck?: Step[];
 }
+
+/** Atlantis's default policy_check stage. */
+export const DEFAULT_POLICY_CHECK_STAGE: readonly Step[] = [
+  { kind: 'show', extraArgs: [] },
+  { kind: 'policy_check', extraArgs: [] },
+];
 
 export const DEFAULT_WORKFLOW: Workflow = {
   name: 'default',
@@ -66,6 +75,12 @@ export interface ProjectConfig {
   importRequirements?: ApplyRequirement[];
   workflow?: string;
   terraformVersion?: string;
+  /** `terraform_distribution`: terraform or opentofu; unset: --default-tf-distribution. */
+  terraformDistribution?: Distribution;
+  /** `policy_check` (effective only where allowed_overrides lists policy_check, as Atlantis). */
+  policyCheck?: boolean;
+  /** `custom_policy_check` (needs allowed_overrides: [custom_policy_check]). */
+  customPolicyCheck?: boolean;
   /** `repo_locks.mode` of the project (effective only where allowed_overrides lists repo_locks). */
   repoLocks?: RepoLocksMode;
   /** Deprecated `repo_locking` (effective only where allowed_overrides lists repo_locking). */
@@ -93,6 +108,8 @@ export interface RepoConfig {
   workflows: Record<string, Workflow>;
   /** Top-level `repo_locks.mode`. */
   repoLocks?: RepoLocksMode;
+  /** allowed_regexp_prefixes: with --enable-regexp-cmd, a -p regex matching several projects must start with one. */
+  allowedRegexpPrefixes?: string[];
   /** Keys set to what this server does not implement (keys.ts). */
   unsupported: UnsupportedKey[];
 }
@@ -112,6 +129,12 @@ export interface ProjectSpec {
   /** True when it comes from atlantis.yaml, false for a default (config-less) project. */
   configured: boolean;
   terraformVersion?: string;
+  /** Unset: --default-tf-distribution. */
+  terraformDistribution?: Distribution;
+  /** The project's policy_check setting (server side, or the project's where overridable); unset: on. */
+  policyCheck?: boolean;
+  /** custom_policy_check: the policy_check stage's run steps report per policy set instead of conftest. */
+  customPolicyCheck?: boolean;
 }
 
 /**
