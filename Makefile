@@ -35,8 +35,8 @@ format: deps ## format the tree and apply Biome's safe fixes
 test: lint build k8s-bins helm-bin redis-bin chromium-bin ## the style gate, then every test (node:test through tsx)
 	node --import tsx dev/with-cluster.ts -- node --import tsx --test $(NODE_TEST_FLAGS) $(TESTS)
 
-bench: build k8s-bins redis-bin ## run benchmarks and print figures
-	node --import tsx dev/with-cluster.ts -- node --import tsx bench/run.ts
+bench: build k8s-bins redis-bin provider-bin ## run benchmarks and print figures (BENCH="monorepo soak" runs those only)
+	node --import tsx dev/with-cluster.ts -- node --import tsx bench/run.ts $(BENCH)
 
 run: build k8s-bins redis-bin ## the local demo: a rolling upgrade that never kills terraform (Ctrl-C stops it)
 	node --import tsx dev/demo.ts

@@ -14,6 +14,9 @@ const benches: Array<[string, () => Promise<{ ok: boolean }>]> = [
   ['plugin-cache', async () => (await import('./plugin-cache-policy.js')).benchPluginCache()],
   ['policy-check', async () => (await import('./plugin-cache-policy.js')).benchPolicyCheck()],
   ['comment-split', async () => (await import('./comment-split.js')).benchCommentSplit()],
+  ['single-project', async () => (await import('./single-project.js')).benchSingleProject()],
+  ['soak', async () => (await import('./soak.js')).benchSoak()],
+  ['monorepo', async () => (await import('./monorepo.js')).benchMonorepo()],
 ];
 
 const only = process.argv.slice(2);

@@ -203,6 +203,44 @@ describe('checkout strategies with real git', { timeout: 120_000 }, () => {
     host.close();
   });
 
+  it("checks a working copy once per revision: again after a new head, a merge again, the PR's copies removed", async () => {
+    const repo = await createTestRepo({ fullName: 'acme/verify' });
+    const headSha = await repo.createBranch('feature', { 'app1/extra.tf': '# pr\n' });
+    const { host } = recordingHost();
+    const copies = new WorkingCopies(path.join(dataRoot, 'v'), () => '', nullLogger(), host, { strategy: 'merge', depth: 0 });
+    const r = req({ repo: repo.fullName, cloneUrl: repo.cloneUrl, baseCloneUrl: repo.cloneUrl, headSha });
+    const checked: string[] = [];
+    const check = async (dir: string): Promise<void> => {
+      checked.push(git(dir, 'rev-parse', 'HEAD'));
+    };
+    const wc = await copies.checkout(r);
+    for (let i = 0; i < 3; i++) await copies.verifyOnce(await copies.checkout(r), check);
+    assert.equal(checked.length, 1, 'an unchanged copy: checked once');
+    // A check that fails is run again next time: a refused copy never counts as checked.
+    const fresh = await copies.checkout({ ...r, workspace: 'other' });
+    await assert.rejects(
+      copies.verifyOnce(fresh, () => Promise.reject(new Error('escaping link'))),
+      /escaping link/,
+    );
+    await assert.rejects(
+      copies.verifyOnce(fresh, () => Promise.reject(new Error('escaping link'))),
+      /escaping link/,
+    );
+    const newHead = await repo.commit('feature', { 'app1/extra.tf': '# pr 2\n' });
+    await copies.verifyOnce(await copies.checkout({ ...r, headSha: newHead }), check);
+    assert.equal(checked.length, 2, 'a new head: cloned again, checked again');
+    await repo.commit('main', { 'later.txt': 'later\n' });
+    assert.equal(await copies.mergeAgain({ ...r, headSha: newHead }), true);
+    await copies.verifyOnce(wc, check);
+    assert.equal(checked.length, 3, 'merged again: checked again');
+    assert.equal(checked[2], git(wc, 'rev-parse', 'HEAD'));
+    copies.remove(r.repo, r.pull);
+    await copies.verifyOnce(await copies.checkout({ ...r, headSha: newHead }), check);
+    await copies.verifyOnce(wc, check);
+    assert.equal(checked.length, 4, 'removed and cloned again: checked again, once');
+    host.close();
+  });
+
   it("merge: a conflict fails the checkout with git's message", async () => {
     const repo = await createTestRepo({ fullName: 'acme/conflict' });
     const headSha = await repo.createBranch('feature', { 'README.md': 'pr\n' });

@@ -111,6 +111,29 @@ export class WorkingCopies {
     this.gitUser = options?.gitUser ?? 'x-access-token';
   }
 
+  /** Each working copy's revision: a new number whenever git rewrites it (a clone, a merge again). */
+  private readonly revisions = new Map<string, number>();
+  private lastRevision = 0;
+  /** The revision at which each working copy passed `verifyOnce`'s check. */
+  private readonly verified = new Map<string, number>();
+
+  private changed(dir: string): void {
+    this.revisions.set(dir, ++this.lastRevision);
+  }
+
+  /**
+   * Runs `check` on the working copy at `dir` unless it passed at the copy's current revision
+   * already: a PR touching fifty projects walks its checkout once, not once per project job.
+   * What terraform writes into the copy afterwards is not the PR's input (the PR's code could
+   * write it anyway while terraform runs).
+   */
+  async verifyOnce(dir: string, check: (dir: string) => Promise<void>): Promise<void> {
+    const rev = this.revisions.get(dir) ?? 0;
+    if (this.verified.get(dir) === rev) return;
+    await check(dir);
+    this.verified.set(dir, rev);
+  }
+
   /**
    * The checkout dir of one workspace. Refuses a workspace that is not a safe name (Atlantis's
    * rule, repo-dir.ts) before any path is built: `.` would be the pull's own directory, so a
@@ -131,6 +154,7 @@ export class WorkingCopies {
     const dir = this.dirFor(req.repo, req.pull, req.workspace);
     const o = this.optionsFor(req);
     if (existsSync(path.join(dir, '.git')) && isAtTarget(o, req, await this.seen(dir, req))) return dir;
+    this.changed(dir);
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(path.dirname(dir), { recursive: true });
     // Credentials a PR's clone URL may carry are dropped: ours come from the helper only.
@@ -174,6 +198,7 @@ export class WorkingCopies {
     const count = await this.gitOut(dir, ['rev-list', '--left-right', '--count', `HEAD...refs/remotes/origin/${base}`], baseUrl);
     if (!hasDiverged(count)) return false;
     this.logger.info('Base branch was updated, merging again', { repo: req.repo, pull: req.pull, workspace: req.workspace });
+    this.changed(dir);
     await this.git(dir, ['reset', '--quiet', '--hard', `refs/remotes/origin/${base}`], baseUrl);
     await this.mergeHead(dir, req);
     return true;
@@ -235,6 +260,9 @@ export class WorkingCopies {
 
   /** Removes all working copies of a pull request (PR closed). */
   remove(repo: string, pull: number): void {
+    const prefix = path.join(this.dataDir, 'repos', repo, String(pull)) + path.sep;
+    for (const dir of this.revisions.keys()) if (dir.startsWith(prefix)) this.revisions.delete(dir);
+    for (const dir of this.verified.keys()) if (dir.startsWith(prefix)) this.verified.delete(dir);
     rmSync(path.join(this.dataDir, 'repos', repo, String(pull)), { recursive: true, force: true });
   }
 

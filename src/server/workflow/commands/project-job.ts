@@ -148,7 +148,7 @@ export class ProjectJobs {
   async checkout(ctx: PullContext, workspace: string): Promise<string> {
     return this.checkoutMutex.run(`${ctx.repo}#${ctx.pull}#${workspace}`, async () => {
       const dir = await this.d.copies.checkout(checkoutRequest(ctx, workspace));
-      await assertNoEscapingSymlink(dir);
+      await this.d.copies.verifyOnce(dir, assertNoEscapingSymlink);
       return dir;
     });
   }
