@@ -8,7 +8,7 @@
 // and API requests must be Atlantis's, or a deliberate difference of
 // deliberate-differences.json. The webhook-auth, fork and group-allowlist sessions run in
 // their own files (gitlab-webhook-auth, gitlab-fork, gitlab-group-allowlist), the scenario on
-// two replicas in gitlab-replicas. Loopback: 127.0.34 (the comparing half's own check), 127.0.35.
+// two replicas in gitlab-replicas. Loopback: 127.0.34 (the comparing half's own check), 127.0.111.
 //
 // `--summary` prints each session's steps with the GitLab API calls Atlantis made.
 //
@@ -190,8 +190,8 @@ else {
   compareGitlabWithAtlantis({
     title: 'our server posts and asks what Atlantis v0.47 posts and asks (GitLab)',
     sessions: SESSIONS.filter((s) => !OWN_FILES.includes(s.name) && !NOT_YET.includes(s.name)),
-    start: ourGitlabServer('127.0.35'),
-    net: '127.0.35',
+    start: ourGitlabServer('127.0.111'),
+    net: '127.0.111',
     quietMs: 1500,
   });
 }

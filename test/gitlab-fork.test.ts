@@ -3,7 +3,7 @@
 // fork.json, --allow-fork-prs), step for step as a real Atlantis v0.47 did it, and beyond the
 // recording: the plan and apply ran on the fork's code, cloned from the fork's project (whose
 // host must be --gitlab-hostname's), while notes and statuses went to the target project.
-// Without --allow-fork-prs the refusal is in gitlab-webhook-auth.test.ts. Loopback: 127.0.39.
+// Without --allow-fork-prs the refusal is in gitlab-webhook-auth.test.ts. Loopback: 127.0.113.
 import assert from 'node:assert/strict';
 import { compareGitlabWithAtlantis } from './support/atlantis-gitlab-differential.js';
 import { SESSIONS } from './support/atlantis-gitlab-sessions-more.js';
@@ -12,8 +12,8 @@ import { ourGitlabServer } from './support/gitlab-our-server.js';
 compareGitlabWithAtlantis({
   title: 'a fork merge request on GitLab',
   sessions: SESSIONS.filter((s) => s.name === 'fork'),
-  start: ourGitlabServer('127.0.39'),
-  net: '127.0.39',
+  start: ourGitlabServer('127.0.113'),
+  net: '127.0.113',
   quietMs: 1500,
   checks: {
     "the fork's code was cloned from the fork, and every note and status went to the target project": (run) => {

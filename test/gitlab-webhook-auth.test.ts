@@ -3,7 +3,7 @@
 // differential (test/fixtures/atlantis-v0.47-gitlab/webhook-auth.json), step for step as a
 // real Atlantis v0.47 answered it, and beyond the recording: a wrong or a missing token is
 // refused and nothing runs (no API request, no clone, no command), while the right one runs.
-// Loopback: 127.0.38.
+// Loopback: 127.0.112.
 import assert from 'node:assert/strict';
 import { compareGitlabWithAtlantis } from './support/atlantis-gitlab-differential.js';
 import { SESSIONS } from './support/atlantis-gitlab-sessions-more.js';
@@ -15,8 +15,8 @@ let servers: CliProcess[] = [];
 compareGitlabWithAtlantis({
   title: 'GitLab webhook authentication',
   sessions: SESSIONS.filter((s) => s.name === 'webhook-auth'),
-  start: ourGitlabServer('127.0.38', { seen: (s) => (servers = s.servers) }),
-  net: '127.0.38',
+  start: ourGitlabServer('127.0.112', { seen: (s) => (servers = s.servers) }),
+  net: '127.0.112',
   quietMs: 1500,
   checks: {
     'a wrong or missing X-Gitlab-Token: 400, and GitLab sees nothing (no API request, no clone, no note, no status)': (run) => {
