@@ -143,7 +143,7 @@ describe('Atlantis settings as env only, on the real server', () => {
     [
       'ATLANTIS_DISCARD_APPROVAL_ON_PLAN',
       { ATLANTIS_DISCARD_APPROVAL_ON_PLAN: 'true' },
-      /^atlantis-operator: --discard-approval-on-plan \(ATLANTIS_DISCARD_APPROVAL_ON_PLAN\) is set, but this server does not support it/,
+      /^atlantis-operator: --discard-approval-on-plan \(ATLANTIS_DISCARD_APPROVAL_ON_PLAN\) is set, but this server does not support it on GitHub/,
     ],
     [
       'ATLANTIS_DISABLE_UNLOCK_LABEL',

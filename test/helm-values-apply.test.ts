@@ -67,9 +67,8 @@ const REASONS: Record<string, (n: string) => string | RegExp> = {
   repoConfig: (n) =>
     `converted into the ConfigMap ${n}-repos, but this server refuses it and would not start: repos.yaml: must be a YAML map`,
   redis: () => 'lockingDbType is not redis, so Atlantis did not use this Redis; the embedded store is used',
-  azuredevops: () => /^this server does not support --azuredevops-(user|token): only GitHub and Gitea are supported$/,
-  gitlab: () => 'this server does not support --gitlab-user: only GitHub and Gitea are supported',
-  bitbucket: () => 'this server does not support --bitbucket-user: only GitHub and Gitea are supported',
+  azuredevops: () => /^this server does not support --azuredevops-(user|token): only GitHub, GitLab and Gitea are supported$/,
+  bitbucket: () => 'this server does not support --bitbucket-user: only GitHub, GitLab and Gitea are supported',
   enableKubernetesBackend: (n) =>
     `the operator grants the pods no Leases or Secrets for terraform's kubernetes backend: bind such a Role to the accounts ${n}-atlantis-<ordinal> yourself`,
   'route.main': (n) =>
@@ -157,10 +156,6 @@ add(
   ['azuredevops'],
 );
 add(
-  ['gitlab only user set', 'gitlab only user and token are set'].map((t) => `tests/secret-webhook_test.yaml: ${t}`),
-  ['gitlab'],
-);
-add(
   ['bitbucket only user set', 'bitbucket user and token are set', 'bitbucket server only user and token are set', 'bitbucket server'].map(
     (t) => `tests/secret-webhook_test.yaml: ${t}`,
   ),
@@ -181,7 +176,6 @@ add(['tests/statefulset_test.yaml: shareProcessNamespace'], ['statefulSet.shareP
 add(['tests/statefulset_test.yaml: automountServiceAccountToken'], ['serviceAccount.mount']);
 add(['tests/statefulset_test.yaml: tlsSecretName'], ['tlsSecretName']);
 add(['tests/statefulset_test.yaml: github org'], ['github.org']);
-add(['tests/statefulset_test.yaml: gitlab'], ['gitlab']);
 add(['tests/statefulset_test.yaml: bitbucket', 'tests/statefulset_test.yaml: bitbucket server'], ['bitbucket']);
 add(['tests/statefulset_test.yaml: azuredevops'], ['azuredevops']);
 add(

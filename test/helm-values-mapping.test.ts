@@ -98,11 +98,22 @@ describe('migrate helm-values: the VCS', () => {
     assert.ok(!JSON.stringify(r.deployment).includes('fixture-'), 'no secret value in the AtlantisDeployment');
   });
 
-  it('GitLab, Bitbucket, Azure DevOps, github.org: what the server does not support, with its reason', () => {
+  it('gitlab: the user and hostname as env, the token and webhook secret from the Secret the chart would make', () => {
+    const r = convert({ gitlab: { user: 'u', token: 't', secret: 's', hostname: 'gitlab.acme.com' } });
+    assert.deepEqual(r.unmapped, []);
+    const env = r.deployment.spec.atlantis?.env ?? [];
     assert.deepEqual(
-      unmapped({ gitlab: { user: 'u', token: 't', secret: 's' } }),
-      one('gitlab', 'this server does not support --gitlab-user: only GitHub and Gitea are supported'),
+      env.map((e) => [e.name, e.value ?? e.valueFrom?.secretKeyRef?.key]),
+      [
+        ['ATLANTIS_GITLAB_USER', 'u'],
+        ['ATLANTIS_GITLAB_TOKEN', 'gitlab_token'],
+        ['ATLANTIS_GITLAB_WEBHOOK_SECRET', 'gitlab_secret'],
+        ['ATLANTIS_GITLAB_HOSTNAME', 'gitlab.acme.com'],
+      ],
     );
+  });
+
+  it('github.org and github.token without a user: what the server does not support, with its reason', () => {
     assert.deepEqual(
       unmapped({ github: { user: 'u', org: 'acme' } }),
       one(
@@ -264,7 +275,7 @@ describe("migrate helm-values: the values' variables and arguments", () => {
         ATLANTIS_DATA_DIR: '/data',
         ATLANTIS_REDIS_HOST: 'r',
         ATLANTIS_REPO_CONFIG: '/x.yaml',
-        ATLANTIS_DISCARD_APPROVAL_ON_PLAN: 'true',
+        ATLANTIS_DISABLE_UNLOCK_LABEL: 'no-unlock',
         ATLANTIS_ENABLE_POLICY_CHECKS_TOO: 'x',
         POD_NAME: 'p',
       },
@@ -285,8 +296,8 @@ describe("migrate helm-values: the values' variables and arguments", () => {
           "ATLANTIS_REPO_CONFIG is set by another chart value, which came later in the chart's pod and won; the AtlantisDeployment sets it from that value",
       },
       {
-        value: 'environment.ATLANTIS_DISCARD_APPROVAL_ON_PLAN',
-        reason: 'this server does not support --discard-approval-on-plan: not implemented yet',
+        value: 'environment.ATLANTIS_DISABLE_UNLOCK_LABEL',
+        reason: 'this server does not support --disable-unlock-label: not implemented yet',
       },
       { value: 'environment.POD_NAME', reason: 'the operator sets POD_NAME itself' },
     ]);

@@ -33,7 +33,7 @@ const warn = (
   why: string,
 ): AtlantisFlag => ({ support: 'cosmetic-warn', type, accepts: Array.isArray(accepts) ? accepts : [accepts], why });
 
-const NOT_GITHUB = 'only GitHub and Gitea are supported';
+const NOT_GITHUB = 'only GitHub, GitLab and Gitea are supported';
 const NO_REDIS_CLUSTER = 'Redis Cluster is not supported: give one Redis with --redis-host';
 const NOT_YET = 'not implemented yet';
 const ATLANTIS_AUTOPLAN_FILES =
@@ -77,7 +77,7 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'disable-markdown-folding': H,
   'disable-repo-locking': H,
   'disable-unlock-label': refused('string', '', NOT_YET),
-  'discard-approval-on-plan': refused('bool', false, NOT_YET),
+  'discard-approval-on-plan': H,
   'emoji-reaction': H,
   'enable-diff-markdown-format': H,
   'enable-drift-detection': refused('bool', false, 'drift detection is not implemented (the /api endpoints serve plan and apply only)'),
@@ -110,12 +110,12 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'gitea-token': H,
   'gitea-user': H,
   'gitea-webhook-secret': H,
-  'gitlab-group-allowlist': refused('string', '', NOT_GITHUB),
-  'gitlab-hostname': refused('string', 'gitlab.com', NOT_GITHUB),
-  'gitlab-status-retry-enabled': refused('bool', false, NOT_GITHUB),
-  'gitlab-token': refused('string', '', NOT_GITHUB),
-  'gitlab-user': refused('string', '', NOT_GITHUB),
-  'gitlab-webhook-secret': refused('string', '', NOT_GITHUB),
+  'gitlab-group-allowlist': H,
+  'gitlab-hostname': H,
+  'gitlab-status-retry-enabled': H,
+  'gitlab-token': H,
+  'gitlab-user': H,
+  'gitlab-webhook-secret': H,
   'hide-prev-plan-comments': H,
   'hide-unchanged-plan-comments': H,
   'ignore-vcs-status-names': H,

@@ -47,6 +47,15 @@ const transports: Record<string, { request: typeof http.request; agent: http.Age
 };
 
 export function httpRequest(url: string | URL, req: HttpRequest): Promise<HttpResponse> {
+  return sendOnce(url, req).catch((e: unknown) => {
+    // A kept-alive socket the server closed as it was reused: the request never reached the
+    // server, so it is sent once more on a new socket (Node's documented remedy), even a POST.
+    if ((e as { staleSocket?: boolean }).staleSocket === true) return sendOnce(url, req);
+    throw e;
+  });
+}
+
+function sendOnce(url: string | URL, req: HttpRequest): Promise<HttpResponse> {
   const u = new URL(url);
   const transport = transports[u.protocol];
   if (!transport) return Promise.reject(new Error(`unsupported URL scheme in ${u.protocol}//${u.host}`));
@@ -54,7 +63,9 @@ export function httpRequest(url: string | URL, req: HttpRequest): Promise<HttpRe
   const body = req.body === undefined ? undefined : Buffer.from(req.body);
   if (body) headers['content-length'] = String(body.length);
   return new Promise<HttpResponse>((resolve, reject) => {
+    let answered = false;
     const r = transport.request(u, { method: req.method, headers, agent: req.agent ?? transport.agent, signal: req.signal }, (res) => {
+      answered = true;
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
@@ -79,7 +90,10 @@ export function httpRequest(url: string | URL, req: HttpRequest): Promise<HttpRe
     };
     const timer = req.timeoutKind === 'idle' ? undefined : setTimeout(onTimeout, req.timeoutMs);
     if (req.timeoutKind === 'idle') r.setTimeout(req.timeoutMs, onTimeout);
-    r.on('error', fail);
+    r.on('error', (e: Error & { code?: string }) => {
+      const stale = r.reusedSocket && !answered && timeout === undefined && (e.code === 'ECONNRESET' || e.code === 'EPIPE');
+      fail(stale ? Object.assign(e, { staleSocket: true }) : e);
+    });
     if (req.onSent) r.once('finish', req.onSent);
     r.end(body);
   });

@@ -36,7 +36,7 @@ export interface ServerConfig {
   atlantisUrl: string;
   /** --allowed-hosts: more names the web UI answers to (http/allowed-hosts.ts). */
   allowedHosts: string[];
-  /** The code host and its settings (--gh-*): vcs/host-config.ts. */
+  /** The code host and its settings (--gh-*, --gitlab-*): vcs/host-config.ts. */
   vcs: VcsConfig;
   /** --api-secret: the X-Atlantis-Token of /api/ requests; undefined: the API is disabled (as Atlantis). A secret. */
   apiSecret: string | undefined;
@@ -54,6 +54,8 @@ export interface ServerConfig {
   enableDiffMarkdownFormat: boolean;
   hidePrevPlanComments: boolean;
   hideUnchangedPlanComments: boolean;
+  /** --discard-approval-on-plan: a comment `plan` withdraws the pull request's approvals (the host's discardApprovals). */
+  discardApprovalOnPlan: boolean;
   parallelPoolSize: number;
   /** --parallel-plan / --parallel-apply: the default when atlantis.yaml does not set parallel_plan / parallel_apply. */
   parallelPlan: boolean;
@@ -73,7 +75,7 @@ export interface ServerConfig {
   /** --emoji-reaction: the reaction to a command comment; '' for none. */
   emojiReaction: string;
   failOnPreWorkflowHookError: boolean;
-  /** The team allowlist (--gh-team-allowlist): which teams' users run which commands; empty: no team check. */
+  /** The team allowlist (--gh-team-allowlist, GitLab's --gitlab-group-allowlist): which teams' users run which commands; empty: no team check. */
   teamAllowlist: TeamRule[];
   /** One line each: Atlantis flags that are set but ignored (cosmetic); the CLI logs them. */
   flagWarnings: string[];
@@ -169,9 +171,9 @@ export function buildServerConfig(values: FlagValues, webhooks: WebhookEntry[] =
   const expanded = values['disable-apply'] === true ? commands.allowed.filter((c) => c !== 'apply') : commands.allowed;
   let teamAllowlist: TeamRule[];
   try {
-    teamAllowlist = parseTeamAllowlist(str(values, 'gh-team-allowlist') ?? '', ACCEPTED_COMMAND_NAMES);
+    teamAllowlist = parseTeamAllowlist(str(values, host.teamAllowlistFlag) ?? '', ACCEPTED_COMMAND_NAMES);
   } catch (e) {
-    if (e instanceof TeamAllowlistError) throw new UsageError(`invalid value for --gh-team-allowlist: ${e.message}`);
+    if (e instanceof TeamAllowlistError) throw new UsageError(`invalid value for --${host.teamAllowlistFlag}: ${e.message}`);
     throw e;
   }
 
@@ -235,6 +237,7 @@ export function buildServerConfig(values: FlagValues, webhooks: WebhookEntry[] =
     enableDiffMarkdownFormat: values['enable-diff-markdown-format'] === true,
     hidePrevPlanComments: values['hide-prev-plan-comments'] === true,
     hideUnchangedPlanComments: values['hide-unchanged-plan-comments'] === true,
+    discardApprovalOnPlan: values['discard-approval-on-plan'] === true,
     parallelPoolSize: pool,
     parallelPlan: values['parallel-plan'] === true,
     parallelApply: values['parallel-apply'] === true,

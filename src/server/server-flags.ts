@@ -6,6 +6,8 @@ import { unhonouredAtlantisFlagSpecs } from '../config/atlantis-flags.js';
 import { MAX_DURATION_MS } from '../config/duration.js';
 import type { FlagSpec } from '../config/flags.js';
 import { SERVER_PORT } from '../contract/drain-protocol.js';
+import { GITEA_FLAGS } from './vcs/gitea/flags.js';
+import { GITLAB_FLAGS } from './vcs/gitlab/flags.js';
 import { ACCEPTED_COMMAND_NAMES, DEFAULT_ALLOW_COMMANDS } from './workflow/comment-parser/commands.js';
 import { DEFAULT_BLOCKED_EXTRA_ARGS } from './workflow/comment-parser/extra-args.js';
 
@@ -88,20 +90,10 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description: 'Hostname of your GitHub Enterprise installation; the API is https://<host>/api/v3',
   },
   { name: 'gh-api-url', type: 'string', description: 'GitHub REST API base URL (ours; overrides the one derived from --gh-hostname)' },
-  { name: 'gitea-user', type: 'string', description: 'Gitea username of API user (with --gitea-token: the server talks to Gitea)' },
-  { name: 'gitea-token', type: 'string', description: 'Gitea token of API user; a secret: give it as env (ATLANTIS_GITEA_TOKEN)' },
-  {
-    name: 'gitea-base-url',
-    type: 'string',
-    default: 'https://gitea.com',
-    description: "Base URL of Gitea server installation. Must include 'http://' or 'https://'",
-  },
-  {
-    name: 'gitea-webhook-secret',
-    type: 'string',
-    description: 'Secret used to validate Gitea webhooks (X-Gitea-Signature); required, as --gh-webhook-secret is',
-  },
-  { name: 'gitea-page-size', type: 'int', default: 30, description: 'Number of items per page of a list read from Gitea' },
+  // Gitea (vcs/gitea/): chosen when --gitea-user is set.
+  ...GITEA_FLAGS,
+  // GitLab (vcs/gitlab/): chosen when --gitlab-user or --gitlab-token is set.
+  ...GITLAB_FLAGS,
   {
     name: 'repo-allowlist',
     type: 'string',
@@ -141,6 +133,12 @@ export const SERVER_FLAGS: FlagSpec[] = [
     type: 'bool',
     default: false,
     description: 'Hide previous plan comments to reduce clutter in the PR (minimised as outdated through GraphQL).',
+  },
+  {
+    name: 'discard-approval-on-plan',
+    type: 'bool',
+    default: false,
+    description: 'Remove the approvals of a pull request on each comment plan (GitLab; the token must be allowed to reset approvals)',
   },
   {
     name: 'hide-unchanged-plan-comments',
@@ -262,7 +260,8 @@ export const SERVER_FLAGS: FlagSpec[] = [
     name: 'insecure-no-webhook-secret',
     type: 'bool',
     default: false,
-    description: 'Allow starting without --gh-webhook-secret or --gitea-webhook-secret (webhooks are then not authenticated)',
+    description:
+      'Allow starting without --gh-webhook-secret, --gitlab-webhook-secret or --gitea-webhook-secret (webhooks are then not authenticated)',
   },
   {
     name: 'web-basic-auth',

@@ -93,6 +93,8 @@ export function flagsForFixture(flags: string[], norm: GlNormaliseContext): stri
 /** A server the caller started for a session. */
 export interface StartedServer {
   url: string;
+  /** Where the steps' webhooks go, round-robin (several replicas); default `url` alone. */
+  urls?: string[];
   stop(): Promise<void>;
   /** The server's own word that a step's command is over (made at the step's start). */
   finishedSince?: () => () => boolean;
@@ -144,7 +146,7 @@ export async function runSessionAgainst(
     const steps = await runSession({
       session,
       ctx,
-      serverUrls: [server.url],
+      serverUrls: server.urls ?? [server.url],
       norm,
       answers,
       expect: (step) => o.expect(step.name, { comments: step.comments, statuses: step.statuses ?? 0 }),
@@ -237,8 +239,12 @@ export function compareGitlabWithAtlantis(o: {
   start: StartServer;
   net: string;
   quietMs?: number;
+  /** false: compare with the recording as it is (a server repeating Atlantis's requests has no deliberate difference). */
+  deliberate?: boolean;
+  /** More checks of each session's run, by title (what the file tests beyond Atlantis's recording). */
+  checks?: Record<string, (run: SessionRun, session: GlSession) => void>;
 }): void {
-  const deliberate = readGlDeliberate();
+  const deliberate = o.deliberate === false ? {} : readGlDeliberate();
   for (const session of o.sessions) {
     const fixture = readGlFixture(session.name);
     const expected = new Map(fixture.steps.map((s) => [s.name, s]));
@@ -269,6 +275,11 @@ export function compareGitlabWithAtlantis(o: {
           session.steps.map((s) => s.name),
         );
       });
+      for (const [title, check] of Object.entries(o.checks ?? {}))
+        it(title, () => {
+          assert.ok(run, 'the session ran');
+          check(run, session);
+        });
       for (const step of session.steps) {
         it(`step "${step.name}"`, () => {
           const got = run?.steps.find((r) => r.name === step.name);

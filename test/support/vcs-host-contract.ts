@@ -50,6 +50,8 @@ export interface HostSite {
   statuses(p: SitePull, sha: string): Promise<Array<{ context: string; state: CommitState; description?: string; targetUrl?: string }>>;
   /** otherUser approves the pull request, as the host's approval rules count it. */
   approve(p: SitePull): Promise<void>;
+  /** Makes the pull request need one approval, on a host where none is needed without a rule (GitLab's approval rules). */
+  requireApproval?(p: SitePull): Promise<void>;
   /** The pull request can no longer be merged (a conflict with its base). */
   makeUnmergeable(p: SitePull): Promise<void>;
   addLabel(p: SitePull, label: string): Promise<void>;
@@ -190,6 +192,7 @@ export function vcsHostContract(name: string, open: () => Promise<OpenedHost>): 
 
   withHost('approved: not before an approval, then yes', async ({ host, site }) => {
     const p = await site.openPull({ files: { 'main.tf': 'locals {}\n' } });
+    await site.requireApproval?.(p);
     assert.equal(await host.approved(p.repo, p.number), false);
     await site.approve(p);
     assert.equal(await host.approved(p.repo, p.number), true);

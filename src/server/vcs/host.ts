@@ -11,7 +11,7 @@
 // repository and number (GitLab's merge request iid).
 
 /** The hosts the server can talk to; a new adapter adds its name. Logs and config only: the workflow never branches on it. */
-export type VcsKind = 'github' | 'gitea';
+export type VcsKind = 'github' | 'gitlab' | 'gitea';
 
 /** A pull request (merge request) as the workflow reads it. */
 export interface PullRequest {
@@ -62,6 +62,17 @@ export interface HostComment {
 export interface MergeableStatus {
   mergeable: boolean;
   reason?: string;
+  /**
+   * The commit statuses that make it unmergeable, when the host names them (GitLab): an
+   * apply then ignores other projects' plan statuses among them, as Atlantis does.
+   */
+  blockingStatuses?: string[];
+}
+
+/** Approval and mergeability read together (VcsHost.requirementFacts). */
+export interface HostRequirementFacts {
+  approved: boolean;
+  mergeable: MergeableStatus;
 }
 
 /** A webhook delivery as the server keeps it: the host's headers (VcsWebhooks.headerNames) and the exact body. */
@@ -147,6 +158,10 @@ export interface VcsHost {
   readonly initCredentials: { user: string; hostname: string; token: () => string };
   /** The login of the server's own comments when it is not `user` (a GitHub App's `<slug>[bot]`); asked once at start. */
   botLogin(): Promise<string | undefined>;
+  /** How Atlantis's comments name a pull request on this host (GitLab: `Merge Request`); absent: `Pull Request`. */
+  readonly pullRequestName?: string;
+  /** How a comment points at another pull request of the repository (GitLab: `!1`); absent: `#1`. */
+  pullLink?(pull: number): string;
   /** The pull request's page (hooks' PULL_URL, the web page, the API's lock list). */
   pullUrl(repo: string, pull: number): string;
   getPull(repo: string, pull: number): Promise<PullRequest>;
@@ -156,7 +171,8 @@ export interface VcsHost {
   changedFiles(repo: string, pull: number): Promise<string[]>;
   /** Posts a comment, split over the host's size limit; `command` names the output in the continuation headers. */
   comment(repo: string, pull: number, body: string, opts?: { command?: string }): Promise<void>;
-  setStatus(repo: string, sha: string, status: CommitStatus): Promise<void>;
+  /** `on`: the pull request the status is for (GitLab names its branch when the commit has no pipeline yet). */
+  setStatus(repo: string, sha: string, status: CommitStatus, on?: { pull: number; headRef: string }): Promise<void>;
   /** Every comment of the pull request, oldest first. */
   listComments(repo: string, pull: number): Promise<HostComment[]>;
   /** The `approved` requirement, as Atlantis judges it on this host. */
@@ -180,4 +196,14 @@ export interface VcsHost {
   hideComment?(repo: string, pull: number, c: HostComment, o: { commandTitle: string }): Promise<void>;
   /** The user's teams (GitHub) or groups, for the team allowlist; absent: the user is in none. */
   userTeams?(repo: string, user: string): Promise<string[]>;
+  /**
+   * Approval and mergeability read once, as the host's Atlantis reads them when a plan, apply
+   * or import starts, before the command sets any status of its own (on GitLab its own
+   * `running` statuses join the pipeline the mergeability is judged from). With it the
+   * workflow reads them there and judges every project's `approved` and `mergeable` from that
+   * answer; without it, it asks `approved` and `mergeability` for each project that needs them.
+   */
+  requirementFacts?(repo: string, pull: number): Promise<HostRequirementFacts>;
+  /** Withdraws the pull request's approvals (--discard-approval-on-plan, on each comment `plan`). */
+  discardApprovals?(repo: string, pull: number): Promise<void>;
 }

@@ -4,6 +4,7 @@ import type { Logger } from '../../log.js';
 import type { AtlantisMetrics } from '../atlantis-metrics.js';
 import { giteaHost } from './gitea/host.js';
 import { githubHost } from './github/host.js';
+import { gitlabHost } from './gitlab/host.js';
 import type { VcsConfig } from './host-config.js';
 import type { VcsHost } from './host.js';
 
@@ -24,5 +25,7 @@ export function openVcsHost(vcs: VcsConfig, o: OpenHostOptions): VcsHost {
       return githubHost(vcs.github, o);
     case 'gitea':
       return giteaHost(vcs.gitea, o);
+    case 'gitlab':
+      return gitlabHost(vcs.gitlab, o);
   }
 }

@@ -12,7 +12,7 @@ import { commandLocks } from '../repo-config/lock-policy.js';
 import { type ProjectRun, keyOf, outcomes, planKey, summarize, target, targeted } from './project-runs.js';
 import { type ProjectSpec, projectForPlan, selectProjects } from '../checkout/projects.js';
 import { CANCELLED_PROJECT_ERROR } from '../repo-config/execution-order.js';
-import { requirementRefusal } from './requirement-checks.js';
+import { readHostFacts, requirementRefusal } from './requirement-checks.js';
 import { checkApplyLock } from './apply-lock.js';
 import { dependencyFailure } from '../repo-config/requirements.js';
 import type { ProjectJobs } from './project-job.js';
@@ -23,7 +23,8 @@ export const APPLY_ALL_DISABLED_COMMENT =
   '**Error:** Running `atlantis apply` without flags is disabled.' +
   ' You must specify which project to apply via the `-d <dir>`, `-w <workspace>` or `-p <project name>` flags.';
 
-export async function apply(j: ProjectJobs, ctx: PullContext, c: ParsedCommand): Promise<string> {
+export async function apply(j: ProjectJobs, pull: PullContext, c: ParsedCommand): Promise<string> {
+  let ctx = pull;
   // As Atlantis: the global apply lock first, then the apply-all rule.
   const gate = await checkApplyLock(j.d.store, j.d.config.disableGlobalApplyLock);
   if (gate.kind === 'refuse') {
@@ -36,6 +37,8 @@ export async function apply(j: ProjectJobs, ctx: PullContext, c: ParsedCommand):
     await j.comment(ctx, APPLY_ALL_DISABLED_COMMENT, 'apply');
     return 'refused';
   }
+  // As Atlantis: on a host that reads them so, approval and mergeability once, before any status of the apply.
+  ctx = { ...ctx, hostFacts: await readHostFacts(j.d.host, ctx, j.d.logger) };
   const checkout = await j.checkout(ctx, 'default');
   const { config, defaults } = j.repoSettings(ctx, checkout);
   // Both asked at once (SQLite answers both in the same tick, as one snapshot): the plans and
@@ -137,7 +140,8 @@ async function applyProjectRun(
     // on_apply: the lock is taken here; on_plan: the PR must still hold it (or take it back
     // when free). Either way it is held until the PR closes (lock-policy.ts).
     const lock = await j.d.store.tryLock(key, { pull: ctx.pull, user: ctx.user, project: p.name });
-    if (!lock.acquired) return j.failure(p, lockedByMessage(lock.holder.pull, j.d.config.executableName));
+    if (!lock.acquired)
+      return j.failure(p, lockedByMessage(lock.holder.pull, j.d.config.executableName, j.d.host.pullLink?.bind(j.d.host)));
   }
   return j.job(ctx, p, 'apply', [], jobId, async (jobCtx) => {
     // A shared store brings the file back when this replica lacks it; the hash is checked after.

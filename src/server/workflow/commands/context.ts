@@ -3,6 +3,7 @@
 import type { ParsedCommand } from '../comment-parser/index.js';
 import type { ProjectRun } from './project-runs.js';
 import type { CheckoutStrategy } from '../checkout/working-copy.js';
+import type { HostRequirementFacts } from '../../vcs/host.js';
 
 /** What the server knows about a pull request when a command starts. */
 export interface PullContext {
@@ -23,6 +24,8 @@ export interface PullContext {
   api?: ApiRun;
   /** Overrides --checkout-strategy (a run of the API without a pull request checks out its ref). */
   strategy?: CheckoutStrategy;
+  /** Approval and mergeability as the host said them when the command started (VcsHost.requirementFacts), when it reads them so. */
+  hostFacts?: HostRequirementFacts | undefined;
 }
 
 /**

@@ -238,12 +238,17 @@ export class WorkflowHooks {
     const id = randomUUID();
     const status = async (state: HookState, custom?: string): Promise<string | undefined> => {
       try {
-        await this.d.host.setStatus(h.pull.repo, h.pull.headSha, {
-          state,
-          context: hookStatusContext(h.kind, description, this.d.statusName),
-          description: hookStatusDescription(state, custom),
-          targetUrl: `${this.d.atlantisUrl}/jobs/${id}`,
-        });
+        await this.d.host.setStatus(
+          h.pull.repo,
+          h.pull.headSha,
+          {
+            state,
+            context: hookStatusContext(h.kind, description, this.d.statusName),
+            description: hookStatusDescription(state, custom),
+            targetUrl: `${this.d.atlantisUrl}/jobs/${id}`,
+          },
+          { pull: h.pull.pull, headRef: h.pull.headRef },
+        );
         return undefined;
       } catch (e) {
         log.warn(`unable to update ${h.kind} workflow hook status`, { error: (e as Error).message });

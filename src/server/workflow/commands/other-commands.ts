@@ -11,7 +11,7 @@ import { type ProjectSpec, projectForPlan } from '../checkout/projects.js';
 import type { RepoConfig } from '../repo-config/types.js';
 import { buildPlanComment } from '../comment-parser/usage.js';
 import { CANCEL_COMMENT } from './comment-replies.js';
-import { requirementRefusal } from './requirement-checks.js';
+import { readHostFacts, requirementRefusal } from './requirement-checks.js';
 import type { ProjectJobs } from './project-job.js';
 
 /**
@@ -42,7 +42,9 @@ export async function unlock(j: ProjectJobs, ctx: PullContext): Promise<string> 
   return 'success';
 }
 
-export async function simple(j: ProjectJobs, ctx: PullContext, c: ParsedCommand, cmd: 'version' | 'import' | 'state'): Promise<string> {
+export async function simple(j: ProjectJobs, pull: PullContext, c: ParsedCommand, cmd: 'version' | 'import' | 'state'): Promise<string> {
+  // As Atlantis: an import reads approval and mergeability once, first, on a host that reads them so.
+  const ctx: PullContext = cmd === 'import' ? { ...pull, hostFacts: await readHostFacts(j.d.host, pull, j.d.logger) } : pull;
   let projects: ProjectSpec[];
   let config: RepoConfig | undefined;
   if (cmd === 'version' && !targeted(c)) {

@@ -16,7 +16,7 @@ import { DirNotExistError } from '../checkout/checkout-paths.js';
 import { mergeAgainPerWorkspace } from '../checkout/merge-again.js';
 import { buildApplyComment, buildPlanComment } from '../comment-parser/usage.js';
 import { CANCELLED_PROJECT_ERROR } from '../repo-config/execution-order.js';
-import { requirementRefusal } from './requirement-checks.js';
+import { readHostFacts, requirementRefusal } from './requirement-checks.js';
 import type { ProjectJobs } from './project-job.js';
 import { runPolicyChecks } from './policy-checks.js';
 
@@ -24,8 +24,19 @@ import { runPolicyChecks } from './policy-checks.js';
 export const leaseLostError = (exe: string): string =>
   `this server lost its hold on the project while terraform ran (another server may have run terraform in it since), so the plan may be stale and was not saved; comment \`${exe} plan\` to plan again`;
 
-export async function plan(j: ProjectJobs, ctx: PullContext, c: ParsedCommand | undefined, autoplan: boolean): Promise<string> {
-  const { projects, config } = await j.selection(ctx, c);
+export async function plan(j: ProjectJobs, pull: PullContext, c: ParsedCommand | undefined, autoplan: boolean): Promise<string> {
+  // As Atlantis: on a host that reads them so, approval and mergeability once, before anything else.
+  const ctx: PullContext = { ...pull, hostFacts: await readHostFacts(j.d.host, pull, j.d.logger) };
+  const selected = j.selection(ctx, c);
+  // As Atlantis: a comment's plan withdraws the approvals (--discard-approval-on-plan), once the projects are known.
+  const discard = j.d.host.discardApprovals?.bind(j.d.host);
+  if (!autoplan && !ctx.api && j.d.config.discardApprovalOnPlan && discard) {
+    await selected.catch(() => undefined);
+    await discard(ctx.repo, ctx.pull).catch((e: unknown) =>
+      j.d.logger.error('Failed to remove approvals', { repo: ctx.repo, pull: ctx.pull, error: (e as Error).message }),
+    );
+  }
+  const { projects, config } = await selected;
   const t = target(ctx);
   const generic = autoplan || !targeted(c);
   const cfg = j.d.config;
@@ -114,7 +125,8 @@ async function planProjectRun(
     // async (terraform runs in between); a lock released meanwhile (the PR closed) is handled
     // by the plugin's release at the command's end.
     const lock = await j.d.store.tryLock(key, { pull: ctx.pull, user: ctx.user, project: p.name });
-    if (!lock.acquired) return j.failure(p, lockedByMessage(lock.holder.pull, j.d.config.executableName));
+    if (!lock.acquired)
+      return j.failure(p, lockedByMessage(lock.holder.pull, j.d.config.executableName, j.d.host.pullLink?.bind(j.d.host)));
   }
   const refused = await requirementRefusal(j.requirementSources, ctx, 'plan', p.planRequirements, p);
   if (refused) {

@@ -265,6 +265,7 @@ export class ProjectJobs {
       subName: c?.subName,
       results: runs.map((r) => r.view),
       ...layoutOptions(this.d.config),
+      ...(this.d.host.pullRequestName === undefined ? {} : { pullRequestName: this.d.host.pullRequestName }),
       verbose: c?.verbose,
     });
     await hideBeforeResult(this.d, ctx, cmd, c?.dir);

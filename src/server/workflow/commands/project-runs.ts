@@ -16,7 +16,12 @@ export interface ProjectRun {
   dirMissing?: true;
 }
 
-export const target = (ctx: StatusTarget): StatusTarget => ({ repo: ctx.repo, pull: ctx.pull, headSha: ctx.headSha });
+export const target = (ctx: StatusTarget): StatusTarget => ({
+  repo: ctx.repo,
+  pull: ctx.pull,
+  headSha: ctx.headSha,
+  ...(ctx.headRef === undefined ? {} : { headRef: ctx.headRef }),
+});
 
 /** A comment naming a project (-p), dir (-d) or workspace (-w), as opposed to the whole PR. */
 export const targeted = (c: ParsedCommand | undefined): boolean =>

@@ -1,7 +1,8 @@
 // --hide-prev-plan-comments, as Atlantis v0.47 does it: before a command's result comment
 // is posted, the bot's earlier comments whose first line names that command (and the `-d`
 // dir, when the command gave one) are hidden as the host hides them (GitHub minimises them as
-// OUTDATED through GraphQL's minimizeComment). They stay readable ("Show comment"), so the
+// OUTDATED through GraphQL's minimizeComment; GitLab folds the note into a "Superseded Atlantis
+// <command>" block). They stay readable ("Show comment"), so the
 // trail is kept. A host that cannot hide comments leaves them. Despite the
 // flag's name this applies to every command whose result is commented (an apply hides the
 // earlier "Ran Apply" comments), as in Atlantis.

@@ -19,11 +19,11 @@ export function commandTitle(cmd: ResultCommand, subName?: string): string {
   return subName ? `${t} ${subName}` : t;
 }
 
-/** The text Atlantis gives when another PR holds the project's lock (GitHub pull link form). */
-export function lockedByMessage(lockingPull: number, executableName = 'atlantis'): string {
+/** The text Atlantis gives when another PR holds the project's lock; `link`: how the host links a pull request (`#1`, GitLab's `!1`). */
+export function lockedByMessage(lockingPull: number, executableName = 'atlantis', link: (pull: number) => string = (n) => `#${n}`): string {
   return (
-    `This project is currently locked by an unapplied plan from pull #${lockingPull}. ` +
-    `To continue, delete the lock from #${lockingPull} or apply that plan and merge the pull request.\n\n` +
+    `This project is currently locked by an unapplied plan from pull ${link(lockingPull)}. ` +
+    `To continue, delete the lock from ${link(lockingPull)} or apply that plan and merge the pull request.\n\n` +
     `Once the lock is released, comment \`${executableName} plan\` here to re-plan.`
   );
 }
@@ -152,6 +152,8 @@ export interface LayoutOptions {
   hideUnchangedPlanComments?: boolean;
   /** --enable-diff-markdown-format: plan output reformatted so every changed line is coloured. */
   enableDiffMarkdownFormat?: boolean;
+  /** How the host names a pull request in the footers (GitLab: `Merge Request`); default `Pull Request`. */
+  pullRequestName?: string;
 }
 
 export interface RenderOptions extends LayoutOptions {
@@ -168,7 +170,6 @@ export interface RenderOptions extends LayoutOptions {
 // The texts are Atlantis's markdown templates, rendered by hand: each template's output is
 // trimmed of surrounding whitespace, as Atlantis does, so no comment ends with a newline.
 
-const PULL_REQUEST = 'Pull Request';
 const MERGED_AGAIN = ':twisted_rightwards_arrows: Upstream was modified, a new merge was performed.';
 const PLAN_FILE_DISCARDED = ':put_litter_in_its_place: A plan file was discarded. Re-plan would be required before applying.';
 const PLANS_DELETED = 'This plan was not saved because one or more projects failed and automerge requires all plans pass.';
@@ -193,10 +194,10 @@ function projectLabel(r: ProjectResultView): string {
   return `${r.projectName ? `project: \`${r.projectName}\` ` : ''}dir: \`${r.dir}\` workspace: \`${r.workspace}\``;
 }
 
-function applyAllFooter(exe: string): string {
+function applyAllFooter(exe: string, pullRequest = 'Pull Request'): string {
   return (
-    `* :fast_forward: To **apply** all unapplied plans from this ${PULL_REQUEST}, comment:\n${shellBlock(`${exe} apply`)}` +
-    `* :put_litter_in_its_place: To **delete** all plans and locks from this ${PULL_REQUEST}, comment:\n${shellBlock(`${exe} unlock`)}`
+    `* :fast_forward: To **apply** all unapplied plans from this ${pullRequest}, comment:\n${shellBlock(`${exe} apply`)}` +
+    `* :put_litter_in_its_place: To **delete** all plans and locks from this ${pullRequest}, comment:\n${shellBlock(`${exe} unlock`)}`
   );
 }
 
@@ -281,7 +282,7 @@ export function renderResults(opts: RenderOptions): string {
       case 'plan':
         // Atlantis's header of an unsuccessful single plan has no project name.
         if (!p.planSuccess) return `Ran ${title} for dir: \`${r.dir}\` workspace: \`${r.workspace}\`\n\n${p.text}\n${log}`.trim();
-        return `Ran ${title} for ${label}\n\n${p.text}\n${applyAll ? `\n---\n${applyAllFooter(exe)}` : ''}${log}`.trim();
+        return `Ran ${title} for ${label}\n\n${p.text}\n${applyAll ? `\n---\n${applyAllFooter(exe, opts.pullRequestName)}` : ''}${log}`.trim();
       case 'version':
         if (p.kind !== 'success') return `Ran ${title} for dir: \`${r.dir}\` workspace: \`${r.workspace}\`\n\n${p.text}\n${log}`.trim();
         return `Ran ${title} for ${label}\n\n${p.text}${log}`.trim();
@@ -303,7 +304,7 @@ export function renderResults(opts: RenderOptions): string {
     const ok = rendered.filter((p) => p.planSuccess);
     const noChanges = ok.filter((p) => p.noChanges).length;
     s += `### Plan Summary\n\n${results.length} projects, ${ok.length - noChanges} with changes, ${noChanges} with no changes, ${results.length - ok.length} failed\n`;
-    if (!opts.plansDeleted && applyAll) s += `\n${applyAllFooter(exe)}`;
+    if (!opts.plansDeleted && applyAll) s += `\n${applyAllFooter(exe, opts.pullRequestName)}`;
   }
   if (opts.command === 'apply' && results.length > 1) {
     const n = (k: Rendered['kind']) => rendered.filter((p) => p.kind === k).length;

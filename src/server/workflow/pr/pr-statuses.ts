@@ -25,6 +25,8 @@ export interface StatusTarget {
   repo: string;
   pull: number;
   headSha: string;
+  /** The pull request's head branch (a host may name it with the status: VcsHost.setStatus's `on`). */
+  headRef?: string;
 }
 
 export interface PrStatusDeps {
@@ -57,7 +59,8 @@ export class PrStatuses {
     const key = `${t.repo}@${t.headSha}`;
     const next = (this.chains.get(key) ?? Promise.resolve()).then(async () => {
       try {
-        await this.d.host.setStatus(t.repo, t.headSha, { state, context, description, targetUrl });
+        const on = t.headRef === undefined ? undefined : { pull: t.pull, headRef: t.headRef };
+        await this.d.host.setStatus(t.repo, t.headSha, { state, context, description, targetUrl }, on);
       } catch (e) {
         this.d.metrics.githubRequestFailures.inc({ operation: 'set_status' });
         this.d.logger.warn('Could not set commit status', { repo: t.repo, pull: t.pull, context, error: (e as Error).message });

@@ -14,12 +14,46 @@ export interface RequirementFacts {
   diverged?: boolean;
 }
 
-/** Atlantis's refusal for the first unmet requirement, in the order the project lists them. */
-export function requirementFailure(cmd: RequirementCommand, reqs: readonly ApplyRequirement[], f: RequirementFacts): string | undefined {
+/**
+ * Whether an apply may go on although the pull request is not mergeable, as Atlantis decides
+ * it on a host that names the blocking statuses (GitLab): when every one is another project's
+ * plan status (or the PR-wide plan status beside one). The project's own plan status, CI or
+ * anything else still blocks. `ownPlanStatus`: the project's plan status context.
+ */
+export function mergeableIgnoringOtherProjectPlans(
+  m: MergeableStatus | undefined,
+  ownPlanStatus: string,
+  statusName = 'atlantis',
+): boolean {
+  const blocking = m?.blockingStatuses ?? [];
+  let otherProjectPlan = false;
+  for (const name of blocking) {
+    if (name === `${statusName}/plan`) continue;
+    if (name === ownPlanStatus || !name.startsWith(`${statusName}/plan: `)) return false;
+    otherProjectPlan = true;
+  }
+  return otherProjectPlan;
+}
+
+/**
+ * Atlantis's refusal for the first unmet requirement, in the order the project lists them.
+ * `own`: the project's plan status context and the server's status name (an apply may ignore
+ * other projects' plan statuses).
+ */
+export function requirementFailure(
+  cmd: RequirementCommand,
+  reqs: readonly ApplyRequirement[],
+  f: RequirementFacts,
+  own?: { ownPlanStatus: string; statusName: string },
+): string | undefined {
   for (const r of reqs) {
     if (r === 'approved' && f.approved !== true)
       return `Pull request must be approved according to the project's approval rules before running ${cmd}.`;
-    if (r === 'mergeable' && f.mergeable?.mergeable !== true) {
+    if (
+      r === 'mergeable' &&
+      f.mergeable?.mergeable !== true &&
+      !(cmd === 'apply' && own !== undefined && mergeableIgnoringOtherProjectPlans(f.mergeable, own.ownPlanStatus, own.statusName))
+    ) {
       const reason = f.mergeable?.reason;
       return `Pull request must be mergeable before running ${cmd}${reason ? ` (${reason})` : ''}.`;
     }
