@@ -102,7 +102,7 @@ describe('the Atlantis flag table', () => {
       { ATLANTIS_GITLAB_TOKEN: 'glpat-x' },
       { refused: /^--gitlab-user\/--gitlab-token and --gh-user are both set: this server talks to one code host/ },
     ],
-    ['Bitbucket', [], { ATLANTIS_BITBUCKET_USER: 'bot' }, { refused: /--bitbucket-user.*only GitHub and GitLab/ }],
+    ['Bitbucket', [], { ATLANTIS_BITBUCKET_USER: 'bot' }, { refused: /--bitbucket-user.*only GitHub, GitLab and Gitea/ }],
     ['sequential plans (the default)', [], { ATLANTIS_PARALLEL_PLAN: 'false' }, 'ok'],
     ['parallel plans and applies', [], { ATLANTIS_PARALLEL_PLAN: 'true', ATLANTIS_PARALLEL_APPLY: 'true' }, 'ok'],
     ['an emoji (honoured)', [], { ATLANTIS_EMOJI_REACTION: 'rocket' }, 'ok'],

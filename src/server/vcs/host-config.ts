@@ -46,7 +46,7 @@ export function vcsConfigFromFlags(values: FlagValues): { vcs: VcsConfig; warnin
   // Not yet on GitHub or Gitea here: their reviews are not dismissed.
   if (values['discard-approval-on-plan'] === true)
     throw new UsageError(
-      '--discard-approval-on-plan (ATLANTIS_DISCARD_APPROVAL_ON_PLAN) is set, but this server supports it on GitLab only: unset it',
+      '--discard-approval-on-plan (ATLANTIS_DISCARD_APPROVAL_ON_PLAN) is set, but this server does not support it on GitHub or Gitea (GitLab only): unset it',
     );
   if (giteaFlagsGiven(values)) {
     if (githubFlag) throw new UsageError('--gitea-user and --gh-user (or a GitHub App) are both set: a server talks to one code host');
