@@ -254,6 +254,9 @@ describe('the --gitea-* flags', () => {
       usage([], { ...env, ATLANTIS_BITBUCKET_USER: 'x' }),
       /^--bitbucket-user \(ATLANTIS_BITBUCKET_USER\) is set, but this server does not support it/,
     );
-    assert.match(usage([], { ...env, ATLANTIS_AZUREDEVOPS_TOKEN: 'x' }), /--azuredevops-token.*only GitHub, GitLab and Gitea are supported/);
+    assert.match(
+      usage([], { ...env, ATLANTIS_AZUREDEVOPS_TOKEN: 'x' }),
+      /--azuredevops-token.*only GitHub, GitLab and Gitea are supported/,
+    );
   });
 });
