@@ -95,8 +95,12 @@ tools=
 if [[ -z "${TOFU_RELEASES_URL:-}" || -z "${CONFTEST_RELEASES_URL:-}" ]]; then
   tofu_bin="$(bash hack/tofu/build.sh | tail -1)" || fail "hack/tofu/build.sh failed"
   conftest_bin="$(bash hack/conftest/build.sh | tail -1)" || fail "hack/conftest/build.sh failed"
-  "$tofu_bin" version 2>/dev/null | grep -q "^OpenTofu v${tofu_version}\$" || fail "the Dockerfile pins tofu $tofu_version; hack/tofu builds $("$tofu_bin" version | head -1)"
-  HOME="$(mktemp -d)" "$conftest_bin" --version | grep -q "^Conftest: ${conftest_version}\$" || fail "the Dockerfile pins conftest $conftest_version; hack/conftest builds another"
+  # Output read whole before it is searched: `grep -q` stops reading at its match, and under
+  # pipefail the writer's SIGPIPE would fail the check (it did with a CLI config warning first).
+  tofu_says="$(TF_CLI_CONFIG_FILE=/dev/null "$tofu_bin" version 2>/dev/null)" || fail "$tofu_bin does not run"
+  grep -q "^OpenTofu v${tofu_version}\$" <<<"$tofu_says" || fail "the Dockerfile pins tofu $tofu_version; hack/tofu builds $(head -1 <<<"$tofu_says")"
+  conftest_says="$(HOME="$(mktemp -d)" "$conftest_bin" --version)" || fail "$conftest_bin does not run"
+  grep -q "^Conftest: ${conftest_version}\$" <<<"$conftest_says" || fail "the Dockerfile pins conftest $conftest_version; hack/conftest builds another"
   tofu_sum="$(sha256sum "$tofu_bin" | cut -c1-64)"
   conftest_sum="$(sha256sum "$conftest_bin" | cut -c1-64)"
   tools_input="$tools_input tofu-sha256=$tofu_sum conftest-sha256=$conftest_sum"

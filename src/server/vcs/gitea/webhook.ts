@@ -4,6 +4,7 @@
 // differences docs/gitea.md lists: only new comments run (an edited or deleted one does not),
 // a draft is not autoplanned, and a pull request closed without merging releases its locks.
 import crypto from 'node:crypto';
+import { Malformed, type Obj, hmacSha256Matches, obj, str } from '../webhook-shape.js';
 
 /** The pull request of a webhook, in Gitea's field names, only what the server reads. */
 export interface GiteaHookPull {
@@ -44,23 +45,9 @@ export function isWellFormedGiteaSignature(header: string | undefined): header i
  */
 export function verifyGiteaSignature(secret: string, rawBody: Buffer, header: string | undefined): boolean {
   if (!secret || !isWellFormedGiteaSignature(header)) return false;
-  const given = Buffer.from(header.trim().toLowerCase(), 'hex');
-  const expected = crypto.createHmac('sha256', secret).update(rawBody).digest();
-  return given.length === expected.length && crypto.timingSafeEqual(given, expected);
+  return hmacSha256Matches(secret, rawBody, header.trim());
 }
 
-class Malformed extends Error {}
-type Obj = Record<string, unknown>;
-
-function obj(v: unknown, where: string): Obj {
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Malformed(`${where} must be an object`);
-  return v as Obj;
-}
-function str(o: Obj, k: string, where: string): string {
-  const v = o[k];
-  if (typeof v !== 'string') throw new Malformed(`${where}.${k} must be a string`);
-  return v;
-}
 function num(o: Obj, k: string, where: string): number {
   const v = o[k];
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw new Malformed(`${where}.${k} must be a positive integer`);

@@ -2,6 +2,7 @@
 // into the typed events the server acts on. Types use GitHub's own field names and carry
 // only the fields the server reads.
 import crypto from 'node:crypto';
+import { Malformed, type Obj, hmacSha256Matches, obj, str } from '../webhook-shape.js';
 
 export interface GhUser {
   login: string;
@@ -114,27 +115,11 @@ export function isWellFormedSignature(header: string | undefined): header is str
  */
 export function verifySignature(secret: string, rawBody: Buffer, header: string | undefined): boolean {
   if (!secret || !isWellFormedSignature(header)) return false;
-  const hex = header.trim().slice(SIG_PREFIX.length);
-  const given = Buffer.from(hex.toLowerCase(), 'hex');
-  const expected = crypto.createHmac('sha256', secret).update(rawBody).digest();
-  return given.length === expected.length && crypto.timingSafeEqual(given, expected);
+  return hmacSha256Matches(secret, rawBody, header.trim().slice(SIG_PREFIX.length));
 }
 
 // ---- structural validation ----------------------------------------------------------
 
-class Malformed extends Error {}
-
-type Obj = Record<string, unknown>;
-
-function obj(v: unknown, where: string): Obj {
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Malformed(`${where} must be an object`);
-  return v as Obj;
-}
-function str(o: Obj, k: string, where: string): string {
-  const v = o[k];
-  if (typeof v !== 'string') throw new Malformed(`${where}.${k} must be a string`);
-  return v;
-}
 function num(o: Obj, k: string, where: string): number {
   const v = o[k];
   if (typeof v !== 'number' || !Number.isInteger(v)) throw new Malformed(`${where}.${k} must be an integer`);
