@@ -61,6 +61,7 @@ vcsHostContract('GitLab (stand-in)', async () => {
     otherUser: 'dev',
     repo: 'acme/infra',
     missingRepo: 'acme/nothing-here',
+    commentLimit: 1_000_000,
     async openPull(o) {
       const n = next++;
       const branch = `feature-${n}`;

@@ -46,11 +46,14 @@ const transports: Record<string, { request: typeof http.request; agent: http.Age
   'https:': { request: https.request, agent: new https.Agent({ keepAlive: true, maxSockets: 32 }) },
 };
 
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
+
 export function httpRequest(url: string | URL, req: HttpRequest): Promise<HttpResponse> {
   return sendOnce(url, req).catch((e: unknown) => {
-    // A kept-alive socket the server closed as it was reused: the request never reached the
-    // server, so it is sent once more on a new socket (Node's documented remedy), even a POST.
-    if ((e as { staleSocket?: boolean }).staleSocket === true) return sendOnce(url, req);
+    // A kept-alive socket reset as it was reused: most likely the server had closed it idle, so
+    // an idempotent request is sent once more on a new socket (Node's documented remedy). Not a
+    // POST or PATCH: the server may have acted on it before the reset; their callers read back.
+    if ((e as { staleSocket?: boolean }).staleSocket === true && IDEMPOTENT.has(req.method.toUpperCase())) return sendOnce(url, req);
     throw e;
   });
 }

@@ -34,7 +34,8 @@ export interface GlRecordedCall {
   fault?: string;
 }
 
-export type GlFault = { kind: 'status'; status: number; body?: unknown } | { kind: 'drop' };
+/** A fault for the next matching call: an answer of that status, the connection cut before the call is handled (`drop`), or after it took effect (`drop-after-processing`, the answer lost). */
+export type GlFault = { kind: 'status'; status: number; body?: unknown } | { kind: 'drop' } | { kind: 'drop-after-processing' };
 
 interface PendingFault {
   fault: GlFault;
@@ -182,6 +183,11 @@ export class GitLabStandin extends GlStore {
       return;
     }
     let answer: Answer;
+    if (fault?.kind === 'drop-after-processing') {
+      [call.status, call.answer] = this.route(method, path.slice('/api/v4'.length), query, body, req.headers);
+      req.socket.destroy();
+      return;
+    }
     if (fault) answer = [fault.status, fault.body ?? { message: `${fault.status} Error` }];
     else if (!inRoot || !path.startsWith('/api/v4/')) answer = [404, { error: '404 Not Found' }];
     else answer = this.route(method, path.slice('/api/v4'.length), query, body, req.headers);

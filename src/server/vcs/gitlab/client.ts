@@ -258,8 +258,29 @@ export class GitLabClient {
     return this.pages<GlNote>(`${GitLabClient.mrPath(project, iid)}/notes`, { order_by: 'created_at', sort: 'asc' });
   }
 
+  /**
+   * One note, neither lost nor doubled when its answer is: after no answer (a reset, a timeout)
+   * or a 504, which may come after GitLab created it, the MR's notes are read back; ours among
+   * those made since just before the attempt means done, else it is posted again.
+   */
   async createNote(project: string, iid: number, body: string): Promise<GlNote> {
-    return (await this.call<GlNote>('POST', `${GitLabClient.mrPath(project, iid)}/notes`, { body: { body: this.redact(body) } })).json;
+    const text = this.redact(body);
+    const path = `${GitLabClient.mrPath(project, iid)}/notes`;
+    for (let attempt = 1; ; attempt++) {
+      // Our clock and GitLab's differ a little.
+      const since = Date.now() - 5000;
+      try {
+        return (await this.call<GlNote>('POST', path, { body: { body: text } })).json;
+      } catch (e) {
+        if (!(e instanceof GitLabApiError) || e.notSent || (e.status !== 0 && e.status !== 504) || attempt >= this.maxAttempts) throw e;
+        const landed = (await this.notes(project, iid))
+          .filter((n) => n.body === text && n.created_at !== undefined && Date.parse(n.created_at) >= since)
+          .at(-1);
+        this.log.warn('GitLab note answer lost, read back', { path, attempt, status: e.status, found: landed !== undefined });
+        if (landed) return landed;
+        await this.sleep(equalJitter(backoffDelay(attempt - 1, 500, 30_000), this.random));
+      }
+    }
   }
 
   async updateNote(project: string, iid: number, noteId: number, body: string): Promise<void> {

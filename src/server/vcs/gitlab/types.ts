@@ -55,6 +55,7 @@ export interface GlNote {
   body: string;
   system?: boolean;
   author?: GlUser | null;
+  created_at?: string;
 }
 
 export interface GlCommit {
