@@ -9,8 +9,7 @@
 // token and the webhook secret (verbatim, URL-encoded, base64); the children's environment has
 // no ATLANTIS_* variable and no secret. Loopback: 127.0.41.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sleep } from '../src/async.js';
@@ -18,116 +17,18 @@ import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
 import { type TestRepo, createTestRepo } from './support/git-repos.js';
 import { GitLabStandin } from './support/gitlab-standin.js';
 import { mergeRequestHook, noteHook, sendGitlabWebhook } from './support/gitlab-standin-webhooks.js';
+import { assertCleanChildEnv, dataDirPlaces, findLeaks, prepareAttack, serverPages } from './support/secrets-attack.js';
 import { tempDataDir } from './support/workflow-env.js';
 
 const host = '127.0.41.2';
 const url = `http://${host}:4141`;
 const dataDir = tempDataDir();
-const outside = mkdtempSync(path.join(tmpdir(), 'ato-glattack-'));
-const tfDump = path.join(outside, 'terraform-env.txt');
-const runDump = path.join(outside, 'run-step-env.txt');
+const attack = prepareAttack('ato-glattack-');
 const WEBHOOK_SECRET = 'gitlab-attack-webhook-secret';
 
 let gl: GitLabStandin;
 let repo: TestRepo;
 let server: CliProcess;
-
-const attackTf = `terraform {
-  required_version = ">= 1.4"
-}
-
-variable "probe" {
-  type    = string
-  default = "unset"
-}
-
-locals {
-  environ = file("/proc/self/environ")
-}
-
-output "environ" {
-  value = local.environ
-}
-
-output "environ_b64" {
-  value = base64encode(local.environ)
-}
-
-output "probe" {
-  value = var.probe
-}
-
-resource "terraform_data" "exfil" {
-  input = "x"
-
-  provisioner "local-exec" {
-    command = <<-EOT
-      env > '${tfDump}'
-      env
-      env | base64 -w0; echo
-      echo ${'$'}{base64encode(local.environ)}
-      p=$$
-      for i in 1 2 3; do
-        p=$(awk '{print $4}' /proc/$p/stat)
-        tr '\\0' '\\n' < /proc/$p/environ
-        base64 < /proc/$p/environ
-      done
-    EOT
-  }
-}
-`;
-
-const atlantisYaml = `version: 3
-projects:
-  - dir: attack
-    workflow: evil
-workflows:
-  evil:
-    plan:
-      steps:
-        - init
-        - run: env > '${runDump}'; env; env | base64 -w0; echo
-        - env:
-            name: STOLEN
-            command: base64 -w0 /proc/self/environ
-        - run: echo "stolen=$STOLEN"
-        - plan
-`;
-
-function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
-    .map((f) => path.join(dir, f))
-    .filter((f) => {
-      try {
-        return statSync(f).isFile() && statSync(f).size < 8 * 1024 * 1024;
-      } catch {
-        return false;
-      }
-    });
-}
-
-/** Every base64 decoding of `text`'s base64-looking runs (line breaks removed), at every start. */
-function base64Decodings(text: string): string[] {
-  const out: string[] = [];
-  for (const run of text.match(/[A-Za-z0-9+/_=\r\n-]{16,}/g) ?? []) {
-    const flat = run.replace(/[\r\n=]/g, '');
-    for (let start = 0; start < 4; start++) {
-      out.push(
-        Buffer.from(flat.slice(start), 'base64').toString('latin1'),
-        Buffer.from(flat.slice(start).replace(/-/g, '+').replace(/_/g, '/'), 'base64').toString('latin1'),
-      );
-    }
-  }
-  return out;
-}
-
-/** Where `secret` shows in `text`, in any form an attacker may print it in; undefined if nowhere. */
-function leak(text: string, secret: string): string | undefined {
-  if (text.includes(secret)) return 'verbatim';
-  if (text.toLowerCase().includes(encodeURIComponent(secret).toLowerCase())) return 'URL-encoded';
-  if (base64Decodings(text).some((d) => d.includes(secret))) return 'base64';
-  return undefined;
-}
 
 const botNotes = (): string[] => {
   const mr = gl.mergeRequest('acme/infra', 1);
@@ -160,8 +61,6 @@ before(async () => {
   gl = await GitLabStandin.start({ host: '127.0.41.1', tls: true });
   repo = await createTestRepo({ fullName: 'acme/infra', files: { 'README.md': 'infra\n' } });
   gl.addProject('acme/infra', { bareDir: repo.bareDir });
-  const serverConfig = path.join(outside, 'repos.yaml');
-  writeFileSync(serverConfig, 'repos:\n  - id: /.*/\n    allowed_overrides: [workflow]\n    allow_custom_workflows: true\n');
   server = startCli(
     [
       'server',
@@ -181,7 +80,7 @@ before(async () => {
       '--log-level',
       'debug',
       '--repo-config',
-      serverConfig,
+      attack.repoConfig,
     ],
     {
       // The secrets come as environment, not flags, as the operator's pods get them.
@@ -203,13 +102,13 @@ after(async () => {
   server.child.kill('SIGKILL');
   await gl.close();
   rmSync(path.resolve(repo.bareDir, '..', '..', '..'), { recursive: true, force: true });
-  rmSync(outside, { recursive: true, force: true });
+  attack.cleanup();
 });
 
 describe('an attacker cannot get the secrets out through GitLab', () => {
   it('through terraform, local-exec, run steps and extra args; children get a clean environment', { timeout: 300_000 }, async () => {
     const token = gl.token;
-    await repo.createBranch('attack', { 'attack/main.tf': attackTf, 'atlantis.yaml': atlantisYaml });
+    await repo.createBranch('attack', attack.files);
     const mr = gl.openMergeRequest('acme/infra', { sourceBranch: 'attack', author: 'mallory' });
     await send('Merge Request Hook', mergeRequestHook(gl, mr, { action: 'open' }));
     await waitForNote(0, /^Ran Plan/);
@@ -222,60 +121,30 @@ describe('an attacker cannot get the secrets out through GitLab', () => {
 
     const allNotes = botNotes().join('\n');
     assert.match(allNotes, /probe-from-server-env/, 'TF_VAR_probe from the server env reached terraform');
-    for (const dump of [tfDump, runDump]) {
-      const text = readFileSync(dump, 'utf8');
-      const names = text.split('\n').map((l) => l.split('=')[0] as string);
-      assert.ok(text.includes('AWS_REGION=eu-attack-1'), `${dump}: AWS_REGION reaches the children`);
-      assert.deepEqual(
-        names.filter((n) => n.startsWith('ATLANTIS_') && n !== 'ATLANTIS_TERRAFORM_VERSION'),
-        [],
-        `${dump}: no ATLANTIS_* variable in a child's environment`,
-      );
-      assert.equal(leak(text, token), undefined, `${dump}: the token is in a child's environment`);
-      assert.equal(leak(text, WEBHOOK_SECRET), undefined, `${dump}: the webhook secret is in a child's environment`);
-    }
+    const secrets = [
+      ['the GitLab token', token],
+      ['the webhook secret', WEBHOOK_SECRET],
+    ] as const;
+    assertCleanChildEnv(attack, secrets);
 
-    const jobIds = readdirSync(path.join(dataDir, 'jobs'))
-      .filter((f) => f.endsWith('.log'))
-      .map((f) => f.slice(0, -4));
-    assert.ok(jobIds.length >= 2, `job logs: ${jobIds.join(', ')}`);
-    const jobPages = await Promise.all(
-      jobIds.map(async (id): Promise<[string, string]> => [`job page ${id}`, await (await fetch(`${url}/jobs/${id}`)).text()]),
-    );
-    const page = await (await fetch(`${url}/`)).text();
-    const statusJson = await (await fetch(`${url}/status`)).text();
+    const pages = await serverPages(url, dataDir);
     server.child.kill('SIGTERM');
     assert.equal((await server.exited).code, 0);
     const log = server.output();
     assert.match(log, /Environment variables withheld from child processes.*ATLANTIS_GITLAB_TOKEN/, 'the server says what it withheld');
     const places: Array<[string, string]> = [
       ['server log', log],
-      ['/status', statusJson],
-      ['web page', page],
-      ...jobPages,
+      ...pages,
       ...gl.calls.map((c, i): [string, string] => [
         `request ${i} to GitLab: ${c.method} ${c.path}`,
         JSON.stringify({ path: c.path, query: c.query, body: c.body }),
       ]),
       ...[...gl.notes.values()].map((n, i): [string, string] => [`note ${i}`, n.body]),
       ...gl.jobs.map((j, i): [string, string] => [`commit status ${i}`, JSON.stringify(j)]),
-      ...filesUnder(dataDir).map((f): [string, string] => [f, readFileSync(f, 'latin1')]),
+      ...dataDirPlaces(dataDir),
     ];
-    assert.ok(
-      places.some(([w]) => w.includes(`${path.sep}repos${path.sep}`)),
-      'working copies are searched',
-    );
     assert.match(allNotes, /ATLANTIS_GITLAB_TOKEN=\[REDACTED\]/, "the server's own environ, printed by the attacker, was scrubbed");
-    const leaks: string[] = [];
-    for (const [where, text] of places) {
-      for (const [what, secret] of [
-        ['the GitLab token', token],
-        ['the webhook secret', WEBHOOK_SECRET],
-      ] as const) {
-        const how = leak(text, secret);
-        if (how) leaks.push(`${what} appears ${how} in ${where}`);
-      }
-    }
+    const leaks = findLeaks(places, secrets);
     assert.deepEqual(leaks, []);
   });
 });

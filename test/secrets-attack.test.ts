@@ -16,127 +16,26 @@
 // the attacker's own code to a file outside the data dir, has no ATLANTIS_* variable and no
 // secret, but does have what the server was started with for terraform (AWS_REGION, TF_VAR_*).
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
+import { assertCleanChildEnv, dataDirPlaces, findLeaks, prepareAttack, serverPages } from './support/secrets-attack.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv, tempDataDir } from './support/workflow-env.js';
 
 const host = '127.0.161.16';
 const url = `http://${host}:4141`;
 const dataDir = tempDataDir();
-const outside = mkdtempSync(path.join(tmpdir(), 'ato-attack-'));
-const tfDump = path.join(outside, 'terraform-env.txt');
-const runDump = path.join(outside, 'run-step-env.txt');
+const attack = prepareAttack('ato-attack-');
 const PR = 66;
 
 let env: WorkflowEnv;
 let server: CliProcess;
 
-const attackTf = `terraform {
-  required_version = ">= 1.4"
-}
-
-variable "probe" {
-  type    = string
-  default = "unset"
-}
-
-locals {
-  environ = file("/proc/self/environ")
-}
-
-output "environ" {
-  value = local.environ
-}
-
-output "environ_b64" {
-  value = base64encode(local.environ)
-}
-
-output "probe" {
-  value = var.probe
-}
-
-resource "terraform_data" "exfil" {
-  input = "x"
-
-  provisioner "local-exec" {
-    command = <<-EOT
-      env > '${tfDump}'
-      env
-      env | base64 -w0; echo
-      echo ${'$'}{base64encode(local.environ)}
-      p=$$
-      for i in 1 2 3; do
-        p=$(awk '{print $4}' /proc/$p/stat)
-        tr '\\0' '\\n' < /proc/$p/environ
-        base64 < /proc/$p/environ
-      done
-    EOT
-  }
-}
-`;
-
-const atlantisYaml = `version: 3
-projects:
-  - dir: attack
-    workflow: evil
-workflows:
-  evil:
-    plan:
-      steps:
-        - init
-        - run: env > '${runDump}'; env; env | base64 -w0; echo
-        - env:
-            name: STOLEN
-            command: base64 -w0 /proc/self/environ
-        - run: echo "stolen=$STOLEN"
-        - plan
-`;
-
-function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
-    .map((f) => path.join(dir, f))
-    .filter((f) => {
-      try {
-        return statSync(f).isFile() && statSync(f).size < 8 * 1024 * 1024;
-      } catch {
-        return false;
-      }
-    });
-}
-
-/** Every base64 decoding of `text`'s base64-looking runs (line breaks removed), at every start. */
-function base64Decodings(text: string): string[] {
-  const out: string[] = [];
-  for (const run of text.match(/[A-Za-z0-9+/_=\r\n-]{16,}/g) ?? []) {
-    const flat = run.replace(/[\r\n=]/g, '');
-    for (let start = 0; start < 4; start++) {
-      out.push(
-        Buffer.from(flat.slice(start), 'base64').toString('latin1'),
-        Buffer.from(flat.slice(start).replace(/-/g, '+').replace(/_/g, '/'), 'base64').toString('latin1'),
-      );
-    }
-  }
-  return out;
-}
-
-/** Where `secret` shows in `text`, in any form an attacker may print it in; undefined if nowhere. */
-function leak(text: string, secret: string): string | undefined {
-  if (text.includes(secret)) return 'verbatim';
-  if (text.toLowerCase().includes(encodeURIComponent(secret).toLowerCase())) return 'URL-encoded';
-  if (base64Decodings(text).some((d) => d.includes(secret))) return 'base64';
-  return undefined;
-}
-
 before(async () => {
   env = await createWorkflowEnv();
-  const serverConfig = path.join(outside, 'repos.yaml');
-  writeFileSync(serverConfig, 'repos:\n  - id: /.*/\n    allowed_overrides: [workflow]\n    allow_custom_workflows: true\n');
   // The secrets come as environment, not flags, as the operator's pods get them.
-  const args = env.serverArgs(dataDir, host, ['--log-level', 'debug', '--repo-config', serverConfig]);
+  const args = env.serverArgs(dataDir, host, ['--log-level', 'debug', '--repo-config', attack.repoConfig]);
   const withoutSecretFlags = args.filter(
     (a, i) => !['--gh-token', '--gh-webhook-secret'].includes(a) && !['--gh-token', '--gh-webhook-secret'].includes(args[i - 1] ?? ''),
   );
@@ -154,12 +53,13 @@ before(async () => {
 after(async () => {
   server.child.kill('SIGKILL');
   await env.close();
+  attack.cleanup();
 });
 
 describe('an attacker cannot get the secrets out', () => {
   it('through terraform, local-exec, run steps and extra args; children get a clean environment', { timeout: 180_000 }, async () => {
     const token = env.gh.token;
-    const { status } = await env.openPull(url, PR, 'attack', { 'attack/main.tf': attackTf, 'atlantis.yaml': atlantisYaml });
+    const { status } = await env.openPull(url, PR, 'attack', attack.files);
     assert.equal(status, 200);
     await env.waitForComment(PR, /^Ran Plan/, { timeoutMs: 90_000 });
     const afterPlan = env.commentsOn(PR).length;
@@ -177,40 +77,28 @@ describe('an attacker cannot get the secrets out', () => {
       .map((c) => c.body)
       .join('\n');
     assert.match(allComments, /probe-from-server-env/, 'TF_VAR_probe from the server env reached terraform');
-    for (const dump of [tfDump, runDump]) {
+    const secrets = [
+      ['the GitHub token', token],
+      ['the webhook secret', WEBHOOK_SECRET],
+    ] as const;
+    assertCleanChildEnv(attack, secrets);
+    for (const dump of attack.dumps) {
       const text = readFileSync(dump, 'utf8');
       const names = text.split('\n').map((l) => l.split('=')[0]!);
-      assert.ok(
-        names.includes('AWS_REGION') && text.includes('AWS_REGION=eu-attack-1'),
-        `${dump}: AWS_REGION reaches the children\n${text}`,
-      );
       assert.ok(text.includes('TF_VAR_probe=probe-from-server-env'), `${dump}: TF_VAR_* reaches the children`);
       assert.ok(names.includes('PATH') && names.includes('HOME'), `${dump}: PATH and HOME reach the children`);
-      // ATLANTIS_TERRAFORM_VERSION is Atlantis's run-step variable (the version run), no server setting.
-      assert.deepEqual(
-        names.filter((n) => n.startsWith('ATLANTIS_') && n !== 'ATLANTIS_TERRAFORM_VERSION'),
-        [],
-        `${dump}: no ATLANTIS_* variable in a child's environment`,
-      );
       for (const line of text.split('\n').filter((l) => l.startsWith('ATLANTIS_TERRAFORM_VERSION=')))
         assert.match(line, /^ATLANTIS_TERRAFORM_VERSION=\d+\.\d+\.\d+\S*$/, `${dump}: a version only`);
       assert.ok(!names.includes('GITHUB_TOKEN'), `${dump}: GITHUB_TOKEN (holding the token) is withheld`);
-      assert.equal(leak(text, token), undefined, `${dump}: the token is in a child's environment`);
-      assert.equal(leak(text, WEBHOOK_SECRET), undefined, `${dump}: the webhook secret is in a child's environment`);
     }
 
     const jobIds = readdirSync(path.join(dataDir, 'jobs'))
       .filter((f) => f.endsWith('.log'))
       .map((f) => f.slice(0, -4));
-    // plan and apply; the -var-file comment is refused before a job starts (a path outside the checkout)
-    assert.ok(jobIds.length >= 2, `job logs: ${jobIds.join(', ')}`);
     const jobLogs = jobIds.map((id) => readFileSync(path.join(dataDir, 'jobs', `${id}.log`), 'utf8')).join('\n');
     assert.match(jobLogs, /stolen=\S{20}/, 'the run steps ran (their output is in the job logs)');
-    const jobPages = await Promise.all(
-      jobIds.map(async (id): Promise<[string, string]> => [`job page ${id}`, await (await fetch(`${url}/jobs/${id}`)).text()]),
-    );
-    const page = await (await fetch(`${url}/`)).text();
-    const statusJson = await (await fetch(`${url}/status`)).text();
+    // plan and apply; the -var-file comment is refused before a job starts (a path outside the checkout)
+    const pages = await serverPages(url, dataDir);
     server.child.kill('SIGTERM');
     assert.equal((await server.exited).code, 0);
     const log = server.output();
@@ -222,38 +110,23 @@ describe('an attacker cannot get the secrets out', () => {
 
     const places: Array<[string, string]> = [
       ['server log', log],
-      ['/status', statusJson],
-      ['web page', page],
-      ...jobPages,
+      ...pages,
       ...env.commentsOn(PR).map((c, i): [string, string] => [`PR comment ${i}`, c.body]),
       ...env.gh.statuses.map((s, i): [string, string] => [`commit status ${i}`, JSON.stringify(s)]),
       ...env.gh.calls.map((c, i): [string, string] => [
         `request ${i} to GitHub: ${c.method} ${c.path}`,
         JSON.stringify({ path: c.path, query: c.query, body: c.body }),
       ]),
-      ...filesUnder(dataDir).map((f): [string, string] => [f, readFileSync(f, 'latin1')]),
+      ...dataDirPlaces(dataDir),
     ];
     assert.ok(
       places.some(([w]) => w.includes(`${path.sep}jobs${path.sep}`)),
       'job logs on disk are searched',
     );
-    assert.ok(
-      places.some(([w]) => w.includes(`${path.sep}repos${path.sep}`)),
-      'working copies are searched',
-    );
     // The server's own /proc/<pid>/environ still holds what it was started with: what the
     // local-exec printed of it reached the PR scrubbed.
     assert.match(allComments, /ATLANTIS_GH_TOKEN=\[REDACTED\]/, "the server's own environ, printed by the attacker, was scrubbed");
-    const leaks: string[] = [];
-    for (const [where, text] of places) {
-      for (const [what, secret] of [
-        ['the GitHub token', token],
-        ['the webhook secret', WEBHOOK_SECRET],
-      ] as const) {
-        const how = leak(text, secret);
-        if (how) leaks.push(`${what} appears ${how} in ${where}`);
-      }
-    }
+    const leaks = findLeaks(places, secrets);
     assert.deepEqual(leaks, []);
   });
 });
