@@ -17,11 +17,11 @@ import { after, before, describe, it } from 'node:test';
 import { sleep } from '../src/async.js';
 import { tofuReleaseFiles } from '../src/server/terraform/distribution.js';
 import { findOnPath } from '../src/server/terraform/tf-install.js';
+import { githubServerArgs } from './support/workflow-env.js';
 import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
 import { type TestRepo, createTestRepo, terraformConfig } from './support/git-repos.js';
 import { GitHubStandin, pullRequestPayload, sendWebhook } from './support/github-standin.js';
 import { goTool } from './support/go-tools.js';
-import { TERRAFORM } from './support/terraform.js';
 
 const NET = '127.0.39';
 const SECRET = 'opentofu-e2e-secret';
@@ -92,37 +92,23 @@ describe('OpenTofu as the default distribution, versions downloaded per project'
     url = `http://${host}:4141`;
     // No tofu on PATH: every tofu version comes from the mirror.
     assert.equal(findOnPath('tofu', process.env.PATH ?? ''), undefined, 'this test needs no tofu on PATH');
-    server = startCli([
-      'server',
-      '--bind-address',
-      host,
-      '--port',
-      '4141',
-      '--data-dir',
-      dataDir,
-      '--atlantis-url',
-      url,
-      '--repo-allowlist',
-      'github.com/acme/*',
-      '--gh-user',
-      'atlantis-bot',
-      '--gh-token',
-      gh.token,
-      '--gh-webhook-secret',
-      SECRET,
-      '--gh-api-url',
-      gh.url,
-      '--tf-binary',
-      TERRAFORM,
-      '--default-tf-distribution',
-      'opentofu',
-      '--default-tf-version',
-      DEFAULT,
-      '--tofu-download-url',
-      mirrorUrl,
-      '--tofu-download-key-file',
-      keyFile,
-    ]);
+    server = startCli(
+      githubServerArgs(gh, {
+        dataDir,
+        host,
+        secret: SECRET,
+        extra: [
+          '--default-tf-distribution',
+          'opentofu',
+          '--default-tf-version',
+          DEFAULT,
+          '--tofu-download-url',
+          mirrorUrl,
+          '--tofu-download-key-file',
+          keyFile,
+        ],
+      }),
+    );
     await waitForHttp(`${url}/healthz`).catch((e: Error) => {
       throw new Error(`${e.message}\n${server.output()}`);
     });

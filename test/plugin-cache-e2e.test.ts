@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sleep } from '../src/async.js';
+import { githubServerArgs } from './support/workflow-env.js';
 import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
 import { type TestRepo, createTestRepo } from './support/git-repos.js';
 import { GitHubStandin, issueCommentPayload, pullRequestPayload, sendWebhook } from './support/github-standin.js';
@@ -74,33 +75,7 @@ describe('one plugin cache, eight parallel inits of terraform and OpenTofu', { t
     const host = `${NET}.2`;
     url = `http://${host}:4141`;
     server = startCli(
-      [
-        'server',
-        '--bind-address',
-        host,
-        '--port',
-        '4141',
-        '--data-dir',
-        dataDir,
-        '--atlantis-url',
-        url,
-        '--repo-allowlist',
-        'github.com/acme/*',
-        '--gh-user',
-        'atlantis-bot',
-        '--gh-token',
-        gh.token,
-        '--gh-webhook-secret',
-        SECRET,
-        '--gh-api-url',
-        gh.url,
-        '--tf-binary',
-        TERRAFORM,
-        '--parallel-pool-size',
-        '8',
-        '--log-level',
-        'debug',
-      ],
+      githubServerArgs(gh, { dataDir, host, secret: SECRET, extra: ['--parallel-pool-size', '8', '--log-level', 'debug'] }),
       { ...mirror.env(cliConfig), PATH: `${bin}:${process.env.PATH ?? ''}` },
     );
     await waitForHttp(`${url}/healthz`).catch((e: Error) => {

@@ -19,13 +19,13 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sleep } from '../src/async.js';
 import { conftestPlatform, conftestRelease } from '../src/server/policy/conftest-install.js';
+import { githubServerArgs } from './support/workflow-env.js';
 import { NO_FORBIDDEN_REGO } from './support/atlantis-policy-scenario.js';
 import { type CliProcess, runCli, startCli, waitForHttp } from './support/cli.js';
 import { type TestRepo, createTestRepo, terraformConfig } from './support/git-repos.js';
 import { GitHubStandin, issueCommentPayload, pullRequestPayload, sendWebhook } from './support/github-standin.js';
 import { goTool } from './support/go-tools.js';
 import { requiredFlags } from './support/server-config.js';
-import { TERRAFORM } from './support/terraform.js';
 
 const NET = '127.0.38';
 const SECRET = 'policy-e2e-secret';
@@ -186,37 +186,21 @@ describe('a server checking policies with a downloaded conftest, quiet, custom c
     const host = `${NET}.2`;
     url = `http://${host}:4141`;
     server = startCli(
-      [
-        'server',
-        '--config',
-        configFile,
-        '--bind-address',
-        host,
-        '--port',
-        '4141',
-        '--data-dir',
+      githubServerArgs(gh, {
         dataDir,
-        '--atlantis-url',
-        url,
-        '--repo-allowlist',
-        'github.com/acme/*',
-        '--gh-user',
-        'atlantis-bot',
-        '--gh-token',
-        gh.token,
-        '--gh-webhook-secret',
-        SECRET,
-        '--gh-api-url',
-        gh.url,
-        '--tf-binary',
-        TERRAFORM,
-        '--enable-policy-checks',
-        '--quiet-policy-checks',
-        '--repo-config',
-        cfg.reposYaml,
-        '--conftest-download-url',
-        mirrorUrl,
-      ],
+        host,
+        secret: SECRET,
+        extra: [
+          '--config',
+          configFile,
+          '--enable-policy-checks',
+          '--quiet-policy-checks',
+          '--repo-config',
+          cfg.reposYaml,
+          '--conftest-download-url',
+          mirrorUrl,
+        ],
+      }),
       { ATLANTIS_WEBHOOK_HTTP_HEADERS: '{"Authorization":"Bearer hook-secret-9f2c"}' },
     );
     await waitForHttp(`${url}/healthz`).catch((e: Error) => {

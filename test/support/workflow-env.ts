@@ -62,6 +62,40 @@ export interface WorkflowEnv {
 }
 
 /**
+ * The flags of a server on `host`:4141 against the GitHub stand-in `gh` for `github.com/acme/*`,
+ * running the machine's terraform; `extra` appended.
+ */
+export function githubServerArgs(
+  gh: GitHubStandin,
+  o: { dataDir: string; host: string; secret: string; extra?: readonly string[] },
+): string[] {
+  return [
+    'server',
+    '--bind-address',
+    o.host,
+    '--port',
+    '4141',
+    '--data-dir',
+    o.dataDir,
+    '--atlantis-url',
+    `http://${o.host}:4141`,
+    '--repo-allowlist',
+    'github.com/acme/*',
+    '--gh-user',
+    'atlantis-bot',
+    '--gh-token',
+    gh.token,
+    '--gh-webhook-secret',
+    o.secret,
+    '--gh-api-url',
+    gh.url,
+    '--tf-binary',
+    TERRAFORM,
+    ...(o.extra ?? []),
+  ];
+}
+
+/**
  * `ghHost`: the loopback address the GitHub stand-in listens on (default 127.0.0.1);
  * `webhookSecret`: the server's --gh-webhook-secret, which webhooks are signed with (default WEBHOOK_SECRET).
  */
@@ -74,30 +108,7 @@ export async function createWorkflowEnv(opts: { ghHost?: string; webhookSecret?:
     gh,
     repo,
     serverArgs(dataDir, host, extra = []) {
-      return [
-        'server',
-        '--bind-address',
-        host,
-        '--port',
-        '4141',
-        '--data-dir',
-        dataDir,
-        '--atlantis-url',
-        `http://${host}:4141`,
-        '--repo-allowlist',
-        'github.com/acme/*',
-        '--gh-user',
-        'atlantis-bot',
-        '--gh-token',
-        gh.token,
-        '--gh-webhook-secret',
-        secret,
-        '--gh-api-url',
-        gh.url,
-        '--tf-binary',
-        TERRAFORM,
-        ...extra,
-      ];
+      return githubServerArgs(gh, { dataDir, host, secret, extra });
     },
     async openPull(serverUrl, number, branch, files, headers) {
       const headSha = await repo.createBranch(branch, files);
