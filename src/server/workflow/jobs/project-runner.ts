@@ -3,6 +3,7 @@
 // Every process goes through the ProcessRunner, so it is supervised, logged per job and
 // interrupted cleanly at a drain deadline.
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { lstat } from 'node:fs/promises';
 import path from 'node:path';
 import type { PolicySets } from '../../policy/policy-sets.js';
 import type { Distribution } from '../../terraform/distribution.js';
@@ -114,6 +115,22 @@ function stepEnv(c: ProjectRunContext, t: Terraform = {}, binDir?: string): Reco
     COMMENT_ARGS: c.commentArgs.join(','),
     TF_WORKSPACE: '', // unset: workspaces are selected explicitly, TF_WORKSPACE would override that
   };
+}
+
+/**
+ * Whether terraform, started in `projectDir` with `env`, is on the `default` workspace: it reads
+ * its workspace from `<data dir>/environment` (TF_WORKSPACE overrides it, TF_DATA_DIR moves the
+ * data dir from `.terraform`), and with no such file it is on `default`. Anything else, or a
+ * file of any kind there (a PR may commit one), is not certain: the caller selects.
+ */
+export async function onDefaultWorkspace(projectDir: string, env: Record<string, string | undefined>): Promise<boolean> {
+  if (env.TF_WORKSPACE || env.TF_DATA_DIR) return false;
+  try {
+    await lstat(path.join(projectDir, '.terraform', 'environment'));
+    return false;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ENOENT';
+  }
 }
 
 /** What a command adds to the steps: `import`/`state rm` arguments, or `version`. */
@@ -316,9 +333,12 @@ export class ProjectRunner {
    * Selects the project's workspace, `default` included, before terraform touches state: a
    * `.terraform/environment` committed in the PR would otherwise choose the workspace (and so
    * the state) a `default` project plans and applies against. Atlantis asks `workspace show`
-   * first; we always select, so no text terraform prints can be mistaken for the answer.
+   * first; we select, so no text terraform prints can be mistaken for the answer, unless
+   * terraform is on `default` without doubt (onDefaultWorkspace): then no process is started.
    */
-  private selectWorkspace(tf: Tf, c: ProjectRunContext): Promise<RunResult> {
+  private async selectWorkspace(tf: Tf, c: ProjectRunContext): Promise<RunResult> {
+    if (c.workspace === 'default' && (await onDefaultWorkspace(c.projectDir, process.env)))
+      return { exitCode: 0, signal: null, durationMs: 0, output: '', interrupted: false, killed: false };
     return tf(['workspace', 'select'], ['-or-create', c.workspace]);
   }
 
