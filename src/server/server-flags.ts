@@ -396,6 +396,13 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description: 'Silences VCS commit status when for all commands when a project is not defined.',
   },
   {
+    name: 'skip-clone-no-changes',
+    type: 'bool',
+    default: false,
+    description:
+      'Skips cloning the repo during autoplan (and plan without -d/-p) if there are no changes to Terraform projects, judged from the repo config read through the API; only with an atlantis.yaml that lists projects',
+  },
+  {
     name: 'silence-no-projects',
     type: 'bool',
     default: false,
