@@ -80,15 +80,19 @@ function sendOnce(url: string | URL, req: HttpRequest): Promise<HttpResponse> {
       const chunks: Buffer[] = [];
       let size = 0;
       res.on('data', (c: Buffer) => {
+        if (tooLarge) return;
         size += c.length;
         if (req.maxBytes !== undefined && size > req.maxBytes) {
+          // Failed at once, whether the rest is still coming or already read; the socket goes.
           tooLarge = Object.assign(new Error(`response larger than ${req.maxBytes} bytes`), { code: RESPONSE_TOO_LARGE });
-          r.destroy(tooLarge);
+          fail(tooLarge);
+          res.destroy();
           return;
         }
         chunks.push(c);
       });
       res.on('end', () => {
+        if (tooLarge) return;
         clearTimeout(timer);
         resolve({ status: res.statusCode ?? 0, headers: headersOf(res.headers), text: Buffer.concat(chunks).toString('utf8') });
       });
