@@ -399,8 +399,8 @@ export const SERVER_FLAGS: FlagSpec[] = [
     name: 'skip-clone-no-changes',
     type: 'bool',
     default: false,
-    description:
-      'Skips cloning the repo during autoplan (and plan without -d/-p) if there are no changes to Terraform projects, judged from the repo config read through the API; only with an atlantis.yaml that lists projects',
+    // Atlantis's --help text, as the other flags have theirs.
+    description: 'Skips cloning the PR repo if there are no projects were changed in the PR.',
   },
   {
     name: 'silence-no-projects',
