@@ -147,6 +147,17 @@ describe('--skip-clone-no-changes (real server process)', { timeout: 300_000 }, 
     await env.comment(url, 3, 'atlantis plan');
     const again = await env.waitForComment(3, /^Ran Plan for 0 projects:/, { after: n });
     assert.doesNotMatch(again.body, /app2-first-commit/);
+    // A targeted plan clones the current head: the project as the second commit left it, not the first's checkout.
+    const m = env.commentsOn(3).length;
+    await env.comment(url, 3, 'atlantis plan -d app2');
+    const targeted = await env.waitForComment(3, /^Ran Plan for dir: `app2` workspace: `default`/, { after: m });
+    assert.match(targeted.body, /app2-v1/);
+    assert.doesNotMatch(targeted.body, /app2-first-commit/);
+    assert.ok(cloned(3, second), 'the second commit was cloned for the targeted plan');
+    // Its lock goes, for the next PR's app2.
+    const k = env.commentsOn(3).length;
+    await env.comment(url, 3, 'atlantis unlock');
+    await env.waitForComment(3, /^All Atlantis locks for this PR have been unlocked and plans discarded/, { after: k });
   });
 
   it('no atlantis.yaml (projects found from the files): cloned and planned as usual', async () => {
