@@ -17,7 +17,8 @@ const FORK_OWNER = 'mallory';
 vcsHostContract('GitHub (stand-in)', async () => {
   const gh = await GitHubStandin.start({ botLogin: 'atlantis-bot' });
   const repo = await createTestRepo({ fullName: 'acme/infra' });
-  gh.addRepo(repo.fullName, { cloneUrl: repo.cloneUrl });
+  // The bare repository backs the contents API too.
+  gh.addRepo(repo.fullName, { cloneUrl: repo.cloneUrl, bareDir: repo.bareDir });
   // The organisation exists with a team the other user is not in.
   gh.addTeam('acme', 'dev', ['someone-else']);
   const host = githubHost(

@@ -150,7 +150,7 @@ export const ATLANTIS_FLAGS: Readonly<Record<string, AtlantisFlag>> = {
   'silence-no-projects': H,
   'silence-vcs-status-no-plans': H,
   'silence-vcs-status-no-projects': H,
-  'skip-clone-no-changes': warn('bool', false, 'the pull request is always cloned'),
+  'skip-clone-no-changes': H,
   'slack-token': refused('string', '', 'Slack notifications are not implemented (webhooks of kind http are)'),
   'ssl-cert-file': refused('string', '', 'TLS is not served; terminate it in front of the server'),
   'ssl-key-file': refused('string', '', 'TLS is not served; terminate it in front of the server'),

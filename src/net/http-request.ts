@@ -26,7 +26,15 @@ export interface HttpRequest {
   signal?: AbortSignal;
   /** Called once the whole request has been handed to the OS (connected and written). */
   onSent?: () => void;
+  /**
+   * A bound on the response body: past it the request fails with RESPONSE_TOO_LARGE before
+   * more is read (a file of a pull request read through the API is hostile input).
+   */
+  maxBytes?: number;
 }
+
+/** The error code of a response cut off past HttpRequest.maxBytes; sending again gives the same answer. */
+export const RESPONSE_TOO_LARGE = 'ERESPONSETOOLARGE';
 
 export interface HttpResponse {
   status: number;
@@ -70,8 +78,21 @@ function sendOnce(url: string | URL, req: HttpRequest): Promise<HttpResponse> {
     const r = transport.request(u, { method: req.method, headers, agent: req.agent ?? transport.agent, signal: req.signal }, (res) => {
       answered = true;
       const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
+      let size = 0;
+      res.on('data', (c: Buffer) => {
+        if (tooLarge) return;
+        size += c.length;
+        if (req.maxBytes !== undefined && size > req.maxBytes) {
+          // Failed at once, whether the rest is still coming or already read; the socket goes.
+          tooLarge = Object.assign(new Error(`response larger than ${req.maxBytes} bytes`), { code: RESPONSE_TOO_LARGE });
+          fail(tooLarge);
+          res.destroy();
+          return;
+        }
+        chunks.push(c);
+      });
       res.on('end', () => {
+        if (tooLarge) return;
         clearTimeout(timer);
         resolve({ status: res.statusCode ?? 0, headers: headersOf(res.headers), text: Buffer.concat(chunks).toString('utf8') });
       });
@@ -82,10 +103,11 @@ function sendOnce(url: string | URL, req: HttpRequest): Promise<HttpResponse> {
       });
     });
     let timeout: Error | undefined;
-    // After a timeout the request and the response may each report the destroyed socket.
+    let tooLarge: Error | undefined;
+    // After a timeout (or a cut-off answer) the request and the response may each report the destroyed socket.
     function fail(e: Error): void {
       clearTimeout(timer);
-      reject(timeout ?? e);
+      reject(timeout ?? tooLarge ?? e);
     }
     const onTimeout = (): void => {
       timeout = req.timeoutError?.() ?? Object.assign(new Error(`no complete answer within ${req.timeoutMs} ms`), { code: 'ETIMEDOUT' });

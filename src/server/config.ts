@@ -127,6 +127,8 @@ export interface ServerConfig {
   silenceNoProjects: boolean;
   /** --enable-regexp-cmd: -p is a regular expression over project names. */
   enableRegexpCmd: boolean;
+  /** --skip-clone-no-changes: a plan of the whole PR reads the repo config through the API first, and clones only when a project changed (checkout/skip-clone.ts). */
+  skipCloneNoChanges: boolean;
 }
 
 const LOG_LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
@@ -288,6 +290,7 @@ export function buildServerConfig(values: FlagValues, webhooks: WebhookEntry[] =
     silenceVcsStatusNoProjects: values['silence-vcs-status-no-projects'] === true,
     silenceNoProjects: values['silence-no-projects'] === true,
     enableRegexpCmd: values['enable-regexp-cmd'] === true,
+    skipCloneNoChanges: values['skip-clone-no-changes'] === true,
   };
 }
 

@@ -396,6 +396,13 @@ export const SERVER_FLAGS: FlagSpec[] = [
     description: 'Silences VCS commit status when for all commands when a project is not defined.',
   },
   {
+    name: 'skip-clone-no-changes',
+    type: 'bool',
+    default: false,
+    // Atlantis's --help text, as the other flags have theirs.
+    description: 'Skips cloning the PR repo if there are no projects were changed in the PR.',
+  },
+  {
     name: 'silence-no-projects',
     type: 'bool',
     default: false,

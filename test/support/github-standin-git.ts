@@ -131,21 +131,22 @@ export function contentsAnswer(
       .toString()
       .trim();
     if (execFileSync('git', ['cat-file', '-t', blob], opts).toString().trim() !== 'blob') return [404, { message: 'Not Found' }];
-    content = execFileSync('git', ['cat-file', 'blob', blob], opts);
+    content = execFileSync('git', ['cat-file', 'blob', blob], { ...opts, maxBuffer: 64 * 1024 * 1024 });
   } catch {
     return [404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest/repos/contents#get-repository-content' }];
   }
-  // GitHub wraps the base64 text at 60 characters.
+  // GitHub wraps the base64 text at 60 characters; over 1 MB it leaves the content out.
   const b64 = (content.toString('base64').match(/.{1,60}/g) ?? []).join('\n');
+  const whole = content.length <= 1024 * 1024;
   return [
     200,
     {
       type: 'file',
-      encoding: 'base64',
+      encoding: whole ? 'base64' : 'none',
       size: content.length,
       name: path.posix.basename(file),
       path: file,
-      content: `${b64}\n`,
+      content: whole ? `${b64}\n` : '',
       sha: blob,
       url: `${apiUrl}/repos/${fullName}/contents/${file}?ref=${rev}`,
     },

@@ -168,6 +168,20 @@ export function vcsHostContract(name: string, open: () => Promise<OpenedHost>): 
     },
   );
 
+  withHost('fileContent: a file at a commit; none for a missing path or a directory; too-large past the bound', async ({ host, site }) => {
+    const read = host.fileContent?.bind(host);
+    assert.ok(read, 'every host here reads a file through its API (--skip-clone-no-changes)');
+    const big = '# padding\n'.repeat(2_000);
+    const p = await site.openPull({ files: { 'atlantis.yaml': 'version: 3\n', 'dir/main.tf': 'locals {}\n', 'big.yaml': big } });
+    assert.deepEqual(await read(p.headRepo, p.headSha, 'atlantis.yaml', 1024 * 1024), { kind: 'file', text: 'version: 3\n' });
+    assert.deepEqual(await read(p.headRepo, p.headSha, 'dir/main.tf', 1024 * 1024), { kind: 'file', text: 'locals {}\n' });
+    assert.deepEqual(await read(p.headRepo, p.headSha, 'big.yaml', 1024 * 1024), { kind: 'file', text: big });
+    assert.deepEqual(await read(p.headRepo, p.headSha, 'missing.yaml', 1024 * 1024), { kind: 'none' });
+    assert.deepEqual(await read(p.headRepo, p.headSha, 'dir', 1024 * 1024), { kind: 'none' });
+    // 20,000 bytes against a bound of 1,000: the answer is cut off (or its size refused) unread.
+    assert.deepEqual(await read(p.headRepo, p.headSha, 'big.yaml', 1_000), { kind: 'too-large' });
+  });
+
   withHost('setStatus: the latest state of each context, with its description and link', async ({ host, site }) => {
     const p = await site.openPull({ files: { 'main.tf': 'locals {}\n' } });
     await host.setStatus(p.repo, p.headSha, {

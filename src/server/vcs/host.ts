@@ -92,6 +92,13 @@ export interface WebhookRequest {
   forwardAuth?: string;
 }
 
+/**
+ * A file of a repository read through the host's API (VcsHost.fileContent): its text; `none`
+ * when there is no plain file at that path (absent, a directory, a symlink); `too-large` past
+ * the bound the caller gave.
+ */
+export type FileContent = { kind: 'file'; text: string } | { kind: 'none' } | { kind: 'too-large' };
+
 /** What a host reads of a delivery: its headers and its body. */
 export type WebhookDelivery = Pick<WebhookRequest, 'headers' | 'rawBody'>;
 
@@ -206,4 +213,9 @@ export interface VcsHost {
   requirementFacts?(repo: string, pull: number): Promise<HostRequirementFacts>;
   /** Withdraws the pull request's approvals (--discard-approval-on-plan, on each comment `plan`). */
   discardApprovals?(repo: string, pull: number): Promise<void>;
+  /**
+   * One file of `repo` at commit `ref`, read through the API without a clone
+   * (--skip-clone-no-changes), never more than `maxBytes` of it. Throws on any other failure.
+   */
+  fileContent?(repo: string, ref: string, path: string, maxBytes: number): Promise<FileContent>;
 }

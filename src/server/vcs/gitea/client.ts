@@ -15,7 +15,8 @@ import { sleep } from '../../../async.js';
 import { backoffDelay, equalJitter } from '../../../backoff.js';
 import type { Logger } from '../../../log.js';
 import { nullLogger } from '../../../log.js';
-import { type HttpResponse, httpRequest } from '../../../net/http-request.js';
+import { type HttpResponse, RESPONSE_TOO_LARGE, httpRequest } from '../../../net/http-request.js';
+import type { FileContent } from '../host.js';
 import { type Redactor, processRedactor } from '../../secrets/redact.js';
 
 export class GiteaApiError extends Error {
@@ -104,7 +105,11 @@ export class GiteaClient {
     this.redactor = o.redactor ?? processRedactor;
   }
 
-  private async request(method: string, path: string, o: { body?: unknown; idempotent: boolean }): Promise<HttpResponse> {
+  private async request(
+    method: string,
+    path: string,
+    o: { body?: unknown; idempotent: boolean; maxBytes?: number },
+  ): Promise<HttpResponse> {
     const url = `${this.baseUrl}/api/v1${path}`;
     const logPath = path.split('?')[0] ?? path;
     for (let attempt = 1; ; attempt++) {
@@ -123,9 +128,12 @@ export class GiteaClient {
           headers,
           ...(o.body === undefined ? {} : { body: JSON.stringify(o.body) }),
           timeoutMs: this.o.timeoutMs,
+          ...(o.maxBytes === undefined ? {} : { maxBytes: o.maxBytes }),
         });
       } catch (e) {
         const code = (e as NodeJS.ErrnoException).code;
+        // The same answer again would be as large: the caller learns so from the code.
+        if (code === RESPONSE_TOO_LARGE) throw e;
         const retry = (o.idempotent || code === 'ECONNREFUSED') && attempt < this.o.maxAttempts;
         this.log.warn('Gitea request failed without response', {
           method,
@@ -204,6 +212,30 @@ export class GiteaClient {
   /** The files a pull request changes (their new names, as Atlantis's Gitea client lists them). */
   async changedFiles(repo: string, pull: number): Promise<string[]> {
     return (await this.pages(`${this.repoPath(repo)}/pulls/${pull}/files`)).map((f) => asStr(asObj(f).filename));
+  }
+
+  /**
+   * One file at `ref` through the contents API (GET /repos/<repo>/contents/<path>?ref=), as
+   * Atlantis reads the repo config for --skip-clone-no-changes. Gitea's 404, a directory (a
+   * list) and a symlink are `none` (Atlantis fails the command on the 404; see docs/gitea.md).
+   */
+  async fileContent(repo: string, ref: string, file: string, maxBytes: number): Promise<FileContent> {
+    const p = `${this.repoPath(repo)}/contents/${file.split('/').map(encodeURIComponent).join('/')}?ref=${encodeURIComponent(ref)}`;
+    let res: HttpResponse;
+    try {
+      res = await this.request('GET', p, { idempotent: true, maxBytes: Math.ceil(maxBytes * 1.4) + 16_384 });
+    } catch (e) {
+      if (e instanceof GiteaApiError && e.status === 404) return { kind: 'none' };
+      if ((e as NodeJS.ErrnoException).code === RESPONSE_TOO_LARGE) return { kind: 'too-large' };
+      throw e;
+    }
+    const j = JSON.parse(res.text) as { type?: unknown; size?: unknown; encoding?: unknown; content?: unknown } | null;
+    if (j === null || typeof j !== 'object' || Array.isArray(j) || j.type !== 'file') return { kind: 'none' };
+    if (typeof j.size === 'number' && j.size > maxBytes) return { kind: 'too-large' };
+    if (typeof j.content !== 'string') throw new Error(`Gitea gave no content for ${file}`);
+    const bytes = Buffer.from(j.content, 'base64');
+    if (bytes.length > maxBytes) return { kind: 'too-large' };
+    return { kind: 'file', text: bytes.toString('utf8') };
   }
 
   async getCloneUrl(repo: string): Promise<string> {

@@ -108,5 +108,6 @@ export function giteaHost(s: GiteaSettings, o: GiteaHostOptions): VcsHost {
       if (c.body.startsWith(SUPERSEDED_MARKER)) return;
       await client.editComment(repo, Number(c.id), supersededBody(h.commandTitle, c.body));
     },
+    fileContent: (repo, ref, file, maxBytes) => client.fileContent(repo, ref, file, maxBytes),
   };
 }

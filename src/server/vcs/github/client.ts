@@ -20,10 +20,11 @@
 import type { Logger } from '../../../log.js';
 import { nullLogger } from '../../../log.js';
 import { type Redactor, processRedactor } from '../../secrets/redact.js';
-import { httpRequest, type HttpResponse, type ResponseHeaders } from '../../../net/http-request.js';
+import { RESPONSE_TOO_LARGE, httpRequest, type HttpResponse, type ResponseHeaders } from '../../../net/http-request.js';
 import { sleep } from '../../../async.js';
 import { backoffDelay, equalJitter } from '../../../backoff.js';
 import { MAX_COMMENT_LENGTH, MAX_COMMENTS_PER_COMMAND, separators, splitComment } from '../comment-split.js';
+import type { FileContent } from '../host.js';
 
 export { MAX_COMMENT_LENGTH, MAX_COMMENTS_PER_COMMAND, splitComment } from '../comment-split.js';
 
@@ -47,6 +48,8 @@ export interface RequestOptions {
   body?: unknown;
   /** false: only retry when the request surely did not take effect. */
   idempotent: boolean;
+  /** A bound on the answer's body (HttpRequest.maxBytes); past it the request fails, not retried. */
+  maxBytes?: number;
 }
 
 export interface RawResponse {
@@ -164,9 +167,12 @@ export class GitHubClient {
           headers,
           ...(opts.body === undefined ? {} : { body: JSON.stringify(opts.body) }),
           timeoutMs: this.timeoutMs,
+          ...(opts.maxBytes === undefined ? {} : { maxBytes: opts.maxBytes }),
         });
       } catch (e) {
         const code = errorCode(e);
+        // The same answer again would be as large: the caller learns so from the code.
+        if (code === RESPONSE_TOO_LARGE) throw e;
         const surelyNotSent = code === 'ECONNREFUSED';
         const retryable = surelyNotSent || opts.idempotent;
         this.log.warn('GitHub request failed without response', {
@@ -462,6 +468,36 @@ export class GitHubClient {
     const url = /\/api\/v3$/.test(this.baseUrl) ? this.baseUrl.replace(/\/v3$/, '/graphql') : `${this.baseUrl}/graphql`;
     const r = await this.request('POST', url, { body: { query, variables }, idempotent: true });
     return { status: r.status, json: r.json, path: new URL(url).pathname };
+  }
+
+  /**
+   * One file at `ref` through the contents API (GET /repos/<repo>/contents/<path>?ref=), as
+   * Atlantis reads the repo config for --skip-clone-no-changes; at most `maxBytes` of it.
+   * GitHub answers a directory with a list, a symlink with its target, and a file over 1 MB
+   * without its content: none of these is read as the file.
+   */
+  async getFileContent(repo: string, ref: string, file: string, maxBytes: number): Promise<FileContent> {
+    const p = `${this.repoPath(repo)}/contents/${file.split('/').map(encodeURIComponent).join('/')}?ref=${encodeURIComponent(ref)}`;
+    let r: RawResponse;
+    try {
+      // base64 is 4/3 of the file, with a newline every 60 characters, plus the JSON around it.
+      r = await this.request('GET', p, { idempotent: true, maxBytes: Math.ceil(maxBytes * 1.4) + 16_384 });
+    } catch (e) {
+      if (e instanceof GitHubApiError && e.status === 404) return { kind: 'none' };
+      if (errorCode(e) === RESPONSE_TOO_LARGE) return { kind: 'too-large' };
+      throw e;
+    }
+    const j = r.json as { type?: unknown; size?: unknown; encoding?: unknown; content?: unknown } | null;
+    if (j === null || typeof j !== 'object' || Array.isArray(j) || j.type !== 'file') return { kind: 'none' };
+    if (typeof j.size === 'number' && j.size > maxBytes) return { kind: 'too-large' };
+    if (j.encoding !== 'base64' || typeof j.content !== 'string') {
+      // Over 1 MB GitHub leaves the content out (encoding `none`).
+      if (typeof j.size === 'number' && j.size > 0) return { kind: 'too-large' };
+      throw new Error(`GitHub gave no content for ${file}`);
+    }
+    const bytes = Buffer.from(j.content.replace(/\n/g, ''), 'base64');
+    if (bytes.length > maxBytes) return { kind: 'too-large' };
+    return { kind: 'file', text: bytes.toString('utf8') };
   }
 
   /** The repository's clone URL (GET /repos/<repo>), as Atlantis's API asks for it. */

@@ -100,5 +100,6 @@ export function githubHost(s: GitHubSettings, o: GitHubHostOptions): VcsHost {
     hideComment: (_repo, _pull, c) => gh.minimizeComment(c.id, 'OUTDATED'),
     // Teams of the repository's organisation (the owner of `owner/name`).
     userTeams: (repo, user) => gh.listUserTeams(repo.split('/')[0]!, user),
+    fileContent: (repo, ref, file, maxBytes) => gh.getFileContent(repo, ref, file, maxBytes),
   };
 }

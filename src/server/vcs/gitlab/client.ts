@@ -14,7 +14,8 @@ import type { Logger } from '../../../log.js';
 import { nullLogger } from '../../../log.js';
 import { sleep } from '../../../async.js';
 import { backoffDelay, equalJitter } from '../../../backoff.js';
-import { httpRequest, type HttpResponse, type ResponseHeaders } from '../../../net/http-request.js';
+import { RESPONSE_TOO_LARGE, httpRequest, type HttpResponse, type ResponseHeaders } from '../../../net/http-request.js';
+import type { FileContent } from '../host.js';
 import { type Redactor, processRedactor } from '../../secrets/redact.js';
 import type { GlCommit, GlCommitStatus, GlDiff, GlMergeRequest, GlNote, GlProject, GlUser } from './types.js';
 
@@ -99,6 +100,8 @@ export interface GitLabClientOptions {
 
 interface Answer<T> {
   json: T;
+  /** The body as it came (a raw file is not JSON, though its text may parse as JSON). */
+  text: string;
   headers: ResponseHeaders;
   status: number;
 }
@@ -153,7 +156,7 @@ export class GitLabClient {
   }
 
   /** One API call; `path` starts with `/` and is already encoded. Throws GitLabApiError for anything but 2xx. */
-  async call<T>(method: string, path: string, o: { body?: unknown; kind?: Kind } = {}): Promise<Answer<T>> {
+  async call<T>(method: string, path: string, o: { body?: unknown; kind?: Kind; maxBytes?: number } = {}): Promise<Answer<T>> {
     const kind = o.kind ?? (method === 'GET' || method === 'PUT' ? 'read' : 'create');
     const url = this.apiUrl + path;
     const noQuery = url.split('?')[0] ?? url;
@@ -170,9 +173,12 @@ export class GitLabClient {
           headers,
           ...(o.body === undefined ? {} : { body: JSON.stringify(o.body) }),
           timeoutMs: this.timeoutMs,
+          ...(o.maxBytes === undefined ? {} : { maxBytes: o.maxBytes }),
         });
       } catch (e) {
         code = errorCode(e) ?? (e as Error).name;
+        // The same answer again would be as large: the caller learns so from the code.
+        if (code === RESPONSE_TOO_LARGE) throw e;
       }
       if (res && res.status < 300) {
         let json: unknown;
@@ -181,7 +187,7 @@ export class GitLabClient {
         } catch {
           json = res.text;
         }
-        return { json: json as T, headers: res.headers, status: res.status };
+        return { json: json as T, text: res.text, headers: res.headers, status: res.status };
       }
       const wait = this.retryWait(kind, res, code, attempt);
       const logPath = new URL(noQuery).pathname;
@@ -300,6 +306,22 @@ export class GitLabClient {
       body: { merge_commit_message: o.message, should_remove_source_branch: o.removeSourceBranch },
       kind: 'write',
     });
+  }
+
+  /**
+   * One file at `ref` as GitLab's raw file endpoint gives it (as Atlantis reads the repo config
+   * for --skip-clone-no-changes); `none` for GitLab's 404 (no such file, or a directory).
+   */
+  async rawFile(project: string, ref: string, file: string, maxBytes: number): Promise<FileContent> {
+    const path = `/projects/${GitLabClient.project(project)}/repository/files/${gitlabPathEscape(file)}/raw${goQuery({ ref })}`;
+    try {
+      const r = await this.call<unknown>('GET', path, { maxBytes });
+      return { kind: 'file', text: r.text };
+    } catch (e) {
+      if (e instanceof GitLabApiError && e.status === 404) return { kind: 'none' };
+      if (errorCode(e) === RESPONSE_TOO_LARGE) return { kind: 'too-large' };
+      throw e;
+    }
   }
 
   async getCommit(project: string, sha: string): Promise<GlCommit> {

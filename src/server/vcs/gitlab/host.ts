@@ -202,5 +202,6 @@ export function gitlabHost(s: GitLabSettings, o: GitLabHostOptions): VcsHost {
       return groups;
     },
     discardApprovals: (repo, pull) => gl.resetApprovals(repo, pull),
+    fileContent: (repo, ref, file, maxBytes) => gl.rawFile(repo, ref, file, maxBytes),
   };
 }

@@ -2,11 +2,11 @@
 // the server-side repo config, the changed files and the comment's -p/-d/-w. Pure apart
 // from reading atlantis.yaml from the checkout.
 import type { ParsedCommand } from '../comment-parser/index.js';
-import { loadRepoConfig } from '../repo-config/atlantis-yaml.js';
+import { loadRepoConfig, parseRepoConfig } from '../repo-config/atlantis-yaml.js';
 import { type DefaultsFromServer, projectsForChangedFiles, resolveCommentTarget } from '../repo-config/project-selection.js';
 import { refusedKeysError } from '../repo-config/keys.js';
 import { OVERRIDABLE_KEYS, type ServerSideRepoConfig, serverSettingsFor } from '../repo-config/server-side.js';
-import type { ProjectSpec, RepoConfig } from '../repo-config/types.js';
+import { ATLANTIS_YAML, type ProjectSpec, type RepoConfig } from '../repo-config/types.js';
 
 export type { ProjectSpec };
 
@@ -44,7 +44,30 @@ export function readRepoConfig(
     baseBranch,
     file: settings.repoConfigFile,
   });
-  if (!config) return undefined;
+  return config && allowedRepoConfig(config, server, repoId);
+}
+
+/**
+ * The repo config from its text (read through the host's API, --skip-clone-no-changes),
+ * parsed and checked exactly as readRepoConfig checks one read from a checkout.
+ */
+export function repoConfigFromText(
+  text: string,
+  server: ServerSideRepoConfig | undefined,
+  repoId: string,
+  baseBranch?: string,
+): RepoConfig {
+  const file = serverSettingsFor(server, repoId).repoConfigFile ?? ATLANTIS_YAML;
+  return allowedRepoConfig(parseRepoConfig(text, file, { baseBranch }), server, repoId);
+}
+
+/** The repo config's file name for this repo (atlantis.yaml, or the server-side repo_config_file). */
+export function repoConfigFileName(server: ServerSideRepoConfig | undefined, repoId: string): string {
+  return serverSettingsFor(server, repoId).repoConfigFile ?? ATLANTIS_YAML;
+}
+
+function allowedRepoConfig(config: RepoConfig, server: ServerSideRepoConfig | undefined, repoId: string): RepoConfig {
+  const settings = serverSettingsFor(server, repoId);
   const problem = repoConfigViolation(config, settings, Object.keys(server?.workflows ?? {}));
   if (problem) throw new Error(problem);
   const refused = config.unsupported.filter((u) => u.kind === 'refused');

@@ -17,7 +17,16 @@ import { SaidOnce, unsupportedKeysComment } from '../repo-config/keys.js';
 import { type RepoLocksMode, projectLockMode } from '../repo-config/lock-policy.js';
 import { PrStatuses } from '../pr/pr-statuses.js';
 import { type ProjectRun, projectsOf } from './project-runs.js';
-import { type ProjectSpec, defaultsFor, readRepoConfig, selectProjects } from '../checkout/projects.js';
+import {
+  type ProjectSpec,
+  defaultsFor,
+  readRepoConfig,
+  repoConfigFileName,
+  repoConfigFromText,
+  selectProjects,
+} from '../checkout/projects.js';
+import { MAX_REMOTE_REPO_CONFIG_BYTES, type RemoteRepoConfig, cloneDecision } from '../checkout/skip-clone.js';
+import type { FileContent } from '../../vcs/host.js';
 import { serverLockSettingsFor, serverSettingsFor } from '../repo-config/server-side.js';
 import type { RepoConfig, Workflow } from '../repo-config/types.js';
 import { DirNotExistError, assertNoEscapingSymlink, assertPathArgsInside, projectDirInside } from '../checkout/checkout-paths.js';
@@ -78,12 +87,45 @@ export class ProjectJobs {
 
   /** Projects of a command (from -p/-d/-w, or the ones the PR modifies) and the repo config they come from. */
   async selection(ctx: PullContext, c: ParsedCommand | undefined) {
-    const checkout = await this.checkout(ctx, 'default');
-    const { config, defaults } = this.repoSettings(ctx, checkout);
     const targeted = c !== undefined && (c.dir !== undefined || c.workspace !== undefined || c.project !== undefined);
     const changed = targeted ? [] : await this.d.host.changedFiles(ctx.repo, ctx.pull);
+    if (!targeted) {
+      const unchanged = await this.configWithoutClone(ctx, changed);
+      if (unchanged) return { projects: [] as ProjectSpec[], config: this.settingsOf(ctx, unchanged).config };
+    }
+    const checkout = await this.checkout(ctx, 'default');
+    const { config, defaults } = this.repoSettings(ctx, checkout);
     const projects = selectProjects(config, checkout, changed, c, defaults).map((p) => this.withLockMode(ctx, config, p));
     return { projects, config };
+  }
+
+  /**
+   * --skip-clone-no-changes: the repo config of the PR's head commit read through the host's
+   * API, when it shows that no project is modified (skip-clone.ts); undefined: clone. The
+   * text is PR input, checked as a cloned one is; a failed read fails the command, as in
+   * Atlantis. The head commit, not the branch: what is judged is what the clone would check out.
+   */
+  private async configWithoutClone(ctx: PullContext, changed: string[]): Promise<RepoConfig | undefined> {
+    const read = this.d.host.fileContent?.bind(this.d.host);
+    if (!this.d.config.skipCloneNoChanges || !read || !ctx.headRepo || ctx.api) return undefined;
+    const repoId = `${this.d.host.hostname}/${ctx.repo}`;
+    const file = repoConfigFileName(this.d.serverRepoConfig, repoId);
+    const log = this.d.logger.child({ repo: ctx.repo, pull: ctx.pull, headSha: ctx.headSha });
+    let got: FileContent;
+    try {
+      got = await read(ctx.headRepo, ctx.headSha, file, MAX_REMOTE_REPO_CONFIG_BYTES);
+    } catch (e) {
+      throw new Error(`downloading ${file}: ${(e as Error).message}`);
+    }
+    const remote: RemoteRepoConfig =
+      got.kind === 'file' ? { kind: 'config', config: repoConfigFromText(got.text, this.d.serverRepoConfig, repoId, ctx.baseRef) } : got;
+    const decision = cloneDecision(remote, changed, file);
+    if (!decision.skip) {
+      log.info(`Cloning: ${decision.why}`);
+      return undefined;
+    }
+    log.info(`Skipping the clone: no project of the remote ${file} is modified`);
+    return remote.kind === 'config' ? remote.config : undefined;
   }
 
   /** Records the project's repo_locks mode (server config, atlantis.yaml, --disable-repo-locking). */
@@ -98,8 +140,12 @@ export class ProjectJobs {
   }
 
   repoSettings(ctx: PullContext, checkout: string) {
+    return this.settingsOf(ctx, readRepoConfig(checkout, this.d.serverRepoConfig, `${this.d.host.hostname}/${ctx.repo}`, ctx.baseRef));
+  }
+
+  /** The server-side defaults for the PR's repo, with its repo config (the keys it goes on without said once per commit). */
+  private settingsOf(ctx: PullContext, config: RepoConfig | undefined) {
     const repoId = `${this.d.host.hostname}/${ctx.repo}`;
-    const config = readRepoConfig(checkout, this.d.serverRepoConfig, repoId, ctx.baseRef);
     for (const w of Object.values(config?.workflows ?? {})) this.repoWorkflows.add(w);
     const notices = config?.unsupported.filter((u) => u.kind === 'notice') ?? [];
     // One comment per commit naming the keys the command goes on without.

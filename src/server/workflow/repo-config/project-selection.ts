@@ -120,7 +120,13 @@ function dirHasTf(repoDir: string, dir: string): boolean {
 export function projectsForChangedFiles(
   config: RepoConfig | undefined,
   changedFiles: string[],
-  opts: { repoDir?: string; defaults?: DefaultsFromServer; budget?: MatchBudget } = {},
+  opts: {
+    repoDir?: string;
+    defaults?: DefaultsFromServer;
+    budget?: MatchBudget;
+    /** Projects with autoplan disabled count too (as Atlantis's when_modified check before a skipped clone). */
+    autoplanDisabledToo?: boolean;
+  } = {},
 ): ProjectSpec[] {
   const files = changedFiles.map(goClean).filter((f) => f !== '' && !f.startsWith('../'));
   // One budget for the whole decision: many files x many projects x long paths stays bounded.
@@ -129,7 +135,7 @@ export function projectsForChangedFiles(
   if (config) {
     const out: ProjectSpec[] = [];
     for (const p of config.projects) {
-      if (!p.autoplan.enabled) continue;
+      if (!p.autoplan.enabled && !opts.autoplanDisabledToo) continue;
       const list = mustCompile(p.dir, p.autoplan.whenModified);
       if (paths.some((f) => listMatches(list, f, budget))) out.push(specFromConfig(config, p, opts.defaults, opts.defaults?.workflows));
     }
