@@ -137,7 +137,8 @@ function report(samples: Map<HostName, Sample[]>): void {
     const b = s.map((x) => x.toComment);
     const d = s.map((x) => x.direct);
     const o = s.map((x) => x.toComment - x.direct);
-    return { a, b, d, o };
+    const ab = s.map((x) => x.toComment - x.toPlanStart);
+    return { a, b, d, o, ab };
   };
   const gh = fig('GitHub');
   printTable(
@@ -148,6 +149,7 @@ function report(samples: Map<HostName, Sample[]>): void {
         host: name,
         '(a) webhook->plan started': `${med(f.a).toFixed(0)} / ${p90(f.a).toFixed(0)}`,
         '(b) webhook->plan comment': `${med(f.b).toFixed(0)} / ${p90(f.b).toFixed(0)}`,
+        'plan started->comment (b - a)': `${med(f.ab).toFixed(0)} / ${p90(f.ab).toFixed(0)}`,
         'direct init+plan': `${med(f.d).toFixed(0)} / ${p90(f.d).toFixed(0)}`,
         '(c) overhead (b - direct)': `${med(f.o).toFixed(0)} / ${p90(f.o).toFixed(0)}`,
         '(a) vs GitHub': `${(med(f.a) / med(gh.a)).toFixed(2)}x`,
