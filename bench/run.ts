@@ -17,6 +17,7 @@ const benches: Array<[string, () => Promise<{ ok: boolean }>]> = [
   ['single-project', async () => (await import('./single-project.js')).benchSingleProject()],
   ['soak', async () => (await import('./soak.js')).benchSoak()],
   ['monorepo', async () => (await import('./monorepo.js')).benchMonorepo()],
+  ['host-overhead', async () => (await import('./host-overhead.js')).benchHostOverhead()],
 ];
 
 const only = process.argv.slice(2);

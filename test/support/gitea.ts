@@ -90,6 +90,8 @@ export interface StartGiteaOptions {
   adminName?: string;
   /** `[webhook] ALLOWED_HOST_LIST` (default loopback: where the tests' receivers listen). */
   webhookAllowedHosts?: string;
+  /** `[log] FLAGS` (default Gitea's stdflags); e.g. `stdflags,microseconds,utc` to time requests from its router log. */
+  logFlags?: string;
 }
 
 const rand = (n = 12): string => crypto.randomBytes(n).toString('hex');
@@ -102,7 +104,15 @@ async function freePort(host: string): Promise<number> {
   return port;
 }
 
-function appIni(o: { dir: string; host: string; port: number; staticRoot: string; runUser: string; allowedHosts: string }): string {
+function appIni(o: {
+  dir: string;
+  host: string;
+  port: number;
+  staticRoot: string;
+  runUser: string;
+  allowedHosts: string;
+  logFlags?: string;
+}): string {
   const d = (p: string): string => path.join(o.dir, p);
   return `APP_NAME = atlantis-operator tests
 RUN_USER = ${o.runUser}
@@ -176,7 +186,7 @@ ENABLED = false
 MODE = console
 LEVEL = Info
 ROOT_PATH = ${d('log')}
-`;
+${o.logFlags ? `FLAGS = ${o.logFlags}\n` : ''}`;
 }
 
 /** Starts Gitea; stop() ends it. Throws with Gitea's log when it does not come up. */
@@ -191,7 +201,15 @@ export async function startGitea(opts: StartGiteaOptions = {}): Promise<Gitea> {
   const ini = path.join(dir, 'app.ini');
   writeFileSync(
     ini,
-    appIni({ dir, host, port, staticRoot: path.dirname(bin), runUser, allowedHosts: opts.webhookAllowedHosts ?? 'loopback' }),
+    appIni({
+      dir,
+      host,
+      port,
+      staticRoot: path.dirname(bin),
+      runUser,
+      allowedHosts: opts.webhookAllowedHosts ?? 'loopback',
+      ...(opts.logFlags ? { logFlags: opts.logFlags } : {}),
+    }),
   );
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
