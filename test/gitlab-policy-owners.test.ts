@@ -4,7 +4,8 @@
 // check fails is approved by a direct member of the owners' group `acme/policy-owners`, and not
 // by a user outside it, nor by a member of its parent group `acme` only; the apply then runs.
 // GitLab is asked `GET /users?username=` and `GET /groups/<path>/members/<id>` for every
-// configured group, both for the group allowlist and for the policy owners. Loopback: 127.0.37.
+// configured group, for the group allowlist and, for each of the two projects, for the policy
+// owners. Loopback: 127.0.37.
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -144,7 +145,8 @@ describe('policy-set owners named as GitLab groups', () => {
     timeout: 600_000,
   }, async () => {
     const id = (name: string): string => String(gl.userByName(name)?.id);
-    await repo.createBranch('forbidden', { 'dir1/main.tf': terraformConfig({ marker: 'forbidden' }) });
+    const forbidden = terraformConfig({ marker: 'forbidden' });
+    await repo.createBranch('forbidden', { 'dir1/main.tf': forbidden, 'dir2/main.tf': forbidden });
     mr = gl.openMergeRequest('acme/infra', { sourceBranch: 'forbidden', author: 'alice' });
     await send('Merge Request Hook', mergeRequestHook(gl, mr, { action: 'open' }));
     assert.match(await note(0), /^Ran Plan/);
@@ -153,19 +155,19 @@ describe('policy-set owners named as GitLab groups', () => {
     const refused = await comment('oscar', 'atlantis apply');
     assert.match(refused.body, /\*\*Apply Failed\*\*: All policies must pass for project before running apply\./);
 
-    // Outside the owners' group: asked about both groups for the allowlist, then again for ownership.
+    // Outside the owners' group: asked about both groups for the allowlist, then again for
+    // ownership, once per project (as Atlantis).
     const outsider = await comment('oscar', 'atlantis approve_policies');
-    assert.match(outsider.body, /policy set: no-forbidden user oscar is not a policy owner/);
-    assert.deepEqual(groupQuestions(outsider.from), [
+    assert.equal(outsider.body.match(/policy set: no-forbidden user oscar is not a policy owner/g)?.length, 2, outsider.body);
+    const round: Array<[string, string, number]> = [
       ['acme%2Fdevs', id('oscar'), 200],
       ['acme%2Fpolicy-owners', id('oscar'), 404],
-      ['acme%2Fdevs', id('oscar'), 200],
-      ['acme%2Fpolicy-owners', id('oscar'), 404],
-    ]);
+    ];
+    assert.deepEqual(groupQuestions(outsider.from), [...round, ...round, ...round]);
     const users = gl.calls.slice(outsider.from).filter((c) => c.path.endsWith('/api/v4/users'));
     assert.deepEqual(
       users.map((c) => c.query),
-      [{ username: 'oscar' }, { username: 'oscar' }],
+      [{ username: 'oscar' }, { username: 'oscar' }, { username: 'oscar' }],
     );
 
     // A member of the parent group only is no member (GitLab's direct membership, as Atlantis asks it).
@@ -174,17 +176,18 @@ describe('policy-set owners named as GitLab groups', () => {
     assert.ok(!groupQuestions(parent.from).some(([g]) => g === 'acme'), 'the parent group is not asked');
 
     const owner = await comment('olga', 'atlantis approve_policies');
-    assert.match(owner.body, /^Approved Policies for 1 projects:/);
+    assert.match(owner.body, /^Approved Policies for 2 projects:/);
     assert.doesNotMatch(owner.body, /not a policy owner/);
     assert.deepEqual(
       groupQuestions(owner.from).filter(([g]) => g === 'acme%2Fpolicy-owners'),
       [
         ['acme%2Fpolicy-owners', id('olga'), 200],
         ['acme%2Fpolicy-owners', id('olga'), 200],
+        ['acme%2Fpolicy-owners', id('olga'), 200],
       ],
     );
 
     const applied = await comment('oscar', 'atlantis apply');
-    assert.match(applied.body, /^Ran Apply for dir: `dir1`[\s\S]*applied forbidden/);
+    assert.match(applied.body, /^Ran Apply for 2 projects:[\s\S]*applied forbidden[\s\S]*applied forbidden/);
   });
 });
