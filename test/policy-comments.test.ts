@@ -18,7 +18,7 @@ import {
   policyItemHashes,
   statusOf,
 } from '../src/server/policy/policy-results.js';
-import { type PolicySets, hasTeamOwners, isOwner, parsePolicySets } from '../src/server/policy/policy-sets.js';
+import { type PolicySets, hasTeamOwners, isOwner, ownerTeams, parsePolicySets } from '../src/server/policy/policy-sets.js';
 import { POLICY_SCENARIO } from './support/atlantis-policy-scenario.js';
 import type { Fixture } from './support/atlantis-differential.js';
 
@@ -165,6 +165,22 @@ describe('approvals', () => {
     assert.ok(isOwner({ users: [], teams: ['Ops'] }, 'bob', ['ops']));
     assert.ok(!isOwner({ users: ['alice'], teams: ['ops'] }, 'bob', ['dev']));
     assert.ok(hasTeamOwners(SETS()));
+    const base = SETS();
+    const named = (top: string[], ...sets: string[][]): PolicySets => ({
+      ...base,
+      owners: { users: [], teams: top },
+      policySets: sets.map((teams, i) => ({
+        ...(base.policySets[0] as PolicySets['policySets'][number]),
+        name: `s${i}`,
+        owners: { users: [], teams },
+      })),
+    });
+    assert.deepEqual(
+      ownerTeams(named(['b/admins'], ['a/ops', 'b/admins'], ['a/ops', 'c'])),
+      ['b/admins', 'a/ops', 'c'],
+      'each once, top level first',
+    );
+    assert.deepEqual(ownerTeams(named([], [])), []);
   });
   it('an approval covers the items it saw: a changed output needs a new one', () => {
     const r = newPolicySetResult('s', 'FAIL a\nFAIL b\n', false, 1, '(?m)^FAIL .*$');

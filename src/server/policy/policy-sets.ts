@@ -213,6 +213,13 @@ export function isOwner(o: PolicyOwners, user: string, userTeams: readonly strin
   return o.teams.some((t) => userTeams.some((ut) => ut.toLowerCase() === t.toLowerCase()));
 }
 
+/** Every team named as an owner, the top level's first, each once (Atlantis's AllTeams). */
+export function ownerTeams(s: PolicySets): string[] {
+  const teams = [...s.owners.teams];
+  for (const set of s.policySets) for (const t of set.owners.teams) if (!teams.includes(t)) teams.push(t);
+  return teams;
+}
+
 /** Whether any level names a team (only then are the commenter's teams asked for). */
 export function hasTeamOwners(s: PolicySets): boolean {
   return s.owners.teams.length > 0 || s.policySets.some((p) => p.owners.teams.length > 0);

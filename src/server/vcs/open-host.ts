@@ -17,6 +17,8 @@ export interface OpenHostOptions {
   /** --vcs-status-name and --ignore-vcs-status-names (the mergeable bypass's checks). */
   statusName?: string;
   ignoreStatusNames?: readonly string[];
+  /** The teams the server-side config names as policy-set owners (GitLab asks about them as groups). */
+  policyOwnerTeams?: readonly string[];
 }
 
 export function openVcsHost(vcs: VcsConfig, o: OpenHostOptions): VcsHost {

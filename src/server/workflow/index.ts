@@ -17,6 +17,7 @@ import { waitingStore } from '../locks/store-wait.js';
 import { openReplication } from '../replicas/router.js';
 import type { AtlantisServer } from '../server.js';
 import type { WebhookRequest } from '../vcs/host.js';
+import { ownerTeams } from '../policy/policy-sets.js';
 import { openVcsHost } from '../vcs/open-host.js';
 import { lockDiscardedComment } from '../web/lock-delete.js';
 import { mountWebUi } from '../web/routes.js';
@@ -49,6 +50,7 @@ export function workflowPlugin(server: AtlantisServer) {
     maxCommentsPerCommand: cfg.maxCommentsPerCommand,
     statusName: cfg.vcsStatusName,
     ignoreStatusNames: cfg.ignoreVcsStatusNames,
+    policyOwnerTeams: serverRepoConfig?.policies ? ownerTeams(serverRepoConfig.policies) : [],
   });
   const copies = new WorkingCopies(cfg.dataDir, host.git.token, log, server.processHost, {
     strategy: cfg.checkoutStrategy,

@@ -3,7 +3,7 @@
 // emoji, earlier notes hidden by editing them into a folded block, commit statuses joined to
 // the commit's pipeline (statuses.ts), approvals (approvals_left), mergeability judged from the
 // merge request, its project, its head commit's statuses and GitLab's version
-// (mergeability.ts), group membership for the group allowlist, merging with Atlantis's
+// (mergeability.ts), group membership for the group allowlist and policy-set owners, merging with Atlantis's
 // message, and resetting approvals (--discard-approval-on-plan).
 import type { Logger } from '../../../log.js';
 import { sleep as realSleep } from '../../../async.js';
@@ -34,6 +34,8 @@ export interface GitLabHostOptions {
   statusName?: string;
   /** Waits between looks for a pipeline or a merge's pipeline (tests). */
   sleep?: (ms: number) => Promise<void>;
+  /** The groups the server-side config names as policy-set owners (policies.owners.teams, at any level). */
+  policyOwnerTeams?: readonly string[];
 }
 
 export function gitlabHost(s: GitLabSettings, o: GitLabHostOptions): VcsHost {
@@ -41,6 +43,9 @@ export function gitlabHost(s: GitLabSettings, o: GitLabHostOptions): VcsHost {
   const gl = o.client ?? new GitLabClient({ apiUrl: s.apiUrl, token: s.token, logger: log });
   const sleep = o.sleep ?? realSleep;
   const statusName = o.statusName ?? 'atlantis';
+  // As Atlantis's ConfiguredGroups: the allowlist's groups and the policy-set owners' groups,
+  // sorted, each once. Membership of every one is asked for the allowlist and for policy owners alike.
+  const groups = [...new Set([...s.groups, ...(o.policyOwnerTeams ?? [])])].sort();
 
   /** The clone URL of a project GitLab names, checked as a webhook's are. */
   const cloneUrlOf = (path: string, url: string): string => {
@@ -193,13 +198,20 @@ export function gitlabHost(s: GitLabSettings, o: GitLabHostOptions): VcsHost {
       await gl.updateNote(repo, pull, Number(c.id), `${header}\n${c.body}\n</details>\n`);
     },
     async userTeams(_repo, user) {
-      // As Atlantis: the user by name, then direct membership of each group the allowlist names.
-      const users = await gl.usersByName(user);
+      // As Atlantis: the user by name (a 404 is no group), then direct membership of each group
+      // the allowlist or a policy set's owners name.
+      let users: Array<{ id: number }>;
+      try {
+        users = await gl.usersByName(user);
+      } catch (e) {
+        if (e instanceof GitLabApiError && e.status === 404) return [];
+        throw e;
+      }
       if (users.length !== 1) throw new Error(`GET /users returned ${users.length === 0 ? 'no user' : 'more than 1 user'}`);
       const id = (users[0] as { id: number }).id;
-      const groups: string[] = [];
-      for (const g of s.groups) if ((await gl.groupMember(g, id))?.state === 'active') groups.push(g);
-      return groups;
+      const member: string[] = [];
+      for (const g of groups) if ((await gl.groupMember(g, id))?.state === 'active') member.push(g);
+      return member;
     },
     discardApprovals: (repo, pull) => gl.resetApprovals(repo, pull),
     fileContent: (repo, ref, file, maxBytes) => gl.rawFile(repo, ref, file, maxBytes),

@@ -259,8 +259,7 @@ export async function approvePoliciesCommand(j: ProjectJobs, ctx: PullContext, c
     return 'success';
   }
   const status = await j.d.store.getPullStatus(ctx.repo, ctx.pull);
-  let teams: string[] = [];
-  if (sets && hasTeamOwners(sets)) teams = await userTeamsOf(j, ctx.repo, ctx.user);
+  const askTeams = sets !== undefined && hasTeamOwners(sets);
   const runs: PolicyRun[] = [];
   for (const p of projects) {
     const view: PolicyProjectView = label(p);
@@ -272,6 +271,17 @@ export async function approvePoliciesCommand(j: ProjectJobs, ctx: PullContext, c
       runs.push({ view: { ...view, failure: lockedByMessage(lock.holder.pull, j.d.config.executableName) }, outcome: undefined });
       continue;
     }
+    // As Atlantis: the commenter's teams are asked for each project once it is locked; a host
+    // that cannot tell fails that project.
+    let teams: string[] = [];
+    if (askTeams)
+      try {
+        teams = await userTeamsOf(j, ctx.repo, ctx.user);
+      } catch (e) {
+        j.d.logger.error('unable to get team membership for user', { user: ctx.user, error: (e as Error).message });
+        runs.push({ view: { ...view, error: (e as Error).message }, outcome: undefined });
+        continue;
+      }
     const recorded = status?.headSha === ctx.headSha ? (status.projects.find((x) => sameProject(x, keyOf(p)))?.policyStatus ?? []) : [];
     const decided = sets
       ? approvePolicies({
