@@ -103,6 +103,17 @@ describe('the server as a GitHub App (real server process)', () => {
   });
 
   it('a token GitHub revokes is replaced after its 401, and the request sent again', async () => {
+    // First the server gets a token that lives long: a 4 s one could come due for its early
+    // replacement before the next call on a busy machine, and the revoked token never be sent.
+    app.tokenTtlMs = 3600_000;
+    const short = app.issued.at(-1)!;
+    await sleep(Math.max(0, short.expiresAtMs - Date.now()));
+    const warm = env.commentsOn(1).length;
+    await env.comment(url, 1, 'atlantis plan');
+    await env.waitForComment(1, /^Ran Plan for dir: `app1`/, { after: warm });
+    const current = app.issued.at(-1)!;
+    assert.ok(current.expiresAtMs - current.issuedAtMs > 3000_000, 'the server holds a token that lives an hour');
+    assert.equal(env.gh.calls.filter((x) => x.status === 401).length, 0);
     // GitHub forgets every token issued so far (revoked): the next call is refused.
     const revoked = app.issued.splice(0).map((t) => t.token);
     const before = env.commentsOn(1).length;
