@@ -15,6 +15,7 @@ import { sleep } from '../src/async.js';
 import { NO_FORBIDDEN_REGO } from './support/atlantis-policy-scenario.js';
 import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
 import { type TestRepo, createTestRepo, terraformConfig } from './support/git-repos.js';
+import { gitlabServerArgs, gitlabServerEnv } from './support/gitlab-our-server.js';
 import { GitLabStandin } from './support/gitlab-standin.js';
 import type { GlMergeRequest } from './support/gitlab-standin-model.js';
 import { mergeRequestHook, noteHook, sendGitlabWebhook } from './support/gitlab-standin-webhooks.js';
@@ -96,37 +97,19 @@ before(async () => {
   symlinkSync(await goTool('conftest'), path.join(bin, 'conftest'));
 
   server = startCli(
-    [
-      'server',
-      '--gitlab-user',
-      'atlantis-bot',
-      '--gitlab-hostname',
-      gl.hostname,
-      // Every command is asked of the allowlist's group; its check asks the owners' group too.
-      '--gitlab-group-allowlist',
-      `${DEVS}:plan,${DEVS}:apply,${DEVS}:approve_policies`,
-      '--repo-allowlist',
-      '*',
-      '--data-dir',
+    gitlabServerArgs(gl, {
       dataDir,
-      '--bind-address',
       host,
-      '--atlantis-url',
-      url,
-      '--tf-download=false',
-      '--enable-policy-checks',
-      '--repo-config',
-      reposYaml,
-    ],
-    {
-      ATLANTIS_GITLAB_TOKEN: gl.token,
-      ATLANTIS_GITLAB_WEBHOOK_SECRET: WEBHOOK_SECRET,
-      CHECKPOINT_DISABLE: '1',
-      PATH: `${bin}:${process.env.PATH ?? ''}`,
-      SSL_CERT_FILE: gl.caFile,
-      GIT_SSL_CAINFO: gl.caFile,
-      NODE_EXTRA_CA_CERTS: gl.caFile,
-    },
+      extra: [
+        // Every command is asked of the allowlist's group; its check asks the owners' group too.
+        '--gitlab-group-allowlist',
+        `${DEVS}:plan,${DEVS}:apply,${DEVS}:approve_policies`,
+        '--enable-policy-checks',
+        '--repo-config',
+        reposYaml,
+      ],
+    }),
+    gitlabServerEnv(gl, WEBHOOK_SECRET, { PATH: `${bin}:${process.env.PATH ?? ''}` }),
   );
   await waitForHttp(`${url}/healthz`).catch((e: Error) => {
     throw new Error(`${e.message}\n${server.output()}`);

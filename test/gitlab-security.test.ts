@@ -16,6 +16,7 @@ import { sleep } from '../src/async.js';
 import { type CliProcess, startCli, waitForHttp } from './support/cli.js';
 import { type TestRepo, createTestRepo } from './support/git-repos.js';
 import { GitLabStandin } from './support/gitlab-standin.js';
+import { gitlabServerArgs, gitlabServerEnv } from './support/gitlab-our-server.js';
 import { mergeRequestHook, noteHook, sendGitlabWebhook } from './support/gitlab-standin-webhooks.js';
 import { assertCleanChildEnv, dataDirPlaces, findLeaks, prepareAttack, serverPages } from './support/secrets-attack.js';
 import { tempDataDir } from './support/workflow-env.js';
@@ -62,37 +63,8 @@ before(async () => {
   repo = await createTestRepo({ fullName: 'acme/infra', files: { 'README.md': 'infra\n' } });
   gl.addProject('acme/infra', { bareDir: repo.bareDir });
   server = startCli(
-    [
-      'server',
-      '--gitlab-user',
-      'atlantis-bot',
-      '--gitlab-hostname',
-      gl.hostname,
-      '--repo-allowlist',
-      '*',
-      '--data-dir',
-      dataDir,
-      '--bind-address',
-      host,
-      '--atlantis-url',
-      url,
-      '--tf-download=false',
-      '--log-level',
-      'debug',
-      '--repo-config',
-      attack.repoConfig,
-    ],
-    {
-      // The secrets come as environment, not flags, as the operator's pods get them.
-      ATLANTIS_GITLAB_TOKEN: gl.token,
-      ATLANTIS_GITLAB_WEBHOOK_SECRET: WEBHOOK_SECRET,
-      CHECKPOINT_DISABLE: '1',
-      SSL_CERT_FILE: gl.caFile,
-      GIT_SSL_CAINFO: gl.caFile,
-      NODE_EXTRA_CA_CERTS: gl.caFile,
-      AWS_REGION: 'eu-attack-1',
-      TF_VAR_probe: 'probe-from-server-env',
-    },
+    gitlabServerArgs(gl, { dataDir, host, extra: ['--log-level', 'debug', '--repo-config', attack.repoConfig] }),
+    gitlabServerEnv(gl, WEBHOOK_SECRET, { AWS_REGION: 'eu-attack-1', TF_VAR_probe: 'probe-from-server-env' }),
   );
   await waitForHttp(`${url}/healthz`).catch((e: Error) => {
     throw new Error(`${e.message}\n${server.output()}`);

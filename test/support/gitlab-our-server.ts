@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { StartServer } from './atlantis-gitlab-differential.js';
+import type { GitLabStandin } from './gitlab-standin.js';
 import { type CliProcess, startCli, waitForHttp } from './cli.js';
 import { type RedisServer, replicaArgs, startRedisServer } from './redis-server.js';
 
@@ -70,5 +71,40 @@ export function ourGitlabServer(net: string, o: { replicas?: number; seen?: (s: 
         return () => commandEnds(servers) > before;
       },
     };
+  };
+}
+
+/**
+ * A server on `host`:4141 against the GitLab stand-in `gl` as user `atlantis-bot`, any repo
+ * allowed, terraform as found on PATH; `extra` appended.
+ */
+export function gitlabServerArgs(gl: GitLabStandin, o: { dataDir: string; host: string; extra?: readonly string[] }): string[] {
+  return [
+    'server',
+    '--gitlab-user',
+    'atlantis-bot',
+    '--gitlab-hostname',
+    gl.hostname,
+    '--repo-allowlist',
+    '*',
+    '--data-dir',
+    o.dataDir,
+    '--bind-address',
+    o.host,
+    '--atlantis-url',
+    `http://${o.host}:4141`,
+    '--tf-download=false',
+    ...(o.extra ?? []),
+  ];
+}
+
+/** Its environment: the token and webhook secret as env, as the operator's pods get them, and the stand-in's CA. */
+export function gitlabServerEnv(gl: GitLabStandin, webhookSecret: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    ATLANTIS_GITLAB_TOKEN: gl.token,
+    ATLANTIS_GITLAB_WEBHOOK_SECRET: webhookSecret,
+    CHECKPOINT_DISABLE: '1',
+    ...(gl.caFile === undefined ? {} : { SSL_CERT_FILE: gl.caFile, GIT_SSL_CAINFO: gl.caFile, NODE_EXTRA_CA_CERTS: gl.caFile }),
+    ...extra,
   };
 }
