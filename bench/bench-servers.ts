@@ -6,8 +6,7 @@
 // (netns.ts). terraform is reached through a shim on PATH that notes each command (one line
 // appended, then exec), so both servers' terraform runs are counted the same way.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { sleep } from '../src/async.js';
 import { SCENARIO_BOT } from '../test/support/atlantis-scenario.js';
@@ -15,6 +14,7 @@ import { sharedFlags } from '../test/support/atlantis-differential.js';
 import { CLI } from '../test/support/cli.js';
 import type { GitHubStandin } from '../test/support/github-standin.js';
 import { PodCgroup } from './pod-cgroup.js';
+import { benchTempDir } from './support.js';
 import { cpuTicks, procStatusKiB, processHostPid } from './proc-stats.js';
 import { type TreePeaks, TreeSampler } from './tree-sampler.js';
 
@@ -56,7 +56,7 @@ export function makeBenchWorld(
   gh: GitHubStandin,
   opts: { webhookSecret: string; extraCaFiles?: string[]; tfEnv?: Record<string, string> },
 ): BenchWorld {
-  const dir = mkdtempSync(path.join(tmpdir(), 'bench-world-'));
+  const dir = benchTempDir('bench-world-');
   const caBundle = path.join(dir, 'ca.pem');
   writeFileSync(caBundle, [gh.caFile!, ...(opts.extraCaFiles ?? [])].map((f) => readFileSync(f, 'utf8')).join('\n'));
   const shimDir = path.join(dir, 'bin');
@@ -117,7 +117,7 @@ export interface BenchServer {
 }
 
 export async function startBenchServer(w: BenchWorld, o: StartOptions): Promise<BenchServer> {
-  const work = mkdtempSync(path.join(tmpdir(), `bench-${o.name}-`));
+  const work = benchTempDir(`bench-${o.name}-`);
   const dataDir = path.join(work, 'data');
   const home = path.join(work, 'home');
   mkdirSync(home);
@@ -208,6 +208,8 @@ export async function startBenchServer(w: BenchWorld, o: StartOptions): Promise<
       clearTimeout(timer);
       const result = { exit, peaks, hwmMiB: hwm, oomKills: cgroup.oomKills(), cpuSeconds: cgroup.cpuSeconds(), serverCpuS, workerCpuS };
       await cgroup.removeWhenEmpty();
+      // The data dir holds clones and plans, GBs over a monorepo run; the logs stay until the bench exits.
+      if (!process.env.BENCH_KEEP_TMP) for (const d of [dataDir, home]) rmSync(d, { recursive: true, force: true });
       return result;
     },
   };

@@ -32,7 +32,7 @@ import {
 import { SHARED_SIZES, monorepoFiles, sharedModuleChange } from './monorepo-repo.js';
 import { onlyLoopback, runInLoopbackNamespace } from './netns.js';
 import { PodCgroup } from './pod-cgroup.js';
-import { printTable } from './support.js';
+import { benchTempDir, printTable } from './support.js';
 
 const SECRET = 'monorepo-bench-webhook-secret';
 const REPO = 'acme/mono';
@@ -128,7 +128,7 @@ interface RunCtx {
 
 async function runOne(c: RunCtx, kind: ServerKind, n: number): Promise<MonorepoRow> {
   const name = `${kind}-${n}`;
-  const work = mkdtempSync(path.join(tmpdir(), `bench-mono-${name}-`));
+  const work = benchTempDir(`bench-mono-${name}-`);
   // The mirror's certificate is in the world's CA bundle already (SSL_CERT_FILE).
   c.world.tfEnv = { TF_CLI_CONFIG_FILE: c.mirror.writeCliConfig(path.join(work, 'cli.tfrc'), { tag: name }) };
   const since = c.mirror.requests.length;
@@ -226,7 +226,7 @@ async function runOne(c: RunCtx, kind: ServerKind, n: number): Promise<MonorepoR
     const counts = c.mirror.counts(since, name);
     row.archives = counts.archives;
     row.mirrorBytes = counts.bytes;
-    if (row.error) console.log(`${name}: ${row.error}\n  log: ${server.logFile}`);
+    if (row.error) console.log(`${name}: ${row.error}\n  log: ${server.logFile} (BENCH_KEEP_TMP=1 keeps it after the bench)`);
   }
   return row;
 }
@@ -325,7 +325,11 @@ async function inner(out: string): Promise<void> {
   const mirror = await startProviderMirror({ host: '127.0.0.3' });
   const version = fixtureProviderVersion();
   const rel = mirror.releases.get(version)!;
-  const repo = await createTestRepo({ fullName: REPO, files: monorepoFiles({ version, h1: rel.h1, zh: rel.zh }) });
+  const repo = await createTestRepo({
+    root: benchTempDir('bench-repo-'),
+    fullName: REPO,
+    files: monorepoFiles({ version, h1: rel.h1, zh: rel.zh }),
+  });
   gh.addRepo(REPO, { cloneUrl: gh.gitUrl(REPO), bareDir: repo.bareDir });
   const heads = new Map<number, { branch: string; sha: string; files: string[] }>();
   for (const n of s.sizes) {

@@ -20,14 +20,14 @@
 // BENCH_TIMEOUT_S, BENCH_KEEPALIVE, BENCH_SERVER_CLI); BENCH_REPLICAS (3: the replicas of (b)).
 // Every process it starts (redis-server, servers, probe workers) is stopped at the end, also
 // on error; the servers' logs are kept in one directory it prints.
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { copyFileSync, rmSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { type CliProcess, waitForHttp } from '../test/support/cli.js';
 import { type RedisServer, replicaArgs, startRedisServer } from '../test/support/redis-server.js';
 import { assertTerraform } from '../test/support/terraform.js';
-import { type WorkflowEnv, createWorkflowEnv, tempDataDir } from '../test/support/workflow-env.js';
+import { type WorkflowEnv, createWorkflowEnv } from '../test/support/workflow-env.js';
 import {
   GITHUB_TIMEOUT_MS,
   burstParams,
@@ -42,7 +42,7 @@ import {
 } from './burst-core.js';
 import { metricSum, procStatusKiB, processHostPid, terraformFromLog } from './proc-stats.js';
 import { type ProbeSamples, startProbe, window } from './status-probe.js';
-import { type LatencySummary, fmtMs, printTable } from './support.js';
+import { type LatencySummary, benchTempDir, fmtMs, printTable } from './support.js';
 import type { Hook, Pr } from './webhook-mix.js';
 
 const GH_HOST = '127.0.91.100'; // the GitHub stand-in
@@ -125,7 +125,7 @@ async function round(name: string, n: number, redis: RedisServer, admin: Redis, 
     printMix(hooks, PRS, CONCURRENCY, KEEPALIVE, n > 1 ? `, round-robin over ${n} replicas` : '');
     for (let k = 0; k < n; k++) {
       const id = `r${k + 1}`;
-      const dataDir = tempDataDir();
+      const dataDir = benchTempDir('ato-data-');
       // --emoji-reaction eyes: off by default (as Atlantis); with it, command and help/did-you-mean comments get :eyes:.
       const extra = ['--parallel-pool-size', String(POOL), '--log-level', 'debug', '--emoji-reaction', 'eyes', ...replicaArgs(redis, id)];
       const p = startServer(env.serverArgs(dataDir, replicaHost(k), extra), {}, `${dataDir}/server.log`);
@@ -361,7 +361,7 @@ export async function benchReplicasBurst(): Promise<{ ok: boolean }> {
   if (!(N >= 2 && N <= 250)) throw new Error('need 2 <= BENCH_REPLICAS <= 250');
   const benchStart = Date.now();
   const loadBefore = loadavg();
-  const logDir = mkdtempSync(path.join(tmpdir(), 'ato-replicas-burst-'));
+  const logDir = benchTempDir('ato-replicas-burst-');
   const redis = await startRedisServer();
   const admin = new Redis({ host: redis.host, port: redis.port, lazyConnect: true, maxRetriesPerRequest: 1 });
   try {

@@ -8,8 +8,7 @@
 // - peak RSS of the server (ours: with its process host worker) over those plans.
 // The project is one terraform_data resource (no provider), as in workflow-overhead.ts.
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -27,7 +26,7 @@ import {
 } from './bench-servers.js';
 import { onlyLoopback, runInLoopbackNamespace } from './netns.js';
 import { PodCgroup } from './pod-cgroup.js';
-import { percentile, printTable } from './support.js';
+import { benchTempDir, percentile, printTable, removeBenchTempDir } from './support.js';
 
 const SECRET = 'single-project-bench-secret';
 const REPO = 'acme/infra';
@@ -42,7 +41,7 @@ const median = (xs: number[]): number =>
 
 /** terraform init + plan in a cgroup of its own, on a fresh clone; ms. */
 async function directPlan(cloneUrl: string, branch: string, dir: string, env: NodeJS.ProcessEnv): Promise<number> {
-  const work = mkdtempSync(path.join(tmpdir(), 'bench-direct-'));
+  const work = benchTempDir('bench-direct-');
   // Not a sync call: the stand-in that serves the clone runs in this process.
   await promisify(execFile)('git', ['clone', '-q', '--branch', branch, '--single-branch', cloneUrl, work], { env });
   const cwd = path.join(work, dir);
@@ -60,7 +59,7 @@ async function directPlan(cloneUrl: string, branch: string, dir: string, env: No
     return performance.now() - t0;
   } finally {
     await cg.removeWhenEmpty();
-    rmSync(work, { recursive: true, force: true });
+    removeBenchTempDir(work);
   }
 }
 
@@ -78,12 +77,12 @@ async function inner(out: string): Promise<void> {
   else console.log(`reference: ${atlantisVersion(bin!)}`);
   const kinds: ServerKind[] = bin ? ['atlantis', 'ours'] : ['ours'];
   const gh = await GitHubStandin.start({ botLogin: SCENARIO_BOT, tls: true, host: '127.0.0.1' });
-  const repo = await createTestRepo({ fullName: REPO });
+  const repo = await createTestRepo({ root: benchTempDir('bench-repo-'), fullName: REPO });
   gh.addRepo(REPO, { cloneUrl: gh.gitUrl(REPO), bareDir: repo.bareDir });
   const world = makeBenchWorld(gh, { webhookSecret: SECRET });
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
-    HOME: mkdtempSync(path.join(tmpdir(), 'bench-home-')),
+    HOME: benchTempDir('bench-home-'),
     CHECKPOINT_DISABLE: '1',
     TF_IN_AUTOMATION: 'true',
     GIT_SSL_CAINFO: world.caBundle,
@@ -159,7 +158,7 @@ export interface SingleProjectFigures {
 }
 
 export async function benchSingleProject(): Promise<{ ok: boolean; figures?: SingleProjectFigures }> {
-  const out = path.join(mkdtempSync(path.join(tmpdir(), 'bench-single-')), 'result.json');
+  const out = path.join(benchTempDir('bench-single-'), 'result.json');
   if (onlyLoopback()) await inner(out);
   else if ((await runInLoopbackNamespace(fileURLToPath(import.meta.url), ['--inner', out])) !== 0) return { ok: false };
   const r = JSON.parse(readFileSync(out, 'utf8')) as Result;

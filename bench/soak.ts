@@ -10,8 +10,7 @@
 // small enough for the pruner to act within the run (--job-log-max-count, --job-log-retention).
 // Delivery records (replay protection) are Redis keys with a 72-hour expiry: they grow with
 // every webhook until their expiry by design, so they are reported apart and not judged.
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
@@ -20,11 +19,11 @@ import { type CliProcess, waitForHttp } from '../test/support/cli.js';
 import { terraformConfig } from '../test/support/git-repos.js';
 import { pullRequestPayload, sendWebhook } from '../test/support/github-standin.js';
 import { type RedisServer, replicaArgs, startRedisServer } from '../test/support/redis-server.js';
-import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv, tempDataDir } from '../test/support/workflow-env.js';
+import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from '../test/support/workflow-env.js';
 import { startServer } from './burst-core.js';
 import { onlyLoopback, runInLoopbackNamespace } from './netns.js';
 import { procStatusKiB, processHostPid } from './proc-stats.js';
-import { printTable } from './support.js';
+import { benchTempDir, printTable } from './support.js';
 
 const MINUTES = Number(process.env.SOAK_MINUTES ?? 10);
 const LANES = Number(process.env.SOAK_LANES ?? 4);
@@ -163,7 +162,7 @@ async function inner(out: string): Promise<void> {
   try {
     for (let i = 0; i < 2; i++) {
       const id = `r${i + 1}`;
-      const dataDir = tempDataDir();
+      const dataDir = benchTempDir('ato-data-');
       const flags = [...replicaArgs(redis, id), '--job-log-max-count', '50', '--job-log-retention', '2m'];
       const p = startServer(env.serverArgs(dataDir, host(i), flags), {}, path.join(dataDir, '..', `soak-${id}-${process.pid}.log`));
       replicas.push({ id, url: `http://${host(i)}:4141`, dataDir, p });
@@ -247,7 +246,7 @@ async function inner(out: string): Promise<void> {
 
 /** `make bench` entry: the soak in a loopback-only namespace (its addresses collide with no test's). */
 export async function benchSoak(): Promise<{ ok: boolean }> {
-  const out = path.join(mkdtempSync(path.join(tmpdir(), 'bench-soak-')), 'result.json');
+  const out = path.join(benchTempDir('bench-soak-'), 'result.json');
   if (onlyLoopback()) await inner(out);
   else if ((await runInLoopbackNamespace(fileURLToPath(import.meta.url), ['--inner', out])) !== 0) return { ok: false };
   return { ok: (JSON.parse(readFileSync(out, 'utf8')) as { ok: boolean }).ok };

@@ -1,7 +1,30 @@
 // Shared bits of the benchmarks: percentiles and a fixed-size latency probe run in a worker
 // thread, so the client's own work does not sit on the server's event loop.
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { Worker } from 'node:worker_threads';
+
+/** Temporary dirs of this bench process: removed when it exits, however it ends (a run leaves GBs of clones). */
+const tempDirs = new Set<string>();
+process.on('exit', () => {
+  if (process.env.BENCH_KEEP_TMP) return;
+  for (const d of tempDirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** A new dir under the system's temp dir, removed at exit (kept with BENCH_KEEP_TMP=1, to read a failed run's logs). */
+export function benchTempDir(prefix: string): string {
+  const d = mkdtempSync(path.join(tmpdir(), prefix));
+  tempDirs.add(d);
+  return d;
+}
+
+/** Removes a dir made by benchTempDir now, when it is no longer needed (unless BENCH_KEEP_TMP). */
+export function removeBenchTempDir(d: string): void {
+  if (process.env.BENCH_KEEP_TMP) return;
+  rmSync(d, { recursive: true, force: true });
+  tempDirs.delete(d);
+}
 
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;

@@ -38,8 +38,8 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { EVENT_LOOP_MONITORING_PRECISION_MS } from '../src/process-metrics.js';
 import { type CliProcess, waitForHttp } from '../test/support/cli.js';
 import { assertTerraform } from '../test/support/terraform.js';
-import { createWorkflowEnv, tempDataDir } from '../test/support/workflow-env.js';
-import { type LatencySummary, fmtMs, printTable, summarize } from './support.js';
+import { createWorkflowEnv } from '../test/support/workflow-env.js';
+import { type LatencySummary, benchTempDir, fmtMs, printTable, summarize } from './support.js';
 import { cpuTicks, liveChildren, metricSum, procStatusKiB, processHostPid, terraformFromLog } from './proc-stats.js';
 import { startProbe, window } from './status-probe.js';
 import {
@@ -72,7 +72,7 @@ export async function benchWebhookBurst(): Promise<{ ok: boolean }> {
     const { prs, hooks } = await createBurst(env, PRS, WEBHOOKS);
     printMix(hooks, PRS, CONCURRENCY, KEEPALIVE);
 
-    const dataDir = tempDataDir();
+    const dataDir = benchTempDir('ato-data-');
     // startWorkflowServer's way, with more time to come up on a loaded machine.
     // BENCH_SERVER_NODE_OPTIONS: NODE_OPTIONS of the server process (e.g. a --require'd profiler).
     const nodeOptions = process.env.BENCH_SERVER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVER_NODE_OPTIONS } : {};

@@ -5,19 +5,17 @@
 //   posted) minus the same `terraform init` + `terraform plan` run directly on a checkout of
 //   the same commit. Target: overhead under 300 ms.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startCli, waitForHttp } from '../test/support/cli.js';
 import { terraformConfig } from '../test/support/git-repos.js';
 import { TERRAFORM } from '../test/support/terraform.js';
-import { createWorkflowEnv, tempDataDir } from '../test/support/workflow-env.js';
-import { percentile, printTable } from './support.js';
+import { createWorkflowEnv } from '../test/support/workflow-env.js';
+import { benchTempDir, percentile, printTable } from './support.js';
 
 const RUNS = 7;
 
 function timeDirectPlan(cloneUrl: string, branch: string, dir: string): number {
-  const work = mkdtempSync(path.join(tmpdir(), 'bench-direct-'));
+  const work = benchTempDir('bench-direct-');
   execFileSync('git', ['clone', '-q', '--branch', branch, '--single-branch', cloneUrl, work]);
   const cwd = path.join(work, dir);
   const t0 = performance.now();
@@ -32,7 +30,7 @@ function timeDirectPlan(cloneUrl: string, branch: string, dir: string): number {
 
 export async function benchWorkflowOverhead(): Promise<{ ok: boolean }> {
   const env = await createWorkflowEnv();
-  const dataDir = tempDataDir();
+  const dataDir = benchTempDir('ato-data-');
   const host = '127.0.77.1';
   const url = `http://${host}:4141`;
   const server = startCli(env.serverArgs(dataDir, host, ['--disable-autoplan', '--log-level', 'debug']));

@@ -5,7 +5,6 @@ import { writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { runDrainCommand, LAST_EXIT_FILE } from './cli/drain-command.js';
-import { migrateMain } from './cli/migrate-command.js';
 import { MAX_DURATION_MS } from './config/duration.js';
 import { type FlagSpec, parseFlags, renderHelp, UsageError } from './config/flags.js';
 import { parseFlagsWithConfigFile } from './config/config-file.js';
@@ -17,7 +16,6 @@ import { makeNonDumpable } from './server/secrets/non-dumpable.js';
 import { VERSION } from './version.js';
 import { ownPodWatchPlugin } from './server/drain/own-pod-watch.js';
 import { workflowPlugin } from './server/workflow/index.js';
-import { CONTROLLER_FLAGS, runController } from './controller/main.js';
 
 const TOP_HELP = `atlantis-operator ${VERSION}: an Atlantis-compatible server that drains safely, and its Kubernetes operator
 
@@ -129,7 +127,10 @@ async function drainMain(argv: string[]): Promise<number> {
   });
 }
 
+// The controller's and migrate's code is loaded only by their commands: the server, started
+// far more often, would otherwise parse and run it at every start (see hack/bundle.mjs).
 async function controllerMain(argv: string[]): Promise<number> {
+  const { CONTROLLER_FLAGS, runController } = await import('./controller/main.js');
   const parsed = parseFlags(argv, CONTROLLER_FLAGS);
   if (parsed.help) {
     process.stdout.write(renderHelp('atlantis-operator controller [flags]', 'Runs the AtlantisDeployment operator.', CONTROLLER_FLAGS));
@@ -149,7 +150,7 @@ export async function main(argv: string[]): Promise<number> {
     case 'drain':
       return drainMain(rest);
     case 'migrate':
-      return migrateMain(rest);
+      return (await import('./cli/migrate-command.js')).migrateMain(rest);
     case 'version':
     case '--version':
       process.stdout.write(`atlantis-operator ${VERSION}\n`);

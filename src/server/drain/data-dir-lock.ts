@@ -19,9 +19,10 @@ export class DataDirLock {
     const db = new Database(path.join(dataDir, DATA_DIR_LOCK_FILE), { timeout: 0 });
     try {
       db.pragma('locking_mode = EXCLUSIVE');
-      // The first write takes the exclusive lock, which EXCLUSIVE mode then keeps.
-      db.exec(`CREATE TABLE IF NOT EXISTS holder (pid INTEGER NOT NULL, since TEXT NOT NULL);
-               DELETE FROM holder; INSERT INTO holder VALUES (${process.pid}, '${new Date().toISOString()}');`);
+      // The first write takes the exclusive lock, which EXCLUSIVE mode then keeps. One
+      // transaction: each commit is a journal write and fsyncs, on the way to the first /status.
+      db.exec(`BEGIN IMMEDIATE; CREATE TABLE IF NOT EXISTS holder (pid INTEGER NOT NULL, since TEXT NOT NULL);
+               DELETE FROM holder; INSERT INTO holder VALUES (${process.pid}, '${new Date().toISOString()}'); COMMIT;`);
     } catch (e) {
       db.close();
       if ((e as { code?: string }).code !== 'SQLITE_BUSY' && (e as { code?: string }).code !== 'SQLITE_LOCKED') throw e;

@@ -120,17 +120,21 @@ export class SqliteStore implements StateStore {
     // FULL: the WAL is fsynced at every commit, so a commit that returned is durable.
     this.db.pragma('synchronous = FULL');
     this.db.pragma('busy_timeout = 5000');
-    this.db.exec(SCHEMA);
-    // A data dir from before plan hashes were kept: add the column; its old plans have none.
+    // One transaction: on a new data dir each statement would be a commit of its own, with its
+    // fsyncs (synchronous FULL), all before the server answers its first /status.
+    this.db.transaction(() => {
+      this.db.exec(SCHEMA);
+      // A data dir from before plan hashes were kept: add the column; its old plans have none.
+      const cols = this.db.pragma('table_info(plans)') as { name: string }[];
+      if (!cols.some((c) => c.name === 'plan_sha256')) this.db.exec('ALTER TABLE plans ADD COLUMN plan_sha256 TEXT');
+      // A data dir from before policy checks: the projects' policy statuses (JSON) get a column.
+      const projectCols = this.db.pragma('table_info(pull_projects)') as { name: string }[];
+      if (!projectCols.some((c) => c.name === 'policy')) this.db.exec('ALTER TABLE pull_projects ADD COLUMN policy TEXT');
+    })();
     this.deliveries = new SqliteDeliveries(
       (t) => this.sql(t),
       () => this.now().getTime(),
     );
-    const cols = this.db.pragma('table_info(plans)') as { name: string }[];
-    if (!cols.some((c) => c.name === 'plan_sha256')) this.db.exec('ALTER TABLE plans ADD COLUMN plan_sha256 TEXT');
-    // A data dir from before policy checks: the projects' policy statuses (JSON) get a column.
-    const projectCols = this.db.pragma('table_info(pull_projects)') as { name: string }[];
-    if (!projectCols.some((c) => c.name === 'policy')) this.db.exec('ALTER TABLE pull_projects ADD COLUMN policy TEXT');
   }
 
   /** Opens (creating if needed) the store in `dataDir`. Throws if the file is unusable. */
