@@ -38,6 +38,12 @@ describe('normalise', () => {
       'Plan: 1 to add, 0 to change, 0 to destroy. dir1 cafe Terraform v1.11.4',
     ],
     ['a 39-digit hex word is no SHA', 'x 4f3c2a1b0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5', 'x 4f3c2a1b0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5'],
+    [
+      "terraform's slow-lock notes (timing, not behaviour)",
+      '```\nAcquiring state lock. This may take a few moments...\n\nError: x\nReleasing state lock. This may take a few moments...\n```',
+      '```\nError: x\n```',
+    ],
+    ['other lines about the state lock stay', 'Error acquiring the state lock\n', 'Error acquiring the state lock\n'],
   ];
   for (const [what, input, want] of cases) it(what, () => assert.equal(normalise(input, ctx), want));
 });

@@ -14,6 +14,7 @@ import { GitLabStandin, type GitLabStandinOptions, type GlRecordedCall } from '.
 import type { GlProjectSettings } from './gitlab-standin-model.js';
 import { type GitlabEvent, type GitlabWebhookResponse, sendGitlabWebhook } from './gitlab-standin-webhooks.js';
 import { sleep } from '../../src/async.js';
+import { SLOW_LOCK_NOTE } from './atlantis-scenario.js';
 
 export const GL_WEBHOOK_SECRET = 'gitlab-differential-secret';
 export const GL_BOT = 'atlantis-bot';
@@ -95,7 +96,7 @@ export interface GlNormaliseContext {
 /** Longer strings are kept in fixtures by length only (a plan split over notes is a megabyte). */
 export const LONG_TEXT = 20_000;
 
-/** Replaces what varies between runs: URLs, data dirs, the token, UUIDs, times, durations (SHAs and ids do not vary). */
+/** Replaces what varies between runs: URLs, data dirs, the token, UUIDs, times, durations, terraform's slow-lock notes (SHAs and ids do not vary). */
 export function normaliseGl(text: string, ctx: GlNormaliseContext): string {
   const withoutDataDirs = ctx.dataDirs.reduce((t, dir) => t.split(dir).join('<data-dir>'), text);
   return withoutDataDirs
@@ -111,7 +112,8 @@ export function normaliseGl(text: string, ctx: GlNormaliseContext): string {
     .join('git@<gitlab-hostname>:')
     .replace(/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/g, '<uuid>')
     .replace(/\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?( [A-Z]{3,4})?/g, '<time>')
-    .replace(/\b(after|in) \d+(\.\d+)?(ms|s|m)\b/g, '$1 <duration>');
+    .replace(/\b(after|in) \d+(\.\d+)?(ms|s|m)\b/g, '$1 <duration>')
+    .replace(SLOW_LOCK_NOTE, '');
 }
 
 /** Normalises every string in a JSON value; strings over LONG_TEXT become `<long text: N chars>`. */

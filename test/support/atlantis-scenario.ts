@@ -165,8 +165,14 @@ export interface NormaliseContext {
 }
 
 /**
+ * Terraform's notes that taking or releasing the state lock is slow: printed only when it takes
+ * longer than 400 ms, so on a busy machine, by either server.
+ */
+export const SLOW_LOCK_NOTE = /(?:Acquiring|Releasing) state lock\. This may take a few moments\.\.\.\n(?:\n)?/g;
+
+/**
  * Replaces only what differs between runs and machines: the server's and GitHub's URLs, the
- * data dir, SHAs, UUIDs and other ids, timestamps and durations.
+ * data dir, SHAs, UUIDs and other ids, timestamps and durations, terraform's slow-lock notes.
  */
 export function normalise(text: string, ctx: NormaliseContext): string {
   const githubHost = ctx.githubUrl.replace(/^https?:\/\//, '');
@@ -183,7 +189,8 @@ export function normalise(text: string, ctx: NormaliseContext): string {
     .replace(/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/g, '<uuid>')
     .replace(/\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?( [A-Z]{3,4})?/g, '<time>')
     .replace(/\b(after|in) \d+(\.\d+)?(ms|s|m)\b/g, '$1 <duration>')
-    .replace(/\bissuecomment-\d+\b/g, 'issuecomment-<id>');
+    .replace(/\bissuecomment-\d+\b/g, 'issuecomment-<id>')
+    .replace(SLOW_LOCK_NOTE, '');
 }
 
 /** The events of the stand-in's recorded `calls` (GitHub's writes), normalised. */
