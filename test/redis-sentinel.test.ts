@@ -18,7 +18,13 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import net from 'node:net';
 import { Redis } from 'ioredis';
-import { REDIS_CONNECT_DEADLINE_MS, connectRedis, redisClientOptions } from '../src/server/locks/redis-connection.js';
+import {
+  REDIS_CONNECT_DEADLINE_MS,
+  closeRedis,
+  connectRedis,
+  createRedisClient,
+  redisClientOptions,
+} from '../src/server/locks/redis-connection.js';
 import { RedisStore } from '../src/server/locks/redis-store.js';
 import type { LockKey } from '../src/server/locks/state-store.js';
 import { type SentinelSetup, startSentinelSetup } from './support/redis-sentinel.js';
@@ -152,6 +158,69 @@ describe('the Redis store through Sentinel', { timeout: 180_000 }, () => {
     // It stops asking at its next turn (bounded by the connect and sentinel command timeouts).
     for (const end = Date.now() + 6000; dead.status !== 'end' && Date.now() < end; ) await new Promise((r) => setTimeout(r, 50));
     assert.equal(dead.status, 'end');
+  });
+
+  it('a failover detected while a reconnect asks the sentinels for the master: ioredis ends the client, which connects again', async () => {
+    const s = await startSentinelSetup({ password: PW, sentinelPassword: SPW });
+    cleanups.push(() => s.cleanup());
+    const opts = {
+      host: '127.0.0.1',
+      port: 1,
+      password: PW,
+      sentinel: {
+        addresses: s.addresses.split(',').map((a) => ({ host: a.split(':')[0]!, port: Number(a.split(':')[1]) })),
+        masterName: s.masterName,
+        password: SPW,
+      },
+    };
+    const events: string[] = [];
+    const watch = (c: Redis) => {
+      c.on('error', () => undefined);
+      for (const e of ['ready', 'end']) c.on(e, () => events.push(e));
+    };
+    // What the failover detector does on +switch-master (connector.disconnect()), done at the
+    // moment a reconnect has begun asking the sentinels: 'connecting' is emitted on the next
+    // tick, while that question is still on the network.
+    const failOverDuringReconnect = (c: Redis): void => {
+      const connector = (c as unknown as { connector: { disconnect(): void } }).connector;
+      c.once('connecting', () => connector.disconnect());
+      (c as unknown as { stream: { destroy(): void } }).stream.destroy();
+    };
+    const nextEvent = async (name: string, after: number): Promise<void> => {
+      for (const end = Date.now() + 15_000; Date.now() < end; await new Promise((r) => setTimeout(r, 20)))
+        if (events.slice(after).includes(name)) return;
+      throw new Error(`no ${name} after event ${after}: ${events.join(', ')}`);
+    };
+
+    // ioredis alone: the client is ended for good (the bug the server works around).
+    const plain = new Redis(redisClientOptions(opts));
+    cleanups.push(async () => plain.disconnect());
+    watch(plain);
+    await connectRedis(plain);
+    let from = events.length;
+    failOverDuringReconnect(plain);
+    await nextEvent('end', from);
+    await new Promise((r) => setTimeout(r, 3000));
+    assert.equal(plain.status, 'end', 'ioredis left the client ended');
+    plain.removeAllListeners('ready');
+
+    // The server's client connects again, and goes on with its commands.
+    const client = createRedisClient(opts);
+    cleanups.push(() => closeRedis(client));
+    watch(client);
+    await connectRedis(client);
+    await client.set('k', 'before');
+    from = events.length;
+    failOverDuringReconnect(client);
+    await nextEvent('end', from);
+    await nextEvent('ready', events.lastIndexOf('end') + 1);
+    assert.equal(await client.get('k'), 'before');
+    await client.set('k', 'after');
+    assert.equal(await client.get('k'), 'after');
+    // An end the server asks for stays an end.
+    await closeRedis(client);
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal(client.status, 'end');
   });
 
   it('the master silent (SIGSTOP): the failover detector ends the connection, the client moves to the new master', async () => {

@@ -16,10 +16,10 @@
 // RedisProjectLeases: a key per project with a PX expiry, the token from INCR, each step one
 // Lua script. LocalProjectLeases: the embedded store's; the data-dir lock already guarantees
 // one server per data dir, so an in-memory map with a counter is enough.
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
-import { type RedisConnectionOptions, connectRedis, redisClientOptions, redisConnection } from './redis-connection.js';
+import { type RedisConnectionOptions, connectRedis, createRedisClient, redisConnection, stopRedis } from './redis-connection.js';
 import type { LockKey } from './state-store.js';
 import { waitingForStore } from './store-wait.js';
 
@@ -345,11 +345,11 @@ export interface RedisLeaseOptions extends RedisConnectionOptions, LeaseTiming {
 /** Leases in the Redis the replicas share, on a connection of their own (made at the first acquire). */
 export class RedisProjectLeases extends Leases {
   constructor(opts: RedisLeaseOptions) {
-    const redis = new Redis(redisClientOptions(opts));
+    const redis = createRedisClient(opts);
     // The store's connection logs Redis going away; this one only must not crash on it.
     redis.on('error', () => undefined);
     super(new RedisBackend(redis, opts.keyPrefix ?? 'atlantis:'), opts, opts.logger, async () => {
-      redis.disconnect();
+      stopRedis(redis);
     });
   }
 }

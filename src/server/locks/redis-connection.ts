@@ -2,7 +2,7 @@
 // connect and to end one: the store, the project leases and the replica registry each open
 // a connection of their own with these. A single Redis (`--redis-host`) or the master that
 // Redis Sentinel names (`--redis-sentinel-*`), followed through a failover.
-import type { Redis, RedisOptions } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
 import type { RedisSettings, SentinelSettings } from './store-config.js';
 
 export interface RedisConnectionOptions {
@@ -75,12 +75,50 @@ export async function connectRedis(redis: Redis, deadlineMs = REDIS_CONNECT_DEAD
 
 /** Ends a client: QUIT when connected, and no more reconnecting either way. */
 export async function closeRedis(redis: Redis): Promise<void> {
+  stoppedByUs.add(redis);
   try {
     await redis.quit();
   } catch {
     // Not connected: stop reconnecting instead.
   }
   redis.disconnect();
+}
+
+/** Clients the server ended on purpose: reviveWhenEnded leaves them ended. */
+const stoppedByUs = new WeakSet<Redis>();
+
+/** Ends a client at once, with no reconnecting. */
+export function stopRedis(redis: Redis): void {
+  stoppedByUs.add(redis);
+  redis.disconnect();
+}
+
+/**
+ * ioredis 5 ends a Sentinel client for good when the sentinels' +switch-master reaches its
+ * failover detector while a reconnect is asking them for the master: the detector closes the
+ * connector under that attempt, which fails with "Connection is closed.", and the client never
+ * tries again (ioredis#1683; seen when a master was killed under load). An end the server did
+ * not ask for, once the client had been connected, is such an end: connect again after the
+ * retry delay, as ioredis would have, and again after every such end.
+ */
+export function reviveWhenEnded(redis: Redis, delayMs = 1000): void {
+  let wasReady = false;
+  redis.on('ready', () => {
+    wasReady = true;
+  });
+  redis.on('end', () => {
+    if (!wasReady || stoppedByUs.has(redis)) return;
+    setTimeout(() => {
+      if (redis.status === 'end' && !stoppedByUs.has(redis)) redis.connect().catch(() => undefined);
+    }, delayMs).unref();
+  });
+}
+
+/** A client of redisClientOptions that comes back from an end it did not ask for (reviveWhenEnded). */
+export function createRedisClient(o: RedisConnectionOptions): Redis {
+  const redis = new Redis(redisClientOptions(o));
+  reviveWhenEnded(redis);
+  return redis;
 }
 
 /** ioredis options; every choice is about failing fast while Redis is away and recovering alone. */

@@ -46,9 +46,9 @@
 //
 // Durability is Redis's: run it with `appendonly yes` and `appendfsync always` (or accept
 // losing the last second with `everysec`).
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from '../../log.js';
-import { type RedisConnectionOptions, closeRedis, connectRedis, redisClientOptions, redisTarget } from './redis-connection.js';
+import { type RedisConnectionOptions, closeRedis, connectRedis, createRedisClient, redisTarget } from './redis-connection.js';
 import { redisImportAtlantis, redisImportMarker, redisTakeImportNotices } from './bolt-import-redis.js';
 import type { AtlantisImportBatch, AtlantisImportOutcome, ImportMarker, ImportNotice } from './bolt-import-types.js';
 import { type ProjectOutcome, type PullStatus, mergePullStatus } from './pull-status.js';
@@ -134,7 +134,7 @@ export class RedisStore implements StateStore {
   static create(opts: RedisStoreOptions): RedisStore {
     if (!opts.replicaId) throw new Error('RedisStore: replicaId is required');
     if (!opts.sharedStateKey) throw new Error('RedisStore: sharedStateKey is required');
-    return new RedisStore(new Redis(redisClientOptions(opts)), opts);
+    return new RedisStore(createRedisClient(opts), opts);
   }
 
   /** Connects to Redis; rejects with the reason when it cannot be reached or refuses the login. */

@@ -26,7 +26,7 @@
 // held by another instance, it watches that record until it expires (dead: start) or is
 // refreshed (alive: refuse to start), at most the record's remaining TTL.
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { UsageError } from '../../config/flags.js';
 import type { Logger } from '../../log.js';
 import type { ServerConfig } from '../config.js';
@@ -34,7 +34,7 @@ import {
   type RedisConnectionOptions,
   closeRedis,
   connectRedis,
-  redisClientOptions,
+  createRedisClient,
   redisConnection,
   redisTarget,
 } from '../locks/redis-connection.js';
@@ -156,7 +156,7 @@ export class ReplicaRegistry implements ReplicaMembership {
     this.p = opts.keyPrefix ?? 'atlantis:';
     this.now = opts.now ?? Date.now;
     this.info = { id: opts.self.id, url: opts.self.url, draining: false, heartbeatAt: 0, instance: randomBytes(16).toString('hex') };
-    this.redis = new Redis(redisClientOptions(opts));
+    this.redis = createRedisClient(opts);
     this.redis.defineCommand('atlReplicaHeartbeat', { numberOfKeys: 2, lua: HEARTBEAT });
     this.redis.defineCommand('atlReplicaClaim', { numberOfKeys: 2, lua: CLAIM });
     this.redis.defineCommand('atlReplicaSweep', { numberOfKeys: 1, lua: SWEEP });
