@@ -40,10 +40,20 @@ async function waitReady(ns: string, name: string): Promise<V1Pod> {
   );
 }
 
+/** Deletes the pod and waits for its object to go and for the node to record it deleted (it records that after the object goes). */
 async function deleteAndWait(ns: string, name: string): Promise<void> {
   const c = await getCluster();
+  const node = await getLocalNode();
   await kubeRequestOk(c.kc, 'DELETE', `/api/v1/namespaces/${ns}/pods/${name}`);
   await waitFor(`pod ${ns}/${name} gone`, async () => (await getPod(ns, name)) === undefined, { timeoutMs: 60_000, intervalMs: 200 });
+  await waitFor(
+    `the node's PodDeleted for ${ns}/${name}`,
+    async () => node.events({ namespace: ns, pod: name }).some((e) => e.type === 'PodDeleted'),
+    {
+      timeoutMs: 30_000,
+      intervalMs: 100,
+    },
+  );
 }
 
 /** The server container as the controller renders it, reduced to what this test needs. */

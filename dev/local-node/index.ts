@@ -82,6 +82,8 @@ export class LocalNode {
   private readonly n: NodeCtx;
   private readonly heartbeatMs: number;
   private readonly pods = new Map<string, PodRt>(); // by uid
+  /** Pods this node ended: a watch event about one that arrives late must not start it again. */
+  private readonly ended = new Set<string>();
   private readonly eventLog: NodeEventLog;
   private unscheduled: Informer<V1Pod> | undefined;
   private mine: Informer<V1Pod> | undefined;
@@ -229,6 +231,7 @@ export class LocalNode {
       return;
     }
     if (!rt) {
+      if (this.ended.has(uid)) return;
       if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') {
         if (pod.metadata?.deletionTimestamp) void this.deletePodObject(pod);
         return;
@@ -408,6 +411,7 @@ export class LocalNode {
       await writeStatus(this.n, rt).catch(() => {});
       await this.deletePodObject(rt.pod);
     }
+    this.ended.add(rt.uid);
     this.n.record({ type: 'PodDeleted', namespace: rt.namespace, pod: rt.name, uid: rt.uid });
     if (rt.statusTimer) clearTimeout(rt.statusTimer);
     if (rt.ip) releaseLoopbackAddress(rt.ip);
