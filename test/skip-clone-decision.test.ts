@@ -57,8 +57,8 @@ describe('cloneDecision (--skip-clone-no-changes)', () => {
   for (const c of cases) {
     it(`${c.name}: ${c.skip ? 'skip' : 'clone'}`, () => {
       const d = cloneDecision(c.remote, c.changed, 'atlantis.yaml');
-      assert.equal(d.skip, c.skip);
-      if (!d.skip && c.why) assert.match(d.why, c.why);
+      assert.equal(!d.clone, c.skip);
+      if (d.clone && c.why) assert.match(d.why, c.why);
     });
   }
 });

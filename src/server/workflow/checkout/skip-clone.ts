@@ -15,7 +15,8 @@ export const MAX_REMOTE_REPO_CONFIG_BYTES = 1024 * 1024;
 /** What the API read gave: the parsed config, no plain file there, or one over the bound. */
 export type RemoteRepoConfig = { kind: 'config'; config: RepoConfig } | { kind: 'none' } | { kind: 'too-large' };
 
-export type CloneDecision = { skip: true } | { skip: false; why: string };
+/** Whether to clone, and why when so. */
+export type CloneDecision = { clone: false } | { clone: true; why: string };
 
 /**
  * Whether the clone can be skipped: only when the repo config lists projects (without any,
@@ -24,10 +25,10 @@ export type CloneDecision = { skip: true } | { skip: false; why: string };
  * in the reason.
  */
 export function cloneDecision(remote: RemoteRepoConfig, changedFiles: string[], file: string): CloneDecision {
-  if (remote.kind === 'none') return { skip: false, why: `no ${file} at the head commit` };
-  if (remote.kind === 'too-large') return { skip: false, why: `${file} is larger than ${MAX_REMOTE_REPO_CONFIG_BYTES} bytes` };
-  if (remote.config.projects.length === 0) return { skip: false, why: `${file} defines no projects: they are discovered in the clone` };
+  if (remote.kind === 'none') return { clone: true, why: `no ${file} at the head commit` };
+  if (remote.kind === 'too-large') return { clone: true, why: `${file} is larger than ${MAX_REMOTE_REPO_CONFIG_BYTES} bytes` };
+  if (remote.config.projects.length === 0) return { clone: true, why: `${file} defines no projects: they are discovered in the clone` };
   const modified = projectsForChangedFiles(remote.config, changedFiles, { autoplanDisabledToo: true });
-  if (modified.length > 0) return { skip: false, why: `${modified.length} project(s) modified` };
-  return { skip: true };
+  if (modified.length > 0) return { clone: true, why: `${modified.length} project(s) modified` };
+  return { clone: false };
 }

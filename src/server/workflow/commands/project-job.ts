@@ -120,7 +120,7 @@ export class ProjectJobs {
     const remote: RemoteRepoConfig =
       got.kind === 'file' ? { kind: 'config', config: repoConfigFromText(got.text, this.d.serverRepoConfig, repoId, ctx.baseRef) } : got;
     const decision = cloneDecision(remote, changed, file);
-    if (!decision.skip) {
+    if (decision.clone) {
       log.info(`Cloning: ${decision.why}`);
       return undefined;
     }
