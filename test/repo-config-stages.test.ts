@@ -12,6 +12,7 @@ import { ProcessHost } from '../src/server/terraform/process-host.js';
 import { ProcessRunner } from '../src/server/terraform/runner.js';
 import { type ProjectRunContext, ProjectRunner } from '../src/server/workflow/jobs/project-runner.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
+import { projectRunContext } from './support/project-run-context.js';
 import { TERRAFORM, assertTerraform } from './support/terraform.js';
 
 const host = new ProcessHost({ logger: nullLogger() });
@@ -21,22 +22,7 @@ const runner = new ProjectRunner(new ProcessRunner({ host, binary: TERRAFORM, in
 function project(): ProjectRunContext {
   const dir = mkdtempSync(path.join(tmpdir(), 'ato-stages-'));
   writeFileSync(path.join(dir, 'main.tf'), 'variable "marker" {}\n\nresource "terraform_data" "marker" {\n  input = var.marker\n}\n');
-  return {
-    jobId: 'stages',
-    projectDir: dir,
-    dir: '.',
-    workspace: 'default',
-    planFile: path.join(dir, 'default.tfplan'),
-    repo: 'acme/infra',
-    pull: 1,
-    user: 'dev',
-    headSha: 'abc',
-    headRef: 'feat',
-    baseRef: 'main',
-    commentArgs: [],
-    logFile: path.join(dir, 'job.log'),
-    onOutput: () => undefined,
-  };
+  return projectRunContext(dir, 'stages');
 }
 
 const config = parseRepoConfig(`version: 3

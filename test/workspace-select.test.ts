@@ -10,6 +10,7 @@ import { type LogFields, type Logger, nullLogger } from '../src/log.js';
 import { ProcessHost } from '../src/server/terraform/process-host.js';
 import { ProcessRunner } from '../src/server/terraform/runner.js';
 import { type ProjectRunContext, ProjectRunner, onDefaultWorkspace } from '../src/server/workflow/jobs/project-runner.js';
+import { projectRunContext } from './support/project-run-context.js';
 import { TERRAFORM, assertTerraform } from './support/terraform.js';
 
 const started: string[][] = [];
@@ -36,22 +37,7 @@ function project(workspace: string, files: Record<string, string> = {}): Project
     mkdirSync(path.dirname(path.join(dir, f)), { recursive: true });
     writeFileSync(path.join(dir, f), body);
   }
-  return {
-    jobId: `ws-${workspace}`,
-    projectDir: dir,
-    dir: '.',
-    workspace,
-    planFile: path.join(dir, `${workspace}.tfplan`),
-    repo: 'acme/infra',
-    pull: 1,
-    user: 'dev',
-    headSha: 'abc',
-    headRef: 'feat',
-    baseRef: 'main',
-    commentArgs: [],
-    logFile: path.join(dir, 'job.log'),
-    onOutput: () => undefined,
-  };
+  return projectRunContext(dir, `ws-${workspace}`, workspace);
 }
 
 const selects = (): string[][] => started.filter((a) => a[0] === 'workspace');
