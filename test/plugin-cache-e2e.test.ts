@@ -3,9 +3,10 @@
 // test provider from a provider network mirror on loopback (docs/test-tools.md), planned with
 // --parallel-plan. Each project commits its lock file, as terraform recommends. What must hold:
 // every plan succeeds (no corrupted cache); the mirror sends the provider once per registry
-// host (the first init fills the cache, the other seven use it); terraform's inits never overlap
-// (the server's own log of its processes says when each started and ended), tofu's may, since
-// OpenTofu locks the cache itself; and planning the PR again downloads nothing.
+// host (the first init fills the cache, the other seven use it); no terraform init overlaps the
+// one that filled the cache (the server's own log of its processes says when each started and
+// ended), tofu's may, since OpenTofu locks the cache itself; and planning the PR again
+// downloads nothing, its terraform inits not waiting for each other (they only read the cache).
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -106,7 +107,9 @@ describe('one plugin cache, eight parallel inits of terraform and OpenTofu', { t
       .map((l) => JSON.parse(l) as ProcLine)
       .filter((l) => l.msg === 'Process started' || l.msg === 'Process finished');
 
-  it('a PR changing all eight: every plan succeeds, the provider comes once per registry, terraform inits one at a time', async () => {
+  const waits = (): number => server.output().match(/"msg":"Init waits for the plugin cache"/g)?.length ?? 0;
+
+  it('a PR changing all eight: every plan succeeds, the provider comes once per registry, no terraform init beside the one filling the cache', async () => {
     const changes: Record<string, string> = {};
     for (const p of [...TF, ...TOFU]) changes[`${p}/main.tf`] = fixtureConfig({ value: `${p}-v2` });
     const headSha = await repo.createBranch('all', changes);
@@ -140,7 +143,9 @@ describe('one plugin cache, eight parallel inits of terraform and OpenTofu', { t
     // The cache holds one package per registry host, and it is the mirror's (no partial copy).
     const cacheDir = path.join(dataDir, 'plugin-cache');
     assert.deepEqual(readdirSync(cacheDir).sort(), ['registry.opentofu.org', 'registry.terraform.io']);
-    // Terraform's inits: [start, end] of each from the server's own log, never overlapping.
+    // Terraform's inits: [start, end] of each from the server's own log. The first found the
+    // cache empty and filled it; each other one began after it ended (it waited, and then
+    // found the provider cached), and may overlap the others.
     const lines = procs();
     const spans: Array<[number, number]> = [];
     for (const s of lines.filter((l) => l.msg === 'Process started' && l.command === TERRAFORM && l.args?.[0] === 'init')) {
@@ -150,11 +155,14 @@ describe('one plugin cache, eight parallel inits of terraform and OpenTofu', { t
     }
     assert.equal(spans.length, 4, 'one terraform init per terraform project');
     spans.sort((a, b) => a[0] - b[0]);
-    for (let i = 1; i < spans.length; i++) assert.ok(spans[i]![0] >= spans[i - 1]![1], `terraform inits overlap: ${JSON.stringify(spans)}`);
+    for (let i = 1; i < spans.length; i++)
+      assert.ok(spans[i]![0] >= spans[0]![1], `a terraform init overlapped the one filling the cache: ${JSON.stringify(spans)}`);
+    assert.ok(waits() >= 1, 'the first init waited its turn');
   });
 
-  it('planning the PR again downloads nothing', async () => {
+  it('planning the PR again downloads nothing, and no terraform init waits for another', async () => {
     const from = mirror.requests.length;
+    const waited = waits();
     const r = await sendWebhook(
       `${url}/events`,
       'issue_comment',
@@ -167,5 +175,6 @@ describe('one plugin cache, eight parallel inits of terraform and OpenTofu', { t
     await commandsDone(2);
     assert.match(gh.comments(REPO, 1).at(-1)?.body ?? '', /8 projects, 8 with changes, 0 with no changes, 0 failed/);
     assert.equal(mirror.counts(from).archives, 0);
+    assert.equal(waits(), waited, 'every init found its lock file providers cached');
   });
 });

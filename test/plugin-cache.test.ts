@@ -1,13 +1,15 @@
 // The plugin cache's own rules (src/server/terraform/plugin-cache.ts): which inits may share
 // the cache at once (OpenTofu from 1.10, which locks it per provider), and the queue the others
-// wait in: one init at a time, in the order they asked, a failed init releasing its turn. The
-// cache under real parallel inits of terraform and tofu is tested with the server
-// (plugin-cache-e2e.test.ts).
+// wait in: one init at a time, in the order they asked, a failed init releasing its turn, and
+// an init that only reads the cache (its lock file's providers all cached: cached-providers.ts)
+// not waiting. The cache under real parallel inits of terraform and tofu is tested with the
+// server (plugin-cache-e2e.test.ts).
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
+import { packageHashV1, terraformPlatform } from '../src/server/terraform/cached-providers.js';
 import { PluginCache, locksCacheItself } from '../src/server/terraform/plugin-cache.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'ato-plugin-cache-'));
@@ -77,6 +79,60 @@ describe('plugin cache', () => {
     assert.equal(await d, 'd');
     assert.deepEqual(events, ['start tofu', 'start a', 'end tofu', 'end a', 'start b', 'end b', 'start d', 'end d']);
     assert.equal(most, 2, 'only the tofu 1.12 init ran beside another');
+    assert.equal(c.queued, 0);
+  });
+  it('an init that only reads the cache does not wait; a queued one whose providers were cached meanwhile lets the next go', async () => {
+    const c = new PluginCache(path.join(dir, 'readers'));
+    // A package as the cache holds one, and a project whose lock file selects it.
+    const put = (type: string): string => {
+      const pkg = path.join(c.dir, 'registry.terraform.io', 'acme', type, '1.0.0', terraformPlatform());
+      mkdirSync(pkg, { recursive: true });
+      writeFileSync(path.join(pkg, `terraform-provider-${type}_v1.0.0`), `#!/bin/sh\n# ${type}\n`, { mode: 0o755 });
+      return pkg;
+    };
+    const project = async (name: string, type: string, hash: string): Promise<string> => {
+      const p = path.join(dir, 'projects', name);
+      mkdirSync(p, { recursive: true });
+      const lock = `provider "registry.terraform.io/acme/${type}" {\n  version = "1.0.0"\n  hashes = [\n    "${hash}",\n  ]\n}\n`;
+      writeFileSync(path.join(p, '.terraform.lock.hcl'), lock);
+      return p;
+    };
+    const cachedHash = (await packageHashV1(put('a')))!;
+    const reader = await project('reader', 'a', cachedHash);
+    // Package b is not cached yet; its hash is the one it will have once it is.
+    const bDir = put('b');
+    const bHash = (await packageHashV1(bDir))!;
+    rmSync(bDir, { recursive: true });
+    const later = await project('later', 'b', bHash);
+
+    const events: string[] = [];
+    const gates = new Map<string, () => void>();
+    const init = (name: string) => async () => {
+      events.push(`start ${name}`);
+      await new Promise<void>((r) => gates.set(name, r));
+      events.push(`end ${name}`);
+      return name;
+    };
+    const tick = () => new Promise((r) => setImmediate(r));
+    const until = async (what: () => boolean) => {
+      for (let i = 0; i < 1000 && !what(); i++) await tick();
+      assert.ok(what(), events.join(', '));
+    };
+    const w1 = c.init('terraform', '1.11.4', init('w1'));
+    await until(() => events.includes('start w1'));
+    const r = c.init('terraform', '1.11.4', init('reader'), { projectDir: reader, args: ['-input=false'] });
+    await until(() => events.includes('start reader'));
+    const q = c.init('terraform', '1.11.4', init('later'), { projectDir: later, args: ['-input=false'] });
+    await until(() => c.queued === 1);
+    const w2 = c.init('terraform', '1.11.4', init('w2'));
+    await until(() => c.queued === 2);
+    assert.deepEqual(events, ['start w1', 'start reader'], 'the reader ran beside the writer');
+    put('b'); // w1 installed what `later` needs
+    gates.get('w1')!();
+    await until(() => events.includes('start w2'));
+    assert.deepEqual(events.slice(2), ['end w1', 'start later', 'start w2'], '`later` only read, so w2 did not wait for it');
+    for (const name of ['reader', 'later', 'w2']) gates.get(name)!();
+    assert.deepEqual(await Promise.all([w1, r, q, w2]), ['w1', 'reader', 'later', 'w2']);
     assert.equal(c.queued, 0);
   });
 });

@@ -263,7 +263,7 @@ export class ProjectRunner {
         const creds = this.terraform?.gitCreds;
         const init = () => (creds ? creds.during((env) => tf(['init'], args, env)) : tf(['init'], args));
         const cache = this.terraform?.pluginCache;
-        return cache ? cache.init(t.distribution ?? 'terraform', t.version, init) : init();
+        return cache ? cache.init(t.distribution ?? 'terraform', t.version, init, { projectDir: c.projectDir, args }) : init();
       }
       case 'policy_check':
         if (!this.policyCheck || !c.policySets)

@@ -59,7 +59,7 @@ export function terraformTools(
       ...(cfg.policy.defaultConftestVersion ? { defaultVersion: cfg.policy.defaultConftestVersion } : {}),
     }),
   };
-  if (t.useTfPluginCache) tools.pluginCache = PluginCache.inDataDir(cfg.dataDir);
+  if (t.useTfPluginCache) tools.pluginCache = PluginCache.inDataDir(cfg.dataDir, log);
   return tools;
 }
 
