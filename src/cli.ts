@@ -10,6 +10,7 @@ import { type FlagSpec, parseFlags, renderHelp, UsageError } from './config/flag
 import { parseFlagsWithConfigFile } from './config/config-file.js';
 import { createLogger } from './log.js';
 import { buildServerConfig, SERVER_FLAGS } from './server/config.js';
+import { loadStoreParts } from './server/locks/open-store.js';
 import { AtlantisServer } from './server/server.js';
 import { PRIVATE_UMASK } from './server/data-dir.js';
 import { makeNonDumpable } from './server/secrets/non-dumpable.js';
@@ -64,11 +65,12 @@ async function serverMain(argv: string[]): Promise<number> {
   const config = buildServerConfig(parsed.values, parsed.webhooks);
   const logger = createLogger({ level: config.logLevel });
   for (const w of config.flagWarnings) logger.warn(w);
+  const storeParts = await loadStoreParts(config);
   let exiting = false;
   const server = new AtlantisServer({
     config,
     logger,
-    plugins: [workflowPlugin, ownPodWatchPlugin],
+    plugins: [(s) => workflowPlugin(s, storeParts), ownPodWatchPlugin],
     onExit: (code) => {
       exiting = true;
       try {

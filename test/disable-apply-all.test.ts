@@ -6,7 +6,6 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { APPLY_ALL_DISABLED_COMMENT } from '../src/server/workflow/commands/apply-command.js';
-import { workflowPlugin } from '../src/server/workflow/index.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type TestServer, startTestServer } from './support/server.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
@@ -17,7 +16,7 @@ before(async () => {
   env = await createWorkflowEnv({ ghHost: '127.0.163.160' });
   ts = await startTestServer(
     ['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token, '--disable-apply-all'],
-    { plugins: [workflowPlugin] },
+    { workflow: true },
   );
 });
 after(async () => {

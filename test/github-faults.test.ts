@@ -9,7 +9,6 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { createLogger } from '../src/log.js';
-import { workflowPlugin } from '../src/server/workflow/index.js';
 import { terraformConfig } from './support/git-repos.js';
 import type { RecordedCall } from './support/github-standin.js';
 import { type TestServer, startTestServer, waitFor } from './support/server.js';
@@ -42,7 +41,7 @@ before(async () => {
   ts = await startTestServer(
     ['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token, '--emoji-reaction', 'eyes'],
     {
-      plugins: [workflowPlugin],
+      workflow: true,
       logger: createLogger({ level: 'debug', stream }),
     },
   );

@@ -1,4 +1,4 @@
-// The project lease (src/server/locks/project-lease.ts): one table run against both kinds.
+// The project lease (src/server/locks/project-lease.ts, redis-lease.ts): one table run against both kinds.
 // RedisProjectLeases as two replicas (two instances, two connections) on one real
 // redis-server; LocalProjectLeases as the one instance an embedded-store server has, the two
 // "replicas" being two jobs of it. Real time: the TTLs are short (300 ms), nothing is mocked.
@@ -13,8 +13,8 @@ import {
   type LeaseTiming,
   LocalProjectLeases,
   type ProjectLeases,
-  RedisProjectLeases,
 } from '../src/server/locks/project-lease.js';
+import { RedisProjectLeases } from '../src/server/locks/redis-lease.js';
 import type { LockKey } from '../src/server/locks/state-store.js';
 import { type RedisServer, startRedisServer } from './support/redis-server.js';
 

@@ -4,10 +4,14 @@
 // heartbeats come back by themselves after Redis restarts.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import type { ReplicaInfo } from '../src/server/replicas/affinity.js';
-import { LocalReplicaRegistry, ReplicaRegistry, openReplicaRegistry } from '../src/server/replicas/registry.js';
+import { loadStoreParts } from '../src/server/locks/open-store.js';
+import { LocalReplicaRegistry, ReplicaRegistry } from '../src/server/replicas/registry.js';
 import { type RedisServer, startRedisServer, testSharedStateKey } from './support/redis-server.js';
 
 let srv: RedisServer;
@@ -232,20 +236,23 @@ test('LocalReplicaRegistry lists only itself, with its draining flag', async () 
   await reg.close();
 });
 
-test('openReplicaRegistry follows the store: local for boltdb, Redis for redis', async () => {
-  const local = openReplicaRegistry({ store: { type: 'boltdb' }, replicaId: 'r0' }, 'http://a:4141');
+test('the store parts open the registry of the store: local for boltdb, Redis for redis', async () => {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'registry-'));
+  const local = (await loadStoreParts({ store: { type: 'boltdb' }, replicaId: 'r0', dataDir })).openReplicaRegistry('http://a:4141');
   assert.ok(local instanceof LocalReplicaRegistry);
-  const shared = openReplicaRegistry(
-    {
-      store: {
-        type: 'redis',
-        redis: { host: srv.host, port: srv.port, db: 0, tls: false, insecureSkipVerify: false, sharedStateKey: testSharedStateKey() },
-      },
-      replicaId: 'r1',
+  const redisParts = await loadStoreParts({
+    store: {
+      type: 'redis',
+      redis: { host: srv.host, port: srv.port, db: 0, tls: false, insecureSkipVerify: false, sharedStateKey: testSharedStateKey() },
     },
-    'http://b:4141',
-    { keyPrefix: `t-${randomBytes(4).toString('hex')}:`, heartbeatMs: HEARTBEAT_MS, ttlMs: TTL_MS },
-  );
+    replicaId: 'r1',
+    dataDir,
+  });
+  const shared = redisParts.openReplicaRegistry('http://b:4141', {
+    keyPrefix: `t-${randomBytes(4).toString('hex')}:`,
+    heartbeatMs: HEARTBEAT_MS,
+    ttlMs: TTL_MS,
+  });
   assert.ok(shared instanceof ReplicaRegistry);
   opened.push(shared);
   await shared.start();
@@ -253,4 +260,5 @@ test('openReplicaRegistry follows the store: local for boltdb, Redis for redis',
     (await shared.list()).map((r) => [r.id, r.url]),
     [['r1', 'http://b:4141']],
   );
+  rmSync(dataDir, { recursive: true, force: true });
 });

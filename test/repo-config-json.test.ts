@@ -4,7 +4,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { UsageError } from '../src/config/flags.js';
-import { workflowPlugin } from '../src/server/workflow/index.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type TestServer, startTestServer } from './support/server.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
@@ -40,7 +39,7 @@ describe('--repo-config-json', () => {
       .openPull('http://127.0.0.1:9', 50, 'json-wf', { 'atlantis.yaml': withWorkflow, 'custom/main.tf': terraformConfig({ marker: 'j1' }) })
       .catch(() => undefined);
     const json = JSON.stringify({ repos: [{ id: '/.*/', allowed_overrides: ['workflow'], allow_custom_workflows: true }] });
-    const ts = await startTestServer([...base(), '--repo-config-json', json], { plugins: [workflowPlugin] });
+    const ts = await startTestServer([...base(), '--repo-config-json', json], { workflow: true });
     servers.push(ts);
     await env.comment(ts.url, 50, 'atlantis plan -d custom');
     const ok = await env.waitForComment(50, /^Ran Plan for dir: `custom`/);
@@ -49,11 +48,11 @@ describe('--repo-config-json', () => {
 
   it('refuses both flags at once, and bad JSON, with one line', async () => {
     await assert.rejects(
-      startTestServer([...base(), '--repo-config', '/dev/null', '--repo-config-json', '{}'], { plugins: [workflowPlugin] }),
+      startTestServer([...base(), '--repo-config', '/dev/null', '--repo-config-json', '{}'], { workflow: true }),
       (e: unknown) => e instanceof UsageError && e.message === 'cannot use --repo-config and --repo-config-json at the same time',
     );
     await assert.rejects(
-      startTestServer([...base(), '--repo-config-json', '{"repos": [}'], { plugins: [workflowPlugin] }),
+      startTestServer([...base(), '--repo-config-json', '{"repos": [}'], { workflow: true }),
       (e: unknown) => e instanceof UsageError && /^invalid --repo-config-json: /.test(e.message) && !e.message.includes('\n'),
     );
   });

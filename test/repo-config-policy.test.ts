@@ -7,7 +7,6 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { repoConfigViolation } from '../src/server/workflow/checkout/projects.js';
 import { parseRepoConfig } from '../src/server/workflow/repo-config/atlantis-yaml.js';
-import { workflowPlugin } from '../src/server/workflow/index.js';
 import { terraformConfig } from './support/git-repos.js';
 import { type TestServer, startTestServer } from './support/server.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
@@ -74,7 +73,7 @@ describe('repo config permissions (server with real terraform)', () => {
   async function server(extra: string[]): Promise<TestServer> {
     const ts = await startTestServer(
       ['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token, '--disable-autoplan', ...extra],
-      { plugins: [workflowPlugin] },
+      { workflow: true },
     );
     servers.push(ts);
     return ts;

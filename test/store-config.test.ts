@@ -4,8 +4,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { UsageError } from '../src/config/flags.js';
-import { reconnectOnErrorReply, redisClientOptions, redisConnection, redisTarget } from '../src/server/locks/redis-connection.js';
-import { type RedisSettings, parseSentinelAddress } from '../src/server/locks/store-config.js';
+import { reconnectOnErrorReply, redisClientOptions, redisConnection } from '../src/server/locks/redis-connection.js';
+import { type RedisSettings, parseSentinelAddress, redisTarget } from '../src/server/locks/store-config.js';
 import { serverSecretValues } from '../src/server/secrets/server-secrets.js';
 import { sharedStateKeyFile, testSharedStateKey } from './support/redis-server.js';
 import { configWithRequiredFlags } from './support/server-config.js';

@@ -4,7 +4,6 @@ import assert from 'node:assert/strict';
 import { readdirSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { workflowPlugin } from '../src/server/workflow/index.js';
 import { issueCommentPayload, pullRequestPayload, sendWebhook } from './support/github-standin.js';
 import { type TestServer, startTestServer, waitFor } from './support/server.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
@@ -15,7 +14,7 @@ let ts: TestServer;
 before(async () => {
   env = await createWorkflowEnv();
   ts = await startTestServer(['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token], {
-    plugins: [workflowPlugin],
+    workflow: true,
   });
   env.gh.addPull(env.repo.fullName, {
     number: 5,

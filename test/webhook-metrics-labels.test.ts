@@ -4,7 +4,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { WEBHOOK_EVENT_LABELS, webhookEventLabel } from '../src/server/vcs/github/webhooks.js';
-import { workflowPlugin } from '../src/server/workflow/index.js';
 import { sendWebhook } from './support/github-standin.js';
 import { type TestServer, startTestServer } from './support/server.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
@@ -36,7 +35,7 @@ describe('atlantis_webhooks_total under unsigned requests with made-up event nam
     env = await createWorkflowEnv({ ghHost: '127.0.163.2' });
     ts = await startTestServer(
       ['--gh-webhook-secret', WEBHOOK_SECRET, '--gh-api-url', env.gh.url, '--gh-token', env.gh.token, '--bind-address', '127.0.163.1'],
-      { plugins: [workflowPlugin] },
+      { workflow: true },
     );
   });
   after(async () => {

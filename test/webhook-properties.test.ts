@@ -14,7 +14,6 @@ import { parseRepoAllowlist } from '../src/server/vcs/repo-allowlist.js';
 import { githubWebhooks } from '../src/server/vcs/github/webhooks.js';
 import { type DecisionOptions, type WebhookDecision, decideWebhook } from '../src/server/workflow/intake/webhook-decision.js';
 import { RUNNABLE_COMMANDS } from '../src/server/workflow/comment-parser/commands.js';
-import { workflowPlugin } from '../src/server/workflow/index.js';
 import { githubDelivery, issueCommentPayload, pullRequestPayload, sendWebhook } from './support/github-standin.js';
 import { type TestServer, startTestServer, waitFor } from './support/server.js';
 import { WEBHOOK_SECRET, type WorkflowEnv, createWorkflowEnv } from './support/workflow-env.js';
@@ -321,7 +320,7 @@ describe('the real webhook handler under arbitrary input', () => {
         '--allow-commands',
         ALL_COMMANDS.join(','),
       ],
-      { plugins: [workflowPlugin] },
+      { workflow: true },
     );
     // PR 5 exists (head = base: app1 and app2); every other PR number is unknown to GitHub.
     env.gh.addPull(env.repo.fullName, {

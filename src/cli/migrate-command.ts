@@ -13,7 +13,7 @@ import { type FlagSpec, parseFlags, renderHelp, UsageError } from '../config/fla
 import { createLogger } from '../log.js';
 import { PRIVATE_UMASK } from '../server/data-dir.js';
 import { type ImportReport, importAtlantisDb } from '../server/locks/bolt-import.js';
-import { openStateStore } from '../server/locks/open-store.js';
+import { loadStoreParts } from '../server/locks/open-store.js';
 import { replicaIdFromFlags, storeConfigFromFlags } from '../server/locks/store-config.js';
 import { processRedactor } from '../server/secrets/redact.js';
 import { migrateHelmValues } from './helm-values/command.js';
@@ -86,7 +86,7 @@ async function migrateAtlantisDb(argv: string[], out: (line: string) => void): P
   process.umask(PRIVATE_UMASK);
   const cfg = { dataDir: path.resolve(parsed.values['data-dir'] as string), store, replicaId: replicaIdFromFlags(parsed.values) };
   const logger = createLogger({ level: 'warn' });
-  const s = openStateStore(cfg, logger);
+  const s = (await loadStoreParts(cfg)).openStateStore(logger);
   try {
     try {
       await s.connect();

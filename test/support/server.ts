@@ -6,8 +6,10 @@ import path from 'node:path';
 import { parseFlags } from '../../src/config/flags.js';
 import { nullLogger, type Logger } from '../../src/log.js';
 import { buildServerConfig, SERVER_FLAGS } from '../../src/server/config.js';
+import { loadStoreParts } from '../../src/server/locks/open-store.js';
 import { ServerMetrics } from '../../src/server/metrics.js';
 import { type AtlantisServerOptions, AtlantisServer } from '../../src/server/server.js';
+import { workflowPlugin } from '../../src/server/workflow/index.js';
 import { TERRAFORM } from './terraform.js';
 import { sleep } from '../../src/async.js';
 
@@ -19,7 +21,11 @@ export interface TestServer {
 
 export async function startTestServer(
   extraArgs: string[] = [],
-  opts: Partial<AtlantisServerOptions> & { logger?: Logger } = {},
+  opts: Partial<AtlantisServerOptions> & {
+    logger?: Logger;
+    /** With the workflow plugin, on the store the flags choose, as the CLI has it. */
+    workflow?: boolean;
+  } = {},
 ): Promise<TestServer> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'ato-server-'));
   const argv = [
@@ -41,11 +47,18 @@ export async function startTestServer(
     ...extraArgs,
   ];
   const config = buildServerConfig(parseFlags(argv, SERVER_FLAGS, {}).values);
+  const { workflow, ...serverOpts } = opts;
+  const plugins = [...(serverOpts.plugins ?? [])];
+  if (workflow) {
+    const parts = await loadStoreParts(config);
+    plugins.push((s) => workflowPlugin(s, parts));
+  }
   const server = new AtlantisServer({
     config,
     logger: opts.logger ?? nullLogger(),
     metrics: new ServerMetrics({ defaults: false }),
-    ...opts,
+    ...serverOpts,
+    plugins,
   });
   const url = await server.start();
   return { server, url, dataDir };

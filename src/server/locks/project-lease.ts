@@ -13,13 +13,10 @@
 // a renewal until the next one is due (so it lands as soon as Redis is back). So a Redis
 // outage shorter than the TTL less a renewal period and the reconnect loses no lease.
 //
-// RedisProjectLeases: a key per project with a PX expiry, the token from INCR, each step one
-// Lua script. LocalProjectLeases: the embedded store's; the data-dir lock already guarantees
-// one server per data dir, so an in-memory map with a counter is enough.
-import type { Redis } from 'ioredis';
+// RedisProjectLeases (redis-lease.ts): a key per project with a PX expiry, the token from INCR,
+// each step one Lua script. LocalProjectLeases: the embedded store's; the data-dir lock already
+// guarantees one server per data dir, so an in-memory map with a counter is enough.
 import type { Logger } from '../../log.js';
-import type { ServerConfig } from '../config.js';
-import { type RedisConnectionOptions, connectRedis, createRedisClient, redisConnection, stopRedis } from './redis-connection.js';
 import type { LockKey } from './state-store.js';
 import { waitingForStore } from './store-wait.js';
 
@@ -59,7 +56,7 @@ export interface LeaseTiming {
 }
 
 /** What a store of leases does, each step atomic; `field` names the project. */
-interface LeaseBackend {
+export interface LeaseBackend {
   /** The new token, or the current holder. */
   tryAcquire(field: string, holder: LeaseHolder, ttlMs: number): Promise<number | LeaseHolder>;
   renew(field: string, token: number, ttlMs: number): Promise<boolean>;
@@ -167,7 +164,8 @@ class HeldLease implements Lease {
   }
 }
 
-class Leases implements ProjectLeases {
+/** The leases of one backend: what LocalProjectLeases and RedisProjectLeases share. */
+export class Leases implements ProjectLeases {
   private readonly live = new Set<HeldLease>();
   private readonly ttlMs: number;
   private readonly renewEveryMs: number;
@@ -244,123 +242,4 @@ class MemoryBackend implements LeaseBackend {
   async check(field: string, token: number): Promise<boolean> {
     return this.current(field)?.token === token;
   }
-}
-
-// KEYS: the project's lease key (value: JSON {token, replicaId, jobId}); for acquire also the
-// token counter. ARGV: holder JSON and TTL (acquire), or token (and TTL for renew).
-const LEASE_SCRIPTS = {
-  atlLeaseAcquire: {
-    numberOfKeys: 2,
-    lua: `local cur = redis.call('GET', KEYS[1])
-local h = cjson.decode(ARGV[1])
-if cur then
-  local c = cjson.decode(cur)
-  if c.replicaId == h.replicaId and c.jobId == h.jobId then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return c.token
-  end
-  return cur
-end
-local token = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], cjson.encode({token = token, replicaId = h.replicaId, jobId = h.jobId}), 'PX', ARGV[2])
-return token`,
-  },
-  atlLeaseRenew: {
-    numberOfKeys: 1,
-    lua: `local cur = redis.call('GET', KEYS[1])
-if not cur or cjson.decode(cur).token ~= tonumber(ARGV[1]) then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1`,
-  },
-  atlLeaseRelease: {
-    numberOfKeys: 1,
-    lua: `local cur = redis.call('GET', KEYS[1])
-if not cur or cjson.decode(cur).token ~= tonumber(ARGV[1]) then return 0 end
-redis.call('DEL', KEYS[1])
-return 1`,
-  },
-  atlLeaseCheck: {
-    numberOfKeys: 1,
-    lua: `local cur = redis.call('GET', KEYS[1])
-if not cur or cjson.decode(cur).token ~= tonumber(ARGV[1]) then return 0 end
-return 1`,
-  },
-} as const;
-
-type LeaseScripts = { [K in keyof typeof LEASE_SCRIPTS]: (...args: (string | number)[]) => Promise<unknown> };
-
-class RedisBackend implements LeaseBackend {
-  private readonly s: LeaseScripts;
-  private connected: Promise<void> | undefined;
-
-  constructor(
-    readonly redis: Redis,
-    private readonly p: string,
-  ) {
-    for (const [name, def] of Object.entries(LEASE_SCRIPTS)) redis.defineCommand(name, def);
-    this.s = redis as unknown as LeaseScripts;
-  }
-
-  /** The first call connects (the server's start connects the store, which reports a bad Redis). */
-  private ready(): Promise<void> {
-    this.connected ??= connectRedis(this.redis).catch((e: unknown) => {
-      // Back to a state a later call can connect from; after a first connection, ioredis reconnects alone.
-      this.redis.disconnect();
-      this.connected = undefined;
-      throw e;
-    });
-    return this.connected;
-  }
-
-  private k(field: string): string {
-    return `${this.p}lease:${field}`;
-  }
-
-  async tryAcquire(field: string, holder: LeaseHolder, ttlMs: number): Promise<number | LeaseHolder> {
-    await this.ready();
-    const r = await this.s.atlLeaseAcquire(this.k(field), `${this.p}lease-token`, JSON.stringify(holder), ttlMs);
-    if (typeof r === 'number') return r;
-    const cur = JSON.parse(r as string) as LeaseHolder;
-    return { replicaId: cur.replicaId, jobId: cur.jobId };
-  }
-
-  async renew(field: string, token: number, ttlMs: number): Promise<boolean> {
-    return (await this.s.atlLeaseRenew(this.k(field), token, ttlMs)) === 1;
-  }
-
-  async release(field: string, token: number): Promise<boolean> {
-    return (await this.s.atlLeaseRelease(this.k(field), token)) === 1;
-  }
-
-  async check(field: string, token: number): Promise<boolean> {
-    return (await this.s.atlLeaseCheck(this.k(field), token)) === 1;
-  }
-}
-
-export interface RedisLeaseOptions extends RedisConnectionOptions, LeaseTiming {
-  keyPrefix?: string;
-  logger?: Logger;
-}
-
-/** Leases in the Redis the replicas share, on a connection of their own (made at the first acquire). */
-export class RedisProjectLeases extends Leases {
-  constructor(opts: RedisLeaseOptions) {
-    const redis = createRedisClient(opts);
-    // The store's connection logs Redis going away; this one only must not crash on it.
-    redis.on('error', () => undefined);
-    super(new RedisBackend(redis, opts.keyPrefix ?? 'atlantis:'), opts, opts.logger, async () => {
-      stopRedis(redis);
-    });
-  }
-}
-
-/** The leases of the server's store: Redis with `--locking-db-type redis`, else in-process. */
-export function openProjectLeases(cfg: Pick<ServerConfig, 'store'>, logger: Logger, timing: LeaseTiming = {}): ProjectLeases {
-  if (cfg.store.type === 'boltdb') return new LocalProjectLeases({ ...timing, logger });
-  const r = cfg.store.redis;
-  return new RedisProjectLeases({
-    ...redisConnection(r),
-    ...timing,
-    logger,
-  });
 }

@@ -31,13 +31,6 @@ export function redisConnection(r: RedisSettings): RedisConnectionOptions {
   };
 }
 
-/** Where a connection goes, for messages: `host:port`, or the master's name and the sentinels. */
-export function redisTarget(o: Pick<RedisConnectionOptions, 'host' | 'port' | 'sentinel'>): string {
-  if (o.sentinel === undefined) return `${o.host}:${o.port}`;
-  const at = o.sentinel.addresses.map((a) => (a.host.includes(':') ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`));
-  return `master ${o.sentinel.masterName} through sentinels ${at.join(',')}`;
-}
-
 /**
  * Whether an error reply means this connection is on the wrong server, so ioredis should
  * reconnect (the call itself still fails). READONLY: the server was a master and has been

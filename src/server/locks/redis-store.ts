@@ -48,7 +48,8 @@
 // losing the last second with `everysec`).
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../log.js';
-import { type RedisConnectionOptions, closeRedis, connectRedis, createRedisClient, redisTarget } from './redis-connection.js';
+import { type RedisConnectionOptions, closeRedis, connectRedis, createRedisClient } from './redis-connection.js';
+import { redisTarget } from './store-config.js';
 import { redisImportAtlantis, redisImportMarker, redisTakeImportNotices } from './bolt-import-redis.js';
 import type { AtlantisImportBatch, AtlantisImportOutcome, ImportMarker, ImportNotice } from './bolt-import-types.js';
 import { type ProjectOutcome, type PullStatus, mergePullStatus } from './pull-status.js';

@@ -64,6 +64,13 @@ export function storeConfigFromFlags(values: FlagValues): StoreConfig {
   return { type, redis };
 }
 
+/** Where a connection goes, for messages: `host:port`, or the master's name and the sentinels. */
+export function redisTarget(o: { host: string; port: number; sentinel?: SentinelSettings }): string {
+  if (o.sentinel === undefined) return `${o.host}:${o.port}`;
+  const at = o.sentinel.addresses.map((a) => (a.host.includes(':') ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`));
+  return `master ${o.sentinel.masterName} through sentinels ${at.join(',')}`;
+}
+
 /**
  * What the server says at start about a Redis that anyone on its network could use: one line
  * each for no password and no TLS. Pure.

@@ -29,19 +29,12 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { UsageError } from '../../config/flags.js';
 import type { Logger } from '../../log.js';
-import type { ServerConfig } from '../config.js';
-import {
-  type RedisConnectionOptions,
-  closeRedis,
-  connectRedis,
-  createRedisClient,
-  redisConnection,
-  redisTarget,
-} from '../locks/redis-connection.js';
+import { type RedisConnectionOptions, closeRedis, connectRedis, createRedisClient } from '../locks/redis-connection.js';
+import { redisTarget } from '../locks/store-config.js';
 import type { SharedStateKey } from '../locks/shared-state-key.js';
 import type { ReplicaInfo } from './affinity.js';
 import type { ReplicaMembership } from './membership.js';
-import { instanceFilePath, readInstanceFile, writeInstanceFile } from './instance-file.js';
+import { readInstanceFile, writeInstanceFile } from './instance-file.js';
 import { LocalReplicaRegistry } from './local-registry.js';
 import { type ReplicaRecord, infoOf, openReplica, sealReplica } from './replica-record.js';
 
@@ -418,22 +411,4 @@ export class ReplicaRegistry implements ReplicaMembership {
     this.closed = true;
     await closeRedis(this.redis);
   }
-}
-
-/** The registry that goes with the server's store (as open-store.ts opens the store): Redis shares it, the embedded one does not. */
-export function openReplicaRegistry(
-  cfg: Pick<ServerConfig, 'store' | 'replicaId'> & Partial<Pick<ServerConfig, 'dataDir'>>,
-  url: string,
-  opts: Pick<ReplicaRegistryOptions, 'heartbeatMs' | 'ttlMs' | 'onReplicaGone' | 'logger' | 'keyPrefix'> = {},
-): ReplicaMembership {
-  const self = { id: cfg.replicaId, url };
-  if (cfg.store.type === 'boltdb') return new LocalReplicaRegistry(self);
-  const r = cfg.store.redis;
-  return new ReplicaRegistry({
-    ...opts,
-    self,
-    key: r.sharedStateKey,
-    ...(cfg.dataDir !== undefined ? { instanceFile: instanceFilePath(cfg.dataDir) } : {}),
-    ...redisConnection(r),
-  });
 }

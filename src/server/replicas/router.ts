@@ -16,8 +16,8 @@ import { type ForwardOutcome, type ReplicaInfo, afterForwardFailure, route } fro
 import { forwardWebhook } from './forward.js';
 import { FORWARD_ANSWER_HEADER, answerAuth, answerIsAuthentic, checkForwardAuth, forwardAuth } from './forward-auth.js';
 import type { ServerConfig } from '../config.js';
+import type { StoreParts } from '../locks/store-parts.js';
 import type { ReplicaMembership } from './membership.js';
-import { openReplicaRegistry } from './registry.js';
 
 export interface WebhookRouterDeps {
   membership: ReplicaMembership;
@@ -157,10 +157,11 @@ export class WebhookRouter {
 
 /** The registry and the router of the server's store: Redis shares them with the key, the embedded store has one replica. */
 export function openReplication(
-  cfg: Pick<ServerConfig, 'store' | 'replicaId' | 'replicaUrl' | 'dataDir'>,
+  cfg: Pick<ServerConfig, 'store' | 'replicaUrl'>,
+  parts: Pick<StoreParts, 'openReplicaRegistry'>,
   d: Pick<WebhookRouterDeps, 'logger' | 'metrics' | 'isDraining' | 'headerNames'> & { onReplicaGone: (gone: ReplicaInfo) => Promise<void> },
 ): { membership: ReplicaMembership; router: WebhookRouter } {
-  const membership = openReplicaRegistry(cfg, cfg.replicaUrl, { logger: d.logger, onReplicaGone: d.onReplicaGone });
+  const membership = parts.openReplicaRegistry(cfg.replicaUrl, { logger: d.logger, onReplicaGone: d.onReplicaGone });
   const key = cfg.store.type === 'redis' ? { key: cfg.store.redis.sharedStateKey } : {};
   return { membership, router: new WebhookRouter({ ...d, membership, ...key }) };
 }

@@ -9,10 +9,8 @@ import type { WebhookResponse } from '../http/app.js';
 import { mountApi } from '../http/api.js';
 import { ApplyWebhooks } from '../notifications/apply-webhooks.js';
 import { importAtStart, postImportNotices } from '../locks/bolt-import.js';
-import { openStateStore } from '../locks/open-store.js';
-import { openProjectLeases } from '../locks/project-lease.js';
-import { redisTarget } from '../locks/redis-connection.js';
-import { redisStartWarnings } from '../locks/store-config.js';
+import type { StoreParts } from '../locks/store-parts.js';
+import { redisStartWarnings, redisTarget } from '../locks/store-config.js';
 import { waitingStore } from '../locks/store-wait.js';
 import { openReplication } from '../replicas/router.js';
 import type { AtlantisServer } from '../server.js';
@@ -34,15 +32,16 @@ import { JobRegistry } from './jobs/jobs.js';
 import { openProjectRunner } from './jobs/terraform-setup.js';
 import { repoAllowlistOf, serverRepoConfigOf } from './repo-config/startup-settings.js';
 
-export function workflowPlugin(server: AtlantisServer) {
+/** `parts`: the store's, from loadStoreParts (locks/open-store.ts). */
+export function workflowPlugin(server: AtlantisServer, parts: StoreParts) {
   const cfg = server.config;
   const log = server.logger.child({ component: 'workflow' });
   const allowlist = repoAllowlistOf(cfg);
   const serverRepoConfig = serverRepoConfigOf(cfg);
-  const store = openStateStore(cfg, log);
+  const store = parts.openStateStore(log);
   // The store as accepted commands use it: their calls wait out a short outage (store-wait.ts).
   const patient = waitingStore(store, { logger: log, onReachable: (up) => server.metrics.storeUp.set(up ? 1 : 0) });
-  const leases = openProjectLeases(cfg, log);
+  const leases = parts.openProjectLeases(log);
   // The code host (vcs/open-host.ts): the workflow never asks which.
   const host = openVcsHost(cfg.vcs, {
     logger: log,
@@ -123,7 +122,7 @@ export function workflowPlugin(server: AtlantisServer) {
     began: (repo, pull) => intake.began(repo, pull),
     ended: (repo, pull) => intake.ended(repo, pull),
   };
-  const replication = openReplication(cfg, {
+  const replication = openReplication(cfg, parts, {
     logger: log,
     metrics: server.metrics,
     isDraining: () => server.tracker.isShuttingDown,
