@@ -10,6 +10,7 @@
 // Code reached only through a dynamic import() goes into dist/chunks/ and is loaded when first
 // needed: @kubernetes/client-node, which only an unusual kubeconfig needs (src/k8s/kubeconfig.ts).
 // So are the controller's and `migrate`'s code (src/cli.ts): a server start does not load them.
+// So are Express, the API and the web UI (src/server/http/app.ts): the first request that needs them loads them.
 // iconv-lite's character tables (~540 KB of the bundle, the largest part) stay in node_modules:
 // the server only reads raw webhook bodies, so they are loaded, if ever, on first use. Every
 // server start would otherwise decode and parse them (see lazyIconvTables below).
