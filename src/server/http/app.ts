@@ -100,9 +100,9 @@ export function buildRequestListener(deps: AppDeps): (req: IncomingMessage, res:
     queueMicrotask(() => deps.logger.info('Drained', { heldStatusRequests: held.length }));
   });
   const intake = webhookIntake(deps);
-  // Express (with body-parser and mime-db, the bundle's largest part a server start would
-  // parse) is imported by the first request that needs it, not at start: the requests above,
-  // nearly all of a server's, never do. One build for all; the others wait for it.
+  // Express (with body-parser and mime-db, ~630 KB of the bundle) is imported by the first
+  // request that needs it, not at start: the two requests above never do. One build for all;
+  // requests that come while it loads wait for it.
   let app: Promise<express.Express> | undefined;
   const expressApp = () => {
     app ??= import('./express-app.js').then((m) => m.buildExpressApp(deps, { sendStatus, heldStatus, sendText }));
