@@ -12,6 +12,7 @@
 // So are the controller's and `migrate`'s code (src/cli.ts): a server start does not load them.
 // So is ioredis, with the Redis store's parts (src/server/locks/open-store.ts): only a server
 // with `--locking-db-type redis` loads them.
+// So are Express, the API and the web UI (src/server/http/app.ts): the first request that needs them loads them.
 // iconv-lite's character tables (~540 KB of the bundle, the largest part) stay in node_modules:
 // the server only reads raw webhook bodies, so they are loaded, if ever, on first use. Every
 // server start would otherwise decode and parse them (see lazyIconvTables below).

@@ -1,35 +1,19 @@
 // The server's HTTP surface (SPEC section 3). Handlers here only read state; /status in
 // particular does no I/O so it answers at once while terraform runs.
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { readiness } from './readiness.js';
-import express, { type NextFunction, type Request, type Response } from 'express';
-import type { Logger } from '../../log.js';
+import type express from 'express';
 import { VERSION } from '../../version.js';
-import {
-  LIVENESS_PATH,
-  READINESS_PATH,
-  STATUS_PATH,
-  type StatusBody,
-  type StatusOperation,
-  WAIT_DRAINED_PARAM,
-  parseWaitDrained,
-} from '../../contract/drain-protocol.js';
+import { STATUS_PATH, type StatusBody, type StatusOperation } from '../../contract/drain-protocol.js';
 import type { DrainState } from '../drain/drain-state.js';
 import type { Operation, OperationTracker } from '../drain/operation-tracker.js';
-import type { ServerMetrics } from '../metrics.js';
-import type { VcsWebhooks, WebhookRequest } from '../vcs/host.js';
 import { processRedactor } from '../secrets/redact.js';
-import type { TurnQueue } from './turn-queue.js';
 import { FORWARDED_BY_HEADER } from '../replicas/forward.js';
 import { FORWARD_AUTH_HEADER } from '../replicas/forward-auth.js';
-import { UNAUTHORIZED_BODY, WWW_AUTHENTICATE, type WebAuthConfig, decideWebAuth } from './web-auth.js';
-import { type AllowedHosts, decideHost, hostChecked, unknownHostMessage } from './allowed-hosts.js';
 import { type HeaderRefusal, MAX_WEBHOOK_BYTES, WebhookIntake } from './webhook-intake.js';
+import type { AppDeps, WebhookHeaders, WebhookResponse } from './app-deps.js';
 
 export { MAX_WEBHOOK_BYTES };
-
-/** What the HTTP surface reads of the host's webhooks (vcs/host.ts): their headers, before any body. */
-export type WebhookHeaders = Pick<VcsWebhooks, 'headerNames' | 'eventName' | 'deliveryId' | 'eventLabel' | 'refuseBeforeBody'>;
+export type { AppDeps, WebhookHeaders, WebhookResponse } from './app-deps.js';
 
 /** The host's refusal of a request from its headers alone (with a webhook secret), for the intake; undefined: none. */
 export function headerRefusalOf(hooks: WebhookHeaders | undefined): HeaderRefusal | undefined {
@@ -47,49 +31,12 @@ export function hostHeaders(h: IncomingHttpHeaders, names: readonly string[]): R
   return out;
 }
 
-export interface WebhookResponse {
-  status: number;
-  body: string;
-  /** More response headers (the answer's proof to a forwarding replica). */
-  headers?: Record<string, string>;
-}
-
-export interface AppDeps {
-  tracker: OperationTracker;
-  drainState: () => DrainState;
-  metrics: ServerMetrics;
-  logger: Logger;
-  /** Whether the lock store answers; /readyz fails when it does not. */
-  storeHealthy: () => Promise<boolean>;
-  /** --queue-during-drain: a draining server stays ready (readiness.ts). */
-  queueDuringDrain?: boolean;
-  /** POST /events; absent until the workflow is wired. */
-  onWebhook?: (req: WebhookRequest) => Promise<WebhookResponse>;
-  /** Where webhook handlers wait for their turn (see turn-queue.ts); the server awaits it on close. */
-  webhookQueue: TurnQueue;
-  /**
-   * The code host's webhook headers (vcs/host.ts): which are kept with the body, the event and
-   * delivery they name, the metrics label, and, with a webhook secret, the refusal of a request
-   * whose headers cannot authenticate before its body is read (see webhook-intake.ts). Absent
-   * until the workflow is wired: no header is kept, every event is `unknown`.
-   */
-  webhooks?: WebhookHeaders;
-  /** Extra routes (web UI) mounted last. */
-  extraRoutes?: (app: express.Express) => void;
-  /** --web-basic-auth: the credentials every path but the open ones needs (web-auth.ts); undefined when off. */
-  webAuth?: WebAuthConfig;
-  /** The names the web UI answers to (allowed-hosts.ts); undefined: no check. */
-  allowedHosts?: AllowedHosts;
-}
-
 /**
  * Webhook handlers started per event-loop turn, at most this many milliseconds' worth (see
  * turn-queue.ts): a few handlers, so that a burst is taken in quickly, and /status waits a
  * few milliseconds at most behind them.
  */
 export const WEBHOOK_TURN_BUDGET_MS = 3;
-/** Held `/status?wait_drained` requests at most; one per controller watching is the norm. */
-export const MAX_HELD_STATUS_REQUESTS = 256;
 
 export function buildStatus(tracker: OperationTracker, drain: DrainState): StatusBody {
   return { ...statusHead(tracker, drain), operations: tracker.operations().map(operationStatus) };
@@ -132,70 +79,58 @@ function operationStatus(o: Operation): StatusOperation {
 /**
  * The server's request listener. The two requests that come in bursts and polls, a plain
  * `GET /status` and every `POST /events`, are answered on node:http directly; everything else
- * (and /status with a query) goes through Express. Why: Express's per-request work (router,
- * request and response helpers) is a large part of a webhook's CPU and garbage during a burst
- * (figures in docs/reliability.md). Webhook bodies never reach body-parser: it would inflate
- * compressed ones (see webhook-intake.ts).
+ * (and /status with a query) goes through Express (express-app.ts). Why: Express's per-request
+ * work (router, request and response helpers) is a large part of a webhook's CPU and garbage
+ * during a burst (figures in docs/reliability.md). Webhook bodies never reach body-parser: it
+ * would inflate compressed ones (see webhook-intake.ts).
  */
 export function buildRequestListener(deps: AppDeps): (req: IncomingMessage, res: ServerResponse) => void {
-  const { app, sendStatus, intake } = buildRoutes(deps);
+  const sendStatus = statusSender(deps);
+  // GET /status?wait_drained=<seconds> (see the contract): the controller holds one per
+  // draining pod, so it learns of the end of a drain when it happens, not at its next poll.
+  // Registered at start: a drain may end before Express is loaded.
+  const heldStatus = new Set<() => void>();
+  deps.tracker.onDrained(() => {
+    // Answers first: a starved process may lose the CPU at any point, the log can wait,
+    // and goes after the current statement sequence so that it follows that drain's
+    // "Drain started" line.
+    const held = [...heldStatus];
+    for (const answer of held) answer();
+    // Whether a controller was already waiting (0: its request, if any, comes later).
+    queueMicrotask(() => deps.logger.info('Drained', { heldStatusRequests: held.length }));
+  });
+  const intake = webhookIntake(deps);
+  // Express (with body-parser and mime-db, ~630 KB of the bundle) is imported by the first
+  // request that needs it, not at start: the two requests above never do. One build for all;
+  // requests that come while it loads wait for it.
+  let app: Promise<express.Express> | undefined;
+  const expressApp = () => {
+    app ??= import('./express-app.js').then((m) => m.buildExpressApp(deps, { sendStatus, heldStatus, sendText }));
+    return app;
+  };
   return (req, res) => {
     if (req.method === 'GET' && req.url === STATUS_PATH) return sendStatus(res);
     // As Atlantis's router, the query does not matter.
     if (req.method === 'POST' && (req.url === '/events' || req.url?.startsWith('/events?'))) return intake.receive(req, res);
-    app(req, res);
+    expressApp().then(
+      (a) => a(req, res),
+      (e: Error) => {
+        // Not retried: Node.js keeps a failed import's error. /healthz fails too, so the pod is restarted.
+        const message = `Could not load the HTTP routes: ${e.message}`;
+        deps.logger.error('Request failed', { path: req.url?.split('?')[0], error: message });
+        sendText(res, 500, `${message}\n`);
+      },
+    );
   };
 }
 
-function buildRoutes(deps: AppDeps): {
-  app: express.Express;
-  sendStatus: (res: ServerResponse) => void;
-  intake: WebhookIntake;
-} {
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('etag', false);
-
-  // Before everything else: a web UI path asked for under a name that is not this server's
-  // (DNS rebinding, allowed-hosts.ts) gets nothing, not even a challenge.
-  app.use((req: Request, res: Response, next: NextFunction) => {
-    if (!deps.allowedHosts || !hostChecked(req.path)) return next();
-    const decision = decideHost(req.headers.host, deps.allowedHosts);
-    if (decision.kind === 'allowed') return next();
-    deps.logger.warn('Request for a host name that is not this server refused', {
-      host: decision.host,
-      method: req.method,
-      path: req.path,
-    });
-    sendText(res, 403, unknownHostMessage(decision.host));
-  });
-
-  // Before every route: an unknown path answers 401 too, as in Atlantis, so that without
-  // credentials nothing tells which paths exist. The fast paths in buildRequestListener
-  // (GET /status, POST /events) are open paths.
-  app.use((req: Request, res: Response, next: NextFunction) => {
-    const decision = decideWebAuth(req.path, req.headers.authorization, deps.webAuth);
-    if (decision.kind === 'open' || decision.kind === 'allowed') return next();
-    // As Atlantis: a wrong password is logged (never what was sent), a missing one is not.
-    if (decision.kind === 'wrong')
-      deps.logger.info('Web login refused: wrong username or password', { method: req.method, path: req.path });
-    res.writeHead(401, {
-      'www-authenticate': WWW_AUTHENTICATE,
-      'content-type': 'text/plain; charset=utf-8',
-      'x-content-type-options': 'nosniff',
-      'content-length': Buffer.byteLength(UNAUTHORIZED_BODY),
-    });
-    res.end(UNAUTHORIZED_BODY);
-  });
-
-  // GET /status?wait_drained=<seconds> (see the contract): the controller holds one per
-  // draining pod, so it learns of the end of a drain when it happens, not at its next poll.
-  const heldStatus = new Set<() => void>();
+/** The answer to GET /status. */
+function statusSender(deps: AppDeps): (res: ServerResponse) => void {
   // Controllers and probes poll /status while hundreds of commands may be queued, each one
   // listed in the body: it is serialized once per change, not once per request.
   let cached: { version: number; drain: DrainState; body: Buffer } | undefined;
   let operationParts = new Map<string, string>();
-  const sendStatus = (res: ServerResponse): void => {
+  return (res) => {
     const version = deps.tracker.version;
     const drain = deps.drainState();
     if (cached?.version !== version || cached.drain !== drain) {
@@ -208,58 +143,17 @@ function buildRoutes(deps: AppDeps): {
     res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': cached.body.length });
     res.end(cached.body);
   };
-  deps.tracker.onDrained(() => {
-    // Answers first: a starved process may lose the CPU at any point, the log can wait,
-    // and goes after the current statement sequence so that it follows that drain's
-    // "Drain started" line.
-    const held = [...heldStatus];
-    for (const answer of held) answer();
-    // Whether a controller was already waiting (0: its request, if any, comes later).
-    queueMicrotask(() => deps.logger.info('Drained', { heldStatusRequests: held.length }));
-  });
-  app.get(STATUS_PATH, (req, res) => {
-    const wait = parseWaitDrained(req.query[WAIT_DRAINED_PARAM]);
-    if (typeof wait === 'string') return void res.status(400).type('text/plain').send(`${wait}\n`);
-    // Past the cap, answer at once: the caller falls back to polling, memory stays bounded.
-    if (wait === 0 || deps.tracker.isDrained || heldStatus.size >= MAX_HELD_STATUS_REQUESTS) return sendStatus(res);
-    const release = () => {
-      clearTimeout(timer);
-      heldStatus.delete(answer);
-    };
-    const answer = () => {
-      release();
-      if (!res.writableEnded) sendStatus(res);
-    };
-    const timer = setTimeout(answer, wait * 1000);
-    heldStatus.add(answer);
-    res.on('close', release);
-  });
+}
 
-  app.get(LIVENESS_PATH, (_req, res) => {
-    res.status(200).json({ status: 'ok' });
-  });
+/** A plain-text answer, scrubbed of secrets. */
+function sendText(res: ServerResponse, status: number, raw: string, headers: Record<string, string> = {}): void {
+  const text = processRedactor.redact(raw);
+  res.writeHead(status, { ...headers, 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
 
-  app.get(READINESS_PATH, async (_req, res) => {
-    const queueDuringDrain = deps.queueDuringDrain ?? false;
-    // Draining without queueing: 503 at once, the store is not asked.
-    if (deps.tracker.isShuttingDown && !queueDuringDrain) return void res.status(503).json({ status: 'draining' });
-    const storeHealthy = await deps.storeHealthy();
-    // A drain may have begun while the store answered: the state after the await decides.
-    const r = readiness({ shuttingDown: deps.tracker.isShuttingDown, queueDuringDrain, storeHealthy });
-    res.status(r.status).json({ status: r.text });
-  });
-
-  app.get('/metrics', async (_req, res) => {
-    deps.metrics.operationsInProgress.set(deps.tracker.inProgress);
-    res.set('Content-Type', deps.metrics.registry.contentType);
-    res.send(await deps.metrics.registry.metrics());
-  });
-
-  const sendText = (res: ServerResponse, status: number, raw: string, headers: Record<string, string> = {}): void => {
-    const text = processRedactor.redact(raw);
-    res.writeHead(status, { ...headers, 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text) });
-    res.end(text);
-  };
+/** POST /events: the intake reads the body, then the handler waits for its turn. */
+function webhookIntake(deps: AppDeps): WebhookIntake {
   const header = (req: IncomingMessage, name: string): string | undefined => {
     const v = req.headers[name];
     return typeof v === 'string' ? v : undefined;
@@ -299,22 +193,5 @@ function buildRoutes(deps: AppDeps): {
     countWebhook(req, out.status);
     sendText(res, out.status, out.body, out.headers);
   };
-  const intake = new WebhookIntake(headerRefusalOf(hooks), { onBody: answerWebhook, onRefused: countWebhook });
-
-  deps.extraRoutes?.(app);
-
-  // Errors of the routes above (and of body parsers the extra routes may use).
-  app.use((err: Error & { status?: number; type?: string }, req: Request, res: Response, _next: NextFunction) => {
-    const status = err.status ?? 500;
-    if (status >= 500) deps.logger.error('Request failed', { path: req.path, error: err.message });
-    // The rest of an oversized or broken body is never read: close the connection, so the
-    // client does not send its next request on a socket the server is about to drop.
-    if (err.type === 'entity.too.large' || status === 400) res.set('Connection', 'close');
-    res
-      .status(status)
-      .type('text/plain')
-      .send(processRedactor.redact(`${err.message}\n`));
-  });
-
-  return { app, sendStatus, intake };
+  return new WebhookIntake(headerRefusalOf(hooks), { onBody: answerWebhook, onRefused: countWebhook });
 }

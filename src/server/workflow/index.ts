@@ -6,7 +6,6 @@
 import type express from 'express';
 import { VERSION } from '../../version.js';
 import type { WebhookResponse } from '../http/app.js';
-import { mountApi } from '../http/api.js';
 import { ApplyWebhooks } from '../notifications/apply-webhooks.js';
 import { importAtStart, postImportNotices } from '../locks/bolt-import.js';
 import type { StoreParts } from '../locks/store-parts.js';
@@ -18,8 +17,6 @@ import type { WebhookRequest } from '../vcs/host.js';
 import { ownerTeams } from '../policy/policy-sets.js';
 import { openVcsHost } from '../vcs/open-host.js';
 import { lockDiscardedComment } from '../web/lock-delete.js';
-import { mountWebUi } from '../web/routes.js';
-import { apiRoutes } from './api-routes.js';
 import { WorkingCopies } from './checkout/working-copy.js';
 import type { ApiCommandDeps } from './commands/api-command.js';
 import { CommandRunner } from './commands/command-runner.js';
@@ -146,7 +143,13 @@ export function workflowPlugin(server: AtlantisServer, parts: StoreParts) {
       server.metrics.storeUp.set(up ? 1 : 0);
       return up;
     },
-    extraRoutes: (app: express.Express) => {
+    extraRoutes: async (app: express.Express) => {
+      // Loaded with Express, by the first request that needs it (http/app.ts), not at start.
+      const [{ mountApi }, { mountWebUi }, { apiRoutes }] = await Promise.all([
+        import('../http/api.js'),
+        import('../web/routes.js'),
+        import('./api-routes.js'),
+      ]);
       mountApi(app, apiRoutes(api, { server, allowlist }));
       mountWebUi(app, {
         store,
