@@ -2,7 +2,8 @@
 // start (src/server/http/app.ts). On the real bundle: requests that go through Express answer
 // as ever when they are the first ones, all at once; a held /status?wait_drained is answered
 // by the drain's end; and when Express cannot be loaded, those requests answer 500 and say
-// why, while GET /status and POST /events, which never need it, still answer.
+// why, while GET /status, POST /events and the probes (GET /healthz, /readyz), which never
+// need it, still answer.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -86,7 +87,7 @@ describe('Express loaded by the first request that needs it', () => {
     assert.match(server.output(), /"msg":"Drained","heldStatusRequests":1}/);
   });
 
-  it('answers 500 and says why when Express cannot be loaded; GET /status and POST /events still answer', async () => {
+  it('answers 500 and says why when Express cannot be loaded; GET /status, POST /events and the probes still answer', async () => {
     const staged = mkdtempSync(path.join(tmpdir(), 'ato-cli-'));
     dirs.push(staged);
     const cli = stageCli(staged);
@@ -96,13 +97,19 @@ describe('Express loaded by the first request that needs it', () => {
     for (const f of expressChunks) rmSync(path.join(chunks, f));
 
     const { server, url } = await start('127.0.78.2', cli);
-    const answers = await Promise.all(['/healthz', '/readyz', '/'].map((p) => get(`${url}${p}`)));
+    const answers = await Promise.all(['/healthz?via=express', '/metrics', '/'].map((p) => get(`${url}${p}`)));
     for (const a of answers) {
       assert.equal(a.status, 500);
       assert.equal(a.type, 'text/plain; charset=utf-8');
       assert.match(a.body, /^Could not load the HTTP routes: .*chunk/);
     }
     assert.equal((await get(`${url}/status`)).status, 200);
+    for (const probe of ['/healthz', '/readyz'])
+      assert.deepEqual(
+        await get(`${url}${probe}`),
+        { status: 200, type: 'application/json; charset=utf-8', body: '{"status":"ok"}' },
+        probe,
+      );
     const hook = await fetch(`${url}/events`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-github-event': 'ping' },

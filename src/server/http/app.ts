@@ -3,7 +3,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type express from 'express';
 import { VERSION } from '../../version.js';
-import { STATUS_PATH, type StatusBody, type StatusOperation } from '../../contract/drain-protocol.js';
+import { LIVENESS_PATH, READINESS_PATH, STATUS_PATH, type StatusBody, type StatusOperation } from '../../contract/drain-protocol.js';
 import type { DrainState } from '../drain/drain-state.js';
 import type { Operation, OperationTracker } from '../drain/operation-tracker.js';
 import { processRedactor } from '../secrets/redact.js';
@@ -11,6 +11,7 @@ import { FORWARDED_BY_HEADER } from '../replicas/forward.js';
 import { FORWARD_AUTH_HEADER } from '../replicas/forward-auth.js';
 import { type HeaderRefusal, MAX_WEBHOOK_BYTES, WebhookIntake } from './webhook-intake.js';
 import type { AppDeps, WebhookHeaders, WebhookResponse } from './app-deps.js';
+import { answerLiveness, answerReadiness } from './probes.js';
 
 export { MAX_WEBHOOK_BYTES };
 export type { AppDeps, WebhookHeaders, WebhookResponse } from './app-deps.js';
@@ -112,6 +113,13 @@ export function buildRequestListener(deps: AppDeps): (req: IncomingMessage, res:
     if (req.method === 'GET' && req.url === STATUS_PATH) return sendStatus(res);
     // As Atlantis's router, the query does not matter.
     if (req.method === 'POST' && (req.url === '/events' || req.url?.startsWith('/events?'))) return intake.receive(req, res);
+    // The probes: open paths, never host-checked (web-auth.ts, allowed-hosts.ts), so nothing of Express's is skipped.
+    if (req.method === 'GET' && req.url === LIVENESS_PATH) return answerLiveness(res);
+    if (req.method === 'GET' && req.url === READINESS_PATH)
+      return void answerReadiness(deps, res).catch((e: Error) => {
+        deps.logger.error('Request failed', { path: READINESS_PATH, error: e.message });
+        sendText(res, 500, `${e.message}\n`);
+      });
     expressApp().then(
       (a) => a(req, res),
       (e: Error) => {

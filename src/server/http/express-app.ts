@@ -7,7 +7,7 @@ import { LIVENESS_PATH, READINESS_PATH, STATUS_PATH, WAIT_DRAINED_PARAM, parseWa
 import { processRedactor } from '../secrets/redact.js';
 import { decideHost, hostChecked, unknownHostMessage } from './allowed-hosts.js';
 import type { AppDeps } from './app-deps.js';
-import { readiness } from './readiness.js';
+import { answerLiveness, answerReadiness } from './probes.js';
 import { UNAUTHORIZED_BODY, WWW_AUTHENTICATE, decideWebAuth } from './web-auth.js';
 
 /** Held `/status?wait_drained` requests at most; one per controller watching is the norm. */
@@ -75,19 +75,8 @@ export async function buildExpressApp(deps: AppDeps, { sendStatus, heldStatus, s
     res.on('close', release);
   });
 
-  app.get(LIVENESS_PATH, (_req, res) => {
-    res.status(200).json({ status: 'ok' });
-  });
-
-  app.get(READINESS_PATH, async (_req, res) => {
-    const queueDuringDrain = deps.queueDuringDrain ?? false;
-    // Draining without queueing: 503 at once, the store is not asked.
-    if (deps.tracker.isShuttingDown && !queueDuringDrain) return void res.status(503).json({ status: 'draining' });
-    const storeHealthy = await deps.storeHealthy();
-    // A drain may have begun while the store answered: the state after the await decides.
-    const r = readiness({ shuttingDown: deps.tracker.isShuttingDown, queueDuringDrain, storeHealthy });
-    res.status(r.status).json({ status: r.text });
-  });
+  app.get(LIVENESS_PATH, (_req, res) => answerLiveness(res));
+  app.get(READINESS_PATH, (_req, res, next) => answerReadiness(deps, res).catch(next));
 
   app.get('/metrics', async (_req, res) => {
     deps.metrics.operationsInProgress.set(deps.tracker.inProgress);
