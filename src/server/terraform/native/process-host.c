@@ -150,17 +150,28 @@ static void write_all(const void *data, size_t n) {
   }
 }
 
+// Events are queued and written once per turn of the main loop: one read for the server
+// where there would be one per chunk of each child's output.
+static struct buf events;
+
+static void flush_events(void) {
+  if (!events.len) return;
+  write_all(events.p, events.len);
+  events.len = 0;
+  if (events.cap > 4 * CHUNK) { // a large capture: do not keep its memory
+    free(events.p);
+    events = (struct buf){0};
+  }
+}
+
 // Frame: u32 length (LE) + payload; payload starts with the type and the child's id.
 static void send_event(uint8_t type, uint32_t id, const void *body, size_t n) {
   uint8_t head[9];
   put_u32(head, (uint32_t)(5 + n));
   head[4] = type;
   put_u32(head + 5, id);
-  struct buf b = {0};
-  buf_add(&b, head, sizeof head);
-  if (n) buf_add(&b, body, n);
-  write_all(b.p, b.len);
-  free(b.p);
+  buf_add(&events, head, sizeof head);
+  if (n) buf_add(&events, body, n);
 }
 
 static void send_started(uint32_t id, pid_t pid) {
@@ -557,6 +568,7 @@ int main(void) {
           which[k] = i;
           fds[k++] = (struct pollfd){.fd = c->out[i], .events = POLLIN};
         }
+    flush_events();
     if (poll(fds, (nfds_t)k, -1) < 0) {
       if (errno == EINTR) continue;
       die("poll: %s", strerror(errno));
