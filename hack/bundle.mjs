@@ -5,7 +5,7 @@
 // start at once. better-sqlite3 stays outside (a native addon found through node_modules).
 // The server's native parts are built here too (below), so the image's build stage makes them
 // with the bundle: its one addon, dist/native/non-dumpable.node, and its process host worker,
-// dist/native/process-host (src/server/terraform/native/process-host.c), a small program the
+// dist/native/process-host (src/server/terraform/native/*.c), a small program the
 // CLI starts from beside itself.
 // Code reached only through a dynamic import() goes into dist/chunks/ and is loaded when first
 // needed: @kubernetes/client-node, which only an unusual kubeconfig needs (src/k8s/kubeconfig.ts).
@@ -108,7 +108,7 @@ buildNative();
 
 // The process host worker (src/server/terraform/process-host.ts): a plain POSIX program with no
 // dependency, on every platform the server runs on (without it no git or terraform runs).
-const HOST_SOURCE = 'src/server/terraform/native/process-host.c';
+const HOST_SOURCES = ['process-host.c', 'exec-child.c'].map((f) => `src/server/terraform/native/${f}`);
 const HOST_OUT = 'dist/native/process-host';
 mkdirSync(path.dirname(HOST_OUT), { recursive: true });
-cc(['-O2', '-Wall', '-Werror', '-o', HOST_OUT, HOST_SOURCE], HOST_OUT);
+cc(['-O2', '-Wall', '-Werror', '-o', HOST_OUT, ...HOST_SOURCES], HOST_OUT);
