@@ -186,7 +186,7 @@ export function toSpawnExit(e: Extract<WorkerEvent, { type: 'exit' }>, spec: Spa
   return { ...exit, stdout: stripFinalNewline(e.stdout.toString('utf8')), stderr: stripFinalNewline(e.stderr.toString('utf8')) };
 }
 
-/** Worded as execa worded it, e.g. "Command failed with ENOENT: terraform plan\nspawn terraform ENOENT". */
+/** Worded as Node.js and execa word a spawn failure, e.g. "Command failed with ENOENT: terraform plan\nspawn terraform ENOENT". */
 function failureMessage(spec: SpawnSpec, stage: number, errno: number): string {
   const code = errnoName(errno);
   const where =

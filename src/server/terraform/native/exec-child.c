@@ -34,7 +34,7 @@ static const char *env_get(char **envp, const char *key) {
   return NULL;
 }
 
-// execvp on the PATH of the child's environment (not the worker's): as execa did.
+// execvp on the PATH of the child's environment (not the worker's): a spec's PATH finds its tools.
 static void exec_search(const char *cmd, char **argv, char **envp) {
   if (strchr(cmd, '/')) {
     execve(cmd, argv, envp);
@@ -90,7 +90,7 @@ _Noreturn void child_exec(int flags, int in, int out, int err, int report, const
   child_fail(report, STAGE_EXEC);
 }
 
-// The worker's environment with the request's K=V entries added or overriding (execa's extendEnv).
+// The worker's environment with the request's K=V entries added or overriding them.
 char **merge_env(char **extra, uint32_t n) {
   size_t count = 0;
   for (char **e = environ; *e; e++) count++;

@@ -4,9 +4,9 @@
 // each child; from a worker thread it still stalls it, because fork copies the page tables
 // while holding the address-space lock that the main thread's page faults and garbage
 // collector wait for. This process is small, so its forks are cheap and touch nothing of the
-// server's memory. Why C: a Node.js process here kept ~50 MiB resident and spent CPU relaying
-// JSON; this one keeps a few hundred KiB. Signals are sent by the server itself (it knows the
-// pids). The framing is documented in ../process-host-protocol.ts.
+// server's memory. Why C: it only relays bytes; a Node.js process doing that keeps ~50 MiB
+// resident (the node binary's pages and a heap), this one 1-3 MiB. Signals are sent by the
+// server itself (it knows the pids). The framing is documented in ../process-host-protocol.ts.
 //
 // fd 0: requests from the server; fd 1: events to the server; fd 2: the server's stderr.
 // Built by hack/bundle.mjs (with exec-child.c) into dist/native/process-host. POSIX;
@@ -378,7 +378,7 @@ static void reap(void) {
   }
 }
 
-// The exit goes out once the child is reaped and its output is all read (execa waited for both).
+// The exit goes out once the child is reaped and its output is all read: no output after it.
 static void finish_done(void) {
   for (struct child **pc = &children; *pc;) {
     struct child *c = *pc;
