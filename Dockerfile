@@ -2,7 +2,7 @@
 # atlantis-operator image: the server and the controller in one binary (docs/image.md).
 #   docker build -t atlantis-operator:dev .        or        buildah bud -t atlantis-operator:dev .
 #   make image    builds it here, where no registry and no release host can be reached (hack/image/)
-# Stages: `build` bundles the CLI and compiles the SQLite addon, `terraform`, `tofu` and
+# Stages: `build` bundles the CLI and compiles the SQLite addon and the process host worker, `terraform`, `tofu` and
 # `conftest` fetch and verify those tools, the last stage carries only what runs: Debian's
 # Node.js, tini, git, ssh, the bundle, the addon, terraform, OpenTofu's tofu and conftest (for
 # policy checks). No compiler, no npm, no dev dependencies.
@@ -30,7 +30,8 @@ COPY tsconfig.json ./
 COPY src ./src
 # Type-checking is `make build`'s job; here the bundle is all that runs (hack/bundle.mjs).
 # runtime-tree.mjs copies the bundle and the few packages it loads at run time to /out/app
-# and smoke-tests that tree on its own (the CLI starts, the addon opens a database).
+# and smoke-tests that tree on its own (the CLI starts, the addon opens a database, the
+# process host worker runs).
 RUN node hack/bundle.mjs && node hack/image/runtime-tree.mjs /out/app
 
 FROM ${BASE_IMAGE} AS terraform

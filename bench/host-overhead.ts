@@ -32,7 +32,7 @@ interface Sample {
 const run = promisify(execFile);
 
 /**
- * terraform as the server's process host starts it (process-host-worker.ts): a session of its
+ * terraform as the server's process host starts it (native/process-host.c): a session of its
  * own whose autogroup gets nice 10, so that on a busy machine the direct run and the server's
  * get the same share of the CPU.
  */

@@ -43,15 +43,9 @@ export function procState(pid: number): { comm: string; state: string } | undefi
   }
 }
 
-/** The server's process host worker (a node child of the server), once it has started. */
+/** The server's process host worker (dist/native/process-host, a child of the server), once it has started. */
 export function processHostPid(serverPid: number): number | undefined {
-  return childPids(serverPid).find((k) => {
-    try {
-      return readFileSync(`/proc/${k}/cmdline`, 'utf8').includes('process-host-worker');
-    } catch {
-      return false;
-    }
-  });
+  return childPids(serverPid).find((k) => procState(k)?.comm === 'process-host');
 }
 
 /** Live (non-zombie) processes the server runs (children of its process host worker `host`) by command name. */

@@ -3,10 +3,10 @@
 // @kubernetes/client-node's generated API) costs a Node.js process about 2-3 s of CPU at
 // start; the bundle starts in about a third of that, which matters when 100 server pods
 // start at once. better-sqlite3 stays outside (a native addon found through node_modules).
-// The server's one native addon, dist/native/non-dumpable.node, is built here too (below), so
-// the image's build stage makes it with the bundle. A second, small
-// entry point, dist/process-host-worker.mjs, is the server's process host
-// thread (src/server/terraform/process-host-worker.ts); the CLI loads it from beside itself.
+// The server's native parts are built here too (below), so the image's build stage makes them
+// with the bundle: its one addon, dist/native/non-dumpable.node, and its process host worker,
+// dist/native/process-host (src/server/terraform/native/*.c), a small program the
+// CLI starts from beside itself.
 // Code reached only through a dynamic import() goes into dist/chunks/ and is loaded when first
 // needed: @kubernetes/client-node, which only an unusual kubeconfig needs (src/k8s/kubeconfig.ts).
 // So are the controller's and `migrate`'s code (src/cli.ts): a server start does not load them.
@@ -36,10 +36,7 @@ const lazyIconvTables = {
 };
 
 await build({
-  entryPoints: {
-    'atlantis-operator': 'src/cli.ts',
-    'process-host-worker': 'src/server/terraform/process-host-worker.ts',
-  },
+  entryPoints: { 'atlantis-operator': 'src/cli.ts' },
   outdir: 'dist',
   outExtension: { '.js': '.mjs' },
   bundle: true,
@@ -96,12 +93,25 @@ function nodeIncludeDir() {
 function buildNative() {
   if (process.platform !== 'linux') return;
   mkdirSync(path.dirname(OUT), { recursive: true });
-  const cc = process.env.CC || 'cc';
+  cc(['-shared', '-fPIC', '-O2', '-Wall', '-Werror', '-I', nodeIncludeDir(), '-o', OUT, SOURCE], OUT);
+}
+
+function cc(args, out) {
+  const compiler = process.env.CC || 'cc';
   try {
-    execFileSync(cc, ['-shared', '-fPIC', '-O2', '-Wall', '-Werror', '-I', nodeIncludeDir(), '-o', OUT, SOURCE], { stdio: 'inherit' });
+    execFileSync(compiler, args, { stdio: 'inherit' });
   } catch (e) {
-    throw new Error(`hack/bundle.mjs: building ${OUT} with ${cc} failed (a C compiler is needed, e.g. apt-get install gcc): ${e.message}`);
+    throw new Error(
+      `hack/bundle.mjs: building ${out} with ${compiler} failed (a C compiler is needed, e.g. apt-get install gcc): ${e.message}`,
+    );
   }
 }
 
 buildNative();
+
+// The process host worker (src/server/terraform/process-host.ts): a plain POSIX program with no
+// dependency, on every platform the server runs on (without it no git or terraform runs).
+const HOST_SOURCES = ['process-host.c', 'exec-child.c'].map((f) => `src/server/terraform/native/${f}`);
+const HOST_OUT = 'dist/native/process-host';
+mkdirSync(path.dirname(HOST_OUT), { recursive: true });
+cc(['-O2', '-Wall', '-Werror', '-o', HOST_OUT, ...HOST_SOURCES], HOST_OUT);

@@ -1,11 +1,12 @@
-// The process host (every child process of the server started by one small worker process, at
-// nice 10, also for the session group of a detached one) and the ProcessRunner on top of it,
-// with real processes: output streaming, exit codes and signals, SIGINT-then-SIGKILL
-// cancellation, an interrupt that arrives before the pid is known, a missing binary, a worker
-// that dies, a worker that goes with its server, and that the server itself never forks.
+// The process host (every child process of the server started by one small worker process,
+// dist/native/process-host, at nice 10, also for the session group of a detached one) and the
+// ProcessRunner on top of it, with real processes: output streaming (a character split between
+// chunks), exit codes and signals, SIGINT-then-SIGKILL cancellation, an interrupt that arrives
+// before the pid is known, a missing binary, what a child inherits (signals, stdin, env, PATH),
+// a worker that dies, a worker that goes with its server, and that the server forks only once.
 import assert from 'node:assert/strict';
 import childProcess from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { syncBuiltinESMExports } from 'node:module';
 import { getPriority, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -29,10 +30,10 @@ function recordingLogger(lines: Array<{ level: string; msg: string; fields?: Log
   return logger;
 }
 
-function setup(opts: { interruptGraceMs?: number; workerUrl?: URL; binary?: string } = {}) {
+function setup(opts: { interruptGraceMs?: number; binary?: string } = {}) {
   const logs: Array<{ level: string; msg: string; fields?: LogFields }> = [];
   const logger = recordingLogger(logs);
-  const host = new ProcessHost({ logger, workerUrl: opts.workerUrl });
+  const host = new ProcessHost({ logger });
   const runner = new ProcessRunner({ host, binary: opts.binary ?? 'sh', interruptGraceMs: opts.interruptGraceMs ?? 60_000, logger });
   return { host, runner, logs };
 }
@@ -177,8 +178,48 @@ describe('process host', () => {
     assert.equal(bad.stdout, '');
   });
 
+  it('decodes a character split between two chunks of output whole', async () => {
+    const { runner } = setup();
+    const chunks: string[] = [];
+    // é is \303\251: the two bytes come in two writes, so in two chunks.
+    const r = await runner.run({
+      jobId: 'utf8',
+      args: ['-c', "printf '\\303'; sleep 0.2; printf '\\251\\n'"],
+      cwd: dir,
+      onOutput: (c) => chunks.push(c),
+    });
+    assert.equal(r.output, '\u00e9\n');
+    assert.ok(
+      chunks.every((c) => !c.includes('\ufffd')),
+      JSON.stringify(chunks),
+    );
+  });
+
+  it('gives a child default signal handling, stdin at EOF, the extended environment and its PATH', async () => {
+    const { host } = setup();
+    const bin = path.join(dir, 'bin');
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(path.join(bin, 'only-here'), '#!/bin/sh\necho "found $1"\n');
+    chmodSync(path.join(bin, 'only-here'), 0o755);
+    const script = 'grep -E "^Sig(Ign|Blk):" /proc/self/status; cat; echo "stdin done $EXTRA"; only-here x\n';
+    for (const stdin of ['pipe', 'ignore'] as const) {
+      const r = await host.spawn({
+        command: 'sh',
+        args: ['-c', script],
+        cwd: dir,
+        env: { EXTRA: 'y', PATH: `${bin}:${process.env.PATH}` },
+        stdin,
+        output: 'capture',
+      });
+      assert.equal(r.exitCode, 0, JSON.stringify(r));
+      // The worker ignores SIGINT, SIGTERM and SIGPIPE; its children must not (SIG_IGN survives exec).
+      assert.equal(r.stdout, 'SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nstdin done y\nfound x', stdin);
+      assert.equal(r.stderr, '');
+    }
+  });
+
   it('fails the processes of a worker process that dies, kills them, logs it, and starts a new worker for later ones', async () => {
-    const { host, runner, logs } = setup({ workerUrl: new URL('./fixtures/process-host/crashing-worker.mjs', import.meta.url) });
+    const { host, runner, logs } = setup();
     let out = '';
     const run = runner.run({
       jobId: 'orphan',
@@ -190,18 +231,21 @@ describe('process host', () => {
     });
     await waitFor('the process', () => out.includes('ready'));
     const pid = runner.running()[0]!.pid;
-    const firstWorker = host.pid;
-    const crash = await host.spawn({ command: 'crash-process-host', args: [], cwd: dir, output: 'capture' });
-    assert.match(crash.error ?? '', /process host stopped unexpectedly \(exit code 1\) while running crash-process-host; it did not start/);
+    const firstWorker = host.pid!;
+    // Stopped, the worker cannot start what is asked next: that request is in flight when it dies.
+    process.kill(firstWorker, 'SIGSTOP');
+    const never = host.spawn({ command: 'true', args: [], cwd: dir, output: 'capture' });
+    process.kill(firstWorker, 'SIGKILL');
+    const lost = await never;
+    assert.match(lost.error ?? '', /process host stopped unexpectedly \(signal SIGKILL\) while running true; it did not start/);
     const r = await run;
     assert.equal(r.exitCode, null);
-    assert.match(r.output, new RegExp(`process host stopped unexpectedly \\(exit code 1\\) while running sh; process ${pid} was killed`));
-    assert.ok(
-      logs.some((l) => l.msg === 'Process host failed' && l.fields?.error === 'process host bug'),
-      JSON.stringify(logs),
+    assert.match(
+      r.output,
+      new RegExp(`process host stopped unexpectedly \\(signal SIGKILL\\) while running sh; process ${pid} was killed`),
     );
     assert.ok(
-      logs.some((l) => l.level === 'error' && l.msg.startsWith('Process host stopped')),
+      logs.some((l) => l.level === 'error' && l.msg.startsWith('Process host stopped') && l.fields?.processes === 2),
       JSON.stringify(logs),
     );
     await waitFor('the orphaned process killed', () => dead(pid));
@@ -214,8 +258,8 @@ describe('process host', () => {
   });
 
   it('never forks the server for a child: the worker process starts them, and goes when the server closes it', async () => {
-    // Count child_process.spawn calls in this process (execa calls it through its ESM import,
-    // which syncBuiltinESMExports updates). The worker has its own modules.
+    // Count child_process.spawn calls in this process (execa and the process host call it
+    // through their ESM imports, which syncBuiltinESMExports updates): one, for the worker.
     const original = childProcess.spawn;
     let ownSpawns = 0;
     childProcess.spawn = ((...args: Parameters<typeof original>) => {
@@ -237,7 +281,7 @@ describe('process host', () => {
       const g = await host.spawn({ command: 'git', args: ['--version'], cwd: dir, output: 'capture' });
       assert.equal(g.exitCode, 0);
       assert.match(g.stdout ?? '', /^git version/);
-      assert.equal(ownSpawns, 0);
+      assert.equal(ownSpawns, 1, 'the server started its worker, and nothing else');
       host.close();
       await waitFor('the worker to exit once closed', () => dead(worker));
     } finally {

@@ -65,7 +65,9 @@ function readableTree(root: string): void {
   if (!asRoot) return;
   for (const f of ['', ...readdirSync(root, { recursive: true, encoding: 'utf8' })]) {
     const p = path.join(root, f);
-    chmodSync(p, statSync(p).isDirectory() ? 0o755 : 0o644);
+    const st = statSync(p);
+    // Executables (the process host worker) stay executable.
+    chmodSync(p, st.isDirectory() || st.mode & 0o100 ? 0o755 : 0o644);
   }
 }
 

@@ -1,8 +1,9 @@
 // The image's /app: what the bundled CLI needs at run time and nothing else, then a smoke test
 // of that tree on its own. Run in the Dockerfile's build stage after hack/bundle.mjs:
 //   node hack/image/runtime-tree.mjs /out/app
-// What runs is dist/atlantis-operator.mjs (+ its worker and chunks, without source maps) and
-// package.json (the version), and dist/native/non-dumpable.node (the server's own addon). Outside the bundle stay better-sqlite3 (a native addon, found
+// What runs is dist/atlantis-operator.mjs (+ its chunks, without source maps) and
+// package.json (the version), dist/native/non-dumpable.node (the server's own addon) and
+// dist/native/process-host (the worker that starts git and terraform). Outside the bundle stay better-sqlite3 (a native addon, found
 // through node_modules with `bindings`) and iconv-lite's character tables (hack/bundle.mjs),
 // so node_modules holds only those packages and what they load: better-sqlite3's lib/ and its
 // compiled addon, not its 9 MB of SQLite source, object files or install-time dependencies.
@@ -25,7 +26,7 @@ const PACKAGES = {
 rmSync(out, { recursive: true, force: true });
 mkdirSync(path.join(out, 'dist', 'chunks'), { recursive: true });
 cpSync('package.json', path.join(out, 'package.json'));
-for (const f of ['atlantis-operator.mjs', 'process-host-worker.mjs', 'native/non-dumpable.node']) {
+for (const f of ['atlantis-operator.mjs', 'native/non-dumpable.node', 'native/process-host']) {
   mkdirSync(path.dirname(path.join(out, 'dist', f)), { recursive: true });
   cpSync(path.join('dist', f), path.join(out, 'dist', f));
 }
@@ -57,3 +58,6 @@ nd.setNonDumpable();
 if (nd.isDumpable()) throw new Error('the non-dumpable addon left the process dumpable');
 console.log('non-dumpable addon: ok');`;
 process.stdout.write(`${run(['--input-type=module', '-e', probe])}\n`);
+// The process host worker runs here, and exits 0 when its server goes (EOF on its requests).
+execFileSync(path.resolve(out, 'dist/native/process-host'), { cwd: '/', input: '' });
+process.stdout.write('process host worker: ok\n');

@@ -1,29 +1,35 @@
 // The process host: every child process of the server is started by one small worker process
-// (process-host-worker), never by the server itself. A spawn forks the process that calls it:
-// forking the (large) server blocks the calling thread until the child has exec'd, once for
-// every git and terraform process; from a worker thread of the server it would still stall
-// the event loop (the page-table copy holds the address-space lock the main thread needs;
-// see process-host-worker.ts). The server keeps everything else: it learns the
-// pid, gets output and exit as messages, and sends signals itself (process.kill works on any
-// pid of the same user).
+// (native/process-host.c, built into dist/native/process-host), never by the server itself. A
+// spawn forks the process that calls it: forking the (large) server blocks the calling thread
+// until the child has exec'd, once for every git and terraform process; from a worker thread
+// of the server it would still stall the event loop (the page-table copy holds the
+// address-space lock the main thread needs; see native/process-host.c). The server keeps
+// everything else: it learns the pid, gets output and exit as messages
+// (process-host-protocol.ts), and sends signals itself (process.kill works on any pid of the
+// same user).
 //
 // The worker starts on the first spawn, keeps the server alive only while a child runs, exits
-// when the server does (its IPC channel closes), and is replaced when it dies: children in
-// flight then are killed (their output pipes are gone, nobody would supervise them) and
+// when the server does (its request pipe reaches EOF), and is replaced when it dies: children
+// in flight then are killed (their output pipes are gone, nobody would supervise them) and
 // reported as failed with a message saying so.
-import { type ChildProcess, fork } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import type { Socket } from 'node:net';
+import { StringDecoder } from 'node:string_decoder';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from '../../log.js';
 import { childEnv } from '../secrets/child-env.js';
-import type { FromWorker, SpawnExit, SpawnSpec, ToWorker } from './process-host-protocol.js';
+import {
+  FrameReader,
+  type SpawnExit,
+  type SpawnSpec,
+  type WorkerEvent,
+  decodeEvent,
+  encodeSpawn,
+  toSpawnExit,
+} from './process-host-protocol.js';
 
 export type { SpawnExit, SpawnSpec } from './process-host-protocol.js';
-
-// --lite-mode: V8 without its optimizing compilers and with lazier metadata; the worker only
-// relays messages, and its CPU went down, not up (less compiling). --no-expose-wasm: lite mode
-// turns WebAssembly off and would otherwise say so on stderr at every start.
-const WORKER_EXEC_ARGV = ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm'];
 
 export interface SpawnListeners {
   /** The child runs (called before any output). Not called when it never started. */
@@ -36,13 +42,15 @@ interface InFlight extends SpawnListeners {
   spec: SpawnSpec;
   pid?: number;
   startedAt: number;
+  /** Per child: a multi-byte character split between two chunks is decoded whole. */
+  decoder?: StringDecoder;
   resolve: (exit: SpawnExit) => void;
 }
 
 export interface ProcessHostOptions {
   logger: Logger;
-  /** The worker module; by default the one next to this module (tsc output, bundle or source). */
-  workerUrl?: URL;
+  /** The worker executable; by default dist/native/process-host (found from the bundle, tsc output or source). */
+  workerPath?: string;
   /**
    * The worker's environment, which every child inherits (see secrets/child-env.ts); asked
    * each time a worker is started. Default: the server's environment without ATLANTIS_*.
@@ -63,6 +71,13 @@ export class ProcessHost {
     const id = this.nextId++;
     this.closed = false;
     return new Promise<SpawnExit>((resolve) => {
+      let request: Buffer;
+      try {
+        request = encodeSpawn(id, spec);
+      } catch (e) {
+        resolve({ exitCode: null, signal: null, durationMs: 0, error: `Could not run ${spec.command}: ${(e as Error).message}` });
+        return;
+      }
       let worker: ChildProcess;
       try {
         worker = this.ensureWorker();
@@ -72,7 +87,7 @@ export class ProcessHost {
       }
       this.inFlight.set(id, { ...listeners, spec, startedAt: performance.now(), resolve });
       if (this.inFlight.size === 1) keepAlive(worker, true); // a running child keeps the server alive, as before
-      worker.send({ type: 'spawn', id, spec } satisfies ToWorker);
+      worker.stdin!.write(request);
     });
   }
 
@@ -84,39 +99,50 @@ export class ProcessHost {
   /** Lets the worker go: now if no child runs, else once the last one has exited. */
   close(): void {
     this.closed = true;
-    this.disconnectIfDone();
+    this.endIfDone();
   }
 
-  private disconnectIfDone(): void {
-    if (this.closed && this.inFlight.size === 0 && this.worker?.connected) this.worker.disconnect();
+  private endIfDone(): void {
+    if (!this.closed || this.inFlight.size > 0 || !this.worker) return;
+    const worker = this.worker;
+    this.worker = undefined; // the next spawn starts a new one
+    worker.stdin!.end(); // EOF: the worker exits
   }
 
   private ensureWorker(): ChildProcess {
-    if (this.worker?.connected) return this.worker;
-    const url = this.opts.workerUrl ?? defaultWorkerUrl();
-    // Not the server's execArgv (a profiler, a heap size): the worker is small and does one
-    // thing. Its young generation is capped at 1 MiB per semi-space (V8's default grows to
-    // 16): the output it relays is short-lived strings, and with the default a burst of output
-    // kept ~15 MiB more resident (40 runs of 200 KB each: peak RSS 89 MiB, 72 with the cap)
-    // for ~10% more of the worker's CPU; lite mode takes that back and ~5 MiB more (see
-    // WORKER_EXEC_ARGV). Its stdout is unused; stderr is the server's, for what V8 itself may print.
+    if (this.worker) return this.worker;
+    const file = this.opts.workerPath ?? defaultWorkerPath();
     // Its environment is the children's, already clean: /proc/<worker pid>/environ, which a
-    // child of ours can read, holds no secret either.
+    // child of ours can read, holds no secret either. stdin: requests; stdout: events; stderr:
+    // the server's, for what the worker says when it fails.
     const env = this.opts.env?.() ?? childEnv(process.env, []).env;
-    const worker = fork(fileURLToPath(url), [], { execArgv: WORKER_EXEC_ARGV, env, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+    const worker = spawn(file, [], { env, stdio: ['pipe', 'pipe', 'inherit'] });
     keepAlive(worker, false);
-    worker.on('message', (m: FromWorker) => this.onMessage(m));
-    worker.on('error', (e) => this.opts.logger.error('Process host failed', { error: e.message }));
-    worker.on('exit', (code, signal) => this.onWorkerExit(worker, code, signal));
+    const frames = new FrameReader();
+    let failure: string | undefined;
+    worker.stdout!.on('data', (chunk: Buffer) => {
+      if (failure) return;
+      try {
+        for (const frame of frames.push(chunk)) this.onEvent(decodeEvent(frame));
+      } catch (e) {
+        // A bug on one side or the other: nothing it says can be trusted any more.
+        failure = (e as Error).message;
+        this.opts.logger.error('Process host failed', { error: failure });
+        worker.kill('SIGKILL');
+      }
+    });
+    worker.stdin!.on('error', () => {}); // EPIPE once it died: 'close' below handles that
+    worker.on('error', (e) => {
+      failure = e.message;
+      this.opts.logger.error('Process host failed', { error: e.message });
+    });
+    // 'close', not 'exit': the events it wrote before it ended are read first.
+    worker.on('close', (code, signal) => this.onWorkerExit(worker, code, signal, failure));
     this.worker = worker;
     return worker;
   }
 
-  private onMessage(m: FromWorker): void {
-    if (m.type === 'fatal') {
-      this.opts.logger.error('Process host failed', { error: m.error });
-      return;
-    }
+  private onEvent(m: WorkerEvent): void {
     const f = this.inFlight.get(m.id);
     if (!f) return;
     switch (m.type) {
@@ -124,12 +150,18 @@ export class ProcessHost {
         f.pid = m.pid;
         f.onStart?.(m.pid);
         break;
-      case 'output':
-        f.onOutput?.(m.chunk);
+      case 'output': {
+        f.decoder ??= new StringDecoder('utf8');
+        const text = f.decoder.write(m.chunk);
+        if (text) f.onOutput?.(text);
         break;
-      case 'exit':
-        this.settle(m.id, m.exit);
+      }
+      case 'exit': {
+        const rest = f.decoder?.end();
+        if (rest) f.onOutput?.(rest);
+        this.settle(m.id, toSpawnExit(m, f.spec));
         break;
+      }
     }
   }
 
@@ -138,15 +170,15 @@ export class ProcessHost {
     if (!f) return;
     this.inFlight.delete(id);
     if (this.inFlight.size === 0 && this.worker) keepAlive(this.worker, false);
-    this.disconnectIfDone();
+    this.endIfDone();
     f.resolve(exit);
   }
 
-  private onWorkerExit(worker: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
+  private onWorkerExit(worker: ChildProcess, code: number | null, signal: NodeJS.Signals | null, failure: string | undefined): void {
     if (this.worker !== worker) return;
     this.worker = undefined; // the next spawn starts a new one
     if (this.inFlight.size === 0) return;
-    const how = code !== null ? `exit code ${code}` : `signal ${signal}`;
+    const how = failure !== undefined && code !== 0 ? failure : code !== null ? `exit code ${code}` : `signal ${signal}`;
     this.opts.logger.error('Process host stopped; failing the processes it supervised', {
       exitCode: code,
       signal,
@@ -173,25 +205,23 @@ export class ProcessHost {
   }
 }
 
-/** Whether the worker (its process and its IPC channel) keeps the server's event loop alive. */
+/** Whether the worker (its process and its pipes) keeps the server's event loop alive. */
 function keepAlive(worker: ChildProcess, on: boolean): void {
-  if (on) {
-    worker.ref();
-    worker.channel?.ref();
-  } else {
-    worker.unref();
-    worker.channel?.unref();
+  for (const h of [worker, worker.stdin as Socket | null, worker.stdout as Socket | null]) {
+    if (on) h?.ref();
+    else h?.unref();
   }
 }
 
 /**
- * The worker module next to this one: .js in tsc output (dist/src), .mjs beside the bundle
- * (dist/), and from TypeScript source through a loader that registers tsx first.
+ * The executable hack/bundle.mjs builds, relative to this module: beside the bundle (dist/),
+ * above a bundle chunk (dist/chunks/), from tsc's output (dist/src/server/terraform/), and
+ * from the TypeScript source.
  */
-function defaultWorkerUrl(): URL {
-  for (const name of ['process-host-worker.js', 'process-host-worker.mjs', 'process-host-worker-tsx.mjs']) {
-    const url = new URL(`./${name}`, import.meta.url);
-    if (existsSync(url)) return url;
-  }
-  throw new Error(`process-host-worker not found next to ${import.meta.url}`);
+const CANDIDATES = ['./native/', '../native/', '../../../native/', '../../../dist/native/'].map((d) => `${d}process-host`);
+
+function defaultWorkerPath(): string {
+  const file = CANDIDATES.map((c) => fileURLToPath(new URL(c, import.meta.url))).find((f) => existsSync(f));
+  if (!file) throw new Error('dist/native/process-host was not built (make build)');
+  return file;
 }
