@@ -10,6 +10,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync }
 import path from 'node:path';
 import { sleep } from '../src/async.js';
 import { SCENARIO_BOT } from '../test/support/atlantis-scenario.js';
+import { NODE_ARGS } from '../src/node-args.js';
 import { sharedFlags } from '../test/support/atlantis-differential.js';
 import { CLI } from '../test/support/cli.js';
 import type { GitHubStandin } from '../test/support/github-standin.js';
@@ -85,7 +86,7 @@ export interface StartOptions {
   memoryBytes?: number;
   /** Name of this run, for the cgroup, the data dir and the terraform log. */
   name: string;
-  /** ours: node's own flags (a profiler: --cpu-prof --cpu-prof-dir=...); BENCH_OURS_NODE_ARGS by default. */
+  /** ours: node's own flags after the image's (src/node-args.ts), e.g. a profiler: --cpu-prof --cpu-prof-dir=...; BENCH_OURS_NODE_ARGS by default. */
   nodeArgs?: string[];
 }
 
@@ -142,7 +143,8 @@ export async function startBenchServer(w: BenchWorld, o: StartOptions): Promise<
     ...w.tfEnv,
   };
   const cgroup = PodCgroup.create(o.name, o.memoryBytes !== undefined ? { memoryBytes: o.memoryBytes } : {});
-  const nodeArgs = o.nodeArgs ?? (process.env.BENCH_OURS_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+  // The image's node flags, then the bench's own (a profiler).
+  const nodeArgs = [...NODE_ARGS, ...(o.nodeArgs ?? (process.env.BENCH_OURS_NODE_ARGS ?? '').split(/\s+/).filter(Boolean))];
   const [command, args] = o.kind === 'atlantis' ? [o.bin!, flags] : [process.execPath, [...nodeArgs, CLI, ...flags]];
   const wrapped = cgroup.wrap(command, args);
   const { openSync, closeSync } = await import('node:fs');

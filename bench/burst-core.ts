@@ -4,6 +4,7 @@
 // and the count of the answers the GitHub stand-in got.
 import crypto from 'node:crypto';
 import http from 'node:http';
+import { NODE_ARGS } from '../src/node-args.js';
 import { type CliProcess, startCli } from '../test/support/cli.js';
 import { sendWebhook } from '../test/support/github-standin.js';
 import { terraformConfig } from '../test/support/git-repos.js';
@@ -54,12 +55,12 @@ export function postOnNewConnection(
 
 /**
  * The CLI (or BENCH_SERVER_CLI, another build of the bundle, for before/after comparisons)
- * with stdout and stderr going straight to `logFile`, not a pipe to this busy process: when
+ * with the image's node flags and with stdout and stderr going straight to `logFile`, not a pipe to this busy process: when
  * it falls behind reading, the server's event loop stands still on its own log lines. See
  * startCli.
  */
 export function startServer(args: string[], env: NodeJS.ProcessEnv, logFile: string): CliProcess {
-  return startCli(args, env, { logFile, cli: process.env.BENCH_SERVER_CLI });
+  return startCli(args, env, { logFile, cli: process.env.BENCH_SERVER_CLI, nodeArgs: NODE_ARGS });
 }
 
 /** The burst's size and pace, from BENCH_* (see webhook-burst's header). */

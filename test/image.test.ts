@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { StatusBody } from '../src/contract/drain-protocol.js';
+import { NODE_ARGS } from '../src/node-args.js';
 import { claimLoopbackAddress, releaseLoopbackAddress } from '../dev/local-node/index.js';
 import { type Container, ensureImage, runContainer } from './support/container.js';
 import { terraformConfig } from './support/git-repos.js';
@@ -184,6 +185,13 @@ describe('the image in a container', () => {
       assert.match(p, /Uid: 1000 1000 1000 1000 /, p);
       assert.match(p, /CapEff: 0000000000000000/, p);
     }
+    // Node's flags are the ones src/node-args.ts gives (the benches start ours with them).
+    const cmdlines = await c.exec(['sh', '-c', 'for f in /proc/[0-9]*/cmdline; do tr "\\0" " " < "$f"; echo; done']);
+    const wanted = ['/usr/bin/node', ...NODE_ARGS, '/app/dist/atlantis-operator.mjs', 'server'].join(' ');
+    assert.ok(
+      cmdlines.stdout.split('\n').some((l) => l.startsWith(wanted)),
+      `${wanted}\n${cmdlines.stdout}`,
+    );
     const root = await c.exec(['touch', '/probe']);
     assert.notEqual(root.code, 0);
     assert.match(root.stderr, /Read-only file system/);

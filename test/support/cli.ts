@@ -56,11 +56,11 @@ export interface CliProcess {
  * process's event loop once the pipe is full. A container runtime reads a container's output
  * promptly.
  */
-/** `prefix`: a command that execs node in the same process, e.g. `setpriv --reuid=...` to run it as another user. */
+/** `prefix`: a command that execs node in the same process, e.g. `setpriv --reuid=...` to run it as another user; `nodeArgs`: node's own flags. */
 export function startCli(
   args: string[],
   env: NodeJS.ProcessEnv = {},
-  opts: { logFile?: string; cli?: string; prefix?: string[] } = {},
+  opts: { logFile?: string; cli?: string; prefix?: string[]; nodeArgs?: readonly string[] } = {},
 ): CliProcess {
   if (!opts.cli) assertBuilt();
   const cli = opts.cli ?? CLI;
@@ -69,7 +69,7 @@ export function startCli(
   let child: ChildProcess;
   try {
     const [command, ...prefixArgs] = [...(opts.prefix ?? []), process.execPath];
-    child = spawn(command as string, [...prefixArgs, cli, ...args], {
+    child = spawn(command as string, [...prefixArgs, ...(opts.nodeArgs ?? []), cli, ...args], {
       env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
       stdio: ['ignore', fd ?? 'pipe', fd ?? 'pipe'],
     });
