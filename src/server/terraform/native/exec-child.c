@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#endif
 #include "process-host.h"
 
 #ifndef NSIG
@@ -72,13 +75,32 @@ static void exec_search(const char *cmd, char **argv, char **envp) {
   errno = denied ? EACCES : ENOENT;
 }
 
+// glibc's sigaction refuses the two signals it keeps for itself (32 and 33: thread
+// cancellation, setxid), and its posix_spawn leaves them ignored in the child it starts (GNU
+// make starts commands so): ignored they would stay through exec, into terraform. The kernel's
+// own call sets them back to the default. Its struct is this on x86_64 and arm64.
+static void default_reserved_signal(int s) {
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+  struct {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)(void);
+    uint64_t mask;
+  } act = {SIG_DFL, 0, NULL, 0};
+  syscall(SYS_rt_sigaction, s, &act, NULL, sizeof act.mask);
+#else
+  (void)s;
+#endif
+}
+
 _Noreturn void child_exec(int flags, int in, int out, int err, int report, const char *cwd, char **argv, char **envp) {
   // SIG_IGN survives exec: terraform must get SIGINT, SIGTERM and SIGPIPE as usual.
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
-  for (int s = 1; s < NSIG; s++) sigaction(s, &dfl, NULL); // SIGKILL, SIGSTOP: refused, harmless
+  for (int s = 1; s < NSIG; s++)
+    if (sigaction(s, &dfl, NULL) != 0) default_reserved_signal(s); // SIGKILL, SIGSTOP: refused, harmless
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
