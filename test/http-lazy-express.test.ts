@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import type { StatusBody } from '../src/contract/drain-protocol.js';
+import { fastPath } from '../src/server/http/app.js';
 import { type CliProcess, minimalServerArgs, stageCli, startCli } from './support/cli.js';
 import { tempDataDir } from './support/workflow-env.js';
 
@@ -122,5 +123,28 @@ describe('Express loaded by the first request that needs it', () => {
       .filter((l) => l.includes('Could not load the HTTP routes'));
     assert.equal(logged.length, 3, server.output());
     assert.match(logged[0] ?? '', /Request failed/);
+  });
+});
+
+describe('which requests skip Express', () => {
+  it('a plain GET /status, /healthz, /readyz and every POST /events; nothing else', () => {
+    const table: Array<[string | undefined, string | undefined, ReturnType<typeof fastPath>]> = [
+      ['GET', '/status', 'status'],
+      ['GET', '/status?wait_drained=30', undefined],
+      ['HEAD', '/status', undefined],
+      ['POST', '/events', 'events'],
+      ['POST', '/events?x=1', 'events'],
+      ['POST', '/eventsx', undefined],
+      ['GET', '/events', undefined],
+      ['GET', '/healthz', 'liveness'],
+      ['GET', '/healthz?via=express', undefined],
+      ['HEAD', '/healthz', undefined],
+      ['GET', '/readyz', 'readiness'],
+      ['POST', '/readyz', undefined],
+      ['GET', '/metrics', undefined],
+      ['GET', '/', undefined],
+      [undefined, undefined, undefined],
+    ];
+    for (const [method, url, want] of table) assert.equal(fastPath(method, url), want, `${method} ${url}`);
   });
 });

@@ -85,6 +85,20 @@ function operationStatus(o: Operation): StatusOperation {
  * during a burst (figures in docs/reliability.md). Webhook bodies never reach body-parser: it
  * would inflate compressed ones (see webhook-intake.ts).
  */
+/**
+ * The requests answered on node:http, without Express: a plain GET /status, every POST /events
+ * (as Atlantis's router, the query does not matter) and the kubelet's plain GET /healthz and
+ * /readyz (open paths, never host-checked: web-auth.ts, allowed-hosts.ts). Undefined: Express.
+ */
+export function fastPath(method: string | undefined, url: string | undefined): 'status' | 'events' | 'liveness' | 'readiness' | undefined {
+  if (method === 'POST') return url === '/events' || url?.startsWith('/events?') ? 'events' : undefined;
+  if (method !== 'GET') return undefined;
+  if (url === STATUS_PATH) return 'status';
+  if (url === LIVENESS_PATH) return 'liveness';
+  if (url === READINESS_PATH) return 'readiness';
+  return undefined;
+}
+
 export function buildRequestListener(deps: AppDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const sendStatus = statusSender(deps);
   // GET /status?wait_drained=<seconds> (see the contract): the controller holds one per
@@ -110,20 +124,24 @@ export function buildRequestListener(deps: AppDeps): (req: IncomingMessage, res:
     return app;
   };
   return (req, res) => {
-    if (req.method === 'GET' && req.url === STATUS_PATH) return sendStatus(res);
-    // As Atlantis's router, the query does not matter.
-    if (req.method === 'POST' && (req.url === '/events' || req.url?.startsWith('/events?'))) return intake.receive(req, res);
-    // The probes: open paths, never host-checked (web-auth.ts, allowed-hosts.ts), so nothing of Express's is skipped.
-    if (req.method === 'GET' && req.url === LIVENESS_PATH) return answerLiveness(res);
-    if (req.method === 'GET' && req.url === READINESS_PATH)
-      return void answerReadiness(deps, res).catch((e: Error) => {
-        deps.logger.error('Request failed', { path: READINESS_PATH, error: e.message });
-        sendText(res, 500, `${e.message}\n`);
-      });
+    switch (fastPath(req.method, req.url)) {
+      case 'status':
+        return sendStatus(res);
+      case 'events':
+        return intake.receive(req, res);
+      case 'liveness':
+        return answerLiveness(res);
+      case 'readiness':
+        return void answerReadiness(deps, res).catch((e: Error) => {
+          deps.logger.error('Request failed', { path: READINESS_PATH, error: e.message });
+          sendText(res, 500, `${e.message}\n`);
+        });
+    }
     expressApp().then(
       (a) => a(req, res),
       (e: Error) => {
-        // Not retried: Node.js keeps a failed import's error. /healthz fails too, so the pod is restarted.
+        // Not retried: Node.js keeps a failed import's error. The probes do not need Express, so the
+        // pod stays up; the UI, the API and /metrics answer this until it is restarted.
         const message = `Could not load the HTTP routes: ${e.message}`;
         deps.logger.error('Request failed', { path: req.url?.split('?')[0], error: message });
         sendText(res, 500, `${message}\n`);
