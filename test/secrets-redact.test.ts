@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { GITHUB_TOKEN_VARS, childEnv } from '../src/server/secrets/child-env.js';
 import { generateKeyPairSync } from 'node:crypto';
-import { MIN_ENCODED_LENGTH, REDACTED, Redactor, base64Fragments, secretWeakness } from '../src/server/secrets/redact.js';
+import { MIN_ENCODED_LENGTH, REDACTED, Redactor, base64Fragments, secretForms, secretWeakness } from '../src/server/secrets/redact.js';
 import { gitAuth, withoutCredentials } from '../src/server/workflow/checkout/working-copy.js';
 
 const TOKEN = 'ghp_Sx9/Token+Value=0123456789abcdef';
@@ -56,6 +56,27 @@ describe('redactor', () => {
     const text = `Plan: 1 to add.\n${b64('xx' + SHORT + 'yy')}\n${b64(TOKEN.slice(0, 10))}\npassword is ${SHORT}.`;
     assert.equal(r.redact(text), text);
     assert.equal(new Redactor().redact(TOKEN), TOKEN, 'no secrets, nothing to scrub');
+  });
+
+  it('a text without line breaks is matched by the forms as literals, just where the line-breakable forms match', () => {
+    const oneLine = [
+      ...cases.map(([, text]) => text.replace(/\r?\n/g, '')),
+      `prefix ${b64(`A${TOKEN}`)} and ${b64url(`XY${HOOK}`)} twice ${b64(TOKEN)}${b64(TOKEN)}`,
+      `${b64(TOKEN).slice(0, 20)} ${b64(TOKEN).slice(20)}`,
+    ];
+    let matched = 0;
+    for (const secret of [TOKEN, HOOK]) {
+      const forms = secretForms(secret);
+      assert.ok(forms.some((f) => f.wrapped && f.lineSource !== f.source));
+      for (const f of forms) {
+        for (const text of oneLine) {
+          const at = (source: string) => [...text.matchAll(new RegExp(source, 'g'))].map((m) => `${m.index}:${m[0]}`);
+          assert.deepEqual(at(f.lineSource), at(f.source), `${f.plain} in ${text}`);
+          if (f.wrapped) matched += at(f.source).length;
+        }
+      }
+    }
+    assert.ok(matched >= 10, `wrapped forms matched ${matched} times`);
   });
 
   it('reads its sources again after the refresh interval and keeps old values (a rotated token)', async () => {

@@ -15,13 +15,31 @@ export type SecretSource = () => Iterable<string | undefined>;
 
 interface Compiled {
   key: string;
-  re: RegExp | undefined;
-  /** For a stream's chunks: weak secrets' forms do not match at the chunk's end. */
-  streamRe: RegExp | undefined;
   forms: Form[];
   maxLength: number;
   /** First characters of the forms: only where one is can a held-back tail start. */
   starts: Set<string>;
+  /** The forms' regexes, built on first use (see regexFor). */
+  regexes: Map<string, RegExp>;
+}
+
+/**
+ * The regex of every form, for a whole text or a stream's chunk (weak secrets' forms do not
+ * match at its end). A text without line breaks gets the wrapped forms as plain literals: the
+ * same matches, and no server pays for the line-breakable regex until a text has a break
+ * (most log lines never do).
+ */
+function regexFor(c: Compiled, text: string, stream: boolean): RegExp | undefined {
+  if (c.forms.length === 0) return undefined;
+  const broken = /[\r\n]/.test(text);
+  const key = `${stream ? 'stream' : 'text'}${broken ? '' : ', one line'}`;
+  let re = c.regexes.get(key);
+  if (!re) {
+    const source = (f: Form): string => (!broken && f.wrapped ? f.lineSource : stream ? f.streamSource : f.source);
+    re = new RegExp(c.forms.map(source).join('|'), 'g');
+    c.regexes.set(key, re);
+  }
+  return re;
 }
 
 /** Remembered secret values at most: a rotated token's old values stay scrubbed. */
@@ -34,7 +52,7 @@ export class Redactor {
   private readAt = -Infinity;
   /** What the sources gave at the last refresh: never pushed out by remembered values. */
   private fromSources = new Set<string>();
-  private compiled: Compiled = { key: '', re: undefined, streamRe: undefined, forms: [], maxLength: 0, starts: new Set() };
+  private compiled: Compiled = { key: '', forms: [], maxLength: 0, starts: new Set(), regexes: new Map() };
 
   /** `refreshMs`: how long values read from the sources are used before asking them again. */
   constructor(
@@ -56,7 +74,7 @@ export class Redactor {
   }
 
   redact(text: string): string {
-    const { re } = this.current();
+    const re = regexFor(this.current(), text, false);
     return re ? text.replace(re, REDACTED) : text;
   }
 
@@ -90,10 +108,9 @@ export class Redactor {
       this.compiled = {
         key,
         forms,
-        re: forms.length ? new RegExp(forms.map((f) => f.source).join('|'), 'g') : undefined,
-        streamRe: forms.length ? new RegExp(forms.map((f) => f.streamSource).join('|'), 'g') : undefined,
         maxLength: Math.max(0, ...forms.map((f) => f.maxLength)),
         starts: new Set(forms.map((f) => f.plain[0]!)),
+        regexes: new Map(),
       };
     }
     return this.compiled;
@@ -148,7 +165,7 @@ export class StreamRedactor {
   push(chunk: string): string {
     const text = this.carry + chunk;
     const compiled = this.redactor.current();
-    const { streamRe } = compiled;
+    const streamRe = regexFor(compiled, this.before + text, true);
     if (!streamRe) {
       this.carry = '';
       this.passedOn(text);
@@ -175,7 +192,7 @@ export class StreamRedactor {
   flush(): string {
     const rest = this.carry;
     this.carry = '';
-    const { re } = this.redactor.current();
+    const re = regexFor(this.redactor.current(), this.before + rest, false);
     const out = re ? replaced(rest, matches(this.before, rest, re)) : rest;
     this.passedOn(rest);
     return out;

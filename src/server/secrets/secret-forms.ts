@@ -47,6 +47,12 @@ export interface Form {
   source: string;
   /** The same for a stream's chunk: never matches at its end, where the text goes on. */
   streamSource: string;
+  /**
+   * The same for a text without line breaks: a wrapped form's literal characters. Matches just
+   * where `source` would in such a text; its regex is built in a fraction of a millisecond, where
+   * the line-breakable forms of two secrets take V8 about 20 ms the first time they run.
+   */
+  lineSource: string;
   /** The form's text without line breaks: what a partial match at the end of a chunk starts like. */
   plain: string;
   /** Longest text it can match (line breaks, or trailing spaces, included). */
@@ -98,12 +104,16 @@ export function secretForms(secret: string): Form[] {
       forms.set(source, {
         source: `${BEFORE}${source}${AFTER_IN_TEXT}`,
         streamSource: `${BEFORE}${source}${AFTER_IN_STREAM}`,
+        lineSource: `${BEFORE}${source}${AFTER_IN_TEXT}`,
         plain,
         maxLength: maxLength + MAX_TRAILING_SPACE,
         wrapped,
         wholeValue: true,
       });
-    } else forms.set(source, { source, streamSource: source, plain, maxLength, wrapped, wholeValue: false });
+    } else {
+      const lineSource = wrapped ? escapeRe(plain) : source;
+      forms.set(source, { source, streamSource: source, lineSource, plain, maxLength, wrapped, wholeValue: false });
+    }
   };
   const literal = (s: string) => {
     add(s, escapeRe(s), s.length);
