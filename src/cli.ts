@@ -78,7 +78,7 @@ async function serverMain(argv: string[]): Promise<number> {
       } catch {
         /* best effort */
       }
-      // Give winston a tick to flush the last lines.
+      // Give stderr a tick to take the last lines.
       setTimeout(() => process.exit(code), 50);
     },
   });
