@@ -19,7 +19,7 @@
 // `charset: 'ascii'` escapes the few non-ASCII characters in dependencies: one of them turns
 // the whole bundle's source text into a two-byte string, twice the memory in every process.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { build } from 'esbuild';
@@ -35,6 +35,21 @@ const lazyIconvTables = {
   },
 };
 
+/**
+ * prom-client's parts the server uses, without its Pushgateway, cluster aggregator and
+ * exemplars' tracing API (hack/bundle/prom-client-core.cjs, no-exemplars.cjs).
+ */
+const promClientCore = {
+  name: 'prom-client-core',
+  setup(b) {
+    b.onResolve({ filter: /^prom-client$/ }, () => ({ path: path.resolve('hack/bundle/prom-client-core.cjs') }));
+    b.onResolve({ filter: /^@opentelemetry\/api$/ }, (args) =>
+      /[\\/]prom-client[\\/]/.test(args.importer) ? { path: path.resolve('hack/bundle/no-exemplars.cjs') } : undefined,
+    );
+  },
+};
+
+rmSync('dist/chunks', { recursive: true, force: true }); // no chunk of an older build left beside the new ones
 await build({
   entryPoints: { 'atlantis-operator': 'src/cli.ts' },
   outdir: 'dist',
@@ -51,7 +66,7 @@ await build({
   sourcemap: 'linked',
   logLevel: 'warning',
   charset: 'ascii',
-  plugins: [lazyIconvTables],
+  plugins: [lazyIconvTables, promClientCore],
 });
 
 // esbuild keeps some comments as they are; a non-ASCII character left in one would still make
