@@ -12,11 +12,11 @@
 // yields; auth headers are re-read per request so rotating tokens keep working. Watches
 // share that setup but keep their own streaming request (openKubeStream).
 import http from 'node:http';
-import https from 'node:https';
-import tls from 'node:tls';
+import type https from 'node:https';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { KubeClientConfig } from './kubeconfig.js';
 import { httpRequest, type HttpResponse, type ResponseHeaders } from '../net/http-request.js';
+import { httpsModule, tlsModule } from '../net/tls-modules.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -208,11 +208,11 @@ async function connFor(kc: KubeClientConfig): Promise<{ conn: Conn; headers: htt
     // connection (watches are one each) parses the CA and the client key again.
     const secureContext =
       server.protocol === 'https:'
-        ? tls.createSecureContext({ ca: opts.ca, cert: opts.cert, key: opts.key, pfx: opts.pfx, passphrase: opts.passphrase })
+        ? tlsModule().createSecureContext({ ca: opts.ca, cert: opts.cert, key: opts.key, pfx: opts.pfx, passphrase: opts.passphrase })
         : undefined;
     const agentOptions: https.AgentOptions = { keepAlive: true, secureContext, servername: opts.servername };
     if (cluster.skipTLSVerify) agentOptions.rejectUnauthorized = false;
-    const agent = server.protocol === 'http:' ? new http.Agent({ keepAlive: true }) : new https.Agent(agentOptions);
+    const agent = server.protocol === 'http:' ? new http.Agent({ keepAlive: true }) : new (httpsModule().Agent)(agentOptions);
     conn = { server, agent, base: {} };
     conns.set(kc, conn);
   }
@@ -343,7 +343,7 @@ export async function openKubeStream(
   const { conn, headers } = await connFor(kc);
   const url = buildPath(conn, path, query);
   headers.accept = 'application/json';
-  const mod = url.protocol === 'http:' ? http : https;
+  const mod = url.protocol === 'http:' ? http : httpsModule();
   const started = process.hrtime.bigint();
   let done = false;
   let aborted = false;
@@ -398,7 +398,7 @@ function streamAgent(conn: Conn): http.Agent {
   let a = streamAgents.get(conn);
   if (!a) {
     const o = (conn.agent as https.Agent).options ?? {};
-    a = conn.server.protocol === 'http:' ? new http.Agent({ keepAlive: false }) : new https.Agent({ ...o, keepAlive: false });
+    a = conn.server.protocol === 'http:' ? new http.Agent({ keepAlive: false }) : new (httpsModule().Agent)({ ...o, keepAlive: false });
     streamAgents.set(conn, a);
   }
   return a;

@@ -5,7 +5,7 @@
 // of GitHub calls per webhook burst that work shares the server's event loop with /status,
 // and a controller probing a hundred pods pays it per probe.
 import http from 'node:http';
-import https from 'node:https';
+import { httpsModule } from './tls-modules.js';
 
 export interface HttpRequest {
   method: string;
@@ -49,10 +49,22 @@ export interface ResponseHeaders {
 
 // Sockets are kept for the next request; Node closes them before the server's
 // `Keep-Alive: timeout` runs out, so a reused socket is rarely one the server just closed.
-const transports: Record<string, { request: typeof http.request; agent: http.Agent }> = {
-  'http:': { request: http.request, agent: new http.Agent({ keepAlive: true, maxSockets: 32 }) },
-  'https:': { request: https.request, agent: new https.Agent({ keepAlive: true, maxSockets: 32 }) },
+type Transport = { request: typeof http.request; agent: http.Agent };
+const transports: Record<string, () => Transport> = {
+  'http:': once(() => ({ request: http.request, agent: new http.Agent({ keepAlive: true, maxSockets: 32 }) })),
+  'https:': once(() => {
+    const https = httpsModule();
+    return { request: https.request, agent: new https.Agent({ keepAlive: true, maxSockets: 32 }) };
+  }),
 };
+
+function once<T>(make: () => T): () => T {
+  let made: { value: T } | undefined;
+  return () => {
+    made ??= { value: make() };
+    return made.value;
+  };
+}
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
 
@@ -68,7 +80,7 @@ export function httpRequest(url: string | URL, req: HttpRequest): Promise<HttpRe
 
 function sendOnce(url: string | URL, req: HttpRequest): Promise<HttpResponse> {
   const u = new URL(url);
-  const transport = transports[u.protocol];
+  const transport = transports[u.protocol]?.();
   if (!transport) return Promise.reject(new Error(`unsupported URL scheme in ${u.protocol}//${u.host}`));
   const headers: http.OutgoingHttpHeaders = { ...req.headers };
   const body = req.body === undefined ? undefined : Buffer.from(req.body);

@@ -9,9 +9,9 @@
 // Its own request code on node:http, not net/http-request.ts: that one sends a string body,
 // and the signature is over bytes that need not be valid UTF-8.
 import http, { type IncomingHttpHeaders } from 'node:http';
-import https from 'node:https';
 import type { ForwardOutcome } from './affinity.js';
 import { FORWARD_ANSWER_HEADER, FORWARD_AUTH_HEADER } from './forward-auth.js';
+import { httpsModule } from '../../net/tls-modules.js';
 
 export const FORWARDED_BY_HEADER = 'x-atlantis-forwarded-by';
 export const DEFAULT_FORWARD_TIMEOUT_MS = 10_000;
@@ -39,10 +39,13 @@ export interface ForwardOptions {
 }
 
 // Sockets between replicas are kept: a burst of webhooks for one owner reuses them.
-const agents: Record<string, http.Agent> = {
+const agents: Record<string, http.Agent | undefined> = {
   'http:': new http.Agent({ keepAlive: true, maxSockets: 16 }),
-  'https:': new https.Agent({ keepAlive: true, maxSockets: 16 }),
 };
+function agentFor(protocol: string): http.Agent | undefined {
+  if (protocol === 'https:') agents[protocol] ??= new (httpsModule().Agent)({ keepAlive: true, maxSockets: 16 });
+  return agents[protocol];
+}
 
 /** The X-Atlantis-Forwarded-By of a request: the id of the replica that forwarded it, when one did. */
 export function forwardedBy(headers: IncomingHttpHeaders): string | undefined {
@@ -80,9 +83,9 @@ export function forwardWebhook(ownerUrl: string, w: ForwardedWebhook, opts: Forw
   } catch (e) {
     return Promise.resolve({ ok: false, failure: 'error', message: (e as Error).message });
   }
-  const agent = opts.agent ?? agents[u.protocol];
+  const agent = opts.agent ?? agentFor(u.protocol);
   if (!agent) return Promise.resolve({ ok: false, failure: 'error', message: `unsupported URL scheme in ${u.protocol}//${u.host}` });
-  const request = u.protocol === 'https:' ? https.request : http.request;
+  const request = u.protocol === 'https:' ? httpsModule().request : http.request;
   const timeoutMs = opts.timeoutMs ?? DEFAULT_FORWARD_TIMEOUT_MS;
 
   return new Promise<ForwardOutcome>((resolve) => {
