@@ -153,5 +153,5 @@ WORKDIR /home/atlantis
 ENV ATLANTIS_DATA_DIR=/atlantis NODE_ENV=production CHECKPOINT_DISABLE=1
 EXPOSE 4141 8080
 # Node.js flags: src/node-args.ts (why), kept equal by test/image.test.ts.
-ENTRYPOINT ["/usr/bin/tini", "--", "/usr/bin/node", "--max-semi-space-size=1", "/app/dist/atlantis-operator.mjs"]
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/bin/node", "--max-semi-space-size=1", "--interrupt-budget=1000000", "/app/dist/atlantis-operator.mjs"]
 CMD ["server"]
