@@ -61,7 +61,7 @@ await build({
   chunkNames: 'chunks/[name]-[hash]',
   target: 'node20',
   external: ['better-sqlite3'],
-  // CommonJS dependencies (express, winston, ...) call require(); give the ESM bundle one.
+  // CommonJS dependencies (express, yaml, ...) call require(); give the ESM bundle one.
   banner: { js: "import { createRequire as __atoCreateRequire } from 'node:module'; const require = __atoCreateRequire(import.meta.url);" },
   sourcemap: 'linked',
   logLevel: 'warning',

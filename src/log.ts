@@ -21,7 +21,7 @@ const SEVERITY: Record<LogLevel, number> = { error: 0, warn: 1, info: 2, debug: 
  * One JSON line. The process's secrets (server/secrets/redact.ts), in every form they may take,
  * are scrubbed inside the fields' strings: the line stays valid JSON whatever a secret is. The
  * level, time and message are the server's own constants. A `message` field is appended to
- * the message, as winston (which wrote these lines before) did.
+ * the message, not kept as a field of its own.
  */
 export function logLine(level: LogLevel, msg: string, fields: LogFields, time = new Date()): string {
   const { level: _l, message, timestamp: _t, ...rest } = fields;
@@ -36,8 +36,8 @@ export interface LoggerOptions {
   silent?: boolean;
 }
 
-// Written directly, one write per line: a logging library (winston) cost every server start
-// about 15 ms of CPU to load, for what is one JSON.stringify.
+// Written directly, one write per line: a logging library would add its load time to every
+// server start for what is one JSON.stringify.
 class JsonLogger implements Logger {
   constructor(
     private readonly out: NodeJS.WritableStream | undefined,
