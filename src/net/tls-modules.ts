@@ -1,6 +1,5 @@
-// node:https and node:tls, loaded when the first HTTPS connection is made rather than when the
-// server starts: together about 6 ms of CPU on every start, and a server makes no HTTPS
-// request before its first webhook or call to its VCS.
+// node:https and node:tls, loaded when the first HTTPS connection is made rather than at every
+// server start: a server makes no HTTPS request before its first webhook or call to its VCS.
 import { createRequire } from 'node:module';
 import type https from 'node:https';
 import type tls from 'node:tls';

@@ -49,8 +49,8 @@ export interface Form {
   streamSource: string;
   /**
    * The same for a text without line breaks: a wrapped form's literal characters. Matches just
-   * where `source` would in such a text; its regex is built in a fraction of a millisecond, where
-   * the line-breakable forms of two secrets take V8 about 20 ms the first time they run.
+   * where `source` would in such a text, and V8 builds its regex far faster than the
+   * line-breakable one, which would otherwise be built for a server's first log line.
    */
   lineSource: string;
   /** The form's text without line breaks: what a partial match at the end of a chunk starts like. */
