@@ -25,6 +25,7 @@ RUN --mount=type=secret,id=extra_ca,required=false \
     if [ -s /run/secrets/extra_ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/extra_ca; fi \
  && npm ci --no-audit --no-fund && rm -rf /root/.npm
 COPY hack/bundle.mjs ./hack/
+COPY hack/bundle ./hack/bundle
 COPY hack/image/runtime-tree.mjs ./hack/image/
 COPY tsconfig.json ./
 COPY src ./src
