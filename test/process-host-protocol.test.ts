@@ -112,6 +112,14 @@ describe('process host protocol', () => {
       toSpawnExit(exit(exitPayload(1, 2, 24, 0, 3)), stream).error,
       'Command failed with EMFILE: /x/tf plan -out=p\nspawn /x/tf EMFILE (in the process host)',
     );
+    assert.deepEqual(toSpawnExit(exit(exitPayload(1, 2, 27, 40, 4)), capture), {
+      durationMs: 40,
+      exitCode: null,
+      signal: null,
+      error: 'Command failed: its output passed 64 MiB and it was stopped: /x/tf plan -out=p',
+      stdout: '',
+      stderr: '',
+    });
   });
 
   /** Runs the worker on `input`, closing its stdin (EOF) once it has sent `events` events; its events, exit code and stderr. */

@@ -13,6 +13,7 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { execa } from 'execa';
 import type { LogFields, Logger } from '../src/log.js';
+import { MAX_CAPTURE_BYTES } from '../src/server/terraform/process-host-protocol.js';
 import { ProcessHost } from '../src/server/terraform/process-host.js';
 import { ProcessRunner, type RunResult } from '../src/server/terraform/runner.js';
 import { waitFor } from './support/server.js';
@@ -176,6 +177,29 @@ describe('process host', () => {
     assert.notEqual(bad.exitCode, 0);
     assert.match(bad.stderr ?? '', /not a git repository/);
     assert.equal(bad.stdout, '');
+  });
+
+  it('stops a captured child whose output passes the bound, says why, and keeps serving', async () => {
+    const { host } = setup();
+    // stdout and stderr count together: each is under the bound, both are 2 MiB over it. The
+    // bound is passed while the second head still writes, before the shell could start sleep.
+    const half = MAX_CAPTURE_BYTES / 2 + (1 << 20);
+    const over = await host.spawn({
+      command: 'sh',
+      args: ['-c', `head -c ${half} /dev/zero; head -c ${half} /dev/zero >&2; sleep 30`],
+      cwd: dir,
+      output: 'capture',
+    });
+    assert.equal(over.exitCode, null);
+    assert.equal(
+      over.error,
+      `Command failed: its output passed 64 MiB and it was stopped: sh -c head -c ${half} /dev/zero; head -c ${half} /dev/zero >&2; sleep 30`,
+    );
+    assert.equal(over.stdout, '');
+    assert.ok(over.durationMs < 20_000, `killed, not waited for: ${over.durationMs} ms`);
+    const under = await host.spawn({ command: 'head', args: ['-c', String(half), '/dev/zero'], cwd: dir, output: 'capture' });
+    assert.equal(under.exitCode, 0);
+    assert.equal(under.stdout?.length, half);
   });
 
   it('decodes a character split between two chunks of output whole', async () => {

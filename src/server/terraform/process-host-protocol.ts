@@ -11,8 +11,9 @@
 //            2 output   the rest of the frame: a chunk of combined stdout/stderr, raw bytes
 //            3 exit     u8 kind (0 exit code, 1 signal, 2 never ran), i32 value (the code, the
 //                       signal number, or the errno), u32 duration ms, u8 stage of a failure
-//                       (1 exec, 2 chdir, 3 the worker's own pipe/fork), string stdout, string
-//                       stderr ('capture'; empty otherwise)
+//                       (1 exec, 2 chdir, 3 the worker's own pipe/fork, 4 a capture over
+//                       MAX_CAPTURE_BYTES: the child was killed), string stdout, string stderr
+//                       ('capture'; empty otherwise)
 //
 // The worker rejects a malformed request by exiting with code 1 (after a line on stderr); the
 // server then fails what it ran and starts a new one. So a request the worker would reject
@@ -48,7 +49,9 @@ export interface SpawnExit {
 }
 
 export const EXIT_KIND = { code: 0, signal: 1, error: 2 } as const;
-export const FAILED_STAGE = { none: 0, exec: 1, chdir: 2, host: 3 } as const;
+export const FAILED_STAGE = { none: 0, exec: 1, chdir: 2, host: 3, output: 4 } as const;
+/** A 'capture' child's stdout and stderr together, at most (MAX_CAPTURE in process-host.c). */
+export const MAX_CAPTURE_BYTES = 64 * 1024 * 1024;
 
 export type WorkerEvent =
   | { type: 'started'; id: number; pid: number }
@@ -188,10 +191,12 @@ export function toSpawnExit(e: Extract<WorkerEvent, { type: 'exit' }>, spec: Spa
 
 /** Worded as Node.js and execa word a spawn failure, e.g. "Command failed with ENOENT: terraform plan\nspawn terraform ENOENT". */
 function failureMessage(spec: SpawnSpec, stage: number, errno: number): string {
+  const line = [spec.command, ...spec.args].join(' ');
+  if (stage === FAILED_STAGE.output) return `Command failed: its output passed ${MAX_CAPTURE_BYTES >> 20} MiB and it was stopped: ${line}`;
   const code = errnoName(errno);
   const where =
     stage === FAILED_STAGE.chdir ? ` (working directory ${spec.cwd})` : stage === FAILED_STAGE.host ? ' (in the process host)' : '';
-  return `Command failed with ${code}: ${[spec.command, ...spec.args].join(' ')}\nspawn ${spec.command} ${code}${where}`;
+  return `Command failed with ${code}: ${line}\nspawn ${spec.command} ${code}${where}`;
 }
 
 function signalName(n: number): string {

@@ -36,6 +36,10 @@
 // A request is a command line and an environment: far below this. Anything larger is a bug.
 #define MAX_FRAME (16u << 20)
 #define CHUNK 65536
+// A 'capture' child's stdout and stderr together, at most (git and version checks: far less).
+// Past it the child is killed and its exit is a failure: its memory would be the worker's,
+// then the server's, and a shortened output would be read as the whole.
+#define MAX_CAPTURE (64u << 20)
 
 enum { REQ_SPAWN = 1 };
 enum { EVT_STARTED = 1, EVT_OUTPUT = 2, EVT_EXIT = 3 };
@@ -52,6 +56,7 @@ struct child {
   int capture;
   int out[2]; // combined output ('stream') or stdout + stderr ('capture'); -1 once at EOF
   struct buf kept[2];
+  int too_much; // killed: its capture passed MAX_CAPTURE
   int reaped, status;
   int64_t t0, ms;
   struct child *next;
@@ -352,6 +357,16 @@ static void read_output(struct child *c, int i) {
   if (r <= 0) {
     close_fd(&c->out[i]);
   } else if (c->capture) {
+    if (c->too_much) return; // read to EOF, not kept
+    if (c->kept[0].len + c->kept[1].len + (size_t)r > MAX_CAPTURE) {
+      c->too_much = 1;
+      if (!c->reaped) kill(c->pid, SIGKILL);
+      for (int k = 0; k < 2; k++) {
+        free(c->kept[k].p);
+        c->kept[k] = (struct buf){0};
+      }
+      return;
+    }
     buf_add(&c->kept[i], tmp, (size_t)r);
   } else {
     send_event(EVT_OUTPUT, c->id, tmp, (size_t)r);
@@ -386,7 +401,8 @@ static void finish_done(void) {
       pc = &c->next;
       continue;
     }
-    if (WIFSIGNALED(c->status)) send_exit(c->id, EXIT_SIGNAL, WTERMSIG(c->status), c->ms, STAGE_NONE, c->kept);
+    if (c->too_much) send_exit(c->id, EXIT_ERROR, EFBIG, c->ms, STAGE_OUTPUT, c->kept);
+    else if (WIFSIGNALED(c->status)) send_exit(c->id, EXIT_SIGNAL, WTERMSIG(c->status), c->ms, STAGE_NONE, c->kept);
     else send_exit(c->id, EXIT_CODE, WEXITSTATUS(c->status), c->ms, STAGE_NONE, c->kept);
     *pc = c->next;
     free(c->kept[0].p);

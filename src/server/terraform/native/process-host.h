@@ -7,7 +7,7 @@
 #define NICE 10
 
 enum { F_DETACHED = 1, F_STDIN_PIPE = 2, F_CAPTURE = 4 };
-enum { STAGE_NONE = 0, STAGE_EXEC = 1, STAGE_CHDIR = 2, STAGE_HOST = 3 };
+enum { STAGE_NONE = 0, STAGE_EXEC = 1, STAGE_CHDIR = 2, STAGE_HOST = 3, STAGE_OUTPUT = 4 };
 
 void *xrealloc(void *p, size_t n);
 /** The worker's environment with `extra` (K=V) added or overriding; the strings are not copied. */
