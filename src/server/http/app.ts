@@ -78,14 +78,6 @@ function operationStatus(o: Operation): StatusOperation {
 }
 
 /**
- * The server's request listener. The two requests that come in bursts and polls, a plain
- * `GET /status` and every `POST /events`, are answered on node:http directly; everything else
- * (and /status with a query) goes through Express (express-app.ts). Why: Express's per-request
- * work (router, request and response helpers) is a large part of a webhook's CPU and garbage
- * during a burst (figures in docs/reliability.md). Webhook bodies never reach body-parser: it
- * would inflate compressed ones (see webhook-intake.ts).
- */
-/**
  * The requests answered on node:http, without Express: a plain GET /status, every POST /events
  * (as Atlantis's router, the query does not matter) and the kubelet's plain GET /healthz and
  * /readyz (open paths, never host-checked: web-auth.ts, allowed-hosts.ts). Undefined: Express.
@@ -99,6 +91,14 @@ export function fastPath(method: string | undefined, url: string | undefined): '
   return undefined;
 }
 
+/**
+ * The server's request listener. The requests that come in bursts and polls (fastPath) are
+ * answered on node:http directly; everything else (and /status with a query) goes through
+ * Express (express-app.ts). Why: Express's per-request work (router, request and response
+ * helpers) is a large part of a webhook's CPU and garbage during a burst (figures in
+ * docs/reliability.md). Webhook bodies never reach body-parser: it
+ * would inflate compressed ones (see webhook-intake.ts).
+ */
 export function buildRequestListener(deps: AppDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const sendStatus = statusSender(deps);
   // GET /status?wait_drained=<seconds> (see the contract): the controller holds one per
