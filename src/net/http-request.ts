@@ -50,20 +50,17 @@ export interface ResponseHeaders {
 // Sockets are kept for the next request; Node closes them before the server's
 // `Keep-Alive: timeout` runs out, so a reused socket is rarely one the server just closed.
 type Transport = { request: typeof http.request; agent: http.Agent };
-const transports: Record<string, () => Transport> = {
-  'http:': once(() => ({ request: http.request, agent: new http.Agent({ keepAlive: true, maxSockets: 32 }) })),
-  'https:': once(() => {
-    const https = httpsModule();
-    return { request: https.request, agent: new https.Agent({ keepAlive: true, maxSockets: 32 }) };
-  }),
+const transports: Record<string, Transport | undefined> = {
+  'http:': { request: http.request, agent: new http.Agent({ keepAlive: true, maxSockets: 32 }) },
 };
 
-function once<T>(make: () => T): () => T {
-  let made: { value: T } | undefined;
-  return () => {
-    made ??= { value: make() };
-    return made.value;
-  };
+/** The transport of a URL scheme; https's is made with the first HTTPS request (tls-modules.ts). */
+function transportFor(protocol: string): Transport | undefined {
+  if (protocol === 'https:') {
+    const https = httpsModule();
+    transports[protocol] ??= { request: https.request, agent: new https.Agent({ keepAlive: true, maxSockets: 32 }) };
+  }
+  return transports[protocol];
 }
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
@@ -80,7 +77,7 @@ export function httpRequest(url: string | URL, req: HttpRequest): Promise<HttpRe
 
 function sendOnce(url: string | URL, req: HttpRequest): Promise<HttpResponse> {
   const u = new URL(url);
-  const transport = transports[u.protocol]?.();
+  const transport = transportFor(u.protocol);
   if (!transport) return Promise.reject(new Error(`unsupported URL scheme in ${u.protocol}//${u.host}`));
   const headers: http.OutgoingHttpHeaders = { ...req.headers };
   const body = req.body === undefined ? undefined : Buffer.from(req.body);

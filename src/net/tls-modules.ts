@@ -5,11 +5,15 @@ import type https from 'node:https';
 import type tls from 'node:tls';
 
 const load = createRequire(import.meta.url);
+let httpsLoaded: typeof https | undefined;
+let tlsLoaded: typeof tls | undefined;
 
 export function httpsModule(): typeof https {
-  return load('node:https') as typeof https;
+  httpsLoaded ??= load('node:https') as typeof https;
+  return httpsLoaded;
 }
 
 export function tlsModule(): typeof tls {
-  return load('node:tls') as typeof tls;
+  tlsLoaded ??= load('node:tls') as typeof tls;
+  return tlsLoaded;
 }
