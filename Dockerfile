@@ -30,9 +30,11 @@ COPY hack/image/runtime-tree.mjs ./hack/image/
 COPY tsconfig.json ./
 COPY src ./src
 # Type-checking is `make build`'s job; here the bundle is all that runs (hack/bundle.mjs).
-# runtime-tree.mjs copies the bundle and the few packages it loads at run time to /out/app
-# and smoke-tests that tree on its own (the CLI starts, the addon opens a database, the
-# process host worker runs).
+# hack/bundle.mjs ends by starting a server once, on loopback, to make V8's code cache of the
+# bundle with this stage's Node.js, the final stage's (hack/bundle/code-cache.mjs).
+# runtime-tree.mjs copies the bundle, its code cache and the few packages it loads at run time
+# to /out/app and smoke-tests that tree on its own (the CLI starts, V8 takes the cache, the
+# addons load, a server starts and stops, the process host worker runs).
 RUN node hack/bundle.mjs && node hack/image/runtime-tree.mjs /out/app
 
 FROM ${BASE_IMAGE} AS terraform
@@ -148,11 +150,11 @@ COPY --from=tofu /tofu/bin/tofu /usr/local/bin/tofu
 COPY --from=conftest /conftest/bin/conftest /usr/local/bin/conftest
 COPY --from=build /out/app /app
 # `atlantis-operator drain` (the preStop hook) and `atlantis-operator version` on PATH.
-RUN ln -s /app/dist/atlantis-operator.mjs /usr/local/bin/atlantis-operator
+RUN ln -s /app/dist/atlantis-operator.cjs /usr/local/bin/atlantis-operator
 USER 1000:1000
 WORKDIR /home/atlantis
 ENV ATLANTIS_DATA_DIR=/atlantis NODE_ENV=production CHECKPOINT_DISABLE=1
 EXPOSE 4141 8080
 # Node.js flags: src/node-args.ts (why), kept equal by test/image.test.ts.
-ENTRYPOINT ["/usr/bin/tini", "--", "/usr/bin/node", "--max-semi-space-size=1", "--interrupt-budget=1000000", "/app/dist/atlantis-operator.mjs"]
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/bin/node", "--max-semi-space-size=1", "--interrupt-budget=1000000", "/app/dist/atlantis-operator.cjs"]
 CMD ["server"]

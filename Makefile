@@ -19,7 +19,7 @@ node_modules/.deps-stamp: package.json package-lock.json
 
 deps: node_modules/.deps-stamp ## install npm dependencies (npm ci)
 
-build: deps ## compile TypeScript to dist/ and bundle the CLI (dist/atlantis-operator.mjs)
+build: deps ## compile TypeScript to dist/ and bundle the CLI (dist/atlantis-operator.cjs)
 	npx tsc -p tsconfig.json
 	node hack/bundle.mjs
 

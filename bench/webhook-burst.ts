@@ -30,7 +30,7 @@
 // Env: BENCH_WEBHOOKS (1000), BENCH_PRS (50), BENCH_POOL (4), BENCH_CONCURRENCY (50 webhooks
 // in flight), BENCH_TIMEOUT_S (600: how long the commands may take after the last webhook),
 // BENCH_SERVER_NODE_OPTIONS (NODE_OPTIONS of the server, e.g. a --require'd CPU profiler),
-// BENCH_SERVER_CLI (another build of dist/atlantis-operator.mjs, to compare two versions).
+// BENCH_SERVER_CLI (another build of dist/atlantis-operator.cjs, to compare two versions).
 // The server runs with --log-level debug (the exact concurrency comes from its log); its log
 // is kept as <data dir>/server.log.
 import { loadavg } from 'node:os';

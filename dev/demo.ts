@@ -84,7 +84,7 @@ async function main(): Promise<number> {
     const ctrl = spawn(
       process.execPath,
       [
-        path.join(repoRoot, 'dist/atlantis-operator.mjs'),
+        path.join(repoRoot, 'dist/atlantis-operator.cjs'),
         'controller',
         '--kubeconfig',
         ctrlKubeconfig,

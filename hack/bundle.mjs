@@ -1,28 +1,31 @@
-// Bundles the CLI into one ES module, dist/atlantis-operator.mjs: what the image, the local
-// node and the tests run. Why: loading ~1,500 separate module files (most of them
-// @kubernetes/client-node's generated API) costs a Node.js process about 2-3 s of CPU at
-// start; the bundle starts in about a third of that, which matters when 100 server pods
-// start at once. better-sqlite3 stays outside (a native addon found through node_modules).
+// Bundles the CLI into one CommonJS file, dist/cli.cjs, started by dist/atlantis-operator.cjs
+// (hack/bundle/launcher.cjs) with V8's code cache for it (hack/bundle/code-cache.mjs): what the
+// image, the local node and the tests run. Why one file: loading ~1,500 separate module files
+// (most of them @kubernetes/client-node's generated API) costs a Node.js process about 2-3 s of
+// CPU at start. Why CommonJS: Node.js 20 can start a script from a code cache, not an ES module.
+// Our code is all in the bundle; what only some starts need (the controller, `migrate`, the
+// Redis store, Express's app, the API and the web UI) is wrapped by esbuild and evaluated on
+// first use, not at start. Large third-party packages that only those parts use are bundled
+// apart, one file each in dist/vendor/, and loaded on first use: @kubernetes/client-node (an
+// unusual kubeconfig, src/k8s/kubeconfig.ts), Express, ioredis and openpgp (checking a
+// downloaded terraform's signature). better-sqlite3's compiled addon stays in node_modules
+// (sqliteAddon below).
 // The server's native parts are built here too (below), so the image's build stage makes them
 // with the bundle: its one addon, dist/native/non-dumpable.node, and its process host worker,
 // dist/native/process-host (src/server/terraform/native/*.c), a small program the
 // CLI starts from beside itself.
-// Code reached only through a dynamic import() goes into dist/chunks/ and is loaded when first
-// needed: @kubernetes/client-node, which only an unusual kubeconfig needs (src/k8s/kubeconfig.ts).
-// So are the controller's and `migrate`'s code (src/cli.ts): a server start does not load them.
-// So is ioredis, with the Redis store's parts (src/server/locks/open-store.ts): only a server
-// with `--locking-db-type redis` loads them.
-// So are Express, the API and the web UI (src/server/http/app.ts): the first request that needs them loads them.
-// iconv-lite's character tables (~540 KB of the bundle, the largest part) stay in node_modules:
-// the server only reads raw webhook bodies, so they are loaded, if ever, on first use. Every
-// server start would otherwise decode and parse them (see lazyIconvTables below).
+// iconv-lite's character tables (~540 KB, the largest part of body-parser's dependencies) stay
+// in node_modules: the server only reads raw webhook bodies, so they are loaded, if ever, on
+// first use (see lazyIconvTables below).
 // `charset: 'ascii'` escapes the few non-ASCII characters in dependencies: one of them turns
 // the whole bundle's source text into a two-byte string, twice the memory in every process.
+import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { build } from 'esbuild';
+import { writeCodeCache } from './bundle/code-cache.mjs';
 
 /** iconv-lite's `require("../encodings")` (inside getCodec, called on first decode) goes to node_modules at run time. */
 const ICONV_TABLES = 'iconv-lite/encodings/index.js';
@@ -49,41 +52,98 @@ const promClientCore = {
   },
 };
 
-rmSync('dist/chunks', { recursive: true, force: true }); // no chunk of an older build left beside the new ones
+/** Package -> its file in dist/vendor/. */
+const VENDOR = { '@kubernetes/client-node': 'client-node', express: 'express', ioredis: 'ioredis', openpgp: 'openpgp' };
+
+/**
+ * Our code's imports of a vendored package become `require('./vendor/<name>.cjs')` inside a
+ * module esbuild wraps, so that a dynamic import() of it is a require() at the time of the
+ * import, as for our own lazy modules.
+ */
+const vendored = {
+  name: 'vendored',
+  setup(b) {
+    const filter = new RegExp(
+      `^(${Object.keys(VENDOR)
+        .map((p) => p.replace(/[/.]/g, '\\$&'))
+        .join('|')})$`,
+    );
+    b.onResolve({ filter }, (args) => (args.namespace === 'vendored' ? undefined : { path: args.path, namespace: 'vendored' }));
+    b.onLoad({ filter: /.*/, namespace: 'vendored' }, (args) => ({
+      contents: `module.exports = require(${JSON.stringify(`./vendor/${VENDOR[args.path]}.cjs`)});`,
+      loader: 'js',
+    }));
+    b.onResolve({ filter: /^\.\/vendor\// }, (args) => ({ path: args.path, external: true }));
+  },
+};
+
+/**
+ * better-sqlite3's JavaScript goes into the bundle (and so into the code cache); its compiled
+ * addon stays in node_modules, loaded by its path instead of through `bindings`, which
+ * searches a dozen directories for it.
+ */
+const SQLITE_ADDON = 'better-sqlite3/build/Release/better_sqlite3.node';
+const sqliteAddon = {
+  name: 'sqlite-addon',
+  setup(b) {
+    b.onResolve({ filter: /^bindings$/ }, (args) =>
+      /[\\/]better-sqlite3[\\/]lib[\\/]/.test(args.importer) ? { path: 'bindings', namespace: 'sqlite-addon' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'sqlite-addon' }, () => ({
+      contents: `module.exports = () => require(${JSON.stringify(SQLITE_ADDON)});`,
+      loader: 'js',
+    }));
+    b.onResolve({ filter: /^better-sqlite3\/build\// }, (args) => ({ path: args.path, external: true }));
+  },
+};
+
+const common = { bundle: true, platform: 'node', format: 'cjs', target: 'node20', logLevel: 'warning', charset: 'ascii' };
+
+for (const old of ['dist/chunks', 'dist/vendor', 'dist/atlantis-operator.mjs', 'dist/atlantis-operator.mjs.map'])
+  rmSync(old, { recursive: true, force: true });
+for (const f of readdirSync('dist', { withFileTypes: true }).filter((d) => /^cli-.*\.code-cache$/.test(d.name))) rmSync(`dist/${f.name}`);
+
 await build({
-  entryPoints: { 'atlantis-operator': 'src/cli.ts' },
+  ...common,
+  entryPoints: Object.fromEntries(Object.entries(VENDOR).map(([pkg, name]) => [`vendor/${name}`, pkg])),
   outdir: 'dist',
-  outExtension: { '.js': '.mjs' },
-  bundle: true,
-  platform: 'node',
-  format: 'esm',
-  splitting: true,
-  chunkNames: 'chunks/[name]-[hash]',
-  target: 'node20',
-  external: ['better-sqlite3'],
-  // CommonJS dependencies (express, yaml, ...) call require(); give the ESM bundle one.
-  banner: { js: "import { createRequire as __atoCreateRequire } from 'node:module'; const require = __atoCreateRequire(import.meta.url);" },
+  outExtension: { '.js': '.cjs' },
+  // Vendored packages run in strict mode as they did in the former ES module bundle.
+  banner: { js: '"use strict";' },
+  plugins: [lazyIconvTables],
+});
+await build({
+  ...common,
+  entryPoints: { cli: 'src/cli.ts' },
+  outdir: 'dist',
+  outExtension: { '.js': '.cjs' },
+  // Our modules are ES modules: import.meta.url is the bundle's URL, and all of it is strict code.
+  define: { 'import.meta.url': '__atoImportMetaUrl' },
+  banner: { js: `"use strict";\nconst __atoImportMetaUrl = require('node:url').pathToFileURL(__filename).href;` },
   sourcemap: 'linked',
-  logLevel: 'warning',
-  charset: 'ascii',
-  plugins: [lazyIconvTables, promClientCore],
+  plugins: [lazyIconvTables, promClientCore, vendored, sqliteAddon],
 });
 
 // esbuild keeps some comments as they are; a non-ASCII character left in one would still make
 // the source two-byte. Replacing it by one ASCII character keeps every column (and so the
 // source map) right; string and regexp literals are already escaped by charset: 'ascii'.
-for (const file of [...readdirSync('dist'), ...readdirSync('dist/chunks').map((f) => `chunks/${f}`)]
-  .filter((f) => f.endsWith('.mjs'))
-  .map((f) => `dist/${f}`)) {
+for (const file of ['dist/cli.cjs', ...readdirSync('dist/vendor').map((f) => `dist/vendor/${f}`)]) {
   const text = readFileSync(file, 'utf8');
+  // src/cli.ts's #! line would be a syntax error inside the launcher's function wrapper: it becomes a comment.
   // biome-ignore lint/suspicious/noControlCharactersInRegex: the class is every non-ASCII character, so its range starts at \x00
-  const ascii = text.replace(/[^\x00-\x7f]/g, '?');
+  const ascii = text.replace(/[^\x00-\x7f]/g, '?').replace(/^#!/, '//');
   if (ascii !== text) writeFileSync(file, ascii);
 }
 
-// The external tables must resolve from dist/ as they will at run time (in the image too,
-// which ships node_modules for better-sqlite3).
-createRequire(new URL('../dist/atlantis-operator.mjs', import.meta.url)).resolve(ICONV_TABLES);
+// The launcher knows the bundle's hash, and so which cache is the bundle's.
+const cliHash = createHash('sha256').update(readFileSync('dist/cli.cjs')).digest('hex').slice(0, 16);
+const LAUNCHER = 'dist/atlantis-operator.cjs';
+writeFileSync(LAUNCHER, readFileSync('hack/bundle/launcher.cjs', 'utf8').replace('@CLI_HASH@', cliHash));
+chmodSync(LAUNCHER, 0o755);
+
+// The external tables and the SQLite addon must resolve from dist/ as they will at run time
+// (in the image too, which ships node_modules for them).
+for (const m of [ICONV_TABLES, SQLITE_ADDON]) createRequire(new URL('../dist/cli.cjs', import.meta.url)).resolve(m);
 
 // The Node-API addon of src/server/secrets/non-dumpable.ts, from one C file with no
 // dependency: a C compiler and Node.js's own headers (node_api.h) are all it needs, the
@@ -130,3 +190,6 @@ const HOST_SOURCES = ['process-host.c', 'exec-child.c'].map((f) => `src/server/t
 const HOST_OUT = 'dist/native/process-host';
 mkdirSync(path.dirname(HOST_OUT), { recursive: true });
 cc(['-O2', '-Wall', '-Werror', '-o', HOST_OUT, ...HOST_SOURCES], HOST_OUT);
+
+// Last, as it starts a server from the launcher: the code cache (hack/bundle/code-cache.mjs).
+await writeCodeCache({ repo: process.cwd(), launcher: path.resolve(LAUNCHER), out: path.resolve(`dist/cli-${cliHash}.code-cache`) });

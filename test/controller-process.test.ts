@@ -1,4 +1,4 @@
-// The controller as real processes (dist/atlantis-operator.mjs) against the local API server: two
+// The controller as real processes (dist/atlantis-operator.cjs) against the local API server: two
 // replicas with --leader-elect, exactly one reports atlantis_operator_leader 1; SIGTERM on the
 // leader exits 0 and releases the Lease so the standby takes over at its next poll; a
 // SIGKILLed leader is replaced after the lease duration; a leader whose Lease is taken away

@@ -187,7 +187,7 @@ describe('the image in a container', () => {
     }
     // Node's flags are the ones src/node-args.ts gives (the benches start ours with them).
     const cmdlines = await c.exec(['sh', '-c', 'for f in /proc/[0-9]*/cmdline; do tr "\\0" " " < "$f"; echo; done']);
-    const wanted = ['/usr/bin/node', ...NODE_ARGS, '/app/dist/atlantis-operator.mjs', 'server'].join(' ');
+    const wanted = ['/usr/bin/node', ...NODE_ARGS, '/app/dist/atlantis-operator.cjs', 'server'].join(' ');
     assert.ok(
       cmdlines.stdout.split('\n').some((l) => l.startsWith(wanted)),
       `${wanted}\n${cmdlines.stdout}`,

@@ -77,7 +77,7 @@ async function status(ip: string, port: number): Promise<Record<string, unknown>
 test('a pod of the project image runs the real server: Running, Ready, own 127.0.N.M address, /status answers; deletion drains it without SIGKILL', async () => {
   const node = await getLocalNode();
   const ns = await freshNamespace('node-real');
-  assert.ok(fs.existsSync(path.join(here, '../dist/atlantis-operator.mjs')), 'dist/atlantis-operator.mjs missing: run `make build` first');
+  assert.ok(fs.existsSync(path.join(here, '../dist/atlantis-operator.cjs')), 'dist/atlantis-operator.cjs missing: run `make build` first');
   const c = await getCluster();
   await kubeRequestOk(c.kc, 'POST', `/api/v1/namespaces/${ns}/secrets`, {
     apiVersion: 'v1',

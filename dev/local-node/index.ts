@@ -5,7 +5,7 @@
 //   - registers a Node (labels, Ready condition, heartbeat) and binds unscheduled pods
 //     whose nodeSelector / required node affinity match its labels (pods/binding);
 //     others get PodScheduled=False/Unschedulable and stay Pending;
-//   - image `atlantis-operator[:tag]` (prefix configurable) runs `node <repo>/dist/atlantis-operator.mjs
+//   - image `atlantis-operator[:tag]` (prefix configurable) runs `node <repo>/dist/atlantis-operator.cjs
 //     <args>`; a `command` starting with `atlantis-operator` maps the same way (also for
 //     exec hooks and exec probes); another command (e.g. `node script.mjs`, `sh -c ...`)
 //     runs as is on the host. An image in local container storage named with a registry
@@ -115,7 +115,7 @@ export class LocalNode {
       kubeconfigPath: opts.kubeconfigPath,
       log,
       imagePrefix: opts.imagePrefix ?? 'atlantis-operator',
-      cliPath: opts.cliPath ?? path.join(repoRoot, 'dist/atlantis-operator.mjs'),
+      cliPath: opts.cliPath ?? path.join(repoRoot, 'dist/atlantis-operator.cjs'),
       containerMode: opts.containerMode ?? true,
       backoffBase: opts.crashBackoffBaseMs ?? 10_000,
       podNice: opts.podNice ?? 10,

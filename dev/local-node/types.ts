@@ -16,7 +16,7 @@ export interface LocalNodeOptions {
   labels?: Record<string, string>;
   /** images starting with this run the project's CLI (default "atlantis-operator") */
   imagePrefix?: string;
-  /** the CLI the project's image runs (default <repo>/dist/atlantis-operator.mjs) */
+  /** the CLI the project's image runs (default <repo>/dist/atlantis-operator.cjs) */
   cliPath?: string;
   /**
    * Run images found in local container storage (a reference with a registry host, e.g.

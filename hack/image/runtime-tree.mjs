@@ -1,37 +1,39 @@
 // The image's /app: what the bundled CLI needs at run time and nothing else, then a smoke test
 // of that tree on its own. Run in the Dockerfile's build stage after hack/bundle.mjs:
 //   node hack/image/runtime-tree.mjs /out/app
-// What runs is dist/atlantis-operator.mjs (+ its chunks, without source maps) and
-// package.json (the version), dist/native/non-dumpable.node (the server's own addon) and
-// dist/native/process-host (the worker that starts git and terraform). Outside the bundle stay better-sqlite3 (a native addon, found
-// through node_modules with `bindings`) and iconv-lite's character tables (hack/bundle.mjs),
-// so node_modules holds only those packages and what they load: better-sqlite3's lib/ and its
-// compiled addon, not its 9 MB of SQLite source, object files or install-time dependencies.
+// What runs is dist/atlantis-operator.cjs, the bundle dist/cli.cjs with its code cache, the
+// packages bundled apart in dist/vendor/ (without source maps), package.json (the version),
+// dist/native/non-dumpable.node (the server's own addon) and dist/native/process-host (the
+// worker that starts git and terraform). Outside the bundle stay better-sqlite3's compiled
+// addon and iconv-lite's character tables (hack/bundle.mjs), so node_modules holds only those:
+// not better-sqlite3's 9 MB of SQLite source, object files or install-time dependencies.
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { nodeArgs, writeCodeCache } from '../bundle/code-cache.mjs';
 
 const out = process.argv[2];
 if (!out) throw new Error('usage: runtime-tree.mjs <out dir>');
 
 /** package -> the paths inside it that run (all of it when undefined). */
 const PACKAGES = {
-  'better-sqlite3': ['package.json', 'lib', 'build/Release/better_sqlite3.node', 'LICENSE'],
-  bindings: undefined,
-  'file-uri-to-path': undefined,
+  'better-sqlite3': ['package.json', 'build/Release/better_sqlite3.node', 'LICENSE'],
   'iconv-lite': undefined,
   'safer-buffer': undefined,
 };
 
 rmSync(out, { recursive: true, force: true });
-mkdirSync(path.join(out, 'dist', 'chunks'), { recursive: true });
+mkdirSync(path.join(out, 'dist', 'vendor'), { recursive: true });
 cpSync('package.json', path.join(out, 'package.json'));
-for (const f of ['atlantis-operator.mjs', 'native/non-dumpable.node', 'native/process-host']) {
+const caches = readdirSync('dist').filter((f) => /^cli-[0-9a-f]+\.code-cache$/.test(f));
+if (caches.length !== 1) throw new Error(`dist/ has ${caches.length} code caches, not one (run hack/bundle.mjs)`);
+for (const f of ['atlantis-operator.cjs', 'cli.cjs', caches[0], 'native/non-dumpable.node', 'native/process-host']) {
   mkdirSync(path.dirname(path.join(out, 'dist', f)), { recursive: true });
   cpSync(path.join('dist', f), path.join(out, 'dist', f));
 }
-for (const f of readdirSync('dist/chunks').filter((x) => x.endsWith('.mjs'))) {
-  cpSync(path.join('dist/chunks', f), path.join(out, 'dist/chunks', f));
+for (const f of readdirSync('dist/vendor').filter((x) => x.endsWith('.cjs'))) {
+  cpSync(path.join('dist/vendor', f), path.join(out, 'dist/vendor', f));
 }
 for (const [pkg, parts] of Object.entries(PACKAGES)) {
   const from = path.join('node_modules', pkg);
@@ -43,21 +45,27 @@ for (const [pkg, parts] of Object.entries(PACKAGES)) {
   }
 }
 
-// The tree alone must work: the CLI starts and the addon opens a database, from a cwd outside it.
+// The tree alone must work, from a cwd outside it: the CLI runs, V8 takes the code cache, the
+// addons load, and a server starts (its SQLite data dir lock and store) and stops.
 const run = (args) => execFileSync(process.execPath, args, { cwd: '/', encoding: 'utf8' }).trim();
-const cli = path.resolve(out, 'dist/atlantis-operator.mjs');
-process.stdout.write(`${run([cli, 'version'])}\n`);
-const probe = `import { createRequire } from 'node:module';
-const require = createRequire(${JSON.stringify(cli)});
-const Database = require('better-sqlite3');
-const db = new Database(':memory:');
-console.log('sqlite', db.prepare('select sqlite_version() as v').get().v);
-require('iconv-lite/encodings');
-const nd = createRequire(${JSON.stringify(cli)})(${JSON.stringify(path.resolve(out, 'dist/native/non-dumpable.node'))});
+const launcher = path.resolve(out, 'dist/atlantis-operator.cjs');
+process.stdout.write(`${run([launcher, 'version'])}\n`);
+const probe = `const fs = require('node:fs'), vm = require('node:vm'), Module = require('node:module');
+const dist = ${JSON.stringify(path.resolve(out, 'dist'))};
+const script = new vm.Script(Module.wrap(fs.readFileSync(dist + '/cli.cjs', 'latin1')), {
+  filename: dist + '/cli.cjs', cachedData: fs.readFileSync(dist + '/' + ${JSON.stringify(caches[0])}) });
+if (script.cachedDataRejected) throw new Error('V8 rejected the code cache');
+console.log('code cache: taken');
+require(require.resolve('iconv-lite/encodings', { paths: [dist] }));
+const nd = require(dist + '/native/non-dumpable.node');
 nd.setNonDumpable();
 if (nd.isDumpable()) throw new Error('the non-dumpable addon left the process dumpable');
 console.log('non-dumpable addon: ok');`;
-process.stdout.write(`${run(['--input-type=module', '-e', probe])}\n`);
+process.stdout.write(`${run([...nodeArgs(process.cwd()), '-e', probe])}\n`);
+const scratch = mkdtempSync(path.join(tmpdir(), 'ato-tree-'));
+await writeCodeCache({ repo: process.cwd(), launcher, out: path.join(scratch, 'cache') });
+rmSync(scratch, { recursive: true, force: true });
+process.stdout.write('server start and stop: ok\n');
 // The process host worker runs here, and exits 0 when its server goes (EOF on its requests).
 execFileSync(path.resolve(out, 'dist/native/process-host'), { cwd: '/', input: '' });
 process.stdout.write('process host worker: ok\n');

@@ -66,7 +66,7 @@ async function container() {
 async function processStart() {
   const data = mkdtempSync(path.join(tmpdir(), 'ato-startup-'));
   const t0 = performance.now();
-  const p = spawn(process.execPath, [path.join(repo, 'dist/atlantis-operator.mjs'), ...args(data)], { stdio: 'ignore' });
+  const p = spawn(process.execPath, [path.join(repo, 'dist/atlantis-operator.cjs'), ...args(data)], { stdio: 'ignore' });
   const ms = await untilStatus(t0);
   p.kill('SIGTERM');
   await new Promise((r) => p.once('exit', r));

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sleep } from '../../src/async.js';
 
-export const CLI = fileURLToPath(new URL('../../dist/atlantis-operator.mjs', import.meta.url));
+export const CLI = fileURLToPath(new URL('../../dist/atlantis-operator.cjs', import.meta.url));
 
 export function assertBuilt(): void {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run 'make build' (make test does it)`);

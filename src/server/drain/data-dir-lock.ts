@@ -1,8 +1,8 @@
 // One server per data dir. A second server on the same dir would recover the first one's
 // running jobs as "crashed", share its locks and plans, and replace its pid file. Node has no
-// flock, so the lock is SQLite's own file lock on a small database of its own: in EXCLUSIVE
-// locking mode a connection keeps its write lock until it closes, and the kernel drops the
-// lock when the process dies, so a restart after kill -9 finds the dir free, while a live
+// flock, so the lock is SQLite's own file lock on a database of its own, left empty: in
+// EXCLUSIVE locking mode a connection keeps its exclusive lock until it closes, and the kernel
+// drops the lock when the process dies, so a restart after kill -9 finds the dir free, while a live
 // holder (any process, even this one) makes the open fail at once with SQLITE_BUSY.
 import Database from 'better-sqlite3';
 import path from 'node:path';
@@ -19,10 +19,10 @@ export class DataDirLock {
     const db = new Database(path.join(dataDir, DATA_DIR_LOCK_FILE), { timeout: 0 });
     try {
       db.pragma('locking_mode = EXCLUSIVE');
-      // The first write takes the exclusive lock, which EXCLUSIVE mode then keeps. One
-      // transaction: each commit is a journal write and fsyncs, on the way to the first /status.
-      db.exec(`BEGIN IMMEDIATE; CREATE TABLE IF NOT EXISTS holder (pid INTEGER NOT NULL, since TEXT NOT NULL);
-               DELETE FROM holder; INSERT INTO holder VALUES (${process.pid}, '${new Date().toISOString()}'); COMMIT;`);
+      // BEGIN EXCLUSIVE takes the exclusive lock, which EXCLUSIVE mode then keeps past COMMIT.
+      // Nothing is ever written: no journal, no fsync on the way to the first /status.
+      db.pragma('journal_mode = OFF');
+      db.exec('BEGIN EXCLUSIVE; COMMIT;');
     } catch (e) {
       db.close();
       if ((e as { code?: string }).code !== 'SQLITE_BUSY' && (e as { code?: string }).code !== 'SQLITE_LOCKED') throw e;

@@ -21,10 +21,10 @@ interface Addon {
 }
 
 /**
- * Where the addon is, relative to this module: beside the bundle (dist/), above a bundle chunk
- * (dist/chunks/), from tsc's output (dist/src/server/secrets/), and from the TypeScript source.
+ * Where the addon is, relative to this module: beside the bundle (dist/), from tsc's output
+ * (dist/src/server/secrets/), and from the TypeScript source.
  */
-const CANDIDATES = ['./native/', '../native/', '../../../native/', '../../../dist/native/'].map((d) => `${d}non-dumpable.node`);
+const CANDIDATES = ['./native/', '../../../native/', '../../../dist/native/'].map((d) => `${d}non-dumpable.node`);
 
 function loadAddon(): Addon | string {
   const file = CANDIDATES.map((c) => fileURLToPath(new URL(c, import.meta.url))).find((f) => existsSync(f));

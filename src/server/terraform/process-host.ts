@@ -215,10 +215,9 @@ function keepAlive(worker: ChildProcess, on: boolean): void {
 
 /**
  * The executable hack/bundle.mjs builds, relative to this module: beside the bundle (dist/),
- * above a bundle chunk (dist/chunks/), from tsc's output (dist/src/server/terraform/), and
- * from the TypeScript source.
+ * from tsc's output (dist/src/server/terraform/), and from the TypeScript source.
  */
-const CANDIDATES = ['./native/', '../native/', '../../../native/', '../../../dist/native/'].map((d) => `${d}process-host`);
+const CANDIDATES = ['./native/', '../../../native/', '../../../dist/native/'].map((d) => `${d}process-host`);
 
 function defaultWorkerPath(): string {
   const file = CANDIDATES.map((c) => fileURLToPath(new URL(c, import.meta.url))).find((f) => existsSync(f));
