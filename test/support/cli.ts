@@ -13,8 +13,8 @@ export function assertBuilt(): void {
 }
 
 /**
- * Copies the built CLI into `dir` (dist/ and the packages the bundle loads at run time:
- * better-sqlite3, its one external, and what it requires), so that another user runs it where
+ * Copies the built CLI into `dir` (dist/ and the package whose addon the bundle loads at run
+ * time: better-sqlite3), so that another user runs it where
  * the clone itself sits under a directory only its owner may enter. Returns the CLI's path.
  */
 export function stageCli(dir: string): string {
@@ -22,7 +22,7 @@ export function stageCli(dir: string): string {
   const root = path.dirname(path.dirname(CLI));
   cpSync(path.join(root, 'dist'), path.join(dir, 'dist'), { recursive: true });
   const require = createRequire(path.join(root, 'package.json'));
-  for (const pkg of ['better-sqlite3', 'bindings', 'file-uri-to-path']) {
+  for (const pkg of ['better-sqlite3']) {
     const from = path.dirname(require.resolve(`${pkg}/package.json`));
     cpSync(from, path.join(dir, 'node_modules', pkg), { recursive: true });
   }
