@@ -101,6 +101,7 @@ const common = { bundle: true, platform: 'node', format: 'cjs', target: 'node20'
 
 for (const old of ['dist/chunks', 'dist/vendor', 'dist/atlantis-operator.mjs', 'dist/atlantis-operator.mjs.map'])
   rmSync(old, { recursive: true, force: true });
+mkdirSync('dist', { recursive: true });
 for (const f of readdirSync('dist', { withFileTypes: true }).filter((d) => /^cli-.*\.code-cache$/.test(d.name))) rmSync(`dist/${f.name}`);
 
 await build({
