@@ -109,7 +109,7 @@ await build({
   entryPoints: Object.fromEntries(Object.entries(VENDOR).map(([pkg, name]) => [`vendor/${name}`, pkg])),
   outdir: 'dist',
   outExtension: { '.js': '.cjs' },
-  // Vendored packages run in strict mode as they did in the former ES module bundle.
+  // Strict mode, as for the rest of the bundle (our modules are ES modules).
   banner: { js: '"use strict";' },
   plugins: [lazyIconvTables],
 });
