@@ -155,6 +155,6 @@ USER 1000:1000
 WORKDIR /home/atlantis
 ENV ATLANTIS_DATA_DIR=/atlantis NODE_ENV=production CHECKPOINT_DISABLE=1
 EXPOSE 4141 8080
-# Node.js flags: src/node-args.ts (why), kept equal by test/image.test.ts.
-ENTRYPOINT ["/usr/bin/tini", "--", "/usr/bin/node", "--max-semi-space-size=1", "--interrupt-budget=1000000", "/app/dist/atlantis-operator.cjs"]
+# Node.js flags: none (src/node-args.ts says why), kept equal by test/image.test.ts.
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/bin/node", "/app/dist/atlantis-operator.cjs"]
 CMD ["server"]

@@ -25,7 +25,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, wr
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { build } from 'esbuild';
-import { writeCodeCache } from './bundle/code-cache.mjs';
+import { startAndStop } from './bundle/code-cache.mjs';
 
 /** iconv-lite's `require("../encodings")` (inside getCodec, called on first decode) goes to node_modules at run time. */
 const ICONV_TABLES = 'iconv-lite/encodings/index.js';
@@ -102,7 +102,8 @@ const common = { bundle: true, platform: 'node', format: 'cjs', target: 'node20'
 for (const old of ['dist/chunks', 'dist/vendor', 'dist/atlantis-operator.mjs', 'dist/atlantis-operator.mjs.map'])
   rmSync(old, { recursive: true, force: true });
 mkdirSync('dist', { recursive: true });
-for (const f of readdirSync('dist', { withFileTypes: true }).filter((d) => /^cli-.*\.code-cache$/.test(d.name))) rmSync(`dist/${f.name}`);
+for (const f of readdirSync('dist', { withFileTypes: true }).filter((d) => /^cli-[0-9a-f]+\.(code-cache|builtins\.json)$/.test(d.name)))
+  rmSync(`dist/${f.name}`);
 
 await build({
   ...common,
@@ -135,6 +136,11 @@ for (const file of ['dist/cli.cjs', ...readdirSync('dist/vendor').map((f) => `di
   const ascii = text.replace(/[^\x00-\x7f]/g, '?').replace(/^#!/, '//');
   if (ascii !== text) writeFileSync(file, ascii);
 }
+
+// The launcher compiles the bundle as a script with no loader for ES modules: an import() left
+// in it (of a package esbuild could not bundle) would fail when reached, so the build fails now.
+if (/[^\w$.]import\(/.test(readFileSync('dist/cli.cjs', 'latin1')))
+  throw new Error('hack/bundle.mjs: dist/cli.cjs has a dynamic import(); bundle the module or add it to VENDOR');
 
 // The launcher knows the bundle's hash, and so which cache is the bundle's.
 const cliHash = createHash('sha256').update(readFileSync('dist/cli.cjs')).digest('hex').slice(0, 16);
@@ -192,5 +198,6 @@ const HOST_OUT = 'dist/native/process-host';
 mkdirSync(path.dirname(HOST_OUT), { recursive: true });
 cc(['-O2', '-Wall', '-Werror', '-o', HOST_OUT, ...HOST_SOURCES], HOST_OUT);
 
-// Last, as it starts a server from the launcher: the code cache (hack/bundle/code-cache.mjs).
-await writeCodeCache({ repo: process.cwd(), launcher: path.resolve(LAUNCHER), out: path.resolve(`dist/cli-${cliHash}.code-cache`) });
+// Last, as it starts a server from the launcher: the code cache and the built-in modules a
+// start loads (hack/bundle/code-cache.mjs).
+await startAndStop({ repo: process.cwd(), launcher: path.resolve(LAUNCHER), write: true });

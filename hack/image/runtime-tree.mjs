@@ -8,10 +8,9 @@
 // addon and iconv-lite's character tables (hack/bundle.mjs), so node_modules holds only those:
 // not better-sqlite3's 9 MB of SQLite source, object files or install-time dependencies.
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { nodeArgs, writeCodeCache } from '../bundle/code-cache.mjs';
+import { cacheFiles, nodeArgs, startAndStop } from '../bundle/code-cache.mjs';
 
 const out = process.argv[2];
 if (!out) throw new Error('usage: runtime-tree.mjs <out dir>');
@@ -26,9 +25,8 @@ const PACKAGES = {
 rmSync(out, { recursive: true, force: true });
 mkdirSync(path.join(out, 'dist', 'vendor'), { recursive: true });
 cpSync('package.json', path.join(out, 'package.json'));
-const caches = readdirSync('dist').filter((f) => /^cli-[0-9a-f]+\.code-cache$/.test(f));
-if (caches.length !== 1) throw new Error(`dist/ has ${caches.length} code caches, not one (run hack/bundle.mjs)`);
-for (const f of ['atlantis-operator.cjs', 'cli.cjs', caches[0], 'native/non-dumpable.node', 'native/process-host']) {
+const caches = cacheFiles('dist/atlantis-operator.cjs').map((f) => path.basename(f));
+for (const f of ['atlantis-operator.cjs', 'cli.cjs', ...caches, 'native/non-dumpable.node', 'native/process-host']) {
   mkdirSync(path.dirname(path.join(out, 'dist', f)), { recursive: true });
   cpSync(path.join('dist', f), path.join(out, 'dist', f));
 }
@@ -50,21 +48,21 @@ for (const [pkg, parts] of Object.entries(PACKAGES)) {
 const run = (args) => execFileSync(process.execPath, args, { cwd: '/', encoding: 'utf8' }).trim();
 const launcher = path.resolve(out, 'dist/atlantis-operator.cjs');
 process.stdout.write(`${run([launcher, 'version'])}\n`);
-const probe = `const fs = require('node:fs'), vm = require('node:vm'), Module = require('node:module');
-const dist = ${JSON.stringify(path.resolve(out, 'dist'))};
-const script = new vm.Script(Module.wrap(fs.readFileSync(dist + '/cli.cjs', 'latin1')), {
-  filename: dist + '/cli.cjs', cachedData: fs.readFileSync(dist + '/' + ${JSON.stringify(caches[0])}) });
-if (script.cachedDataRejected) throw new Error('V8 rejected the code cache');
-console.log('code cache: taken');
+const taken = execFileSync(process.execPath, [...nodeArgs(process.cwd()), launcher], {
+  cwd: '/',
+  encoding: 'utf8',
+  env: { ...process.env, ATLANTIS_OPERATOR_CODE_CACHE: 'check' },
+}).trim();
+if (taken !== 'taken') throw new Error(`V8 did not take the code cache: ${taken}`);
+process.stdout.write('code cache: taken\n');
+const probe = `const dist = ${JSON.stringify(path.resolve(out, 'dist'))};
 require(require.resolve('iconv-lite/encodings', { paths: [dist] }));
 const nd = require(dist + '/native/non-dumpable.node');
 nd.setNonDumpable();
 if (nd.isDumpable()) throw new Error('the non-dumpable addon left the process dumpable');
 console.log('non-dumpable addon: ok');`;
-process.stdout.write(`${run([...nodeArgs(process.cwd()), '-e', probe])}\n`);
-const scratch = mkdtempSync(path.join(tmpdir(), 'ato-tree-'));
-await writeCodeCache({ repo: process.cwd(), launcher, out: path.join(scratch, 'cache') });
-rmSync(scratch, { recursive: true, force: true });
+process.stdout.write(`${run(['-e', probe])}\n`);
+await startAndStop({ repo: process.cwd(), launcher, write: false });
 process.stdout.write('server start and stop: ok\n');
 // The process host worker runs here, and exits 0 when its server goes (EOF on its requests).
 execFileSync(path.resolve(out, 'dist/native/process-host'), { cwd: '/', input: '' });
