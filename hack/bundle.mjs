@@ -97,6 +97,15 @@ const sqliteAddon = {
   },
 };
 
+/**
+ * ES modules (ours, and the ESM builds of client-node and openpgp) as one CommonJS script:
+ * import.meta.url is the output file's URL, and all of it is strict code, as ES modules are.
+ */
+const esModulesAsScript = {
+  define: { 'import.meta.url': '__atoImportMetaUrl' },
+  banner: { js: `"use strict";\nconst __atoImportMetaUrl = require('node:url').pathToFileURL(__filename).href;` },
+};
+
 const common = { bundle: true, platform: 'node', format: 'cjs', target: 'node20', logLevel: 'warning', charset: 'ascii' };
 
 for (const old of ['dist/chunks', 'dist/vendor', 'dist/atlantis-operator.mjs', 'dist/atlantis-operator.mjs.map'])
@@ -110,8 +119,7 @@ await build({
   entryPoints: Object.fromEntries(Object.entries(VENDOR).map(([pkg, name]) => [`vendor/${name}`, pkg])),
   outdir: 'dist',
   outExtension: { '.js': '.cjs' },
-  // Strict mode, as for the rest of the bundle (our modules are ES modules).
-  banner: { js: '"use strict";' },
+  ...esModulesAsScript,
   plugins: [lazyIconvTables],
 });
 await build({
@@ -119,9 +127,7 @@ await build({
   entryPoints: { cli: 'src/cli.ts' },
   outdir: 'dist',
   outExtension: { '.js': '.cjs' },
-  // Our modules are ES modules: import.meta.url is the bundle's URL, and all of it is strict code.
-  define: { 'import.meta.url': '__atoImportMetaUrl' },
-  banner: { js: `"use strict";\nconst __atoImportMetaUrl = require('node:url').pathToFileURL(__filename).href;` },
+  ...esModulesAsScript,
   sourcemap: 'linked',
   plugins: [lazyIconvTables, promClientCore, vendored, sqliteAddon],
 });
