@@ -28,12 +28,18 @@ for (const name of readJson(builtinsFile) ?? []) require(name);
 // semi-space (by default it grows to 16 as allocation goes on). Webhooks, job output and API
 // answers are short-lived objects; with the cap the server's peak RSS is lower and its
 // scavenges shorter, for the same CPU (figures in docs/reliability.md).
-// --interrupt-budget=1000000: TurboFan optimizes a function after about 15 times the work of
-// the default (67584). A server mostly waits on terraform: code a plan runs through a few times
-// is no longer optimized, nor is TurboFan's compile memory kept by the process, while code that
-// runs often (a burst of webhooks) still is.
+// --ticks-before-optimization=44 --bytecode-size-allowance-per-tick=10
+// --max-bytecode-size-for-early-opt=0: TurboFan optimizes a function after about 15 times the
+// work it waits for by default (3 ticks plus one per 150 bytes of bytecode, small functions at
+// the first). A server mostly waits on terraform: code a plan runs through a few times is no
+// longer optimized, nor is TurboFan's compile memory kept by the process, while code that runs
+// often (a burst of webhooks) still is. These are read at each tick, so they hold for the
+// functions Node.js made before this line too (its own start); --interrupt-budget, which
+// would do the same, is only read when a function is first set up.
 // The code cache is made and taken under them (V8 checks).
-v8.setFlagsFromString('--semi-space-growth-factor=1 --interrupt-budget=1000000');
+v8.setFlagsFromString(
+  '--semi-space-growth-factor=1 --ticks-before-optimization=44 --bytecode-size-allowance-per-tick=10 --max-bytecode-size-for-early-opt=0',
+);
 
 // The bundle is ASCII (hack/bundle.mjs): latin1 reads it as it is, without UTF-8 decoding.
 const script = new vm.Script(Module.wrap(fs.readFileSync(file, 'latin1')), { filename: file, cachedData: readFile(cacheFile) });
