@@ -51,6 +51,8 @@ export interface SentinelSetup {
    * same settings), as an operator who moved the master by hand would.
    */
   remonitor(node: RedisServer): Promise<void>;
+  /** Sets every sentinel's down-after-milliseconds for the master (SENTINEL SET). */
+  setDownAfter(ms: number): Promise<void>;
   /** A client of a data server (the caller quits it). */
   client(node: RedisServer): Redis;
   cleanup(): Promise<void>;
@@ -283,6 +285,12 @@ export async function startSentinelSetup(opts: SentinelSetupOptions = {}): Promi
           return await r.call('SENTINEL', 'SET', o.masterName, ...set);
         });
         if (ok !== 'OK') throw new Error(`sentinel ${s.port} did not take the new master`);
+      }
+    },
+    async setDownAfter(ms) {
+      for (const s of sentinels) {
+        const ok = await sentinelAsk(s, (r) => r.call('SENTINEL', 'SET', o.masterName, 'down-after-milliseconds', String(ms)));
+        if (ok !== 'OK') throw new Error(`sentinel ${s.port} did not take down-after-milliseconds ${ms}`);
       }
     },
     client: (node) =>
