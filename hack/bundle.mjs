@@ -56,26 +56,41 @@ const promClientCore = {
 const VENDOR = { '@kubernetes/client-node': 'client-node', express: 'express', ioredis: 'ioredis', openpgp: 'openpgp' };
 
 /**
+ * A module replaced by a small one whose `require` of `target` stays outside the bundle, to
+ * be resolved at run time from dist/. `filter` picks the import (from importers matching
+ * `importer`, when given); `exports` says what the replacement exports, given that require.
+ */
+function requireAtRunTime(name, filter, { importer, target, exports }) {
+  return {
+    name,
+    setup(b) {
+      b.onResolve({ filter }, (args) => (importer && !importer.test(args.importer) ? undefined : { path: args.path, namespace: name }));
+      b.onLoad({ filter: /.*/, namespace: name }, (args) => ({
+        contents: `module.exports = ${exports(`require(${JSON.stringify(target(args.path))})`)};`,
+        loader: 'js',
+      }));
+      b.onResolve({ filter: /.*/, namespace: name }, (args) => ({ path: args.path, external: true }));
+    },
+  };
+}
+
+/**
  * Our code's imports of a vendored package become `require('./vendor/<name>.cjs')` inside a
  * module esbuild wraps, so that a dynamic import() of it is a require() at the time of the
  * import, as for our own lazy modules.
  */
-const vendored = {
-  name: 'vendored',
-  setup(b) {
-    const filter = new RegExp(
-      `^(${Object.keys(VENDOR)
-        .map((p) => p.replace(/[/.]/g, '\\$&'))
-        .join('|')})$`,
-    );
-    b.onResolve({ filter }, (args) => (args.namespace === 'vendored' ? undefined : { path: args.path, namespace: 'vendored' }));
-    b.onLoad({ filter: /.*/, namespace: 'vendored' }, (args) => ({
-      contents: `module.exports = require(${JSON.stringify(`./vendor/${VENDOR[args.path]}.cjs`)});`,
-      loader: 'js',
-    }));
-    b.onResolve({ filter: /^\.\/vendor\// }, (args) => ({ path: args.path, external: true }));
+const vendored = requireAtRunTime(
+  'vendored',
+  new RegExp(
+    `^(${Object.keys(VENDOR)
+      .map((p) => p.replace(/[/.]/g, '\\$&'))
+      .join('|')})$`,
+  ),
+  {
+    target: (pkg) => `./vendor/${VENDOR[pkg]}.cjs`,
+    exports: (req) => req,
   },
-};
+);
 
 /**
  * better-sqlite3's JavaScript goes into the bundle (and so into the code cache); its compiled
@@ -83,19 +98,12 @@ const vendored = {
  * searches a dozen directories for it.
  */
 const SQLITE_ADDON = 'better-sqlite3/build/Release/better_sqlite3.node';
-const sqliteAddon = {
-  name: 'sqlite-addon',
-  setup(b) {
-    b.onResolve({ filter: /^bindings$/ }, (args) =>
-      /[\\/]better-sqlite3[\\/]lib[\\/]/.test(args.importer) ? { path: 'bindings', namespace: 'sqlite-addon' } : undefined,
-    );
-    b.onLoad({ filter: /.*/, namespace: 'sqlite-addon' }, () => ({
-      contents: `module.exports = () => require(${JSON.stringify(SQLITE_ADDON)});`,
-      loader: 'js',
-    }));
-    b.onResolve({ filter: /^better-sqlite3\/build\// }, (args) => ({ path: args.path, external: true }));
-  },
-};
+const sqliteAddon = requireAtRunTime('sqlite-addon', /^bindings$/, {
+  importer: /[\\/]better-sqlite3[\\/]lib[\\/]/,
+  target: () => SQLITE_ADDON,
+  // bindings is a function of the addon's name: better-sqlite3 calls it once.
+  exports: (req) => `() => ${req}`,
+});
 
 /**
  * ES modules (ours, and the ESM builds of client-node and openpgp) as one CommonJS script:
@@ -106,7 +114,16 @@ const esModulesAsScript = {
   banner: { js: `"use strict";\nconst __atoImportMetaUrl = require('node:url').pathToFileURL(__filename).href;` },
 };
 
-const common = { bundle: true, platform: 'node', format: 'cjs', target: 'node20', logLevel: 'warning', charset: 'ascii' };
+const common = {
+  bundle: true,
+  platform: 'node',
+  format: 'cjs',
+  target: 'node20',
+  logLevel: 'warning',
+  charset: 'ascii',
+  outdir: 'dist',
+  outExtension: { '.js': '.cjs' },
+};
 
 for (const old of ['dist/chunks', 'dist/vendor', 'dist/atlantis-operator.mjs', 'dist/atlantis-operator.mjs.map'])
   rmSync(old, { recursive: true, force: true });
@@ -117,19 +134,16 @@ for (const f of readdirSync('dist', { withFileTypes: true }).filter((d) => /^cli
 await build({
   ...common,
   entryPoints: Object.fromEntries(Object.entries(VENDOR).map(([pkg, name]) => [`vendor/${name}`, pkg])),
-  outdir: 'dist',
-  outExtension: { '.js': '.cjs' },
   ...esModulesAsScript,
+  // body-parser's iconv-lite, in Express.
   plugins: [lazyIconvTables],
 });
 await build({
   ...common,
   entryPoints: { cli: 'src/cli.ts' },
-  outdir: 'dist',
-  outExtension: { '.js': '.cjs' },
   ...esModulesAsScript,
   sourcemap: 'linked',
-  plugins: [lazyIconvTables, promClientCore, vendored, sqliteAddon],
+  plugins: [promClientCore, vendored, sqliteAddon],
 });
 
 // esbuild keeps some comments as they are; a non-ASCII character left in one would still make
@@ -154,9 +168,10 @@ const LAUNCHER = 'dist/atlantis-operator.cjs';
 writeFileSync(LAUNCHER, readFileSync('hack/bundle/launcher.cjs', 'utf8').replace('@CLI_HASH@', cliHash));
 chmodSync(LAUNCHER, 0o755);
 
-// The external tables and the SQLite addon must resolve from dist/ as they will at run time
-// (in the image too, which ships node_modules for them).
-for (const m of [ICONV_TABLES, SQLITE_ADDON]) createRequire(new URL('../dist/cli.cjs', import.meta.url)).resolve(m);
+// The external tables and the SQLite addon must resolve from where they are required, as they
+// will at run time (in the image too, which ships node_modules for them).
+createRequire(new URL('../dist/vendor/express.cjs', import.meta.url)).resolve(ICONV_TABLES);
+createRequire(new URL('../dist/cli.cjs', import.meta.url)).resolve(SQLITE_ADDON);
 
 // The Node-API addon of src/server/secrets/non-dumpable.ts, from one C file with no
 // dependency: a C compiler and Node.js's own headers (node_api.h) are all it needs, the
