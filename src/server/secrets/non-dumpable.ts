@@ -10,8 +10,7 @@
 // reads them). /proc/<pid>/cmdline and /proc/<pid>/stat stay readable (`atlantis-operator
 // drain` checks them). execve() makes a process dumpable again, so children are not affected:
 // terraform, git and the process host's worker (which calls this again itself) start dumpable.
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { nativeFile } from '../../native-file.js';
 
 export type NonDumpable = { ok: true } | { ok: false; reason: string };
 
@@ -20,14 +19,8 @@ interface Addon {
   isDumpable(): boolean;
 }
 
-/**
- * Where the addon is, relative to this module: beside the bundle (dist/), from tsc's output
- * (dist/src/server/secrets/), and from the TypeScript source.
- */
-const CANDIDATES = ['./native/', '../../../native/', '../../../dist/native/'].map((d) => `${d}non-dumpable.node`);
-
 function loadAddon(): Addon | string {
-  const file = CANDIDATES.map((c) => fileURLToPath(new URL(c, import.meta.url))).find((f) => existsSync(f));
+  const file = nativeFile('non-dumpable.node');
   if (!file) return 'dist/native/non-dumpable.node was not built (make build)';
   const module = { exports: {} as Addon };
   try {

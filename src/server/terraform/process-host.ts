@@ -13,11 +13,10 @@
 // in flight then are killed (their output pipes are gone, nobody would supervise them) and
 // reported as failed with a message saying so.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { StringDecoder } from 'node:string_decoder';
-import { fileURLToPath } from 'node:url';
 import type { Logger } from '../../log.js';
+import { nativeFile } from '../../native-file.js';
 import { childEnv } from '../secrets/child-env.js';
 import {
   FrameReader,
@@ -213,14 +212,8 @@ function keepAlive(worker: ChildProcess, on: boolean): void {
   }
 }
 
-/**
- * The executable hack/bundle.mjs builds, relative to this module: beside the bundle (dist/),
- * from tsc's output (dist/src/server/terraform/), and from the TypeScript source.
- */
-const CANDIDATES = ['./native/', '../../../native/', '../../../dist/native/'].map((d) => `${d}process-host`);
-
 function defaultWorkerPath(): string {
-  const file = CANDIDATES.map((c) => fileURLToPath(new URL(c, import.meta.url))).find((f) => existsSync(f));
+  const file = nativeFile('process-host');
   if (!file) throw new Error('dist/native/process-host was not built (make build)');
   return file;
 }
