@@ -45,14 +45,11 @@ for (const [pkg, parts] of Object.entries(PACKAGES)) {
 
 // The tree alone must work, from a cwd outside it: the CLI runs, V8 takes the code cache, the
 // addons load, and a server starts (its SQLite data dir lock and store) and stops.
-const run = (args) => execFileSync(process.execPath, args, { cwd: '/', encoding: 'utf8' }).trim();
+const run = (args, env = {}) =>
+  execFileSync(process.execPath, args, { cwd: '/', encoding: 'utf8', env: { ...process.env, ...env } }).trim();
 const launcher = path.resolve(out, 'dist/atlantis-operator.cjs');
 process.stdout.write(`${run([launcher, 'version'])}\n`);
-const taken = execFileSync(process.execPath, [...nodeArgs(process.cwd()), launcher], {
-  cwd: '/',
-  encoding: 'utf8',
-  env: { ...process.env, ATLANTIS_OPERATOR_CODE_CACHE: 'check' },
-}).trim();
+const taken = run([...nodeArgs(process.cwd()), launcher], { ATLANTIS_OPERATOR_CODE_CACHE: 'check' });
 if (taken !== 'taken') throw new Error(`V8 did not take the code cache: ${taken}`);
 process.stdout.write('code cache: taken\n');
 const probe = `const dist = ${JSON.stringify(path.resolve(out, 'dist'))};

@@ -2,8 +2,8 @@
 // running jobs as "crashed", share its locks and plans, and replace its pid file. Node has no
 // flock, so the lock is SQLite's own file lock on a database of its own, left empty: in
 // EXCLUSIVE locking mode a connection keeps its exclusive lock until it closes, and the kernel
-// drops the lock when the process dies, so a restart after kill -9 finds the dir free, while a live
-// holder (any process, even this one) makes the open fail at once with SQLITE_BUSY.
+// drops the lock when the process dies, so a restart after kill -9 finds the dir free, while
+// a live holder (any process, even this one) makes the open fail at once with SQLITE_BUSY.
 import Database from 'better-sqlite3';
 import path from 'node:path';
 import { UsageError } from '../../config/flags.js';

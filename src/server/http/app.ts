@@ -96,8 +96,8 @@ export function fastPath(method: string | undefined, url: string | undefined): '
  * answered on node:http directly; everything else (and /status with a query) goes through
  * Express (express-app.ts). Why: Express's per-request work (router, request and response
  * helpers) is a large part of a webhook's CPU and garbage during a burst (figures in
- * docs/reliability.md). Webhook bodies never reach body-parser: it
- * would inflate compressed ones (see webhook-intake.ts).
+ * docs/reliability.md). Webhook bodies never reach body-parser: it would inflate compressed
+ * ones (see webhook-intake.ts).
  */
 export function buildRequestListener(deps: AppDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const sendStatus = statusSender(deps);
