@@ -2,7 +2,8 @@
 // a budget's worth per turn; I/O is served between turns; a failing task fails only itself;
 // idle() waits for queued and running tasks. Then the same through the server's request
 // listener, for a body with a Content-Length and a chunked one: a /status sent after a
-// burst of slow webhooks is answered before they have all been handled.
+// burst of slow webhooks is answered before they have all been handled, within a few of them
+// by the wall clock of the client that sent it and of the server that handled them.
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -151,33 +152,92 @@ describe('TurnQueue', () => {
 
 /**
  * A client in a process of its own (in this one, its requests would go out at the pace of the
- * server's own event loop): 40 webhooks at once, each on its own connection, then a /status
- * once they are all sent. Prints how many webhooks had been answered when /status was.
+ * server's own event loop): 41 connections, then, once the server says on stdin that it has
+ * them all, 40 webhooks on 40 of them and, 20 ms later, a /status on the last. Prints when the
+ * /status request was in the kernel's hands (the wall clock, as the server times webhooks).
  */
 const BURST_CLIENT = `
 const http = require('node:http');
 const [url, mode] = process.argv.slice(1);
-let answered = 0;
-const send = (method, path) => new Promise((resolve, reject) => {
+const open = (method, path) => {
   const headers = { 'x-github-event': 'ping', 'content-type': 'application/json' };
   // 'chunked': no Content-Length, the body ends with the last chunk.
   if (method === 'POST' && mode === 'plain') headers['content-length'] = '2';
-  const r = http.request(url + path, { method, agent: false, headers }, (res) => {
-    let text = '';
-    res.on('data', (c) => { text += c; }); res.on('end', () => resolve({ code: res.statusCode, text }));
+  let r;
+  const answer = new Promise((resolve, reject) => {
+    r = http.request(url + path, { method, agent: false, headers }, (res) => {
+      let text = '';
+      res.on('data', (c) => { text += c; }); res.on('end', () => resolve({ code: res.statusCode, text }));
+    });
+    r.on('error', reject);
   });
-  r.on('error', reject);
-  if (method === 'POST') r.write('{}');
-  r.end();
+  // The connection is made now; the request goes out with the first write.
+  return { r, answer };
+};
+const hooks = Array.from({ length: 40 }, () => open('POST', '/events'));
+const status = open('GET', '/status');
+let sentAt = 0;
+process.stdin.once('data', async () => {
+  for (const h of hooks) {
+    h.r.write('{}');
+    h.r.end();
+  }
+  setTimeout(() => {
+    // On a connected socket 'finish' comes once the request is written to it: a client held
+    // back by the machine's load takes this time late, never early.
+    status.r.once('finish', () => { sentAt = Date.now(); });
+    status.r.end();
+  }, 20);
+  const st = await status.answer;
+  const answers = await Promise.all(hooks.map((h) => h.answer));
+  console.log(JSON.stringify({ status: st.code, sentAt, codes: answers.map((a) => a.code), bodies: answers.map((a) => a.text) }));
 });
-const hooks = Array.from({ length: 40 }, () => send('POST', '/events').then((a) => { answered++; return a; }));
-setTimeout(async () => {
-  const status = await send('GET', '/status');
-  const atStatus = answered;
-  const answers = await Promise.all(hooks);
-  console.log(JSON.stringify({ status: status.code, atStatus, codes: answers.map((a) => a.code), bodies: answers.map((a) => a.text) }));
-}, 20);
 `;
+
+/**
+ * One burst through the server's request listener: what the client saw, the times the server
+ * finished each webhook, and how many it had finished when it answered /status.
+ */
+async function burst(mode: 'plain' | 'chunked') {
+  const handledAt: number[] = [];
+  let handledAtAnswer = -1;
+  const listener = buildRequestListener({
+    tracker: new OperationTracker(),
+    drainState: () => initialDrainState,
+    metrics: new ServerMetrics({ defaults: false }),
+    logger: createLogger({ silent: true }),
+    storeHealthy: async () => true,
+    webhookQueue: new TurnQueue(WEBHOOK_TURN_BUDGET_MS),
+    // 10 ms of CPU each, a slow webhook: 400 ms for the burst.
+    onWebhook: async (req) => {
+      spin(10);
+      handledAt.push(Date.now());
+      return { status: 200, body: `Ignoring ${req.rawBody.length}\n` };
+    },
+  });
+  const server = http
+    .createServer((req, res) => {
+      if (req.url === '/status') res.once('finish', () => (handledAtAnswer = handledAt.length));
+      listener(req, res);
+    })
+    .listen(0, '127.0.0.1');
+  await new Promise((r) => server.once('listening', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  try {
+    const client = execa(process.execPath, ['-e', BURST_CLIENT, url, mode]);
+    // The burst starts once the server has taken all 41 connections: how soon a loaded
+    // machine gets connections to a server is not what is tested.
+    let accepted = 0;
+    server.on('connection', () => {
+      if (++accepted === 41) client.stdin?.end('go\n');
+    });
+    const out = JSON.parse((await client).stdout) as { status: number; sentAt: number; codes: number[]; bodies: string[] };
+    return { ...out, handledAt, handledAtAnswer };
+  } finally {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  }
+}
 
 describe('webhooks take their turn on the HTTP surface', () => {
   // Both ways GitHub could send a body (it sends a Content-Length).
@@ -186,36 +246,22 @@ describe('webhooks take their turn on the HTTP surface', () => {
     ['chunked body', undefined],
   ] as const) {
     it(`answers a /status sent after a burst of 40 slow webhooks before they have all been handled: ${name}`, async () => {
-      let handled = 0;
-      const listener = buildRequestListener({
-        tracker: new OperationTracker(),
-        drainState: () => initialDrainState,
-        metrics: new ServerMetrics({ defaults: false }),
-        logger: createLogger({ silent: true }),
-        storeHealthy: async () => true,
-        webhookQueue: new TurnQueue(WEBHOOK_TURN_BUDGET_MS),
-        // 10 ms of CPU each, a slow webhook: 400 ms for the burst, so that a client delayed by a
-        // busy machine still sends its /status well before the last one is handled.
-        onWebhook: async (req) => {
-          spin(10);
-          handled++;
-          return { status: 200, body: `Ignoring ${req.rawBody.length}\n` };
-        },
-      });
-      const server = http.createServer(listener).listen(0, '127.0.0.1');
-      await new Promise((r) => server.once('listening', r));
-      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-      try {
-        const client = execa(process.execPath, ['-e', BURST_CLIENT, url, body === undefined ? 'chunked' : 'plain']);
-        const out = JSON.parse((await client).stdout) as { status: number; atStatus: number; codes: number[]; bodies: string[] };
-        assert.equal(out.status, 200);
-        assert.deepEqual(new Set(out.codes), new Set([200]));
-        assert.deepEqual(new Set(out.bodies), new Set(['Ignoring 2\n']), 'the whole body reached the handler');
-        assert.equal(handled, 40);
-        assert.ok(out.atStatus < 30, `/status was answered after ${out.atStatus} of 40 webhooks`);
-      } finally {
-        server.closeAllConnections();
-        await new Promise((r) => server.close(r));
+      // The order is judged from both processes' clocks (the wall clock): when the client sent
+      // /status, and when the server finished each webhook. A client the machine's load held
+      // back until the burst was over proves nothing either way: the burst is sent again (3
+      // times at most).
+      for (let attempt = 1; ; attempt++) {
+        const r = await burst(body === undefined ? 'chunked' : 'plain');
+        assert.equal(r.status, 200);
+        assert.deepEqual(new Set(r.codes), new Set([200]));
+        assert.deepEqual(new Set(r.bodies), new Set(['Ignoring 2\n']), 'the whole body reached the handler');
+        assert.equal(r.handledAt.length, 40);
+        const before = r.handledAt.filter((t) => t <= r.sentAt).length;
+        if (before === 40 && attempt < 3) continue;
+        assert.ok(before < 40, 'the client sent /status after the last webhook was handled, 3 times');
+        // Between the sending of /status and its answer, a few webhooks at most took their turn.
+        assert.ok(r.handledAtAnswer - before <= 5, `/status sent after ${before} and answered after ${r.handledAtAnswer} of 40 webhooks`);
+        return;
       }
     });
   }
