@@ -114,8 +114,12 @@ describe('plugin cache', () => {
       return name;
     };
     const tick = () => new Promise((r) => setImmediate(r));
+    // Bounded by time, not by turns: an init that checks its lock file against the cache
+    // waits for file reads on libuv's thread pool, which a loaded machine may hold back
+    // past any fixed count of turns. Each state waited for holds until the test moves on.
     const until = async (what: () => boolean) => {
-      for (let i = 0; i < 1000 && !what(); i++) await tick();
+      const end = Date.now() + 10_000;
+      while (!what() && Date.now() < end) await tick();
       assert.ok(what(), events.join(', '));
     };
     const w1 = c.init('terraform', '1.11.4', init('w1'));
