@@ -7,7 +7,8 @@
 // --parallel-pool-size. Figures: webhook to the last plan comment and to the last apply
 // comment, peak RSS of the server (ours: with its process host worker) and of its whole tree,
 // CPU seconds of the tree, terraform commands run, provider bytes downloaded per init,
-// OOM kills. Goals (issue 36) as ratios of the two servers in the same run.
+// OOM kills. Goals (issue 36) as ratios of the two servers in the same run. Beside them, the
+// floor: the same inits and plans run directly at the same pool size (monorepo-direct.ts).
 //
 //   ATLANTIS_REFERENCE_BIN=/path/to/atlantis make bench BENCH=monorepo
 //   env: BENCH_MONOREPO_SIZES=10,50,100,150  BENCH_MONOREPO_POOL=4  BENCH_MONOREPO_MEMORY_MIB=2048
@@ -29,6 +30,7 @@ import {
   makeBenchWorld,
   startBenchServer,
 } from './bench-servers.js';
+import { type DirectRow, directPlans } from './monorepo-direct.js';
 import { SHARED_SIZES, monorepoFiles, sharedModuleChange } from './monorepo-repo.js';
 import { onlyLoopback, runInLoopbackNamespace } from './netns.js';
 import { PodCgroup } from './pod-cgroup.js';
@@ -263,6 +265,26 @@ function show(rows: MonorepoRow[]): void {
   );
 }
 
+/** The floor beside the servers: terraform alone, and each server's time to all plans as a multiple of it. */
+function showDirect(rows: MonorepoRow[], direct: DirectRow[]): void {
+  printTable(
+    "monorepo: the changed projects' init + plan run directly at the same pool size, no server: the floor",
+    direct.map((d) => {
+      const of = (k: ServerKind) => rows.find((r) => r.server === k && r.projects === d.projects && !r.error);
+      const a = of('atlantis');
+      const o = of('ours');
+      return {
+        projects: d.projects,
+        'terraform alone s': sec(d.planMs),
+        'CPU s': d.cpuS.toFixed(1),
+        'ours / alone': o ? `${(o.planMs / d.planMs).toFixed(2)}×` : '-',
+        'Atlantis / alone': a ? `${(a.planMs / d.planMs).toFixed(2)}×` : '-',
+        'alone / Atlantis': a ? `${(d.planMs / a.planMs).toFixed(2)}×` : '-',
+      };
+    }),
+  );
+}
+
 interface Goal {
   name: string;
   value: string;
@@ -343,6 +365,7 @@ async function inner(out: string): Promise<void> {
     `pool ${s.pool}, memory limit ${s.memoryMiB} MiB, sizes ${s.sizes.join(', ')}${s.flags.length ? `, flags ${s.flags.join(' ')}` : ''}`,
   );
   const rows: MonorepoRow[] = [];
+  const direct: DirectRow[] = [];
   for (const [i, n] of s.sizes.entries()) {
     const order: ServerKind[] = bin ? (i % 2 === 0 ? ['atlantis', 'ours'] : ['ours', 'atlantis']) : ['ours'];
     for (const kind of order) {
@@ -352,14 +375,25 @@ async function inner(out: string): Promise<void> {
         `${kind} ${n}: plan ${sec(row.planMs)} s, apply ${sec(row.applyMs)} s, server ${mib(row.serverMiB)} MiB, tree ${mib(row.treeMiB)} MiB`,
       );
     }
+    const d = await directPlans({
+      world,
+      cliConfig: (file, pluginCacheDir) => mirror.writeCliConfig(file, { pluginCacheDir, tag: `direct-${n}` }),
+      cloneUrl: repo.cloneUrl,
+      branch: heads.get(n)!.branch,
+      projects: n,
+      pool: s.pool,
+    });
+    direct.push(d);
+    console.log(`terraform alone ${n}: init + plan ${sec(d.planMs)} s, CPU ${d.cpuS.toFixed(1)} s`);
   }
   show(rows);
+  showDirect(rows, direct);
   const g = goals(rows);
   printTable(
     'monorepo goals (issue 36)',
     g.map((x) => ({ goal: x.name, measured: x.value, met: x.ok ? 'yes' : 'NO' })),
   );
-  writeFileSync(out, JSON.stringify({ rows, goals: g, settings: s, atlantis: bin ? atlantisVersion(bin) : skipped }, null, 2));
+  writeFileSync(out, JSON.stringify({ rows, direct, goals: g, settings: s, atlantis: bin ? atlantisVersion(bin) : skipped }, null, 2));
   await gh.close();
   await mirror.close();
 }

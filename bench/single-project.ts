@@ -5,6 +5,7 @@
 //   `terraform init` + `terraform plan` run directly on a clone of the same commit; RUNS
 //   plans, each server and the direct run in turn (the order alternating), every one in a
 //   pod-like cgroup of its own (pod-cgroup.ts), so the machine's other load weighs on them alike;
+//   the direct run's clone, made as a server makes it, is timed alone: the overhead's floor;
 // - peak RSS of the server (ours: with its process host worker) over those plans.
 // The project is one terraform_data resource (no provider), as in workflow-overhead.ts.
 import { execFile, spawn } from 'node:child_process';
@@ -13,6 +14,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { sleep } from '../src/async.js';
+import { cloneArgs, gitAuth } from '../src/server/workflow/checkout/working-copy.js';
 import { createTestRepo, terraformConfig } from '../test/support/git-repos.js';
 import { GitHubStandin, issueCommentPayload, pullRequestPayload, sendWebhook } from '../test/support/github-standin.js';
 import {
@@ -39,11 +41,25 @@ const median = (xs: number[]): number =>
     50,
   );
 
-/** terraform init + plan in a cgroup of its own, on a fresh clone; ms. */
-async function directPlan(cloneUrl: string, branch: string, dir: string, env: NodeJS.ProcessEnv): Promise<number> {
+/**
+ * The direct run: the clone a server makes (from the stand-in, with our credential helper, as
+ * working-copy.ts runs it), then terraform init + plan in a cgroup of their own; ms of each.
+ */
+async function directPlan(
+  gh: GitHubStandin,
+  branch: string,
+  dir: string,
+  env: NodeJS.ProcessEnv,
+): Promise<{ cloneMs: number; planMs: number }> {
   const work = benchTempDir('bench-direct-');
+  const url = gh.gitUrl(REPO);
+  const auth = gitAuth(url, gh.token);
+  const req = { repo: REPO, pull: 0, workspace: 'default', cloneUrl: url, headRef: branch, headSha: '' };
+  const args = [...auth.args, ...cloneArgs({ strategy: 'branch', depth: 0 }, req, work)];
+  const c0 = performance.now();
   // Not a sync call: the stand-in that serves the clone runs in this process.
-  await promisify(execFile)('git', ['clone', '-q', '--branch', branch, '--single-branch', cloneUrl, work], { env });
+  await promisify(execFile)('git', args, { env: { ...env, GIT_TERMINAL_PROMPT: '0', ...auth.env } });
+  const cloneMs = performance.now() - c0;
   const cwd = path.join(work, dir);
   const cg = PodCgroup.create(`direct-${process.hrtime.bigint()}`);
   const run = (args: string[]): Promise<void> =>
@@ -56,7 +72,7 @@ async function directPlan(cloneUrl: string, branch: string, dir: string, env: No
     const t0 = performance.now();
     await run(['init', '-input=false']);
     await run(['plan', '-input=false', '-out=direct.tfplan']);
-    return performance.now() - t0;
+    return { cloneMs, planMs: performance.now() - t0 };
   } finally {
     await cg.removeWhenEmpty();
     removeBenchTempDir(work);
@@ -67,6 +83,8 @@ interface Result {
   startupMs: Record<ServerKind, number[]>;
   wallMs: Record<ServerKind, number[]>;
   directMs: number[];
+  /** The clone alone, as a server makes it: the floor of the overhead per plan. */
+  cloneMs: number[];
   serverMiB: Record<ServerKind, number>;
   hwmMiB: Record<ServerKind, number>;
 }
@@ -91,6 +109,7 @@ async function inner(out: string): Promise<void> {
     startupMs: { atlantis: [], ours: [] },
     wallMs: { atlantis: [], ours: [] },
     directMs: [],
+    cloneMs: [],
     serverMiB: { atlantis: NaN, ours: NaN },
     hwmMiB: { atlantis: NaN, ours: NaN },
   };
@@ -117,7 +136,9 @@ async function inner(out: string): Promise<void> {
     for (let k = 0; k < i % order.length; k++) order.push(order.shift()!);
     for (const who of order) {
       if (who === 'direct') {
-        r.directMs.push(await directPlan(repo.cloneUrl, branch, dir, env));
+        const d = await directPlan(gh, branch, dir, env);
+        r.directMs.push(d.planMs);
+        r.cloneMs.push(d.cloneMs);
         continue;
       }
       const s = servers.get(who)!;
@@ -170,13 +191,15 @@ export async function benchSingleProject(): Promise<{ ok: boolean; figures?: Sin
     f.overheadMs[k] = median(r.wallMs[k]) - direct;
     f.serverMiB[k] = r.serverMiB[k];
   }
+  const clone = median(r.cloneMs);
   printTable(
-    `one project, ${RUNS} plans (median), ${STARTS} starts (median); direct terraform init+plan ${direct.toFixed(0)} ms`,
+    `one project, ${RUNS} plans (median), ${STARTS} starts (median); direct terraform init+plan ${direct.toFixed(0)} ms; the clone alone ${clone.toFixed(0)} ms`,
     kinds.map((k) => ({
       server: k,
       'start-up ms': f.startupMs[k]!.toFixed(0),
       'plan wall ms': median(r.wallMs[k]).toFixed(0),
       'overhead ms': f.overheadMs[k]!.toFixed(0),
+      'overhead / clone alone': `${(f.overheadMs[k]! / clone).toFixed(2)}×`,
       'peak RSS server MiB': r.serverMiB[k].toFixed(0),
       'VmHWM MiB': r.hwmMiB[k].toFixed(0),
     })),
