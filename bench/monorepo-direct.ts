@@ -3,7 +3,7 @@
 // plugin cache of its own (the first init installs the provider alone, the others then only
 // read the cache, as our server orders them). Its wall time is the least any server can take
 // from the clone to the last plan; read beside the servers' time to all plans.
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -46,34 +46,20 @@ export async function directPlans(o: DirectRun): Promise<DirectRow> {
     TF_CLI_CONFIG_FILE: o.cliConfig(path.join(work, 'cli.tfrc'), cache),
   };
   const cg = PodCgroup.create(`direct-${o.projects}-${process.hrtime.bigint()}`);
-  const terraform = (dir: string, args: string[]): Promise<void> =>
-    new Promise((resolve, reject) => {
-      const w = cg.wrap('terraform', args);
-      const c = spawn(w.command, w.args, { cwd: dir, env, stdio: 'ignore' });
-      c.once('error', reject);
-      c.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`terraform ${args[0]} in ${dir} exited ${code}`))));
-    });
+  const terraform = (cwd: string, args: string[]): Promise<void> => cg.run('terraform', args, { cwd, env });
   const dirs = Array.from({ length: o.projects }, (_, i) => path.join(checkout, 'projects', projectName(i)));
   const init = (dir: string) => terraform(dir, ['init', '-no-color', '-input=false']);
   const plan = (dir: string) => terraform(dir, ['plan', '-no-color', '-input=false', '-out=direct.tfplan']);
   try {
     const cpu0 = cg.cpuSeconds();
     const t0 = performance.now();
-    // The first init fills the cache alone; the pool's other slots wait for it.
+    // The first init fills the cache alone; then `pool` slots take the rest, its plan first.
     await init(dirs[0]!);
-    let next = 1;
-    const worker = async (): Promise<void> => {
-      while (next < dirs.length) {
-        const dir = dirs[next++]!;
-        await init(dir);
-        await plan(dir);
-      }
+    const tasks = [() => plan(dirs[0]!), ...dirs.slice(1).map((d) => () => init(d).then(() => plan(d)))];
+    const slot = async (): Promise<void> => {
+      for (let t = tasks.shift(); t; t = tasks.shift()) await t();
     };
-    const firstSlot = async (): Promise<void> => {
-      await plan(dirs[0]!);
-      await worker();
-    };
-    await Promise.all([firstSlot(), ...Array.from({ length: o.pool - 1 }, worker)]);
+    await Promise.all(Array.from({ length: o.pool }, slot));
     return { projects: o.projects, planMs: performance.now() - t0, cpuS: cg.cpuSeconds() - cpu0 };
   } finally {
     await cg.removeWhenEmpty();

@@ -279,7 +279,6 @@ function showDirect(rows: MonorepoRow[], direct: DirectRow[]): void {
         'CPU s': d.cpuS.toFixed(1),
         'ours / alone': o ? `${(o.planMs / d.planMs).toFixed(2)}×` : '-',
         'Atlantis / alone': a ? `${(a.planMs / d.planMs).toFixed(2)}×` : '-',
-        'alone / Atlantis': a ? `${(d.planMs / a.planMs).toFixed(2)}×` : '-',
       };
     }),
   );

@@ -6,6 +6,7 @@
 // into) play no part, so both servers compare on equal terms with whatever else runs.
 // Made directly under /sys/fs/cgroup/<controller>; works as root and in a user namespace of
 // the same root (`unshare -r`).
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { sleep } from '../src/async.js';
@@ -49,6 +50,16 @@ export class PodCgroup {
     const procs = CONTROLLERS.map((c) => path.join(this.dirs[c], 'cgroup.procs'));
     const script = 'for f in "$1" "$2" "$3"; do echo $$ > "$f" || exit 97; done; shift 3; exec "$@"';
     return { command: 'sh', args: ['-c', script, 'sh', ...procs, command, ...args] };
+  }
+
+  /** Runs `command` in the cgroups, its output ignored; rejects unless it exits 0. */
+  run(command: string, args: string[], o: { cwd: string; env: NodeJS.ProcessEnv }): Promise<void> {
+    const w = this.wrap(command, args);
+    return new Promise((resolve, reject) => {
+      const c = spawn(w.command, w.args, { cwd: o.cwd, env: o.env, stdio: 'ignore' });
+      c.once('error', reject);
+      c.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${command} ${args[0] ?? ''} in ${o.cwd} exited ${code}`))));
+    });
   }
 
   /** The memory cgroup's cgroup.procs (every process of the tree), for the sampler. */

@@ -8,7 +8,7 @@
 //   the direct run's clone, made as a server makes it, is timed alone: the overhead's floor;
 // - peak RSS of the server (ours: with its process host worker) over those plans.
 // The project is one terraform_data resource (no provider), as in workflow-overhead.ts.
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -62,12 +62,7 @@ async function directPlan(
   const cloneMs = performance.now() - c0;
   const cwd = path.join(work, dir);
   const cg = PodCgroup.create(`direct-${process.hrtime.bigint()}`);
-  const run = (args: string[]): Promise<void> =>
-    new Promise((resolve, reject) => {
-      const w = cg.wrap('terraform', args);
-      const c = spawn(w.command, w.args, { cwd, env, stdio: 'ignore' });
-      c.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`terraform ${args[0]} exited ${code}`))));
-    });
+  const run = (args: string[]): Promise<void> => cg.run('terraform', args, { cwd, env });
   try {
     const t0 = performance.now();
     await run(['init', '-input=false']);
